@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpusched needs to build and test, and nothing else.
+# Idempotent: prints nothing and touches nothing when every package is present.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config
+  libjansson-dev libyaml-dev libcmocka-dev
+  python3 python3-pytest python3-yaml
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

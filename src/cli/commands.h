@@ -1,0 +1,17 @@
+/*
+ * commands.h - the gpusched subcommands.
+ *
+ * Each subcommand lives in its own cmd_<name>.c and is a function with
+ * main()'s shape. They are part of the library so tests can call them; only
+ * main.c (the dispatcher) is outside it. Exit codes: 0 success, 1 the command
+ * ran and found a problem (invalid manifest, failed run), 2 usage error.
+ */
+#ifndef GS_CLI_COMMANDS_H
+#define GS_CLI_COMMANDS_H
+
+int gs_cmd_version(int argc, char **argv);
+int gs_cmd_validate(int argc, char **argv);
+int gs_cmd_sim(int argc, char **argv);
+int gs_cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * main.c - the gpusched binary: dispatches to a subcommand (commands.h).
+ */
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Weak so a partial tree (one layer built alone) still links; a missing
+ * command is reported as unavailable rather than failing the build. */
+#pragma weak gs_cmd_validate
+#pragma weak gs_cmd_sim
+#pragma weak gs_cmd_bench
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"validate", gs_cmd_validate, "check manifests (YAML/JSON) and report every problem by field"},
+    {"sim", gs_cmd_sim, "replay a cluster trace through the scheduler on a simulated clock"},
+    {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
+    {"version", gs_cmd_version, "print the version"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpusched <command> [options]\n\n"
+               "gpusched is a GPU cluster scheduler: discovery, placement (gang, topology,\n"
+               "quota, fragmentation-aware), node execution and governance in one binary.\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].fn) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\nRun 'gpusched <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) cmd = "version";
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].fn && !strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "gpusched: unknown command \"%s\"\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

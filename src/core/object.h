@@ -1,0 +1,250 @@
+/*
+ * object.h - the Kubernetes-shaped object model: typed views over documents.
+ *
+ * Every object is decoded from a JSON document (jansson json_t; YAML is turned
+ * into the same json_t by codec.c). The document stays attached to the object
+ * (`doc`, owned, one reference) and is the source of truth for encoding, so
+ * fields we do not model - and fields of kinds we do not know - survive a
+ * round trip unchanged. The typed structs below are what the scheduler reads:
+ * fields parsed once at decode time, with quantities already exact integers
+ * and the pod's total demand precomputed (struct gs_demand).
+ *
+ * Decoding validates: every problem is reported to a struct gs_diags with the
+ * field path (`spec.containers[0].resources.limits["nvidia.com/gpu"]`) and a
+ * message naming the value and why it is wrong. An object with problems is not
+ * returned.
+ *
+ * Objects may also be built without a document (the simulator builds pods
+ * from CSV rows): doc is then NULL and gs_object_to_json() synthesises one.
+ *
+ * Well-known names (keep stable, users rely on them):
+ */
+#ifndef GS_CORE_OBJECT_H
+#define GS_CORE_OBJECT_H
+
+#include "core/error.h"
+#include "core/labels.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GS_RES_CPU "cpu"
+#define GS_RES_MEMORY "memory"
+#define GS_RES_PODS "pods"
+#define GS_RES_GPU "nvidia.com/gpu"
+#define GS_ANN_GPU_MILLI "gpusched.io/gpu-milli"   /* per-GPU share, 1..1000 */
+#define GS_ANN_GPU_MEMORY "gpusched.io/gpu-memory" /* per-GPU memory, MiB */
+#define GS_ANN_GPU_MODEL "gpusched.io/gpu-model"   /* acceptable models, "V100M16|V100M32" */
+#define GS_ANN_KAI_GPU_FRACTION "gpu-fraction"      /* KAI: "0.5" -> 500 milli */
+#define GS_ANN_KAI_GPU_MEMORY "gpu-memory"          /* KAI: MiB */
+#define GS_ANN_DEVICES "gpusched.io/devices"       /* chosen devices on a bound pod */
+#define GS_ANN_SIM_ARRIVAL "sim.gpusched.io/arrival"   /* seconds */
+#define GS_ANN_SIM_DURATION "sim.gpusched.io/duration" /* seconds */
+#define GS_LABEL_POD_GROUP "scheduling.x-k8s.io/pod-group"
+#define GS_ANN_VOLCANO_GROUP "scheduling.k8s.io/group-name"
+#define GS_LABEL_QUEUE "kueue.x-k8s.io/queue-name"
+#define GS_LABEL_GPU_PRODUCT "nvidia.com/gpu.product"
+#define GS_DEFAULT_SCHEDULER "default-scheduler"
+
+/*--- Kinds ---*/
+
+enum gs_kind {
+    GS_KIND_UNKNOWN = 0, /* kept as a generic object: meta + doc */
+    GS_KIND_NODE,
+    GS_KIND_POD,
+    GS_KIND_PODGROUP,              /* scheduling.x-k8s.io/v1alpha1, scheduling.volcano.sh/v1beta1 */
+    GS_KIND_QUEUE,                 /* scheduling.gpusched.io/v1alpha1, scheduling.volcano.sh/v1beta1 */
+    GS_KIND_CLUSTERQUEUE,          /* kueue.x-k8s.io/v1beta1|v1beta2 */
+    GS_KIND_LOCALQUEUE,            /* kueue.x-k8s.io */
+    GS_KIND_RESOURCEFLAVOR,        /* kueue.x-k8s.io */
+    GS_KIND_RESOURCECLAIM,         /* resource.k8s.io */
+    GS_KIND_DEVICECLASS,           /* resource.k8s.io */
+    GS_KIND_RESOURCESLICE,         /* resource.k8s.io */
+    GS_KIND_NODERESOURCETOPOLOGY,  /* topology.node.k8s.io/v1alpha2 */
+    GS_KIND_CLUSTERPOLICY,         /* nvidia.com/v1 */
+    GS_KIND_COUNT
+};
+
+/* "Pod" -> GS_KIND_POD ...; GS_KIND_UNKNOWN for anything else. */
+enum gs_kind gs_kind_from_name(const char *kind);
+const char *gs_kind_name(enum gs_kind k);
+
+/*--- Common parts ---*/
+
+struct gs_meta {
+    char *name;
+    char *namespace_; /* NULL for cluster-scoped kinds; "default" filled in for pods without one */
+    char *uid;
+    char *resource_version;
+    char *creation_timestamp; /* RFC 3339 text as given */
+    struct gs_labels labels;
+    struct gs_labels annotations;
+};
+
+/* One named resource amount in milli-units (cpu "500m" -> 500, memory "1Gi" -> 2^30*1000). */
+struct gs_resource {
+    char *name;
+    int64_t milli;
+};
+
+struct gs_resources {
+    struct gs_resource *v;
+    size_t n;
+};
+
+/* Milli-units of name, or 0 when absent. */
+int64_t gs_resources_get(const struct gs_resources *r, const char *name);
+int gs_resources_set(struct gs_resources *r, const char *name, int64_t milli);
+void gs_resources_free(struct gs_resources *r);
+
+/*--- Pod ---*/
+
+struct gs_container {
+    char *name;
+    char *image;
+    char **command; size_t ncommand;
+    char **args; size_t nargs;
+    struct gs_resources requests;
+    struct gs_resources limits;
+};
+
+enum gs_when_unsatisfiable { GS_DO_NOT_SCHEDULE, GS_SCHEDULE_ANYWAY };
+
+struct gs_spread_constraint {
+    int32_t max_skew;
+    char *topology_key;
+    enum gs_when_unsatisfiable when_unsatisfiable;
+    struct gs_selector label_selector;
+    int32_t min_domains; /* 0 when unset */
+};
+
+/* What the scheduler needs of a pod, derived once at decode. Effective
+ * requests follow Kubernetes: max(sum over containers, max over init
+ * containers) per resource; an extended resource given only as a limit
+ * requests the limit. GPU: nvidia.com/gpu count, or 1 when only a fractional
+ * annotation is present. */
+struct gs_demand {
+    int64_t cpu_milli;
+    int64_t mem_bytes;
+    int32_t gpu_count;      /* GPUs wanted (0 = none) */
+    int32_t gpu_milli;      /* share of each GPU, 1..1000; 1000 = whole GPU; 0 when gpu_count == 0 */
+    int64_t gpu_mem_mib;    /* per-GPU memory wanted, 0 = no constraint */
+    char **gpu_models;      /* acceptable GPU models (from GS_ANN_GPU_MODEL), NULL when any */
+    size_t ngpu_models;
+    struct gs_resources extended; /* every other requested resource except cpu, memory, nvidia.com/gpu */
+};
+
+struct gs_pod {
+    struct gs_meta meta;
+    json_t *doc;               /* owned reference; NULL when built in memory */
+    char *node_name;           /* spec.nodeName, NULL when unbound */
+    char *scheduler_name;      /* defaults to "default-scheduler" */
+    char *priority_class_name;
+    int32_t priority;          /* spec.priority (0 when unset) */
+    struct gs_container *containers; size_t ncontainers;
+    struct gs_container *init_containers; size_t ninit_containers;
+    struct gs_labels node_selector;
+    struct gs_node_affinity node_affinity;
+    struct gs_toleration *tolerations; size_t ntolerations;
+    struct gs_spread_constraint *spread; size_t nspread;
+    char *pod_group;           /* from GS_LABEL_POD_GROUP or GS_ANN_VOLCANO_GROUP */
+    char *queue_name;          /* from GS_LABEL_QUEUE */
+    char *phase;               /* status.phase, NULL when unset */
+    struct gs_demand demand;
+};
+
+/*--- Node ---*/
+
+struct gs_mig_instance {
+    char *profile; /* "1g.10gb" */
+    char *uuid;    /* may be NULL */
+};
+
+/* One GPU of a node, from status.devices[] (written by discovery). */
+struct gs_gpu {
+    int32_t index;
+    char *uuid;
+    char *model;
+    int64_t memory_mib;
+    int32_t numa_node;      /* -1 when unknown */
+    uint64_t nvlink_peers;  /* bit i set: NVLink to the GPU with index i (indices < 64) */
+    bool healthy;
+    bool mig_enabled;
+    struct gs_mig_instance *mig; size_t nmig;
+};
+
+struct gs_node {
+    struct gs_meta meta;
+    json_t *doc;
+    bool unschedulable;              /* spec.unschedulable */
+    struct gs_taint *taints; size_t ntaints;
+    struct gs_resources capacity;    /* status.capacity */
+    struct gs_resources allocatable; /* status.allocatable (defaults to capacity when absent) */
+    struct gs_gpu *gpus; size_t ngpus;
+};
+
+/*--- Gang and queues ---*/
+
+struct gs_podgroup {
+    struct gs_meta meta;
+    json_t *doc;
+    int32_t min_member;
+    struct gs_resources min_resources;
+    int32_t schedule_timeout_seconds; /* 0 when unset (the plugin's default applies) */
+    char *queue;                      /* Volcano spec.queue, NULL when unset */
+    int32_t priority;
+};
+
+struct gs_queue {
+    struct gs_meta meta;
+    json_t *doc;
+    char *parent;                  /* NULL for a root */
+    int32_t weight;                /* >= 1, default 1 */
+    int32_t priority;
+    struct gs_resources guarantee; /* deserved / guaranteed quota */
+    struct gs_resources limit;     /* capability; empty = unlimited */
+};
+
+/*--- The generic object ---*/
+
+struct gs_object {
+    enum gs_kind kind;
+    char *api_version;
+    char *kind_name;       /* as written in the document */
+    union {
+        struct gs_meta *meta; /* every typed struct starts with struct gs_meta */
+        struct gs_pod *pod;
+        struct gs_node *node;
+        struct gs_podgroup *podgroup;
+        struct gs_queue *queue;
+        struct gs_generic *generic;
+    } u;
+};
+
+/* Kinds without a dedicated struct yet (ClusterQueue, ResourceFlavor, ...). */
+struct gs_generic {
+    struct gs_meta meta;
+    json_t *doc;
+};
+
+/* Decodes and validates one document. On success *out is a new object holding
+ * its own reference to doc (the caller's reference is untouched); free with
+ * gs_object_free. On failure returns GS_EINVAL with every problem in d. */
+int gs_object_decode(json_t *doc, struct gs_object **out, struct gs_diags *d);
+/* The object's document (borrowed; synthesised and cached for in-memory objects). */
+json_t *gs_object_to_json(struct gs_object *o);
+void gs_object_free(struct gs_object *o);
+
+/* Typed decoders used by gs_object_decode; each fills *out (caller-allocated,
+ * zeroed on failure) and reports problems under path prefix "". */
+int gs_pod_decode(json_t *doc, struct gs_pod *out, struct gs_diags *d);
+int gs_node_decode(json_t *doc, struct gs_node *out, struct gs_diags *d);
+void gs_pod_clear(struct gs_pod *p);
+void gs_node_clear(struct gs_node *n);
+void gs_meta_clear(struct gs_meta *m);
+
+/* "namespace/name" into buf (or "name" when cluster-scoped). */
+int gs_meta_key(const struct gs_meta *m, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * cache.h - the scheduler's view of the cluster: per-node aggregates kept
+ * up to date incrementally, and pods assumed onto nodes before binding.
+ *
+ * Design. Nodes live in one array (struct gs_node_info), in the order they
+ * were added; a node's index never changes while it exists (removed nodes
+ * leave a tombstone slot that is reused). Filter and Score plugins read the
+ * aggregates directly - requested CPU/memory/extended resources and, per GPU,
+ * free milli-GPU and free memory - so a scheduling cycle touches no hash table
+ * and allocates nothing per node. Every change to a node bumps its
+ * `generation`, which plugins use to keep their own per-node caches (FGD's
+ * fragmentation) valid without recomputing the cluster.
+ *
+ * Pods. Placing a pod on a node goes through gs_cache_assume() with a
+ * struct gs_assignment naming the exact GPUs (a bit mask of indices) and the
+ * share taken on each (milli, memory). An assumed pod is confirmed by
+ * gs_cache_confirm() when binding succeeds, or released by gs_cache_forget().
+ * Assumed pods not confirmed before their deadline (clock time) are expired by
+ * gs_cache_expire(). gs_cache_remove_pod() frees a bound pod's resources
+ * (completion, deletion, eviction).
+ *
+ * Not thread-safe: the scheduling cycle is serial; callers serialise access.
+ */
+#ifndef GS_SCHED_CACHE_H
+#define GS_SCHED_CACHE_H
+
+#include "core/clock.h"
+#include "core/object.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define GS_MAX_GPUS_PER_NODE 64 /* fits the uint64_t masks below */
+#define GS_GPU_MILLI 1000
+
+/* Devices chosen for one pod on one node. Every chosen GPU gets the same
+ * share: milli (1..1000) and mem_mib (0 = no memory accounting). */
+struct gs_assignment {
+    int32_t node;      /* node index in the cache, -1 when none */
+    uint64_t gpu_mask; /* bit i: GPU index i */
+    int32_t milli;
+    int64_t mem_mib;
+};
+
+/* Live state of one GPU. */
+struct gs_gpu_slot {
+    int32_t milli_free;   /* 0..1000 */
+    int32_t npods;        /* pods holding a share */
+    int64_t mem_total_mib;
+    int64_t mem_free_mib;
+    int32_t numa_node;    /* -1 unknown */
+    uint64_t nvlink;      /* peers by index */
+    bool healthy;
+};
+
+struct gs_node_info {
+    int32_t idx;               /* index in the cache (stable) */
+    bool live;                 /* false for a removed node's slot */
+    bool schedulable;          /* false when cordoned (spec.unschedulable) or not Ready */
+    const char *name;          /* owned by the cache */
+    const struct gs_node *node; /* the object, when the node came from one (borrowed from the caller), else NULL */
+    const struct gs_labels *labels; /* never NULL (empty set when none) */
+    int64_t cpu_alloc, cpu_used;    /* milli-CPU */
+    int64_t mem_alloc, mem_used;    /* bytes */
+    int32_t pods_alloc, pods_used;  /* pods_alloc 0 = unlimited */
+    int32_t gpu_model;         /* interned id (gs_cache_model_id), -1 when no GPUs */
+    int32_t ngpus;
+    int32_t gpu_milli_free;    /* sum over healthy GPUs */
+    int32_t gpus_whole_free;   /* healthy GPUs with 1000 free */
+    struct gs_gpu_slot *gpus;  /* ngpus entries */
+    struct gs_resources ext_alloc; /* other extended resources (name -> milli) */
+    struct gs_resources ext_used;
+    uint64_t generation;       /* bumped on every change */
+    int32_t npods;             /* pods assumed or bound here */
+};
+
+/* A node described without a Node object (simulator, benchmark). */
+struct gs_node_spec {
+    const char *name;
+    int64_t cpu_milli;
+    int64_t mem_bytes;
+    int32_t pods;              /* 0 = unlimited */
+    const char *gpu_model;     /* NULL when no GPUs */
+    int32_t ngpus;
+    int64_t gpu_mem_mib;       /* per GPU */
+    const struct gs_labels *labels; /* copied; may be NULL */
+};
+
+struct gs_cache;
+
+/* New empty cache on the given clock (borrowed; must outlive the cache). */
+struct gs_cache *gs_cache_new(const struct gs_clock *clock);
+void gs_cache_free(struct gs_cache *c);
+
+/* Adds a node from its object (borrowed: must stay valid until the node is
+ * removed or updated). Returns the node index (>= 0) or a negative GS_E*
+ * (GS_EEXIST for a duplicate name). GPUs come from node->gpus; allocatable
+ * cpu/memory/pods/extended resources from node->allocatable. */
+int gs_cache_add_node(struct gs_cache *c, const struct gs_node *node);
+/* Same from a plain spec (name and labels copied). */
+int gs_cache_add_node_spec(struct gs_cache *c, const struct gs_node_spec *spec);
+/* Replaces a node's static description keeping the pods on it. */
+int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node);
+/* Removes a node; its pods are forgotten. GS_ENOENT when unknown. */
+int gs_cache_remove_node(struct gs_cache *c, const char *name);
+/* Marks a GPU (un)healthy; bumps generation. */
+int gs_cache_set_gpu_health(struct gs_cache *c, int32_t node, int32_t gpu, bool healthy);
+int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable);
+
+/* Node slots [0, gs_cache_node_count) - some may be !live. Borrowed. */
+int32_t gs_cache_node_count(const struct gs_cache *c);
+struct gs_node_info *gs_cache_node(struct gs_cache *c, int32_t idx);
+/* Index of the node named name, or -1. */
+int32_t gs_cache_find_node(const struct gs_cache *c, const char *name);
+/* Interned id of a GPU model name (creates it); -1 for NULL. */
+int32_t gs_cache_model_id(struct gs_cache *c, const char *model);
+/* Model name for an id, or NULL. Borrowed. */
+const char *gs_cache_model_name(const struct gs_cache *c, int32_t id);
+/* Counts: live nodes, GPUs, total milli-GPU allocated. */
+int32_t gs_cache_live_nodes(const struct gs_cache *c);
+int64_t gs_cache_gpu_count(const struct gs_cache *c);
+int64_t gs_cache_gpu_milli_used(const struct gs_cache *c);
+
+/* Does the assignment fit node now (cpu, memory, pods, GPUs' free milli and
+ * memory, health)? Pure check, no change. */
+bool gs_cache_fits(const struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a);
+
+/* Takes the pod's resources on a->node. The pod is identified by its key
+ * (namespace/name) and borrowed until removed/forgotten. deadline_ns: when
+ * the assumption expires unless confirmed (0 = never). GS_EEXIST when the pod
+ * is already in the cache, GS_EINVAL when it does not fit. */
+int gs_cache_assume(struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a, int64_t deadline_ns);
+/* Binding succeeded: the pod is bound and no longer expires. */
+int gs_cache_confirm(struct gs_cache *c, const char *pod_key);
+/* Releases an assumed (not yet confirmed) pod. Idempotent: GS_ENOENT when absent. */
+int gs_cache_forget(struct gs_cache *c, const char *pod_key);
+/* Adds an already-bound pod (e.g. loaded from the store) with its assignment. */
+int gs_cache_add_bound(struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a);
+/* Releases a pod's resources whatever its state. GS_ENOENT when absent. */
+int gs_cache_remove_pod(struct gs_cache *c, const char *pod_key);
+/* Assignment of a pod in the cache, or NULL. Borrowed. */
+const struct gs_assignment *gs_cache_pod_assignment(const struct gs_cache *c, const char *pod_key);
+/* Forgets every assumed pod whose deadline has passed on the clock; calls
+ * cb(pod, arg) for each (may be NULL). Returns how many expired. */
+int gs_cache_expire(struct gs_cache *c, void (*cb)(const struct gs_pod *, void *), void *arg);
+
+/* Checks every aggregate against a recomputation from the pods in the cache
+ * (tests and the invariant fuzzer). 0 or GS_ESTATE with a description in why. */
+int gs_cache_check(const struct gs_cache *c, char *why, size_t len);
+
+#endif

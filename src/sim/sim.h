@@ -1,0 +1,105 @@
+/*
+ * sim.h - the trace simulator: the real scheduler on a simulated clock.
+ *
+ * A trace (nodes + pods) comes from the openb CSVs or from Kubernetes
+ * manifests. Two experiments run it through the same framework code the
+ * server uses:
+ *  - fgd: the FGD paper's procedure (seeded shuffle, inflation to tune x GPU
+ *    capacity, each pod tried once, no departures), sampling allocation and
+ *    fragmentation after every pod;
+ *  - replay: pods arrive and leave at their trace times, failures wait in the
+ *    scheduling queue and are retried as resources free up.
+ * Results stream to a sink (events, samples) so outputs (events.jsonl,
+ * series.csv, report.html) are written by the caller without holding the run
+ * in memory, and a summary is returned.
+ */
+#ifndef GS_SIM_SIM_H
+#define GS_SIM_SIM_H
+
+#include "core/error.h"
+#include "core/object.h"
+#include "sched/cache.h"
+
+#include <stdint.h>
+
+/* A loaded trace. Pods are in-memory objects (doc may be NULL); arrival and
+ * duration in seconds (-1 duration: never leaves). */
+struct gs_trace_pod {
+    struct gs_pod *pod;     /* owned */
+    double arrival;         /* seconds from trace start */
+    double duration;        /* seconds, -1 = runs forever */
+};
+
+struct gs_trace {
+    struct gs_node_spec *nodes; /* owned, including name/model/labels */
+    struct gs_labels *node_labels; /* owned, one per node (nodes[i].labels points here) */
+    size_t nnodes;
+    struct gs_trace_pod *pods;  /* owned */
+    size_t npods;
+};
+
+/* openb: node CSV (sn,cpu_milli,memory_mib,gpu,model) and pod CSV
+ * (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...,creation_time,
+ * deletion_time,...). Problems reported as "FILE:LINE: column: message". */
+int gs_trace_load_openb(const char *node_csv, const char *pod_csv, struct gs_trace *out, struct gs_diags *d);
+/* Manifests: Node documents, and Pod documents with sim.gpusched.io/arrival
+ * and /duration annotations. */
+int gs_trace_load_manifests(const char *cluster_path, const char *workload_path, struct gs_trace *out,
+                            struct gs_diags *d);
+void gs_trace_free(struct gs_trace *t);
+
+enum gs_sim_mode { GS_SIM_FGD, GS_SIM_REPLAY };
+
+struct gs_sim_opts {
+    enum gs_sim_mode mode;
+    const char *policy;        /* placement policy plugin name (e.g. "FGD", "BestFit") */
+    uint64_t seed;
+    double tune;               /* fgd: inflate GPU demand to tune x capacity (default 1.3) */
+    const char *config_path;   /* optional scheduler config (profiles); NULL = built-in */
+};
+
+enum gs_sim_event_type { GS_SIM_SCHEDULED, GS_SIM_FAILED, GS_SIM_PREEMPTED, GS_SIM_COMPLETED };
+
+struct gs_sim_event {
+    double t;                  /* seconds */
+    enum gs_sim_event_type type;
+    const char *pod;           /* "ns/name" */
+    const char *node;          /* NULL when none */
+    uint64_t gpus;             /* GPU indices mask */
+    int32_t milli;             /* share per GPU */
+    const char *reason;        /* diagnosis for failed, NULL otherwise */
+};
+
+/* One point of the time series (after every pod in fgd, per event time in replay). */
+struct gs_sim_sample {
+    double t;
+    int64_t pods_arrived, pods_scheduled, pods_running, pods_pending;
+    int64_t arrived_milli;     /* GPU milli requested by arrived pods */
+    int64_t used_milli;        /* GPU milli allocated */
+    int64_t frag_milli;        /* fragmented GPU milli for the target workload */
+    double arrived_pct, alloc_pct, frag_ratio; /* 0..100 */
+};
+
+struct gs_sim_sink {
+    void (*event)(void *ctx, const struct gs_sim_event *e);   /* may be NULL */
+    void (*sample)(void *ctx, const struct gs_sim_sample *s); /* may be NULL */
+    void (*progress)(void *ctx, double fraction);             /* may be NULL */
+    void *ctx;
+};
+
+struct gs_sim_result {
+    char policy[64];
+    uint64_t seed;
+    int64_t nodes, gpus;
+    int64_t pods_arrived, pods_scheduled;
+    double alloc_pct_at_100;   /* allocation % when arrived reaches 100% of capacity (fgd) */
+    double alloc_pct_final;
+    double frag_ratio_at_80;   /* fragmentation ratio % when arrived reaches 80% */
+    double wall_seconds;
+    double delay_p50, delay_p90, delay_p99; /* replay: queueing delay seconds */
+};
+
+int gs_sim_run(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,
+               struct gs_sim_result *res, struct gs_diags *d);
+
+#endif
