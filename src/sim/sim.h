@@ -99,7 +99,14 @@ struct gs_sim_result {
     double delay_p50, delay_p90, delay_p99; /* replay: queueing delay seconds */
 };
 
+/* Runs o->mode (dispatch to the two below). */
 int gs_sim_run(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,
                struct gs_sim_result *res, struct gs_diags *d);
+
+/* The two experiments (fgd_experiment.c, replay.c). Same contract as gs_sim_run. */
+int gs_sim_run_fgd(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,
+                   struct gs_sim_result *res, struct gs_diags *d);
+int gs_sim_run_replay(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,
+                      struct gs_sim_result *res, struct gs_diags *d);
 
 #endif
