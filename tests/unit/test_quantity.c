@@ -331,6 +331,7 @@ static void test_format(void **st)
     want_format(3 * 1000000, "3k");
     want_format(1024000 * INT64_C(1000), "1024k"); /* = 1000Ki: the shorter wins */
     want_format(1536 * MI * 1000, "1536Mi");
+    want_format(INT64_C(100352000) * 1000, "98000Ki"); /* ties "100352k": binary wins */
     want_format(-2 * TI * 1000, "-2Ti");
     want_format(8 * PI * 1000, "8Pi");
     want_format(INT64_C(1000000000000000000), "1P");
