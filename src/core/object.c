@@ -348,7 +348,10 @@ bool gs__dec_int(struct gs_dec *dc, const json_t *obj, const char *key, int64_t 
     bool ok = false;
     if (json_is_integer(v)) {
         int64_t x = json_integer_value(v);
-        if (x < min || x > max) gs__dec_err(dc, "value %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]", x, min, max);
+        if ((x < min || x > max) && (max == INT64_MAX || max == INT32_MAX))
+            gs__dec_err(dc, "invalid value %" PRId64 ": must be at least %" PRId64, x, min);
+        else if (x < min || x > max)
+            gs__dec_err(dc, "invalid value %" PRId64 ": must be from %" PRId64 " to %" PRId64, x, min, max);
         else { *out = x; ok = true; }
     } else if (json_is_real(v)) {
         gs__dec_err(dc, "expected an integer, got %g", json_real_value(v));
