@@ -166,6 +166,11 @@ int gs_disc_open_sysfs(struct gs_disc *d, const char *root, const struct gs_cloc
 int gs_disc_open_mock(struct gs_disc *d, const char *spec, const struct gs_clock *clock);
 /* NVML if it loads, otherwise sysfs. */
 int gs_disc_open_auto(struct gs_disc *d, const char *sysfs_root, const struct gs_clock *clock);
+/* Opens by name: "auto", "nvml", "sysfs" or "mock" (which needs mock_spec);
+ * NULL backend means "mock" when mock_spec is given, else "auto". GS_EINVAL
+ * for an unknown name, with d->err set. */
+int gs_disc_open_named(struct gs_disc *d, const char *backend, const char *mock_spec, const char *sysfs_root,
+                       const struct gs_clock *clock);
 void gs_disc_close(struct gs_disc *d);
 
 static inline int gs_disc_inventory(struct gs_disc *d, struct gs_inventory *inv)

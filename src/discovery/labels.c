@@ -240,7 +240,7 @@ int gs_gfd_labels(const struct gs_inventory *inv, const struct gs_label_opts *o,
     static const struct gs_label_opts defaults = {.nvidia_pci_devices = -1};
     if (!o) o = &defaults;
     struct lb b = {out, 0};
-    int pci = o->nvidia_pci_devices >= 0 ? o->nvidia_pci_devices : inv->n_gpus;
+    int pci = o->nvidia_pci_devices > inv->n_gpus ? o->nvidia_pci_devices : inv->n_gpus;
     if (pci > 0) put(&b, "feature.node.kubernetes.io/pci-10de.present", "true");
     if (inv->n_gpus == 0) return b.rc;
     bool any_mig = false;
