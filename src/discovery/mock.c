@@ -302,12 +302,13 @@ static int spec_group(struct mock_cfg *c, const char *s, char *err, size_t errle
     return add_group(c, s, count, err, errlen);
 }
 
-static bool plain_name(const char *s, size_t max)
+/* Letters, digits and "-_.:/" (and spaces where `spaces`), 1..max-1 bytes. */
+static bool plain_name(const char *s, size_t max, bool spaces)
 {
     size_t n = strlen(s);
     if (!n || n >= max) return false;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && !strchr("-_.:/", *s)) return false;
+        if (!isalnum((unsigned char)*s) && !strchr("-_.:/", *s) && !(spaces && *s == ' ')) return false;
     return true;
 }
 
@@ -336,16 +337,16 @@ static int spec_option(struct mock_cfg *c, const char *key, const char *val, cha
         if (strlen(val) >= sizeof c->mig) return errf(err, errlen, "MIG layout too long");
         snprintf(c->mig, sizeof c->mig, "%s", val);
     } else if (!strcmp(key, "driver")) {
-        if (!plain_name(val, sizeof c->driver) || !isdigit((unsigned char)*val))
+        if (!plain_name(val, sizeof c->driver, false) || !isdigit((unsigned char)*val))
             return errf(err, errlen, "driver must look like 550.54.15");
         snprintf(c->driver, sizeof c->driver, "%s", val);
     } else if (!strcmp(key, "cuda")) {
         if (parse_cuda(val, &c->cuda)) return errf(err, errlen, "cuda must look like 12.4");
     } else if (!strcmp(key, "host") || !strcmp(key, "hostname")) {
-        if (!plain_name(val, sizeof c->host)) return errf(err, errlen, "bad host name");
+        if (!plain_name(val, sizeof c->host, false)) return errf(err, errlen, "bad host name");
         snprintf(c->host, sizeof c->host, "%s", val);
     } else if (!strcmp(key, "machine")) {
-        if (!plain_name(val, sizeof c->machine)) return errf(err, errlen, "bad machine name");
+        if (!plain_name(val, sizeof c->machine, true)) return errf(err, errlen, "bad machine name");
         snprintf(c->machine, sizeof c->machine, "%s", val);
     } else {
         return errf(err, errlen, "unknown mock option \"%.32s\"", key);
