@@ -146,7 +146,7 @@ static int64_t now_ns(const struct gs_exporter *e)
     return gs_clock_now(e->clock);
 }
 
-static char *fixed_labels(const struct gs_exporter *e, const struct gs_gpu *g)
+static char *fixed_labels(const struct gs_exporter *e, const struct gs_disc_gpu *g)
 {
     struct sb b = {0};
     char num[16], dev[32];

@@ -26,7 +26,7 @@ static void test_simple_spec(void **state)
     assert_int_equal(inv.n_gpus, 8);
     assert_int_equal(inv.n_numa, 1);
     for (int i = 0; i < 8; i++) {
-        const struct gs_gpu *g = &inv.gpus[i];
+        const struct gs_disc_gpu *g = &inv.gpus[i];
         assert_int_equal(g->index, i);
         assert_int_equal(g->minor, i);
         assert_string_equal(g->name, "NVIDIA H100 80GB HBM3");
@@ -93,7 +93,7 @@ static void test_mig_layout(void **state)
     char err[160];
     assert_int_equal(parse("2xA100-40GB,mig=3g.20gb+2g.10gb*2", &inv, err), 0);
     for (int i = 0; i < 2; i++) {
-        const struct gs_gpu *g = &inv.gpus[i];
+        const struct gs_disc_gpu *g = &inv.gpus[i];
         assert_true(g->mig_enabled);
         assert_int_equal(g->n_mig, 3);
         assert_string_equal(g->mig[0].profile, "3g.20gb");
