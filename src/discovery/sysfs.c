@@ -128,16 +128,16 @@ static int scan_pci(const char *root, struct pci_fn *out, int max)
     struct dirent *e;
     while ((e = readdir(dp)) && n < max) {
         if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof out[0].name) continue;
-        snprintf(rel, sizeof rel, "bus/pci/devices/%s/vendor", e->d_name);
+        snprintf(rel, sizeof rel, "bus/pci/devices/%.63s/vendor", e->d_name);
         if (read_line(root, rel, line, sizeof line) != 0 || strtoul(line, NULL, 16) != 0x10de) continue;
-        snprintf(rel, sizeof rel, "bus/pci/devices/%s/class", e->d_name);
+        snprintf(rel, sizeof rel, "bus/pci/devices/%.63s/class", e->d_name);
         if (read_line(root, rel, line, sizeof line) != 0) continue;
         unsigned klass = (unsigned)(strtoul(line, NULL, 16) >> 8);
         if (klass != 0x0300 && klass != 0x0302) continue; /* skips NVSwitch bridges and HDMI audio */
         struct pci_fn *f = &out[n++];
-        snprintf(f->name, sizeof f->name, "%s", e->d_name);
+        snprintf(f->name, sizeof f->name, "%.63s", e->d_name);
         f->klass = klass;
-        snprintf(rel, sizeof rel, "bus/pci/devices/%s/device", e->d_name);
+        snprintf(rel, sizeof rel, "bus/pci/devices/%.63s/device", e->d_name);
         f->device = read_line(root, rel, line, sizeof line) == 0 ? (unsigned)strtoul(line, NULL, 16) : 0;
     }
     closedir(dp);
