@@ -369,11 +369,11 @@ static int cmp_class_key(const void *pa, const void *pb)
     return cmp_models(a->models, b->models);
 }
 
-/* Most frequent first; equal counts: the larger class key first. */
+/* Most popular first; equal weights: the larger class key first. */
 static int cmp_popularity(const void *pa, const void *pb)
 {
     const struct gs_frag_class *a = pa, *b = pb;
-    if (a->count != b->count) return a->count > b->count ? -1 : 1;
+    if (a->p != b->p) return a->p > b->p ? -1 : 1;
     return -cmp_class_key(pa, pb);
 }
 
@@ -443,6 +443,20 @@ static int build(struct gs_cache *cache, struct gs_frag_class *classes, size_t n
     return 0;
 }
 
+/* Sorts classes by weight (p), keeps the most popular up to coverage, builds. */
+static int select_and_build(struct gs_cache *cache, struct gs_frag_class *all, size_t n, double coverage,
+                            struct gs_frag_model **out)
+{
+    double total = 0, cum = 0;
+    for (size_t i = 0; i < n; i++) total += all[i].p;
+    qsort(all, n, sizeof *all, cmp_popularity);
+    double want = coverage * total;
+    size_t k = 0;
+    while (k < n && cum < want) cum += all[k++].p;
+    for (size_t i = k; i < n; i++) free(all[i].models);
+    return build(cache, all, k, out);
+}
+
 int gs_frag_model_new(struct gs_cache *cache, const struct gs_pod *const *pods, size_t npods, double coverage,
                       struct gs_frag_model **out)
 {
@@ -468,20 +482,15 @@ int gs_frag_model_new(struct gs_cache *cache, const struct gs_pod *const *pods, 
         }
         all[n++] = all[i];
     }
-    qsort(all, n, sizeof *all, cmp_popularity);
-    double want = coverage * (double)npods, cum = 0;
-    size_t k = 0;
-    while (k < n && cum < want) cum += (double)all[k++].count;
-    for (size_t i = k; i < n; i++) free(all[i].models);
-    for (size_t i = 0; i < k; i++) all[i].p = (double)all[i].count;
-    return build(cache, all, k, out);
+    for (size_t i = 0; i < n; i++) all[i].p = (double)all[i].count;
+    return select_and_build(cache, all, n, coverage, out);
 }
 
 int gs_frag_model_from_classes(struct gs_cache *cache, const struct gs_frag_class *classes, size_t n,
-                               struct gs_frag_model **out)
+                               double coverage, struct gs_frag_model **out)
 {
     *out = NULL;
-    if (!n) return GS_EINVAL;
+    if (!n || !(coverage > 0 && coverage <= 1)) return GS_EINVAL;
     struct gs_frag_class *v = calloc(n, sizeof *v);
     if (!v) return GS_ENOMEM;
     for (size_t i = 0; i < n; i++) {
@@ -496,7 +505,7 @@ int gs_frag_model_from_classes(struct gs_cache *cache, const struct gs_frag_clas
             return GS_EINVAL;
         }
     }
-    return build(cache, v, n, out);
+    return select_and_build(cache, v, n, coverage, out);
 }
 
 json_t *gs_frag_model_to_json(const struct gs_frag_model *m)
@@ -567,7 +576,7 @@ int gs_frag_model_from_json(struct gs_cache *cache, const json_t *arr, const cha
         gs_diags_add(d, path, "the weights sum to 0");
         rc = GS_EINVAL;
     }
-    if (!rc) rc = gs_frag_model_from_classes(cache, v, n, out);
+    if (!rc) rc = gs_frag_model_from_classes(cache, v, n, 1.0, out);
     free(v); /* models strings were borrowed from the JSON */
     return rc;
 }
@@ -589,6 +598,141 @@ size_t gs_frag_model_nclasses(const struct gs_frag_model *m) { return m->nclasse
 const struct gs_frag_class *gs_frag_model_class(const struct gs_frag_model *m, size_t i)
 {
     return i < m->nclasses ? &m->classes[i] : NULL;
+}
+
+/*--- Target workload source ---*/
+
+struct seen {
+    struct gs_frag_class c; /* p counts pods */
+    uint64_t hash;          /* 0 = empty slot */
+};
+
+struct gs_frag_source {
+    struct gs_cache *cache;
+    struct gs_frag_model *model;
+    bool fixed;
+    double coverage;
+    uint64_t epoch;
+    struct seen *tab;
+    size_t cap, n;
+    uint64_t observed, next_rebuild;
+};
+
+int gs_frag_source_new(struct gs_cache *cache, const json_t *args, struct gs_diags *d,
+                       struct gs_frag_source **out)
+{
+    *out = NULL;
+    struct gs_frag_source *s = calloc(1, sizeof *s);
+    if (!s) return GS_ENOMEM;
+    s->cache = cache;
+    s->coverage = GS_FRAG_DEFAULT_COVERAGE;
+    s->next_rebuild = 1;
+    const json_t *cov = args ? json_object_get(args, "coverage") : NULL;
+    if (cov) {
+        double v = json_is_number(cov) ? json_number_value(cov) : -1;
+        if (!(v > 0 && v <= 1)) {
+            gs_diags_add(d, "args.coverage", "expected a number in (0, 1]");
+            free(s);
+            return GS_EINVAL;
+        }
+        s->coverage = v;
+    }
+    const json_t *tw = args ? json_object_get(args, "targetWorkload") : NULL;
+    if (tw) {
+        int rc = gs_frag_model_from_json(cache, tw, "args.targetWorkload", d, &s->model);
+        if (rc < 0) {
+            free(s);
+            return rc;
+        }
+        s->fixed = true;
+    }
+    *out = s;
+    return 0;
+}
+
+void gs_frag_source_free(struct gs_frag_source *s)
+{
+    if (!s) return;
+    gs_frag_model_free(s->model);
+    for (size_t i = 0; i < s->cap; i++) free(s->tab[i].c.models);
+    free(s->tab);
+    free(s);
+}
+
+static uint64_t class_hash(const struct gs_frag_class *c)
+{
+    uint64_t h = mix64((uint64_t)c->cpu_milli ^ ((uint64_t)(uint32_t)c->gpu_milli << 32));
+    h = mix64(h ^ (uint64_t)(uint32_t)c->gpu_count);
+    for (const char *p = c->models; p && *p; p++) h = mix64(h ^ (unsigned char)*p);
+    return h ? h : 1;
+}
+
+static int seen_grow(struct gs_frag_source *s)
+{
+    size_t nc = s->cap ? s->cap * 2 : 64;
+    struct seen *nt = calloc(nc, sizeof *nt);
+    if (!nt) return GS_ENOMEM;
+    for (size_t i = 0; i < s->cap; i++) {
+        if (!s->tab[i].hash) continue;
+        size_t j = s->tab[i].hash & (nc - 1);
+        while (nt[j].hash) j = (j + 1) & (nc - 1);
+        nt[j] = s->tab[i];
+    }
+    free(s->tab);
+    s->tab = nt;
+    s->cap = nc;
+    return 0;
+}
+
+static void rebuild(struct gs_frag_source *s)
+{
+    struct gs_frag_class *v = malloc((s->n ? s->n : 1) * sizeof *v);
+    if (!v) return;
+    size_t k = 0;
+    for (size_t i = 0; i < s->cap; i++)
+        if (s->tab[i].hash) v[k++] = s->tab[i].c;
+    struct gs_frag_model *m = NULL;
+    if (gs_frag_model_from_classes(s->cache, v, k, s->coverage, &m) == 0) {
+        gs_frag_model_free(s->model);
+        s->model = m;
+        s->epoch++;
+    }
+    free(v);
+}
+
+void gs_frag_source_observe(struct gs_frag_source *s, const struct gs_pod *pod)
+{
+    if (s->fixed) return;
+    const struct gs_demand *d = &pod->demand;
+    struct gs_frag_class c = {.cpu_milli = d->cpu_milli, .gpu_count = d->gpu_count > 0 ? d->gpu_count : 0};
+    c.gpu_milli = c.gpu_count ? (d->gpu_milli > GS_GPU_MILLI ? GS_GPU_MILLI : d->gpu_milli) : 0;
+    c.models = models_key(d);
+    uint64_t h = class_hash(&c);
+    if ((s->n + 1) * 2 > s->cap && seen_grow(s) < 0) {
+        free(c.models);
+        return;
+    }
+    size_t j = h & (s->cap - 1);
+    while (s->tab[j].hash && (s->tab[j].hash != h || cmp_class_key(&s->tab[j].c, &c))) j = (j + 1) & (s->cap - 1);
+    if (s->tab[j].hash) {
+        free(c.models);
+    } else {
+        s->tab[j].hash = h;
+        s->tab[j].c = c;
+        s->n++;
+    }
+    s->tab[j].c.p += 1;
+    s->tab[j].c.count++;
+    if (++s->observed >= s->next_rebuild) {
+        s->next_rebuild *= 2;
+        rebuild(s);
+    }
+}
+
+struct gs_frag_model *gs_frag_source_model(struct gs_frag_source *s, uint64_t *epoch)
+{
+    if (epoch) *epoch = s->epoch;
+    return s->model;
 }
 
 /*--- GPU choice inside a node ---*/

@@ -63,9 +63,11 @@ struct gs_frag_model;
  * 0, GS_EINVAL (no pods, bad coverage) or GS_ENOMEM. */
 int gs_frag_model_new(struct gs_cache *cache, const struct gs_pod *const *pods, size_t npods, double coverage,
                       struct gs_frag_model **out);
-/* Same from explicit classes (p need not be normalised; they are). */
+/* Same from explicit classes weighted by p (not necessarily normalised):
+ * sorted by p as above, kept until they cover >= coverage of the total
+ * weight, renormalised. Strings are copied. */
 int gs_frag_model_from_classes(struct gs_cache *cache, const struct gs_frag_class *classes, size_t n,
-                               struct gs_frag_model **out);
+                               double coverage, struct gs_frag_model **out);
 /* Classes as JSON [{"cpuMilli","gpuMilli","gpuCount","gpuModels","weight"}],
  * the shape FGD's pluginConfig args take under "targetWorkload". New ref. */
 json_t *gs_frag_model_to_json(const struct gs_frag_model *m);
@@ -102,6 +104,25 @@ struct gs_frag_stats {
     uint64_t memo_size;
 };
 void gs_frag_stats(const struct gs_frag_model *m, struct gs_frag_stats *out);
+
+/*--- Where a plugin gets its target workload ---*/
+
+/* FGD-style plugins take the target workload from their pluginConfig args,
+ *   {"targetWorkload": [classes as in gs_frag_model_to_json], "coverage": 0.95}
+ * or, without "targetWorkload", learn it online from the pods they see: the
+ * model is rebuilt from the pod classes observed so far each time their
+ * number doubles, so early decisions use few pods and later ones converge on
+ * the real mix at a logarithmic rebuild cost. */
+struct gs_frag_source;
+
+int gs_frag_source_new(struct gs_cache *cache, const json_t *args, struct gs_diags *d,
+                       struct gs_frag_source **out);
+void gs_frag_source_free(struct gs_frag_source *s);
+/* Counts the pod towards the learned workload (no-op with a fixed one). */
+void gs_frag_source_observe(struct gs_frag_source *s, const struct gs_pod *pod);
+/* Current model (borrowed; NULL before anything was learned). *epoch changes
+ * whenever the model is replaced, so callers can drop what they cached. */
+struct gs_frag_model *gs_frag_source_model(struct gs_frag_source *s, uint64_t *epoch);
 
 /*--- GPU choice inside a node ---*/
 
