@@ -19,8 +19,10 @@
  *
  * The profile is the default one (or --config's) with the placement policy
  * as the only Score plugin and enabled at every other point it implements;
- * FGD gets the trace's target workload as its args unless the config gives
- * one. Fragmentation samples use the same target workload.
+ * the FGD family gets the trace's target workload as its args unless the
+ * config gives one. Fragmentation samples use the same target workload, and
+ * the fragmentation ratio is the fragmented share of idle GPU milli, as in
+ * the fgd experiment.
  *
  * Events: "scheduled" and "completed" for every pod, "failed" for the first
  * failed attempt of a pod only (with its diagnosis): retries after each
@@ -290,7 +292,7 @@ static bool has_args(const struct gs_profile *pr, const char *name)
 /* FGD scores against the expected workload: give it the trace's. */
 static int add_policy_args(struct replay *r, const struct gs_plugin *p)
 {
-    if (!r->frag || strcmp(p->name, "FGD") || has_args(&r->profile, p->name)) return 0;
+    if (!r->frag || strncmp(p->name, "FGD", 3) || has_args(&r->profile, p->name)) return 0;
     if (r->profile.nargs >= (int)(sizeof r->profile.args / sizeof r->profile.args[0])) return 0;
     json_t *tw = gs_frag_model_to_json(r->frag);
     if (!tw) return GS_ENOMEM;
@@ -320,9 +322,11 @@ static int build_profile(struct replay *r)
     r->profile = *base;
     r->profile.points[GS_PT_SCORE][0] = (struct gs_profile_plugin){.plugin = p, .weight = 1};
     r->profile.npoints[GS_PT_SCORE] = 1;
+    /* The default scorers' PreScore would only prepare scores nobody reads. */
+    r->profile.npoints[GS_PT_PRE_SCORE] = 0;
+    enable_at(&r->profile, GS_PT_PRE_SCORE, p, p->pre_score, false);
     enable_at(&r->profile, GS_PT_PRE_FILTER, p, p->pre_filter, false);
     enable_at(&r->profile, GS_PT_FILTER, p, p->filter, false);
-    enable_at(&r->profile, GS_PT_PRE_SCORE, p, p->pre_score, false);
     enable_at(&r->profile, GS_PT_RESERVE, p, p->reserve, true); /* its GPU choice goes first */
     return add_policy_args(r, p);
 }
@@ -510,10 +514,11 @@ static void sample(struct replay *r, int64_t now)
     s->pods_pending = r->arrived - r->scheduled - r->dropped;
     s->arrived_milli = r->arrived_milli;
     s->used_milli = gs_cache_gpu_milli_used(r->cache);
-    s->frag_milli = r->frag ? gs_frag_cluster_total(r->frag, r->cache, NULL) : 0;
+    int64_t idle = 0;
+    s->frag_milli = r->frag ? gs_frag_cluster_total(r->frag, r->cache, &idle) : 0;
     s->arrived_pct = 100.0 * (double)s->arrived_milli / cap;
     s->alloc_pct = 100.0 * (double)s->used_milli / cap;
-    s->frag_ratio = 100.0 * (double)s->frag_milli / cap;
+    s->frag_ratio = idle > 0 ? 100.0 * (double)s->frag_milli / (double)idle : 0; /* share of idle GPU */
     if (!r->have100 && s->arrived_pct >= 100) r->have100 = true, r->alloc_at_100 = s->alloc_pct;
     if (!r->have80 && s->arrived_pct >= 80) r->have80 = true, r->frag_at_80 = s->frag_ratio;
     if (r->sink->sample) r->sink->sample(r->sink->ctx, s);
