@@ -179,6 +179,8 @@ static json_t *resolve_plain(const char *s, size_t n)
     if (is_word(s, n, false_words)) return json_false();
     long long iv;
     if (parse_int_text(s, n, &iv)) return json_integer(iv);
+    size_t sign = (s[0] == '-' || s[0] == '+');
+    if (all_in(s + sign, n - sign, "0123456789")) return json_stringn(s, n); /* beyond int64: keep the digits */
     if (is_float_text(s, n) && n < 400) {
         char tmp[400];
         memcpy(tmp, s, n);
@@ -664,6 +666,10 @@ static bool needs_quotes(const char *s, size_t n)
 
 static void real_text(double d, char *buf, size_t len)
 {
+    if (d == floor(d) && fabs(d) < 1e16) {
+        snprintf(buf, len, "%.1f", d);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, len, "%.*g", prec, d);
         if (strtod(buf, NULL) == d) break;

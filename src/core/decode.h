@@ -54,6 +54,8 @@ bool gs__dec_int(struct gs_dec *dc, const json_t *obj, const char *key, int64_t 
 /* A quantity at the current path (string, integer or real); false when invalid. */
 bool gs__dec_quantity(struct gs_dec *dc, const json_t *v, int64_t *milli);
 bool gs__dec_quantity_at(struct gs_dec *dc, const json_t *obj, const char *key, int64_t *milli);
+/* Milli-units as plain decimal text: 1500 -> "1.5", -1000 -> "-1". */
+void gs__milli_text(int64_t milli, char *buf, size_t len);
 /* A ResourceList member: name -> non-negative quantity. */
 void gs__dec_resources(struct gs_dec *dc, const json_t *obj, const char *key, struct gs_resources *out);
 /* A string map member (labels when check_label, annotations/plain maps otherwise). */

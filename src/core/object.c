@@ -348,7 +348,10 @@ bool gs__dec_int(struct gs_dec *dc, const json_t *obj, const char *key, int64_t 
     bool ok = false;
     if (json_is_integer(v)) {
         int64_t x = json_integer_value(v);
-        if (x < min || x > max) gs__dec_err(dc, "value %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]", x, min, max);
+        if ((x < min || x > max) && (max == INT64_MAX || max == INT32_MAX))
+            gs__dec_err(dc, "invalid value %" PRId64 ": must be at least %" PRId64, x, min);
+        else if (x < min || x > max)
+            gs__dec_err(dc, "invalid value %" PRId64 ": must be from %" PRId64 " to %" PRId64, x, min, max);
         else { *out = x; ok = true; }
     } else if (json_is_real(v)) {
         gs__dec_err(dc, "expected an integer, got %g", json_real_value(v));
@@ -377,9 +380,25 @@ bool gs__dec_enum(struct gs_dec *dc, const json_t *obj, const char *key, const c
 
 /*--- Quantities and resource lists ---*/
 
+void gs__milli_text(int64_t milli, char *buf, size_t len)
+{
+    uint64_t a = milli < 0 ? (uint64_t)0 - (uint64_t)milli : (uint64_t)milli;
+    int n = snprintf(buf, len, "%s%" PRIu64, milli < 0 ? "-" : "", a / 1000);
+    if (a % 1000 && n > 0 && (size_t)n < len) {
+        char frac[8];
+        snprintf(frac, sizeof frac, ".%03u", (unsigned)(a % 1000));
+        for (size_t l = strlen(frac); frac[l - 1] == '0'; l--) frac[l - 1] = '\0';
+        snprintf(buf + n, len - (size_t)n, "%s", frac);
+    }
+}
+
 /* Shortest decimal text that reads back as d, so 1.5 -> "1.5", not "1.5000000000000000". */
 static void shortest_real(double d, char *buf, size_t len)
 {
+    if (d == floor(d) && fabs(d) < 1e15) {
+        snprintf(buf, len, "%.0f", d);
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, len, "%.*g", prec, d);
         if (strtod(buf, NULL) == d) return;
@@ -438,8 +457,10 @@ void gs__dec_resources(struct gs_dec *dc, const json_t *obj, const char *key, st
         size_t m2 = gs__dec_key(dc, name);
         int64_t milli;
         if (gs__dec_quantity(dc, v, &milli)) {
+            char t[48];
+            gs__milli_text(milli, t, sizeof t);
             if (milli < 0) gs__dec_err(dc, "invalid quantity \"%s\": must not be negative",
-                                       json_is_string(v) ? json_string_value(v) : "negative number");
+                                       json_is_string(v) ? json_string_value(v) : t);
             else if (gs_resources_set(out, name, milli)) dc->oom = true;
         }
         gs__dec_pop(dc, m2);
@@ -725,7 +746,9 @@ void gs__dec_meta(struct gs_dec *dc, const json_t *doc, bool namespaced, struct 
 {
     json_t *md = json_object_get(doc, "metadata");
     if (!md || json_is_null(md)) {
-        gs__dec_err_at(dc, "metadata.name", "is required");
+        size_t m = gs__dec_key(dc, "metadata");
+        gs__dec_err_at(dc, "name", "is required");
+        gs__dec_pop(dc, m);
         if (namespaced && !(out->namespace_ = strdup("default"))) dc->oom = true;
         return;
     }

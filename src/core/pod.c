@@ -93,7 +93,8 @@ static bool is_extended(const char *name)
 
 static void fmt_q(int64_t milli, char *buf, size_t len)
 {
-    gs_quantity_format(milli, buf, len);
+    if (milli % 1000) gs__milli_text(milli, buf, len);
+    else gs_quantity_format(milli, buf, len);
 }
 
 /* Kubernetes' rules between one container's requests and limits. */
@@ -444,7 +445,11 @@ int gs__pod_decode(json_t *doc, struct gs_pod *p, struct gs_dec *dc)
     gs__dec_meta(dc, doc, true, &p->meta);
     json_t *spec = json_object_get(doc, "spec");
     struct gs_resources overhead = {0};
-    if (!spec || json_is_null(spec)) gs__dec_err_at(dc, "spec.containers", "at least one container is required");
+    if (!spec || json_is_null(spec)) {
+        size_t m = gs__dec_key(dc, "spec");
+        gs__dec_err_at(dc, "containers", "at least one container is required");
+        gs__dec_pop(dc, m);
+    }
     else if ((spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT))) dec_pod_spec(dc, spec, p, &overhead);
     check_unique_names(dc, p);
     if (!p->scheduler_name && !(p->scheduler_name = strdup(GS_DEFAULT_SCHEDULER))) dc->oom = true;
