@@ -30,8 +30,7 @@
  */
 #include "core/codec.h"
 #include "sched/frag.h"
-#include "sched/framework.h"
-#include "sched/queue.h"
+#include "sched/scheduler.h"
 #include "sim/sim.h"
 
 #include <math.h>
@@ -40,7 +39,6 @@
 #include <strings.h>
 
 #define MAX_ERRORS 16 /* attempts ending in Error before a pod is given up */
-#define REQUEUE_EVENTS (GS_EV_POD_DELETED | GS_EV_DEVICE_FREED | GS_EV_NODE_ADDED | GS_EV_NODE_UPDATED)
 
 struct rpod {
     char *key;                /* "ns/name" */
@@ -48,9 +46,8 @@ struct rpod {
     int64_t gpu_milli;        /* total GPU milli asked (count x share) */
     int64_t sched_ns;         /* -1 until bound */
     struct gs_assignment a;
-    struct gs_queued_pod qp;  /* while waiting at Permit */
     int32_t errors;
-    bool failed_logged, done;
+    bool failed_logged;
 };
 
 struct completion {
@@ -75,9 +72,7 @@ struct replay {
     bool have_cfg;
     struct gs_profile profile;  /* shallow copy of a cfg profile with the policy applied */
     json_t *policy_args;        /* args added for the policy (owned), or NULL */
-    struct gs_handle handle;
-    struct gs_framework *fw;
-    struct gs_sched_queue *q;
+    struct gs_scheduler *sched;
     struct gs_frag_model *frag;
     struct rpod *pods;
     size_t *order;              /* pod indices by arrival */
@@ -91,7 +86,6 @@ struct replay {
     bool have100, have80;
     double alloc_at_100, frag_at_80;
     struct gs_sim_sample last;
-    int tick_rc;                /* first error inside gs_framework_tick's callback */
 };
 
 /*--- Small helpers ---*/
@@ -331,11 +325,6 @@ static int build_profile(struct replay *r)
     return add_policy_args(r, p);
 }
 
-static bool less_cb(void *ctx, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
-{
-    return gs_framework_less(ctx, a, b);
-}
-
 static int init_scheduler(struct replay *r)
 {
     const struct gs_pod **pods = malloc((r->t->npods ? r->t->npods : 1) * sizeof *pods);
@@ -345,16 +334,13 @@ static int init_scheduler(struct replay *r)
     free(pods);
     if (rc) return rc;
     if ((rc = build_profile(r))) return rc;
-    r->handle = (struct gs_handle){.clock = &r->clock, .cache = r->cache, .seed = r->o->seed};
-    if ((rc = gs_framework_new(&r->profile, &r->handle, &r->fw, r->d))) return rc;
-    r->q = gs_sched_queue_new(&r->clock, NULL, less_cb, r->fw);
-    return r->q ? 0 : GS_ENOMEM;
+    struct gs_scheduler_opts so = {.profile = &r->profile, .seed = r->o->seed};
+    return gs_scheduler_new(&r->clock, r->cache, &so, &r->sched, r->d);
 }
 
 static void replay_free(struct replay *r)
 {
-    if (r->q) gs_sched_queue_free(r->q);
-    if (r->fw) gs_framework_free(r->fw);
+    gs_scheduler_free(r->sched);
     json_decref(r->policy_args);
     if (r->have_cfg) gs_sched_config_free(&r->cfg);
     if (r->frag) gs_frag_model_free(r->frag);
@@ -369,13 +355,12 @@ static void replay_free(struct replay *r)
 
 /*--- The event loop ---*/
 
-static int bound(struct replay *r, size_t i)
+static int bound(struct replay *r, size_t i, const struct gs_assignment *a)
 {
     struct rpod *p = &r->pods[i];
     int64_t now = gs_clock_now(&r->clock);
     p->sched_ns = now;
-    p->done = true;
-    gs_sched_queue_done(r->q, p->key);
+    p->a = *a;
     r->scheduled++;
     r->running++;
     r->delays[r->ndelays++] = to_s(now - p->arrival_ns);
@@ -383,107 +368,46 @@ static int bound(struct replay *r, size_t i)
     return p->duration_ns >= 0 ? heap_push(r, now + p->duration_ns, i) : 0;
 }
 
-static void failed(struct replay *r, size_t i, const struct gs_queued_pod *qp, const struct gs_schedule_result *res)
+/* The driver has requeued the pod; log its first failure, and give up on a
+ * pod whose cycles keep ending in internal errors. */
+static void failed(struct replay *r, size_t i, const struct gs_cycle_result *c)
 {
     struct rpod *p = &r->pods[i];
-    bool rejects = gs_status_rejects(&res->status) || res->code == GS_UNSCHEDULABLE ||
-                   res->code == GS_UNSCHEDULABLE_AND_UNRESOLVABLE;
     if (!p->failed_logged) {
-        char why[1024];
-        if (res->diag.n > 0 || res->diag.nodes_total > 0) gs_diagnosis_format(&res->diag, qp->pod, why, sizeof why);
-        else snprintf(why, sizeof why, "%s%s%s", res->status.plugin ? res->status.plugin : "",
-                      res->status.plugin ? ": " : "", res->status.reason);
-        struct gs_assignment none = {.node = -1};
-        p->a = none;
-        emit(r, GS_SIM_FAILED, p, why);
+        emit(r, GS_SIM_FAILED, p, c->reason ? c->reason : gs_code_name(c->code));
         p->failed_logged = true;
     }
-    if (!rejects && ++p->errors >= MAX_ERRORS) {
-        gs_sched_queue_done(r->q, p->key); /* an internal error that does not go away */
-        p->done = true;
+    if (c->code == GS_ERROR && ++p->errors >= MAX_ERRORS) {
+        gs_scheduler_delete_pod(r->sched, p->key);
         r->dropped++;
-        return;
     }
-    gs_sched_queue_requeue(r->q, qp, rejects, REQUEUE_EVENTS);
 }
 
-/* Binding cycle for a reserved pod; a failed bind goes back to the queue. */
-static int bind(struct replay *r, size_t i, const struct gs_queued_pod *qp)
-{
-    struct gs_status st = gs_framework_bind(r->fw, qp->pod);
-    if (gs_status_ok(&st)) return bound(r, i);
-    struct gs_schedule_result res = {.code = st.code == GS_SUCCESS ? GS_ERROR : st.code, .status = st,
-                                     .nominated_node = -1};
-    failed(r, i, qp, &res);
-    return 0;
-}
-
-static int attempt(struct replay *r, const struct gs_queued_pod *qp)
-{
-    size_t i = pod_index(r, qp->pod);
-    if (i == SIZE_MAX) return GS_ESTATE;
-    struct gs_schedule_result res;
-    memset(&res, 0, sizeof res);
-    int rc = gs_framework_schedule(r->fw, qp->pod, 0, &res);
-    if (rc < 0) {
-        gs_schedule_result_free(&res);
-        gs_diags_add(r->d, r->pods[i].key, "scheduling cycle failed: %s", gs_strerror(rc));
-        return rc;
-    }
-    if (res.code == GS_SUCCESS) {
-        r->pods[i].a = res.a;
-        rc = bind(r, i, qp);
-    } else if (res.code == GS_WAIT) {
-        r->pods[i].a = res.a;
-        r->pods[i].qp = *qp; /* settled by gs_framework_tick */
-    } else {
-        failed(r, i, qp, &res);
-    }
-    gs_schedule_result_free(&res);
-    return rc;
-}
-
-static void permit_done(const struct gs_pod *pod, bool ok, void *arg)
-{
-    struct replay *r = arg;
-    size_t i = pod_index(r, pod);
-    if (i == SIZE_MAX) return;
-    if (ok) {
-        int rc = bind(r, i, &r->pods[i].qp);
-        if (rc && !r->tick_rc) r->tick_rc = rc;
-        return;
-    }
-    struct gs_schedule_result res = {.code = GS_UNSCHEDULABLE, .nominated_node = -1};
-    snprintf(res.status.reason, sizeof res.status.reason, "rejected while waiting at Permit");
-    failed(r, i, &r->pods[i].qp, &res);
-}
-
+/* Pods held at Permit (gangs) are bound later by the driver's tick and are
+ * not reported as events; no placement policy waits at Permit. */
 static int schedule_ready(struct replay *r)
 {
-    struct gs_queued_pod qp;
-    int rc = 0;
-    while (!rc && gs_sched_queue_pop(r->q, &qp)) rc = attempt(r, &qp);
-    if (!rc && gs_framework_waiting(r->fw) > 0) {
-        r->tick_rc = 0;
-        gs_framework_tick(r->fw, permit_done, r);
-        rc = r->tick_rc;
+    struct gs_cycle_result c;
+    int rc;
+    while ((rc = gs_scheduler_run_one(r->sched, &c)) > 0) {
+        size_t i = pod_index(r, c.pod);
+        if (i == SIZE_MAX) return GS_ESTATE;
+        if (c.code == GS_SUCCESS) rc = bound(r, i, &c.a);
+        else if (c.code != GS_WAIT) failed(r, i, &c);
+        if (rc < 0) return rc;
     }
+    if (rc < 0) gs_diags_add(r->d, "replay", "scheduling cycle failed: %s", gs_strerror(rc));
     return rc;
 }
 
 static void complete_due(struct replay *r, int64_t now)
 {
-    bool freed = false, gpus = false;
     while (r->nheap && r->heap[0].t_ns <= now) {
         struct rpod *p = &r->pods[heap_pop(r).pod];
         emit(r, GS_SIM_COMPLETED, p, NULL); /* before removal: the node's name is still at hand */
-        gs_cache_remove_pod(r->cache, p->key);
+        gs_scheduler_delete_pod(r->sched, p->key); /* frees resources, wakes waiting pods */
         r->running--;
-        freed = true;
-        gpus |= p->a.gpu_mask != 0;
     }
-    if (freed) gs_sched_queue_on_event(r->q, GS_EV_POD_DELETED);
-    if (gpus) gs_sched_queue_on_event(r->q, GS_EV_DEVICE_FREED);
 }
 
 static int arrive_due(struct replay *r, int64_t now)
@@ -494,7 +418,7 @@ static int arrive_due(struct replay *r, int64_t now)
         r->next_arrival++;
         r->arrived++;
         r->arrived_milli += r->pods[i].gpu_milli;
-        int rc = gs_sched_queue_add(r->q, r->t->pods[i].pod);
+        int rc = gs_scheduler_add_pod(r->sched, r->t->pods[i].pod);
         if (rc) {
             gs_diags_add(r->d, r->pods[i].key, "cannot queue: %s", gs_strerror(rc));
             return rc;
@@ -530,12 +454,13 @@ static void sample(struct replay *r, int64_t now)
 static int64_t next_instant(const struct replay *r, int64_t now)
 {
     int64_t next = INT64_MAX;
-    if (r->next_arrival == r->t->npods && r->nheap == 0 && gs_sched_queue_backoff_len(r->q) == 0 &&
-        gs_framework_waiting(r->fw) == 0)
+    const struct gs_sched_queue *q = gs_scheduler_queue(r->sched);
+    if (r->next_arrival == r->t->npods && r->nheap == 0 && gs_sched_queue_backoff_len(q) == 0 &&
+        gs_framework_waiting(gs_scheduler_framework(r->sched)) == 0)
         return next;
     if (r->next_arrival < r->t->npods) next = r->pods[r->order[r->next_arrival]].arrival_ns;
     if (r->nheap && r->heap[0].t_ns < next) next = r->heap[0].t_ns;
-    int64_t ready = gs_sched_queue_next_ready(r->q);
+    int64_t ready = gs_sched_queue_next_ready(q);
     if (ready >= 0 && (ready > now ? ready : now + 1) < next) next = ready > now ? ready : now + 1;
     return next;
 }
