@@ -516,23 +516,28 @@ static int print_json(const struct sim_args *a, const struct gs_sim_result *resu
     return 0;
 }
 
+/* Human columns: the fgd metrics, or for replay the utilisation and delays. */
 static void print_table(const struct sim_args *a, const struct gs_sim_result *results)
 {
     bool fgd = a->mode == GS_SIM_FGD;
-    printf("%-16s %6s %6s %6s %9s %9s %11s %11s %9s %9s", "policy", "seeds", "nodes", "gpus", "arrived",
-           "scheduled", "alloc%@100", "alloc%final", "frag%@80", "wall(s)");
-    if (!fgd) printf(" %9s %9s %9s", "delay_p50", "delay_p90", "delay_p99");
-    putchar('\n');
+    printf("%-16s %5s %6s %6s %9s %9s", "policy", "seeds", "nodes", "gpus", "arrived", "scheduled");
+    if (fgd) printf(" %11s %11s %9s", "alloc%@100", "alloc%final", "frag%@80");
+    else printf(" %11s %10s %10s %10s", "alloc%final", "delay_p50", "delay_p90", "delay_p99");
+    printf(" %9s\n", "wall(s)");
     struct gs_sim_stats *st = malloc(sizeof *st);
     if (!st) return;
     for (size_t i = 0; i < a->npolicies; i++) {
         gs_sim_stats_compute(&results[i * a->nseeds], a->nseeds, st);
         const double *m = st->mean;
-        printf("%-16s %6zu %6.0f %6.0f %9.0f %9.0f %11.2f %11.2f %9.2f %9.3f", st->policy, st->nruns,
-               m[GS_SF_NODES], m[GS_SF_GPUS], m[GS_SF_PODS_ARRIVED], m[GS_SF_PODS_SCHEDULED], m[GS_SF_ALLOC_AT_100],
-               m[GS_SF_ALLOC_FINAL], m[GS_SF_FRAG_AT_80], m[GS_SF_WALL_SECONDS]);
-        if (!fgd) printf(" %9.1f %9.1f %9.1f", m[GS_SF_DELAY_P50], m[GS_SF_DELAY_P90], m[GS_SF_DELAY_P99]);
-        if (st->nruns > 1) printf("   (alloc%%@100 std %.2f)", st->std[GS_SF_ALLOC_AT_100]);
+        printf("%-16s %5zu %6.0f %6.0f %9.0f %9.0f", st->policy, st->nruns, m[GS_SF_NODES], m[GS_SF_GPUS],
+               m[GS_SF_PODS_ARRIVED], m[GS_SF_PODS_SCHEDULED]);
+        if (fgd)
+            printf(" %11.2f %11.2f %9.2f", m[GS_SF_ALLOC_AT_100], m[GS_SF_ALLOC_FINAL], m[GS_SF_FRAG_AT_80]);
+        else
+            printf(" %11.2f %10.1f %10.1f %10.1f", m[GS_SF_ALLOC_FINAL], m[GS_SF_DELAY_P50], m[GS_SF_DELAY_P90],
+                   m[GS_SF_DELAY_P99]);
+        printf(" %9.3f", m[GS_SF_WALL_SECONDS]);
+        if (st->nruns > 1 && fgd) printf("   (alloc%%@100 std %.2f)", st->std[GS_SF_ALLOC_AT_100]);
         putchar('\n');
     }
     free(st);

@@ -11,9 +11,9 @@
  *
  * The page is deliberately plain: inline SVG polylines, a legend, light CSS,
  * no script and no external resource, so it opens offline and can be mailed
- * or attached to a ticket as one file. Curves are thinned to at most
- * MAX_POINTS vertices; that is far below a pixel's resolution loss at the
- * chart's width and keeps the file small.
+ * or attached to a ticket as one file. Curves are thinned to about
+ * MAX_POINTS vertices (each bucket of samples keeps its lowest and highest
+ * point), which is about the chart's width in pixels and keeps the file small.
  *
  * Write errors are remembered (first one wins) and reported by close(), so
  * the per-event path stays free of error plumbing.
@@ -342,12 +342,19 @@ static double nice_max(double v)
 struct chart {
     const char *title, *xlabel, *ylabel;
     enum field field;
-    double xmax, ymax;
+    double ymax;     /* fixed top of the y axis; 0: fitted to the data */
+    bool xfit;       /* x axis starts where the data starts (else at 0) */
+    bool steps;      /* values hold until the next sample (state over time) */
+    double ycap;     /* fitted y axis never above this (0: no cap) */
+    double xmin, xmax;
 };
 
 enum { CW = 760, CH = 380, ML = 64, MR = 150, MT = 34, MB = 48 };
 
-static double sx(const struct chart *c, double x) { return ML + x / c->xmax * (CW - ML - MR); }
+static double sx(const struct chart *c, double x)
+{
+    return ML + (x - c->xmin) / (c->xmax - c->xmin) * (CW - ML - MR);
+}
 static double sy(const struct chart *c, double y) { return CH - MB - y / c->ymax * (CH - MT - MB); }
 
 static void chart_axes(FILE *f, const struct chart *c)
@@ -355,8 +362,8 @@ static void chart_axes(FILE *f, const struct chart *c)
     fprintf(f, "<text x=\"%d\" y=\"20\" class=\"title\">", ML);
     html_escaped(f, c->title);
     fputs("</text>\n", f);
-    double xs = nice_step(c->xmax), ys = nice_step(c->ymax);
-    for (double v = 0; v <= c->xmax + xs * 1e-6; v += xs)
+    double xs = nice_step(c->xmax - c->xmin), ys = nice_step(c->ymax);
+    for (double v = c->xmin; v <= c->xmax + xs * 1e-6; v += xs)
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"grid\"/><text x=\"%.1f\" y=\"%d\" "
                    "class=\"tick\" text-anchor=\"middle\">%g</text>\n",
                 sx(c, v), MT, sx(c, v), CH - MB, sx(c, v), CH - MB + 16, v);
@@ -375,19 +382,34 @@ static void chart_axes(FILE *f, const struct chart *c)
     fputs("</text>\n", f);
 }
 
+/* prev_y: the y drawn last (NAN at the start), for step lines. */
+static void vertex(FILE *f, const struct chart *c, const struct point *p, double *prev_y)
+{
+    double x = sx(c, p->x), y = sy(c, point_value(p, c->field));
+    if (c->steps && !isnan(*prev_y)) fprintf(f, "%.1f,%.1f ", x, *prev_y);
+    fprintf(f, "%.1f,%.1f ", x, y);
+    *prev_y = y;
+}
+
+/* Thinned to MAX_POINTS vertices: each bucket of samples contributes its
+ * lowest and highest point, in order, so short spikes stay visible. */
 static void chart_line(FILE *f, const struct chart *c, const struct run *r, size_t k)
 {
     const char *color = palette[k % NPALETTE];
-    size_t step = r->n > MAX_POINTS ? (r->n + MAX_POINTS - 1) / MAX_POINTS : 1;
+    size_t step = r->n > MAX_POINTS ? (r->n + MAX_POINTS / 2 - 1) / (MAX_POINTS / 2) : 1, last = 0;
+    double prev_y = NAN;
     fprintf(f, "<polyline class=\"line\" stroke=\"%s\" points=\"", color);
     for (size_t i = 0; i < r->n; i += step) {
-        const struct point *p = &r->pts[i];
-        fprintf(f, "%.1f,%.1f ", sx(c, p->x), sy(c, point_value(p, c->field)));
+        size_t lo = i, hi = i, end = i + step < r->n ? i + step : r->n;
+        for (size_t j = i; j < end; j++) {
+            if (point_value(&r->pts[j], c->field) < point_value(&r->pts[lo], c->field)) lo = j;
+            if (point_value(&r->pts[j], c->field) > point_value(&r->pts[hi], c->field)) hi = j;
+        }
+        vertex(f, c, &r->pts[lo < hi ? lo : hi], &prev_y);
+        if (lo != hi) vertex(f, c, &r->pts[lo < hi ? hi : lo], &prev_y);
+        last = lo > hi ? lo : hi;
     }
-    if (r->n && (r->n - 1) % step) {
-        const struct point *p = &r->pts[r->n - 1];
-        fprintf(f, "%.1f,%.1f", sx(c, p->x), sy(c, point_value(p, c->field)));
-    }
+    if (r->n && last != r->n - 1) vertex(f, c, &r->pts[r->n - 1], &prev_y); /* the end state, always */
     fputs("\"/>\n", f);
     double ly = MT + 10 + 18.0 * (double)k;
     fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
@@ -400,15 +422,21 @@ static void chart_line(FILE *f, const struct chart *c, const struct run *r, size
 /* Draws field of every kept run against x. */
 static void chart(FILE *f, struct chart c, const struct run *const *runs, size_t n)
 {
-    double xmax = 0, ymax = 0;
+    double xmin = INFINITY, xmax = 0, ymax = 0;
     for (size_t k = 0; k < n; k++)
         for (size_t i = 0; i < runs[k]->n; i++) {
-            if (runs[k]->pts[i].x > xmax) xmax = runs[k]->pts[i].x;
-            double v = point_value(&runs[k]->pts[i], c.field);
-            if (v > ymax) ymax = v;
+            const struct point *p = &runs[k]->pts[i];
+            xmin = p->x < xmin ? p->x : xmin;
+            xmax = p->x > xmax ? p->x : xmax;
+            ymax = point_value(p, c.field) > ymax ? point_value(p, c.field) : ymax;
         }
-    c.xmax = nice_max(xmax);
-    c.ymax = c.ymax > 0 ? c.ymax : nice_max(ymax);
+    c.xmin = 0;
+    if (c.xfit && xmin < xmax) {
+        double step = nice_step(xmax - xmin);
+        c.xmin = floor(xmin / step) * step;
+    }
+    c.xmax = c.xmin + nice_max(xmax - c.xmin);
+    if (!(c.ymax > 0)) c.ymax = nice_max(c.ycap > 0 && ymax > c.ycap ? c.ycap : ymax);
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", CW, CH,
             CW, CH);
     chart_axes(f, &c);
@@ -513,17 +541,17 @@ static void report_body(FILE *f, const struct gs_sim_writer *w, const struct run
         fprintf(f, "<p>Curves show the first seed of each policy (%llu).</p>\n", (unsigned long long)kept[0]->seed);
     if (fgd) {
         chart(f, (struct chart){"GPU allocation vs arrived workload", "arrived GPU demand (% of capacity)",
-                                "allocated GPU (% of capacity)", F_ALLOC, 0, 100},
+                                "allocated GPU (% of capacity)", F_ALLOC, .ymax = 100},
               kept, nk);
         chart(f, (struct chart){"Fragmentation vs arrived workload", "arrived GPU demand (% of capacity)",
-                                "fragmentation ratio (%)", F_FRAG, 0, 0},
+                                "fragmented share of idle GPU (%)", F_FRAG, .ycap = 100},
               kept, nk);
     } else {
         chart(f, (struct chart){"GPU utilisation over time", "time (hours)", "allocated GPU (% of capacity)",
-                                F_ALLOC, 0, 100},
+                                F_ALLOC, .xfit = true, .steps = true, .ycap = 100},
               kept, nk);
-        chart(f, (struct chart){"Pending pods over time", "time (hours)", "pending pods", F_PENDING, 0, 0}, kept,
-              nk);
+        chart(f, (struct chart){"Pending pods over time", "time (hours)", "pending pods", F_PENDING, .xfit = true, .steps = true},
+              kept, nk);
     }
     fputs("</body></html>\n", f);
 }
