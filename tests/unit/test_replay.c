@@ -93,7 +93,7 @@ static void trace_nodes(struct gs_trace *t, size_t n, int32_t gpus)
     assert_non_null(t->nodes);
     assert_non_null(t->node_labels);
     for (size_t i = 0; i < n; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "n%zu", i + 1);
         struct gs_node_spec *s = &t->nodes[i];
         s->name = strdup(name);
