@@ -7,15 +7,18 @@
  * from one interesting instant to the next: the next arrival, the next
  * completion (a min-heap of end times) or the moment the queue's earliest
  * backoff expires. At each instant it
- *   1. completes the pods whose time is up (cache remove, then the cluster
- *      events "pod deleted" / "device freed" move waiting pods back),
+ *   1. completes the pods whose time is up (gs_scheduler_delete_pod frees
+ *      their resources and the "pod deleted" event moves waiting pods back),
  *   2. adds the pods arriving now to the scheduling queue,
- *   3. pops the queue until it is empty, running one scheduling cycle and
- *      the binding cycle per pod; a pod that does not fit is requeued as
- *      unschedulable and waits for an event, exactly as in the server,
+ *   3. runs the scheduler driver (sched/scheduler.h) until the queue has
+ *      nothing ready: one scheduling and binding cycle per pod; a pod that
+ *      does not fit is requeued as unschedulable and waits for an event,
+ *      exactly as in the server,
  *   4. takes one sample (utilisation, pending, fragmentation).
  * So queueing delay (arrival -> bound) comes out of the real queue and
- * framework rather than a model of them.
+ * framework rather than a model of them. The run ends when nothing is left
+ * to arrive or complete and no pod is backing off: pods still unschedulable
+ * then would fail forever and stay counted as pending.
  *
  * The profile is the default one (or --config's) with the placement policy
  * as the only Score plugin and enabled at every other point it implements;
