@@ -23,7 +23,9 @@
  * JSON numbers that overflow int64/double get the same treatment as in YAML:
  * jansson refuses them, so the text is re-read with those literals quoted.
  * A JSON stream may be one value or several concatenated; a top-level array
- * and any `*List` object with `items` are split into one document per item.
+ * and any `*List` object with `items` are split into one document per item
+ * (items of a List get the List's line). gs_decode_stream also splits YAML
+ * Lists, as `kubectl get -o yaml` writes them; YAML sequences are left whole.
  *
  * Encoders keep key order (jansson keeps insertion order). The YAML encoder
  * quotes every string that a YAML 1.2 or 1.1 reader could take for another
@@ -600,6 +602,20 @@ int gs_yaml_decode_stream(const char *buf, size_t len, struct gs_docs *out, stru
     return rc;
 }
 
+/* kubectl's YAML output wraps objects in a List too: give its items their own documents. */
+static int split_yaml_lists(struct gs_docs *docs)
+{
+    struct gs_docs out = {0};
+    int rc = 0;
+    for (size_t i = 0; i < docs->n && !rc; i++)
+        rc = json_is_object(docs->docs[i]) ? json_push_value(&out, docs->docs[i], docs->lines[i])
+                                           : docs_push(&out, docs->docs[i], docs->lines[i]);
+    gs_docs_free(docs);
+    if (rc) gs_docs_free(&out);
+    *docs = out;
+    return rc;
+}
+
 int gs_decode_stream(const char *buf, size_t len, struct gs_docs *out, struct gs_diags *d, size_t *err_doc)
 {
     memset(out, 0, sizeof *out);
@@ -616,7 +632,8 @@ int gs_decode_stream(const char *buf, size_t len, struct gs_docs *out, struct gs
         }
         return rc;
     }
-    return gs_yaml_decode_stream(buf, len, out, d, err_doc);
+    int rc = gs_yaml_decode_stream(buf, len, out, d, err_doc);
+    return rc ? rc : split_yaml_lists(out);
 }
 
 /*--- Encoding ---*/

@@ -138,7 +138,17 @@ static void test_json_lists(void **state)
     assert_int_equal(docs.lines[2], 2);
     assert_int_equal(docs.lines[3], 3);
     gs_docs_free(&docs);
-    /* a List in YAML is kept as one document: only JSON streams are split */
+    /* a YAML List is split too (kubectl get -o yaml); a YAML sequence is not */
+    const char *yl = "apiVersion: v1\nkind: List\nitems:\n- {kind: Pod}\n- {kind: Node}\n---\n- [x]\n";
+    assert_int_equal(gs_decode_stream(yl, strlen(yl), &docs, &d, NULL), 0);
+    assert_int_equal(docs.n, 3);
+    assert_json_text(docs.docs[1], "{\"kind\":\"Node\"}");
+    assert_json_text(docs.docs[2], "[[\"x\"]]");
+    assert_int_equal(docs.lines[2], 6); /* the line of its --- */
+    gs_docs_free(&docs);
+    assert_int_equal(gs_yaml_decode_stream(yl, strlen(yl), &docs, &d, NULL), 0);
+    assert_int_equal(docs.n, 2);
+    gs_docs_free(&docs);
     assert_int_equal(d.n, 0);
 }
 
