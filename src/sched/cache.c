@@ -37,8 +37,19 @@ struct pod_rec {
 };
 
 struct node_rec {
-    struct gs_node_info info; /* first: node_rec and its info share an address */
+    _Alignas(64) struct gs_node_info info; /* first: node_rec and its info share an address */
     struct gs_labels own_labels;
+    struct node_rec *next_free;
+    bool tainted, override; /* as counted in the cache's totals */
+};
+
+/* Node records come from chunks so a cycle's passes over the nodes walk
+ * mostly contiguous memory; a removed node's record is reused. */
+#define REC_CHUNK 128
+struct rec_chunk {
+    struct rec_chunk *next;
+    int used;
+    struct node_rec recs[REC_CHUNK];
 };
 
 struct gs_cache {
@@ -53,6 +64,10 @@ struct gs_cache {
     int32_t nmodels, models_cap;
     struct pod_rec **assumed;
     size_t nassumed, assumed_cap;
+    struct rec_chunk *chunks;
+    struct node_rec *free_recs;
+    uint64_t epoch;
+    int32_t tainted, overrides;
     int32_t live;
     int64_t gpus_total;
     int64_t milli_used;
@@ -145,7 +160,26 @@ struct gs_cache *gs_cache_new(const struct gs_clock *clock)
     return c;
 }
 
-static void node_release(struct gs_node_info *n)
+static struct node_rec *rec_alloc(struct gs_cache *c)
+{
+    struct node_rec *r = c->free_recs;
+    if (r) {
+        c->free_recs = r->next_free;
+    } else {
+        if (!c->chunks || c->chunks->used == REC_CHUNK) {
+            struct rec_chunk *k = aligned_alloc(64, (sizeof *k + 63) & ~(size_t)63);
+            if (!k) return NULL;
+            k->next = c->chunks;
+            k->used = 0;
+            c->chunks = k;
+        }
+        r = &c->chunks->recs[c->chunks->used++];
+    }
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void node_release(struct gs_cache *c, struct gs_node_info *n)
 {
     struct node_rec *r = (struct node_rec *)n;
     free((char *)n->name);
@@ -153,7 +187,27 @@ static void node_release(struct gs_node_info *n)
     res_free(&n->ext_alloc);
     res_free(&n->ext_used);
     labels_release(&r->own_labels);
-    free(r);
+    r->info.live = false;
+    r->next_free = c->free_recs;
+    c->free_recs = r;
+}
+
+/* Keeps the tainted / override counters; sign 1 counts the node in, -1 out.
+ * What was counted is remembered on the record: when a node is updated the
+ * old object may already be gone. */
+static void count_flags(struct gs_cache *c, struct gs_node_info *n, int sign)
+{
+    struct node_rec *r = (struct node_rec *)n;
+    if (sign < 0) {
+        c->tainted -= r->tainted;
+        c->overrides -= r->override;
+        r->tainted = r->override = false;
+        return;
+    }
+    r->tainted = n->node && n->node->ntaints;
+    r->override = n->node && n->node->unschedulable && n->schedulable;
+    c->tainted += r->tainted;
+    c->overrides += r->override;
 }
 
 static void pod_rec_free(struct pod_rec *p)
@@ -168,7 +222,12 @@ void gs_cache_free(struct gs_cache *c)
     for (size_t i = 0; i < c->pods.cap; i++)
         if (c->pods.slots[i].key) pod_rec_free(c->pods.slots[i].val);
     for (int32_t i = 0; i < c->nslots; i++)
-        if (c->nodes[i]) node_release(c->nodes[i]);
+        if (c->nodes[i]) node_release(c, c->nodes[i]);
+    while (c->chunks) {
+        struct rec_chunk *k = c->chunks;
+        c->chunks = k->next;
+        free(k);
+    }
     for (int32_t i = 0; i < c->nmodels; i++) free(c->models[i]);
     gs__strmap_free(&c->by_name);
     gs__strmap_free(&c->pods);
@@ -322,7 +381,7 @@ static int insert_node(struct gs_cache *c, const char *name, const struct gs_nod
 {
     if (!name) return GS_EINVAL;
     if (gs__strmap_get(&c->by_name, name)) return GS_EEXIST;
-    struct node_rec *r = calloc(1, sizeof *r);
+    struct node_rec *r = rec_alloc(c);
     if (!r) return GS_ENOMEM;
     struct gs_node_info *n = &r->info;
     n->name = strdup(name);
@@ -332,13 +391,15 @@ static int insert_node(struct gs_cache *c, const char *name, const struct gs_nod
     int slot = err ? err : node_slot(c);
     if (slot < 0) {
         if (!err) gs__strmap_del(&c->by_name, n->name);
-        node_release(n);
+        node_release(c, n);
         return slot;
     }
     n->idx = slot;
     n->live = true;
     gpu_aggregates(n);
     c->nodes[slot] = n;
+    count_flags(c, n, 1);
+    c->epoch++;
     c->live++;
     c->gpus_total += n->ngpus;
     return slot;
@@ -383,7 +444,9 @@ int gs_cache_remove_node(struct gs_cache *c, const char *name)
     c->nodes[n->idx] = NULL;
     c->live--;
     c->gpus_total -= n->ngpus;
-    node_release(n);
+    count_flags(c, n, -1);
+    c->epoch++;
+    node_release(c, n);
     return 0;
 }
 
@@ -403,6 +466,8 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
         return err;
     }
     struct node_rec *r = (struct node_rec *)n;
+    count_flags(c, n, -1);
+    c->epoch++;
     c->gpus_total += fresh.info.ngpus - n->ngpus;
     free(n->gpus);
     res_free(&n->ext_alloc);
@@ -425,6 +490,7 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
         apply(c, n, p->pod, &p->a, 1);
     }
     gpu_aggregates(n);
+    count_flags(c, n, 1);
     n->generation++;
     return 0;
 }
@@ -448,7 +514,10 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
 {
     struct gs_node_info *n = node_at(c, node);
     if (!n) return GS_ENOENT;
+    count_flags(c, n, -1);
     n->schedulable = schedulable;
+    count_flags(c, n, 1);
+    c->epoch++;
     n->generation++;
     return 0;
 }
@@ -458,13 +527,14 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
 
 /* A tombstone slot has no record: callers check `live`, so hand them a dead one. */
-static struct gs_node_info dead_node = {.idx = -1, .live = false, .labels = &empty_labels, .gpu_model = -1};
+static const struct gs_node_info dead_node = {.idx = -1, .live = false, .labels = &empty_labels, .gpu_model = -1};
 
 struct gs_node_info *gs_cache_node(struct gs_cache *c, int32_t idx)
 {
     struct gs_node_info *n = node_at(c, idx);
     if (n) return n;
-    return idx >= 0 && idx < c->nslots ? &dead_node : NULL;
+    /* Callers only read a dead slot's `live`; the cast keeps the accessor's signature. */
+    return idx >= 0 && idx < c->nslots ? (struct gs_node_info *)&dead_node : NULL;
 }
 
 int32_t gs_cache_find_node(const struct gs_cache *c, const char *name)
@@ -474,6 +544,9 @@ int32_t gs_cache_find_node(const struct gs_cache *c, const char *name)
 }
 
 int32_t gs_cache_live_nodes(const struct gs_cache *c) { return c->live; }
+uint64_t gs_cache_epoch(const struct gs_cache *c) { return c->epoch; }
+int32_t gs_cache_tainted_nodes(const struct gs_cache *c) { return c->tainted; }
+int32_t gs_cache_cordon_overrides(const struct gs_cache *c) { return c->overrides; }
 int64_t gs_cache_gpu_count(const struct gs_cache *c) { return c->gpus_total; }
 int64_t gs_cache_gpu_milli_used(const struct gs_cache *c) { return c->milli_used; }
 

@@ -76,6 +76,12 @@ struct gs_framework {
     struct gs__strmap recs;
     struct rec **list;
     size_t nlist, list_cap;
+    /* Live, schedulable nodes in index order, rebuilt when the cache's epoch moves. */
+    struct gs_node_info **cand;
+    size_t ncand, cand_cap;
+    int32_t cand_unsched;
+    uint64_t cand_epoch;
+    bool cand_valid;
 };
 
 static const char *const point_names[] = {
@@ -180,6 +186,7 @@ void gs_framework_free(struct gs_framework *fw)
         if (fw->inst[i].pl->fini) fw->inst[i].pl->fini(fw->inst[i].state);
     gs_cycle_state_free(&fw->cs);
     gs_arena_free(&fw->arena);
+    free(fw->cand);
     free(fw);
 }
 
@@ -321,6 +328,44 @@ static int run_pre_filter(struct gs_framework *fw, const struct gs_pod *pod, str
     return 0;
 }
 
+static int refresh_candidates(struct gs_framework *fw)
+{
+    struct gs_cache *c = fw->h.cache;
+    if (fw->cand_valid && fw->cand_epoch == gs_cache_epoch(c)) return 0;
+    size_t slots = (size_t)gs_cache_node_count(c);
+    if (slots > fw->cand_cap) {
+        struct gs_node_info **nv = realloc(fw->cand, slots * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        fw->cand = nv;
+        fw->cand_cap = slots;
+    }
+    fw->ncand = 0;
+    fw->cand_unsched = 0;
+    for (size_t i = 0; i < slots; i++) {
+        struct gs_node_info *ni = gs_cache_node(c, (int32_t)i);
+        if (!ni->live) continue;
+        if (!ni->schedulable) fw->cand_unsched++;
+        else fw->cand[fw->ncand++] = ni;
+    }
+    fw->cand_epoch = gs_cache_epoch(c);
+    fw->cand_valid = true;
+    return 0;
+}
+
+/* True when some reject[i] is set; reads eight verdicts at a time. */
+static bool any_reject(const uint8_t *reject, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, reject + i, sizeof w);
+        if (w) return true;
+    }
+    for (; i < n; i++)
+        if (reject[i]) return true;
+    return false;
+}
+
 /* Runs the Filter plugins over nodes[0..n), compacting survivors; returns how many remain. */
 static size_t run_filter(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info **nodes, size_t n,
                          uint8_t *reject)
@@ -331,6 +376,7 @@ static size_t run_filter(struct gs_framework *fw, const struct gs_pod *pod, stru
         if (!pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
         memset(reject, 0, n);
         pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, n, reject);
+        if (!any_reject(reject, n)) continue;
         size_t m = 0;
         struct tally *t = &fw->tally[i];
         for (size_t j = 0; j < n; j++) {
@@ -410,9 +456,15 @@ static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct g
         int64_t w = fw->pts[GS_PT_SCORE][i].weight;
         for (size_t j = 0; j < n; j++) total[j] += w * scores[j];
     }
+    /* The running maximum stays in a register: reloading total[best] would chain a load per node. */
     size_t best = 0;
-    for (size_t j = 1; j < n; j++)
-        if (total[j] > total[best]) best = j;
+    int64_t top = total[0];
+    for (size_t j = 1; j < n; j++) {
+        if (total[j] > top) {
+            top = total[j];
+            best = j;
+        }
+    }
     return (int)best;
 }
 
@@ -539,20 +591,15 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
         return no_fit(fw, pod, res, 0);
     }
 
-    int32_t slots = gs_cache_node_count(fw->h.cache);
-    size_t want = (size_t)slots * (2 * sizeof(void *) + 3 * sizeof(int64_t) + 2) + 4096;
+    if (refresh_candidates(fw) != 0) return GS_ENOMEM;
+    size_t n = fw->ncand;
+    int32_t unsched = fw->cand_unsched;
+    size_t want = n * (2 * sizeof(void *) + 3 * sizeof(int64_t) + 2) + 4096;
     if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
-    struct gs_node_info **nodes = gs_arena_alloc(&fw->arena, (size_t)slots * sizeof *nodes + 1);
-    uint8_t *reject = gs_arena_alloc(&fw->arena, (size_t)slots + 1);
+    struct gs_node_info **nodes = gs_arena_alloc(&fw->arena, n * sizeof *nodes + 1);
+    uint8_t *reject = gs_arena_alloc(&fw->arena, n + 1);
     if (!nodes || !reject) return GS_ENOMEM;
-    size_t n = 0;
-    int32_t unsched = 0;
-    for (int32_t i = 0; i < slots; i++) {
-        struct gs_node_info *ni = gs_cache_node(fw->h.cache, i);
-        if (!ni->live) continue;
-        if (!ni->schedulable) unsched++;
-        else nodes[n++] = ni;
-    }
+    memcpy(nodes, fw->cand, n * sizeof *nodes);
     n = run_filter(fw, pod, nodes, n, reject);
     res->feasible_nodes = (int32_t)n;
     if (n == 0) return no_fit(fw, pod, res, unsched);

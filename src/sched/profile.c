@@ -53,6 +53,7 @@ static const struct {
     {GS_PT_FILTER, "NodeAffinity", 0},
     {GS_PT_FILTER, "TaintToleration", 0},
     {GS_PT_PRE_SCORE, "NodeAffinity", 0},
+    {GS_PT_PRE_SCORE, "TaintToleration", 0},
     {GS_PT_SCORE, "NodeResourcesFit", 1},
     {GS_PT_SCORE, "NodeAffinity", 2},
     {GS_PT_SCORE, "TaintToleration", 3},

@@ -14,6 +14,7 @@ static char log_buf[LOG_MAX];
 static size_t log_len;
 static struct rec_behaviour behaviour[NREC];
 static int unreserves[NREC];
+static uint64_t last_seed;
 static const char *const names[NREC] = {"RecA", "RecB", "RecC"};
 
 static int rec_index(const char *name)
@@ -40,6 +41,8 @@ void rec_configure(const char *plugin, const struct rec_behaviour *b)
 }
 
 const char *rec_log(void) { return log_buf; }
+
+uint64_t rec_last_seed(void) { return last_seed; }
 
 int rec_unreserve_count(const char *plugin)
 {
@@ -86,7 +89,8 @@ static struct gs_status r_pre_enqueue(void *state, const struct gs_pod *pod)
 
 static struct gs_status r_pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod)
 {
-    (void)cs, (void)pod;
+    (void)pod;
+    last_seed = cs->seed;
     return verdict(state, GS_PT_PRE_FILTER);
 }
 

@@ -34,6 +34,8 @@ void rec_reset(void);
 void rec_configure(const char *plugin, const struct rec_behaviour *b);
 /* The log so far: entries separated by single spaces ("RecA.preFilter RecB.preFilter ..."). */
 const char *rec_log(void);
+/* CycleState seed seen by the last PreFilter call. */
+uint64_t rec_last_seed(void);
 /* How many times plugin's unreserve ran since the reset. */
 int rec_unreserve_count(const char *plugin);
 

@@ -33,7 +33,17 @@ enum res_kind { RK_CPU, RK_MEM, RK_GPU, RK_EXT };
 #define MAX_RES 8
 #define MAX_SHAPE 16
 
+/* 100.0 / allocatable per node index, for the default score's fast path. */
+struct recip {
+    double cpu, mem;
+};
+
 struct nrf {
+    struct gs_cache *cache;
+    struct recip *recip;
+    size_t nrecip;
+    uint64_t recip_epoch;
+    bool recip_valid;
     enum strategy type;
     int nres;
     struct {
@@ -156,9 +166,9 @@ static int parse_args(struct nrf *s, const json_t *args, struct gs_diags *d)
 
 static int nrf_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
 {
-    (void)h;
     struct nrf *s = calloc(1, sizeof *s);
     if (!s) return GS_ENOMEM;
+    s->cache = h->cache;
     s->type = LEAST;
     s->nres = 2;
     s->res[0].kind = RK_CPU;
@@ -185,7 +195,12 @@ static int nrf_init(const struct gs_handle *h, const json_t *args, void **state,
     return 0;
 }
 
-static void nrf_fini(void *state) { free(state); }
+static void nrf_fini(void *state)
+{
+    struct nrf *s = state;
+    if (s) free(s->recip);
+    free(s);
+}
 
 /*--- Filter ---*/
 
@@ -239,17 +254,34 @@ static int nrf_reason(void *state, const struct gs_pod *pod, uint8_t code, char 
 
 /*--- Score ---*/
 
-static int64_t least_score(int64_t req, int64_t cap)
+/*
+ * floor(num / den) for 0 <= num, 0 < den. A 64-bit integer division costs
+ * tens of cycles and the score loop does two per node; a double division
+ * is a few, and while both operands are exact doubles (< 2^53) the
+ * correctly rounded quotient is off by at most one, which the multiply
+ * check repairs. The result is exactly the integer quotient.
+ */
+static inline int64_t div_floor(int64_t num, int64_t den)
+{
+    if (num >= (1LL << 53) || den >= (1LL << 53)) return num / den;
+    int64_t q = (int64_t)((double)num / (double)den);
+    if (q * den > num) q--;
+    else if ((q + 1) * den <= num) q++;
+    return q;
+}
+
+static inline int64_t least_score(int64_t req, int64_t cap)
 {
     if (cap == 0 || req > cap) return 0;
-    return (cap - req) * GS_MAX_SCORE / cap;
+    return div_floor((cap - req) * GS_MAX_SCORE, cap);
 }
 
 static int64_t most_score(int64_t req, int64_t cap)
 {
     if (cap == 0) return 0;
     if (req > cap) req = cap;
-    return req * GS_MAX_SCORE / cap;
+    if (req < 0) req = 0;
+    return div_floor(req * GS_MAX_SCORE, cap);
 }
 
 static int64_t broken_linear(const struct nrf *s, int64_t p)
@@ -314,22 +346,68 @@ static int64_t node_score(const struct nrf *s, const struct gs_pod *pod, const s
     return sum / wsum;
 }
 
+/*
+ * The default strategy (LeastAllocated over cpu and memory, weights 1) is what
+ * nearly every pod meets, on every node. Its two divisions per node dominate
+ * a cycle, so they become multiplications by reciprocals of the allocatable
+ * amounts, kept per node index and rebuilt when the cache's epoch moves
+ * (allocatable changes only with the node set). The estimate is then made
+ * exact: floor((cap - req) * 100 / cap) is the largest q with q * cap <=
+ * (cap - req) * 100, and the estimate is off by at most one.
+ */
+static bool refresh_recip(struct nrf *s)
+{
+    size_t slots = (size_t)gs_cache_node_count(s->cache);
+    if (s->recip_valid && s->recip_epoch == gs_cache_epoch(s->cache) && s->nrecip >= slots) return true;
+    struct recip *nv = realloc(s->recip, (slots ? slots : 1) * sizeof *nv);
+    if (!nv) return false;
+    s->recip = nv;
+    s->nrecip = slots;
+    for (size_t i = 0; i < slots; i++) {
+        const struct gs_node_info *ni = gs_cache_node(s->cache, (int32_t)i);
+        nv[i].cpu = ni->live && ni->cpu_alloc > 0 ? 100.0 / (double)ni->cpu_alloc : 0;
+        nv[i].mem = ni->live && ni->mem_alloc > 0 ? 100.0 / (double)ni->mem_alloc : 0;
+    }
+    s->recip_epoch = gs_cache_epoch(s->cache);
+    s->recip_valid = true;
+    return true;
+}
+
+static inline int64_t least_fast(int64_t req, int64_t cap, double recip)
+{
+    int64_t free_ = cap - req;
+    if (free_ < 0 || free_ >= (1LL << 46)) return free_ < 0 ? 0 : least_score(req, cap);
+    int64_t num = free_ * GS_MAX_SCORE;
+    int64_t q = (int64_t)((double)free_ * recip);
+    /* Branch-free: which way the estimate is off is not predictable. */
+    q -= q * cap > num;
+    q += (q + 1) * cap <= num;
+    return q;
+}
+
+static void least_default(struct nrf *s, const struct gs_pod *pod, struct gs_node_info *const *nodes, size_t n,
+                          int64_t *scores)
+{
+    const int64_t cpu = pod->demand.cpu_milli, mem = pod->demand.mem_bytes;
+    const struct recip *r = s->recip;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_node_info *ni = nodes[i];
+        const struct recip *ri = &r[ni->idx];
+        int64_t sum = 0, w = 0;
+        if (ni->cpu_alloc) sum += least_fast(ni->cpu_used + cpu, ni->cpu_alloc, ri->cpu), w++;
+        if (ni->mem_alloc) sum += least_fast(ni->mem_used + mem, ni->mem_alloc, ri->mem), w++;
+        scores[i] = w == 2 ? sum >> 1 : sum;
+    }
+}
+
 static void nrf_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                       struct gs_node_info *const *nodes, size_t n, int64_t *scores)
 {
     (void)cs;
-    const struct nrf *s = state;
-    /* The default (cpu + memory, LeastAllocated) gets a loop without dispatch. */
+    struct nrf *s = state;
     if (s->type == LEAST && s->nres == 2 && s->res[0].kind == RK_CPU && s->res[1].kind == RK_MEM &&
-        s->res[0].weight == 1 && s->res[1].weight == 1) {
-        const int64_t cpu = pod->demand.cpu_milli, mem = pod->demand.mem_bytes;
-        for (size_t i = 0; i < n; i++) {
-            const struct gs_node_info *ni = nodes[i];
-            int64_t sum = 0, w = 0;
-            if (ni->cpu_alloc) sum += least_score(ni->cpu_used + cpu, ni->cpu_alloc), w++;
-            if (ni->mem_alloc) sum += least_score(ni->mem_used + mem, ni->mem_alloc), w++;
-            scores[i] = w ? sum / w : 0;
-        }
+        s->res[0].weight == 1 && s->res[1].weight == 1 && refresh_recip(s)) {
+        least_default(s, pod, nodes, n, scores);
         return;
     }
     for (size_t i = 0; i < n; i++) scores[i] = node_score(s, pod, nodes[i]);

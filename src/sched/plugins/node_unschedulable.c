@@ -26,10 +26,17 @@ static bool tolerates_cordon(const struct gs_pod *pod)
     return false;
 }
 
+static int nu_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
+{
+    (void)args, (void)d;
+    *state = h->cache;
+    return 0;
+}
+
 static struct gs_status nu_pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod)
 {
-    (void)state, (void)cs;
-    if (tolerates_cordon(pod)) return gs_status_make(GS_SKIP, NULL);
+    (void)cs;
+    if (!gs_cache_cordon_overrides(state) || tolerates_cordon(pod)) return gs_status_make(GS_SKIP, NULL);
     return (struct gs_status){0};
 }
 
@@ -51,6 +58,7 @@ static int nu_reason(void *state, const struct gs_pod *pod, uint8_t code, char *
 
 const struct gs_plugin gs_plugin_node_unschedulable = {
     .name = "NodeUnschedulable",
+    .init = nu_init,
     .pre_filter = nu_pre_filter,
     .filter = nu_filter,
     .reason = nu_reason,

@@ -10,6 +10,9 @@
  * wording is used. Nodes without taints (and nodes built without an object,
  * which have none) cost one load each.
  *
+ * When the cluster has no tainted node at all (the cache counts them) both
+ * Filter and Score are skipped at PreFilter / PreScore.
+ *
  * Score counts untolerated PreferNoSchedule taints and normalises in reverse
  * (fewest taints = 100), kube's DefaultNormalizeScore(reverse=true).
  */
@@ -22,6 +25,7 @@
 #define MAX_ROWS 126
 
 struct tt {
+    struct gs_cache *cache;
     struct {
         char *key, *value;
     } rows[MAX_ROWS];
@@ -32,9 +36,28 @@ enum { REJ_GENERIC = 127 };
 
 static int tt_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
 {
-    (void)h, (void)args, (void)d;
-    *state = calloc(1, sizeof(struct tt));
-    return *state ? 0 : GS_ENOMEM;
+    (void)args, (void)d;
+    struct tt *s = calloc(1, sizeof *s);
+    if (!s) return GS_ENOMEM;
+    s->cache = h->cache;
+    *state = s;
+    return 0;
+}
+
+/* Without tainted nodes there is nothing to filter and every score would be equal. */
+static struct gs_status tt_pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)cs, (void)pod;
+    const struct tt *s = state;
+    if (!gs_cache_tainted_nodes(s->cache)) return gs_status_make(GS_SKIP, NULL);
+    return (struct gs_status){0};
+}
+
+static struct gs_status tt_pre_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                     struct gs_node_info *const *nodes, size_t n)
+{
+    (void)nodes, (void)n;
+    return tt_pre_filter(state, cs, pod);
 }
 
 static void tt_fini(void *state)
@@ -114,8 +137,10 @@ const struct gs_plugin gs_plugin_taint_toleration = {
     .name = "TaintToleration",
     .init = tt_init,
     .fini = tt_fini,
+    .pre_filter = tt_pre_filter,
     .filter = tt_filter,
     .reason = tt_reason,
+    .pre_score = tt_pre_score,
     .score = tt_score,
     .normalize_score = tt_normalize,
 };

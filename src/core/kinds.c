@@ -1,0 +1,576 @@
+/*
+ * kinds.c - gang and queue objects, and the checks for kinds we keep generic.
+ *
+ * PodGroup is read in both shapes users bring: scheduler-plugins'
+ * scheduling.x-k8s.io/v1alpha1 (minMember required, minResources,
+ * scheduleTimeoutSeconds) and Volcano's scheduling.volcano.sh/v1beta1
+ * (minMember defaulting to 1, queue, minTaskMember, priorityClassName).
+ *
+ * Queue is Volcano's shape (weight 1..65535, capability, deserved,
+ * guarantee.resource, parent, priority), also served as our own
+ * scheduling.gpusched.io/v1alpha1 where `guarantee` may be a plain
+ * ResourceList and `limit` stands for `capability`. The guarantee we keep is
+ * `deserved` when given (what the queue is entitled to), else guarantee.
+ *
+ * The Kueue, DRA, NodeResourceTopology and ClusterPolicy kinds have no typed
+ * struct yet; their documents are kept whole and checked here for the fields
+ * the scheduler and operator rely on, so a malformed quota or device request
+ * is refused at validate time rather than ignored later.
+ */
+#include "core/decode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/*--- PodGroup ---*/
+
+void gs__podgroup_clear(struct gs_podgroup *p)
+{
+    gs_meta_clear(&p->meta);
+    json_decref(p->doc);
+    gs_resources_free(&p->min_resources);
+    free(p->queue);
+    memset(p, 0, sizeof *p);
+}
+
+static void dec_int_map(struct gs_dec *dc, const json_t *obj, const char *key, int64_t min)
+{
+    json_t *map = gs__dec_get(dc, obj, key, JSON_OBJECT);
+    const char *k;
+    json_t *v;
+    size_t m = gs__dec_key(dc, key);
+    json_object_foreach(map, k, v) {
+        int64_t x;
+        gs__dec_int(dc, map, k, min, INT32_MAX, &x);
+    }
+    gs__dec_pop(dc, m);
+}
+
+int gs__podgroup_decode(json_t *doc, struct gs_podgroup *p, struct gs_dec *dc)
+{
+    const char *api = json_string_value(json_object_get(doc, "apiVersion"));
+    bool volcano = api && !strncmp(api, "scheduling.volcano.sh/", 22);
+    gs__dec_meta(dc, doc, true, &p->meta);
+    json_t *spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT);
+    size_t m = gs__dec_key(dc, "spec");
+    int64_t v;
+    p->min_member = 1;
+    if (gs__dec_int(dc, spec, "minMember", 1, INT32_MAX, &v)) p->min_member = (int32_t)v;
+    else if (!volcano && !(spec && json_object_get(spec, "minMember"))) gs__dec_err_at(dc, "minMember", "is required");
+    gs__dec_resources(dc, spec, "minResources", &p->min_resources);
+    if (gs__dec_int(dc, spec, "scheduleTimeoutSeconds", 1, INT32_MAX, &v)) p->schedule_timeout_seconds = (int32_t)v;
+    p->queue = gs__dec_strdup(dc, spec, "queue");
+    if (gs__dec_int(dc, spec, "priority", INT32_MIN, INT32_MAX, &v)) p->priority = (int32_t)v;
+    gs__dec_str(dc, spec, "priorityClassName");
+    dec_int_map(dc, spec, "minTaskMember", 0);
+    gs__dec_pop(dc, m);
+    p->doc = json_incref(doc);
+    return dc->oom ? GS_ENOMEM : 0;
+}
+
+/*--- Queue ---*/
+
+void gs__queue_clear(struct gs_queue *q)
+{
+    gs_meta_clear(&q->meta);
+    json_decref(q->doc);
+    free(q->parent);
+    gs_resources_free(&q->guarantee);
+    gs_resources_free(&q->limit);
+    memset(q, 0, sizeof *q);
+}
+
+int gs__queue_decode(json_t *doc, struct gs_queue *q, struct gs_dec *dc)
+{
+    gs__dec_meta(dc, doc, false, &q->meta);
+    json_t *spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT);
+    size_t m = gs__dec_key(dc, "spec");
+    int64_t v;
+    q->parent = gs__dec_strdup(dc, spec, "parent");
+    if (q->parent && q->meta.name && !strcmp(q->parent, q->meta.name))
+        gs__dec_err_at(dc, "parent", "a queue cannot be its own parent");
+    q->weight = 1;
+    if (gs__dec_int(dc, spec, "weight", 1, 65535, &v)) q->weight = (int32_t)v;
+    if (gs__dec_int(dc, spec, "priority", 0, INT32_MAX, &v)) q->priority = (int32_t)v;
+    gs__dec_resources(dc, spec, "capability", &q->limit);
+    gs__dec_resources(dc, spec, "limit", &q->limit);
+    struct gs_resources guarantee = {0};
+    json_t *g = spec ? json_object_get(spec, "guarantee") : NULL;
+    if (json_is_object(g) && json_object_get(g, "resource")) {
+        size_t m2 = gs__dec_key(dc, "guarantee");
+        gs__dec_resources(dc, g, "resource", &guarantee);
+        gs__dec_pop(dc, m2);
+    } else {
+        gs__dec_resources(dc, spec, "guarantee", &guarantee);
+    }
+    gs__dec_resources(dc, spec, "deserved", &q->guarantee);
+    if (!json_object_get(spec, "deserved")) {
+        q->guarantee = guarantee;
+        guarantee = (struct gs_resources){0};
+    }
+    gs_resources_free(&guarantee);
+    for (size_t i = 0; i < q->guarantee.n; i++) {
+        bool has_cap = false;
+        for (size_t j = 0; j < q->limit.n; j++) has_cap |= !strcmp(q->limit.v[j].name, q->guarantee.v[i].name);
+        if (has_cap && q->guarantee.v[i].milli > gs_resources_get(&q->limit, q->guarantee.v[i].name))
+            gs__dec_err(dc, "guaranteed %s exceeds the queue's capability", q->guarantee.v[i].name);
+    }
+    static const char *const strategies[] = {"fifo", "traverse", NULL};
+    if (spec && json_object_get(spec, "dequeueStrategy")) gs__dec_enum(dc, spec, "dequeueStrategy", strategies, NULL);
+    bool b;
+    gs__dec_bool(dc, spec, "reclaimable", &b);
+    gs__dec_pop(dc, m);
+    q->doc = json_incref(doc);
+    return dc->oom ? GS_ENOMEM : 0;
+}
+
+/*--- Shared little checks ---*/
+
+/* Runs fn on each element of obj[key] (an array) with the path set. */
+static void each(struct gs_dec *dc, const json_t *obj, const char *key, size_t max,
+                 void (*fn)(struct gs_dec *, const json_t *, void *), void *arg)
+{
+    json_t *arr = gs__dec_get(dc, obj, key, JSON_ARRAY);
+    if (!arr) return;
+    size_t m = gs__dec_key(dc, key), i;
+    if (max && json_array_size(arr) > max) gs__dec_err(dc, "must have at most %zu items, got %zu", max, json_array_size(arr));
+    json_t *e;
+    json_array_foreach(arr, i, e) {
+        size_t m2 = gs__dec_idx(dc, i);
+        if (gs__dec_is(dc, e, JSON_OBJECT)) fn(dc, e, arg);
+        gs__dec_pop(dc, m2);
+    }
+    gs__dec_pop(dc, m);
+}
+
+static const char *required_str(struct gs_dec *dc, const json_t *obj, const char *key)
+{
+    const char *s = gs__dec_str(dc, obj, key);
+    if (!s && !json_object_get(obj, key)) gs__dec_err_at(dc, key, "is required");
+    else if (s && !*s) gs__dec_err_at(dc, key, "must not be empty");
+    return s && *s ? s : NULL;
+}
+
+static void check_quantity(struct gs_dec *dc, const json_t *obj, const char *key, bool required)
+{
+    int64_t q;
+    if (!gs__dec_quantity_at(dc, obj, key, &q) && required && !json_object_get(obj, key))
+        gs__dec_err_at(dc, key, "is required");
+}
+
+static void check_dns_label(struct gs_dec *dc, const json_t *obj, const char *key)
+{
+    const char *s = required_str(dc, obj, key), *why;
+    if (s && (why = gs__dns_check(s, true))) gs__dec_err_at(dc, key, "invalid name \"%s\": %s", s, why);
+}
+
+/*--- Kueue ---*/
+
+struct rg_ctx {
+    char **covered;
+    size_t ncovered;
+    bool cohort;
+};
+
+static void cq_resource(struct gs_dec *dc, const json_t *r, void *arg)
+{
+    struct rg_ctx *c = arg;
+    size_t idx = 0;
+    /* the path ends in "[i]": recover i to compare with coveredResources order */
+    const char *br = strrchr(dc->path, '[');
+    if (br) idx = strtoul(br + 1, NULL, 10);
+    const char *name = required_str(dc, r, "name");
+    if (name && idx < c->ncovered && strcmp(name, c->covered[idx]))
+        gs__dec_err_at(dc, "name", "resource \"%s\" must be \"%s\": each flavor lists coveredResources in order", name,
+                       c->covered[idx]);
+    else if (name && idx >= c->ncovered)
+        gs__dec_err_at(dc, "name", "resource \"%s\" is not in coveredResources", name);
+    check_quantity(dc, r, "nominalQuota", true);
+    check_quantity(dc, r, "borrowingLimit", false);
+    check_quantity(dc, r, "lendingLimit", false);
+    if (!c->cohort && json_object_get(r, "borrowingLimit"))
+        gs__dec_err_at(dc, "borrowingLimit", "must not be set when the ClusterQueue has no cohort");
+    if (!c->cohort && json_object_get(r, "lendingLimit"))
+        gs__dec_err_at(dc, "lendingLimit", "must not be set when the ClusterQueue has no cohort");
+}
+
+static void cq_flavor(struct gs_dec *dc, const json_t *f, void *arg)
+{
+    struct rg_ctx *c = arg;
+    required_str(dc, f, "name");
+    json_t *rs = gs__dec_get(dc, f, "resources", JSON_ARRAY);
+    if (rs && json_array_size(rs) != c->ncovered)
+        gs__dec_err_at(dc, "resources", "must list the %zu coveredResources, got %zu", c->ncovered, json_array_size(rs));
+    each(dc, f, "resources", 64, cq_resource, c);
+}
+
+static void cq_group(struct gs_dec *dc, const json_t *g, void *arg)
+{
+    struct rg_ctx c = {.cohort = *(bool *)arg};
+    c.covered = gs__dec_strv(dc, g, "coveredResources", &c.ncovered);
+    if (!c.ncovered) gs__dec_err_at(dc, "coveredResources", "must list at least one resource");
+    if (!json_array_size(json_object_get(g, "flavors"))) gs__dec_err_at(dc, "flavors", "must list at least one flavor");
+    each(dc, g, "flavors", 64, cq_flavor, &c);
+    gs__strv_free(c.covered, c.ncovered);
+}
+
+static void validate_clusterqueue(const json_t *spec, struct gs_dec *dc)
+{
+    bool cohort = gs__dec_str(dc, spec, "cohort") || gs__dec_str(dc, spec, "cohortName");
+    each(dc, spec, "resourceGroups", 16, cq_group, &cohort);
+    static const char *const strategies[] = {"BestEffortFIFO", "StrictFIFO", NULL};
+    if (json_object_get(spec, "queueingStrategy")) gs__dec_enum(dc, spec, "queueingStrategy", strategies, NULL);
+    json_t *pre = gs__dec_get(dc, spec, "preemption", JSON_OBJECT);
+    if (pre) {
+        size_t m = gs__dec_key(dc, "preemption");
+        static const char *const reclaim[] = {"Never", "LowerPriority", "Any", NULL};
+        static const char *const within[] = {"Never", "LowerPriority", "LowerOrNewerEqualPriority", NULL};
+        if (json_object_get(pre, "reclaimWithinCohort")) gs__dec_enum(dc, pre, "reclaimWithinCohort", reclaim, NULL);
+        if (json_object_get(pre, "withinClusterQueue")) gs__dec_enum(dc, pre, "withinClusterQueue", within, NULL);
+        gs__dec_pop(dc, m);
+    }
+    struct gs_selector sel = {0};
+    gs__dec_label_selector(dc, spec, "namespaceSelector", &sel);
+    gs_selector_free(&sel);
+    json_t *fs = gs__dec_get(dc, spec, "fairSharing", JSON_OBJECT);
+    if (fs) {
+        size_t m = gs__dec_key(dc, "fairSharing");
+        check_quantity(dc, fs, "weight", false);
+        gs__dec_pop(dc, m);
+    }
+    static const char *const stops[] = {"None", "Hold", "HoldAndDrain", NULL};
+    if (json_object_get(spec, "stopPolicy")) gs__dec_enum(dc, spec, "stopPolicy", stops, NULL);
+}
+
+static void validate_resourceflavor(const json_t *spec, struct gs_dec *dc)
+{
+    struct gs_labels l = {0};
+    gs__dec_labels(dc, spec, "nodeLabels", &l, true);
+    gs_labels_free(&l);
+    struct gs_taint *t = NULL;
+    size_t nt = 0;
+    gs__dec_taints(dc, spec, "nodeTaints", &t, &nt);
+    for (size_t i = 0; i < nt; i++) gs_taint_free(&t[i]);
+    free(t);
+    struct gs_toleration *tol = NULL;
+    size_t ntol = 0;
+    gs__dec_tolerations(dc, spec, "tolerations", &tol, &ntol);
+    for (size_t i = 0; i < ntol; i++) gs_toleration_free(&tol[i]);
+    free(tol);
+    gs__dec_str(dc, spec, "topologyName");
+}
+
+/*--- resource.k8s.io ---*/
+
+static void cel_selector(struct gs_dec *dc, const json_t *s, void *arg)
+{
+    (void)arg;
+    json_t *cel = gs__dec_get(dc, s, "cel", JSON_OBJECT);
+    if (!cel) {
+        if (!json_object_get(s, "cel")) gs__dec_err_at(dc, "cel", "is required");
+        return;
+    }
+    size_t m = gs__dec_key(dc, "cel");
+    const char *e = required_str(dc, cel, "expression");
+    if (e && strlen(e) > 10240) gs__dec_err_at(dc, "expression", "must be at most 10240 bytes, got %zu", strlen(e));
+    gs__dec_pop(dc, m);
+}
+
+/* ExactDeviceRequest / DeviceSubRequest / v1beta1 DeviceRequest fields. */
+static void exact_request(struct gs_dec *dc, const json_t *r, bool sub)
+{
+    required_str(dc, r, "deviceClassName");
+    each(dc, r, "selectors", 32, cel_selector, NULL);
+    static const char *const modes[] = {"ExactCount", "All", NULL};
+    const char *mode = "ExactCount";
+    if (json_object_get(r, "allocationMode")) gs__dec_enum(dc, r, "allocationMode", modes, &mode);
+    int64_t count;
+    if (gs__dec_int(dc, r, "count", 1, INT64_MAX, &count) && !strcmp(mode, "All"))
+        gs__dec_err_at(dc, "count", "must not be set when allocationMode is All");
+    bool b;
+    if (sub && json_object_get(r, "adminAccess")) gs__dec_err_at(dc, "adminAccess", "is not allowed in a subrequest");
+    else gs__dec_bool(dc, r, "adminAccess", &b);
+    struct gs_toleration *tol = NULL;
+    size_t ntol = 0;
+    gs__dec_tolerations(dc, r, "tolerations", &tol, &ntol);
+    for (size_t i = 0; i < ntol; i++) gs_toleration_free(&tol[i]);
+    free(tol);
+}
+
+static void subrequest(struct gs_dec *dc, const json_t *r, void *arg)
+{
+    (void)arg;
+    check_dns_label(dc, r, "name");
+    exact_request(dc, r, true);
+}
+
+static void device_request(struct gs_dec *dc, const json_t *r, void *arg)
+{
+    bool v1beta1 = *(bool *)arg;
+    check_dns_label(dc, r, "name");
+    if (v1beta1 && !json_object_get(r, "firstAvailable")) {
+        exact_request(dc, r, false);
+        return;
+    }
+    json_t *exactly = json_object_get(r, "exactly"), *first = json_object_get(r, "firstAvailable");
+    if (!v1beta1 && (!exactly) == (!first))
+        gs__dec_err(dc, "exactly one of exactly or firstAvailable must be set");
+    json_t *ex = gs__dec_get(dc, r, "exactly", JSON_OBJECT);
+    if (ex) {
+        size_t m = gs__dec_key(dc, "exactly");
+        exact_request(dc, ex, false);
+        gs__dec_pop(dc, m);
+    }
+    each(dc, r, "firstAvailable", 8, subrequest, NULL);
+}
+
+static void device_constraint(struct gs_dec *dc, const json_t *c, void *arg)
+{
+    (void)arg;
+    size_t n;
+    char **reqs = gs__dec_strv(dc, c, "requests", &n);
+    gs__strv_free(reqs, n);
+    bool ma = gs__dec_str(dc, c, "matchAttribute") != NULL, da = gs__dec_str(dc, c, "distinctAttribute") != NULL;
+    if (ma == da) gs__dec_err(dc, "exactly one of matchAttribute or distinctAttribute must be set");
+}
+
+static void validate_resourceclaim(const json_t *spec, const char *api, struct gs_dec *dc)
+{
+    bool v1beta1 = api && !strcmp(api, "resource.k8s.io/v1beta1");
+    json_t *devs = gs__dec_get(dc, spec, "devices", JSON_OBJECT);
+    size_t m = gs__dec_key(dc, "devices");
+    each(dc, devs, "requests", 32, device_request, &v1beta1);
+    each(dc, devs, "constraints", 32, device_constraint, NULL);
+    gs__dec_pop(dc, m);
+}
+
+static void opaque_config(struct gs_dec *dc, const json_t *c, void *arg)
+{
+    (void)arg;
+    json_t *op = gs__dec_get(dc, c, "opaque", JSON_OBJECT);
+    if (!op) return;
+    size_t m = gs__dec_key(dc, "opaque");
+    required_str(dc, op, "driver");
+    gs__dec_pop(dc, m);
+}
+
+static void validate_deviceclass(const json_t *spec, struct gs_dec *dc)
+{
+    each(dc, spec, "selectors", 32, cel_selector, NULL);
+    each(dc, spec, "config", 32, opaque_config, NULL);
+    gs__dec_str(dc, spec, "extendedResourceName");
+}
+
+static void device_attribute(struct gs_dec *dc, const json_t *attrs)
+{
+    const char *k;
+    json_t *a;
+    json_object_foreach((json_t *)attrs, k, a) {
+        size_t m = gs__dec_key(dc, k);
+        if (gs__dec_is(dc, a, JSON_OBJECT)) {
+            static const char *const fields[] = {"int", "bool", "string", "version", "ints", "bools", "strings", "versions"};
+            int n = 0;
+            for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) n += json_object_get(a, fields[i]) != NULL;
+            if (n != 1) gs__dec_err(dc, "exactly one of int, bool, string or version must be set, got %d", n);
+            int64_t iv;
+            gs__dec_int(dc, a, "int", INT64_MIN, INT64_MAX, &iv);
+            bool bv;
+            gs__dec_bool(dc, a, "bool", &bv);
+            gs__dec_str(dc, a, "string");
+            gs__dec_str(dc, a, "version");
+        }
+        gs__dec_pop(dc, m);
+    }
+}
+
+static void device_capacity(struct gs_dec *dc, const json_t *caps)
+{
+    const char *k;
+    json_t *c;
+    json_object_foreach((json_t *)caps, k, c) {
+        size_t m = gs__dec_key(dc, k);
+        if (gs__dec_is(dc, c, JSON_OBJECT)) check_quantity(dc, c, "value", true);
+        gs__dec_pop(dc, m);
+    }
+}
+
+static void slice_device(struct gs_dec *dc, const json_t *d, void *arg)
+{
+    (void)arg;
+    check_dns_label(dc, d, "name");
+    const json_t *body = d;
+    size_t m = dc->len;
+    json_t *basic = gs__dec_get(dc, d, "basic", JSON_OBJECT); /* v1beta1 wraps the data */
+    if (basic) {
+        gs__dec_key(dc, "basic");
+        body = basic;
+    }
+    json_t *attrs = gs__dec_get(dc, body, "attributes", JSON_OBJECT);
+    json_t *caps = gs__dec_get(dc, body, "capacity", JSON_OBJECT);
+    size_t na = json_object_size(attrs), nc = json_object_size(caps);
+    if (na + nc > 32) gs__dec_err(dc, "at most 32 attributes and capacities together, got %zu", na + nc);
+    size_t m2 = gs__dec_key(dc, "attributes");
+    if (attrs) device_attribute(dc, attrs);
+    gs__dec_pop(dc, m2);
+    m2 = gs__dec_key(dc, "capacity");
+    if (caps) device_capacity(dc, caps);
+    gs__dec_pop(dc, m2);
+    gs__dec_pop(dc, m);
+}
+
+static void validate_resourceslice(const json_t *spec, struct gs_dec *dc)
+{
+    const char *drv = required_str(dc, spec, "driver"), *why;
+    if (drv && (why = gs__dns_check(drv, false))) gs__dec_err_at(dc, "driver", "invalid driver \"%s\": %s", drv, why);
+    json_t *pool = gs__dec_get(dc, spec, "pool", JSON_OBJECT);
+    if (!pool && !json_object_get(spec, "pool")) gs__dec_err_at(dc, "pool", "is required");
+    if (pool) {
+        size_t m = gs__dec_key(dc, "pool");
+        int64_t v;
+        required_str(dc, pool, "name");
+        gs__dec_int(dc, pool, "generation", 0, INT64_MAX, &v);
+        if (!gs__dec_int(dc, pool, "resourceSliceCount", 1, INT64_MAX, &v) && !json_object_get(pool, "resourceSliceCount"))
+            gs__dec_err_at(dc, "resourceSliceCount", "is required");
+        gs__dec_pop(dc, m);
+    }
+    bool all = false, per = false;
+    gs__dec_bool(dc, spec, "allNodes", &all);
+    gs__dec_bool(dc, spec, "perDeviceNodeSelection", &per);
+    int n = (gs__dec_str(dc, spec, "nodeName") != NULL) + (gs__dec_get(dc, spec, "nodeSelector", JSON_OBJECT) != NULL) +
+            all + per;
+    if (n != 1) gs__dec_err(dc, "exactly one of nodeName, nodeSelector, allNodes or perDeviceNodeSelection must be set");
+    json_t *devs = json_object_get(spec, "devices");
+    each(dc, spec, "devices", 128, slice_device, NULL);
+    if (json_is_array(devs)) {
+        for (size_t i = 0; i < json_array_size(devs); i++)
+            for (size_t j = 0; j < i; j++) {
+                const char *a = json_string_value(json_object_get(json_array_get(devs, i), "name"));
+                const char *b = json_string_value(json_object_get(json_array_get(devs, j), "name"));
+                if (a && b && !strcmp(a, b)) {
+                    size_t m = gs__dec_key(dc, "devices");
+                    gs__dec_idx(dc, i);
+                    gs__dec_err_at(dc, "name", "duplicate device name \"%s\"", a);
+                    gs__dec_pop(dc, m);
+                }
+            }
+    }
+}
+
+/*--- NodeResourceTopology ---*/
+
+static void nrt_resource(struct gs_dec *dc, const json_t *r, void *arg)
+{
+    (void)arg;
+    required_str(dc, r, "name");
+    check_quantity(dc, r, "capacity", false);
+    check_quantity(dc, r, "allocatable", false);
+    check_quantity(dc, r, "available", false);
+}
+
+static void nrt_cost(struct gs_dec *dc, const json_t *c, void *arg)
+{
+    (void)arg;
+    int64_t v;
+    required_str(dc, c, "name");
+    if (!gs__dec_int(dc, c, "value", 0, INT64_MAX, &v) && !json_object_get(c, "value"))
+        gs__dec_err_at(dc, "value", "is required");
+}
+
+static void name_value(struct gs_dec *dc, const json_t *a, void *arg)
+{
+    (void)arg;
+    const char *name = required_str(dc, a, "name");
+    const char *val = gs__dec_str(dc, a, "value");
+    static const char *const policies[] = {"none", "best-effort", "restricted", "single-numa-node", NULL};
+    static const char *const scopes[] = {"container", "pod", NULL};
+    if (name && val && !strcmp(name, "topologyManagerPolicy")) gs__dec_enum(dc, a, "value", policies, NULL);
+    if (name && val && !strcmp(name, "topologyManagerScope")) gs__dec_enum(dc, a, "value", scopes, NULL);
+}
+
+static void nrt_zone(struct gs_dec *dc, const json_t *z, void *arg)
+{
+    (void)arg;
+    required_str(dc, z, "name");
+    required_str(dc, z, "type");
+    gs__dec_str(dc, z, "parent");
+    each(dc, z, "costs", 0, nrt_cost, NULL);
+    each(dc, z, "attributes", 0, name_value, NULL);
+    each(dc, z, "resources", 0, nrt_resource, NULL);
+}
+
+static void validate_nrt(const json_t *doc, struct gs_dec *dc)
+{
+    if (!json_object_get(doc, "zones")) gs__dec_err_at(dc, "zones", "is required");
+    each(dc, doc, "zones", 0, nrt_zone, NULL);
+    each(dc, doc, "attributes", 0, name_value, NULL);
+    size_t n;
+    char **pol = gs__dec_strv(dc, doc, "topologyPolicies", &n);
+    static const char *const known[] = {"SingleNUMANodeContainerLevel", "SingleNUMANodePodLevel", "Restricted",
+                                        "RestrictedContainerLevel", "RestrictedPodLevel", "BestEffort",
+                                        "BestEffortContainerLevel", "BestEffortPodLevel", "None", NULL};
+    for (size_t i = 0; i < n; i++) {
+        bool ok = false;
+        for (const char *const *k = known; *k; k++) ok |= !strcmp(*k, pol[i]);
+        if (ok) continue;
+        size_t m = gs__dec_key(dc, "topologyPolicies");
+        gs__dec_idx(dc, i);
+        gs__dec_err(dc, "unknown topology policy \"%s\"", pol[i]);
+        gs__dec_pop(dc, m);
+    }
+    gs__strv_free(pol, n);
+}
+
+/*--- ClusterPolicy ---*/
+
+static void validate_clusterpolicy(const json_t *spec, struct gs_dec *dc)
+{
+    static const char *const components[] = {
+        "driver", "toolkit", "devicePlugin", "dcgmExporter", "dcgm", "gfd", "migManager", "nodeStatusExporter",
+        "psp", "psa", "gds", "gdrcopy", "sandboxWorkloads", "vfioManager", "sandboxDevicePlugin", "vgpuManager",
+        "vgpuDeviceManager", "kataManager", "kataSandboxDevicePlugin", "ccManager", "cdi", "operator", "daemonsets",
+        "validator", "mig", "hostPaths", NULL};
+    for (const char *const *c = components; *c; c++) {
+        json_t *o = gs__dec_get(dc, spec, *c, JSON_OBJECT);
+        if (!o) continue;
+        size_t m = gs__dec_key(dc, *c);
+        bool b;
+        gs__dec_bool(dc, o, "enabled", &b);
+        gs__dec_pop(dc, m);
+    }
+    json_t *mig = json_object_get(spec, "mig");
+    static const char *const strategies[] = {"none", "single", "mixed", NULL};
+    if (json_is_object(mig) && json_object_get(mig, "strategy")) {
+        size_t m = gs__dec_key(dc, "mig");
+        gs__dec_enum(dc, mig, "strategy", strategies, NULL);
+        gs__dec_pop(dc, m);
+    }
+}
+
+/*--- Dispatch ---*/
+
+void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t *doc, struct gs_dec *dc)
+{
+    if (k == GS_KIND_UNKNOWN) return;
+    if (k == GS_KIND_NODERESOURCETOPOLOGY) {
+        validate_nrt(doc, dc);
+        return;
+    }
+    json_t *spec = json_object_get(doc, "spec");
+    if (!spec || json_is_null(spec)) {
+        if (k != GS_KIND_RESOURCEFLAVOR && k != GS_KIND_CLUSTERPOLICY) gs__dec_err_at(dc, "spec", "is required");
+        return;
+    }
+    if (!(spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT))) return;
+    size_t m = gs__dec_key(dc, "spec");
+    switch (k) {
+    case GS_KIND_CLUSTERQUEUE: validate_clusterqueue(spec, dc); break;
+    case GS_KIND_LOCALQUEUE: required_str(dc, spec, "clusterQueue"); break;
+    case GS_KIND_RESOURCEFLAVOR: validate_resourceflavor(spec, dc); break;
+    case GS_KIND_RESOURCECLAIM: validate_resourceclaim(spec, api_version, dc); break;
+    case GS_KIND_DEVICECLASS: validate_deviceclass(spec, dc); break;
+    case GS_KIND_RESOURCESLICE: validate_resourceslice(spec, dc); break;
+    case GS_KIND_CLUSTERPOLICY: validate_clusterpolicy(spec, dc); break;
+    default: break;
+    }
+    gs__dec_pop(dc, m);
+}
