@@ -54,12 +54,9 @@ struct gs_gpu_slot {
 };
 
 struct gs_node_info {
-    int32_t idx;               /* index in the cache (stable) */
-    bool live;                 /* false for a removed node's slot */
-    bool schedulable;          /* false when cordoned (spec.unschedulable) or not Ready */
-    const char *name;          /* owned by the cache */
-    const struct gs_node *node; /* the object, when the node came from one (borrowed from the caller), else NULL */
-    const struct gs_labels *labels; /* never NULL (empty set when none) */
+    /* Hot: read by every Filter/Score pass over the cluster. Kept together in
+     * the first 64 bytes (the cache aligns records to 64) so one pass touches
+     * one cache line per node and a 5000-node cluster stays in L2. */
     int64_t cpu_alloc, cpu_used;    /* milli-CPU */
     int64_t mem_alloc, mem_used;    /* bytes */
     int32_t pods_alloc, pods_used;  /* pods_alloc 0 = unlimited */
@@ -67,7 +64,14 @@ struct gs_node_info {
     int32_t ngpus;
     int32_t gpu_milli_free;    /* sum over healthy GPUs */
     int32_t gpus_whole_free;   /* healthy GPUs with 1000 free */
+    int32_t idx;               /* index in the cache (stable) */
+    bool live;                 /* false for a removed node's slot */
+    bool schedulable;          /* false when cordoned (spec.unschedulable) or not Ready */
+    /* Cold. */
     struct gs_gpu_slot *gpus;  /* ngpus entries */
+    const char *name;          /* owned by the cache */
+    const struct gs_node *node; /* the object, when the node came from one (borrowed from the caller), else NULL */
+    const struct gs_labels *labels; /* never NULL (empty set when none) */
     struct gs_resources ext_alloc; /* other extended resources (name -> milli) */
     struct gs_resources ext_used;
     uint64_t generation;       /* bumped on every change */
@@ -120,6 +124,16 @@ const char *gs_cache_model_name(const struct gs_cache *c, int32_t id);
 int32_t gs_cache_live_nodes(const struct gs_cache *c);
 int64_t gs_cache_gpu_count(const struct gs_cache *c);
 int64_t gs_cache_gpu_milli_used(const struct gs_cache *c);
+
+/* Changes whenever the set of nodes, a node's schedulable flag or its taints
+ * change (not on pod placement): lets the framework and plugins keep lists
+ * of candidate nodes between cycles. */
+uint64_t gs_cache_epoch(const struct gs_cache *c);
+/* Live nodes whose object has taints; live schedulable nodes whose object
+ * says spec.unschedulable (an override by gs_cache_set_schedulable). Plugins
+ * use these to skip whole passes when nothing can be rejected. */
+int32_t gs_cache_tainted_nodes(const struct gs_cache *c);
+int32_t gs_cache_cordon_overrides(const struct gs_cache *c);
 
 /* Does the assignment fit node now (cpu, memory, pods, GPUs' free milli and
  * memory, health)? Pure check, no change. */

@@ -1,0 +1,816 @@
+/*
+ * cache.c - the scheduler's cluster view: node aggregates and pod placements.
+ *
+ * Nodes are individually allocated records reached through a slot array, so
+ * a struct gs_node_info pointer stays valid for as long as the node exists
+ * even when the array grows; a removed node's slot becomes a tombstone that
+ * the next add reuses. Names map to slots through a hash table.
+ *
+ * Pods are records keyed by "namespace/name" in a hash table; each holds the
+ * pod (borrowed), its assignment and whether it is only assumed. Assumed pods
+ * with a deadline also sit in a small array, so gs_cache_expire() looks at
+ * those alone instead of every pod in the cluster.
+ *
+ * Every placement change goes through apply(), which adds or subtracts one
+ * pod's demand and recomputes the node's GPU aggregates; gs_cache_check()
+ * recomputes all of it from the pod records to prove the incremental path.
+ */
+#include "sched/cache.h"
+
+#include "core/error.h"
+#include "sched/strmap.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum pod_state { POD_ASSUMED, POD_BOUND };
+
+struct pod_rec {
+    char *key;
+    const struct gs_pod *pod;
+    struct gs_assignment a;
+    enum pod_state st;
+    int64_t deadline;
+    size_t assumed_pos; /* index in c->assumed, or SIZE_MAX */
+};
+
+struct node_rec {
+    _Alignas(64) struct gs_node_info info; /* first: node_rec and its info share an address */
+    struct gs_labels own_labels;
+    struct node_rec *next_free;
+    bool tainted, override; /* as counted in the cache's totals */
+};
+
+/* Node records come from chunks so a cycle's passes over the nodes walk
+ * mostly contiguous memory; a removed node's record is reused. */
+#define REC_CHUNK 128
+struct rec_chunk {
+    struct rec_chunk *next;
+    int used;
+    struct node_rec recs[REC_CHUNK];
+};
+
+struct gs_cache {
+    const struct gs_clock *clock;
+    struct gs_node_info **nodes;
+    int32_t nslots, slots_cap;
+    int32_t *free_slots;
+    int32_t nfree, free_cap;
+    struct gs__strmap by_name;
+    struct gs__strmap pods;
+    char **models;
+    int32_t nmodels, models_cap;
+    struct pod_rec **assumed;
+    size_t nassumed, assumed_cap;
+    struct rec_chunk *chunks;
+    struct node_rec *free_recs;
+    uint64_t epoch;
+    int32_t tainted, overrides;
+    int32_t live;
+    int64_t gpus_total;
+    int64_t milli_used;
+};
+
+static const struct gs_labels empty_labels;
+
+/*--- Resource lists (name -> milli) ---*/
+
+static int64_t res_get(const struct gs_resources *r, const char *name)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->v[i].name, name) == 0) return r->v[i].milli;
+    return 0;
+}
+
+static int res_add(struct gs_resources *r, const char *name, int64_t delta)
+{
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->v[i].name, name) == 0) {
+            r->v[i].milli += delta;
+            return 0;
+        }
+    struct gs_resource *nv = realloc(r->v, (r->n + 1) * sizeof *nv);
+    if (!nv) return GS_ENOMEM;
+    r->v = nv;
+    char *dup = strdup(name);
+    if (!dup) return GS_ENOMEM;
+    r->v[r->n++] = (struct gs_resource){dup, delta};
+    return 0;
+}
+
+static void res_free(struct gs_resources *r)
+{
+    for (size_t i = 0; i < r->n; i++) free(r->v[i].name);
+    free(r->v);
+    r->v = NULL;
+    r->n = 0;
+}
+
+static bool is_core_resource(const char *name)
+{
+    return strcmp(name, GS_RES_CPU) == 0 || strcmp(name, GS_RES_MEMORY) == 0 || strcmp(name, GS_RES_PODS) == 0 ||
+           strcmp(name, GS_RES_GPU) == 0;
+}
+
+static const char *label_get(const struct gs_labels *l, const char *key)
+{
+    for (size_t i = 0; l && i < l->n; i++)
+        if (strcmp(l->v[i].key, key) == 0) return l->v[i].value;
+    return NULL;
+}
+
+static int labels_copy(struct gs_labels *dst, const struct gs_labels *src)
+{
+    dst->v = NULL;
+    dst->n = 0;
+    if (!src || !src->n) return 0;
+    dst->v = calloc(src->n, sizeof *dst->v);
+    if (!dst->v) return GS_ENOMEM;
+    for (size_t i = 0; i < src->n; i++) {
+        dst->v[i].key = strdup(src->v[i].key);
+        dst->v[i].value = strdup(src->v[i].value ? src->v[i].value : "");
+        dst->n = i + 1;
+        if (!dst->v[i].key || !dst->v[i].value) return GS_ENOMEM;
+    }
+    return 0;
+}
+
+static void labels_release(struct gs_labels *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].key);
+        free(l->v[i].value);
+    }
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/*--- Lifecycle ---*/
+
+struct gs_cache *gs_cache_new(const struct gs_clock *clock)
+{
+    struct gs_cache *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->clock = clock;
+    gs__strmap_init(&c->by_name);
+    gs__strmap_init(&c->pods);
+    return c;
+}
+
+static struct node_rec *rec_alloc(struct gs_cache *c)
+{
+    struct node_rec *r = c->free_recs;
+    if (r) {
+        c->free_recs = r->next_free;
+    } else {
+        if (!c->chunks || c->chunks->used == REC_CHUNK) {
+            struct rec_chunk *k = aligned_alloc(64, (sizeof *k + 63) & ~(size_t)63);
+            if (!k) return NULL;
+            k->next = c->chunks;
+            k->used = 0;
+            c->chunks = k;
+        }
+        r = &c->chunks->recs[c->chunks->used++];
+    }
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void node_release(struct gs_cache *c, struct gs_node_info *n)
+{
+    struct node_rec *r = (struct node_rec *)n;
+    free((char *)n->name);
+    free(n->gpus);
+    res_free(&n->ext_alloc);
+    res_free(&n->ext_used);
+    labels_release(&r->own_labels);
+    r->info.live = false;
+    r->next_free = c->free_recs;
+    c->free_recs = r;
+}
+
+/* Keeps the tainted / override counters; sign 1 counts the node in, -1 out.
+ * What was counted is remembered on the record: when a node is updated the
+ * old object may already be gone. */
+static void count_flags(struct gs_cache *c, struct gs_node_info *n, int sign)
+{
+    struct node_rec *r = (struct node_rec *)n;
+    if (sign < 0) {
+        c->tainted -= r->tainted;
+        c->overrides -= r->override;
+        r->tainted = r->override = false;
+        return;
+    }
+    r->tainted = n->node && n->node->ntaints;
+    r->override = n->node && n->node->unschedulable && n->schedulable;
+    c->tainted += r->tainted;
+    c->overrides += r->override;
+}
+
+static void pod_rec_free(struct pod_rec *p)
+{
+    free(p->key);
+    free(p);
+}
+
+void gs_cache_free(struct gs_cache *c)
+{
+    if (!c) return;
+    for (size_t i = 0; i < c->pods.cap; i++)
+        if (c->pods.slots[i].key) pod_rec_free(c->pods.slots[i].val);
+    for (int32_t i = 0; i < c->nslots; i++)
+        if (c->nodes[i]) node_release(c, c->nodes[i]);
+    while (c->chunks) {
+        struct rec_chunk *k = c->chunks;
+        c->chunks = k->next;
+        free(k);
+    }
+    for (int32_t i = 0; i < c->nmodels; i++) free(c->models[i]);
+    gs__strmap_free(&c->by_name);
+    gs__strmap_free(&c->pods);
+    free(c->models);
+    free(c->nodes);
+    free(c->free_slots);
+    free(c->assumed);
+    free(c);
+}
+
+/*--- Models ---*/
+
+int32_t gs_cache_model_id(struct gs_cache *c, const char *model)
+{
+    if (!model) return -1;
+    for (int32_t i = 0; i < c->nmodels; i++)
+        if (strcmp(c->models[i], model) == 0) return i;
+    if (c->nmodels == c->models_cap) {
+        int32_t cap = c->models_cap ? c->models_cap * 2 : 8;
+        char **nv = realloc(c->models, (size_t)cap * sizeof *nv);
+        if (!nv) return -1;
+        c->models = nv;
+        c->models_cap = cap;
+    }
+    char *dup = strdup(model);
+    if (!dup) return -1;
+    c->models[c->nmodels] = dup;
+    return c->nmodels++;
+}
+
+const char *gs_cache_model_name(const struct gs_cache *c, int32_t id)
+{
+    return id >= 0 && id < c->nmodels ? c->models[id] : NULL;
+}
+
+/*--- Node aggregates ---*/
+
+static void gpu_aggregates(struct gs_node_info *n)
+{
+    int32_t milli = 0, whole = 0;
+    for (int32_t g = 0; g < n->ngpus; g++) {
+        const struct gs_gpu_slot *s = &n->gpus[g];
+        if (!s->healthy) continue;
+        milli += s->milli_free;
+        whole += s->milli_free == GS_GPU_MILLI;
+    }
+    n->gpu_milli_free = milli;
+    n->gpus_whole_free = whole;
+}
+
+static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
+
+/* Adds (sign 1) or removes (sign -1) one pod's demand on its node. */
+static void apply(struct gs_cache *c, struct gs_node_info *n, const struct gs_pod *pod, const struct gs_assignment *a,
+                  int sign)
+{
+    const struct gs_demand *d = &pod->demand;
+    n->cpu_used += sign * d->cpu_milli;
+    n->mem_used += sign * d->mem_bytes;
+    n->pods_used += sign;
+    n->npods += sign;
+    for (size_t i = 0; i < d->extended.n; i++)
+        (void)res_add(&n->ext_used, d->extended.v[i].name, sign * d->extended.v[i].milli);
+    uint64_t m = a->gpu_mask;
+    while (m) {
+        int g = __builtin_ctzll(m);
+        m &= m - 1;
+        if (g >= n->ngpus) continue;
+        n->gpus[g].milli_free -= sign * a->milli;
+        n->gpus[g].mem_free_mib -= sign * a->mem_mib;
+        n->gpus[g].npods += sign;
+        c->milli_used += sign * a->milli;
+    }
+    gpu_aggregates(n);
+    n->generation++;
+}
+
+static int node_slot(struct gs_cache *c)
+{
+    if (c->nfree) return c->free_slots[--c->nfree];
+    if (c->nslots == c->slots_cap) {
+        int32_t cap = c->slots_cap ? c->slots_cap * 2 : 64;
+        struct gs_node_info **nv = realloc(c->nodes, (size_t)cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        c->nodes = nv;
+        c->slots_cap = cap;
+    }
+    c->nodes[c->nslots] = NULL;
+    return c->nslots++;
+}
+
+static void gpu_slots_blank(struct gs_gpu_slot *s, int32_t n, int64_t mem_mib)
+{
+    for (int32_t g = 0; g < n; g++)
+        s[g] = (struct gs_gpu_slot){GS_GPU_MILLI, 0, mem_mib, mem_mib, -1, 0, true};
+}
+
+/* Fills the static part of a node record from an object. */
+static int describe_from_object(struct gs_cache *c, struct node_rec *r, const struct gs_node *node)
+{
+    struct gs_node_info *n = &r->info;
+    const struct gs_resources *al = &node->allocatable;
+    n->node = node;
+    n->labels = &node->meta.labels;
+    n->schedulable = !node->unschedulable;
+    n->cpu_alloc = res_get(al, GS_RES_CPU);
+    n->mem_alloc = res_get(al, GS_RES_MEMORY) / 1000;
+    n->pods_alloc = (int32_t)(res_get(al, GS_RES_PODS) / 1000);
+    int64_t count = node->ngpus ? (int64_t)node->ngpus : res_get(al, GS_RES_GPU) / 1000;
+    if (count > GS_MAX_GPUS_PER_NODE) count = GS_MAX_GPUS_PER_NODE;
+    n->ngpus = (int32_t)count;
+    n->gpus = count ? calloc((size_t)count, sizeof *n->gpus) : NULL;
+    if (count && !n->gpus) return GS_ENOMEM;
+    gpu_slots_blank(n->gpus, n->ngpus, 0);
+    for (int32_t g = 0; g < n->ngpus && (size_t)g < node->ngpus; g++) {
+        const struct gs_gpu *src = &node->gpus[g];
+        n->gpus[g].mem_total_mib = n->gpus[g].mem_free_mib = src->memory_mib;
+        n->gpus[g].numa_node = src->numa_node;
+        n->gpus[g].nvlink = src->nvlink_peers;
+        n->gpus[g].healthy = src->healthy;
+    }
+    const char *model = node->ngpus && node->gpus[0].model ? node->gpus[0].model : NULL;
+    if (!model) model = label_get(&node->meta.labels, GS_LABEL_GPU_PRODUCT);
+    n->gpu_model = n->ngpus ? gs_cache_model_id(c, model) : -1;
+    for (size_t i = 0; i < al->n; i++)
+        if (!is_core_resource(al->v[i].name) && res_add(&n->ext_alloc, al->v[i].name, al->v[i].milli) != 0)
+            return GS_ENOMEM;
+    return 0;
+}
+
+static int describe_from_spec(struct gs_cache *c, struct node_rec *r, const struct gs_node_spec *s)
+{
+    struct gs_node_info *n = &r->info;
+    if (labels_copy(&r->own_labels, s->labels) != 0) return GS_ENOMEM;
+    n->labels = &r->own_labels;
+    n->schedulable = true;
+    n->cpu_alloc = s->cpu_milli;
+    n->mem_alloc = s->mem_bytes;
+    n->pods_alloc = s->pods;
+    n->ngpus = s->ngpus > GS_MAX_GPUS_PER_NODE ? GS_MAX_GPUS_PER_NODE : (s->ngpus < 0 ? 0 : s->ngpus);
+    n->gpus = n->ngpus ? calloc((size_t)n->ngpus, sizeof *n->gpus) : NULL;
+    if (n->ngpus && !n->gpus) return GS_ENOMEM;
+    gpu_slots_blank(n->gpus, n->ngpus, s->gpu_mem_mib);
+    const char *model = s->gpu_model ? s->gpu_model : label_get(s->labels, GS_LABEL_GPU_PRODUCT);
+    n->gpu_model = n->ngpus ? gs_cache_model_id(c, model) : -1;
+    return 0;
+}
+
+static int insert_node(struct gs_cache *c, const char *name, const struct gs_node *node,
+                       const struct gs_node_spec *spec)
+{
+    if (!name) return GS_EINVAL;
+    if (gs__strmap_get(&c->by_name, name)) return GS_EEXIST;
+    struct node_rec *r = rec_alloc(c);
+    if (!r) return GS_ENOMEM;
+    struct gs_node_info *n = &r->info;
+    n->name = strdup(name);
+    int err = n->name ? 0 : GS_ENOMEM;
+    if (!err) err = node ? describe_from_object(c, r, node) : describe_from_spec(c, r, spec);
+    if (!err) err = gs__strmap_put(&c->by_name, n->name, n);
+    int slot = err ? err : node_slot(c);
+    if (slot < 0) {
+        if (!err) gs__strmap_del(&c->by_name, n->name);
+        node_release(c, n);
+        return slot;
+    }
+    n->idx = slot;
+    n->live = true;
+    gpu_aggregates(n);
+    c->nodes[slot] = n;
+    count_flags(c, n, 1);
+    c->epoch++;
+    c->live++;
+    c->gpus_total += n->ngpus;
+    return slot;
+}
+
+int gs_cache_add_node(struct gs_cache *c, const struct gs_node *node)
+{
+    return insert_node(c, node->meta.name, node, NULL);
+}
+
+int gs_cache_add_node_spec(struct gs_cache *c, const struct gs_node_spec *spec)
+{
+    return insert_node(c, spec->name, NULL, spec);
+}
+
+/* Releases every pod placed on node idx. */
+static void drop_pods_on(struct gs_cache *c, int32_t idx)
+{
+    for (size_t i = 0; i < c->pods.cap;) {
+        struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
+        if (p && p->a.node == idx)
+            gs_cache_remove_pod(c, p->key); /* backward shift may refill slot i: look at it again */
+        else
+            i++;
+    }
+}
+
+int gs_cache_remove_node(struct gs_cache *c, const char *name)
+{
+    struct gs_node_info *n = gs__strmap_get(&c->by_name, name);
+    if (!n) return GS_ENOENT;
+    drop_pods_on(c, n->idx);
+    if (c->nfree == c->free_cap) {
+        int32_t cap = c->free_cap ? c->free_cap * 2 : 16;
+        int32_t *nv = realloc(c->free_slots, (size_t)cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        c->free_slots = nv;
+        c->free_cap = cap;
+    }
+    gs__strmap_del(&c->by_name, name);
+    c->free_slots[c->nfree++] = n->idx;
+    c->nodes[n->idx] = NULL;
+    c->live--;
+    c->gpus_total -= n->ngpus;
+    count_flags(c, n, -1);
+    c->epoch++;
+    node_release(c, n);
+    return 0;
+}
+
+/*
+ * The static description is rebuilt in a fresh record and the pods on the node
+ * are re-applied to it; the old record's address is kept (plugins hold it).
+ */
+int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
+{
+    struct gs_node_info *n = gs__strmap_get(&c->by_name, node->meta.name);
+    if (!n) return GS_ENOENT;
+    struct node_rec fresh = {0};
+    int err = describe_from_object(c, &fresh, node);
+    if (err) {
+        free(fresh.info.gpus);
+        res_free(&fresh.info.ext_alloc);
+        return err;
+    }
+    struct node_rec *r = (struct node_rec *)n;
+    count_flags(c, n, -1);
+    c->epoch++;
+    c->gpus_total += fresh.info.ngpus - n->ngpus;
+    free(n->gpus);
+    res_free(&n->ext_alloc);
+    res_free(&n->ext_used);
+    labels_release(&r->own_labels);
+    uint64_t gen = n->generation;
+    const char *name = n->name;
+    int32_t idx = n->idx;
+    r->info = fresh.info;
+    n->name = name;
+    n->idx = idx;
+    n->live = true;
+    n->generation = gen;
+    for (size_t i = 0; i < c->pods.cap; i++) {
+        struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
+        if (!p || p->a.node != idx) continue;
+        /* apply() counts the pod's GPU share again: take the old one out first. */
+        c->milli_used -= (int64_t)p->a.milli * popcount64(p->a.gpu_mask);
+        if (n->ngpus < 64) p->a.gpu_mask &= (1ULL << n->ngpus) - 1;
+        apply(c, n, p->pod, &p->a, 1);
+    }
+    gpu_aggregates(n);
+    count_flags(c, n, 1);
+    n->generation++;
+    return 0;
+}
+
+static struct gs_node_info *node_at(const struct gs_cache *c, int32_t idx)
+{
+    return idx >= 0 && idx < c->nslots ? c->nodes[idx] : NULL;
+}
+
+int gs_cache_set_gpu_health(struct gs_cache *c, int32_t node, int32_t gpu, bool healthy)
+{
+    struct gs_node_info *n = node_at(c, node);
+    if (!n || gpu < 0 || gpu >= n->ngpus) return GS_ENOENT;
+    n->gpus[gpu].healthy = healthy;
+    gpu_aggregates(n);
+    n->generation++;
+    return 0;
+}
+
+int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
+{
+    struct gs_node_info *n = node_at(c, node);
+    if (!n) return GS_ENOENT;
+    count_flags(c, n, -1);
+    n->schedulable = schedulable;
+    count_flags(c, n, 1);
+    c->epoch++;
+    n->generation++;
+    return 0;
+}
+
+/*--- Lookups ---*/
+
+int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
+
+/* A tombstone slot has no record: callers check `live`, so hand them a dead one. */
+static const struct gs_node_info dead_node = {.idx = -1, .live = false, .labels = &empty_labels, .gpu_model = -1};
+
+struct gs_node_info *gs_cache_node(struct gs_cache *c, int32_t idx)
+{
+    struct gs_node_info *n = node_at(c, idx);
+    if (n) return n;
+    /* Callers only read a dead slot's `live`; the cast keeps the accessor's signature. */
+    return idx >= 0 && idx < c->nslots ? (struct gs_node_info *)&dead_node : NULL;
+}
+
+int32_t gs_cache_find_node(const struct gs_cache *c, const char *name)
+{
+    const struct gs_node_info *n = gs__strmap_get(&c->by_name, name);
+    return n ? n->idx : -1;
+}
+
+int32_t gs_cache_live_nodes(const struct gs_cache *c) { return c->live; }
+uint64_t gs_cache_epoch(const struct gs_cache *c) { return c->epoch; }
+int32_t gs_cache_tainted_nodes(const struct gs_cache *c) { return c->tainted; }
+int32_t gs_cache_cordon_overrides(const struct gs_cache *c) { return c->overrides; }
+int64_t gs_cache_gpu_count(const struct gs_cache *c) { return c->gpus_total; }
+int64_t gs_cache_gpu_milli_used(const struct gs_cache *c) { return c->milli_used; }
+
+/*--- Pods ---*/
+
+static bool mask_valid(const struct gs_node_info *n, const struct gs_pod *pod, const struct gs_assignment *a)
+{
+    if (n->ngpus < 64 && (a->gpu_mask >> n->ngpus)) return false;
+    if (pod->demand.gpu_count == 0) return a->gpu_mask == 0;
+    return popcount64(a->gpu_mask) == pod->demand.gpu_count && a->milli > 0 && a->milli <= GS_GPU_MILLI;
+}
+
+bool gs_cache_fits(const struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a)
+{
+    const struct gs_node_info *n = node_at(c, a->node);
+    if (!n || !mask_valid(n, pod, a)) return false;
+    const struct gs_demand *d = &pod->demand;
+    if (d->cpu_milli > 0 && d->cpu_milli > n->cpu_alloc - n->cpu_used) return false;
+    if (d->mem_bytes > 0 && d->mem_bytes > n->mem_alloc - n->mem_used) return false;
+    if (n->pods_alloc > 0 && n->pods_used + 1 > n->pods_alloc) return false;
+    for (size_t i = 0; i < d->extended.n; i++) {
+        const struct gs_resource *r = &d->extended.v[i];
+        if (r->milli > 0 && r->milli > res_get(&n->ext_alloc, r->name) - res_get(&n->ext_used, r->name))
+            return false;
+    }
+    for (uint64_t m = a->gpu_mask; m; m &= m - 1) {
+        const struct gs_gpu_slot *s = &n->gpus[__builtin_ctzll(m)];
+        if (!s->healthy || s->milli_free < a->milli) return false;
+        if (a->mem_mib > 0 && s->mem_free_mib < a->mem_mib) return false;
+    }
+    return true;
+}
+
+static void assumed_remove(struct gs_cache *c, struct pod_rec *p)
+{
+    if (p->assumed_pos == SIZE_MAX) return;
+    struct pod_rec *last = c->assumed[--c->nassumed];
+    c->assumed[p->assumed_pos] = last;
+    last->assumed_pos = p->assumed_pos;
+    p->assumed_pos = SIZE_MAX;
+}
+
+static int insert_pod(struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a,
+                      enum pod_state st, int64_t deadline)
+{
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    if (gs__strmap_get(&c->pods, key)) return GS_EEXIST;
+    struct gs_node_info *n = node_at(c, a->node);
+    if (!n) return GS_EINVAL;
+    if (st == POD_ASSUMED ? !gs_cache_fits(c, pod, a) : !mask_valid(n, pod, a)) return GS_EINVAL;
+    if (deadline > 0 && c->nassumed == c->assumed_cap) {
+        size_t cap = c->assumed_cap ? c->assumed_cap * 2 : 16;
+        struct pod_rec **nv = realloc(c->assumed, cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        c->assumed = nv;
+        c->assumed_cap = cap;
+    }
+    struct pod_rec *p = calloc(1, sizeof *p);
+    if (!p || !(p->key = strdup(key))) {
+        free(p);
+        return GS_ENOMEM;
+    }
+    p->pod = pod;
+    p->a = *a;
+    p->st = st;
+    p->deadline = deadline;
+    p->assumed_pos = SIZE_MAX;
+    if (gs__strmap_put(&c->pods, p->key, p) != 0) {
+        pod_rec_free(p);
+        return GS_ENOMEM;
+    }
+    if (deadline > 0) {
+        p->assumed_pos = c->nassumed;
+        c->assumed[c->nassumed++] = p;
+    }
+    apply(c, n, pod, &p->a, 1);
+    return 0;
+}
+
+int gs_cache_assume(struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a, int64_t deadline_ns)
+{
+    return insert_pod(c, pod, a, POD_ASSUMED, deadline_ns);
+}
+
+int gs_cache_add_bound(struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a)
+{
+    return insert_pod(c, pod, a, POD_BOUND, 0);
+}
+
+int gs_cache_confirm(struct gs_cache *c, const char *pod_key)
+{
+    struct pod_rec *p = gs__strmap_get(&c->pods, pod_key);
+    if (!p) return GS_ENOENT;
+    p->st = POD_BOUND;
+    p->deadline = 0;
+    assumed_remove(c, p);
+    return 0;
+}
+
+static void release(struct gs_cache *c, struct pod_rec *p)
+{
+    gs__strmap_del(&c->pods, p->key);
+    assumed_remove(c, p);
+    struct gs_node_info *n = node_at(c, p->a.node);
+    if (n) apply(c, n, p->pod, &p->a, -1);
+    pod_rec_free(p);
+}
+
+int gs_cache_forget(struct gs_cache *c, const char *pod_key)
+{
+    struct pod_rec *p = gs__strmap_get(&c->pods, pod_key);
+    if (!p) return GS_ENOENT;
+    if (p->st != POD_ASSUMED) return GS_ESTATE;
+    release(c, p);
+    return 0;
+}
+
+int gs_cache_remove_pod(struct gs_cache *c, const char *pod_key)
+{
+    struct pod_rec *p = gs__strmap_get(&c->pods, pod_key);
+    if (!p) return GS_ENOENT;
+    release(c, p);
+    return 0;
+}
+
+const struct gs_assignment *gs_cache_pod_assignment(const struct gs_cache *c, const char *pod_key)
+{
+    const struct pod_rec *p = gs__strmap_get(&c->pods, pod_key);
+    return p ? &p->a : NULL;
+}
+
+int gs_cache_expire(struct gs_cache *c, void (*cb)(const struct gs_pod *, void *), void *arg)
+{
+    int64_t now = gs_clock_now(c->clock);
+    int count = 0;
+    for (size_t i = 0; i < c->nassumed;) {
+        struct pod_rec *p = c->assumed[i];
+        if (p->deadline > now) {
+            i++;
+            continue;
+        }
+        const struct gs_pod *pod = p->pod;
+        release(c, p); /* swaps the last entry into i */
+        count++;
+        if (cb) cb(pod, arg);
+    }
+    return count;
+}
+
+/*--- Invariant check ---*/
+
+static int bad(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *why, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (why && len) vsnprintf(why, len, fmt, ap);
+    va_end(ap);
+    return GS_ESTATE;
+}
+
+struct expect {
+    int64_t cpu, mem;
+    int32_t pods;
+    int32_t *milli, *npods;
+    int64_t *mem_gpu;
+    struct gs_resources ext;
+};
+
+static int check_node(const struct gs_node_info *n, const struct expect *e, char *why, size_t len)
+{
+#define FAIL(...) return bad(why, len, __VA_ARGS__)
+    if (n->cpu_used != e->cpu) FAIL("node %s: cpu_used %lld, pods sum %lld", n->name, (long long)n->cpu_used, (long long)e->cpu);
+    if (n->mem_used != e->mem) FAIL("node %s: mem_used %lld, pods sum %lld", n->name, (long long)n->mem_used, (long long)e->mem);
+    if (n->pods_used != e->pods || n->npods != e->pods)
+        FAIL("node %s: pods_used %d npods %d, pods %d", n->name, n->pods_used, n->npods, e->pods);
+    int32_t milli = 0, whole = 0;
+    for (int32_t g = 0; g < n->ngpus; g++) {
+        const struct gs_gpu_slot *s = &n->gpus[g];
+        if (s->milli_free != GS_GPU_MILLI - e->milli[g])
+            FAIL("node %s gpu %d: milli_free %d, expected %d", n->name, g, s->milli_free, GS_GPU_MILLI - e->milli[g]);
+        if (s->mem_free_mib != s->mem_total_mib - e->mem_gpu[g])
+            FAIL("node %s gpu %d: mem_free %lld, expected %lld", n->name, g, (long long)s->mem_free_mib,
+                 (long long)(s->mem_total_mib - e->mem_gpu[g]));
+        if (s->npods != e->npods[g]) FAIL("node %s gpu %d: npods %d, expected %d", n->name, g, s->npods, e->npods[g]);
+        if (s->healthy) {
+            milli += s->milli_free;
+            whole += s->milli_free == GS_GPU_MILLI;
+        }
+    }
+    if (n->gpu_milli_free != milli || n->gpus_whole_free != whole)
+        FAIL("node %s: gpu_milli_free %d whole %d, expected %d %d", n->name, n->gpu_milli_free, n->gpus_whole_free,
+             milli, whole);
+    for (size_t i = 0; i < n->ext_used.n; i++)
+        if (n->ext_used.v[i].milli != res_get(&e->ext, n->ext_used.v[i].name))
+            FAIL("node %s: %s used %lld, expected %lld", n->name, n->ext_used.v[i].name,
+                 (long long)n->ext_used.v[i].milli, (long long)res_get(&e->ext, n->ext_used.v[i].name));
+    for (size_t i = 0; i < e->ext.n; i++)
+        if (e->ext.v[i].milli != res_get(&n->ext_used, e->ext.v[i].name))
+            FAIL("node %s: %s not accounted", n->name, e->ext.v[i].name);
+#undef FAIL
+    return 0;
+}
+
+static int accumulate(const struct gs_cache *c, struct expect *ex, int64_t *milli_used, char *why, size_t len)
+{
+    for (size_t i = 0; i < c->pods.cap; i++) {
+        const struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
+        if (!p) continue;
+        const struct gs_node_info *n = node_at(c, p->a.node);
+        if (!n) return bad(why, len, "pod %s on missing node %d", p->key, p->a.node);
+        struct expect *e = &ex[p->a.node];
+        const struct gs_demand *d = &p->pod->demand;
+        e->cpu += d->cpu_milli;
+        e->mem += d->mem_bytes;
+        e->pods++;
+        for (size_t k = 0; k < d->extended.n; k++)
+            if (res_add(&e->ext, d->extended.v[k].name, d->extended.v[k].milli) != 0) return GS_ENOMEM;
+        for (uint64_t m = p->a.gpu_mask; m; m &= m - 1) {
+            int g = __builtin_ctzll(m);
+            if (g >= n->ngpus) return bad(why, len, "pod %s holds missing gpu %d", p->key, g);
+            e->milli[g] += p->a.milli;
+            e->mem_gpu[g] += p->a.mem_mib;
+            e->npods[g]++;
+            *milli_used += p->a.milli;
+        }
+    }
+    return 0;
+}
+
+int gs_cache_check(const struct gs_cache *c, char *why, size_t len)
+{
+    int err = 0;
+    struct expect *ex = calloc((size_t)c->nslots + 1, sizeof *ex);
+    if (!ex) return GS_ENOMEM;
+    int32_t live = 0;
+    int64_t gpus = 0, milli_used = 0;
+    for (int32_t i = 0; i < c->nslots && !err; i++) {
+        const struct gs_node_info *n = c->nodes[i];
+        if (!n) continue;
+        size_t g = (size_t)n->ngpus + 1;
+        ex[i].milli = calloc(g, sizeof *ex[i].milli);
+        ex[i].npods = calloc(g, sizeof *ex[i].npods);
+        ex[i].mem_gpu = calloc(g, sizeof *ex[i].mem_gpu);
+        if (!ex[i].milli || !ex[i].npods || !ex[i].mem_gpu) err = GS_ENOMEM;
+        live++;
+        gpus += n->ngpus;
+        if (n->idx != i || !n->live) err = bad(why, len, "slot %d: node %s has idx %d", i, n->name, n->idx);
+        else if (gs__strmap_get(&c->by_name, n->name) != n) err = bad(why, len, "node %s not indexed by name", n->name);
+    }
+    if (!err) err = accumulate(c, ex, &milli_used, why, len);
+    for (int32_t i = 0; i < c->nslots && !err; i++)
+        if (c->nodes[i]) err = check_node(c->nodes[i], &ex[i], why, len);
+    if (!err && (live != c->live || gpus != c->gpus_total || milli_used != c->milli_used))
+        err = bad(why, len, "totals: live %d/%d gpus %lld/%lld milli %lld/%lld", c->live, live,
+                  (long long)c->gpus_total, (long long)gpus, (long long)c->milli_used, (long long)milli_used);
+    if (!err && c->by_name.n != (size_t)live) err = bad(why, len, "name index holds %zu, live %d", c->by_name.n, live);
+    for (int32_t i = 0; i < c->nslots; i++) {
+        free(ex[i].milli);
+        free(ex[i].npods);
+        free(ex[i].mem_gpu);
+        res_free(&ex[i].ext);
+    }
+    free(ex);
+    return err;
+}

@@ -1,0 +1,765 @@
+/*
+ * framework.c - runs one profile's plugins through the scheduling and binding
+ * cycles; see framework.h for the contract.
+ *
+ * One runner per extension point decides what each status code means there
+ * (nginx's phase handlers): Skip at PreFilter switches that plugin's Filter
+ * off for the pod, Skip at PreScore its Score; a rejection at PreFilter fails
+ * every node at once; any failure after Reserve unwinds every reserve plugin
+ * in reverse order and forgets the cache assumption. The runner, not the
+ * plugin, stamps the failing plugin's name on the status.
+ *
+ * The hot path is Filter and Score over every node. Candidates are an array
+ * of node pointers in cache order; after each Filter plugin the survivors are
+ * compacted in place and rejections are tallied per (plugin, code) into
+ * fixed per-slot tables that are zeroed lazily, so a pod that fits everywhere
+ * costs no diagnosis work at all. All per-cycle arrays come from the arena,
+ * whose chunk size follows the cluster size so one chunk serves a cycle.
+ *
+ * Pods that passed Reserve live in a record (keyed by pod) that owns the
+ * cycle state until the binding cycle ends or the pod is rejected: a pod
+ * waiting at Permit keeps its state while other pods are scheduled. Records
+ * also sit in a list in creation order so gs_framework_tick() walks them
+ * deterministically. A rejected record stays listed until tick reports it,
+ * so callers learn about rejections made by plugins (gangs) as well as
+ * timeouts; the pod is borrowed until then.
+ */
+#include "sched/framework.h"
+
+#include "sched/strmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_INST 31 /* skip masks in struct gs_cycle_state are int */
+
+struct inst {
+    const struct gs_plugin *pl;
+    void *state;
+};
+
+struct slot {
+    int inst;
+    int64_t weight;
+};
+
+/* Rejection tally of one Filter slot. */
+struct tally {
+    bool touched;
+    uint32_t count[256];
+};
+
+enum rec_state { REC_RESERVED, REC_WAITING, REC_READY, REC_REJECTED };
+
+struct rec {
+    char *key;
+    const struct gs_pod *pod;
+    struct gs_assignment a;
+    struct gs_cycle_state cs;
+    enum rec_state st;
+    uint32_t pending; /* permit slots still waiting */
+    int64_t deadline;
+    struct gs_status status;
+};
+
+struct gs_framework {
+    const struct gs_profile *prof;
+    struct gs_handle h;
+    struct inst inst[MAX_INST];
+    int ninst;
+    struct slot pts[GS_PT_COUNT][GS_MAX_PLUGINS_PER_POINT];
+    int npts[GS_PT_COUNT];
+    struct gs_arena arena;
+    struct gs_cycle_state cs;
+    struct tally tally[GS_MAX_PLUGINS_PER_POINT];
+    struct gs__strmap recs;
+    struct rec **list;
+    size_t nlist, list_cap;
+    /* Live, schedulable nodes in index order, rebuilt when the cache's epoch moves. */
+    struct gs_node_info **cand;
+    size_t ncand, cand_cap;
+    int32_t cand_unsched;
+    uint64_t cand_epoch;
+    bool cand_valid;
+};
+
+static const char *const point_names[] = {
+    [GS_PT_QUEUE_SORT] = "queueSort", [GS_PT_PRE_ENQUEUE] = "preEnqueue", [GS_PT_PRE_FILTER] = "preFilter",
+    [GS_PT_FILTER] = "filter",        [GS_PT_POST_FILTER] = "postFilter", [GS_PT_PRE_SCORE] = "preScore",
+    [GS_PT_SCORE] = "score",          [GS_PT_RESERVE] = "reserve",        [GS_PT_PERMIT] = "permit",
+    [GS_PT_PRE_BIND] = "preBind",     [GS_PT_BIND] = "bind",              [GS_PT_POST_BIND] = "postBind",
+};
+_Static_assert(sizeof point_names / sizeof point_names[0] == GS_PT_COUNT, "point_names out of sync");
+
+const char *gs_point_name(enum gs_point p)
+{
+    return (int)p >= 0 && p < GS_PT_COUNT ? point_names[p] : "unknown";
+}
+
+#define SLOT_PL(fw, pt, i) ((fw)->inst[(fw)->pts[pt][i].inst].pl)
+#define SLOT_ST(fw, pt, i) ((fw)->inst[(fw)->pts[pt][i].inst].state)
+
+static struct gs_status stamp(struct gs_status s, const struct gs_plugin *pl)
+{
+    s.plugin = pl->name;
+    return s;
+}
+
+/*--- Construction ---*/
+
+static const json_t *profile_args(const struct gs_profile *p, const char *name)
+{
+    for (int i = 0; i < p->nargs; i++)
+        if (strcmp(p->args_names[i], name) == 0) return p->args[i];
+    return NULL;
+}
+
+static int instance_of(struct gs_framework *fw, const struct gs_plugin *pl, struct gs_diags *d)
+{
+    for (int i = 0; i < fw->ninst; i++)
+        if (fw->inst[i].pl == pl) return i;
+    if (fw->ninst == MAX_INST) {
+        if (d) gs_diags_add(d, "plugins", "more than %d distinct plugins in one profile", MAX_INST);
+        return GS_ERANGE;
+    }
+    int i = fw->ninst++;
+    fw->inst[i].pl = pl;
+    if (!pl->init) return i;
+    struct gs_diags local = {0};
+    int err = pl->init(&fw->h, profile_args(fw->prof, pl->name), &fw->inst[i].state, &local);
+    for (size_t k = 0; d && k < local.n; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "pluginConfig[%s].%s", pl->name, local.v[k].path);
+        gs_diags_add(d, path, "%s", local.v[k].msg);
+    }
+    gs_diags_free(&local);
+    if (err) {
+        fw->ninst--;
+        if (d && !local.n) gs_diags_add(d, "pluginConfig", "plugin %s failed to start: %s", pl->name, gs_strerror(err));
+        return err < 0 ? err : GS_EINVAL;
+    }
+    return i;
+}
+
+int gs_framework_new(const struct gs_profile *p, const struct gs_handle *h, struct gs_framework **out,
+                     struct gs_diags *d)
+{
+    *out = NULL;
+    struct gs_framework *fw = calloc(1, sizeof *fw);
+    if (!fw) return GS_ENOMEM;
+    fw->prof = p;
+    fw->h = *h;
+    fw->h.fw = fw;
+    gs_arena_init(&fw->arena, 0);
+    gs_cycle_state_init(&fw->cs);
+    gs__strmap_init(&fw->recs);
+    for (int pt = 0; pt < GS_PT_COUNT; pt++) {
+        for (int i = 0; i < p->npoints[pt] && i < GS_MAX_PLUGINS_PER_POINT; i++) {
+            int k = instance_of(fw, p->points[pt][i].plugin, d);
+            if (k < 0) {
+                gs_framework_free(fw);
+                return k;
+            }
+            fw->pts[pt][i] = (struct slot){k, p->points[pt][i].weight > 0 ? p->points[pt][i].weight : 1};
+            fw->npts[pt] = i + 1;
+        }
+    }
+    *out = fw;
+    return 0;
+}
+
+static void rec_free(struct rec *r)
+{
+    gs_cycle_state_free(&r->cs);
+    free(r->key);
+    free(r);
+}
+
+void gs_framework_free(struct gs_framework *fw)
+{
+    if (!fw) return;
+    for (size_t i = 0; i < fw->nlist; i++) rec_free(fw->list[i]);
+    free(fw->list);
+    gs__strmap_free(&fw->recs);
+    for (int i = 0; i < fw->ninst; i++)
+        if (fw->inst[i].pl->fini) fw->inst[i].pl->fini(fw->inst[i].state);
+    gs_cycle_state_free(&fw->cs);
+    gs_arena_free(&fw->arena);
+    free(fw->cand);
+    free(fw);
+}
+
+struct gs_arena *gs_framework_arena(struct gs_framework *fw) { return &fw->arena; }
+
+/*--- Queue-side points ---*/
+
+bool gs_framework_less(struct gs_framework *fw, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
+{
+    if (fw->npts[GS_PT_QUEUE_SORT])
+        return SLOT_PL(fw, GS_PT_QUEUE_SORT, 0)->less(SLOT_ST(fw, GS_PT_QUEUE_SORT, 0), a, b);
+    return a->seq < b->seq;
+}
+
+struct gs_status gs_framework_pre_enqueue(struct gs_framework *fw, const struct gs_pod *pod)
+{
+    for (int i = 0; i < fw->npts[GS_PT_PRE_ENQUEUE]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_PRE_ENQUEUE, i);
+        struct gs_status s = pl->pre_enqueue(SLOT_ST(fw, GS_PT_PRE_ENQUEUE, i), pod);
+        if (!gs_status_ok(&s)) return stamp(s, pl);
+    }
+    return (struct gs_status){0};
+}
+
+/*--- Diagnosis ---*/
+
+static int plugin_order(const struct gs_framework *fw, const struct gs_plugin *pl)
+{
+    if (!pl) return -1;
+    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++)
+        if (SLOT_PL(fw, GS_PT_FILTER, i) == pl) return i;
+    return GS_MAX_PLUGINS_PER_POINT;
+}
+
+static bool entry_before(const struct gs_framework *fw, const struct gs_diag_entry *a, const struct gs_diag_entry *b)
+{
+    if (a->count != b->count) return a->count > b->count;
+    int pa = plugin_order(fw, a->plugin), pb = plugin_order(fw, b->plugin);
+    if (pa != pb) return pa < pb;
+    return a->code < b->code;
+}
+
+static int diag_push(struct gs_diagnosis *d, const struct gs_plugin *pl, void *state, uint8_t code, uint32_t count)
+{
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 8;
+        struct gs_diag_entry *nv = realloc(d->entries, cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        d->entries = nv;
+        d->cap = cap;
+    }
+    d->entries[d->n++] = (struct gs_diag_entry){pl, state, code, count};
+    return 0;
+}
+
+static int build_diagnosis(struct gs_framework *fw, struct gs_diagnosis *d, int32_t unschedulable)
+{
+    if (unschedulable && diag_push(d, NULL, NULL, 0, (uint32_t)unschedulable) != 0) return GS_ENOMEM;
+    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
+        struct tally *t = &fw->tally[i];
+        if (!t->touched) continue;
+        for (int c = 1; c < 256; c++)
+            if (t->count[c] &&
+                diag_push(d, SLOT_PL(fw, GS_PT_FILTER, i), SLOT_ST(fw, GS_PT_FILTER, i), (uint8_t)c, t->count[c]) != 0)
+                return GS_ENOMEM;
+    }
+    /* A handful of entries: insertion sort, stable and without a global comparator context. */
+    for (size_t i = 1; i < d->n; i++) {
+        struct gs_diag_entry e = d->entries[i];
+        size_t j = i;
+        for (; j > 0 && entry_before(fw, &e, &d->entries[j - 1]); j--) d->entries[j] = d->entries[j - 1];
+        d->entries[j] = e;
+    }
+    return 0;
+}
+
+int gs_diagnosis_format(const struct gs_diagnosis *d, const struct gs_pod *pod, char *buf, size_t len)
+{
+    size_t off = 0;
+#define PUT(...)                                                                   \
+    do {                                                                           \
+        int w_ = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0, __VA_ARGS__); \
+        if (w_ > 0) off += (size_t)w_;                                             \
+    } while (0)
+    PUT("0/%d nodes are available", d->nodes_total);
+    if (d->prefilter.code != GS_SUCCESS) {
+        PUT(": %s", d->prefilter.reason);
+    } else {
+        for (size_t i = 0; i < d->n; i++) {
+            const struct gs_diag_entry *e = &d->entries[i];
+            char reason[GS_STATUS_REASON_MAX + 64];
+            if (!e->plugin)
+                snprintf(reason, sizeof reason, "node(s) were unschedulable");
+            else if (!e->plugin->reason || e->plugin->reason(e->state, pod, e->code, reason, sizeof reason) < 0)
+                snprintf(reason, sizeof reason, "%s rejected the node (code %u)", e->plugin->name, GS_REJECT_CODE(e->code));
+            PUT("%s %u %s", i ? "," : ":", e->count, reason);
+        }
+    }
+    PUT(".");
+#undef PUT
+    return (int)off;
+}
+
+void gs_diagnosis_free(struct gs_diagnosis *d)
+{
+    free(d->entries);
+    d->entries = NULL;
+    d->n = d->cap = 0;
+}
+
+void gs_schedule_result_free(struct gs_schedule_result *r) { gs_diagnosis_free(&r->diag); }
+
+/*--- Scheduling cycle ---*/
+
+static void unreserve_all(struct gs_framework *fw, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                          struct gs_node_info *node)
+{
+    for (int i = fw->npts[GS_PT_RESERVE] - 1; i >= 0; i--) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_RESERVE, i);
+        if (pl->unreserve) pl->unreserve(SLOT_ST(fw, GS_PT_RESERVE, i), cs, pod, node);
+    }
+}
+
+static int run_pre_filter(struct gs_framework *fw, const struct gs_pod *pod, struct gs_schedule_result *res)
+{
+    for (int i = 0; i < fw->npts[GS_PT_PRE_FILTER]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_PRE_FILTER, i);
+        if (!pl->pre_filter) continue;
+        struct gs_status s = pl->pre_filter(SLOT_ST(fw, GS_PT_PRE_FILTER, i), &fw->cs, pod);
+        if (s.code == GS_SUCCESS) continue;
+        if (s.code == GS_SKIP) {
+            fw->cs.skip_filter_mask |= 1 << fw->pts[GS_PT_PRE_FILTER][i].inst;
+            continue;
+        }
+        res->status = stamp(s, pl);
+        res->code = gs_status_rejects(&s) ? s.code : GS_ERROR;
+        return -1;
+    }
+    return 0;
+}
+
+static int refresh_candidates(struct gs_framework *fw)
+{
+    struct gs_cache *c = fw->h.cache;
+    if (fw->cand_valid && fw->cand_epoch == gs_cache_epoch(c)) return 0;
+    size_t slots = (size_t)gs_cache_node_count(c);
+    if (slots > fw->cand_cap) {
+        struct gs_node_info **nv = realloc(fw->cand, slots * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        fw->cand = nv;
+        fw->cand_cap = slots;
+    }
+    fw->ncand = 0;
+    fw->cand_unsched = 0;
+    for (size_t i = 0; i < slots; i++) {
+        struct gs_node_info *ni = gs_cache_node(c, (int32_t)i);
+        if (!ni->live) continue;
+        if (!ni->schedulable) fw->cand_unsched++;
+        else fw->cand[fw->ncand++] = ni;
+    }
+    fw->cand_epoch = gs_cache_epoch(c);
+    fw->cand_valid = true;
+    return 0;
+}
+
+/* True when some reject[i] is set; reads eight verdicts at a time. */
+static bool any_reject(const uint8_t *reject, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, reject + i, sizeof w);
+        if (w) return true;
+    }
+    for (; i < n; i++)
+        if (reject[i]) return true;
+    return false;
+}
+
+/* Runs the Filter plugins over nodes[0..n), compacting survivors; returns how many remain. */
+static size_t run_filter(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info **nodes, size_t n,
+                         uint8_t *reject)
+{
+    for (int i = 0; i < fw->npts[GS_PT_FILTER] && n; i++) {
+        int k = fw->pts[GS_PT_FILTER][i].inst;
+        const struct gs_plugin *pl = fw->inst[k].pl;
+        if (!pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
+        memset(reject, 0, n);
+        pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, n, reject);
+        if (!any_reject(reject, n)) continue;
+        size_t m = 0;
+        struct tally *t = &fw->tally[i];
+        for (size_t j = 0; j < n; j++) {
+            if (!reject[j]) {
+                nodes[m++] = nodes[j];
+                continue;
+            }
+            if (!t->touched) {
+                memset(t->count, 0, sizeof t->count);
+                t->touched = true;
+            }
+            t->count[reject[j]]++;
+        }
+        n = m;
+    }
+    return n;
+}
+
+static void run_post_filter(struct gs_framework *fw, const struct gs_pod *pod, struct gs_schedule_result *res)
+{
+    for (int i = 0; i < fw->npts[GS_PT_POST_FILTER]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_POST_FILTER, i);
+        if (!pl->post_filter) continue;
+        struct gs_post_filter_result pfr = {-1};
+        struct gs_status s = pl->post_filter(SLOT_ST(fw, GS_PT_POST_FILTER, i), &fw->cs, pod, &res->diag, &pfr);
+        if (s.code == GS_SUCCESS) {
+            res->nominated_node = pfr.nominated_node;
+            return;
+        }
+        if (!gs_status_rejects(&s) && s.code != GS_SKIP) return;
+    }
+}
+
+/* Fills res for "no node fits"; the status carries the diagnosis line. */
+static int no_fit(struct gs_framework *fw, const struct gs_pod *pod, struct gs_schedule_result *res, int32_t unsched)
+{
+    res->diag.nodes_total = gs_cache_live_nodes(fw->h.cache);
+    if (res->diag.prefilter.code == GS_SUCCESS && build_diagnosis(fw, &res->diag, unsched) != 0) return GS_ENOMEM;
+    if (res->code == GS_SUCCESS) res->code = GS_UNSCHEDULABLE;
+    struct gs_status s = {.code = res->code};
+    gs_diagnosis_format(&res->diag, pod, s.reason, sizeof s.reason);
+    s.plugin = res->diag.prefilter.code != GS_SUCCESS ? res->diag.prefilter.plugin
+               : res->diag.n && res->diag.entries[0].plugin ? res->diag.entries[0].plugin->name
+                                                            : NULL;
+    res->status = s;
+    run_post_filter(fw, pod, res);
+    return 0;
+}
+
+/* PreScore + Score + NormalizeScore; returns the index into nodes of the winner. */
+static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info **nodes, size_t n,
+                     struct gs_schedule_result *res)
+{
+    for (int i = 0; i < fw->npts[GS_PT_PRE_SCORE]; i++) {
+        int k = fw->pts[GS_PT_PRE_SCORE][i].inst;
+        const struct gs_plugin *pl = fw->inst[k].pl;
+        if (!pl->pre_score) continue;
+        struct gs_status s = pl->pre_score(fw->inst[k].state, &fw->cs, pod, nodes, n);
+        if (s.code == GS_SKIP) fw->cs.skip_score_mask |= 1 << k;
+        else if (s.code != GS_SUCCESS) {
+            res->status = stamp(s, pl);
+            res->code = GS_ERROR;
+            return -1;
+        }
+    }
+    if (n == 1) return 0; /* nothing to compare: kube skips scoring as well */
+    int64_t *total = gs_arena_calloc(&fw->arena, n, sizeof *total);
+    int64_t *scores = gs_arena_alloc(&fw->arena, n * sizeof *scores);
+    if (!total || !scores) return -2;
+    for (int i = 0; i < fw->npts[GS_PT_SCORE]; i++) {
+        int k = fw->pts[GS_PT_SCORE][i].inst;
+        const struct gs_plugin *pl = fw->inst[k].pl;
+        if (!pl->score || (fw->cs.skip_score_mask & (1 << k))) continue;
+        memset(scores, 0, n * sizeof *scores);
+        pl->score(fw->inst[k].state, &fw->cs, pod, nodes, n, scores);
+        if (pl->normalize_score) pl->normalize_score(fw->inst[k].state, &fw->cs, pod, nodes, scores, n);
+        int64_t w = fw->pts[GS_PT_SCORE][i].weight;
+        for (size_t j = 0; j < n; j++) total[j] += w * scores[j];
+    }
+    /* The running maximum stays in a register: reloading total[best] would chain a load per node. */
+    size_t best = 0;
+    int64_t top = total[0];
+    for (size_t j = 1; j < n; j++) {
+        if (total[j] > top) {
+            top = total[j];
+            best = j;
+        }
+    }
+    return (int)best;
+}
+
+/* Devices for a GPU pod when no reserve plugin chose them: lowest indices that fit. */
+static uint64_t first_fit(const struct gs_node_info *n, const struct gs_assignment *a, int32_t count)
+{
+    uint64_t mask = 0;
+    for (int32_t g = 0; g < n->ngpus && count > 0; g++) {
+        const struct gs_gpu_slot *s = &n->gpus[g];
+        if (s->healthy && s->milli_free >= a->milli && (a->mem_mib <= 0 || s->mem_free_mib >= a->mem_mib)) {
+            mask |= 1ULL << g;
+            count--;
+        }
+    }
+    return count ? 0 : mask;
+}
+
+static int add_rec(struct gs_framework *fw, struct rec *r)
+{
+    if (fw->nlist == fw->list_cap) {
+        size_t cap = fw->list_cap ? fw->list_cap * 2 : 16;
+        struct rec **nv = realloc(fw->list, cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        fw->list = nv;
+        fw->list_cap = cap;
+    }
+    if (gs__strmap_put(&fw->recs, r->key, r) != 0) return GS_ENOMEM;
+    fw->list[fw->nlist++] = r;
+    return 0;
+}
+
+static void drop_rec(struct gs_framework *fw, struct rec *r)
+{
+    gs__strmap_del(&fw->recs, r->key);
+    for (size_t i = 0; i < fw->nlist; i++)
+        if (fw->list[i] == r) {
+            memmove(&fw->list[i], &fw->list[i + 1], (fw->nlist - i - 1) * sizeof *fw->list);
+            fw->nlist--;
+            break;
+        }
+    rec_free(r);
+}
+
+/* Reserve plugins, then the cache assumption. 0, or -1 with res filled (already unwound). */
+static int run_reserve(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *node,
+                       int64_t ttl, struct gs_schedule_result *res)
+{
+    struct gs_assignment *a = &res->a;
+    for (int i = 0; i < fw->npts[GS_PT_RESERVE]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_RESERVE, i);
+        if (!pl->reserve) continue;
+        struct gs_status s = pl->reserve(SLOT_ST(fw, GS_PT_RESERVE, i), &fw->cs, pod, node, a);
+        if (s.code != GS_SUCCESS) {
+            unreserve_all(fw, &fw->cs, pod, node);
+            res->status = stamp(s, pl);
+            res->code = gs_status_rejects(&s) ? s.code : GS_ERROR;
+            return -1;
+        }
+    }
+    const char *why = NULL;
+    if (pod->demand.gpu_count == 0) {
+        a->gpu_mask = 0;
+        a->milli = 0;
+        a->mem_mib = 0;
+    } else if (!a->gpu_mask && !(a->gpu_mask = first_fit(node, a, pod->demand.gpu_count))) {
+        why = "no GPU combination fits on the chosen node";
+    }
+    int64_t deadline = ttl > 0 ? gs_clock_now(fw->h.clock) + ttl : 0;
+    if (!why && gs_cache_assume(fw->h.cache, pod, a, deadline) != 0) why = "the cache refused the assumption";
+    if (why) {
+        unreserve_all(fw, &fw->cs, pod, node);
+        res->status = gs_status_make(GS_ERROR, "%s", why);
+        res->code = GS_ERROR;
+        return -1;
+    }
+    return 0;
+}
+
+/* Permit plugins. Returns 0 with the waiting slots and deadline set, or -1 (unwound, res filled). */
+static int run_permit(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *node, const char *key,
+                      uint32_t *pending, int64_t *deadline, struct gs_schedule_result *res)
+{
+    int64_t now = gs_clock_now(fw->h.clock);
+    for (int i = 0; i < fw->npts[GS_PT_PERMIT]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_PERMIT, i);
+        if (!pl->permit) continue;
+        int64_t timeout = 0;
+        struct gs_status s = pl->permit(SLOT_ST(fw, GS_PT_PERMIT, i), &fw->cs, pod, node, &timeout);
+        if (s.code == GS_SUCCESS) continue;
+        if (s.code == GS_WAIT) {
+            *pending |= 1u << i;
+            if (now + timeout < *deadline) *deadline = now + timeout;
+            continue;
+        }
+        unreserve_all(fw, &fw->cs, pod, node);
+        gs_cache_forget(fw->h.cache, key);
+        res->status = stamp(s, pl);
+        res->code = gs_status_rejects(&s) ? s.code : GS_ERROR;
+        return -1;
+    }
+    return 0;
+}
+
+int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int64_t assumed_ttl_ns,
+                          struct gs_schedule_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->a.node = -1;
+    res->nominated_node = -1;
+    gs_arena_reset(&fw->arena);
+    gs_cycle_state_reset(&fw->cs);
+    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) fw->tally[i].touched = false;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    fw->cs.seed = gs__mix64(fw->h.seed, gs__fnv1a(key));
+    if (gs__strmap_get(&fw->recs, key)) {
+        res->code = GS_ERROR;
+        res->status = gs_status_make(GS_ERROR, "pod %s is already reserved", key);
+        return 0;
+    }
+    if (run_pre_filter(fw, pod, res) != 0) {
+        if (res->code == GS_ERROR) return 0;
+        res->diag.prefilter = res->status;
+        return no_fit(fw, pod, res, 0);
+    }
+
+    if (refresh_candidates(fw) != 0) return GS_ENOMEM;
+    size_t n = fw->ncand;
+    int32_t unsched = fw->cand_unsched;
+    size_t want = n * (2 * sizeof(void *) + 3 * sizeof(int64_t) + 2) + 4096;
+    if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
+    struct gs_node_info **nodes = gs_arena_alloc(&fw->arena, n * sizeof *nodes + 1);
+    uint8_t *reject = gs_arena_alloc(&fw->arena, n + 1);
+    if (!nodes || !reject) return GS_ENOMEM;
+    memcpy(nodes, fw->cand, n * sizeof *nodes);
+    n = run_filter(fw, pod, nodes, n, reject);
+    res->feasible_nodes = (int32_t)n;
+    if (n == 0) return no_fit(fw, pod, res, unsched);
+
+    int best = run_score(fw, pod, nodes, n, res);
+    if (best == -2) return GS_ENOMEM;
+    if (best < 0) return 0;
+    struct gs_node_info *node = nodes[best];
+    res->a = (struct gs_assignment){node->idx, 0, pod->demand.gpu_milli, pod->demand.gpu_mem_mib};
+    if (run_reserve(fw, pod, node, assumed_ttl_ns, res) != 0) return 0;
+
+    uint32_t pending = 0;
+    int64_t deadline = INT64_MAX;
+    if (run_permit(fw, pod, node, key, &pending, &deadline, res) != 0) return 0;
+
+    struct rec *r = calloc(1, sizeof *r);
+    if (!r || !(r->key = strdup(key))) {
+        free(r);
+        unreserve_all(fw, &fw->cs, pod, node);
+        gs_cache_forget(fw->h.cache, key);
+        return GS_ENOMEM;
+    }
+    r->pod = pod;
+    r->a = res->a;
+    r->cs = fw->cs; /* the record takes the cycle state over */
+    gs_cycle_state_init(&fw->cs);
+    r->st = pending ? REC_WAITING : REC_RESERVED;
+    r->pending = pending;
+    r->deadline = deadline;
+    if (add_rec(fw, r) != 0) {
+        unreserve_all(fw, &r->cs, pod, node);
+        gs_cache_forget(fw->h.cache, key);
+        rec_free(r);
+        return GS_ENOMEM;
+    }
+    res->code = pending ? GS_WAIT : GS_SUCCESS;
+    return 0;
+}
+
+/*--- Binding cycle ---*/
+
+static struct gs_status fail_rec(struct gs_framework *fw, struct rec *r, struct gs_status s)
+{
+    struct gs_node_info *node = gs_cache_node(fw->h.cache, r->a.node);
+    unreserve_all(fw, &r->cs, r->pod, node);
+    gs_cache_forget(fw->h.cache, r->key);
+    drop_rec(fw, r);
+    return s;
+}
+
+struct gs_status gs_framework_bind(struct gs_framework *fw, const struct gs_pod *pod)
+{
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    struct rec *r = gs__strmap_get(&fw->recs, key);
+    if (!r) return gs_status_make(GS_ERROR, "pod %s is not reserved", key);
+    if (r->st == REC_WAITING) return gs_status_make(GS_ERROR, "pod %s is waiting at Permit", key);
+    if (r->st == REC_REJECTED) {
+        struct gs_status s = r->status;
+        drop_rec(fw, r);
+        return s;
+    }
+    struct gs_node_info *node = gs_cache_node(fw->h.cache, r->a.node);
+    for (int i = 0; i < fw->npts[GS_PT_PRE_BIND]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_PRE_BIND, i);
+        if (!pl->pre_bind) continue;
+        struct gs_status s = pl->pre_bind(SLOT_ST(fw, GS_PT_PRE_BIND, i), &r->cs, pod, node, &r->a);
+        if (s.code != GS_SUCCESS) return fail_rec(fw, r, stamp(s, pl));
+    }
+    struct gs_status bound = gs_status_make(GS_ERROR, "no bind plugin bound pod %s", key);
+    for (int i = 0; i < fw->npts[GS_PT_BIND]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_BIND, i);
+        if (!pl->bind) continue;
+        struct gs_status s = pl->bind(SLOT_ST(fw, GS_PT_BIND, i), &r->cs, pod, node, &r->a);
+        if (s.code == GS_SKIP) continue;
+        bound = stamp(s, pl);
+        break;
+    }
+    if (bound.code != GS_SUCCESS) return fail_rec(fw, r, bound);
+    gs_cache_confirm(fw->h.cache, key);
+    for (int i = 0; i < fw->npts[GS_PT_POST_BIND]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_POST_BIND, i);
+        if (pl->post_bind) pl->post_bind(SLOT_ST(fw, GS_PT_POST_BIND, i), &r->cs, pod, node, &r->a);
+    }
+    drop_rec(fw, r);
+    return (struct gs_status){0};
+}
+
+/*--- Waiting pods ---*/
+
+static int permit_slot(const struct gs_framework *fw, const char *plugin)
+{
+    for (int i = 0; i < fw->npts[GS_PT_PERMIT]; i++)
+        if (strcmp(SLOT_PL(fw, GS_PT_PERMIT, i)->name, plugin) == 0) return i;
+    return -1;
+}
+
+int gs_framework_allow(struct gs_framework *fw, const char *pod_key, const char *plugin)
+{
+    struct rec *r = gs__strmap_get(&fw->recs, pod_key);
+    if (!r) return GS_ENOENT;
+    if (r->st != REC_WAITING) return GS_ESTATE;
+    int i = permit_slot(fw, plugin);
+    if (i < 0) return GS_ENOENT;
+    r->pending &= ~(1u << i);
+    if (!r->pending) r->st = REC_READY;
+    return 0;
+}
+
+static void reject_rec(struct gs_framework *fw, struct rec *r, struct gs_status s)
+{
+    struct gs_node_info *node = gs_cache_node(fw->h.cache, r->a.node);
+    unreserve_all(fw, &r->cs, r->pod, node);
+    gs_cache_forget(fw->h.cache, r->key);
+    r->st = REC_REJECTED;
+    r->status = s;
+}
+
+int gs_framework_reject(struct gs_framework *fw, const char *pod_key, const char *plugin, const char *reason)
+{
+    struct rec *r = gs__strmap_get(&fw->recs, pod_key);
+    if (!r) return GS_ENOENT;
+    if (r->st == REC_REJECTED) return 0;
+    struct gs_status s = gs_status_make(GS_UNSCHEDULABLE, "%s", reason ? reason : "rejected at Permit");
+    int i = plugin ? permit_slot(fw, plugin) : -1;
+    s.plugin = i >= 0 ? SLOT_PL(fw, GS_PT_PERMIT, i)->name : NULL;
+    reject_rec(fw, r, s);
+    return 0;
+}
+
+int gs_framework_tick(struct gs_framework *fw, void (*cb)(const struct gs_pod *, bool ok, void *), void *arg)
+{
+    int64_t now = gs_clock_now(fw->h.clock);
+    int timeouts = 0;
+    for (size_t i = 0; i < fw->nlist;) {
+        struct rec *r = fw->list[i];
+        if (r->st == REC_WAITING && r->deadline <= now) {
+            int k = __builtin_ctz(r->pending);
+            struct gs_status s = gs_status_make(GS_UNSCHEDULABLE, "rejected due to timeout after waiting at Permit");
+            s.plugin = SLOT_PL(fw, GS_PT_PERMIT, k)->name;
+            reject_rec(fw, r, s);
+            timeouts++;
+        }
+        if (r->st == REC_READY) {
+            r->st = REC_RESERVED;
+            if (cb) cb(r->pod, true, arg);
+        } else if (r->st == REC_REJECTED) {
+            const struct gs_pod *pod = r->pod;
+            drop_rec(fw, r);
+            if (cb) cb(pod, false, arg);
+            continue;
+        }
+        i++;
+    }
+    return timeouts;
+}
+
+size_t gs_framework_waiting(const struct gs_framework *fw)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < fw->nlist; i++) n += fw->list[i]->st == REC_WAITING;
+    return n;
+}

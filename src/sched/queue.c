@@ -1,0 +1,349 @@
+/*
+ * queue.c - the scheduling queue: activeQ heap, backoffQ heap, unschedulable
+ * set; see queue.h.
+ *
+ * Every pod the queue knows has one entry (keyed by "namespace/name") that
+ * says where it is: active, backing off, unschedulable, or in flight (popped
+ * and being scheduled). Heaps store entry pointers and each entry remembers
+ * its position, so deleting a pod from the middle of a heap is O(log n).
+ *
+ * A cluster event that happens while a pod is in flight must not be lost:
+ * had the pod failed a moment earlier, the event would have moved it back.
+ * So the queue numbers events and remembers, per event type, the number of
+ * the last one; a pod that comes back unschedulable after an event it waits
+ * for went by goes to backoffQ instead of the unschedulable set (kube's
+ * moveRequestCycle, per event type).
+ *
+ * The unschedulable set is scanned for pods past max_unschedulable_ns only
+ * when the earliest such deadline has come, so pops stay O(log n).
+ */
+#include "sched/queue.h"
+
+#include "sched/strmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum where { W_ACTIVE, W_BACKOFF, W_UNSCHED, W_INFLIGHT };
+
+struct qent {
+    struct gs_queued_pod qp;
+    char *key;
+    enum where where;
+    size_t pos;
+    int64_t ready_ns;      /* end of the current backoff */
+    int64_t unsched_since;
+    unsigned mask;         /* events that move it out of the unschedulable set */
+    uint64_t popped_at;    /* event number when it was popped */
+};
+
+struct heap {
+    struct qent **v;
+    size_t n, cap;
+};
+
+#define NEVENTS 8
+
+struct gs_sched_queue {
+    const struct gs_clock *clock;
+    struct gs_queue_opts opts;
+    bool (*less)(void *ctx, const struct gs_queued_pod *, const struct gs_queued_pod *);
+    void *ctx;
+    struct gs__strmap map;
+    struct heap active, backoff;
+    struct qent **unsched;
+    size_t nunsched, unsched_cap;
+    int64_t flush_at;      /* earliest unschedulable deadline, INT64_MAX when none */
+    uint64_t seq;
+    uint64_t event_no;
+    uint64_t last_event[NEVENTS];
+};
+
+/*--- Heaps ---*/
+
+static bool before(const struct gs_sched_queue *q, const struct heap *h, const struct qent *a, const struct qent *b)
+{
+    if (h == &q->backoff) {
+        if (a->ready_ns != b->ready_ns) return a->ready_ns < b->ready_ns;
+        return a->qp.seq < b->qp.seq;
+    }
+    return q->less(q->ctx, &a->qp, &b->qp);
+}
+
+static void heap_set(struct heap *h, size_t i, struct qent *e)
+{
+    h->v[i] = e;
+    e->pos = i;
+}
+
+static void sift_up(const struct gs_sched_queue *q, struct heap *h, size_t i)
+{
+    struct qent *e = h->v[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!before(q, h, e, h->v[p])) break;
+        heap_set(h, i, h->v[p]);
+        i = p;
+    }
+    heap_set(h, i, e);
+}
+
+static void sift_down(const struct gs_sched_queue *q, struct heap *h, size_t i)
+{
+    struct qent *e = h->v[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && before(q, h, h->v[c + 1], h->v[c])) c++;
+        if (!before(q, h, h->v[c], e)) break;
+        heap_set(h, i, h->v[c]);
+        i = c;
+    }
+    heap_set(h, i, e);
+}
+
+static int heap_push(const struct gs_sched_queue *q, struct heap *h, struct qent *e)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        struct qent **nv = realloc(h->v, cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        h->v = nv;
+        h->cap = cap;
+    }
+    heap_set(h, h->n++, e);
+    sift_up(q, h, h->n - 1);
+    return 0;
+}
+
+static void heap_remove(const struct gs_sched_queue *q, struct heap *h, size_t i)
+{
+    struct qent *last = h->v[--h->n];
+    if (i == h->n) return;
+    heap_set(h, i, last);
+    sift_down(q, h, i);
+    sift_up(q, h, last->pos);
+}
+
+/*--- Placement ---*/
+
+static int to_active(struct gs_sched_queue *q, struct qent *e)
+{
+    e->where = W_ACTIVE;
+    e->qp.timestamp_ns = gs_clock_now(q->clock);
+    return heap_push(q, &q->active, e);
+}
+
+static int to_backoff(struct gs_sched_queue *q, struct qent *e)
+{
+    e->where = W_BACKOFF;
+    return heap_push(q, &q->backoff, e);
+}
+
+static int to_unsched(struct gs_sched_queue *q, struct qent *e, unsigned mask)
+{
+    if (q->nunsched == q->unsched_cap) {
+        size_t cap = q->unsched_cap ? q->unsched_cap * 2 : 64;
+        struct qent **nv = realloc(q->unsched, cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        q->unsched = nv;
+        q->unsched_cap = cap;
+    }
+    e->where = W_UNSCHED;
+    e->mask = mask;
+    e->unsched_since = gs_clock_now(q->clock);
+    e->pos = q->nunsched;
+    q->unsched[q->nunsched++] = e;
+    if (e->unsched_since + q->opts.max_unschedulable_ns < q->flush_at)
+        q->flush_at = e->unsched_since + q->opts.max_unschedulable_ns;
+    return 0;
+}
+
+static void unsched_remove(struct gs_sched_queue *q, struct qent *e)
+{
+    struct qent *last = q->unsched[--q->nunsched];
+    q->unsched[e->pos] = last;
+    last->pos = e->pos;
+}
+
+/* Takes e out of whatever structure holds it (it stays in the map). */
+static void detach(struct gs_sched_queue *q, struct qent *e)
+{
+    switch (e->where) {
+    case W_ACTIVE: heap_remove(q, &q->active, e->pos); break;
+    case W_BACKOFF: heap_remove(q, &q->backoff, e->pos); break;
+    case W_UNSCHED: unsched_remove(q, e); break;
+    case W_INFLIGHT: break;
+    }
+}
+
+/* Back from the unschedulable set: backoffQ while still backing off, else activeQ. */
+static int release(struct gs_sched_queue *q, struct qent *e, int64_t now)
+{
+    return e->ready_ns > now ? to_backoff(q, e) : to_active(q, e);
+}
+
+/*--- API ---*/
+
+struct gs_sched_queue *gs_sched_queue_new(const struct gs_clock *clock, const struct gs_queue_opts *opts,
+                                          bool (*less)(void *ctx, const struct gs_queued_pod *,
+                                                       const struct gs_queued_pod *),
+                                          void *ctx)
+{
+    struct gs_sched_queue *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->clock = clock;
+    q->opts = opts ? *opts : (struct gs_queue_opts){0};
+    if (q->opts.initial_backoff_ns <= 0) q->opts.initial_backoff_ns = GS_NS_PER_SEC;
+    if (q->opts.max_backoff_ns <= 0) q->opts.max_backoff_ns = 10 * GS_NS_PER_SEC;
+    if (q->opts.max_backoff_ns < q->opts.initial_backoff_ns) q->opts.max_backoff_ns = q->opts.initial_backoff_ns;
+    if (q->opts.max_unschedulable_ns <= 0) q->opts.max_unschedulable_ns = 300 * GS_NS_PER_SEC;
+    q->less = less;
+    q->ctx = ctx;
+    q->flush_at = INT64_MAX;
+    gs__strmap_init(&q->map);
+    return q;
+}
+
+static void qent_free(struct qent *e)
+{
+    free(e->key);
+    free(e);
+}
+
+void gs_sched_queue_free(struct gs_sched_queue *q)
+{
+    if (!q) return;
+    for (size_t i = 0; i < q->map.cap; i++)
+        if (q->map.slots[i].key) qent_free(q->map.slots[i].val);
+    gs__strmap_free(&q->map);
+    free(q->active.v);
+    free(q->backoff.v);
+    free(q->unsched);
+    free(q);
+}
+
+int gs_sched_queue_add(struct gs_sched_queue *q, const struct gs_pod *pod)
+{
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    if (gs__strmap_get(&q->map, key)) return GS_EEXIST;
+    struct qent *e = calloc(1, sizeof *e);
+    if (!e || !(e->key = strdup(key))) {
+        free(e);
+        return GS_ENOMEM;
+    }
+    int64_t now = gs_clock_now(q->clock);
+    e->qp = (struct gs_queued_pod){.pod = pod, .enqueued_ns = now, .timestamp_ns = now, .seq = q->seq++};
+    if (gs__strmap_put(&q->map, e->key, e) != 0 || to_active(q, e) != 0) {
+        gs__strmap_del(&q->map, e->key);
+        qent_free(e);
+        return GS_ENOMEM;
+    }
+    return 0;
+}
+
+int gs_sched_queue_delete(struct gs_sched_queue *q, const char *pod_key)
+{
+    struct qent *e = gs__strmap_del(&q->map, pod_key);
+    if (!e) return GS_ENOENT;
+    detach(q, e);
+    qent_free(e);
+    return 0;
+}
+
+/* Due backoffs to activeQ; unschedulable pods past their deadline back too. */
+static void flush(struct gs_sched_queue *q, int64_t now)
+{
+    while (q->backoff.n && q->backoff.v[0]->ready_ns <= now) {
+        struct qent *e = q->backoff.v[0];
+        heap_remove(q, &q->backoff, 0);
+        to_active(q, e);
+    }
+    if (now < q->flush_at) return;
+    q->flush_at = INT64_MAX;
+    for (size_t i = 0; i < q->nunsched;) {
+        struct qent *e = q->unsched[i];
+        int64_t due = e->unsched_since + q->opts.max_unschedulable_ns;
+        if (due > now) {
+            if (due < q->flush_at) q->flush_at = due;
+            i++;
+            continue;
+        }
+        unsched_remove(q, e); /* moves the last entry into i */
+        release(q, e, now);
+    }
+}
+
+bool gs_sched_queue_pop(struct gs_sched_queue *q, struct gs_queued_pod *out)
+{
+    flush(q, gs_clock_now(q->clock));
+    if (!q->active.n) return false;
+    struct qent *e = q->active.v[0];
+    heap_remove(q, &q->active, 0);
+    e->where = W_INFLIGHT;
+    e->popped_at = q->event_no;
+    *out = e->qp;
+    return true;
+}
+
+static int64_t backoff_for(const struct gs_sched_queue *q, int32_t attempts)
+{
+    int64_t d = q->opts.initial_backoff_ns;
+    for (int32_t i = 1; i < attempts && d < q->opts.max_backoff_ns; i++) d *= 2;
+    return d < q->opts.max_backoff_ns ? d : q->opts.max_backoff_ns;
+}
+
+static bool missed_event(const struct gs_sched_queue *q, const struct qent *e, unsigned mask)
+{
+    for (int b = 0; b < NEVENTS; b++)
+        if ((mask >> b) & 1 && q->last_event[b] > e->popped_at) return true;
+    return false;
+}
+
+int gs_sched_queue_requeue(struct gs_sched_queue *q, const struct gs_queued_pod *qp, bool unschedulable,
+                           unsigned event_mask)
+{
+    char key[GS__KEY_MAX];
+    gs__pod_key(qp->pod, key, sizeof key);
+    struct qent *e = gs__strmap_get(&q->map, key);
+    if (!e) return GS_ENOENT;
+    if (e->where != W_INFLIGHT) return GS_ESTATE;
+    int64_t now = gs_clock_now(q->clock);
+    e->qp.attempts = qp->attempts + 1;
+    e->ready_ns = now + backoff_for(q, e->qp.attempts);
+    if (!event_mask) event_mask = GS_EV_ALL;
+    if (unschedulable && !missed_event(q, e, event_mask)) return to_unsched(q, e, event_mask);
+    return to_backoff(q, e);
+}
+
+void gs_sched_queue_done(struct gs_sched_queue *q, const char *pod_key) { (void)gs_sched_queue_delete(q, pod_key); }
+
+size_t gs_sched_queue_on_event(struct gs_sched_queue *q, enum gs_cluster_event ev)
+{
+    q->event_no++;
+    for (int b = 0; b < NEVENTS; b++)
+        if (((unsigned)ev >> b) & 1) q->last_event[b] = q->event_no;
+    int64_t now = gs_clock_now(q->clock);
+    size_t moved = 0;
+    for (size_t i = 0; i < q->nunsched;) {
+        struct qent *e = q->unsched[i];
+        if (!(e->mask & (unsigned)ev)) {
+            i++;
+            continue;
+        }
+        unsched_remove(q, e);
+        release(q, e, now);
+        moved++;
+    }
+    return moved;
+}
+
+int64_t gs_sched_queue_next_ready(const struct gs_sched_queue *q)
+{
+    return q->backoff.n ? q->backoff.v[0]->ready_ns : -1;
+}
+
+size_t gs_sched_queue_active_len(const struct gs_sched_queue *q) { return q->active.n; }
+size_t gs_sched_queue_backoff_len(const struct gs_sched_queue *q) { return q->backoff.n; }
+size_t gs_sched_queue_unschedulable_len(const struct gs_sched_queue *q) { return q->nunsched; }

@@ -1,0 +1,198 @@
+/*
+ * scheduler.c - queue + framework + cache in one loop; see scheduler.h.
+ *
+ * The driver owns the framework and the queue; the cache is the caller's, so
+ * a simulator can inspect it between cycles. Pods waiting at Permit leave the
+ * queue's in-flight state only when the framework reports them: bound (done)
+ * or rejected (requeued as unschedulable).
+ */
+#include "sched/scheduler.h"
+
+#include "sched/strmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Events that can make a pod that fit nowhere fit somewhere. */
+#define RETRY_EVENTS (GS_EV_NODE_ADDED | GS_EV_NODE_UPDATED | GS_EV_POD_DELETED | GS_EV_DEVICE_FREED)
+
+struct gs_scheduler {
+    const struct gs_clock *clock;
+    struct gs_cache *cache;
+    struct gs_sched_config defaults; /* used when no profile is given */
+    struct gs_framework *fw;
+    struct gs_sched_queue *q;
+    int64_t ttl;
+    char reason[1024];
+    int bound_in_tick;
+};
+
+static bool queue_less(void *ctx, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
+{
+    return gs_framework_less(ctx, a, b);
+}
+
+int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const struct gs_scheduler_opts *o,
+                     struct gs_scheduler **out, struct gs_diags *d)
+{
+    *out = NULL;
+    struct gs_scheduler *s = calloc(1, sizeof *s);
+    if (!s) return GS_ENOMEM;
+    s->clock = clock;
+    s->cache = cache;
+    s->ttl = o ? o->assumed_ttl_ns : 0;
+    const struct gs_profile *p = o ? o->profile : NULL;
+    int err = 0;
+    if (!p) {
+        err = gs_sched_config_default(&s->defaults);
+        p = err ? NULL : &s->defaults.profiles[0];
+    }
+    struct gs_handle h = {.clock = clock, .cache = cache, .seed = o ? o->seed : 0};
+    if (!err) err = gs_framework_new(p, &h, &s->fw, d);
+    if (!err) {
+        s->q = gs_sched_queue_new(clock, o ? &o->queue : NULL, queue_less, s->fw);
+        if (!s->q) err = GS_ENOMEM;
+    }
+    if (err) {
+        gs_scheduler_free(s);
+        return err;
+    }
+    *out = s;
+    return 0;
+}
+
+void gs_scheduler_free(struct gs_scheduler *s)
+{
+    if (!s) return;
+    gs_sched_queue_free(s->q);
+    gs_framework_free(s->fw);
+    gs_sched_config_free(&s->defaults);
+    free(s);
+}
+
+struct gs_framework *gs_scheduler_framework(struct gs_scheduler *s) { return s->fw; }
+struct gs_sched_queue *gs_scheduler_queue(struct gs_scheduler *s) { return s->q; }
+
+int gs_scheduler_add_pod(struct gs_scheduler *s, const struct gs_pod *pod)
+{
+    int err = gs_sched_queue_add(s->q, pod);
+    if (!err) gs_sched_queue_on_event(s->q, GS_EV_POD_ADDED);
+    return err;
+}
+
+int gs_scheduler_delete_pod(struct gs_scheduler *s, const char *pod_key)
+{
+    int qerr = gs_sched_queue_delete(s->q, pod_key);
+    /* A pod waiting at Permit holds an assumption: reject it first so plugins unreserve. */
+    int werr = gs_framework_reject(s->fw, pod_key, NULL, "pod deleted");
+    gs_scheduler_tick(s);
+    int cerr = gs_cache_remove_pod(s->cache, pod_key);
+    if (cerr == 0 || werr == 0) gs_sched_queue_on_event(s->q, GS_EV_POD_DELETED);
+    return qerr == 0 || cerr == 0 || werr == 0 ? 0 : GS_ENOENT;
+}
+
+static int node_event(struct gs_scheduler *s, int r, enum gs_cluster_event ev)
+{
+    if (r >= 0) gs_sched_queue_on_event(s->q, ev);
+    return r;
+}
+
+int gs_scheduler_add_node(struct gs_scheduler *s, const struct gs_node *node)
+{
+    return node_event(s, gs_cache_add_node(s->cache, node), GS_EV_NODE_ADDED);
+}
+
+int gs_scheduler_add_node_spec(struct gs_scheduler *s, const struct gs_node_spec *spec)
+{
+    return node_event(s, gs_cache_add_node_spec(s->cache, spec), GS_EV_NODE_ADDED);
+}
+
+int gs_scheduler_update_node(struct gs_scheduler *s, const struct gs_node *node)
+{
+    return node_event(s, gs_cache_update_node(s->cache, node), GS_EV_NODE_UPDATED);
+}
+
+int gs_scheduler_remove_node(struct gs_scheduler *s, const char *name)
+{
+    return gs_cache_remove_node(s->cache, name);
+}
+
+/* A waiting pod was allowed (bind it now) or rejected (back to the queue). */
+static void on_waiting_done(const struct gs_pod *pod, bool ok, void *arg)
+{
+    struct gs_scheduler *s = arg;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    if (ok) {
+        struct gs_status b = gs_framework_bind(s->fw, pod);
+        if (b.code == GS_SUCCESS) {
+            gs_sched_queue_done(s->q, key);
+            s->bound_in_tick++;
+            return;
+        }
+    }
+    struct gs_queued_pod qp = {.pod = pod};
+    gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS);
+}
+
+int gs_scheduler_tick(struct gs_scheduler *s)
+{
+    s->bound_in_tick = 0;
+    gs_framework_tick(s->fw, on_waiting_done, s);
+    if (gs_cache_expire(s->cache, NULL, NULL) > 0) gs_sched_queue_on_event(s->q, GS_EV_POD_DELETED);
+    return s->bound_in_tick;
+}
+
+int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->a.node = -1;
+    gs_scheduler_tick(s);
+    struct gs_queued_pod qp;
+    if (!gs_sched_queue_pop(s->q, &qp)) return 0;
+    out->pod = qp.pod;
+    out->attempts = qp.attempts;
+    out->enqueued_ns = qp.enqueued_ns;
+    char key[GS__KEY_MAX];
+    gs__pod_key(qp.pod, key, sizeof key);
+
+    struct gs_status gate = gs_framework_pre_enqueue(s->fw, qp.pod);
+    if (!gs_status_ok(&gate)) {
+        snprintf(s->reason, sizeof s->reason, "%s", gate.reason);
+        out->code = gate.code == GS_ERROR ? GS_ERROR : GS_PENDING;
+        out->reason = s->reason;
+        int e = gs_sched_queue_requeue(s->q, &qp, true, GS_EV_ALL);
+        return e ? e : 1;
+    }
+    struct gs_schedule_result r;
+    int err = gs_framework_schedule(s->fw, qp.pod, s->ttl, &r);
+    if (err) {
+        gs_schedule_result_free(&r);
+        gs_sched_queue_requeue(s->q, &qp, false, 0);
+        return err;
+    }
+    out->code = r.code;
+    out->a = r.a;
+    out->feasible_nodes = r.feasible_nodes;
+    if (r.code == GS_SUCCESS) {
+        struct gs_status b = gs_framework_bind(s->fw, qp.pod);
+        if (b.code == GS_SUCCESS) {
+            gs_sched_queue_done(s->q, key);
+        } else {
+            out->code = b.code;
+            snprintf(s->reason, sizeof s->reason, "%s", b.reason);
+            out->reason = s->reason;
+            gs_sched_queue_requeue(s->q, &qp, false, 0);
+        }
+    } else if (r.code != GS_WAIT) {
+        if (r.feasible_nodes == 0 && (r.diag.n || r.diag.prefilter.code != GS_SUCCESS))
+            gs_diagnosis_format(&r.diag, qp.pod, s->reason, sizeof s->reason);
+        else
+            snprintf(s->reason, sizeof s->reason, "%s", r.status.reason);
+        out->reason = s->reason;
+        gs_sched_queue_requeue(s->q, &qp, gs_status_rejects(&r.status) || r.code != GS_ERROR, RETRY_EVENTS);
+    }
+    gs_schedule_result_free(&r);
+    return 1;
+}

@@ -1,0 +1,540 @@
+/*
+ * replay.c - the replay experiment: pods arrive and leave at their trace
+ * times on a simulated clock, and the scheduler's own queue decides when a
+ * pod that did not fit is tried again.
+ *
+ * Design. Time is a struct gs_clock in simulated nanoseconds; the loop jumps
+ * from one interesting instant to the next: the next arrival, the next
+ * completion (a min-heap of end times) or the moment the queue's earliest
+ * backoff expires. At each instant it
+ *   1. completes the pods whose time is up (gs_scheduler_delete_pod frees
+ *      their resources and the "pod deleted" event moves waiting pods back),
+ *   2. adds the pods arriving now to the scheduling queue,
+ *   3. runs the scheduler driver (sched/scheduler.h) until the queue has
+ *      nothing ready: one scheduling and binding cycle per pod; a pod that
+ *      does not fit is requeued as unschedulable and waits for an event,
+ *      exactly as in the server,
+ *   4. takes one sample (utilisation, pending, fragmentation).
+ * So queueing delay (arrival -> bound) comes out of the real queue and
+ * framework rather than a model of them. The run ends when nothing is left
+ * to arrive or complete and no pod is backing off: pods still unschedulable
+ * then would fail forever and stay counted as pending.
+ *
+ * The profile is the default one (or --config's) with the placement policy
+ * as the only Score plugin and enabled at every other point it implements;
+ * the FGD family gets the trace's target workload as its args unless the
+ * config gives one. Fragmentation samples use the same target workload, and
+ * the fragmentation ratio is the fragmented share of idle GPU milli, as in
+ * the fgd experiment.
+ *
+ * Events: "scheduled" and "completed" for every pod, "failed" for the first
+ * failed attempt of a pod only (with its diagnosis): retries after each
+ * completion would otherwise flood the log with copies of the same line.
+ */
+#include "core/codec.h"
+#include "sched/frag.h"
+#include "sched/scheduler.h"
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_ERRORS 16 /* attempts ending in Error before a pod is given up */
+
+struct rpod {
+    char *key;                /* "ns/name" */
+    int64_t arrival_ns, duration_ns; /* duration -1: runs forever */
+    int64_t gpu_milli;        /* total GPU milli asked (count x share) */
+    int64_t sched_ns;         /* -1 until bound */
+    struct gs_assignment a;
+    int32_t errors;
+    bool failed_logged;
+};
+
+struct completion {
+    int64_t t_ns;
+    uint64_t seq;
+    size_t pod;
+};
+
+struct by_ptr {
+    const struct gs_pod *p;
+    size_t i;
+};
+
+struct replay {
+    const struct gs_trace *t;
+    const struct gs_sim_opts *o;
+    const struct gs_sim_sink *sink;
+    struct gs_diags *d;
+    struct gs_clock clock;
+    struct gs_cache *cache;
+    struct gs_sched_config cfg;
+    bool have_cfg;
+    struct gs_profile profile;  /* shallow copy of a cfg profile with the policy applied */
+    json_t *policy_args;        /* args added for the policy (owned), or NULL */
+    struct gs_scheduler *sched;
+    struct gs_frag_model *frag;
+    struct rpod *pods;
+    size_t *order;              /* pod indices by arrival */
+    struct by_ptr *index;       /* sorted by pointer: pod -> index */
+    struct completion *heap;
+    size_t nheap, capheap;
+    uint64_t seq;
+    double *delays;
+    size_t ndelays, next_arrival;
+    int64_t arrived, scheduled, running, dropped, arrived_milli, capacity_milli;
+    bool have100, have80;
+    double alloc_at_100, frag_at_80;
+    struct gs_sim_sample last;
+};
+
+/*--- Small helpers ---*/
+
+static int64_t to_ns(double s) { return (int64_t)llround(s * (double)GS_NS_PER_SEC); }
+static double to_s(int64_t ns) { return (double)ns / (double)GS_NS_PER_SEC; }
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct by_ptr *)a)->p, y = (uintptr_t)((const struct by_ptr *)b)->p;
+    return x < y ? -1 : x > y;
+}
+
+static size_t pod_index(const struct replay *r, const struct gs_pod *p)
+{
+    struct by_ptr key = {.p = p};
+    const struct by_ptr *hit = bsearch(&key, r->index, r->t->npods, sizeof key, cmp_ptr);
+    return hit ? hit->i : SIZE_MAX;
+}
+
+struct by_arrival {
+    int64_t t_ns;
+    size_t i;
+};
+
+static int cmp_arrival(const void *a, const void *b)
+{
+    const struct by_arrival *x = a, *y = b;
+    if (x->t_ns != y->t_ns) return x->t_ns < y->t_ns ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i; /* trace order among equal times */
+}
+
+static void emit(struct replay *r, enum gs_sim_event_type type, const struct rpod *p, const char *reason)
+{
+    if (!r->sink->event) return;
+    const struct gs_node_info *n = p->a.node >= 0 ? gs_cache_node(r->cache, p->a.node) : NULL;
+    struct gs_sim_event e = {.t = to_s(gs_clock_now(&r->clock)), .type = type, .pod = p->key,
+                             .node = type == GS_SIM_FAILED || !n ? NULL : n->name,
+                             .gpus = type == GS_SIM_FAILED ? 0 : p->a.gpu_mask,
+                             .milli = type == GS_SIM_FAILED ? 0 : p->a.milli, .reason = reason};
+    r->sink->event(r->sink->ctx, &e);
+}
+
+/*--- Completion heap ---*/
+
+static bool heap_less(const struct completion *a, const struct completion *b)
+{
+    return a->t_ns != b->t_ns ? a->t_ns < b->t_ns : a->seq < b->seq;
+}
+
+static int heap_push(struct replay *r, int64_t t_ns, size_t pod)
+{
+    if (r->nheap == r->capheap) {
+        size_t cap = r->capheap ? r->capheap * 2 : 256;
+        struct completion *h = realloc(r->heap, cap * sizeof *h);
+        if (!h) return GS_ENOMEM;
+        r->heap = h;
+        r->capheap = cap;
+    }
+    size_t i = r->nheap++;
+    r->heap[i] = (struct completion){t_ns, r->seq++, pod};
+    while (i > 0 && heap_less(&r->heap[i], &r->heap[(i - 1) / 2])) {
+        struct completion tmp = r->heap[i];
+        r->heap[i] = r->heap[(i - 1) / 2];
+        r->heap[(i - 1) / 2] = tmp;
+        i = (i - 1) / 2;
+    }
+    return 0;
+}
+
+static struct completion heap_pop(struct replay *r)
+{
+    struct completion top = r->heap[0];
+    r->heap[0] = r->heap[--r->nheap];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < r->nheap && heap_less(&r->heap[l], &r->heap[m])) m = l;
+        if (l + 1 < r->nheap && heap_less(&r->heap[l + 1], &r->heap[m])) m = l + 1;
+        if (m == i) break;
+        struct completion tmp = r->heap[i];
+        r->heap[i] = r->heap[m];
+        r->heap[m] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+/*--- Setup ---*/
+
+static int init_pods(struct replay *r)
+{
+    size_t n = r->t->npods;
+    r->pods = calloc(n ? n : 1, sizeof *r->pods);
+    r->order = calloc(n ? n : 1, sizeof *r->order);
+    r->index = calloc(n ? n : 1, sizeof *r->index);
+    r->delays = calloc(n ? n : 1, sizeof *r->delays);
+    struct by_arrival *arr = calloc(n ? n : 1, sizeof *arr);
+    if (!r->pods || !r->order || !r->index || !r->delays || !arr) {
+        free(arr);
+        return GS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_trace_pod *tp = &r->t->pods[i];
+        struct rpod *p = &r->pods[i];
+        char key[512];
+        gs_meta_key(&tp->pod->meta, key, sizeof key);
+        if (!(p->key = strdup(key))) {
+            free(arr);
+            return GS_ENOMEM;
+        }
+        p->arrival_ns = to_ns(tp->arrival > 0 ? tp->arrival : 0);
+        p->duration_ns = tp->duration >= 0 ? to_ns(tp->duration) : -1;
+        p->gpu_milli = (int64_t)tp->pod->demand.gpu_count * tp->pod->demand.gpu_milli;
+        p->sched_ns = -1;
+        p->a.node = -1;
+        arr[i] = (struct by_arrival){p->arrival_ns, i};
+        r->index[i] = (struct by_ptr){tp->pod, i};
+    }
+    qsort(arr, n, sizeof *arr, cmp_arrival);
+    for (size_t i = 0; i < n; i++) r->order[i] = arr[i].i;
+    free(arr);
+    qsort(r->index, n, sizeof *r->index, cmp_ptr);
+    return 0;
+}
+
+static int init_cache(struct replay *r)
+{
+    gs_clock_init_sim(&r->clock, 0);
+    r->cache = gs_cache_new(&r->clock);
+    if (!r->cache) return GS_ENOMEM;
+    for (size_t i = 0; i < r->t->nnodes; i++) {
+        int rc = gs_cache_add_node_spec(r->cache, &r->t->nodes[i]);
+        if (rc < 0) {
+            gs_diags_add(r->d, r->t->nodes[i].name ? r->t->nodes[i].name : "node", "cannot add node: %s",
+                         gs_strerror(rc));
+            return rc;
+        }
+    }
+    r->capacity_milli = gs_cache_gpu_count(r->cache) * GS_GPU_MILLI;
+    return 0;
+}
+
+static int load_config(struct replay *r)
+{
+    if (!r->o->config_path) return gs_sched_config_default(&r->cfg);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = gs_read_file(r->o->config_path, &buf, &len);
+    if (rc) {
+        gs_diags_add(r->d, r->o->config_path, "cannot read: %s", gs_strerror(rc));
+        return rc;
+    }
+    struct gs_docs docs = {0};
+    rc = gs_decode_stream(buf, len, &docs, r->d, NULL);
+    free(buf);
+    if (!rc && docs.n != 1) {
+        gs_diags_add(r->d, r->o->config_path, "want exactly one configuration document, found %zu", docs.n);
+        rc = GS_EINVAL;
+    }
+    if (!rc) rc = gs_sched_config_parse(docs.docs[0], &r->cfg, r->d);
+    gs_docs_free(&docs);
+    return rc;
+}
+
+static const struct gs_plugin *find_policy(const char *name)
+{
+    const struct gs_plugin *p = gs_plugin_lookup(name);
+    const struct gs_plugin *const *all = gs_plugin_all();
+    for (size_t i = 0; !p && all && all[i]; i++)
+        if (!strcasecmp(all[i]->name, name)) p = all[i];
+    return p && p->score ? p : NULL;
+}
+
+static bool point_has(const struct gs_profile *pr, enum gs_point pt, const struct gs_plugin *p)
+{
+    for (int i = 0; i < pr->npoints[pt]; i++)
+        if (pr->points[pt][i].plugin == p) return true;
+    return false;
+}
+
+/* Enables p at pt if it implements it and is not there yet (first or last). */
+static void enable_at(struct gs_profile *pr, enum gs_point pt, const struct gs_plugin *p, bool implements, bool first)
+{
+    if (!implements || point_has(pr, pt, p) || pr->npoints[pt] == GS_MAX_PLUGINS_PER_POINT) return;
+    struct gs_profile_plugin *v = pr->points[pt];
+    if (first) memmove(v + 1, v, (size_t)pr->npoints[pt] * sizeof *v);
+    v[first ? 0 : pr->npoints[pt]] = (struct gs_profile_plugin){.plugin = p, .weight = 1};
+    pr->npoints[pt]++;
+}
+
+static bool has_args(const struct gs_profile *pr, const char *name)
+{
+    for (int i = 0; i < pr->nargs; i++)
+        if (pr->args_names[i] && !strcmp(pr->args_names[i], name)) return true;
+    return false;
+}
+
+/* FGD scores against the expected workload: give it the trace's. */
+static int add_policy_args(struct replay *r, const struct gs_plugin *p)
+{
+    if (!r->frag || strncmp(p->name, "FGD", 3) || has_args(&r->profile, p->name)) return 0;
+    if (r->profile.nargs >= (int)(sizeof r->profile.args / sizeof r->profile.args[0])) return 0;
+    json_t *tw = gs_frag_model_to_json(r->frag);
+    if (!tw) return GS_ENOMEM;
+    r->policy_args = json_object();
+    if (!r->policy_args) {
+        json_decref(tw);
+        return GS_ENOMEM;
+    }
+    json_object_set_new(r->policy_args, "targetWorkload", tw);
+    r->profile.args[r->profile.nargs] = r->policy_args;
+    r->profile.args_names[r->profile.nargs++] = p->name;
+    return 0;
+}
+
+static int build_profile(struct replay *r)
+{
+    int rc = load_config(r);
+    if (rc) return rc;
+    r->have_cfg = true;
+    const struct gs_profile *base = gs_sched_config_profile(&r->cfg, GS_DEFAULT_SCHEDULER);
+    if (!base && r->cfg.nprofiles) base = &r->cfg.profiles[0];
+    const struct gs_plugin *p = find_policy(r->o->policy);
+    if (!base || !p) {
+        gs_diags_add(r->d, "policy", base ? "unknown placement policy \"%s\"" : "no scheduler profile", r->o->policy);
+        return GS_EINVAL;
+    }
+    r->profile = *base;
+    r->profile.points[GS_PT_SCORE][0] = (struct gs_profile_plugin){.plugin = p, .weight = 1};
+    r->profile.npoints[GS_PT_SCORE] = 1;
+    /* The default scorers' PreScore would only prepare scores nobody reads. */
+    r->profile.npoints[GS_PT_PRE_SCORE] = 0;
+    enable_at(&r->profile, GS_PT_PRE_SCORE, p, p->pre_score, false);
+    enable_at(&r->profile, GS_PT_PRE_FILTER, p, p->pre_filter, false);
+    enable_at(&r->profile, GS_PT_FILTER, p, p->filter, false);
+    enable_at(&r->profile, GS_PT_RESERVE, p, p->reserve, true); /* its GPU choice goes first */
+    return add_policy_args(r, p);
+}
+
+static int init_scheduler(struct replay *r)
+{
+    const struct gs_pod **pods = malloc((r->t->npods ? r->t->npods : 1) * sizeof *pods);
+    if (!pods) return GS_ENOMEM;
+    for (size_t i = 0; i < r->t->npods; i++) pods[i] = r->t->pods[i].pod;
+    int rc = r->t->npods ? gs_frag_model_new(r->cache, pods, r->t->npods, GS_FRAG_DEFAULT_COVERAGE, &r->frag) : 0;
+    free(pods);
+    if (rc) return rc;
+    if ((rc = build_profile(r))) return rc;
+    struct gs_scheduler_opts so = {.profile = &r->profile, .seed = r->o->seed};
+    return gs_scheduler_new(&r->clock, r->cache, &so, &r->sched, r->d);
+}
+
+static void replay_free(struct replay *r)
+{
+    gs_scheduler_free(r->sched);
+    json_decref(r->policy_args);
+    if (r->have_cfg) gs_sched_config_free(&r->cfg);
+    if (r->frag) gs_frag_model_free(r->frag);
+    if (r->cache) gs_cache_free(r->cache);
+    for (size_t i = 0; r->pods && i < r->t->npods; i++) free(r->pods[i].key);
+    free(r->pods);
+    free(r->order);
+    free(r->index);
+    free(r->heap);
+    free(r->delays);
+}
+
+/*--- The event loop ---*/
+
+static int bound(struct replay *r, size_t i, const struct gs_assignment *a)
+{
+    struct rpod *p = &r->pods[i];
+    int64_t now = gs_clock_now(&r->clock);
+    p->sched_ns = now;
+    p->a = *a;
+    r->scheduled++;
+    r->running++;
+    r->delays[r->ndelays++] = to_s(now - p->arrival_ns);
+    emit(r, GS_SIM_SCHEDULED, p, NULL);
+    return p->duration_ns >= 0 ? heap_push(r, now + p->duration_ns, i) : 0;
+}
+
+/* The driver has requeued the pod; log its first failure, and give up on a
+ * pod whose cycles keep ending in internal errors. */
+static void failed(struct replay *r, size_t i, const struct gs_cycle_result *c)
+{
+    struct rpod *p = &r->pods[i];
+    if (!p->failed_logged) {
+        emit(r, GS_SIM_FAILED, p, c->reason ? c->reason : gs_code_name(c->code));
+        p->failed_logged = true;
+    }
+    if (c->code == GS_ERROR && ++p->errors >= MAX_ERRORS) {
+        gs_scheduler_delete_pod(r->sched, p->key);
+        r->dropped++;
+    }
+}
+
+/* Pods held at Permit (gangs) are bound later by the driver's tick and are
+ * not reported as events; no placement policy waits at Permit. */
+static int schedule_ready(struct replay *r)
+{
+    struct gs_cycle_result c;
+    int rc;
+    while ((rc = gs_scheduler_run_one(r->sched, &c)) > 0) {
+        size_t i = pod_index(r, c.pod);
+        if (i == SIZE_MAX) return GS_ESTATE;
+        if (c.code == GS_SUCCESS) rc = bound(r, i, &c.a);
+        else if (c.code != GS_WAIT) failed(r, i, &c);
+        if (rc < 0) return rc;
+    }
+    if (rc < 0) gs_diags_add(r->d, "replay", "scheduling cycle failed: %s", gs_strerror(rc));
+    return rc;
+}
+
+static void complete_due(struct replay *r, int64_t now)
+{
+    while (r->nheap && r->heap[0].t_ns <= now) {
+        struct rpod *p = &r->pods[heap_pop(r).pod];
+        emit(r, GS_SIM_COMPLETED, p, NULL); /* before removal: the node's name is still at hand */
+        gs_scheduler_delete_pod(r->sched, p->key); /* frees resources, wakes waiting pods */
+        r->running--;
+    }
+}
+
+static int arrive_due(struct replay *r, int64_t now)
+{
+    while (r->next_arrival < r->t->npods) {
+        size_t i = r->order[r->next_arrival];
+        if (r->pods[i].arrival_ns > now) break;
+        r->next_arrival++;
+        r->arrived++;
+        r->arrived_milli += r->pods[i].gpu_milli;
+        int rc = gs_scheduler_add_pod(r->sched, r->t->pods[i].pod);
+        if (rc) {
+            gs_diags_add(r->d, r->pods[i].key, "cannot queue: %s", gs_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static void sample(struct replay *r, int64_t now)
+{
+    struct gs_sim_sample *s = &r->last;
+    double cap = r->capacity_milli > 0 ? (double)r->capacity_milli : 1;
+    s->t = to_s(now);
+    s->pods_arrived = r->arrived;
+    s->pods_scheduled = r->scheduled;
+    s->pods_running = r->running;
+    s->pods_pending = r->arrived - r->scheduled - r->dropped;
+    s->arrived_milli = r->arrived_milli;
+    s->used_milli = gs_cache_gpu_milli_used(r->cache);
+    int64_t idle = 0;
+    s->frag_milli = r->frag ? gs_frag_cluster_total(r->frag, r->cache, &idle) : 0;
+    s->arrived_pct = 100.0 * (double)s->arrived_milli / cap;
+    s->alloc_pct = 100.0 * (double)s->used_milli / cap;
+    s->frag_ratio = idle > 0 ? 100.0 * (double)s->frag_milli / (double)idle : 0; /* share of idle GPU */
+    if (!r->have100 && s->arrived_pct >= 100) r->have100 = true, r->alloc_at_100 = s->alloc_pct;
+    if (!r->have80 && s->arrived_pct >= 80) r->have80 = true, r->frag_at_80 = s->frag_ratio;
+    if (r->sink->sample) r->sink->sample(r->sink->ctx, s);
+}
+
+/* The next instant anything happens, or INT64_MAX when nothing will. Once
+ * no pod is left to arrive or complete, only pods still backing off can
+ * change anything; the unschedulable ones would fail again forever. */
+static int64_t next_instant(const struct replay *r, int64_t now)
+{
+    int64_t next = INT64_MAX;
+    const struct gs_sched_queue *q = gs_scheduler_queue(r->sched);
+    if (r->next_arrival == r->t->npods && r->nheap == 0 && gs_sched_queue_backoff_len(q) == 0 &&
+        gs_framework_waiting(gs_scheduler_framework(r->sched)) == 0)
+        return next;
+    if (r->next_arrival < r->t->npods) next = r->pods[r->order[r->next_arrival]].arrival_ns;
+    if (r->nheap && r->heap[0].t_ns < next) next = r->heap[0].t_ns;
+    int64_t ready = gs_sched_queue_next_ready(q);
+    if (ready >= 0 && (ready > now ? ready : now + 1) < next) next = ready > now ? ready : now + 1;
+    return next;
+}
+
+static int run_loop(struct replay *r)
+{
+    int64_t now = 0;
+    size_t total = 2 * r->t->npods, step = 0;
+    for (int64_t next; (next = next_instant(r, now)) != INT64_MAX;) {
+        now = next > now ? next : now;
+        gs_clock_set(&r->clock, now);
+        complete_due(r, now);
+        int rc = arrive_due(r, now);
+        if (!rc) rc = schedule_ready(r);
+        if (rc) return rc;
+        sample(r, now);
+        if (r->sink->progress && (++step & 255) == 0)
+            r->sink->progress(r->sink->ctx, total ? (double)(r->arrived + r->scheduled) / (double)total : 1);
+    }
+    if (r->sink->progress) r->sink->progress(r->sink->ctx, 1.0);
+    return 0;
+}
+
+/*--- Results ---*/
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted v (0 when empty). */
+static double percentile(const double *v, size_t n, double p)
+{
+    if (n == 0) return 0;
+    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+    return v[rank ? rank - 1 : 0];
+}
+
+static void fill_result(struct replay *r, struct gs_sim_result *res)
+{
+    snprintf(res->policy, sizeof res->policy, "%s", r->o->policy);
+    res->seed = r->o->seed;
+    res->nodes = gs_cache_live_nodes(r->cache);
+    res->gpus = gs_cache_gpu_count(r->cache);
+    res->pods_arrived = r->arrived;
+    res->pods_scheduled = r->scheduled;
+    res->alloc_pct_final = r->last.alloc_pct;
+    res->alloc_pct_at_100 = r->have100 ? r->alloc_at_100 : r->last.alloc_pct;
+    res->frag_ratio_at_80 = r->have80 ? r->frag_at_80 : r->last.frag_ratio;
+    qsort(r->delays, r->ndelays, sizeof *r->delays, cmp_double);
+    res->delay_p50 = percentile(r->delays, r->ndelays, 50);
+    res->delay_p90 = percentile(r->delays, r->ndelays, 90);
+    res->delay_p99 = percentile(r->delays, r->ndelays, 99);
+}
+
+int gs_sim_run_replay(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,
+                      struct gs_sim_result *res, struct gs_diags *d)
+{
+    static const struct gs_sim_sink none = {0};
+    struct replay r = {.t = t, .o = o, .sink = sink ? sink : &none, .d = d};
+    struct gs_clock wall;
+    gs_clock_init_real(&wall);
+    int64_t t0 = gs_clock_now(&wall);
+    memset(res, 0, sizeof *res);
+    int rc = init_pods(&r);
+    if (!rc) rc = init_cache(&r);
+    if (!rc) rc = init_scheduler(&r);
+    if (!rc) rc = run_loop(&r);
+    if (!rc) fill_result(&r, res);
+    res->wall_seconds = (double)(gs_clock_now(&wall) - t0) / GS_NS_PER_SEC;
+    replay_free(&r);
+    return rc;
+}
