@@ -446,7 +446,10 @@ static void volcano_defaults(struct gs_queue_tree *t)
             for (int32_t c = 0; c < q->nchildren; c++) kids += t->nodes[q->children[c]].quota[GS_QT_FR(f, r)].nominal;
             struct gs_qt_quota *qq = &q->quota[GS_QT_FR(f, r)];
             int64_t own = qq->nominal > kids ? qq->nominal - kids : 0;
-            if (qq->borrowing_limit != GS_QT_UNLIMITED) qq->borrowing_limit += qq->nominal - own;
+            if (qq->borrowing_limit != GS_QT_UNLIMITED) { /* keep the capability: subtree + limit */
+                int64_t cap = qq->nominal + qq->borrowing_limit;
+                qq->borrowing_limit = cap > own + kids ? cap - own - kids : 0;
+            }
             qq->nominal = own;
         }
     }
