@@ -368,6 +368,12 @@ static int evict(struct gs_admission *a, struct gs_workload *v, const struct gs_
     snprintf(v->reason, sizeof v->reason, "evicted by %s of %s", reclaim ? "reclaim" : "preemption", by->key);
     a->release_seq++;
     int rc = pending_insert(a, v);
+    for (size_t i = 0; i < a->adm.n; i++) /* admitted earlier in this cycle: the caller never saw it */
+        if (a->adm.v[i] == v->id) {
+            memmove(a->adm.v + i, a->adm.v + i + 1, (a->adm.n - i - 1) * sizeof *a->adm.v);
+            a->adm.n--;
+            return rc;
+        }
     return rc ? rc : ids_push(&a->ev, v->id);
 }
 
