@@ -58,6 +58,7 @@ struct gs_admission {
     bool *cand;
     uint64_t release_seq, seq;
     struct ids adm, ev;
+    struct ids kept; /* admitted this cycle, pods assumed in the cache until it ends */
     struct hold *holds;
     size_t nholds, capholds;
     int32_t res_wl;
@@ -301,8 +302,10 @@ static int grow_scratch(struct gs_admission *a, size_t npods)
     return 0;
 }
 
-/* 1 when w's pods can be placed on flavor flav now, 0 when not, or an error. */
-static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t *flav, bool set_reason)
+/* 1 when w's pods can be placed on flavor flav now, 0 when not, or an
+ * error. keep: on success the pods stay assumed in the cache until the end
+ * of the cycle, so later checks in the same cycle see them. */
+static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t *flav, bool set_reason, bool keep)
 {
     if (a->o.quota_only || !w->npods) return 1;
     int rc = grow_scratch(a, w->npods);
@@ -311,9 +314,10 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
     if (!rc) {
         a->checks++;
         struct gs_place_req r = {.pods = w->pods, .npods = w->npods, .labels = &labels,
-                                 .excluded = excluded_for(a, w), .nodes_out = a->place_nodes};
+                                 .excluded = excluded_for(a, w), .nodes_out = a->place_nodes, .keep = keep};
         char why[160];
         rc = gs_placer_try(a->placer, &r, why, sizeof why);
+        if (rc == 1 && keep && ids_push(&a->kept, w->id)) rc = GS_ENOMEM;
         if (rc == 0 && set_reason) snprintf(w->reason, sizeof w->reason, "quota fits but no placement: %.150s", why);
     }
     gs_labels_free(&labels);
@@ -506,7 +510,7 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
 static int fits_now(struct gs_admission *a, struct gs_workload *w, const int64_t *req, const int8_t *flav)
 {
     if (!gs_quota_fits(&a->q, w->queue, req, NULL)) return 0;
-    return placeable(a, w, flav, false);
+    return placeable(a, w, flav, false, false);
 }
 
 /* Takes victims one by one until w fits, then puts back the unneeded ones.
@@ -523,7 +527,7 @@ static int search_victims(struct gs_admission *a, struct gs_workload *w, const i
         k++;
         if (!gs_quota_fits(&a->q, w->queue, req, NULL)) continue;
         checks++;
-        if ((rc = placeable(a, w, flav, false)) < 0) break;
+        if ((rc = placeable(a, w, flav, false, false)) < 0) break;
         found = rc;
     }
     int nchosen = 0;
@@ -565,7 +569,7 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
         rc = evict(a, v, w, v->queue != w->queue, contested >= 0 ? contested : 0);
     }
     if (!rc && k > 0) { /* the evictions freed what the simulation proved */
-        rc = gs_quota_fits(&a->q, w->queue, req, NULL) ? placeable(a, w, flav, true) : 0;
+        rc = gs_quota_fits(&a->q, w->queue, req, NULL) ? placeable(a, w, flav, true, true) : 0;
         if (rc == 1) {
             admit(a, w, flav);
             rc = add_hold(a, w->id, a->place_nodes, w->npods);
@@ -617,7 +621,7 @@ static int try_admit(struct gs_admission *a, struct gs_workload *w)
             return 0;
         }
         quota_ok = true;
-        int rc = placeable(a, w, flav, true);
+        int rc = placeable(a, w, flav, true, true);
         if (rc < 0) return rc;
         if (rc == 1) {
             admit(a, w, flav);
@@ -680,7 +684,7 @@ static int64_t shadow_time(struct gs_admission *a, struct gs_workload *w, bool *
         k++;
         if (!gs_quota_fits(&a->q, w->queue, req, NULL) || !gpu_room(a, w)) continue;
         checks++;
-        if (placeable(a, w, flav, false) == 1) {
+        if (placeable(a, w, flav, false, false) == 1) {
             start = e[i].end_ns > now ? e[i].end_ns : now;
             *ok = true;
             break;
@@ -766,6 +770,20 @@ static int serve_leaf(struct gs_admission *a, int32_t leaf)
     return 0;
 }
 
+/* The pods kept assumed during the cycle leave the cache: the scheduler places them for real. */
+static void release_kept(struct gs_admission *a)
+{
+    for (size_t k = 0; k < a->kept.n; k++) {
+        const struct gs_workload *w = a->w[a->kept.v[k]];
+        for (size_t i = 0; i < w->npods; i++) {
+            char key[512];
+            gs_meta_key(&w->pods[i]->meta, key, sizeof key);
+            gs_cache_remove_pod(a->cache, key);
+        }
+    }
+    a->kept.n = 0;
+}
+
 int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
 {
     a->adm.n = a->ev.n = 0;
@@ -792,6 +810,7 @@ int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
         if (rc == 1) rc = 0;
         else a->cand[leaf] = false;
     }
+    release_kept(a);
     if (out) *out = (struct gs_admission_result){a->adm.v, a->adm.n, a->ev.v, a->ev.n};
     return rc < 0 ? rc : 0;
 }
@@ -934,7 +953,7 @@ void gs_admission_free(struct gs_admission *a)
     for (size_t h = 0; h < a->nholds; h++) free(a->holds[h].nodes);
     free(a->holds);
     free(a->lq), free(a->q_preempt), free(a->pend), free(a->cand);
-    free(a->adm.v), free(a->ev.v), free(a->res_nodes.v);
+    free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
     free(a->excl), free(a->place_nodes);
     gs_quota_free(&a->q);
     gs_fairshare_free(&a->fs);

@@ -186,6 +186,7 @@ int gs_placer_try(struct gs_placer *p, const struct gs_place_req *r, char *why, 
         }
         break;
     }
+    if (r->keep && rc == 0 && placed == r->npods) return 1;
     for (size_t i = 0; i < placed; i++) {
         char key[512];
         gs_meta_key(&r->pods[i]->meta, key, sizeof key);

@@ -36,10 +36,12 @@ struct gs_place_req {
     const struct gs_labels *labels; /* node labels every node must have (a flavor's); may be NULL */
     const uint8_t *excluded;        /* by node index, nonzero = not usable; may be NULL */
     int32_t *nodes_out;             /* npods entries, the node of each pod; may be NULL */
+    bool keep;                      /* on success leave the pods assumed (the caller removes them) */
 };
 
 /* 1 when every pod fits at once, 0 when not (why names the first pod that
- * did not, may be NULL), or a negative GS_E*. The cache is left unchanged. */
+ * did not, may be NULL), or a negative GS_E*. The cache is left unchanged
+ * unless r->keep and the answer is 1. */
 int gs_placer_try(struct gs_placer *p, const struct gs_place_req *r, char *why, size_t len);
 
 #endif
