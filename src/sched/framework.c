@@ -82,6 +82,7 @@ struct gs_framework {
     int32_t cand_unsched;
     uint64_t cand_epoch;
     bool cand_valid;
+    char last_reject[GS_STATUS_REASON_MAX]; /* reason of the rejection tick reported last */
 };
 
 static const char *const point_names[] = {
@@ -746,8 +747,10 @@ int gs_framework_tick(struct gs_framework *fw, void (*cb)(const struct gs_pod *,
         if (r->st == REC_READY) {
             r->st = REC_RESERVED;
             if (cb) cb(r->pod, true, arg);
+            if (i >= fw->nlist || fw->list[i] != r) continue; /* the callback bound it: the list moved up */
         } else if (r->st == REC_REJECTED) {
             const struct gs_pod *pod = r->pod;
+            snprintf(fw->last_reject, sizeof fw->last_reject, "%s", r->status.reason);
             drop_rec(fw, r);
             if (cb) cb(pod, false, arg);
             continue;
@@ -765,6 +768,8 @@ size_t gs_framework_waiting(const struct gs_framework *fw)
 }
 
 /*--- Events, lookups and out-of-cycle filtering ---*/
+
+const char *gs_framework_last_rejection(const struct gs_framework *fw) { return fw->last_reject; }
 
 int64_t gs_framework_next_deadline(const struct gs_framework *fw)
 {

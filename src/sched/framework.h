@@ -144,6 +144,8 @@ int gs_framework_tick(struct gs_framework *fw, void (*cb)(const struct gs_pod *,
 /* Number of pods waiting at Permit. */
 size_t gs_framework_waiting(const struct gs_framework *fw);
 
+/* Inside gs_framework_tick's callback for a rejected pod: why it was rejected. */
+const char *gs_framework_last_rejection(const struct gs_framework *fw);
 /* Earliest deadline (clock ns) among pods waiting at Permit, or -1 when none. */
 int64_t gs_framework_next_deadline(const struct gs_framework *fw);
 
