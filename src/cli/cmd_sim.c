@@ -66,7 +66,7 @@ static void usage(FILE *f)
           "                                    sim.gpusched.io/arrival and /duration (seconds)\n\n"
           "options:\n"
           "  --experiment fgd|replay  fgd: the FGD paper's procedure (default); replay: trace times\n"
-          "  --experiment tenants     multi-tenant queues and admission (see --experiment tenants --help)\n"
+          "  --experiment tenants     multi-tenant queues and admission (--experiment tenants --help)\n"
           "  --policy A,B,...         placement policies (default FGD), e.g.\n"
           "                           Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD\n"
           "  --seed N                 random seed (default 42)\n"

@@ -12,6 +12,7 @@
 #include "core/codec.h"
 #include "sched/admission/quota.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,6 +213,40 @@ static void never_over_nominal_plus_borrowing(void **st)
     gs_diags_free(&d);
 }
 
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The manifests shipped in examples/ load into the tree. */
+static void example_manifests_load(void **st)
+{
+    (void)st;
+    struct gs_queue_tree t;
+    struct gs_diags d = {0};
+    assert_int_equal(load(&t, slurp(GS_TEST_DATA "/../../examples/kueue.yaml"), &d), 0);
+    int32_t cq = gs_queue_tree_find(&t, "research-cq");
+    assert_true(cq >= 0);
+    assert_int_equal(gs_queue_tree_resolve(&t, "research", "research"), cq);
+    assert_int_equal(t.nodes[t.nodes[cq].parent].kind, GS_QT_COHORT);
+    int fr = GS_QT_FR(gs_queue_tree_flavor(&t, "h100"), gs_queue_tree_res(&t, "nvidia.com/gpu"));
+    assert_int_equal(t.nodes[cq].quota[fr].borrowing_limit, GPU(16));
+    gs_queue_tree_free(&t);
+    assert_int_equal(load(&t, slurp(GS_TEST_DATA "/../../examples/queue-tree.yaml"), &d), 0);
+    int32_t research = gs_queue_tree_find(&t, "research"), root = gs_queue_tree_find(&t, "root");
+    assert_true(research >= 0 && root >= 0);
+    assert_int_equal(t.nodes[research].parent, root);
+    assert_true(t.nodes[research].weight == 2.0);
+    gs_queue_tree_free(&t);
+    gs_diags_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +254,7 @@ int main(void)
         cmocka_unit_test(dangling_references_are_reported),
         cmocka_unit_test(borrowing_and_lending_limits),
         cmocka_unit_test(never_over_nominal_plus_borrowing),
+        cmocka_unit_test(example_manifests_load),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
