@@ -425,7 +425,7 @@ int gs_rpc_unary(struct gs_rpc_conn *c, const char *method, const uint8_t *req, 
                  size_t *resp_len, int timeout_ms, bool wait_for_ready, int *status, char *err, size_t errlen)
 {
     *resp = NULL, *resp_len = 0;
-    grpc_completion_queue *cq = grpc_completion_queue_create_for_pluck(NULL);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
     grpc_slice mslice = grpc_slice_from_static_string(method);
     grpc_call *call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, cq, mslice, NULL,
                                                in_ms(timeout_ms), NULL);
@@ -452,7 +452,8 @@ int gs_rpc_unary(struct gs_rpc_conn *c, const char *method, const uint8_t *req, 
     ops[5].data.recv_status_on_client.status_details = &details;
     int rc = GS_EIO;
     if (grpc_call_start_batch(call, ops, 6, call, NULL) == GRPC_CALL_OK) {
-        grpc_completion_queue_pluck(cq, call, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        /* The only batch on this queue; the deadline bounds it. */
+        grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (code == GRPC_STATUS_OK) rc = recv ? from_buffer(recv, resp, resp_len) : 0;
         else rc = code == GRPC_STATUS_DEADLINE_EXCEEDED ? GS_ETIMEDOUT : GS_EIO;
     }
