@@ -258,7 +258,10 @@ class FakePlugin:
         last = ino()
         while not self.done.wait(0.1):
             now = ino()
-            if now is not None and now != last:
+            if now is None:
+                last = None   # gone: whatever appears next is a new kubelet
+                continue
+            if now != last or not (self.dir / self.endpoint).exists():
                 try:
                     self.serve()
                     self.register()

@@ -114,6 +114,8 @@ int gs_dp_run(struct gs_dp *dp, gs_dp_health_fn health, void *ud, volatile sig_a
         if (rc || *stop) break;
         struct sock_id now = sock_id(gs_dp_kubelet_socket(dp));
         bool mine = sock_id(gs_dp_socket(dp)).present;
+        /* Gone for a moment counts as replaced even if the inode is reused. */
+        if (!now.present) kubelet.present = false;
         if (now.present && (!same(now, kubelet) || !mine)) {
             gs_log(GS_LOG_INFO, mine ? "kubelet restarted, registering again" : "plugin socket removed, serving again",
                    "kubelet", gs_dp_kubelet_socket(dp), NULL);
