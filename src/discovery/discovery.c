@@ -29,6 +29,24 @@ int gs_disc_open_auto(struct gs_disc *d, const char *sysfs_root, const struct gs
     return rc;
 }
 
+int gs_disc_open_named(struct gs_disc *d, const char *backend, const char *mock_spec, const char *sysfs_root,
+                       const struct gs_clock *clock)
+{
+    if (!backend) backend = mock_spec ? "mock" : "auto";
+    if (!strcmp(backend, "mock")) {
+        if (mock_spec) return gs_disc_open_mock(d, mock_spec, clock);
+        memset(d, 0, sizeof *d);
+        snprintf(d->err, sizeof d->err, "the mock backend needs --mock SPEC");
+        return GS_EINVAL;
+    }
+    if (!strcmp(backend, "auto")) return gs_disc_open_auto(d, sysfs_root, clock);
+    if (!strcmp(backend, "nvml")) return gs_disc_open_nvml(d, NULL, sysfs_root, clock);
+    if (!strcmp(backend, "sysfs")) return gs_disc_open_sysfs(d, sysfs_root, clock);
+    memset(d, 0, sizeof *d);
+    snprintf(d->err, sizeof d->err, "unknown backend \"%.32s\" (want auto, nvml, sysfs or mock)", backend);
+    return GS_EINVAL;
+}
+
 void gs_disc_close(struct gs_disc *d)
 {
     if (d && d->ops && d->ops->close) d->ops->close(d);

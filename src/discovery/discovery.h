@@ -2,7 +2,7 @@
  * discovery.h - layer 1: what GPUs a node has, how they are connected, how
  * they are doing.
  *
- * "What a GPU is" (struct gs_gpu, struct gs_inventory) is kept apart from "how
+ * "What a GPU is" (struct gs_disc_gpu, struct gs_inventory) is kept apart from "how
  * to probe it": three backends fill the same structs through one small vtable
  * (struct gs_disc_ops), like Slurm's gres/gpu versus gpu/nvml:
  *  - nvml.c   loads libnvidia-ml.so.1 with dlopen at run time, so the build and
@@ -34,7 +34,7 @@
 
 /*--- Static facts ---*/
 
-struct gs_mig {
+struct gs_disc_mig {
     char profile[32];      /* "1g.10gb" */
     char uuid[96];         /* "MIG-..." */
     unsigned gi_id, ci_id; /* GPU / compute instance ids */
@@ -43,7 +43,7 @@ struct gs_mig {
     unsigned engines_copy, engines_decoder, engines_encoder, engines_jpeg, engines_ofa;
 };
 
-struct gs_gpu {
+struct gs_disc_gpu {
     int index;                 /* NVML index, 0-based */
     char uuid[96];             /* "GPU-8f6b..." */
     char name[96];             /* NVML name, "NVIDIA H100 80GB HBM3" */
@@ -56,7 +56,7 @@ struct gs_gpu {
     uint64_t memory_mib;       /* total framebuffer */
     bool mig_capable, mig_enabled;
     int n_mig;
-    struct gs_mig mig[GS_DISC_MAX_MIG];
+    struct gs_disc_mig mig[GS_DISC_MAX_MIG];
     uint8_t nvlink[GS_DISC_MAX_GPUS]; /* number of NVLinks to each other GPU index */
 };
 
@@ -70,7 +70,7 @@ struct gs_inventory {
     int numa_cpus[GS_DISC_MAX_NUMA];                 /* CPUs per NUMA node */
     int numa_distance[GS_DISC_MAX_NUMA][GS_DISC_MAX_NUMA]; /* SLIT distances, 10 = local */
     int n_gpus;
-    struct gs_gpu gpus[GS_DISC_MAX_GPUS];
+    struct gs_disc_gpu gpus[GS_DISC_MAX_GPUS];
 };
 
 /*--- Dynamic values, read on each collection ---*/
@@ -166,6 +166,11 @@ int gs_disc_open_sysfs(struct gs_disc *d, const char *root, const struct gs_cloc
 int gs_disc_open_mock(struct gs_disc *d, const char *spec, const struct gs_clock *clock);
 /* NVML if it loads, otherwise sysfs. */
 int gs_disc_open_auto(struct gs_disc *d, const char *sysfs_root, const struct gs_clock *clock);
+/* Opens by name: "auto", "nvml", "sysfs" or "mock" (which needs mock_spec);
+ * NULL backend means "mock" when mock_spec is given, else "auto". GS_EINVAL
+ * for an unknown name, with d->err set. */
+int gs_disc_open_named(struct gs_disc *d, const char *backend, const char *mock_spec, const char *sysfs_root,
+                       const struct gs_clock *clock);
 void gs_disc_close(struct gs_disc *d);
 
 static inline int gs_disc_inventory(struct gs_disc *d, struct gs_inventory *inv)

@@ -32,7 +32,7 @@ void gs_health_config_default(struct gs_health_config *c)
     c->recovery_ns = 60 * GS_NS_PER_SEC;
 }
 
-/* Calls set(c, x, arg) for each Xid of "79,48,61-64". */
+/* Marks each Xid of "79,48,61-64" in marks. */
 static int each_xid(const char *list, bool *marks)
 {
     const char *p = list;
@@ -50,7 +50,7 @@ static int each_xid(const char *list, bool *marks)
         if (errno || a == 0 || b < a || b >= GS_XID_MAX) return GS_EINVAL;
         for (unsigned long x = a; x <= b; x++) marks[x] = true;
         p = end;
-        if (*p == ',') p++;
+        if (*p == ',' && p[1]) p++;
         else if (*p) return GS_EINVAL;
     }
     return 0;

@@ -127,7 +127,7 @@ static void versions(struct lb *b, const struct gs_inventory *inv)
 }
 
 /* The attributes shared by the single strategy's gpu.* and mixed's mig-<p>.*. */
-static void mig_attrs(struct lb *b, const char *prefix, const struct gs_mig *m)
+static void mig_attrs(struct lb *b, const char *prefix, const struct gs_disc_mig *m)
 {
     putp(b, prefix, "multiprocessors", "%u", m->multiprocessors);
     putp(b, prefix, "slices.gi", "%u", m->slices_gi);
@@ -139,7 +139,7 @@ static void mig_attrs(struct lb *b, const char *prefix, const struct gs_mig *m)
     putp(b, prefix, "engines.ofa", "%u", m->engines_ofa);
 }
 
-static void full_gpus(struct lb *b, const struct gs_gpu *g, int count)
+static void full_gpus(struct lb *b, const struct gs_disc_gpu *g, int count)
 {
     char product[128];
     gs_gfd_product(g->name, product, sizeof product);
@@ -153,11 +153,11 @@ static void full_gpus(struct lb *b, const struct gs_gpu *g, int count)
 /* Single strategy: valid only if every GPU is MIG-enabled with one profile. */
 static void single_mig(struct lb *b, const struct gs_inventory *inv)
 {
-    const struct gs_mig *first = NULL;
+    const struct gs_disc_mig *first = NULL;
     int count = 0;
     bool valid = true;
     for (int i = 0; i < inv->n_gpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_disc_gpu *g = &inv->gpus[i];
         if (!g->mig_enabled || !g->n_mig) valid = false;
         for (int k = 0; k < g->n_mig; k++, count++) {
             if (!first) first = &g->mig[k];
@@ -183,17 +183,17 @@ static void single_mig(struct lb *b, const struct gs_inventory *inv)
 
 static void mixed_mig(struct lb *b, const struct gs_inventory *inv)
 {
-    const struct gs_gpu *full = NULL;
+    const struct gs_disc_gpu *full = NULL;
     int nfull = 0;
     for (int i = 0; i < inv->n_gpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_disc_gpu *g = &inv->gpus[i];
         if (!g->mig_enabled) {
             if (!full) full = g;
             nfull++;
             continue;
         }
         for (int k = 0; k < g->n_mig; k++) {
-            const struct gs_mig *m = &g->mig[k];
+            const struct gs_disc_mig *m = &g->mig[k];
             char prefix[96], model[128];
             snprintf(prefix, sizeof prefix, "nvidia.com/mig-%s", m->profile);
             const char *have = gs_labels_get(b->l, (snprintf(model, sizeof model, "%s.count", prefix), model));
@@ -212,7 +212,7 @@ static void mixed_mig(struct lb *b, const struct gs_inventory *inv)
 
 static void node_facts(struct lb *b, const struct gs_inventory *inv, const struct gs_label_opts *o)
 {
-    const struct gs_gpu *g0 = &inv->gpus[0];
+    const struct gs_disc_gpu *g0 = &inv->gpus[0];
     bool mig_capable = false, mig_enabled = false, graphics = g0->pci_graphics, mixed_mode = false;
     for (int i = 0; i < inv->n_gpus; i++) {
         mig_capable |= inv->gpus[i].mig_capable;
@@ -240,7 +240,7 @@ int gs_gfd_labels(const struct gs_inventory *inv, const struct gs_label_opts *o,
     static const struct gs_label_opts defaults = {.nvidia_pci_devices = -1};
     if (!o) o = &defaults;
     struct lb b = {out, 0};
-    int pci = o->nvidia_pci_devices >= 0 ? o->nvidia_pci_devices : inv->n_gpus;
+    int pci = o->nvidia_pci_devices > inv->n_gpus ? o->nvidia_pci_devices : inv->n_gpus;
     if (pci > 0) put(&b, "feature.node.kubernetes.io/pci-10de.present", "true");
     if (inv->n_gpus == 0) return b.rc;
     bool any_mig = false;
@@ -255,7 +255,7 @@ int gs_gfd_labels(const struct gs_inventory *inv, const struct gs_label_opts *o,
 
 /*--- Inventory as JSON ---*/
 
-static json_t *mig_json(const struct gs_mig *m)
+static json_t *mig_json(const struct gs_disc_mig *m)
 {
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "profile", m->profile, "uuid", m->uuid, "gpuInstanceId",
                      (json_int_t)m->gi_id, "computeInstanceId", (json_int_t)m->ci_id, "memoryMiB",
@@ -263,7 +263,7 @@ static json_t *mig_json(const struct gs_mig *m)
                      (json_int_t)m->slices_gi);
 }
 
-static json_t *gpu_json(const struct gs_inventory *inv, const struct gs_gpu *g)
+static json_t *gpu_json(const struct gs_inventory *inv, const struct gs_disc_gpu *g)
 {
     char cc[16];
     snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);

@@ -302,12 +302,13 @@ static int spec_group(struct mock_cfg *c, const char *s, char *err, size_t errle
     return add_group(c, s, count, err, errlen);
 }
 
-static bool plain_name(const char *s, size_t max)
+/* Letters, digits and "-_.:/" (and spaces where `spaces`), 1..max-1 bytes. */
+static bool plain_name(const char *s, size_t max, bool spaces)
 {
     size_t n = strlen(s);
     if (!n || n >= max) return false;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && !strchr("-_.:/", *s)) return false;
+        if (!isalnum((unsigned char)*s) && !strchr("-_.:/", *s) && !(spaces && *s == ' ')) return false;
     return true;
 }
 
@@ -336,16 +337,16 @@ static int spec_option(struct mock_cfg *c, const char *key, const char *val, cha
         if (strlen(val) >= sizeof c->mig) return errf(err, errlen, "MIG layout too long");
         snprintf(c->mig, sizeof c->mig, "%s", val);
     } else if (!strcmp(key, "driver")) {
-        if (!plain_name(val, sizeof c->driver) || !isdigit((unsigned char)*val))
+        if (!plain_name(val, sizeof c->driver, false) || !isdigit((unsigned char)*val))
             return errf(err, errlen, "driver must look like 550.54.15");
         snprintf(c->driver, sizeof c->driver, "%s", val);
     } else if (!strcmp(key, "cuda")) {
         if (parse_cuda(val, &c->cuda)) return errf(err, errlen, "cuda must look like 12.4");
     } else if (!strcmp(key, "host") || !strcmp(key, "hostname")) {
-        if (!plain_name(val, sizeof c->host)) return errf(err, errlen, "bad host name");
+        if (!plain_name(val, sizeof c->host, false)) return errf(err, errlen, "bad host name");
         snprintf(c->host, sizeof c->host, "%s", val);
     } else if (!strcmp(key, "machine")) {
-        if (!plain_name(val, sizeof c->machine)) return errf(err, errlen, "bad machine name");
+        if (!plain_name(val, sizeof c->machine, true)) return errf(err, errlen, "bad machine name");
         snprintf(c->machine, sizeof c->machine, "%s", val);
     } else {
         return errf(err, errlen, "unknown mock option \"%.32s\"", key);
@@ -559,7 +560,7 @@ static int doc_parse(struct mock_cfg *c, const json_t *doc, char *err, size_t er
 /* "Ng.Mgb". The memory and
  * engine counts are approximations of NVIDIA's tables: enough for labels and
  * scheduling, not a catalogue. */
-static int mig_profile(const char *p, unsigned sms, struct gs_mig *m)
+static int mig_profile(const char *p, unsigned sms, struct gs_disc_mig *m)
 {
     unsigned g = 0, gb = 0;
     int used = 0;
@@ -576,7 +577,7 @@ static int mig_profile(const char *p, unsigned sms, struct gs_mig *m)
 }
 
 /* "3g.40gb+2g.20gb*2" onto GPU g; at most 7 slices, like A100/H100. */
-static int build_mig(struct gs_gpu *g, const char *layout, unsigned sms, char *err, size_t errlen)
+static int build_mig(struct gs_disc_gpu *g, const char *layout, unsigned sms, char *err, size_t errlen)
 {
     char buf[160];
     snprintf(buf, sizeof buf, "%s", layout);
@@ -590,7 +591,7 @@ static int build_mig(struct gs_gpu *g, const char *layout, unsigned sms, char *e
         }
         for (uint64_t k = 0; k < times; k++) {
             if (g->n_mig >= GS_DISC_MAX_MIG) return errf(err, errlen, "too many MIG instances on GPU %d", g->index);
-            struct gs_mig *m = &g->mig[g->n_mig];
+            struct gs_disc_mig *m = &g->mig[g->n_mig];
             if (mig_profile(p, sms, m)) return errf(err, errlen, "bad MIG profile \"%.20s\" (want like 1g.10gb)", p);
             slices += m->slices_gi;
             m->gi_id = (unsigned)g->n_mig + 1;
@@ -657,7 +658,7 @@ static int build_nvlink(struct mock_cfg *c, struct gs_inventory *inv, char *err,
     return 0;
 }
 
-static int build_gpu(struct mock_cfg *c, const struct group *grp, int i, struct gs_gpu *g, char *err, size_t errlen)
+static int build_gpu(struct mock_cfg *c, const struct group *grp, int i, struct gs_disc_gpu *g, char *err, size_t errlen)
 {
     memset(g, 0, sizeof *g);
     g->index = i;
@@ -777,7 +778,7 @@ static int mock_inventory(struct gs_disc *d, struct gs_inventory *inv)
 
 static void fill_sample(const struct mock *m, int g, int64_t t, struct gs_sample *s)
 {
-    const struct gs_gpu *gpu = &m->inv.gpus[g];
+    const struct gs_disc_gpu *gpu = &m->inv.gpus[g];
     uint64_t sec = (uint64_t)(t / GS_NS_PER_SEC);
     memset(s, 0, sizeof *s);
     s->have = GS_SF_UTIL | GS_SF_ENCDEC | GS_SF_MEMORY | GS_SF_TEMP | GS_SF_MEMTEMP | GS_SF_POWER | GS_SF_ENERGY |

@@ -53,7 +53,7 @@ static int zone_resources(const struct gs_inventory *inv, const struct gs_nrt_op
     cpu->available = cpu->allocatable - o->cpus_allocated[z];
     if (cpu->available < 0) cpu->available = 0;
     for (int i = 0; i < inv->n_gpus; i++) {
-        const struct gs_gpu *g = &inv->gpus[i];
+        const struct gs_disc_gpu *g = &inv->gpus[i];
         int node = g->numa_node >= 0 && g->numa_node < inv->n_numa ? g->numa_node : 0;
         if (node != z) continue;
         bool healthy = !(o->unhealthy >> i & 1), free_ = !(o->allocated >> i & 1);

@@ -247,7 +247,7 @@ static void mig_profile_from_name(const char *name, char *out, size_t len)
     snprintf(out, len, "%.31s", p ? p + 4 : name);
 }
 
-static void read_mig(struct nvml *v, nvmlDevice_t dev, struct gs_gpu *g)
+static void read_mig(struct nvml *v, nvmlDevice_t dev, struct gs_disc_gpu *g)
 {
     unsigned cur = 0, pend = 0, max = 0;
     if (!v->f.mig_mode || v->f.mig_mode(dev, &cur, &pend) != NVML_SUCCESS) return;
@@ -259,7 +259,7 @@ static void read_mig(struct nvml *v, nvmlDevice_t dev, struct gs_gpu *g)
         char name[96];
         nvmlMemory_t mem;
         if (v->f.mig_handle(dev, k, &m) != NVML_SUCCESS) continue; /* NOT_FOUND: slot unused */
-        struct gs_mig *mi = &g->mig[g->n_mig];
+        struct gs_disc_mig *mi = &g->mig[g->n_mig];
         memset(mi, 0, sizeof *mi);
         if (v->f.uuid(m, mi->uuid, sizeof mi->uuid) != NVML_SUCCESS) continue;
         if (v->f.name(m, name, sizeof name) == NVML_SUCCESS) mig_profile_from_name(name, mi->profile, sizeof mi->profile);
@@ -310,7 +310,7 @@ static void read_nvlink(struct nvml *v, struct gs_inventory *inv)
             if (i != j && sw[i] && sw[j] && !inv->gpus[i].nvlink[j]) inv->gpus[i].nvlink[j] = (uint8_t)(sw[i] > 255 ? 255 : sw[i]);
 }
 
-static int read_gpu(struct gs_disc *d, struct nvml *v, unsigned i, struct gs_gpu *g)
+static int read_gpu(struct gs_disc *d, struct nvml *v, unsigned i, struct gs_disc_gpu *g)
 {
     nvmlDevice_t dev = v->dev[i];
     nvmlReturn_t rc;

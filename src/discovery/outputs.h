@@ -25,7 +25,7 @@ int gs_mig_strategy_parse(const char *s, enum gs_mig_strategy *out);
 struct gs_label_opts {
     enum gs_mig_strategy mig;
     int64_t timestamp;       /* nvidia.com/gfd.timestamp in Unix seconds; 0 = leave the label out */
-    int nvidia_pci_devices;  /* NVIDIA PCI functions seen in sysfs; -1 = use the inventory's GPU count */
+    int nvidia_pci_devices;  /* NVIDIA PCI functions seen in sysfs (-1 = unknown); the label needs this or a GPU */
 };
 
 /* Adds GFD's labels (nvidia.com/...) and NFD's feature.node.kubernetes.io/pci-10de.present

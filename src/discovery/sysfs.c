@@ -166,7 +166,7 @@ static const struct {
     {0x15f8, "Tesla P100-PCIE-16GB", 6, 0},
 };
 
-static void fill_gpu(const char *root, const struct pci_fn *f, int index, struct gs_gpu *g)
+static void fill_gpu(const char *root, const struct pci_fn *f, int index, struct gs_disc_gpu *g)
 {
     memset(g, 0, sizeof *g);
     g->index = index;

@@ -17,7 +17,7 @@ void gs_node_gpus_from_inventory(struct gs_node_gpus *g, const struct gs_invento
     g->n = inv->n_gpus < GS_NODE_MAX_GPUS ? inv->n_gpus : GS_NODE_MAX_GPUS;
     g->replicas = replicas;
     for (int i = 0; i < g->n; i++) {
-        const struct gs_gpu *s = &inv->gpus[i];
+        const struct gs_disc_gpu *s = &inv->gpus[i];
         struct gs_node_gpu *d = &g->gpu[i];
         snprintf(d->uuid, sizeof d->uuid, "%s", s->uuid);
         d->index = s->index;
