@@ -14,12 +14,18 @@
  * Every placement change goes through apply(), which adds or subtracts one
  * pod's demand and recomputes the node's GPU aggregates; gs_cache_check()
  * recomputes all of it from the pod records to prove the incremental path.
+ *
+ * Alongside the records, a dense array of struct gs_node_hot (one 64-byte
+ * line per slot) mirrors the fields Filter and Score passes read. Every path
+ * that changes a node ends in sync_node(), which recomputes the GPU
+ * aggregates and rewrites the node's hot record, so the two never disagree.
  */
 #include "sched/cache.h"
 
 #include "core/error.h"
 #include "sched/strmap.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +61,7 @@ struct rec_chunk {
 struct gs_cache {
     const struct gs_clock *clock;
     struct gs_node_info **nodes;
+    struct gs_node_hot *hot; /* slots_cap records, 64-byte aligned */
     int32_t nslots, slots_cap;
     int32_t *free_slots;
     int32_t nfree, free_cap;
@@ -233,6 +240,7 @@ void gs_cache_free(struct gs_cache *c)
     gs__strmap_free(&c->pods);
     free(c->models);
     free(c->nodes);
+    free(c->hot);
     free(c->free_slots);
     free(c->assumed);
     free(c);
@@ -265,17 +273,39 @@ const char *gs_cache_model_name(const struct gs_cache *c, int32_t id)
 
 /*--- Node aggregates ---*/
 
-static void gpu_aggregates(struct gs_node_info *n)
+/* Recomputes the node's GPU aggregates and rewrites its hot record. */
+static void sync_node(struct gs_cache *c, struct gs_node_info *n)
 {
-    int32_t milli = 0, whole = 0;
+    int32_t milli = 0, whole = 0, max = -1, unhealthy = 0;
     for (int32_t g = 0; g < n->ngpus; g++) {
         const struct gs_gpu_slot *s = &n->gpus[g];
-        if (!s->healthy) continue;
+        if (!s->healthy) {
+            unhealthy++;
+            continue;
+        }
         milli += s->milli_free;
         whole += s->milli_free == GS_GPU_MILLI;
+        if (s->milli_free > max) max = s->milli_free;
     }
     n->gpu_milli_free = milli;
     n->gpus_whole_free = whole;
+    struct gs_node_hot *h = &c->hot[n->idx];
+    *h = (struct gs_node_hot){
+        .cpu_free = n->cpu_alloc - n->cpu_used,
+        .mem_free = n->mem_alloc - n->mem_used,
+        .cpu_alloc = n->cpu_alloc,
+        .mem_alloc = n->mem_alloc,
+        .cpu_inv = n->cpu_alloc ? (float)(1.0 / (double)n->cpu_alloc) : 0.0f,
+        .mem_inv = n->mem_alloc ? (float)(1.0 / (double)n->mem_alloc) : 0.0f,
+        .pods_free = n->pods_alloc > 0 ? n->pods_alloc - n->pods_used : INT32_MAX,
+        .gpu_milli_free = milli,
+        .gpu_model = n->gpu_model,
+        .ngpus = (int16_t)n->ngpus,
+        .gpus_whole_free = (int16_t)whole,
+        .gpu_milli_max = (int16_t)(max > INT16_MAX ? INT16_MAX : max),
+        .gpus_unhealthy = (uint8_t)(unhealthy > 255 ? 255 : unhealthy),
+        .live = n->live,
+    };
 }
 
 static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
@@ -301,21 +331,31 @@ static void apply(struct gs_cache *c, struct gs_node_info *n, const struct gs_po
         n->gpus[g].npods += sign;
         c->milli_used += sign * a->milli;
     }
-    gpu_aggregates(n);
+    sync_node(c, n);
     n->generation++;
+}
+
+/* Grows the slot and hot arrays to cap entries. */
+static int grow_slots(struct gs_cache *c, int32_t cap)
+{
+    struct gs_node_info **nv = realloc(c->nodes, (size_t)cap * sizeof *nv);
+    if (!nv) return GS_ENOMEM;
+    c->nodes = nv;
+    struct gs_node_hot *hv = aligned_alloc(64, (size_t)cap * sizeof *hv);
+    if (!hv) return GS_ENOMEM;
+    if (c->nslots) memcpy(hv, c->hot, (size_t)c->nslots * sizeof *hv);
+    free(c->hot);
+    c->hot = hv;
+    c->slots_cap = cap;
+    return 0;
 }
 
 static int node_slot(struct gs_cache *c)
 {
     if (c->nfree) return c->free_slots[--c->nfree];
-    if (c->nslots == c->slots_cap) {
-        int32_t cap = c->slots_cap ? c->slots_cap * 2 : 64;
-        struct gs_node_info **nv = realloc(c->nodes, (size_t)cap * sizeof *nv);
-        if (!nv) return GS_ENOMEM;
-        c->nodes = nv;
-        c->slots_cap = cap;
-    }
+    if (c->nslots == c->slots_cap && grow_slots(c, c->slots_cap ? c->slots_cap * 2 : 64) != 0) return GS_ENOMEM;
     c->nodes[c->nslots] = NULL;
+    memset(&c->hot[c->nslots], 0, sizeof c->hot[0]);
     return c->nslots++;
 }
 
@@ -396,7 +436,7 @@ static int insert_node(struct gs_cache *c, const char *name, const struct gs_nod
     }
     n->idx = slot;
     n->live = true;
-    gpu_aggregates(n);
+    sync_node(c, n);
     c->nodes[slot] = n;
     count_flags(c, n, 1);
     c->epoch++;
@@ -442,6 +482,7 @@ int gs_cache_remove_node(struct gs_cache *c, const char *name)
     gs__strmap_del(&c->by_name, name);
     c->free_slots[c->nfree++] = n->idx;
     c->nodes[n->idx] = NULL;
+    memset(&c->hot[n->idx], 0, sizeof c->hot[0]);
     c->live--;
     c->gpus_total -= n->ngpus;
     count_flags(c, n, -1);
@@ -489,7 +530,7 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
         if (n->ngpus < 64) p->a.gpu_mask &= (1ULL << n->ngpus) - 1;
         apply(c, n, p->pod, &p->a, 1);
     }
-    gpu_aggregates(n);
+    sync_node(c, n);
     count_flags(c, n, 1);
     n->generation++;
     return 0;
@@ -505,7 +546,7 @@ int gs_cache_set_gpu_health(struct gs_cache *c, int32_t node, int32_t gpu, bool 
     struct gs_node_info *n = node_at(c, node);
     if (!n || gpu < 0 || gpu >= n->ngpus) return GS_ENOENT;
     n->gpus[gpu].healthy = healthy;
-    gpu_aggregates(n);
+    sync_node(c, n);
     n->generation++;
     return 0;
 }
@@ -525,6 +566,7 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
 /*--- Lookups ---*/
 
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
+const struct gs_node_hot *gs_cache_hot(const struct gs_cache *c) { return c->hot; }
 
 /* A tombstone slot has no record: callers check `live`, so hand them a dead one. */
 static const struct gs_node_info dead_node = {.idx = -1, .live = false, .labels = &empty_labels, .gpu_model = -1};
@@ -752,6 +794,27 @@ static int check_node(const struct gs_node_info *n, const struct expect *e, char
     return 0;
 }
 
+/* The hot record must be what sync_node() would write now. */
+static int check_hot(const struct gs_cache *c, int32_t i, char *why, size_t len)
+{
+    const struct gs_node_info *n = c->nodes[i];
+    const struct gs_node_hot *h = &c->hot[i];
+    if (!n) return h->live ? bad(why, len, "slot %d: dead slot has a live hot record", i) : 0;
+    int32_t max = -1, unhealthy = 0;
+    for (int32_t g = 0; g < n->ngpus; g++) {
+        if (!n->gpus[g].healthy) unhealthy++;
+        else if (n->gpus[g].milli_free > max) max = n->gpus[g].milli_free;
+    }
+    if (h->cpu_free != n->cpu_alloc - n->cpu_used || h->mem_free != n->mem_alloc - n->mem_used ||
+        h->cpu_alloc != n->cpu_alloc || h->mem_alloc != n->mem_alloc ||
+        h->pods_free != (n->pods_alloc > 0 ? n->pods_alloc - n->pods_used : INT32_MAX) ||
+        h->gpu_milli_free != n->gpu_milli_free || h->gpu_model != n->gpu_model || h->ngpus != n->ngpus ||
+        h->gpus_whole_free != n->gpus_whole_free || h->gpu_milli_max != max ||
+        h->gpus_unhealthy != (unhealthy > 255 ? 255 : unhealthy) || !h->live)
+        return bad(why, len, "node %s: hot record out of date", n->name);
+    return 0;
+}
+
 static int accumulate(const struct gs_cache *c, struct expect *ex, int64_t *milli_used, char *why, size_t len)
 {
     for (size_t i = 0; i < c->pods.cap; i++) {
@@ -801,6 +864,7 @@ int gs_cache_check(const struct gs_cache *c, char *why, size_t len)
     if (!err) err = accumulate(c, ex, &milli_used, why, len);
     for (int32_t i = 0; i < c->nslots && !err; i++)
         if (c->nodes[i]) err = check_node(c->nodes[i], &ex[i], why, len);
+    for (int32_t i = 0; i < c->nslots && !err; i++) err = check_hot(c, i, why, len);
     if (!err && (live != c->live || gpus != c->gpus_total || milli_used != c->milli_used))
         err = bad(why, len, "totals: live %d/%d gpus %lld/%lld milli %lld/%lld", c->live, live,
                   (long long)c->gpus_total, (long long)gpus, (long long)c->milli_used, (long long)milli_used);

@@ -78,6 +78,31 @@ struct gs_node_info {
     int32_t npods;             /* pods assumed or bound here */
 };
 
+/*
+ * The fields every Filter/Score pass reads, copied into one dense array in
+ * slot order (gs_cache_hot): a pass over the cluster then walks contiguous
+ * 64-byte records, one cache line per node, indexed by node number, instead
+ * of chasing a pointer to each node's larger record. The cache rewrites a
+ * node's record on every change to it, so it always equals what the
+ * struct gs_node_info fields say (gs_cache_check verifies it). Dead slots
+ * hold zeros.
+ */
+struct gs_node_hot {
+    int64_t cpu_free, mem_free;   /* alloc - used (milli-CPU, bytes) */
+    int64_t cpu_alloc, mem_alloc;
+    float cpu_inv, mem_inv;       /* 1 / alloc (0 when alloc is 0): turns a score's
+                                     division into an estimate the plugin corrects */
+    int32_t pods_free;            /* pods_alloc - pods_used; INT32_MAX when unlimited */
+    int32_t gpu_milli_free;       /* as in gs_node_info */
+    int32_t gpu_model;
+    int16_t ngpus;
+    int16_t gpus_whole_free;
+    int16_t gpu_milli_max;        /* most free milli on one healthy GPU; -1 when none is healthy */
+    uint8_t gpus_unhealthy;       /* unhealthy GPUs, saturating at 255 */
+    uint8_t live;
+    uint32_t spare;
+};
+
 /* A node described without a Node object (simulator, benchmark). */
 struct gs_node_spec {
     const char *name;
@@ -114,6 +139,9 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
 /* Node slots [0, gs_cache_node_count) - some may be !live. Borrowed. */
 int32_t gs_cache_node_count(const struct gs_cache *c);
 struct gs_node_info *gs_cache_node(struct gs_cache *c, int32_t idx);
+/* The hot records of slots [0, gs_cache_node_count). Borrowed: valid until
+ * the next node is added (the array may move). */
+const struct gs_node_hot *gs_cache_hot(const struct gs_cache *c);
 /* Index of the node named name, or -1. */
 int32_t gs_cache_find_node(const struct gs_cache *c, const char *name);
 /* Interned id of a GPU model name (creates it); -1 for NULL. */

@@ -21,6 +21,14 @@
  * pods per second. Filter verdicts are small reason codes; the plugin turns a
  * code into text only when a diagnosis is printed.
  *
+ * A plugin may also give Filter and Score in an index form (filter_idx,
+ * score_idx): the same verdicts and scores, but the candidates arrive as node
+ * numbers, so the plugin reads the cache's dense hot records
+ * (gs_cache_hot(cache)[idx[i]]) in one contiguous pass instead of following a
+ * pointer per node. The framework prefers the index form when a plugin has
+ * both; the pointer form stays the reference (direct callers, tests) and the
+ * two must agree on every node.
+ *
  * Plugins keep per-profile state (args, caches) in the `state` pointer from
  * init, and reach the rest of the system only through struct gs_handle: no
  * globals.
@@ -95,6 +103,11 @@ struct gs_plugin {
      * on entry. Must not change the cache. */
     void (*filter)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                    struct gs_node_info *const *nodes, size_t n, uint8_t *reject);
+    /* Optional index form of filter: idx[i] is the cache index of the i-th
+     * candidate (ascending). Same contract and verdicts as filter, which must
+     * also be set. */
+    void (*filter_idx)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                       const int32_t *idx, size_t n, uint8_t *reject);
     /* Text for a reject code, for diagnoses ("Insufficient nvidia.com/gpu").
      * Required when filter is set. Returns the length written (snprintf). */
     int (*reason)(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len);
@@ -110,6 +123,10 @@ struct gs_plugin {
     /* Score: write scores[i] for nodes[i] (any int64; higher is better). */
     void (*score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                   struct gs_node_info *const *nodes, size_t n, int64_t *scores);
+    /* Optional index form of score (see filter_idx); must write every
+     * scores[i] (the framework does not clear the array for it). */
+    void (*score_idx)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                      const int32_t *idx, size_t n, int64_t *scores);
     /* NormalizeScore: map this plugin's scores into 0..GS_MAX_SCORE. Optional;
      * without it scores must already lie in that range. */
     void (*normalize_score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,

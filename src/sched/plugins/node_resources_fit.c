@@ -33,17 +33,8 @@ enum res_kind { RK_CPU, RK_MEM, RK_GPU, RK_EXT };
 #define MAX_RES 8
 #define MAX_SHAPE 16
 
-/* 100.0 / allocatable per node index, for the default score's fast path. */
-struct recip {
-    double cpu, mem;
-};
-
 struct nrf {
     struct gs_cache *cache;
-    struct recip *recip;
-    size_t nrecip;
-    uint64_t recip_epoch;
-    bool recip_valid;
     enum strategy type;
     int nres;
     struct {
@@ -197,9 +188,7 @@ static int nrf_init(const struct gs_handle *h, const json_t *args, void **state,
 
 static void nrf_fini(void *state)
 {
-    struct nrf *s = state;
-    if (s) free(s->recip);
-    free(s);
+    free(state);
 }
 
 /*--- Filter ---*/
@@ -235,6 +224,29 @@ static void nrf_filter(void *state, struct gs_cycle_state *cs, const struct gs_p
         else if (mem > 0 && mem > ni->mem_alloc - ni->mem_used) reject[i] = REJ_MEM;
         else if (ext) reject[i] = ext_fit(d, ni);
     }
+}
+
+/* The same verdicts from the hot records: the common verdict (fits) costs
+ * three compares on one cache line. */
+static void nrf_filter_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
+                           size_t n, uint8_t *reject)
+{
+    (void)cs;
+    const struct nrf *s = state;
+    const struct gs_node_hot *hot = gs_cache_hot(s->cache);
+    const struct gs_demand *d = &pod->demand;
+    const int64_t cpu = d->cpu_milli, mem = d->mem_bytes;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_node_hot *h = &hot[idx[i]];
+        uint8_t r = 0;
+        if (h->pods_free <= 0) r = REJ_PODS;
+        else if (cpu > 0 && cpu > h->cpu_free) r = REJ_CPU;
+        else if (mem > 0 && mem > h->mem_free) r = REJ_MEM;
+        reject[i] = r;
+    }
+    if (d->extended.n)
+        for (size_t i = 0; i < n; i++)
+            if (!reject[i]) reject[i] = ext_fit(d, gs_cache_node(s->cache, idx[i]));
 }
 
 static int nrf_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
@@ -346,71 +358,59 @@ static int64_t node_score(const struct nrf *s, const struct gs_pod *pod, const s
     return sum / wsum;
 }
 
-/*
- * The default strategy (LeastAllocated over cpu and memory, weights 1) is what
- * nearly every pod meets, on every node. Its two divisions per node dominate
- * a cycle, so they become multiplications by reciprocals of the allocatable
- * amounts, kept per node index and rebuilt when the cache's epoch moves
- * (allocatable changes only with the node set). The estimate is then made
- * exact: floor((cap - req) * 100 / cap) is the largest q with q * cap <=
- * (cap - req) * 100, and the estimate is off by at most one.
- */
-static bool refresh_recip(struct nrf *s)
+static void nrf_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                      struct gs_node_info *const *nodes, size_t n, int64_t *scores)
 {
-    size_t slots = (size_t)gs_cache_node_count(s->cache);
-    if (s->recip_valid && s->recip_epoch == gs_cache_epoch(s->cache) && s->nrecip >= slots) return true;
-    struct recip *nv = realloc(s->recip, (slots ? slots : 1) * sizeof *nv);
-    if (!nv) return false;
-    s->recip = nv;
-    s->nrecip = slots;
-    for (size_t i = 0; i < slots; i++) {
-        const struct gs_node_info *ni = gs_cache_node(s->cache, (int32_t)i);
-        nv[i].cpu = ni->live && ni->cpu_alloc > 0 ? 100.0 / (double)ni->cpu_alloc : 0;
-        nv[i].mem = ni->live && ni->mem_alloc > 0 ? 100.0 / (double)ni->mem_alloc : 0;
-    }
-    s->recip_epoch = gs_cache_epoch(s->cache);
-    s->recip_valid = true;
-    return true;
+    (void)cs;
+    const struct nrf *s = state;
+    for (size_t i = 0; i < n; i++) scores[i] = node_score(s, pod, nodes[i]);
 }
 
-static inline int64_t least_fast(int64_t req, int64_t cap, double recip)
+/*
+ * The default strategy (LeastAllocated over cpu and memory, weights 1) is what
+ * nearly every pod meets, on every node, and its two 64-bit divisions per node
+ * would dominate a cycle. The hot record carries 1 / allocatable, so the
+ * quotient floor(free * 100 / cap) is first estimated with one multiplication
+ * and then made exact: it is the largest q with q * cap <= free * 100, and
+ * the estimate is off by at most one (its relative error is below 2^-23 and
+ * the quotient is at most 100). Amounts past 2^46 take the exact division.
+ */
+static inline int64_t least_hot(int64_t free_after, int64_t cap, float inv)
 {
-    int64_t free_ = cap - req;
-    if (free_ < 0 || free_ >= (1LL << 46)) return free_ < 0 ? 0 : least_score(req, cap);
-    int64_t num = free_ * GS_MAX_SCORE;
-    int64_t q = (int64_t)((double)free_ * recip);
+    if (free_after < 0) return 0;
+    if (free_after >= (1LL << 46)) return least_score(cap - free_after, cap);
+    int64_t num = free_after * GS_MAX_SCORE;
+    int64_t q = (int64_t)((double)num * (double)inv);
     /* Branch-free: which way the estimate is off is not predictable. */
     q -= q * cap > num;
     q += (q + 1) * cap <= num;
     return q;
 }
 
-static void least_default(struct nrf *s, const struct gs_pod *pod, struct gs_node_info *const *nodes, size_t n,
-                          int64_t *scores)
+static bool is_default(const struct nrf *s)
 {
-    const int64_t cpu = pod->demand.cpu_milli, mem = pod->demand.mem_bytes;
-    const struct recip *r = s->recip;
-    for (size_t i = 0; i < n; i++) {
-        const struct gs_node_info *ni = nodes[i];
-        const struct recip *ri = &r[ni->idx];
-        int64_t sum = 0, w = 0;
-        if (ni->cpu_alloc) sum += least_fast(ni->cpu_used + cpu, ni->cpu_alloc, ri->cpu), w++;
-        if (ni->mem_alloc) sum += least_fast(ni->mem_used + mem, ni->mem_alloc, ri->mem), w++;
-        scores[i] = w == 2 ? sum >> 1 : sum;
-    }
+    return s->type == LEAST && s->nres == 2 && s->res[0].kind == RK_CPU && s->res[1].kind == RK_MEM &&
+           s->res[0].weight == 1 && s->res[1].weight == 1;
 }
 
-static void nrf_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
-                      struct gs_node_info *const *nodes, size_t n, int64_t *scores)
+static void nrf_score_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
+                          size_t n, int64_t *scores)
 {
     (void)cs;
-    struct nrf *s = state;
-    if (s->type == LEAST && s->nres == 2 && s->res[0].kind == RK_CPU && s->res[1].kind == RK_MEM &&
-        s->res[0].weight == 1 && s->res[1].weight == 1 && refresh_recip(s)) {
-        least_default(s, pod, nodes, n, scores);
+    const struct nrf *s = state;
+    if (!is_default(s)) {
+        for (size_t i = 0; i < n; i++) scores[i] = node_score(s, pod, gs_cache_node(s->cache, idx[i]));
         return;
     }
-    for (size_t i = 0; i < n; i++) scores[i] = node_score(s, pod, nodes[i]);
+    const struct gs_node_hot *hot = gs_cache_hot(s->cache);
+    const int64_t cpu = pod->demand.cpu_milli, mem = pod->demand.mem_bytes;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_node_hot *h = &hot[idx[i]];
+        int64_t sum = 0, w = 0;
+        if (h->cpu_alloc) sum += least_hot(h->cpu_free - cpu, h->cpu_alloc, h->cpu_inv), w++;
+        if (h->mem_alloc) sum += least_hot(h->mem_free - mem, h->mem_alloc, h->mem_inv), w++;
+        scores[i] = w == 2 ? sum >> 1 : sum;
+    }
 }
 
 const struct gs_plugin gs_plugin_node_resources_fit = {
@@ -418,6 +418,8 @@ const struct gs_plugin gs_plugin_node_resources_fit = {
     .init = nrf_init,
     .fini = nrf_fini,
     .filter = nrf_filter,
+    .filter_idx = nrf_filter_idx,
     .reason = nrf_reason,
     .score = nrf_score,
+    .score_idx = nrf_score_idx,
 };
