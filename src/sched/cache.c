@@ -82,6 +82,8 @@ struct gs_cache {
 
 static const struct gs_labels empty_labels;
 
+_Static_assert(sizeof(struct gs_node_hot) == 64, "a hot record is one cache line");
+
 /*--- Resource lists (name -> milli) ---*/
 
 static int64_t res_get(const struct gs_resources *r, const char *name)
@@ -273,6 +275,24 @@ const char *gs_cache_model_name(const struct gs_cache *c, int32_t id)
 
 /*--- Node aggregates ---*/
 
+/*
+ * Magic for x / d, 0 <= x < 2^53 (Granlund-Montgomery): with l = ceil(log2 d),
+ * N = max(53, 64 - l) and m = ceil(2^(N+l) / d), floor(x / d) = floor(x * m /
+ * 2^(N+l)) for every x < 2^N, and m < 2^64 once d >= 2. N + l >= 64, so the
+ * quotient is the product's high half shifted by N + l - 64.
+ */
+static void div_magic(int64_t d, uint64_t *magic, uint8_t *shift)
+{
+    __extension__ typedef unsigned __int128 u128;
+    *magic = 0;
+    *shift = 0;
+    if (d <= 1) return;
+    int l = 64 - __builtin_clzll((uint64_t)d - 1);
+    int nbits = l >= 11 ? 53 : 64 - l;
+    *magic = (uint64_t)((((u128)1 << (nbits + l)) + (u128)d - 1) / (u128)d);
+    *shift = (uint8_t)(nbits + l - 64);
+}
+
 /* Recomputes the node's GPU aggregates and rewrites its hot record. */
 static void sync_node(struct gs_cache *c, struct gs_node_info *n)
 {
@@ -295,17 +315,16 @@ static void sync_node(struct gs_cache *c, struct gs_node_info *n)
         .mem_free = n->mem_alloc - n->mem_used,
         .cpu_alloc = n->cpu_alloc,
         .mem_alloc = n->mem_alloc,
-        .cpu_inv = n->cpu_alloc ? (float)(1.0 / (double)n->cpu_alloc) : 0.0f,
-        .mem_inv = n->mem_alloc ? (float)(1.0 / (double)n->mem_alloc) : 0.0f,
         .pods_free = n->pods_alloc > 0 ? n->pods_alloc - n->pods_used : INT32_MAX,
-        .gpu_milli_free = milli,
         .gpu_model = n->gpu_model,
-        .ngpus = (int16_t)n->ngpus,
-        .gpus_whole_free = (int16_t)whole,
+        .ngpus = (int8_t)n->ngpus,
+        .gpus_whole_free = (uint8_t)whole,
         .gpu_milli_max = (int16_t)(max > INT16_MAX ? INT16_MAX : max),
-        .gpus_unhealthy = (uint8_t)(unhealthy > 255 ? 255 : unhealthy),
+        .gpus_unhealthy = (uint8_t)unhealthy,
         .live = n->live,
     };
+    div_magic(n->cpu_alloc, &h->cpu_magic, &h->cpu_shift);
+    div_magic(n->mem_alloc, &h->mem_magic, &h->mem_shift);
 }
 
 static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
@@ -808,9 +827,8 @@ static int check_hot(const struct gs_cache *c, int32_t i, char *why, size_t len)
     if (h->cpu_free != n->cpu_alloc - n->cpu_used || h->mem_free != n->mem_alloc - n->mem_used ||
         h->cpu_alloc != n->cpu_alloc || h->mem_alloc != n->mem_alloc ||
         h->pods_free != (n->pods_alloc > 0 ? n->pods_alloc - n->pods_used : INT32_MAX) ||
-        h->gpu_milli_free != n->gpu_milli_free || h->gpu_model != n->gpu_model || h->ngpus != n->ngpus ||
-        h->gpus_whole_free != n->gpus_whole_free || h->gpu_milli_max != max ||
-        h->gpus_unhealthy != (unhealthy > 255 ? 255 : unhealthy) || !h->live)
+        h->gpu_model != n->gpu_model || h->ngpus != n->ngpus || h->gpus_whole_free != n->gpus_whole_free ||
+        h->gpu_milli_max != max || h->gpus_unhealthy != unhealthy || !h->live)
         return bad(why, len, "node %s: hot record out of date", n->name);
     return 0;
 }

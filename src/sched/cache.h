@@ -90,18 +90,27 @@ struct gs_node_info {
 struct gs_node_hot {
     int64_t cpu_free, mem_free;   /* alloc - used (milli-CPU, bytes) */
     int64_t cpu_alloc, mem_alloc;
-    float cpu_inv, mem_inv;       /* 1 / alloc (0 when alloc is 0): turns a score's
-                                     division into an estimate the plugin corrects */
+    /* Division by allocatable without a divide: for 0 <= x < 2^53,
+     * x / cpu_alloc == ((x * cpu_magic) >> 64) >> cpu_shift, with a 128-bit
+     * product (gs_div_magic). 0 when alloc <= 1: divide instead. */
+    uint64_t cpu_magic, mem_magic;
     int32_t pods_free;            /* pods_alloc - pods_used; INT32_MAX when unlimited */
-    int32_t gpu_milli_free;       /* as in gs_node_info */
-    int32_t gpu_model;
-    int16_t ngpus;
-    int16_t gpus_whole_free;
+    int32_t gpu_model;            /* as in gs_node_info */
+    int8_t ngpus;
+    uint8_t gpus_whole_free;
     int16_t gpu_milli_max;        /* most free milli on one healthy GPU; -1 when none is healthy */
-    uint8_t gpus_unhealthy;       /* unhealthy GPUs, saturating at 255 */
+    uint8_t gpus_unhealthy;       /* unhealthy GPUs */
     uint8_t live;
-    uint32_t spare;
+    uint8_t cpu_shift, mem_shift;
 };
+
+/* floor(x / d) for 0 <= x < 2^53 from a record's magic and shift (see above). */
+static inline uint64_t gs_div_magic(uint64_t x, uint64_t magic, uint8_t shift)
+{
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)x * magic) >> 64) >> shift;
+}
+
 
 /* A node described without a Node object (simulator, benchmark). */
 struct gs_node_spec {

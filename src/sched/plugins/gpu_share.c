@@ -98,6 +98,14 @@ static int hot_verdict(const struct gs_node_hot *h, int32_t count, int32_t milli
     return h->gpus_unhealthy ? -1 : REJ_GPU;
 }
 
+/* Verdict REJ_GPU from the hot record may need the GPU walk when the node has
+ * unhealthy GPUs (they turn it into REJ_UNHEALTHY). */
+static uint8_t settle(struct gs_cache *c, const struct gs_node_hot *h, int32_t idx, uint8_t r, int32_t count,
+                      int32_t milli, int64_t mem)
+{
+    return r && h->gpus_unhealthy ? classify(gs_cache_node(c, idx), count, milli, mem) : r;
+}
+
 static void gs_filter_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
                           size_t n, uint8_t *reject)
 {
@@ -108,6 +116,25 @@ static void gs_filter_idx(void *state, struct gs_cycle_state *cs, const struct g
     const int64_t mem = pod->demand.gpu_mem_mib;
     const bool whole = milli >= GS_GPU_MILLI && mem <= 0;
     const bool one_share = count == 1 && mem <= 0;
+    /* The two usual demands get their own loops: a compare per node. A node
+     * with fewer GPUs than count has fewer whole ones too, and for a share
+     * in [0, 1000) a wholly free GPU is also the most free one. */
+    if (whole) {
+        for (size_t i = 0; i < n; i++) {
+            const struct gs_node_hot *h = &hot[idx[i]];
+            uint8_t r = h->gpus_whole_free < count ? REJ_GPU : 0;
+            reject[i] = __builtin_expect(r && h->gpus_unhealthy, 0) ? settle(c, h, idx[i], r, count, milli, mem) : r;
+        }
+        return;
+    }
+    if (one_share && milli >= 0) {
+        for (size_t i = 0; i < n; i++) {
+            const struct gs_node_hot *h = &hot[idx[i]];
+            uint8_t r = h->gpu_milli_max < milli ? REJ_GPU : 0;
+            reject[i] = __builtin_expect(r && h->gpus_unhealthy, 0) ? settle(c, h, idx[i], r, count, milli, mem) : r;
+        }
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         int v = hot_verdict(&hot[idx[i]], count, milli, whole, one_share);
         reject[i] = v >= 0 ? (uint8_t)v : classify(gs_cache_node(c, idx[i]), count, milli, mem);

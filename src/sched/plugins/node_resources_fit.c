@@ -235,14 +235,13 @@ static void nrf_filter_idx(void *state, struct gs_cycle_state *cs, const struct 
     const struct nrf *s = state;
     const struct gs_node_hot *hot = gs_cache_hot(s->cache);
     const struct gs_demand *d = &pod->demand;
-    const int64_t cpu = d->cpu_milli, mem = d->mem_bytes;
+    /* A demand of 0 or less never rejects: INT64_MIN exceeds no amount. */
+    const int64_t cpu = d->cpu_milli > 0 ? d->cpu_milli : INT64_MIN, mem = d->mem_bytes > 0 ? d->mem_bytes : INT64_MIN;
     for (size_t i = 0; i < n; i++) {
         const struct gs_node_hot *h = &hot[idx[i]];
-        uint8_t r = 0;
-        if (h->pods_free <= 0) r = REJ_PODS;
-        else if (cpu > 0 && cpu > h->cpu_free) r = REJ_CPU;
-        else if (mem > 0 && mem > h->mem_free) r = REJ_MEM;
-        reject[i] = r;
+        uint8_t r = mem > h->mem_free ? REJ_MEM : 0;
+        r = cpu > h->cpu_free ? REJ_CPU : r;
+        reject[i] = h->pods_free <= 0 ? REJ_PODS : r;
     }
     if (d->extended.n)
         for (size_t i = 0; i < n; i++)
@@ -369,22 +368,24 @@ static void nrf_score(void *state, struct gs_cycle_state *cs, const struct gs_po
 /*
  * The default strategy (LeastAllocated over cpu and memory, weights 1) is what
  * nearly every pod meets, on every node, and its two 64-bit divisions per node
- * would dominate a cycle. The hot record carries 1 / allocatable, so the
- * quotient floor(free * 100 / cap) is first estimated with one multiplication
- * and then made exact: it is the largest q with q * cap <= free * 100, and
- * the estimate is off by at most one (its relative error is below 2^-23 and
- * the quotient is at most 100). Amounts past 2^46 take the exact division.
+ * would dominate a cycle. The hot record carries a magic multiplier for each
+ * allocatable amount, so floor(free * 100 / cap) is one 128-bit multiply and a
+ * shift, exact for free * 100 < 2^53 (cache.h); larger amounts, and caps
+ * without a magic (cap <= 1), divide.
  */
-static inline int64_t least_hot(int64_t free_after, int64_t cap, float inv)
+static int64_t least_hot(int64_t free_after, int64_t cap, uint64_t magic, uint8_t shift)
 {
-    if (free_after < 0) return 0;
-    if (free_after >= (1LL << 46)) return least_score(cap - free_after, cap);
-    int64_t num = free_after * GS_MAX_SCORE;
-    int64_t q = (int64_t)((double)num * (double)inv);
-    /* Branch-free: which way the estimate is off is not predictable. */
-    q -= q * cap > num;
-    q += (q + 1) * cap <= num;
-    return q;
+    if ((uint64_t)free_after >= (1ULL << 46) || !magic) return free_after < 0 ? 0 : least_score(cap - free_after, cap);
+    return (int64_t)gs_div_magic((uint64_t)free_after * GS_MAX_SCORE, magic, shift);
+}
+
+/* kube's mean over the resources the node has, for one hot record. */
+static int64_t least_mean(const struct gs_node_hot *h, int64_t cpu, int64_t mem)
+{
+    int64_t sum = 0, w = 0;
+    if (h->cpu_alloc) sum += least_hot(h->cpu_free - cpu, h->cpu_alloc, h->cpu_magic, h->cpu_shift), w++;
+    if (h->mem_alloc) sum += least_hot(h->mem_free - mem, h->mem_alloc, h->mem_magic, h->mem_shift), w++;
+    return w == 2 ? sum >> 1 : sum;
 }
 
 static bool is_default(const struct nrf *s)
@@ -406,10 +407,14 @@ static void nrf_score_idx(void *state, struct gs_cycle_state *cs, const struct g
     const int64_t cpu = pod->demand.cpu_milli, mem = pod->demand.mem_bytes;
     for (size_t i = 0; i < n; i++) {
         const struct gs_node_hot *h = &hot[idx[i]];
-        int64_t sum = 0, w = 0;
-        if (h->cpu_alloc) sum += least_hot(h->cpu_free - cpu, h->cpu_alloc, h->cpu_inv), w++;
-        if (h->mem_alloc) sum += least_hot(h->mem_free - mem, h->mem_alloc, h->mem_inv), w++;
-        scores[i] = w == 2 ? sum >> 1 : sum;
+        /* Usual case in one test: both amounts left in [0, 2^46) and both
+         * allocatables with a magic (so both > 1 and both counted). */
+        uint64_t fc = (uint64_t)(h->cpu_free - cpu), fm = (uint64_t)(h->mem_free - mem);
+        if (__builtin_expect((fc | fm) < (1ULL << 46) && h->cpu_magic && h->mem_magic, 1))
+            scores[i] = (int64_t)((gs_div_magic(fc * GS_MAX_SCORE, h->cpu_magic, h->cpu_shift) +
+                                   gs_div_magic(fm * GS_MAX_SCORE, h->mem_magic, h->mem_shift)) >> 1);
+        else
+            scores[i] = least_mean(h, cpu, mem);
     }
 }
 
