@@ -19,6 +19,10 @@
  * line per slot) mirrors the fields Filter and Score passes read. Every path
  * that changes a node ends in sync_node(), which recomputes the GPU
  * aggregates and rewrites the node's hot record, so the two never disagree.
+ * It also updates a min-tree over the slots (a complete binary tree in an
+ * array, leaves in slot order) of free CPU, memory and pod slots, so the
+ * cluster-wide minimum is known at every moment for O(log nodes) per change:
+ * a demand within it fits every node, and a Filter can say so at once.
  */
 #include "sched/cache.h"
 
@@ -32,6 +36,11 @@
 #include <string.h>
 
 enum pod_state { POD_ASSUMED, POD_BOUND };
+
+struct minfree {
+    int64_t cpu, mem;
+    int32_t pods;
+};
 
 struct pod_rec {
     char *key;
@@ -62,6 +71,8 @@ struct gs_cache {
     const struct gs_clock *clock;
     struct gs_node_info **nodes;
     struct gs_node_hot *hot; /* slots_cap records, 64-byte aligned */
+    struct minfree *mins;    /* min-tree: [1] the root, [leaves + i] slot i */
+    int32_t leaves;          /* power of two >= slots_cap */
     int32_t nslots, slots_cap;
     int32_t *free_slots;
     int32_t nfree, free_cap;
@@ -243,6 +254,7 @@ void gs_cache_free(struct gs_cache *c)
     free(c->models);
     free(c->nodes);
     free(c->hot);
+    free(c->mins);
     free(c->free_slots);
     free(c->assumed);
     free(c);
@@ -276,21 +288,61 @@ const char *gs_cache_model_name(const struct gs_cache *c, int32_t id)
 /*--- Node aggregates ---*/
 
 /*
- * Magic for x / d, 0 <= x < 2^53 (Granlund-Montgomery): with l = ceil(log2 d),
- * N = max(53, 64 - l) and m = ceil(2^(N+l) / d), floor(x / d) = floor(x * m /
- * 2^(N+l)) for every x < 2^N, and m < 2^64 once d >= 2. N + l >= 64, so the
- * quotient is the product's high half shifted by N + l - 64.
+ * Multiplier for floor(100 x / d), 0 <= x < 2^46 (after Granlund and
+ * Montgomery): with l = ceil(log2 d), K = max(46 + l, 64) and
+ * m = ceil(100 * 2^K / d), m d = 100 * 2^K + e with 0 <= e < d, so
+ * x m / 2^K = 100 x / d + x e / (d 2^K), and x e < 2^(46 + l) <= 2^K keeps
+ * the excess below 1/d: it cannot carry 100 x / d past the next integer.
+ * m < 100 * 2^(K - l + 1) + 1 fits 64 bits once l >= 8 (d > 128).
+ * K >= 64, so the quotient is the product's high word shifted by K - 64.
  */
-static void div_magic(int64_t d, uint64_t *magic, uint8_t *shift)
+static void pct_magic(int64_t d, uint64_t *magic, uint8_t *shift)
 {
     __extension__ typedef unsigned __int128 u128;
     *magic = 0;
     *shift = 0;
-    if (d <= 1) return;
+    if (d <= 128) return;
     int l = 64 - __builtin_clzll((uint64_t)d - 1);
-    int nbits = l >= 11 ? 53 : 64 - l;
-    *magic = (uint64_t)((((u128)1 << (nbits + l)) + (u128)d - 1) / (u128)d);
-    *shift = (uint8_t)(nbits + l - 64);
+    int k = 46 + l > 64 ? 46 + l : 64;
+    *magic = (uint64_t)((((u128)100 << k) + (u128)d - 1) / (u128)d);
+    *shift = (uint8_t)(k - 64);
+}
+
+static const struct minfree no_node = {INT64_MAX, INT64_MAX, INT32_MAX};
+
+static struct minfree minfree_of(const struct gs_node_hot *h)
+{
+    return h->live ? (struct minfree){h->cpu_free, h->mem_free, h->pods_free} : no_node;
+}
+
+static struct minfree minfree_meet(struct minfree a, struct minfree b)
+{
+    return (struct minfree){a.cpu < b.cpu ? a.cpu : b.cpu, a.mem < b.mem ? a.mem : b.mem,
+                            a.pods < b.pods ? a.pods : b.pods};
+}
+
+/* Slot i's leaf from its hot record, then every ancestor. */
+static void mins_update(struct gs_cache *c, int32_t i)
+{
+    int32_t k = c->leaves + i;
+    c->mins[k] = minfree_of(&c->hot[i]);
+    for (k >>= 1; k >= 1; k >>= 1) c->mins[k] = minfree_meet(c->mins[2 * k], c->mins[2 * k + 1]);
+}
+
+/* Rebuilds the tree for cap slots (the hot array already holds cap). */
+static int mins_build(struct gs_cache *c, int32_t cap)
+{
+    int32_t leaves = 1;
+    while (leaves < cap) leaves <<= 1;
+    struct minfree *m = malloc(2 * (size_t)leaves * sizeof *m);
+    if (!m) return GS_ENOMEM;
+    for (int32_t i = 0; i < leaves; i++) m[leaves + i] = i < c->nslots ? minfree_of(&c->hot[i]) : no_node;
+    for (int32_t k = leaves - 1; k >= 1; k--) m[k] = minfree_meet(m[2 * k], m[2 * k + 1]);
+    m[0] = no_node;
+    free(c->mins);
+    c->mins = m;
+    c->leaves = leaves;
+    return 0;
 }
 
 /* Recomputes the node's GPU aggregates and rewrites its hot record. */
@@ -323,8 +375,9 @@ static void sync_node(struct gs_cache *c, struct gs_node_info *n)
         .gpus_unhealthy = (uint8_t)unhealthy,
         .live = n->live,
     };
-    div_magic(n->cpu_alloc, &h->cpu_magic, &h->cpu_shift);
-    div_magic(n->mem_alloc, &h->mem_magic, &h->mem_shift);
+    pct_magic(n->cpu_alloc, &h->cpu_pct, &h->cpu_pct_shift);
+    pct_magic(n->mem_alloc, &h->mem_pct, &h->mem_pct_shift);
+    mins_update(c, n->idx);
 }
 
 static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
@@ -354,7 +407,7 @@ static void apply(struct gs_cache *c, struct gs_node_info *n, const struct gs_po
     n->generation++;
 }
 
-/* Grows the slot and hot arrays to cap entries. */
+/* Grows the slot and hot arrays and the min-tree to cap entries. */
 static int grow_slots(struct gs_cache *c, int32_t cap)
 {
     struct gs_node_info **nv = realloc(c->nodes, (size_t)cap * sizeof *nv);
@@ -363,8 +416,14 @@ static int grow_slots(struct gs_cache *c, int32_t cap)
     struct gs_node_hot *hv = aligned_alloc(64, (size_t)cap * sizeof *hv);
     if (!hv) return GS_ENOMEM;
     if (c->nslots) memcpy(hv, c->hot, (size_t)c->nslots * sizeof *hv);
-    free(c->hot);
+    struct gs_node_hot *old = c->hot;
     c->hot = hv;
+    if (mins_build(c, cap) != 0) {
+        c->hot = old;
+        free(hv);
+        return GS_ENOMEM;
+    }
+    free(old);
     c->slots_cap = cap;
     return 0;
 }
@@ -375,6 +434,7 @@ static int node_slot(struct gs_cache *c)
     if (c->nslots == c->slots_cap && grow_slots(c, c->slots_cap ? c->slots_cap * 2 : 64) != 0) return GS_ENOMEM;
     c->nodes[c->nslots] = NULL;
     memset(&c->hot[c->nslots], 0, sizeof c->hot[0]);
+    mins_update(c, c->nslots);
     return c->nslots++;
 }
 
@@ -502,6 +562,7 @@ int gs_cache_remove_node(struct gs_cache *c, const char *name)
     c->free_slots[c->nfree++] = n->idx;
     c->nodes[n->idx] = NULL;
     memset(&c->hot[n->idx], 0, sizeof c->hot[0]);
+    mins_update(c, n->idx);
     c->live--;
     c->gpus_total -= n->ngpus;
     count_flags(c, n, -1);
@@ -586,6 +647,14 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
 
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
 const struct gs_node_hot *gs_cache_hot(const struct gs_cache *c) { return c->hot; }
+
+void gs_cache_min_free(const struct gs_cache *c, int64_t *cpu, int64_t *mem, int32_t *pods)
+{
+    struct minfree m = c->mins ? c->mins[1] : no_node;
+    *cpu = m.cpu;
+    *mem = m.mem;
+    *pods = m.pods;
+}
 
 /* A tombstone slot has no record: callers check `live`, so hand them a dead one. */
 static const struct gs_node_info dead_node = {.idx = -1, .live = false, .labels = &empty_labels, .gpu_model = -1};
@@ -883,6 +952,13 @@ int gs_cache_check(const struct gs_cache *c, char *why, size_t len)
     for (int32_t i = 0; i < c->nslots && !err; i++)
         if (c->nodes[i]) err = check_node(c->nodes[i], &ex[i], why, len);
     for (int32_t i = 0; i < c->nslots && !err; i++) err = check_hot(c, i, why, len);
+    if (!err && c->mins) {
+        struct minfree want = no_node;
+        for (int32_t i = 0; i < c->nslots; i++) want = minfree_meet(want, minfree_of(&c->hot[i]));
+        const struct minfree *got = &c->mins[1];
+        if (got->cpu != want.cpu || got->mem != want.mem || got->pods != want.pods)
+            err = bad(why, len, "min-tree root out of date");
+    }
     if (!err && (live != c->live || gpus != c->gpus_total || milli_used != c->milli_used))
         err = bad(why, len, "totals: live %d/%d gpus %lld/%lld milli %lld/%lld", c->live, live,
                   (long long)c->gpus_total, (long long)gpus, (long long)c->milli_used, (long long)milli_used);

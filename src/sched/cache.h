@@ -90,10 +90,10 @@ struct gs_node_info {
 struct gs_node_hot {
     int64_t cpu_free, mem_free;   /* alloc - used (milli-CPU, bytes) */
     int64_t cpu_alloc, mem_alloc;
-    /* Division by allocatable without a divide: for 0 <= x < 2^53,
-     * x / cpu_alloc == ((x * cpu_magic) >> 64) >> cpu_shift, with a 128-bit
-     * product (gs_div_magic). 0 when alloc <= 1: divide instead. */
-    uint64_t cpu_magic, mem_magic;
+    /* Percent of allocatable without a divide (kube's resource scores are
+     * integer percentages): for 0 <= x < 2^46, x * 100 / cpu_alloc ==
+     * gs_pct(x, cpu_pct, cpu_pct_shift). 0 when alloc <= 128: divide instead. */
+    uint64_t cpu_pct, mem_pct;
     int32_t pods_free;            /* pods_alloc - pods_used; INT32_MAX when unlimited */
     int32_t gpu_model;            /* as in gs_node_info */
     int8_t ngpus;
@@ -101,16 +101,16 @@ struct gs_node_hot {
     int16_t gpu_milli_max;        /* most free milli on one healthy GPU; -1 when none is healthy */
     uint8_t gpus_unhealthy;       /* unhealthy GPUs */
     uint8_t live;
-    uint8_t cpu_shift, mem_shift;
+    uint8_t cpu_pct_shift, mem_pct_shift;
 };
 
-/* floor(x / d) for 0 <= x < 2^53 from a record's magic and shift (see above). */
-static inline uint64_t gs_div_magic(uint64_t x, uint64_t magic, uint8_t shift)
+/* floor(x * 100 / alloc) for 0 <= x < 2^46 from a record's multiplier and
+ * shift: one 128-bit multiply (see cache.c for why it is exact). */
+static inline uint64_t gs_pct(uint64_t x, uint64_t magic, uint8_t shift)
 {
     __extension__ typedef unsigned __int128 u128;
     return (uint64_t)(((u128)x * magic) >> 64) >> shift;
 }
-
 
 /* A node described without a Node object (simulator, benchmark). */
 struct gs_node_spec {
@@ -151,6 +151,11 @@ struct gs_node_info *gs_cache_node(struct gs_cache *c, int32_t idx);
 /* The hot records of slots [0, gs_cache_node_count). Borrowed: valid until
  * the next node is added (the array may move). */
 const struct gs_node_hot *gs_cache_hot(const struct gs_cache *c);
+/* Smallest free CPU (milli), memory (bytes) and pod slots (INT32_MAX when
+ * unlimited) over live nodes, each taken on its own; INT64_MAX/INT32_MAX
+ * without nodes. A demand within all three fits every node's totals.
+ * O(1): the cache keeps them up to date. */
+void gs_cache_min_free(const struct gs_cache *c, int64_t *cpu, int64_t *mem, int32_t *pods);
 /* Index of the node named name, or -1. */
 int32_t gs_cache_find_node(const struct gs_cache *c, const char *name);
 /* Interned id of a GPU model name (creates it); -1 for NULL. */

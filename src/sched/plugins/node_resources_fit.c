@@ -226,8 +226,20 @@ static void nrf_filter(void *state, struct gs_cycle_state *cs, const struct gs_p
     }
 }
 
+/* True when the demand fits the least free node of the cluster, by pods,
+ * CPU and memory (the cache keeps those minima): then no node fails here. */
+static bool fits_everywhere(const struct nrf *s, const struct gs_demand *d)
+{
+    int64_t cpu, mem;
+    int32_t pods;
+    gs_cache_min_free(s->cache, &cpu, &mem, &pods);
+    return !d->extended.n && pods > 0 && (d->cpu_milli <= 0 || d->cpu_milli <= cpu) &&
+           (d->mem_bytes <= 0 || d->mem_bytes <= mem);
+}
+
 /* The same verdicts from the hot records: the common verdict (fits) costs
- * three compares on one cache line. */
+ * three compares on one cache line, and nothing at all when the pod fits the
+ * least free node (reject[] arrives zeroed). */
 static void nrf_filter_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
                            size_t n, uint8_t *reject)
 {
@@ -235,6 +247,7 @@ static void nrf_filter_idx(void *state, struct gs_cycle_state *cs, const struct 
     const struct nrf *s = state;
     const struct gs_node_hot *hot = gs_cache_hot(s->cache);
     const struct gs_demand *d = &pod->demand;
+    if (fits_everywhere(s, d)) return;
     /* A demand of 0 or less never rejects: INT64_MIN exceeds no amount. */
     const int64_t cpu = d->cpu_milli > 0 ? d->cpu_milli : INT64_MIN, mem = d->mem_bytes > 0 ? d->mem_bytes : INT64_MIN;
     for (size_t i = 0; i < n; i++) {
@@ -368,23 +381,23 @@ static void nrf_score(void *state, struct gs_cycle_state *cs, const struct gs_po
 /*
  * The default strategy (LeastAllocated over cpu and memory, weights 1) is what
  * nearly every pod meets, on every node, and its two 64-bit divisions per node
- * would dominate a cycle. The hot record carries a magic multiplier for each
+ * would dominate a cycle. The hot record carries a multiplier for each
  * allocatable amount, so floor(free * 100 / cap) is one 128-bit multiply and a
- * shift, exact for free * 100 < 2^53 (cache.h); larger amounts, and caps
- * without a magic (cap <= 1), divide.
+ * shift, exact for free < 2^46 (cache.h); larger amounts, and caps without a
+ * multiplier (cap <= 128), divide.
  */
 static int64_t least_hot(int64_t free_after, int64_t cap, uint64_t magic, uint8_t shift)
 {
     if ((uint64_t)free_after >= (1ULL << 46) || !magic) return free_after < 0 ? 0 : least_score(cap - free_after, cap);
-    return (int64_t)gs_div_magic((uint64_t)free_after * GS_MAX_SCORE, magic, shift);
+    return (int64_t)gs_pct((uint64_t)free_after, magic, shift);
 }
 
 /* kube's mean over the resources the node has, for one hot record. */
 static int64_t least_mean(const struct gs_node_hot *h, int64_t cpu, int64_t mem)
 {
     int64_t sum = 0, w = 0;
-    if (h->cpu_alloc) sum += least_hot(h->cpu_free - cpu, h->cpu_alloc, h->cpu_magic, h->cpu_shift), w++;
-    if (h->mem_alloc) sum += least_hot(h->mem_free - mem, h->mem_alloc, h->mem_magic, h->mem_shift), w++;
+    if (h->cpu_alloc) sum += least_hot(h->cpu_free - cpu, h->cpu_alloc, h->cpu_pct, h->cpu_pct_shift), w++;
+    if (h->mem_alloc) sum += least_hot(h->mem_free - mem, h->mem_alloc, h->mem_pct, h->mem_pct_shift), w++;
     return w == 2 ? sum >> 1 : sum;
 }
 
@@ -408,11 +421,10 @@ static void nrf_score_idx(void *state, struct gs_cycle_state *cs, const struct g
     for (size_t i = 0; i < n; i++) {
         const struct gs_node_hot *h = &hot[idx[i]];
         /* Usual case in one test: both amounts left in [0, 2^46) and both
-         * allocatables with a magic (so both > 1 and both counted). */
+         * allocatables with a multiplier (so both > 128 and both counted). */
         uint64_t fc = (uint64_t)(h->cpu_free - cpu), fm = (uint64_t)(h->mem_free - mem);
-        if (__builtin_expect((fc | fm) < (1ULL << 46) && h->cpu_magic && h->mem_magic, 1))
-            scores[i] = (int64_t)((gs_div_magic(fc * GS_MAX_SCORE, h->cpu_magic, h->cpu_shift) +
-                                   gs_div_magic(fm * GS_MAX_SCORE, h->mem_magic, h->mem_shift)) >> 1);
+        if (__builtin_expect((fc | fm) < (1ULL << 46) && h->cpu_pct && h->mem_pct, 1))
+            scores[i] = (int64_t)((gs_pct(fc, h->cpu_pct, h->cpu_pct_shift) + gs_pct(fm, h->mem_pct, h->mem_pct_shift)) >> 1);
         else
             scores[i] = least_mean(h, cpu, mem);
     }
