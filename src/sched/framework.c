@@ -9,12 +9,13 @@
  * in reverse order and forgets the cache assumption. The runner, not the
  * plugin, stamps the failing plugin's name on the status.
  *
- * The hot path is Filter and Score over every node. Candidates are two
- * parallel arrays in cache order, node numbers (for plugins' index forms,
- * which read the cache's dense hot records) and node pointers. The live,
- * schedulable set is kept between cycles and rebuilt only when the cache's
- * epoch moves; a cycle reads it in place until some Filter rejects a node,
- * and only then compacts the survivors into its own arrays (branch-free).
+ * The hot path is Filter and Score over every node. Candidates are node
+ * numbers in cache order, which plugins' index forms use to read the cache's
+ * dense hot records; node pointers are gathered only for a plugin without an
+ * index form. The live, schedulable set is kept between cycles and rebuilt
+ * only when the cache's epoch moves; a cycle reads it in place until some
+ * Filter rejects a node, and only then compacts the survivors into its own
+ * array (branch-free).
  * Each Filter's verdicts stay in the arena and are tallied per (plugin,
  * code) only when no node fits, so a pod that fits costs no diagnosis work.
  * Score runs only the plugins not skipped at PreScore; the weighted sum is
@@ -87,9 +88,10 @@ struct gs_framework {
     struct rec **list;
     size_t nlist, list_cap;
     /* Live, schedulable nodes in index order, rebuilt when the cache's epoch moves. */
-    struct gs_node_info **cand;
+    struct gs_node_info **cand;      /* pointers of cand_idx */
     int32_t *cand_idx;
     size_t ncand, cand_cap;
+    struct gs_node_info **slot_ptr;  /* node pointer by slot (gathers) */
     int32_t cand_unsched;
     uint64_t cand_epoch;
     bool cand_valid;
@@ -199,6 +201,7 @@ void gs_framework_free(struct gs_framework *fw)
     gs_arena_free(&fw->arena);
     free(fw->cand);
     free(fw->cand_idx);
+    free(fw->slot_ptr);
     free(fw);
 }
 
@@ -363,13 +366,16 @@ static int refresh_candidates(struct gs_framework *fw)
         if (nv) fw->cand = nv;
         int32_t *iv = realloc(fw->cand_idx, slots * sizeof *iv);
         if (iv) fw->cand_idx = iv;
-        if (!nv || !iv) return GS_ENOMEM;
+        struct gs_node_info **pv = realloc(fw->slot_ptr, slots * sizeof *pv);
+        if (pv) fw->slot_ptr = pv;
+        if (!nv || !iv || !pv) return GS_ENOMEM;
         fw->cand_cap = slots;
     }
     fw->ncand = 0;
     fw->cand_unsched = 0;
     for (size_t i = 0; i < slots; i++) {
         struct gs_node_info *ni = gs_cache_node(c, (int32_t)i);
+        fw->slot_ptr[i] = ni;
         if (!ni->live) continue;
         if (!ni->schedulable) {
             fw->cand_unsched++;
@@ -397,7 +403,8 @@ static bool any_reject(const uint8_t *reject, size_t n)
     return false;
 }
 
-/* The candidates of one cycle: node numbers and pointers, in cache order. */
+/* The candidates of one cycle, in cache order: node numbers, and their
+ * pointers when already gathered (else NULL). */
 struct cands {
     const int32_t *idx;
     struct gs_node_info *const *nodes;
@@ -405,22 +412,31 @@ struct cands {
 };
 
 /* Keeps the nodes with reject[j] == 0, in order; out may alias the input. */
-static size_t compact(const struct cands *in, const uint8_t *reject, int32_t *oidx, struct gs_node_info **onodes)
+static size_t compact(const int32_t *idx, size_t n, const uint8_t *reject, int32_t *out)
 {
     size_t m = 0;
-    for (size_t j = 0; j < in->n; j++) {
-        oidx[m] = in->idx[j];
-        onodes[m] = in->nodes[j];
+    for (size_t j = 0; j < n; j++) {
+        out[m] = idx[j];
         m += !reject[j];
     }
     return m;
+}
+
+/* The candidates' pointers, for a plugin without an index form; NULL when out of memory. */
+static struct gs_node_info *const *cand_nodes(struct gs_framework *fw, struct cands *c)
+{
+    if (c->nodes) return c->nodes;
+    struct gs_node_info **v = gs_arena_alloc(&fw->arena, c->n * sizeof *v + 1);
+    if (!v) return NULL;
+    for (size_t i = 0; i < c->n; i++) v[i] = fw->slot_ptr[c->idx[i]];
+    c->nodes = v;
+    return v;
 }
 
 /* Runs the Filter plugins over c, narrowing it to the survivors. 0 or GS_ENOMEM. */
 static int run_filter(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c)
 {
     int32_t *own_idx = NULL;
-    struct gs_node_info **own_nodes = NULL;
     for (int i = 0; i < fw->npts[GS_PT_FILTER] && c->n; i++) {
         int k = fw->pts[GS_PT_FILTER][i].inst;
         const struct gs_plugin *pl = fw->inst[k].pl;
@@ -428,19 +444,20 @@ static int run_filter(struct gs_framework *fw, const struct gs_pod *pod, struct 
         uint8_t *reject = gs_arena_alloc(&fw->arena, c->n + 8);
         if (!reject) return GS_ENOMEM;
         memset(reject, 0, c->n);
-        if (pl->filter_idx) pl->filter_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, reject);
-        else pl->filter(fw->inst[k].state, &fw->cs, pod, c->nodes, c->n, reject);
+        if (pl->filter_idx) {
+            pl->filter_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, reject);
+        } else {
+            struct gs_node_info *const *nodes = cand_nodes(fw, c);
+            if (!nodes) return GS_ENOMEM;
+            pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, c->n, reject);
+        }
         if (!any_reject(reject, c->n)) continue;
         fw->rej[i] = reject;
         fw->rej_n[i] = c->n;
-        if (!own_idx) {
-            own_idx = gs_arena_alloc(&fw->arena, c->n * sizeof *own_idx + 1);
-            own_nodes = gs_arena_alloc(&fw->arena, c->n * sizeof *own_nodes + 1);
-            if (!own_idx || !own_nodes) return GS_ENOMEM;
-        }
-        c->n = compact(c, reject, own_idx, own_nodes);
+        if (!own_idx && !(own_idx = gs_arena_alloc(&fw->arena, c->n * sizeof *own_idx + 1))) return GS_ENOMEM;
+        c->n = compact(c->idx, c->n, reject, own_idx);
         c->idx = own_idx;
-        c->nodes = own_nodes;
+        c->nodes = NULL;
     }
     return 0;
 }
@@ -506,29 +523,39 @@ static size_t argmax_sum(const int64_t *total, const int64_t *last, int64_t w, s
     return best;
 }
 
-/* One Score slot's scores (normalised) into scores[]. */
-static void score_slot(struct gs_framework *fw, int i, const struct gs_pod *pod, const struct cands *c, int64_t *scores)
+/* One Score slot's scores (normalised) into scores[]. 0 or GS_ENOMEM. */
+static int score_slot(struct gs_framework *fw, int i, const struct gs_pod *pod, struct cands *c, int64_t *scores)
 {
     int k = fw->pts[GS_PT_SCORE][i].inst;
     const struct gs_plugin *pl = fw->inst[k].pl;
+    struct gs_node_info *const *nodes = NULL;
+    if ((!pl->score_idx || pl->normalize_score) && !(nodes = cand_nodes(fw, c))) return GS_ENOMEM;
     if (pl->score_idx) {
         pl->score_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, scores);
     } else {
         memset(scores, 0, c->n * sizeof *scores);
-        pl->score(fw->inst[k].state, &fw->cs, pod, c->nodes, c->n, scores);
+        pl->score(fw->inst[k].state, &fw->cs, pod, nodes, c->n, scores);
     }
-    if (pl->normalize_score) pl->normalize_score(fw->inst[k].state, &fw->cs, pod, c->nodes, scores, c->n);
+    if (pl->normalize_score) pl->normalize_score(fw->inst[k].state, &fw->cs, pod, nodes, scores, c->n);
+    return 0;
 }
 
-/* PreScore + Score + NormalizeScore; returns the index into the candidates of the winner. */
-static int run_score(struct gs_framework *fw, const struct gs_pod *pod, const struct cands *c,
-                     struct gs_schedule_result *res)
+/* PreScore + Score + NormalizeScore; returns the index into the candidates of
+ * the winner, -1 on a PreScore error (res filled), -2 when out of memory. */
+static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c, struct gs_schedule_result *res)
 {
     for (int i = 0; i < fw->npts[GS_PT_PRE_SCORE]; i++) {
         int k = fw->pts[GS_PT_PRE_SCORE][i].inst;
         const struct gs_plugin *pl = fw->inst[k].pl;
         if (!pl->pre_score) continue;
-        struct gs_status s = pl->pre_score(fw->inst[k].state, &fw->cs, pod, c->nodes, c->n);
+        struct gs_status s;
+        if (pl->pre_score_idx) {
+            s = pl->pre_score_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n);
+        } else {
+            struct gs_node_info *const *nodes = cand_nodes(fw, c);
+            if (!nodes) return -2;
+            s = pl->pre_score(fw->inst[k].state, &fw->cs, pod, nodes, c->n);
+        }
         if (s.code == GS_SKIP) fw->cs.skip_score_mask |= 1 << k;
         else if (s.code != GS_SUCCESS) {
             res->status = stamp(s, pl);
@@ -548,14 +575,14 @@ static int run_score(struct gs_framework *fw, const struct gs_pod *pod, const st
     int64_t *total = na > 1 ? gs_arena_alloc(&fw->arena, n * sizeof *total) : NULL;
     if (!scores || (na > 1 && !total)) return -2;
     for (int a = 0; a < na - 1; a++) {
-        score_slot(fw, active[a], pod, c, scores);
+        if (score_slot(fw, active[a], pod, c, scores) != 0) return -2;
         int64_t w = fw->pts[GS_PT_SCORE][active[a]].weight;
         if (a == 0)
             for (size_t j = 0; j < n; j++) total[j] = w * scores[j];
         else
             for (size_t j = 0; j < n; j++) total[j] += w * scores[j];
     }
-    score_slot(fw, active[na - 1], pod, c, scores);
+    if (score_slot(fw, active[na - 1], pod, c, scores) != 0) return -2;
     if (na == 1) return (int)argmax(scores, n);
     return (int)argmax_sum(total, scores, fw->pts[GS_PT_SCORE][active[na - 1]].weight, n);
 }
@@ -699,7 +726,7 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     int best = run_score(fw, pod, &c, res);
     if (best == -2) return GS_ENOMEM;
     if (best < 0) return 0;
-    struct gs_node_info *node = c.nodes[best];
+    struct gs_node_info *node = fw->slot_ptr[c.idx[best]];
     res->a = (struct gs_assignment){node->idx, 0, pod->demand.gpu_milli, pod->demand.gpu_mem_mib};
     if (run_reserve(fw, pod, node, assumed_ttl_ns, res) != 0) return 0;
 

@@ -21,13 +21,14 @@
  * pods per second. Filter verdicts are small reason codes; the plugin turns a
  * code into text only when a diagnosis is printed.
  *
- * A plugin may also give Filter and Score in an index form (filter_idx,
- * score_idx): the same verdicts and scores, but the candidates arrive as node
- * numbers, so the plugin reads the cache's dense hot records
+ * A plugin may also give Filter, PreScore and Score in an index form
+ * (filter_idx, pre_score_idx, score_idx): the same verdicts and scores, but
+ * the candidates arrive as node numbers, so the plugin reads the cache's dense hot records
  * (gs_cache_hot(cache)[idx[i]]) in one contiguous pass instead of following a
  * pointer per node. The framework prefers the index form when a plugin has
- * both; the pointer form stays the reference (direct callers, tests) and the
- * two must agree on every node.
+ * both, and builds the pointer array only for plugins without one; the
+ * pointer form stays required and the reference (direct callers, tests), and
+ * the two must agree on every node.
  *
  * Plugins keep per-profile state (args, caches) in the `state` pointer from
  * init, and reach the rest of the system only through struct gs_handle: no
@@ -120,6 +121,9 @@ struct gs_plugin {
     /* PreScore: once per cycle with the feasible nodes; Skip turns Score off. */
     struct gs_status (*pre_score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                                   struct gs_node_info *const *nodes, size_t n);
+    /* Optional index form of pre_score (see filter_idx): the same answer. */
+    struct gs_status (*pre_score_idx)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                      const int32_t *idx, size_t n);
     /* Score: write scores[i] for nodes[i] (any int64; higher is better). */
     void (*score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                   struct gs_node_info *const *nodes, size_t n, int64_t *scores);
