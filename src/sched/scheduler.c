@@ -222,7 +222,7 @@ static void on_waiting_done(const struct gs_pod *pod, bool ok, void *arg)
     }
     if (s->hooks.rejected) s->hooks.rejected(s->hooks.ctx, pod, why);
     struct gs_queued_pod qp = {.pod = pod};
-    gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS);
+    gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS | (pod->pod_group ? GS_EV_POD_ADDED : 0));
 }
 
 int gs_scheduler_tick(struct gs_scheduler *s)
@@ -281,7 +281,9 @@ int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
             snprintf(s->reason, sizeof s->reason, "%s", r.status.reason);
         out->reason = s->reason;
         bool park = (gs_status_rejects(&r.status) || r.code != GS_ERROR) && r.nominated_node < 0;
-        gs_sched_queue_requeue(s->q, &qp, park, RETRY_EVENTS);
+        /* A gang member may be waiting for its siblings to arrive. */
+        unsigned events = RETRY_EVENTS | (qp.pod->pod_group ? GS_EV_POD_ADDED : 0);
+        gs_sched_queue_requeue(s->q, &qp, park, events);
     }
     gs_schedule_result_free(&r);
     return 1;
