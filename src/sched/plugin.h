@@ -56,6 +56,10 @@ struct gs_handle {
      * possible (unit tests, explain). 0 or a negative GS_E*. */
     int (*evict)(void *evict_ctx, const struct gs_pod *victim, const struct gs_pod *preemptor);
     void *evict_ctx;
+    /* Moves a queued pod (backing off or unschedulable) to the active queue now,
+     * as kube's PodsToActivate: a gang member waiting at Permit brings its
+     * siblings. NULL when there is no queue. Same ctx as evict. */
+    void (*activate)(void *evict_ctx, const struct gs_pod *pod);
 };
 
 /* A pod as the queue holds it. */
