@@ -13,5 +13,6 @@ int gs_cmd_version(int argc, char **argv);
 int gs_cmd_validate(int argc, char **argv);
 int gs_cmd_sim(int argc, char **argv);
 int gs_cmd_bench(int argc, char **argv);
+int gs_cmd_explain(int argc, char **argv);
 
 #endif

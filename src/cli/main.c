@@ -11,6 +11,7 @@
 #pragma weak gs_cmd_validate
 #pragma weak gs_cmd_sim
 #pragma weak gs_cmd_bench
+#pragma weak gs_cmd_explain
 
 static const struct {
     const char *name;
@@ -20,6 +21,7 @@ static const struct {
     {"validate", gs_cmd_validate, "check manifests (YAML/JSON) and report every problem by field"},
     {"sim", gs_cmd_sim, "replay a cluster trace through the scheduler on a simulated clock"},
     {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
+    {"explain", gs_cmd_explain, "say why a pod or pod group is pending, and what would make it fit"},
     {"version", gs_cmd_version, "print the version"},
 };
 
