@@ -18,5 +18,6 @@ int gs_cmd_exporter(int argc, char **argv);
 /* Node execution (layer 3). */
 int gs_cmd_device_plugin(int argc, char **argv);
 int gs_cmd_kubelet_sim(int argc, char **argv);
+int gs_cmd_explain(int argc, char **argv);
 
 #endif

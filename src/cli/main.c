@@ -15,6 +15,7 @@
 #pragma weak gs_cmd_exporter
 #pragma weak gs_cmd_device_plugin
 #pragma weak gs_cmd_kubelet_sim
+#pragma weak gs_cmd_explain
 
 static const struct {
     const char *name;
@@ -28,6 +29,7 @@ static const struct {
     {"exporter", gs_cmd_exporter, "serve GPU metrics in DCGM-Exporter's format on /metrics"},
     {"device-plugin", gs_cmd_device_plugin, "serve the node's GPUs to kubelet (device plugin API v1beta1)"},
     {"kubelet-sim", gs_cmd_kubelet_sim, "kubelet's device manager alone: registration, allocation, topology"},
+    {"explain", gs_cmd_explain, "say why a pod or pod group is pending, and what would make it fit"},
     {"version", gs_cmd_version, "print the version"},
 };
 

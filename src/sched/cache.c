@@ -14,18 +14,33 @@
  * Every placement change goes through apply(), which adds or subtracts one
  * pod's demand and recomputes the node's GPU aggregates; gs_cache_check()
  * recomputes all of it from the pod records to prove the incremental path.
+ *
+ * Alongside the records, a dense array of struct gs_node_hot (one 64-byte
+ * line per slot) mirrors the fields Filter and Score passes read. Every path
+ * that changes a node ends in sync_node(), which recomputes the GPU
+ * aggregates and rewrites the node's hot record, so the two never disagree.
+ * It also updates a min-tree over the slots (a complete binary tree in an
+ * array, leaves in slot order) of free CPU, memory and pod slots, so the
+ * cluster-wide minimum is known at every moment for O(log nodes) per change:
+ * a demand within it fits every node, and a Filter can say so at once.
  */
 #include "sched/cache.h"
 
 #include "core/error.h"
 #include "sched/strmap.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum pod_state { POD_ASSUMED, POD_BOUND };
+
+struct minfree {
+    int64_t cpu, mem;
+    int32_t pods;
+};
 
 struct pod_rec {
     char *key;
@@ -55,6 +70,9 @@ struct rec_chunk {
 struct gs_cache {
     const struct gs_clock *clock;
     struct gs_node_info **nodes;
+    struct gs_node_hot *hot; /* slots_cap records, 64-byte aligned */
+    struct minfree *mins;    /* min-tree: [1] the root, [leaves + i] slot i */
+    int32_t leaves;          /* power of two >= slots_cap */
     int32_t nslots, slots_cap;
     int32_t *free_slots;
     int32_t nfree, free_cap;
@@ -74,6 +92,8 @@ struct gs_cache {
 };
 
 static const struct gs_labels empty_labels;
+
+_Static_assert(sizeof(struct gs_node_hot) == 64, "a hot record is one cache line");
 
 /*--- Resource lists (name -> milli) ---*/
 
@@ -233,6 +253,8 @@ void gs_cache_free(struct gs_cache *c)
     gs__strmap_free(&c->pods);
     free(c->models);
     free(c->nodes);
+    free(c->hot);
+    free(c->mins);
     free(c->free_slots);
     free(c->assumed);
     free(c);
@@ -265,17 +287,97 @@ const char *gs_cache_model_name(const struct gs_cache *c, int32_t id)
 
 /*--- Node aggregates ---*/
 
-static void gpu_aggregates(struct gs_node_info *n)
+/*
+ * Multiplier for floor(100 x / d), 0 <= x < 2^46 (after Granlund and
+ * Montgomery): with l = ceil(log2 d), K = max(46 + l, 64) and
+ * m = ceil(100 * 2^K / d), m d = 100 * 2^K + e with 0 <= e < d, so
+ * x m / 2^K = 100 x / d + x e / (d 2^K), and x e < 2^(46 + l) <= 2^K keeps
+ * the excess below 1/d: it cannot carry 100 x / d past the next integer.
+ * m < 100 * 2^(K - l + 1) + 1 fits 64 bits once l >= 8 (d > 128).
+ * K >= 64, so the quotient is the product's high word shifted by K - 64.
+ */
+static void pct_magic(int64_t d, uint64_t *magic, uint8_t *shift)
 {
-    int32_t milli = 0, whole = 0;
+    __extension__ typedef unsigned __int128 u128;
+    *magic = 0;
+    *shift = 0;
+    if (d <= 128) return;
+    int l = 64 - __builtin_clzll((uint64_t)d - 1);
+    int k = 46 + l > 64 ? 46 + l : 64;
+    *magic = (uint64_t)((((u128)100 << k) + (u128)d - 1) / (u128)d);
+    *shift = (uint8_t)(k - 64);
+}
+
+static const struct minfree no_node = {INT64_MAX, INT64_MAX, INT32_MAX};
+
+static struct minfree minfree_of(const struct gs_node_hot *h)
+{
+    return h->live ? (struct minfree){h->cpu_free, h->mem_free, h->pods_free} : no_node;
+}
+
+static struct minfree minfree_meet(struct minfree a, struct minfree b)
+{
+    return (struct minfree){a.cpu < b.cpu ? a.cpu : b.cpu, a.mem < b.mem ? a.mem : b.mem,
+                            a.pods < b.pods ? a.pods : b.pods};
+}
+
+/* Slot i's leaf from its hot record, then every ancestor. */
+static void mins_update(struct gs_cache *c, int32_t i)
+{
+    int32_t k = c->leaves + i;
+    c->mins[k] = minfree_of(&c->hot[i]);
+    for (k >>= 1; k >= 1; k >>= 1) c->mins[k] = minfree_meet(c->mins[2 * k], c->mins[2 * k + 1]);
+}
+
+/* Rebuilds the tree for cap slots (the hot array already holds cap). */
+static int mins_build(struct gs_cache *c, int32_t cap)
+{
+    int32_t leaves = 1;
+    while (leaves < cap) leaves <<= 1;
+    struct minfree *m = malloc(2 * (size_t)leaves * sizeof *m);
+    if (!m) return GS_ENOMEM;
+    for (int32_t i = 0; i < leaves; i++) m[leaves + i] = i < c->nslots ? minfree_of(&c->hot[i]) : no_node;
+    for (int32_t k = leaves - 1; k >= 1; k--) m[k] = minfree_meet(m[2 * k], m[2 * k + 1]);
+    m[0] = no_node;
+    free(c->mins);
+    c->mins = m;
+    c->leaves = leaves;
+    return 0;
+}
+
+/* Recomputes the node's GPU aggregates and rewrites its hot record. */
+static void sync_node(struct gs_cache *c, struct gs_node_info *n)
+{
+    int32_t milli = 0, whole = 0, max = -1, unhealthy = 0;
     for (int32_t g = 0; g < n->ngpus; g++) {
         const struct gs_gpu_slot *s = &n->gpus[g];
-        if (!s->healthy) continue;
+        if (!s->healthy) {
+            unhealthy++;
+            continue;
+        }
         milli += s->milli_free;
         whole += s->milli_free == GS_GPU_MILLI;
+        if (s->milli_free > max) max = s->milli_free;
     }
     n->gpu_milli_free = milli;
     n->gpus_whole_free = whole;
+    struct gs_node_hot *h = &c->hot[n->idx];
+    *h = (struct gs_node_hot){
+        .cpu_free = n->cpu_alloc - n->cpu_used,
+        .mem_free = n->mem_alloc - n->mem_used,
+        .cpu_alloc = n->cpu_alloc,
+        .mem_alloc = n->mem_alloc,
+        .pods_free = n->pods_alloc > 0 ? n->pods_alloc - n->pods_used : INT32_MAX,
+        .gpu_model = n->gpu_model,
+        .ngpus = (int8_t)n->ngpus,
+        .gpus_whole_free = (uint8_t)whole,
+        .gpu_milli_max = (int16_t)(max > INT16_MAX ? INT16_MAX : max),
+        .gpus_unhealthy = (uint8_t)unhealthy,
+        .live = n->live,
+    };
+    pct_magic(n->cpu_alloc, &h->cpu_pct, &h->cpu_pct_shift);
+    pct_magic(n->mem_alloc, &h->mem_pct, &h->mem_pct_shift);
+    mins_update(c, n->idx);
 }
 
 static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
@@ -301,21 +403,38 @@ static void apply(struct gs_cache *c, struct gs_node_info *n, const struct gs_po
         n->gpus[g].npods += sign;
         c->milli_used += sign * a->milli;
     }
-    gpu_aggregates(n);
+    sync_node(c, n);
     n->generation++;
+}
+
+/* Grows the slot and hot arrays and the min-tree to cap entries. */
+static int grow_slots(struct gs_cache *c, int32_t cap)
+{
+    struct gs_node_info **nv = realloc(c->nodes, (size_t)cap * sizeof *nv);
+    if (!nv) return GS_ENOMEM;
+    c->nodes = nv;
+    struct gs_node_hot *hv = aligned_alloc(64, (size_t)cap * sizeof *hv);
+    if (!hv) return GS_ENOMEM;
+    if (c->nslots) memcpy(hv, c->hot, (size_t)c->nslots * sizeof *hv);
+    struct gs_node_hot *old = c->hot;
+    c->hot = hv;
+    if (mins_build(c, cap) != 0) {
+        c->hot = old;
+        free(hv);
+        return GS_ENOMEM;
+    }
+    free(old);
+    c->slots_cap = cap;
+    return 0;
 }
 
 static int node_slot(struct gs_cache *c)
 {
     if (c->nfree) return c->free_slots[--c->nfree];
-    if (c->nslots == c->slots_cap) {
-        int32_t cap = c->slots_cap ? c->slots_cap * 2 : 64;
-        struct gs_node_info **nv = realloc(c->nodes, (size_t)cap * sizeof *nv);
-        if (!nv) return GS_ENOMEM;
-        c->nodes = nv;
-        c->slots_cap = cap;
-    }
+    if (c->nslots == c->slots_cap && grow_slots(c, c->slots_cap ? c->slots_cap * 2 : 64) != 0) return GS_ENOMEM;
     c->nodes[c->nslots] = NULL;
+    memset(&c->hot[c->nslots], 0, sizeof c->hot[0]);
+    mins_update(c, c->nslots);
     return c->nslots++;
 }
 
@@ -400,7 +519,7 @@ static int insert_node(struct gs_cache *c, const char *name, const struct gs_nod
     }
     n->idx = slot;
     n->live = true;
-    gpu_aggregates(n);
+    sync_node(c, n);
     c->nodes[slot] = n;
     count_flags(c, n, 1);
     c->epoch++;
@@ -446,6 +565,8 @@ int gs_cache_remove_node(struct gs_cache *c, const char *name)
     gs__strmap_del(&c->by_name, name);
     c->free_slots[c->nfree++] = n->idx;
     c->nodes[n->idx] = NULL;
+    memset(&c->hot[n->idx], 0, sizeof c->hot[0]);
+    mins_update(c, n->idx);
     c->live--;
     c->gpus_total -= n->ngpus;
     count_flags(c, n, -1);
@@ -495,7 +616,7 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
         if (n->ngpus < 64) p->a.gpu_mask &= (1ULL << n->ngpus) - 1;
         apply(c, n, p->pod, &p->a, 1);
     }
-    gpu_aggregates(n);
+    sync_node(c, n);
     count_flags(c, n, 1);
     n->generation++;
     return 0;
@@ -511,7 +632,7 @@ int gs_cache_set_gpu_health(struct gs_cache *c, int32_t node, int32_t gpu, bool 
     struct gs_node_info *n = node_at(c, node);
     if (!n || gpu < 0 || gpu >= n->ngpus) return GS_ENOENT;
     n->gpus[gpu].healthy = healthy;
-    gpu_aggregates(n);
+    sync_node(c, n);
     n->generation++;
     return 0;
 }
@@ -531,6 +652,15 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
 /*--- Lookups ---*/
 
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
+const struct gs_node_hot *gs_cache_hot(const struct gs_cache *c) { return c->hot; }
+
+void gs_cache_min_free(const struct gs_cache *c, int64_t *cpu, int64_t *mem, int32_t *pods)
+{
+    struct minfree m = c->mins ? c->mins[1] : no_node;
+    *cpu = m.cpu;
+    *mem = m.mem;
+    *pods = m.pods;
+}
 
 /* A tombstone slot has no record: callers check `live`, so hand them a dead one. */
 static const struct gs_node_info dead_node = {.idx = -1, .live = false, .labels = &empty_labels, .gpu_model = -1};
@@ -779,6 +909,26 @@ static int check_node(const struct gs_node_info *n, const struct expect *e, char
     return 0;
 }
 
+/* The hot record must be what sync_node() would write now. */
+static int check_hot(const struct gs_cache *c, int32_t i, char *why, size_t len)
+{
+    const struct gs_node_info *n = c->nodes[i];
+    const struct gs_node_hot *h = &c->hot[i];
+    if (!n) return h->live ? bad(why, len, "slot %d: dead slot has a live hot record", i) : 0;
+    int32_t max = -1, unhealthy = 0;
+    for (int32_t g = 0; g < n->ngpus; g++) {
+        if (!n->gpus[g].healthy) unhealthy++;
+        else if (n->gpus[g].milli_free > max) max = n->gpus[g].milli_free;
+    }
+    if (h->cpu_free != n->cpu_alloc - n->cpu_used || h->mem_free != n->mem_alloc - n->mem_used ||
+        h->cpu_alloc != n->cpu_alloc || h->mem_alloc != n->mem_alloc ||
+        h->pods_free != (n->pods_alloc > 0 ? n->pods_alloc - n->pods_used : INT32_MAX) ||
+        h->gpu_model != n->gpu_model || h->ngpus != n->ngpus || h->gpus_whole_free != n->gpus_whole_free ||
+        h->gpu_milli_max != max || h->gpus_unhealthy != unhealthy || !h->live)
+        return bad(why, len, "node %s: hot record out of date", n->name);
+    return 0;
+}
+
 static int accumulate(const struct gs_cache *c, struct expect *ex, int64_t *milli_used, char *why, size_t len)
 {
     for (size_t i = 0; i < c->pods.cap; i++) {
@@ -828,6 +978,14 @@ int gs_cache_check(const struct gs_cache *c, char *why, size_t len)
     if (!err) err = accumulate(c, ex, &milli_used, why, len);
     for (int32_t i = 0; i < c->nslots && !err; i++)
         if (c->nodes[i]) err = check_node(c->nodes[i], &ex[i], why, len);
+    for (int32_t i = 0; i < c->nslots && !err; i++) err = check_hot(c, i, why, len);
+    if (!err && c->mins) {
+        struct minfree want = no_node;
+        for (int32_t i = 0; i < c->nslots; i++) want = minfree_meet(want, minfree_of(&c->hot[i]));
+        const struct minfree *got = &c->mins[1];
+        if (got->cpu != want.cpu || got->mem != want.mem || got->pods != want.pods)
+            err = bad(why, len, "min-tree root out of date");
+    }
     if (!err && (live != c->live || gpus != c->gpus_total || milli_used != c->milli_used))
         err = bad(why, len, "totals: live %d/%d gpus %lld/%lld milli %lld/%lld", c->live, live,
                   (long long)c->gpus_total, (long long)gpus, (long long)c->milli_used, (long long)milli_used);

@@ -81,6 +81,40 @@ struct gs_node_info {
     const struct gs_nrt *nrt;  /* NodeResourceTopology (borrowed), NULL when none: gs_cache_set_nrt */
 };
 
+/*
+ * The fields every Filter/Score pass reads, copied into one dense array in
+ * slot order (gs_cache_hot): a pass over the cluster then walks contiguous
+ * 64-byte records, one cache line per node, indexed by node number, instead
+ * of chasing a pointer to each node's larger record. The cache rewrites a
+ * node's record on every change to it, so it always equals what the
+ * struct gs_node_info fields say (gs_cache_check verifies it). Dead slots
+ * hold zeros.
+ */
+struct gs_node_hot {
+    int64_t cpu_free, mem_free;   /* alloc - used (milli-CPU, bytes) */
+    int64_t cpu_alloc, mem_alloc;
+    /* Percent of allocatable without a divide (kube's resource scores are
+     * integer percentages): for 0 <= x < 2^46, x * 100 / cpu_alloc ==
+     * gs_pct(x, cpu_pct, cpu_pct_shift). 0 when alloc <= 128: divide instead. */
+    uint64_t cpu_pct, mem_pct;
+    int32_t pods_free;            /* pods_alloc - pods_used; INT32_MAX when unlimited */
+    int32_t gpu_model;            /* as in gs_node_info */
+    int8_t ngpus;
+    uint8_t gpus_whole_free;
+    int16_t gpu_milli_max;        /* most free milli on one healthy GPU; -1 when none is healthy */
+    uint8_t gpus_unhealthy;       /* unhealthy GPUs */
+    uint8_t live;
+    uint8_t cpu_pct_shift, mem_pct_shift;
+};
+
+/* floor(x * 100 / alloc) for 0 <= x < 2^46 from a record's multiplier and
+ * shift: one 128-bit multiply (see cache.c for why it is exact). */
+static inline uint64_t gs_pct(uint64_t x, uint64_t magic, uint8_t shift)
+{
+    __extension__ typedef unsigned __int128 u128;
+    return (uint64_t)(((u128)x * magic) >> 64) >> shift;
+}
+
 /* A node described without a Node object (simulator, benchmark). */
 struct gs_node_spec {
     const char *name;
@@ -119,6 +153,14 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
 /* Node slots [0, gs_cache_node_count) - some may be !live. Borrowed. */
 int32_t gs_cache_node_count(const struct gs_cache *c);
 struct gs_node_info *gs_cache_node(struct gs_cache *c, int32_t idx);
+/* The hot records of slots [0, gs_cache_node_count). Borrowed: valid until
+ * the next node is added (the array may move). */
+const struct gs_node_hot *gs_cache_hot(const struct gs_cache *c);
+/* Smallest free CPU (milli), memory (bytes) and pod slots (INT32_MAX when
+ * unlimited) over live nodes, each taken on its own; INT64_MAX/INT32_MAX
+ * without nodes. A demand within all three fits every node's totals.
+ * O(1): the cache keeps them up to date. */
+void gs_cache_min_free(const struct gs_cache *c, int64_t *cpu, int64_t *mem, int32_t *pods);
 /* Index of the node named name, or -1. */
 int32_t gs_cache_find_node(const struct gs_cache *c, const char *name);
 /* Interned id of a GPU model name (creates it); -1 for NULL. */

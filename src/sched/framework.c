@@ -9,12 +9,20 @@
  * in reverse order and forgets the cache assumption. The runner, not the
  * plugin, stamps the failing plugin's name on the status.
  *
- * The hot path is Filter and Score over every node. Candidates are an array
- * of node pointers in cache order; after each Filter plugin the survivors are
- * compacted in place and rejections are tallied per (plugin, code) into
- * fixed per-slot tables that are zeroed lazily, so a pod that fits everywhere
- * costs no diagnosis work at all. All per-cycle arrays come from the arena,
- * whose chunk size follows the cluster size so one chunk serves a cycle.
+ * The hot path is Filter and Score over every node. Candidates are node
+ * numbers in cache order, which plugins' index forms use to read the cache's
+ * dense hot records; node pointers are gathered only for a plugin without an
+ * index form. The live, schedulable set is kept between cycles and rebuilt
+ * only when the cache's epoch moves; a cycle reads it in place until some
+ * Filter rejects a node, and only then compacts the survivors into its own
+ * array (branch-free).
+ * Each Filter's verdicts stay in the arena and are tallied per (plugin,
+ * code) only when no node fits, so a pod that fits costs no diagnosis work.
+ * Score runs only the plugins not skipped at PreScore; the weighted sum is
+ * fused with the argmax, and with a single active plugin the argmax reads
+ * its scores directly (weights are positive, so the order is the same).
+ * All per-cycle arrays come from the arena, whose chunk size follows the
+ * cluster size so one chunk serves a cycle.
  *
  * Pods that passed Reserve live in a record (keyed by pod) that owns the
  * cycle state until the binding cycle ends or the pod is rejected: a pod
@@ -73,12 +81,17 @@ struct gs_framework {
     struct gs_arena arena;
     struct gs_cycle_state cs;
     struct tally tally[GS_MAX_PLUGINS_PER_POINT];
+    /* This cycle's verdicts per Filter slot (NULL: it rejected nothing), tallied on failure. */
+    const uint8_t *rej[GS_MAX_PLUGINS_PER_POINT];
+    size_t rej_n[GS_MAX_PLUGINS_PER_POINT];
     struct gs__strmap recs;
     struct rec **list;
     size_t nlist, list_cap;
     /* Live, schedulable nodes in index order, rebuilt when the cache's epoch moves. */
-    struct gs_node_info **cand;
+    struct gs_node_info **cand;      /* pointers of cand_idx */
+    int32_t *cand_idx;
     size_t ncand, cand_cap;
+    struct gs_node_info **slot_ptr;  /* node pointer by slot (gathers) */
     int32_t cand_unsched;
     uint64_t cand_epoch;
     bool cand_valid;
@@ -188,6 +201,8 @@ void gs_framework_free(struct gs_framework *fw)
     gs_cycle_state_free(&fw->cs);
     gs_arena_free(&fw->arena);
     free(fw->cand);
+    free(fw->cand_idx);
+    free(fw->slot_ptr);
     free(fw);
 }
 
@@ -243,8 +258,21 @@ static int diag_push(struct gs_diagnosis *d, const struct gs_plugin *pl, void *s
     return 0;
 }
 
+/* Fills the per-slot tallies from the verdicts the Filters left this cycle. */
+static void tally_rejects(struct gs_framework *fw)
+{
+    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
+        struct tally *t = &fw->tally[i];
+        t->touched = fw->rej[i] != NULL;
+        if (!t->touched) continue;
+        memset(t->count, 0, sizeof t->count);
+        for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]]++;
+    }
+}
+
 static int build_diagnosis(struct gs_framework *fw, struct gs_diagnosis *d, int32_t unschedulable)
 {
+    tally_rejects(fw);
     if (unschedulable && diag_push(d, NULL, NULL, 0, (uint32_t)unschedulable) != 0) return GS_ENOMEM;
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
         struct tally *t = &fw->tally[i];
@@ -336,17 +364,26 @@ static int refresh_candidates(struct gs_framework *fw)
     size_t slots = (size_t)gs_cache_node_count(c);
     if (slots > fw->cand_cap) {
         struct gs_node_info **nv = realloc(fw->cand, slots * sizeof *nv);
-        if (!nv) return GS_ENOMEM;
-        fw->cand = nv;
+        if (nv) fw->cand = nv;
+        int32_t *iv = realloc(fw->cand_idx, slots * sizeof *iv);
+        if (iv) fw->cand_idx = iv;
+        struct gs_node_info **pv = realloc(fw->slot_ptr, slots * sizeof *pv);
+        if (pv) fw->slot_ptr = pv;
+        if (!nv || !iv || !pv) return GS_ENOMEM;
         fw->cand_cap = slots;
     }
     fw->ncand = 0;
     fw->cand_unsched = 0;
     for (size_t i = 0; i < slots; i++) {
         struct gs_node_info *ni = gs_cache_node(c, (int32_t)i);
+        fw->slot_ptr[i] = ni;
         if (!ni->live) continue;
-        if (!ni->schedulable) fw->cand_unsched++;
-        else fw->cand[fw->ncand++] = ni;
+        if (!ni->schedulable) {
+            fw->cand_unsched++;
+            continue;
+        }
+        fw->cand_idx[fw->ncand] = (int32_t)i;
+        fw->cand[fw->ncand++] = ni;
     }
     fw->cand_epoch = gs_cache_epoch(c);
     fw->cand_valid = true;
@@ -367,33 +404,63 @@ static bool any_reject(const uint8_t *reject, size_t n)
     return false;
 }
 
-/* Runs the Filter plugins over nodes[0..n), compacting survivors; returns how many remain. */
-static size_t run_filter(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info **nodes, size_t n,
-                         uint8_t *reject)
+/* The candidates of one cycle, in cache order: node numbers, and their
+ * pointers when already gathered (else NULL). */
+struct cands {
+    const int32_t *idx;
+    struct gs_node_info *const *nodes;
+    size_t n;
+};
+
+/* Keeps the nodes with reject[j] == 0, in order; out may alias the input. */
+static size_t compact(const int32_t *idx, size_t n, const uint8_t *reject, int32_t *out)
 {
-    for (int i = 0; i < fw->npts[GS_PT_FILTER] && n; i++) {
+    size_t m = 0;
+    for (size_t j = 0; j < n; j++) {
+        out[m] = idx[j];
+        m += !reject[j];
+    }
+    return m;
+}
+
+/* The candidates' pointers, for a plugin without an index form; NULL when out of memory. */
+static struct gs_node_info *const *cand_nodes(struct gs_framework *fw, struct cands *c)
+{
+    if (c->nodes) return c->nodes;
+    struct gs_node_info **v = gs_arena_alloc(&fw->arena, c->n * sizeof *v + 1);
+    if (!v) return NULL;
+    for (size_t i = 0; i < c->n; i++) v[i] = fw->slot_ptr[c->idx[i]];
+    c->nodes = v;
+    return v;
+}
+
+/* Runs the Filter plugins over c, narrowing it to the survivors. 0 or GS_ENOMEM. */
+static int run_filter(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c)
+{
+    int32_t *own_idx = NULL;
+    for (int i = 0; i < fw->npts[GS_PT_FILTER] && c->n; i++) {
         int k = fw->pts[GS_PT_FILTER][i].inst;
         const struct gs_plugin *pl = fw->inst[k].pl;
         if (!pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
-        memset(reject, 0, n);
-        pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, n, reject);
-        if (!any_reject(reject, n)) continue;
-        size_t m = 0;
-        struct tally *t = &fw->tally[i];
-        for (size_t j = 0; j < n; j++) {
-            if (!reject[j]) {
-                nodes[m++] = nodes[j];
-                continue;
-            }
-            if (!t->touched) {
-                memset(t->count, 0, sizeof t->count);
-                t->touched = true;
-            }
-            t->count[reject[j]]++;
+        uint8_t *reject = gs_arena_alloc(&fw->arena, c->n + 8);
+        if (!reject) return GS_ENOMEM;
+        memset(reject, 0, c->n);
+        if (pl->filter_idx) {
+            pl->filter_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, reject);
+        } else {
+            struct gs_node_info *const *nodes = cand_nodes(fw, c);
+            if (!nodes) return GS_ENOMEM;
+            pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, c->n, reject);
         }
-        n = m;
+        if (!any_reject(reject, c->n)) continue;
+        fw->rej[i] = reject;
+        fw->rej_n[i] = c->n;
+        if (!own_idx && !(own_idx = gs_arena_alloc(&fw->arena, c->n * sizeof *own_idx + 1))) return GS_ENOMEM;
+        c->n = compact(c->idx, c->n, reject, own_idx);
+        c->idx = own_idx;
+        c->nodes = NULL;
     }
-    return n;
+    return 0;
 }
 
 static void run_post_filter(struct gs_framework *fw, const struct gs_pod *pod, struct gs_schedule_result *res)
@@ -427,15 +494,69 @@ static int no_fit(struct gs_framework *fw, const struct gs_pod *pod, struct gs_s
     return 0;
 }
 
-/* PreScore + Score + NormalizeScore; returns the index into nodes of the winner. */
-static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info **nodes, size_t n,
-                     struct gs_schedule_result *res)
+/* First index of the highest value. The running maximum stays in a register:
+ * reloading v[best] would chain a load per node. */
+static size_t argmax(const int64_t *v, size_t n)
+{
+    size_t best = 0;
+    int64_t top = v[0];
+    for (size_t j = 1; j < n; j++) {
+        if (v[j] > top) {
+            top = v[j];
+            best = j;
+        }
+    }
+    return best;
+}
+
+/* argmax(total + w * last), without storing the sum. */
+static size_t argmax_sum(const int64_t *total, const int64_t *last, int64_t w, size_t n)
+{
+    size_t best = 0;
+    int64_t top = total[0] + w * last[0];
+    for (size_t j = 1; j < n; j++) {
+        int64_t t = total[j] + w * last[j];
+        if (t > top) {
+            top = t;
+            best = j;
+        }
+    }
+    return best;
+}
+
+/* One Score slot's scores (normalised) into scores[]. 0 or GS_ENOMEM. */
+static int score_slot(struct gs_framework *fw, int i, const struct gs_pod *pod, struct cands *c, int64_t *scores)
+{
+    int k = fw->pts[GS_PT_SCORE][i].inst;
+    const struct gs_plugin *pl = fw->inst[k].pl;
+    struct gs_node_info *const *nodes = NULL;
+    if ((!pl->score_idx || pl->normalize_score) && !(nodes = cand_nodes(fw, c))) return GS_ENOMEM;
+    if (pl->score_idx) {
+        pl->score_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, scores);
+    } else {
+        memset(scores, 0, c->n * sizeof *scores);
+        pl->score(fw->inst[k].state, &fw->cs, pod, nodes, c->n, scores);
+    }
+    if (pl->normalize_score) pl->normalize_score(fw->inst[k].state, &fw->cs, pod, nodes, scores, c->n);
+    return 0;
+}
+
+/* PreScore + Score + NormalizeScore; returns the index into the candidates of
+ * the winner, -1 on a PreScore error (res filled), -2 when out of memory. */
+static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c, struct gs_schedule_result *res)
 {
     for (int i = 0; i < fw->npts[GS_PT_PRE_SCORE]; i++) {
         int k = fw->pts[GS_PT_PRE_SCORE][i].inst;
         const struct gs_plugin *pl = fw->inst[k].pl;
         if (!pl->pre_score) continue;
-        struct gs_status s = pl->pre_score(fw->inst[k].state, &fw->cs, pod, nodes, n);
+        struct gs_status s;
+        if (pl->pre_score_idx) {
+            s = pl->pre_score_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n);
+        } else {
+            struct gs_node_info *const *nodes = cand_nodes(fw, c);
+            if (!nodes) return -2;
+            s = pl->pre_score(fw->inst[k].state, &fw->cs, pod, nodes, c->n);
+        }
         if (s.code == GS_SKIP) fw->cs.skip_score_mask |= 1 << k;
         else if (s.code != GS_SUCCESS) {
             res->status = stamp(s, pl);
@@ -443,30 +564,28 @@ static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct g
             return -1;
         }
     }
+    size_t n = c->n;
     if (n == 1) return 0; /* nothing to compare: kube skips scoring as well */
-    int64_t *total = gs_arena_calloc(&fw->arena, n, sizeof *total);
-    int64_t *scores = gs_arena_alloc(&fw->arena, n * sizeof *scores);
-    if (!total || !scores) return -2;
+    int active[GS_MAX_PLUGINS_PER_POINT], na = 0;
     for (int i = 0; i < fw->npts[GS_PT_SCORE]; i++) {
         int k = fw->pts[GS_PT_SCORE][i].inst;
-        const struct gs_plugin *pl = fw->inst[k].pl;
-        if (!pl->score || (fw->cs.skip_score_mask & (1 << k))) continue;
-        memset(scores, 0, n * sizeof *scores);
-        pl->score(fw->inst[k].state, &fw->cs, pod, nodes, n, scores);
-        if (pl->normalize_score) pl->normalize_score(fw->inst[k].state, &fw->cs, pod, nodes, scores, n);
-        int64_t w = fw->pts[GS_PT_SCORE][i].weight;
-        for (size_t j = 0; j < n; j++) total[j] += w * scores[j];
+        if (fw->inst[k].pl->score && !(fw->cs.skip_score_mask & (1 << k))) active[na++] = i;
     }
-    /* The running maximum stays in a register: reloading total[best] would chain a load per node. */
-    size_t best = 0;
-    int64_t top = total[0];
-    for (size_t j = 1; j < n; j++) {
-        if (total[j] > top) {
-            top = total[j];
-            best = j;
-        }
+    if (!na) return 0; /* every total is 0: the first node wins */
+    int64_t *scores = gs_arena_alloc(&fw->arena, n * sizeof *scores);
+    int64_t *total = na > 1 ? gs_arena_alloc(&fw->arena, n * sizeof *total) : NULL;
+    if (!scores || (na > 1 && !total)) return -2;
+    for (int a = 0; a < na - 1; a++) {
+        if (score_slot(fw, active[a], pod, c, scores) != 0) return -2;
+        int64_t w = fw->pts[GS_PT_SCORE][active[a]].weight;
+        if (a == 0)
+            for (size_t j = 0; j < n; j++) total[j] = w * scores[j];
+        else
+            for (size_t j = 0; j < n; j++) total[j] += w * scores[j];
     }
-    return (int)best;
+    if (score_slot(fw, active[na - 1], pod, c, scores) != 0) return -2;
+    if (na == 1) return (int)argmax(scores, n);
+    return (int)argmax_sum(total, scores, fw->pts[GS_PT_SCORE][active[na - 1]].weight, n);
 }
 
 /* Devices for a GPU pod when no reserve plugin chose them: lowest indices that fit. */
@@ -577,7 +696,10 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     res->nominated_node = -1;
     gs_arena_reset(&fw->arena);
     gs_cycle_state_reset(&fw->cs);
-    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) fw->tally[i].touched = false;
+    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
+        fw->tally[i].touched = false;
+        fw->rej[i] = NULL;
+    }
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
     fw->cs.seed = gs__mix64(fw->h.seed, gs__fnv1a(key));
@@ -593,22 +715,19 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     }
 
     if (refresh_candidates(fw) != 0) return GS_ENOMEM;
-    size_t n = fw->ncand;
+    struct cands c = {fw->cand_idx, fw->cand, fw->ncand};
     int32_t unsched = fw->cand_unsched;
-    size_t want = n * (2 * sizeof(void *) + 3 * sizeof(int64_t) + 2) + 4096;
+    /* Worst case per node: both compacted arrays, a verdict per Filter, scores and totals. */
+    size_t want = c.n * (sizeof(int32_t) + sizeof(void *) + 2 * sizeof(int64_t) + GS_MAX_PLUGINS_PER_POINT) + 8192;
     if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
-    struct gs_node_info **nodes = gs_arena_alloc(&fw->arena, n * sizeof *nodes + 1);
-    uint8_t *reject = gs_arena_alloc(&fw->arena, n + 1);
-    if (!nodes || !reject) return GS_ENOMEM;
-    memcpy(nodes, fw->cand, n * sizeof *nodes);
-    n = run_filter(fw, pod, nodes, n, reject);
-    res->feasible_nodes = (int32_t)n;
-    if (n == 0) return no_fit(fw, pod, res, unsched);
+    if (run_filter(fw, pod, &c) != 0) return GS_ENOMEM;
+    res->feasible_nodes = (int32_t)c.n;
+    if (c.n == 0) return no_fit(fw, pod, res, unsched);
 
-    int best = run_score(fw, pod, nodes, n, res);
+    int best = run_score(fw, pod, &c, res);
     if (best == -2) return GS_ENOMEM;
     if (best < 0) return 0;
-    struct gs_node_info *node = nodes[best];
+    struct gs_node_info *node = fw->slot_ptr[c.idx[best]];
     res->a = (struct gs_assignment){node->idx, 0, pod->demand.gpu_milli, pod->demand.gpu_mem_mib};
     if (run_reserve(fw, pod, node, assumed_ttl_ns, res) != 0) return 0;
 

@@ -434,7 +434,7 @@ static size_t domains(struct gs_gang *g, const char *key, const char **out, int6
 struct gs_status gs_gang_plan(struct gs_gang *g, const struct gs_pod *pod, gs_gang_place_fn place, void *ctx)
 {
     struct gs_gang_group *gr = gs_gang_group_of(g, pod);
-    if (!gr) return (struct gs_status){0};
+    if (!gr || !g->o.whole_group_plan) return (struct gs_status){0}; /* member by member */
     g->stats.plans++;
     bool required;
     const char *domain, *failed = NULL;

@@ -21,6 +21,15 @@
  * pods per second. Filter verdicts are small reason codes; the plugin turns a
  * code into text only when a diagnosis is printed.
  *
+ * A plugin may also give Filter, PreScore and Score in an index form
+ * (filter_idx, pre_score_idx, score_idx): the same verdicts and scores, but
+ * the candidates arrive as node numbers, so the plugin reads the cache's dense hot records
+ * (gs_cache_hot(cache)[idx[i]]) in one contiguous pass instead of following a
+ * pointer per node. The framework prefers the index form when a plugin has
+ * both, and builds the pointer array only for plugins without one; the
+ * pointer form stays required and the reference (direct callers, tests), and
+ * the two must agree on every node.
+ *
  * Plugins keep per-profile state (args, caches) in the `state` pointer from
  * init, and reach the rest of the system only through struct gs_handle: no
  * globals.
@@ -56,6 +65,10 @@ struct gs_handle {
      * possible (unit tests, explain). 0 or a negative GS_E*. */
     int (*evict)(void *evict_ctx, const struct gs_pod *victim, const struct gs_pod *preemptor);
     void *evict_ctx;
+    /* Moves a queued pod (backing off or unschedulable) to the active queue now,
+     * as kube's PodsToActivate: a gang member waiting at Permit brings its
+     * siblings. NULL when there is no queue. Same ctx as evict. */
+    void (*activate)(void *evict_ctx, const struct gs_pod *pod);
 };
 
 /* A pod as the queue holds it. */
@@ -100,6 +113,11 @@ struct gs_plugin {
      * on entry. Must not change the cache. */
     void (*filter)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                    struct gs_node_info *const *nodes, size_t n, uint8_t *reject);
+    /* Optional index form of filter: idx[i] is the cache index of the i-th
+     * candidate (ascending). Same contract and verdicts as filter, which must
+     * also be set. */
+    void (*filter_idx)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                       const int32_t *idx, size_t n, uint8_t *reject);
     /* Text for a reject code, for diagnoses ("Insufficient nvidia.com/gpu").
      * Required when filter is set. Returns the length written (snprintf). */
     int (*reason)(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len);
@@ -112,9 +130,16 @@ struct gs_plugin {
     /* PreScore: once per cycle with the feasible nodes; Skip turns Score off. */
     struct gs_status (*pre_score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                                   struct gs_node_info *const *nodes, size_t n);
+    /* Optional index form of pre_score (see filter_idx): the same answer. */
+    struct gs_status (*pre_score_idx)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                      const int32_t *idx, size_t n);
     /* Score: write scores[i] for nodes[i] (any int64; higher is better). */
     void (*score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                   struct gs_node_info *const *nodes, size_t n, int64_t *scores);
+    /* Optional index form of score (see filter_idx); must write every
+     * scores[i] (the framework does not clear the array for it). */
+    void (*score_idx)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                      const int32_t *idx, size_t n, int64_t *scores);
     /* NormalizeScore: map this plugin's scores into 0..GS_MAX_SCORE. Optional;
      * without it scores must already lie in that range. */
     void (*normalize_score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,

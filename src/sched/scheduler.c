@@ -60,6 +60,14 @@ static bool queue_less(void *ctx, const struct gs_queued_pod *a, const struct gs
     return gs_framework_less(ctx, a, b);
 }
 
+static void activate(void *ctx, const struct gs_pod *pod)
+{
+    struct gs_scheduler *s = ctx;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    if (gs_sched_queue_delete(s->q, key) == 0) gs_sched_queue_add(s->q, pod); /* in flight: left alone */
+}
+
 int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const struct gs_scheduler_opts *o,
                      struct gs_scheduler **out, struct gs_diags *d)
 {
@@ -77,7 +85,8 @@ int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const
         err = gs_sched_config_default(&s->defaults);
         p = err ? NULL : &s->defaults.profiles[0];
     }
-    struct gs_handle h = {.clock = clock, .cache = cache, .seed = o ? o->seed : 0, .evict = evict, .evict_ctx = s};
+    struct gs_handle h = {.clock = clock, .cache = cache, .seed = o ? o->seed : 0, .evict = evict, .evict_ctx = s,
+                          .activate = activate};
     if (!err) err = gs_framework_new(p, &h, &s->fw, d);
     if (!err) {
         s->q = gs_sched_queue_new(clock, o ? &o->queue : NULL, queue_less, s->fw);
@@ -222,7 +231,7 @@ static void on_waiting_done(const struct gs_pod *pod, bool ok, void *arg)
     }
     if (s->hooks.rejected) s->hooks.rejected(s->hooks.ctx, pod, why);
     struct gs_queued_pod qp = {.pod = pod};
-    gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS);
+    gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS | (pod->pod_group ? GS_EV_POD_ADDED : 0));
 }
 
 int gs_scheduler_tick(struct gs_scheduler *s)
@@ -281,7 +290,9 @@ int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
             snprintf(s->reason, sizeof s->reason, "%s", r.status.reason);
         out->reason = s->reason;
         bool park = (gs_status_rejects(&r.status) || r.code != GS_ERROR) && r.nominated_node < 0;
-        gs_sched_queue_requeue(s->q, &qp, park, RETRY_EVENTS);
+        /* A gang member may be waiting for its siblings to arrive. */
+        unsigned events = RETRY_EVENTS | (qp.pod->pod_group ? GS_EV_POD_ADDED : 0);
+        gs_sched_queue_requeue(s->q, &qp, park, events);
     }
     gs_schedule_result_free(&r);
     return 1;

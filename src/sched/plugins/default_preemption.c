@@ -166,9 +166,16 @@ int gs__preempt_plan_for(void *state, struct gs_framework *fw, const struct gs_p
 static struct gs_status pre_post_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                                         const struct gs_diagnosis *diag, struct gs_post_filter_result *res)
 {
-    (void)cs, (void)diag;
+    (void)cs;
     struct pre_state *s = state;
     if (!s->h.fw || !s->h.evict) return gs_status_make(GS_SKIP, NULL);
+    /* Rejected outright and for good (a gang still missing members): no eviction can help. */
+    if (diag && diag->prefilter.code == GS_UNSCHEDULABLE_AND_UNRESOLVABLE) return gs_status_make(GS_SKIP, NULL);
+    /* It failed even with its nomination: the capacity held for it did not
+     * help (or went to others), so release it before looking again. */
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    gs_preempt_clear(s->p, key);
     struct gs_preempt_plan plan;
     const struct gs_pod **members;
     size_t n;
@@ -177,6 +184,11 @@ static struct gs_status pre_post_filter(void *state, struct gs_cycle_state *cs, 
         free(members);
         gs_preempt_count_refusal(s->p);
         return gs_status_make(GS_UNSCHEDULABLE, "preemption would not help: no set of lower-priority victims makes room");
+    }
+    if (plan.nvictims == 0) { /* it fits as things are: nothing to evict or to hold */
+        gs_preempt_plan_free(&plan);
+        free(members);
+        return gs_status_make(GS_UNSCHEDULABLE, "fits without preemption; retried on the next event");
     }
     for (size_t i = 0; i < plan.nvictims; i++) s->h.evict(s->h.evict_ctx, plan.victims[i], pod);
     for (size_t i = 0; i < n; i++) gs_preempt_nominate(s->p, members[i], plan.nodes[i]);

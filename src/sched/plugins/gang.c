@@ -241,6 +241,21 @@ static void gang_unreserve(void *state, struct gs_cycle_state *cs, const struct 
     reject_siblings(state, pod, true);
 }
 
+/* Siblings backing off or parked would come back one by one, each too late
+ * for the others' wait: bring them all to the active queue now. */
+static void activate_siblings(struct gang_state *s, const struct gs_pod *pod)
+{
+    struct gs_gang_group *gr = gs_gang_group_of(s->g, pod);
+    if (!gr || !s->h.activate) return;
+    const struct gs_pod *const *all;
+    size_t n = gs_gang_members(gr, &all);
+    for (size_t i = 0; i < n; i++) {
+        char key[GS__KEY_MAX];
+        gs__pod_key(all[i], key, sizeof key);
+        if (all[i] != pod && !gs_cache_pod_assignment(s->h.cache, key)) s->h.activate(s->h.evict_ctx, all[i]);
+    }
+}
+
 static struct gs_status gang_permit(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                                     struct gs_node_info *node, int64_t *timeout_ns)
 {
@@ -251,7 +266,10 @@ static struct gs_status gang_permit(void *state, struct gs_cycle_state *cs, cons
     enum gs_code code = gs_gang_permit(s->g, pod, timeout_ns, &allow, &n);
     for (size_t i = 0; i < n && s->h.fw; i++) gs_framework_allow(s->h.fw, allow[i], NAME);
     gs_gang_keys_free(allow, n);
-    if (code == GS_WAIT) return gs_status_make(GS_WAIT, "waiting for the rest of the pod group");
+    if (code == GS_WAIT) {
+        activate_siblings(s, pod);
+        return gs_status_make(GS_WAIT, "waiting for the rest of the pod group");
+    }
     return (struct gs_status){0};
 }
 

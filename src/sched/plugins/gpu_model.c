@@ -5,7 +5,8 @@
  * The node's model is interned by the cache when the node is added (from its
  * devices, else its nvidia.com/gpu.product label), so PreFilter turns the
  * pod's list into a bit mask of interned ids once per cycle and Filter is one
- * shift and test per node: no string comparison in the loop. Ids past 63
+ * shift and test per node (read from the cache's hot records in the index
+ * form): no string comparison in the loop. Ids past 63
  * (more than 64 distinct models) fall back to comparing names. A mismatch is
  * unresolvable: preemption cannot change a node's GPUs.
  */
@@ -84,6 +85,21 @@ static void gm_filter(void *state, struct gs_cycle_state *cs, const struct gs_po
     }
 }
 
+static void gm_filter_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
+                          size_t n, uint8_t *reject)
+{
+    const struct gm *s = state;
+    const struct gm_cycle *c = gs_cycle_state_read(cs, STATE_KEY);
+    if (!c) return;
+    const struct gs_node_hot *hot = gs_cache_hot(s->cache);
+    const uint64_t mask = c->mask;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = hot[idx[i]].gpu_model;
+        bool ok = id >= 0 && (id < 64 ? (mask >> id) & 1 : c->overflow && wanted_by_name(s, pod, id));
+        reject[i] = ok ? 0 : REJ_MODEL;
+    }
+}
+
 static int gm_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
 {
     (void)state, (void)code;
@@ -103,5 +119,6 @@ const struct gs_plugin gs_plugin_gpu_model = {
     .fini = gm_fini,
     .pre_filter = gm_pre_filter,
     .filter = gm_filter,
+    .filter_idx = gm_filter_idx,
     .reason = gm_reason,
 };

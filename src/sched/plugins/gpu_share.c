@@ -6,7 +6,11 @@
  * healthy GPUs each have the share and the memory free. Whole-GPU pods without
  * a memory demand are answered from the node's gpus_whole_free aggregate; a
  * node with a wholly free GPU fits any single share; only the remaining nodes
- * walk their GPUs, so the common cases cost a few loads per node.
+ * walk their GPUs, so the common cases cost a few loads per node. The index
+ * form answers the same from the cache's hot records, where the most free
+ * share on one healthy GPU also settles single shares and, on a node without
+ * unhealthy GPUs, every rejection of a memory-less demand; only the rest
+ * walk the GPUs.
  *
  * Rejections say which limit bit: no GPUs with the share ("Insufficient
  * nvidia.com/gpu"), the share is there but not the memory ("Insufficient GPU
@@ -21,6 +25,13 @@
 #include "sched/plugin.h"
 
 #include <stdio.h>
+
+static int gs_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
+{
+    (void)args, (void)d;
+    *state = h->cache;
+    return 0;
+}
 
 enum { REJ_GPU = 1, REJ_MEM = 2, REJ_UNHEALTHY = 3 | GS_REJECT_UNRESOLVABLE };
 
@@ -73,6 +84,63 @@ static void gs_filter(void *state, struct gs_cycle_state *cs, const struct gs_po
     }
 }
 
+/*
+ * Verdict from the hot record alone, or -1 when the GPUs must be walked. For
+ * a demand without memory, classify() can only say "fits" when count healthy
+ * GPUs have the share; otherwise, with no unhealthy GPU, it says REJ_GPU.
+ */
+static int hot_verdict(const struct gs_node_hot *h, int32_t count, int32_t milli, bool whole, bool one_share)
+{
+    if (h->ngpus < count) return REJ_GPU;
+    if (whole) return h->gpus_whole_free >= count ? 0 : h->gpus_unhealthy ? -1 : REJ_GPU;
+    if (!one_share) return -1;
+    if (h->gpus_whole_free > 0 || (h->gpu_milli_max >= 0 && h->gpu_milli_max >= milli)) return 0;
+    return h->gpus_unhealthy ? -1 : REJ_GPU;
+}
+
+/* Verdict REJ_GPU from the hot record may need the GPU walk when the node has
+ * unhealthy GPUs (they turn it into REJ_UNHEALTHY). */
+static uint8_t settle(struct gs_cache *c, const struct gs_node_hot *h, int32_t idx, uint8_t r, int32_t count,
+                      int32_t milli, int64_t mem)
+{
+    return r && h->gpus_unhealthy ? classify(gs_cache_node(c, idx), count, milli, mem) : r;
+}
+
+static void gs_filter_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
+                          size_t n, uint8_t *reject)
+{
+    (void)cs;
+    struct gs_cache *c = state;
+    const struct gs_node_hot *hot = gs_cache_hot(c);
+    const int32_t count = pod->demand.gpu_count, milli = pod->demand.gpu_milli;
+    const int64_t mem = pod->demand.gpu_mem_mib;
+    const bool whole = milli >= GS_GPU_MILLI && mem <= 0;
+    const bool one_share = count == 1 && mem <= 0;
+    /* The two usual demands get their own loops: a compare per node. A node
+     * with fewer GPUs than count has fewer whole ones too, and for a share
+     * in [0, 1000) a wholly free GPU is also the most free one. */
+    if (whole) {
+        for (size_t i = 0; i < n; i++) {
+            const struct gs_node_hot *h = &hot[idx[i]];
+            uint8_t r = h->gpus_whole_free < count ? REJ_GPU : 0;
+            reject[i] = __builtin_expect(r && h->gpus_unhealthy, 0) ? settle(c, h, idx[i], r, count, milli, mem) : r;
+        }
+        return;
+    }
+    if (one_share && milli >= 0) {
+        for (size_t i = 0; i < n; i++) {
+            const struct gs_node_hot *h = &hot[idx[i]];
+            uint8_t r = h->gpu_milli_max < milli ? REJ_GPU : 0;
+            reject[i] = __builtin_expect(r && h->gpus_unhealthy, 0) ? settle(c, h, idx[i], r, count, milli, mem) : r;
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int v = hot_verdict(&hot[idx[i]], count, milli, whole, one_share);
+        reject[i] = v >= 0 ? (uint8_t)v : classify(gs_cache_node(c, idx[i]), count, milli, mem);
+    }
+}
+
 static int gs_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
 {
     (void)state, (void)pod;
@@ -116,8 +184,10 @@ static struct gs_status gs_reserve(void *state, struct gs_cycle_state *cs, const
 
 const struct gs_plugin gs_plugin_gpu_share = {
     .name = "GpuShare",
+    .init = gs_init,
     .pre_filter = gs_pre_filter,
     .filter = gs_filter,
+    .filter_idx = gs_filter_idx,
     .reason = gs_reason,
     .reserve = gs_reserve,
 };

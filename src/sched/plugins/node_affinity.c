@@ -57,6 +57,13 @@ static struct gs_status na_pre_score(void *state, struct gs_cycle_state *cs, con
     return (struct gs_status){0};
 }
 
+static struct gs_status na_pre_score_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                         const int32_t *idx, size_t n)
+{
+    (void)idx;
+    return na_pre_score(state, cs, pod, NULL, n);
+}
+
 static void na_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                      struct gs_node_info *const *nodes, size_t n, int64_t *scores)
 {
@@ -82,6 +89,7 @@ const struct gs_plugin gs_plugin_node_affinity = {
     .filter = na_filter,
     .reason = na_reason,
     .pre_score = na_pre_score,
+    .pre_score_idx = na_pre_score_idx,
     .score = na_score,
     .normalize_score = na_normalize,
 };

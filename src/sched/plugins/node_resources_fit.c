@@ -33,17 +33,8 @@ enum res_kind { RK_CPU, RK_MEM, RK_GPU, RK_EXT };
 #define MAX_RES 8
 #define MAX_SHAPE 16
 
-/* 100.0 / allocatable per node index, for the default score's fast path. */
-struct recip {
-    double cpu, mem;
-};
-
 struct nrf {
     struct gs_cache *cache;
-    struct recip *recip;
-    size_t nrecip;
-    uint64_t recip_epoch;
-    bool recip_valid;
     enum strategy type;
     int nres;
     struct {
@@ -197,9 +188,7 @@ static int nrf_init(const struct gs_handle *h, const json_t *args, void **state,
 
 static void nrf_fini(void *state)
 {
-    struct nrf *s = state;
-    if (s) free(s->recip);
-    free(s);
+    free(state);
 }
 
 /*--- Filter ---*/
@@ -235,6 +224,41 @@ static void nrf_filter(void *state, struct gs_cycle_state *cs, const struct gs_p
         else if (mem > 0 && mem > ni->mem_alloc - ni->mem_used) reject[i] = REJ_MEM;
         else if (ext) reject[i] = ext_fit(d, ni);
     }
+}
+
+/* True when the demand fits the least free node of the cluster, by pods,
+ * CPU and memory (the cache keeps those minima): then no node fails here. */
+static bool fits_everywhere(const struct nrf *s, const struct gs_demand *d)
+{
+    int64_t cpu, mem;
+    int32_t pods;
+    gs_cache_min_free(s->cache, &cpu, &mem, &pods);
+    return !d->extended.n && pods > 0 && (d->cpu_milli <= 0 || d->cpu_milli <= cpu) &&
+           (d->mem_bytes <= 0 || d->mem_bytes <= mem);
+}
+
+/* The same verdicts from the hot records: the common verdict (fits) costs
+ * three compares on one cache line, and nothing at all when the pod fits the
+ * least free node (reject[] arrives zeroed). */
+static void nrf_filter_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
+                           size_t n, uint8_t *reject)
+{
+    (void)cs;
+    const struct nrf *s = state;
+    const struct gs_node_hot *hot = gs_cache_hot(s->cache);
+    const struct gs_demand *d = &pod->demand;
+    if (fits_everywhere(s, d)) return;
+    /* A demand of 0 or less never rejects: INT64_MIN exceeds no amount. */
+    const int64_t cpu = d->cpu_milli > 0 ? d->cpu_milli : INT64_MIN, mem = d->mem_bytes > 0 ? d->mem_bytes : INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_node_hot *h = &hot[idx[i]];
+        uint8_t r = mem > h->mem_free ? REJ_MEM : 0;
+        r = cpu > h->cpu_free ? REJ_CPU : r;
+        reject[i] = h->pods_free <= 0 ? REJ_PODS : r;
+    }
+    if (d->extended.n)
+        for (size_t i = 0; i < n; i++)
+            if (!reject[i]) reject[i] = ext_fit(d, gs_cache_node(s->cache, idx[i]));
 }
 
 static int nrf_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
@@ -346,71 +370,64 @@ static int64_t node_score(const struct nrf *s, const struct gs_pod *pod, const s
     return sum / wsum;
 }
 
-/*
- * The default strategy (LeastAllocated over cpu and memory, weights 1) is what
- * nearly every pod meets, on every node. Its two divisions per node dominate
- * a cycle, so they become multiplications by reciprocals of the allocatable
- * amounts, kept per node index and rebuilt when the cache's epoch moves
- * (allocatable changes only with the node set). The estimate is then made
- * exact: floor((cap - req) * 100 / cap) is the largest q with q * cap <=
- * (cap - req) * 100, and the estimate is off by at most one.
- */
-static bool refresh_recip(struct nrf *s)
-{
-    size_t slots = (size_t)gs_cache_node_count(s->cache);
-    if (s->recip_valid && s->recip_epoch == gs_cache_epoch(s->cache) && s->nrecip >= slots) return true;
-    struct recip *nv = realloc(s->recip, (slots ? slots : 1) * sizeof *nv);
-    if (!nv) return false;
-    s->recip = nv;
-    s->nrecip = slots;
-    for (size_t i = 0; i < slots; i++) {
-        const struct gs_node_info *ni = gs_cache_node(s->cache, (int32_t)i);
-        nv[i].cpu = ni->live && ni->cpu_alloc > 0 ? 100.0 / (double)ni->cpu_alloc : 0;
-        nv[i].mem = ni->live && ni->mem_alloc > 0 ? 100.0 / (double)ni->mem_alloc : 0;
-    }
-    s->recip_epoch = gs_cache_epoch(s->cache);
-    s->recip_valid = true;
-    return true;
-}
-
-static inline int64_t least_fast(int64_t req, int64_t cap, double recip)
-{
-    int64_t free_ = cap - req;
-    if (free_ < 0 || free_ >= (1LL << 46)) return free_ < 0 ? 0 : least_score(req, cap);
-    int64_t num = free_ * GS_MAX_SCORE;
-    int64_t q = (int64_t)((double)free_ * recip);
-    /* Branch-free: which way the estimate is off is not predictable. */
-    q -= q * cap > num;
-    q += (q + 1) * cap <= num;
-    return q;
-}
-
-static void least_default(struct nrf *s, const struct gs_pod *pod, struct gs_node_info *const *nodes, size_t n,
-                          int64_t *scores)
-{
-    const int64_t cpu = pod->demand.cpu_milli, mem = pod->demand.mem_bytes;
-    const struct recip *r = s->recip;
-    for (size_t i = 0; i < n; i++) {
-        const struct gs_node_info *ni = nodes[i];
-        const struct recip *ri = &r[ni->idx];
-        int64_t sum = 0, w = 0;
-        if (ni->cpu_alloc) sum += least_fast(ni->cpu_used + cpu, ni->cpu_alloc, ri->cpu), w++;
-        if (ni->mem_alloc) sum += least_fast(ni->mem_used + mem, ni->mem_alloc, ri->mem), w++;
-        scores[i] = w == 2 ? sum >> 1 : sum;
-    }
-}
-
 static void nrf_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                       struct gs_node_info *const *nodes, size_t n, int64_t *scores)
 {
     (void)cs;
-    struct nrf *s = state;
-    if (s->type == LEAST && s->nres == 2 && s->res[0].kind == RK_CPU && s->res[1].kind == RK_MEM &&
-        s->res[0].weight == 1 && s->res[1].weight == 1 && refresh_recip(s)) {
-        least_default(s, pod, nodes, n, scores);
+    const struct nrf *s = state;
+    for (size_t i = 0; i < n; i++) scores[i] = node_score(s, pod, nodes[i]);
+}
+
+/*
+ * The default strategy (LeastAllocated over cpu and memory, weights 1) is what
+ * nearly every pod meets, on every node, and its two 64-bit divisions per node
+ * would dominate a cycle. The hot record carries a multiplier for each
+ * allocatable amount, so floor(free * 100 / cap) is one 128-bit multiply and a
+ * shift, exact for free < 2^46 (cache.h); larger amounts, and caps without a
+ * multiplier (cap <= 128), divide.
+ */
+static int64_t least_hot(int64_t free_after, int64_t cap, uint64_t magic, uint8_t shift)
+{
+    if ((uint64_t)free_after >= (1ULL << 46) || !magic) return free_after < 0 ? 0 : least_score(cap - free_after, cap);
+    return (int64_t)gs_pct((uint64_t)free_after, magic, shift);
+}
+
+/* kube's mean over the resources the node has, for one hot record. */
+static int64_t least_mean(const struct gs_node_hot *h, int64_t cpu, int64_t mem)
+{
+    int64_t sum = 0, w = 0;
+    if (h->cpu_alloc) sum += least_hot(h->cpu_free - cpu, h->cpu_alloc, h->cpu_pct, h->cpu_pct_shift), w++;
+    if (h->mem_alloc) sum += least_hot(h->mem_free - mem, h->mem_alloc, h->mem_pct, h->mem_pct_shift), w++;
+    return w == 2 ? sum >> 1 : sum;
+}
+
+static bool is_default(const struct nrf *s)
+{
+    return s->type == LEAST && s->nres == 2 && s->res[0].kind == RK_CPU && s->res[1].kind == RK_MEM &&
+           s->res[0].weight == 1 && s->res[1].weight == 1;
+}
+
+static void nrf_score_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
+                          size_t n, int64_t *scores)
+{
+    (void)cs;
+    const struct nrf *s = state;
+    if (!is_default(s)) {
+        for (size_t i = 0; i < n; i++) scores[i] = node_score(s, pod, gs_cache_node(s->cache, idx[i]));
         return;
     }
-    for (size_t i = 0; i < n; i++) scores[i] = node_score(s, pod, nodes[i]);
+    const struct gs_node_hot *hot = gs_cache_hot(s->cache);
+    const int64_t cpu = pod->demand.cpu_milli, mem = pod->demand.mem_bytes;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_node_hot *h = &hot[idx[i]];
+        /* Usual case in one test: both amounts left in [0, 2^46) and both
+         * allocatables with a multiplier (so both > 128 and both counted). */
+        uint64_t fc = (uint64_t)(h->cpu_free - cpu), fm = (uint64_t)(h->mem_free - mem);
+        if (__builtin_expect((fc | fm) < (1ULL << 46) && h->cpu_pct && h->mem_pct, 1))
+            scores[i] = (int64_t)((gs_pct(fc, h->cpu_pct, h->cpu_pct_shift) + gs_pct(fm, h->mem_pct, h->mem_pct_shift)) >> 1);
+        else
+            scores[i] = least_mean(h, cpu, mem);
+    }
 }
 
 const struct gs_plugin gs_plugin_node_resources_fit = {
@@ -418,6 +435,8 @@ const struct gs_plugin gs_plugin_node_resources_fit = {
     .init = nrf_init,
     .fini = nrf_fini,
     .filter = nrf_filter,
+    .filter_idx = nrf_filter_idx,
     .reason = nrf_reason,
     .score = nrf_score,
+    .score_idx = nrf_score_idx,
 };

@@ -60,6 +60,13 @@ static struct gs_status tt_pre_score(void *state, struct gs_cycle_state *cs, con
     return tt_pre_filter(state, cs, pod);
 }
 
+static struct gs_status tt_pre_score_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                         const int32_t *idx, size_t n)
+{
+    (void)idx, (void)n;
+    return tt_pre_filter(state, cs, pod);
+}
+
 static void tt_fini(void *state)
 {
     struct tt *s = state;
@@ -141,6 +148,7 @@ const struct gs_plugin gs_plugin_taint_toleration = {
     .filter = tt_filter,
     .reason = tt_reason,
     .pre_score = tt_pre_score,
+    .pre_score_idx = tt_pre_score_idx,
     .score = tt_score,
     .normalize_score = tt_normalize,
 };

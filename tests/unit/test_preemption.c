@@ -1,0 +1,241 @@
+/*
+ * test_preemption.c - victim search on the cache: fewest and lowest-priority
+ * victims, gang units (one member evicted means the gang), no eviction when
+ * it would not help, multi-node plans for gang preemptors, the loop guard,
+ * nominated capacity, and the exact restoration of the cache after every
+ * search; then DefaultPreemption through the scheduler driver.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "sched/preemption_core.h"
+#include "sched/scheduler.h"
+#include "sched/topology_core.h"
+#include "sched_fixture.h"
+
+static struct gs_clock clk;
+
+/* Resource fit alone: enough CPU and GPUs with the share. */
+static bool fits(void *ctx, const struct gs_pod *pod, struct gs_node_info *n)
+{
+    (void)ctx;
+    struct gs_gpu_choice ch;
+    return pod->demand.cpu_milli <= n->cpu_alloc - n->cpu_used &&
+           gs_topo_choose(n, pod->demand.gpu_count, pod->demand.gpu_milli, 0, ~0ULL, &ch);
+}
+
+struct env {
+    struct gs_cache *c;
+    struct gs_pod *pods[16];
+    int n;
+};
+
+static struct gs_cache *cluster(int nodes)
+{
+    gs_clock_init_sim(&clk, 0);
+    struct gs_cache *c = gs_cache_new(&clk);
+    for (int i = 0; i < nodes; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "n%d", i);
+        assert_int_equal(fx_add_node(c, n, 4, 64, 0, 0, NULL), i);
+    }
+    return c;
+}
+
+static struct gs_pod *bind(struct env *e, struct gs_pod *p, int node, uint64_t mask)
+{
+    struct gs_assignment a = {node, mask, 1000, 0};
+    assert_int_equal(gs_cache_add_bound(e->c, p, &a), 0);
+    return e->pods[e->n++] = p;
+}
+
+static void env_free(struct env *e)
+{
+    for (int i = 0; i < e->n; i++) fx_pod_free(e->pods[i]);
+    gs_cache_free(e->c);
+}
+
+static void check_same(struct gs_cache *c, int64_t used)
+{
+    fx_check_cache(c);
+    assert_int_equal(gs_cache_gpu_milli_used(c), used);
+}
+
+static void test_lowest_priority_victim(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(1)};
+    bind(&e, fx_pod("l1", 2, 0, NULL), 0, 0x3);
+    bind(&e, fx_pod("l2", 2, 5, NULL), 0, 0xc);
+    struct gs_preempt_opts o = {0};
+    struct gs_preemption *p = gs_preemption_new(&o, &clk, e.c);
+    struct gs_pod *hp = fx_pod("hp", 2, 10, NULL);
+    const struct gs_pod *m[1] = {hp};
+    struct gs_preempt_plan plan;
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    assert_int_equal(plan.nvictims, 1);
+    assert_string_equal(plan.victims[0]->meta.name, "l1");
+    assert_int_equal(plan.nodes[0], 0);
+    assert_int_equal(plan.max_priority, 0);
+    check_same(e.c, 4000);
+    assert_int_equal(gs_cache_pod_assignment(e.c, "default/l2")->gpu_mask, 0xc);
+    gs_preempt_plan_free(&plan);
+    /* Equal priority cannot preempt. */
+    struct gs_pod *eq = fx_pod("eq", 2, 0, NULL);
+    m[0] = eq;
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), GS_ENOENT);
+    check_same(e.c, 4000);
+    fx_pod_free(hp), fx_pod_free(eq);
+    gs_preemption_free(p);
+    env_free(&e);
+}
+
+static void test_gang_unit_and_no_help(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(2)};
+    bind(&e, fx_pod("g0", 2, 0, "g"), 0, 0x3);
+    bind(&e, fx_pod("a", 2, 8, NULL), 0, 0xc);
+    bind(&e, fx_pod("g1", 2, 0, "g"), 1, 0x3);
+    bind(&e, fx_pod("s", 2, 3, NULL), 1, 0xc);
+    struct gs_preempt_opts o = {0};
+    struct gs_preemption *p = gs_preemption_new(&o, &clk, e.c);
+    struct gs_pod *hp = fx_pod("hp", 2, 10, NULL);
+    const struct gs_pod *m[2] = {hp};
+    struct gs_preempt_plan plan;
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    /* The gang (priority 0) beats s (priority 3) and is evicted whole, from both nodes. */
+    assert_int_equal(plan.nvictims, 2);
+    assert_string_equal(plan.victims[0]->meta.name, "g0");
+    assert_string_equal(plan.victims[1]->meta.name, "g1");
+    check_same(e.c, 8000);
+    gs_preempt_record(p, &plan, hp);
+    assert_int_equal(gs_preempt_stats(p)->gang_victims, 2);
+    gs_preempt_plan_free(&plan);
+    /* 8 GPUs on 4-GPU nodes: nothing helps and nothing moves. */
+    struct gs_pod *huge = fx_pod("huge", 8, 10, NULL);
+    m[0] = huge;
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), GS_ENOENT);
+    check_same(e.c, 8000);
+    /* A gang preemptor of two 4-GPU members: a plan over both nodes. */
+    struct gs_pod *h0 = fx_pod("h0", 4, 10, "hg"), *h1 = fx_pod("h1", 4, 10, "hg");
+    m[0] = h0, m[1] = h1;
+    assert_int_equal(gs_preempt_find(p, m, 2, fits, NULL, &plan), 0);
+    assert_int_equal(plan.nvictims, 4);
+    assert_int_not_equal(plan.nodes[0], plan.nodes[1]);
+    check_same(e.c, 8000);
+    gs_preempt_plan_free(&plan);
+    fx_pod_free(hp), fx_pod_free(huge), fx_pod_free(h0), fx_pod_free(h1);
+    gs_preemption_free(p);
+    env_free(&e);
+}
+
+static void test_loop_guard_and_nominations(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(1)};
+    struct gs_pod *v = bind(&e, fx_pod("v", 4, 0, NULL), 0, 0xf);
+    struct gs_preempt_opts o = {.max_per_window = 2, .window_ns = 100 * GS_NS_PER_SEC};
+    struct gs_preemption *p = gs_preemption_new(&o, &clk, e.c);
+    struct gs_pod *hp = fx_pod("hp", 1, 10, NULL), *other = fx_pod("other", 1, 20, NULL);
+    const struct gs_pod *m[1] = {hp};
+    struct gs_preempt_plan plan;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+        gs_preempt_record(p, &plan, hp);
+        gs_preempt_plan_free(&plan);
+    }
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), GS_ENOENT); /* spared for class 10 */
+    assert_true(gs_preempt_stats(p)->guard_skips >= 1);
+    m[0] = other; /* another preemptor class may still choose it */
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    gs_preempt_plan_free(&plan);
+    gs_clock_set(&clk, 101 * GS_NS_PER_SEC); /* the window passed */
+    m[0] = hp;
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    gs_preempt_plan_free(&plan);
+
+    /* Nominated capacity: node 0 held for a priority-10 pod needing all 4 GPUs. */
+    gs_cache_remove_pod(e.c, "default/v");
+    struct gs_pod *big = fx_pod("big", 4, 10, NULL), *small = fx_pod("small", 1, 0, NULL);
+    assert_int_equal(gs_preempt_nominate(p, big, 0), 0);
+    assert_int_equal(gs_preempt_nominated_node(p, "default/big"), 0);
+    assert_true(gs_preempt_blocked(p, small, gs_cache_node(e.c, 0)));
+    assert_false(gs_preempt_blocked(p, other, gs_cache_node(e.c, 0))); /* higher priority goes first */
+    assert_false(gs_preempt_blocked(p, big, gs_cache_node(e.c, 0)));   /* its own nomination */
+    gs_preempt_clear(p, "default/big");
+    assert_false(gs_preempt_blocked(p, small, gs_cache_node(e.c, 0)));
+    gs_cache_add_bound(e.c, v, &(struct gs_assignment){0, 0xf, 1000, 0});
+    fx_pod_free(hp), fx_pod_free(other), fx_pod_free(big), fx_pod_free(small);
+    gs_preemption_free(p);
+    env_free(&e);
+}
+
+struct evicted {
+    char names[8][32];
+    int n;
+};
+
+static void on_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
+                       const struct gs_assignment *a)
+{
+    (void)preemptor, (void)a;
+    struct evicted *ev = ctx;
+    snprintf(ev->names[ev->n++ % 8], 32, "%s", victim->meta.name);
+}
+
+static void test_driver_preempts_and_nominates(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(1)};
+    struct gs_sched_config cfg;
+    char text[4096];
+    snprintf(text, sizeof text, FX_GANG_PROFILE, 60, "true");
+    struct gs_docs docs = {0};
+    struct gs_diags d = {0};
+    assert_int_equal(gs_decode_stream(text, strlen(text), &docs, &d, NULL), 0);
+    assert_int_equal(gs_sched_config_parse(docs.docs[0], &cfg, &d), 0);
+    gs_docs_free(&docs);
+    struct evicted ev = {0};
+    struct gs_scheduler_opts o = {.profile = &cfg.profiles[0], .hooks = {.evicted = on_evicted, .ctx = &ev}};
+    struct gs_scheduler *s;
+    assert_int_equal(gs_scheduler_new(&clk, e.c, &o, &s, &d), 0);
+    struct gs_pod *l1 = e.pods[e.n++] = fx_pod("l1", 2, 0, NULL), *l2 = e.pods[e.n++] = fx_pod("l2", 2, 0, NULL);
+    struct gs_pod *hp = e.pods[e.n++] = fx_pod("hp", 2, 10, NULL), *mid = e.pods[e.n++] = fx_pod("mid", 2, 0, NULL);
+    gs_scheduler_add_pod(s, l1);
+    gs_scheduler_add_pod(s, l2);
+    struct gs_cycle_result r;
+    while (gs_scheduler_run_one(s, &r) > 0) {}
+    gs_scheduler_add_pod(s, hp);
+    assert_int_equal(gs_scheduler_run_one(s, &r), 1);
+    assert_int_not_equal(r.code, GS_SUCCESS); /* evicted now, placed after backoff */
+    assert_int_equal(ev.n, 1);
+    assert_int_equal(gs_scheduler_evictions(s), 1);
+    /* mid (priority 0, cannot preempt) arrives first but must not take the nominated room. */
+    gs_scheduler_add_pod(s, mid);
+    gs_clock_set(&clk, 2 * GS_NS_PER_SEC);
+    while (gs_scheduler_run_one(s, &r) > 0) {}
+    assert_non_null(gs_cache_pod_assignment(e.c, "default/hp"));
+    assert_null(gs_cache_pod_assignment(e.c, "default/mid"));
+    struct gs_preemption *p = gs__preemption_of(gs_framework_plugin_state(gs_scheduler_framework(s), "DefaultPreemption"));
+    assert_int_equal(gs_preempt_stats(p)->successes, 1);
+    assert_int_equal(gs_preempt_nominated_node(p, "default/hp"), -1); /* cleared at Reserve */
+    fx_check_cache(e.c);
+    gs_scheduler_free(s);
+    gs_sched_config_free(&cfg);
+    gs_diags_free(&d);
+    env_free(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lowest_priority_victim),
+        cmocka_unit_test(test_gang_unit_and_no_help),
+        cmocka_unit_test(test_loop_guard_and_nominations),
+        cmocka_unit_test(test_driver_preempts_and_nominates),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

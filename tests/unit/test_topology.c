@@ -1,0 +1,228 @@
+/*
+ * test_topology.c - NVLink islands, the GPU set choice (best interconnect,
+ * packing, never splitting the last whole island when avoidable),
+ * NodeResourceTopology parsing, TopologyManager admission (single-numa-node
+ * with pod and container scope, restricted), and the plugin's filter,
+ * reasons and reserve through a framework.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "sched/topology_core.h"
+#include "sched_fixture.h"
+
+static struct gs_clock clk;
+
+static struct gs_cache *one_node(int gpus, int island, int numa)
+{
+    gs_clock_init_sim(&clk, 0);
+    struct gs_cache *c = gs_cache_new(&clk);
+    assert_int_equal(fx_add_node(c, "dgx", gpus, 64, island, numa, NULL), 0);
+    return c;
+}
+
+static uint64_t take(struct gs_cache *c, struct gs_pod *p)
+{
+    struct gs_gpu_choice ch;
+    struct gs_node_info *n = gs_cache_node(c, 0);
+    assert_true(gs_topo_choose(n, p->demand.gpu_count, p->demand.gpu_milli, 0, ~0ULL, &ch));
+    struct gs_assignment a = {0, ch.mask, p->demand.gpu_milli, 0};
+    assert_int_equal(gs_cache_assume(c, p, &a, 0), 0);
+    return ch.mask;
+}
+
+static void test_islands_and_choice(void **st)
+{
+    (void)st;
+    struct gs_cache *c = one_node(8, 4, 4);
+    uint64_t isl[8];
+    assert_int_equal(gs_topo_islands(gs_cache_node(c, 0), isl, 8), 2);
+    assert_int_equal(isl[0], 0x0f);
+    assert_int_equal(isl[1], 0xf0);
+    struct gs_pod *p[4] = {fx_pod("p1", 3, 0, NULL), fx_pod("p2", 2, 0, NULL), fx_pod("p3", 1, 0, NULL),
+                           fx_pod("p4", 2, 0, NULL)};
+    assert_int_equal(take(c, p[0]), 0x07); /* both islands whole: the first */
+    assert_int_equal(take(c, p[1]), 0x30); /* not GPUs 3+4 across islands */
+    assert_int_equal(take(c, p[2]), 0x08); /* packs island 0 rather than split island 1 again */
+    assert_int_equal(take(c, p[3]), 0xc0);
+    assert_int_equal(gs_topo_largest_free_island(gs_cache_node(c, 0), 1000, 0), 0);
+    fx_check_cache(c);
+    for (int i = 0; i < 4; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "default/%s", p[i]->meta.name);
+        gs_cache_forget(c, k);
+        fx_pod_free(p[i]);
+    }
+    gs_cache_free(c);
+}
+
+static void test_last_whole_island(void **st)
+{
+    (void)st;
+    /* Islands of 4 and 2 (GPUs 0-3, 4-5) plus 2 loose GPUs on NUMA 1. */
+    struct gs_cache *c = one_node(8, 0, 4);
+    struct gs_node_info *n = gs_cache_node(c, 0);
+    for (int g = 0; g < 4; g++) n->gpus[g].nvlink = 0x0f & ~(1ULL << g);
+    n->gpus[4].nvlink = 1ULL << 5, n->gpus[5].nvlink = 1ULL << 4;
+    struct gs_gpu_choice ch;
+    /* A 2-GPU pod takes the 2-island (fewest free), not half of the 4-island. */
+    assert_true(gs_topo_choose(n, 2, 1000, 0, ~0ULL, &ch));
+    assert_int_equal(ch.mask, 0x30);
+    assert_int_equal(ch.level, GS_LINK_NVLINK);
+    /* With only the 4-island whole, a 1-GPU pod goes to a loose GPU. */
+    assert_true(gs_topo_choose(n, 1, 1000, 0, ~0ULL, &ch));
+    assert_true(ch.mask & 0xc0 || ch.mask & 0x30);
+    assert_false(ch.mask & 0x0f);
+    /* Five GPUs: no island holds them; NUMA 0 has 4: any level. */
+    assert_true(gs_topo_choose(n, 5, 1000, 0, ~0ULL, &ch));
+    assert_int_equal(ch.level, GS_LINK_ANY);
+    assert_int_equal(__builtin_popcountll(ch.mask), 5);
+    /* Restricted to NUMA 1 (GPUs 4-7): two of them. */
+    assert_true(gs_topo_choose(n, 2, 1000, 0, 0xf0, &ch));
+    assert_int_equal(ch.mask & ~0xf0ULL, 0);
+    assert_false(gs_topo_choose(n, 9, 1000, 0, ~0ULL, &ch));
+    assert_true(gs_topo_compactness(n, 2, 1000, 0) > gs_topo_compactness(n, 5, 1000, 0));
+    gs_cache_free(c);
+}
+
+static const char *NRT =
+    "{\"apiVersion\":\"topology.node.k8s.io/v1alpha2\",\"kind\":\"NodeResourceTopology\",\"metadata\":{\"name\":\"dgx\"},"
+    "\"attributes\":[{\"name\":\"topologyManagerPolicy\",\"value\":\"%s\"},{\"name\":\"topologyManagerScope\",\"value\":\"%s\"}],"
+    "\"zones\":[{\"name\":\"node-0\",\"type\":\"Node\",\"resources\":[{\"name\":\"cpu\",\"allocatable\":\"16\"},"
+    "{\"name\":\"nvidia.com/gpu\",\"allocatable\":\"4\"}]},{\"name\":\"node-1\",\"type\":\"Node\",\"resources\":"
+    "[{\"name\":\"cpu\",\"allocatable\":\"16\"},{\"name\":\"memory\",\"allocatable\":\"64Gi\"}]}]}";
+
+static json_t *nrt_doc(const char *policy, const char *scope)
+{
+    char buf[2048];
+    snprintf(buf, sizeof buf, NRT, policy, scope);
+    return json_loads(buf, 0, NULL);
+}
+
+static void test_nrt_parse(void **st)
+{
+    (void)st;
+    json_t *j = nrt_doc("single-numa-node", "pod");
+    struct gs_nrt n;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_nrt_parse(j, &n, &d), 0);
+    assert_string_equal(n.node, "dgx");
+    assert_true(n.has_policy);
+    assert_int_equal(n.policy, GS_TM_SINGLE_NUMA);
+    assert_int_equal(n.scope, GS_TM_SCOPE_POD);
+    assert_int_equal(n.nzones, 2);
+    assert_int_equal(n.zones[1].numa, 1);
+    assert_int_equal(n.zones[0].cpu_milli, 16000);
+    assert_int_equal(n.zones[0].gpus, 4);
+    assert_int_equal(n.zones[1].mem_bytes, 64LL << 30);
+    gs_nrt_clear(&n);
+    json_decref(j);
+    j = nrt_doc("sometimes", "pod");
+    assert_int_equal(gs_nrt_parse(j, &n, &d), GS_EINVAL);
+    assert_non_null(strstr(d.v[0].path, "attributes[0].value"));
+    assert_non_null(strstr(d.v[0].msg, "sometimes"));
+    gs_diags_free(&d);
+    json_decref(j);
+    enum gs_tm_policy p;
+    assert_true(gs_tm_policy_parse("restricted", &p) && p == GS_TM_RESTRICTED);
+    assert_string_equal(gs_tm_policy_name(GS_TM_BEST_EFFORT), "best-effort");
+}
+
+static void test_admission(void **st)
+{
+    (void)st;
+    struct gs_cache *c = one_node(8, 0, 4);
+    struct gs_node_info *n = gs_cache_node(c, 0);
+    json_t *j = nrt_doc("single-numa-node", "pod");
+    struct gs_nrt nrt;
+    assert_int_equal(gs_nrt_parse(j, &nrt, NULL), 0);
+    json_decref(j);
+    gs_cache_set_nrt(c, 0, &nrt);
+    struct gs_zone_free z[8];
+    int64_t used_cpu[2] = {12000, 0};
+    int nz = gs_topo_zones(n, used_cpu, NULL, z, 8);
+    assert_int_equal(nz, 2);
+    assert_int_equal(z[0].gpus, 0x0f);
+    assert_int_equal(z[0].cpu_free, 4000);
+    struct gs_pod *small = fx_pod_ex("s", 2, 0, 4, 0, NULL, NULL, NULL, NULL);
+    struct gs_pod *wide = fx_pod_ex("w", 6, 0, 4, 0, NULL, NULL, NULL, NULL);
+    struct gs_pod *cpu = fx_pod_ex("c", 2, 0, 20, 0, NULL, NULL, NULL, NULL);
+    assert_true(gs_topo_admit(n, small, GS_TM_SINGLE_NUMA, GS_TM_SCOPE_POD, z, nz));
+    assert_false(gs_topo_admit(n, wide, GS_TM_SINGLE_NUMA, GS_TM_SCOPE_POD, z, nz)); /* 6 GPUs: two zones */
+    assert_false(gs_topo_admit(n, cpu, GS_TM_SINGLE_NUMA, GS_TM_SCOPE_CONTAINER, z, nz)); /* 20 CPUs */
+    /* restricted: 6 GPUs always need two zones, so two is the narrowest and fine. */
+    assert_true(gs_topo_admit(n, wide, GS_TM_RESTRICTED, GS_TM_SCOPE_POD, z, nz));
+    assert_true(gs_topo_admit(n, wide, GS_TM_BEST_EFFORT, GS_TM_SCOPE_POD, z, nz));
+    /* Zone 0 busy: 2 GPUs + 8 CPUs fit only zone 1. */
+    struct gs_zone_need need = {8000, 0, 2, 1000, 0};
+    assert_int_equal(gs_topo_best_zone(n, z, nz, &need), 1);
+    assert_int_equal(gs_topo_zones_needed(n, z, nz, &need, false), 1);
+    fx_pod_free(small), fx_pod_free(wide), fx_pod_free(cpu);
+    gs_cache_free(c);
+    gs_nrt_clear(&nrt);
+}
+
+static void test_plugin_filter_reserve(void **st)
+{
+    (void)st;
+    struct gs_cache *c = one_node(8, 4, 4);
+    struct gs_handle h = {.clock = &clk, .cache = c};
+    struct gs_sched_config cfg;
+    const char *conf = "{\"profiles\":[{\"plugins\":{\"preFilter\":{\"enabled\":[{\"name\":\"NodeResourceTopology\"}]},"
+                       "\"filter\":{\"enabled\":[{\"name\":\"NodeResourceTopology\"}]},"
+                       "\"reserve\":{\"enabled\":[{\"name\":\"NodeResourceTopology\"},{\"name\":\"GpuShare\"}],"
+                       "\"disabled\":[{\"name\":\"*\"}]}}}]}";
+    struct gs_framework *fw = fx_framework(conf, &cfg, &h);
+    assert_non_null(fw);
+    struct gs_pod *a = fx_pod("a", 1, 0, NULL);
+    struct gs_pod *b = fx_pod("b", 2, 0, NULL);
+    struct gs_pod *nv = fx_pod_ex("nv", 4, 0, 1, 0, NULL, NULL, NULL, "{\"gpusched.io/gpu-interconnect\":\"nvlink\"}");
+    struct gs_schedule_result r;
+    assert_int_equal(gs_framework_schedule(fw, a, 0, &r), 0);
+    assert_int_equal(r.code, GS_SUCCESS);
+    assert_int_equal(r.a.gpu_mask, 0x01);
+    gs_schedule_result_free(&r);
+    assert_int_equal(gs_framework_bind(fw, a).code, GS_SUCCESS);
+    assert_int_equal(gs_framework_schedule(fw, b, 0, &r), 0);
+    assert_int_equal(r.a.gpu_mask, 0x06); /* packs island 0 */
+    gs_schedule_result_free(&r);
+    assert_int_equal(gs_framework_bind(fw, b).code, GS_SUCCESS);
+    /* 4 GPUs in one NVLink island: island 1 is whole. */
+    assert_int_equal(gs_framework_schedule(fw, nv, 0, &r), 0);
+    assert_int_equal(r.a.gpu_mask, 0xf0);
+    gs_schedule_result_free(&r);
+    assert_int_equal(gs_framework_bind(fw, nv).code, GS_SUCCESS);
+    /* Free GPUs 0 and 3 (island 0) and 4, 5 (island 1): four free, no island holds four. */
+    gs_cache_remove_pod(c, "default/a");
+    gs_cache_remove_pod(c, "default/nv");
+    struct gs_pod *x = fx_pod("x", 2, 0, NULL);
+    struct gs_assignment xa = {0, 0xc0, 1000, 0};
+    assert_int_equal(gs_cache_add_bound(c, x, &xa), 0);
+    struct gs_pod *nv2 = fx_pod_ex("nv2", 4, 0, 1, 0, NULL, NULL, NULL, "{\"gpusched.io/gpu-interconnect\":\"nvlink\"}");
+    assert_int_equal(gs_framework_schedule(fw, nv2, 0, &r), 0);
+    assert_int_equal(r.code, GS_UNSCHEDULABLE);
+    assert_non_null(strstr(r.status.reason, "no NVLink island with 4 free GPUs"));
+    gs_schedule_result_free(&r);
+    fx_check_cache(c);
+    assert_int_equal(gs_topo_largest_free_island(gs_cache_node(c, 0), 1000, 0), 2);
+    gs_cache_remove_pod(c, "default/b");
+    gs_cache_remove_pod(c, "default/x");
+    fx_pod_free(a), fx_pod_free(b), fx_pod_free(nv), fx_pod_free(nv2), fx_pod_free(x);
+    gs_framework_free(fw);
+    gs_sched_config_free(&cfg);
+    gs_cache_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_islands_and_choice),
+        cmocka_unit_test(test_last_whole_island),
+        cmocka_unit_test(test_nrt_parse),
+        cmocka_unit_test(test_admission),
+        cmocka_unit_test(test_plugin_filter_reserve),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
