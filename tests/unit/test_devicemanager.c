@@ -77,7 +77,7 @@ static int setup(void **state)
     if (gs_dp_create(&pc, &f->gpus, &f->dp)) return -1;
     pthread_create(&f->runner, NULL, run_plugin, f);
     *state = f;
-    return wait_count(f->dm, "healthy", 8, 5000) ? 0 : -1;
+    return wait_count(f->dm, "healthy", 8, 20000) ? 0 : -1; /* generous: loaded CI machines */
 }
 
 static int teardown(void **state)
