@@ -11,6 +11,12 @@
 #pragma weak gs_cmd_validate
 #pragma weak gs_cmd_sim
 #pragma weak gs_cmd_bench
+/* control plane and its client */
+#pragma weak gs_cmd_server
+#pragma weak gs_cmd_apply
+#pragma weak gs_cmd_get
+#pragma weak gs_cmd_describe
+#pragma weak gs_cmd_delete
 
 static const struct {
     const char *name;
@@ -20,6 +26,12 @@ static const struct {
     {"validate", gs_cmd_validate, "check manifests (YAML/JSON) and report every problem by field"},
     {"sim", gs_cmd_sim, "replay a cluster trace through the scheduler on a simulated clock"},
     {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
+    /* control plane and its client */
+    {"server", gs_cmd_server, "run the control plane: API server, store and scheduler"},
+    {"apply", gs_cmd_apply, "create or update objects from manifests"},
+    {"get", gs_cmd_get, "list or show objects"},
+    {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
+    {"delete", gs_cmd_delete, "delete objects"},
     {"version", gs_cmd_version, "print the version"},
 };
 
