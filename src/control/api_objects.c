@@ -332,6 +332,13 @@ static json_t *next_object(struct wctx *w, json_t *cur)
     }
     if (!next) return NULL;
     copy_member(next, cur, "kind");
+    /* A pod's binding is final: only the binding subresource sets spec.nodeName. */
+    const char *bound = node_of(cur);
+    json_t *spec = json_object_get(next, "spec");
+    if (!strcmp(w->r->res->plural, "pods") && !w->r->res->group[0] && json_is_object(spec)) {
+        if (bound) json_object_set_new(spec, "nodeName", json_string(bound));
+        else json_object_del(spec, "nodeName");
+    }
     json_t *md = meta_of(next), *cmd = json_object_get(cur, "metadata");
     const char *keep[] = {"name", "namespace", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp"};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) copy_member(md, cmd, keep[i]);

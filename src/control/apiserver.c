@@ -36,8 +36,8 @@ static struct gs_principal anonymous_admin = {.user = "admin", .role = GS_ROLE_A
 
 enum MHD_Result gs__reply_text(struct gs__req *r, int code, const char *ctype, char *text)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(text ? strlen(text) : 0, text ? text : (char *)"", MHD_RESPMEM_MUST_FREE);
+    if (!text && !(text = strdup(""))) return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(text);
         return MHD_NO;
