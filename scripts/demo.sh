@@ -10,6 +10,6 @@ echo "== gpusched validate examples/"
 echo
 echo "== gpusched sim: the FGD experiment on the openb trace, every placement policy"
 GS_TRACE_DIR="$TRACE_DIR" "$BIN" sim --trace-dir "$TRACE_DIR" --experiment fgd \
-    --policy Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD --seed 42 --out out/demo
+    --policy Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD,FGDPack --seed 42 --out out/demo
 echo
 echo "Report: $(pwd)/out/demo/report.html (events.jsonl and series.csv next to it)"

@@ -6,7 +6,9 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   libjansson-dev libyaml-dev libcmocka-dev
+  libmicrohttpd-dev
   python3 python3-pytest python3-yaml
+  prometheus
 )
 # --- control plane (src/control): HTTP server, TLS, store, HTTP client; requests for its tests ---
 PKGS+=(

@@ -26,7 +26,6 @@
 #include <sys/resource.h>
 #include <time.h>
 
-const struct gs_plugin *gs__policy_lookup(const char *name); /* fgd_experiment.c */
 
 struct bench_opts {
     long nodes, gpus, pods;
@@ -107,7 +106,7 @@ static int setup_profile(struct gs_sched_config *cfg, const char *name, const st
         *out = p;
         return 0;
     }
-    const struct gs_plugin *pl = gs__policy_lookup(name);
+    const struct gs_plugin *pl = gs_plugin_lookup(name);
     if (!pl || !pl->score) return -1;
     struct gs_profile *pr = &cfg->profiles[0];
     pr->points[GS_PT_SCORE][0] = (struct gs_profile_plugin){pl, 1000};

@@ -13,6 +13,8 @@ int gs_cmd_version(int argc, char **argv);
 int gs_cmd_validate(int argc, char **argv);
 int gs_cmd_sim(int argc, char **argv);
 int gs_cmd_bench(int argc, char **argv);
+int gs_cmd_discover(int argc, char **argv);
+int gs_cmd_exporter(int argc, char **argv);
 /* control plane and its client (src/control) */
 int gs_cmd_server(int argc, char **argv);
 int gs_cmd_apply(int argc, char **argv);

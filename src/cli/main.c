@@ -11,6 +11,8 @@
 #pragma weak gs_cmd_validate
 #pragma weak gs_cmd_sim
 #pragma weak gs_cmd_bench
+#pragma weak gs_cmd_discover
+#pragma weak gs_cmd_exporter
 /* control plane and its client */
 #pragma weak gs_cmd_server
 #pragma weak gs_cmd_apply
@@ -26,6 +28,8 @@ static const struct {
     {"validate", gs_cmd_validate, "check manifests (YAML/JSON) and report every problem by field"},
     {"sim", gs_cmd_sim, "replay a cluster trace through the scheduler on a simulated clock"},
     {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
+    {"discover", gs_cmd_discover, "print this node's GPUs, labels (GFD) and topology (NRT)"},
+    {"exporter", gs_cmd_exporter, "serve GPU metrics in DCGM-Exporter's format on /metrics"},
     /* control plane and its client */
     {"server", gs_cmd_server, "run the control plane: API server, store and scheduler"},
     {"apply", gs_cmd_apply, "create or update objects from manifests"},

@@ -4,18 +4,13 @@
  * Profiles name plugins; this table turns the names into the plugin structs.
  * Adding a plugin means one extern line and one table row here.
  *
- * The placement policies of the FGD paper live in their own files and are
- * declared weak here, so the library links while they are being written;
- * a weak reference that no object defines is NULL and is left out of the
- * registry. Caveat of static libraries: a weak reference alone does not pull
- * an object out of the archive, so once those files are in the tree these
- * declarations should become ordinary (strong) ones - drop GS_OPTIONAL below.
+ * The references are ordinary (strong) ones on purpose: they are what pulls
+ * each plugin's object file out of the static library into every program
+ * that can look plugins up by name.
  */
 #include "sched/plugin.h"
 
 #include <string.h>
-
-#define GS_OPTIONAL __attribute__((weak))
 
 extern const struct gs_plugin gs_plugin_priority_sort;
 extern const struct gs_plugin gs_plugin_node_unschedulable;
@@ -26,12 +21,19 @@ extern const struct gs_plugin gs_plugin_node_affinity;
 extern const struct gs_plugin gs_plugin_taint_toleration;
 extern const struct gs_plugin gs_plugin_default_binder;
 
-extern const struct gs_plugin gs_plugin_random GS_OPTIONAL;
-extern const struct gs_plugin gs_plugin_dot_prod GS_OPTIONAL;
-extern const struct gs_plugin gs_plugin_gpu_clustering GS_OPTIONAL;
-extern const struct gs_plugin gs_plugin_gpu_packing GS_OPTIONAL;
-extern const struct gs_plugin gs_plugin_best_fit GS_OPTIONAL;
-extern const struct gs_plugin gs_plugin_fgd GS_OPTIONAL;
+/* Gang, topology, spread and preemption (docs/SCHEDULING.md). */
+extern const struct gs_plugin gs_plugin_coscheduling;
+extern const struct gs_plugin gs_plugin_node_resource_topology;
+extern const struct gs_plugin gs_plugin_pod_topology_spread;
+extern const struct gs_plugin gs_plugin_default_preemption;
+
+extern const struct gs_plugin gs_plugin_random;
+extern const struct gs_plugin gs_plugin_dot_prod;
+extern const struct gs_plugin gs_plugin_gpu_clustering;
+extern const struct gs_plugin gs_plugin_gpu_packing;
+extern const struct gs_plugin gs_plugin_best_fit;
+extern const struct gs_plugin gs_plugin_fgd;
+extern const struct gs_plugin gs_plugin_fgd_pack;
 
 static const struct gs_plugin *const table[] = {
     &gs_plugin_priority_sort,
@@ -42,12 +44,17 @@ static const struct gs_plugin *const table[] = {
     &gs_plugin_node_affinity,
     &gs_plugin_taint_toleration,
     &gs_plugin_default_binder,
+    &gs_plugin_coscheduling,
+    &gs_plugin_node_resource_topology,
+    &gs_plugin_pod_topology_spread,
+    &gs_plugin_default_preemption,
     &gs_plugin_random,
     &gs_plugin_dot_prod,
     &gs_plugin_gpu_clustering,
     &gs_plugin_gpu_packing,
     &gs_plugin_best_fit,
     &gs_plugin_fgd,
+    &gs_plugin_fgd_pack,
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

@@ -37,24 +37,6 @@
 
 static const char *const fgd_filters[] = {"NodeResourcesFit", "GpuShare", "GpuModel"};
 
-extern const struct gs_plugin gs_plugin_random, gs_plugin_dot_prod, gs_plugin_gpu_clustering,
-    gs_plugin_gpu_packing, gs_plugin_best_fit, gs_plugin_fgd, gs_plugin_fgd_pack;
-
-const struct gs_plugin *gs__policy_lookup(const char *name);
-
-/* The placement policies by name. Referencing them here also links their
- * objects into any binary that runs the experiment. */
-const struct gs_plugin *gs__policy_lookup(const char *name)
-{
-    static const struct gs_plugin *const policies[] = {
-        &gs_plugin_random, &gs_plugin_dot_prod, &gs_plugin_gpu_clustering, &gs_plugin_gpu_packing,
-        &gs_plugin_best_fit, &gs_plugin_fgd, &gs_plugin_fgd_pack,
-    };
-    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
-        if (!strcmp(policies[i]->name, name)) return policies[i];
-    return gs_plugin_lookup(name);
-}
-
 struct run {
     const struct gs_trace *t;
     const struct gs_sim_opts *o;
@@ -394,7 +376,7 @@ int gs_sim_run_fgd(const struct gs_trace *t, const struct gs_sim_opts *o, const 
                    struct gs_sim_result *res, struct gs_diags *d)
 {
     memset(res, 0, sizeof *res);
-    const struct gs_plugin *policy = gs__policy_lookup(o->policy ? o->policy : "FGD");
+    const struct gs_plugin *policy = gs_plugin_lookup(o->policy ? o->policy : "FGD");
     if (!policy || !policy->score) {
         gs_diags_add(d, "policy", "unknown placement policy \"%s\"", o->policy ? o->policy : "");
         return GS_EINVAL;
