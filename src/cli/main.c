@@ -16,6 +16,12 @@
 #pragma weak gs_cmd_device_plugin
 #pragma weak gs_cmd_kubelet_sim
 #pragma weak gs_cmd_explain
+/* control plane and its client */
+#pragma weak gs_cmd_server
+#pragma weak gs_cmd_apply
+#pragma weak gs_cmd_get
+#pragma weak gs_cmd_describe
+#pragma weak gs_cmd_delete
 
 static const struct {
     const char *name;
@@ -30,6 +36,12 @@ static const struct {
     {"device-plugin", gs_cmd_device_plugin, "serve the node's GPUs to kubelet (device plugin API v1beta1)"},
     {"kubelet-sim", gs_cmd_kubelet_sim, "kubelet's device manager alone: registration, allocation, topology"},
     {"explain", gs_cmd_explain, "say why a pod or pod group is pending, and what would make it fit"},
+    /* control plane and its client */
+    {"server", gs_cmd_server, "run the control plane: API server, store and scheduler"},
+    {"apply", gs_cmd_apply, "create or update objects from manifests"},
+    {"get", gs_cmd_get, "list or show objects"},
+    {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
+    {"delete", gs_cmd_delete, "delete objects"},
     {"version", gs_cmd_version, "print the version"},
 };
 
