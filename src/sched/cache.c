@@ -71,6 +71,7 @@ struct gs_cache {
     int32_t live;
     int64_t gpus_total;
     int64_t milli_used;
+    uint64_t changes; /* every node generation bump */
 };
 
 static const struct gs_labels empty_labels;
@@ -303,6 +304,7 @@ static void apply(struct gs_cache *c, struct gs_node_info *n, const struct gs_po
     }
     gpu_aggregates(n);
     n->generation++;
+    c->changes++;
 }
 
 static int node_slot(struct gs_cache *c)
@@ -498,6 +500,7 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
     gpu_aggregates(n);
     count_flags(c, n, 1);
     n->generation++;
+    c->changes++;
     return 0;
 }
 
@@ -513,6 +516,7 @@ int gs_cache_set_gpu_health(struct gs_cache *c, int32_t node, int32_t gpu, bool 
     n->gpus[gpu].healthy = healthy;
     gpu_aggregates(n);
     n->generation++;
+    c->changes++;
     return 0;
 }
 
@@ -525,6 +529,7 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
     count_flags(c, n, 1);
     c->epoch++;
     n->generation++;
+    c->changes++;
     return 0;
 }
 
@@ -551,6 +556,7 @@ int32_t gs_cache_find_node(const struct gs_cache *c, const char *name)
 
 int32_t gs_cache_live_nodes(const struct gs_cache *c) { return c->live; }
 uint64_t gs_cache_epoch(const struct gs_cache *c) { return c->epoch; }
+uint64_t gs_cache_changes(const struct gs_cache *c) { return c->changes + c->epoch; }
 int32_t gs_cache_tainted_nodes(const struct gs_cache *c) { return c->tainted; }
 int32_t gs_cache_cordon_overrides(const struct gs_cache *c) { return c->overrides; }
 int64_t gs_cache_gpu_count(const struct gs_cache *c) { return c->gpus_total; }
@@ -711,6 +717,7 @@ int gs_cache_set_nrt(struct gs_cache *c, int32_t node, const struct gs_nrt *nrt)
     if (!n) return GS_ENOENT;
     n->nrt = nrt;
     n->generation++;
+    c->changes++;
     return 0;
 }
 
