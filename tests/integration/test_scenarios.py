@@ -16,7 +16,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("GPUSCHED_BIN", os.path.join(ROOT, "build", "gpusched"))
 SCEN = os.path.join(ROOT, "tests", "data", "scenarios")
-PROFILE = os.path.join(ROOT, "examples", "gang-topology-scheduler.yaml")
+PROFILE = os.path.join(ROOT, "examples", "scheduler", "gang-topology-scheduler.yaml")
 NAMES = sorted(d for d in os.listdir(SCEN) if os.path.isfile(os.path.join(SCEN, d, "expected.json")))
 
 
