@@ -59,7 +59,8 @@ static void env_init(struct env *e, int nnodes, int ngpus, const char *yaml, con
     gs_docs_free(&docs);
     assert_int_equal(gs_queue_tree_finalize(&e->t, &d), 0);
     /* The behaviour tests below run at small clock values: no minimum runtime unless a test asks. */
-    struct gs_admission_opts def = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1};
+    struct gs_admission_opts def = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                    .reclaim_wait_ns = -1};
     assert_int_equal(gs_admission_new(&e->t, e->cache, &e->clk, o ? o : &def, &e->a, &d), 0);
     gs_diags_free(&d);
 }
@@ -409,7 +410,7 @@ static void status_json_reports_every_queue(void **st)
 /*--- Eviction rationing ---*/
 
 static const struct gs_admission_opts RATION = {.starvation_wait_ns = -1, .history_weight = 0,
-                                                .reclaim_min_runtime_ns = 600 * SEC};
+                                                .reclaim_min_runtime_ns = 600 * SEC, .reclaim_wait_ns = -1};
 
 /* b fills the 8-GPU node with four 2-GPU workloads at t = 0..3 s. */
 static void fill_b(struct env *e, int *b)
@@ -449,6 +450,34 @@ static void no_reclaim_before_the_minimum_runtime(void **st)
     gs_admission_stats(e.a, &s);
     assert_int_equal(s.evictions, 1);
     assert_int_equal(s.reclaims, 1);
+    env_free(&e);
+}
+
+static void a_claimant_reclaims_only_after_waiting(void **st)
+{
+    (void)st;
+    struct gs_admission_opts o = RATION;
+    o.reclaim_min_runtime_ns = -1;
+    o.reclaim_wait_ns = 300 * SEC;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, &o);
+    int b[4];
+    fill_b(&e, b);
+    e.clk.sim_now = 10 * SEC;
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 0);
+    e.clk.sim_now = 309 * SEC; /* pending 299 s */
+    gs_admission_capacity_changed(e.a);
+    assert_int_equal(cycle(&e), 0);
+    struct gs_admission_stats s;
+    gs_admission_stats(e.a, &s);
+    assert_int_equal(s.reclaims_deferred, 2);
+    assert_int_equal(s.evictions, 0);
+    e.clk.sim_now = 310 * SEC;
+    gs_admission_capacity_changed(e.a);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
+    assert_int_equal(e.res.nevicted, 1);
     env_free(&e);
 }
 
@@ -630,6 +659,35 @@ static void free_gpu_count_skips_hopeless_placement_checks(void **st)
     env_free(&e);
 }
 
+static void a_finished_gang_member_gives_its_quota_back(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 2, 4, CQ("cq", "co", "6", "") "---\n" LQ("lq", "cq"), NULL);
+    int g = submit(&e, "gang", "lq", 2, 3, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    int next = submit(&e, "next", "lq", 1, 3, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 0); /* quota 6 all taken */
+    const struct gs_workload *w = gs_admission_workload(e.a, g);
+    char key[64];
+    gs_meta_key(&w->pods[0]->meta, key, sizeof key);
+    gs_cache_remove_pod(e.cache, key); /* member 0 ends, member 1 runs on */
+    assert_int_equal(gs_admission_pod_finished(e.a, g, w->pods[0]), 0);
+    assert_int_equal(gs_admission_pod_finished(e.a, g, w->pods[0]), 0); /* twice: released once */
+    assert_int_equal(usage_gpu(&e, "cq"), GPU(3));
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, next), GS_WL_ADMITTED);
+    assert_int_equal(usage_gpu(&e, "cq"), GPU(6));
+    assert_int_equal(gs_admission_pod_finished(e.a, next, w->pods[1]), GS_ENOENT); /* not its pod */
+    e.pods[e.npods] = test_pod("ns", "stray", 0, 0, 1, 1000);
+    assert_int_equal(gs_admission_pod_finished(e.a, g, e.pods[e.npods++]), GS_ENOENT);
+    finish(&e, g); /* the rest of the gang: only member 1's 3 GPUs come back */
+    assert_int_equal(usage_gpu(&e, "cq"), GPU(3));
+    char why[256];
+    assert_int_equal(gs_admission_check(e.a, why, sizeof why), 0);
+    env_free(&e);
+}
+
 static void queues_json_lists_pending_workloads_in_line(void **st)
 {
     (void)st;
@@ -679,12 +737,14 @@ int main(void)
         cmocka_unit_test(starving_large_job_gets_a_backfill_reservation),
         cmocka_unit_test(status_json_reports_every_queue),
         cmocka_unit_test(no_reclaim_before_the_minimum_runtime),
+        cmocka_unit_test(a_claimant_reclaims_only_after_waiting),
         cmocka_unit_test(reclaim_spares_a_queue_at_its_fair_share),
         cmocka_unit_test(a_workload_is_evicted_at_most_max_preemptions_per_window),
         cmocka_unit_test(the_claimant_pays_for_the_lost_work),
         cmocka_unit_test(victim_searches_per_cycle_are_capped),
         cmocka_unit_test(no_reservation_beyond_the_horizon),
         cmocka_unit_test(free_gpu_count_skips_hopeless_placement_checks),
+        cmocka_unit_test(a_finished_gang_member_gives_its_quota_back),
         cmocka_unit_test(queues_json_lists_pending_workloads_in_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -57,6 +57,7 @@ struct gs_admission {
     int64_t *q_caused;    /* evictions each leaf's claimants caused */
     struct gs_admission_stats st;
     int searches;         /* victim searches this cycle */
+    uint64_t cycle_no;
     uint64_t res_fail_seq; /* release_seq when no reservation could be made */
     double (*pend)[GS_QT_MAX_RES];
     bool *cand;
@@ -148,7 +149,7 @@ static void request(const struct gs_admission *a, const struct gs_workload *w, c
     for (int g = 0; g < n->ngroups; g++)
         for (int k = 0; k < n->groups[g].nres; k++) {
             int r = n->groups[g].res[k];
-            req[GS_QT_FR(flav[g], r)] = w->demand[r];
+            req[GS_QT_FR(flav[g], r)] = w->demand[r] - w->released[r];
         }
 }
 
@@ -398,10 +399,13 @@ static int evict(struct gs_admission *a, struct gs_workload *v, const struct gs_
     request(a, v, v->flavor, req);
     gs_quota_apply(&a->q, v->queue, req, -1);
     evict_pods(a, v);
+    memset(v->released, 0, sizeof v->released); /* it restarts whole */
+    memset(v->pod_done, 0, v->npods);
     int64_t now = now_ns(a);
     if (now - v->window_start_ns >= a->o.preemption_window_ns || !v->window_preemptions)
         v->window_start_ns = now, v->window_preemptions = 0;
     v->window_preemptions++;
+    v->evicted_cycle = a->cycle_no; /* a restart in the same cycle would throw its work away for nothing */
     v->preemptions++;
     if (v->preemptions > a->st.max_workload_preemptions) a->st.max_workload_preemptions = v->preemptions;
     a->q_preempt[v->queue]++;
@@ -556,7 +560,7 @@ static int64_t leaf_use(const struct gs_admission *a, int32_t leaf, int r)
 static bool keeps_fair_share(struct gs_admission *a, const struct gs_workload *v, int r)
 {
     if (a->o.reclaim_above_nominal) return true;
-    return (double)(leaf_use(a, v->queue, r) - v->demand[r]) >= a->fs.n[v->queue].deserved[r] - 0.5;
+    return (double)(leaf_use(a, v->queue, r) - (v->demand[r] - v->released[r])) >= a->fs.n[v->queue].deserved[r] - 0.5;
 }
 
 /* Too young to evict (1), or evicted often enough lately (2); 0 when neither. */
@@ -576,6 +580,10 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
     int contested = -1, r = contested_res(a, req);
     bool reclaim = n->reclaim != GS_PREEMPT_NEVER && within_nominal(a, w->queue, req, &contested);
+    if (reclaim && a->o.reclaim_wait_ns > 0 && now_ns(a) - w->created_ns < a->o.reclaim_wait_ns) {
+        reclaim = false;
+        a->st.reclaims_deferred++;
+    }
     size_t k = 0;
     bool spared[3] = {0};
     for (size_t i = 0; i < a->n; i++) {
@@ -869,7 +877,7 @@ static int serve_leaf(struct gs_admission *a, int32_t leaf)
             if (strict) return 0;
             continue; /* tried first in the cycle */
         }
-        if (w->fail_seq != a->release_seq) {
+        if (w->fail_seq != a->release_seq && w->evicted_cycle != a->cycle_no) {
             int rc = try_admit(a, w);
             if (rc) return rc;
         }
@@ -896,6 +904,7 @@ int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
 {
     a->adm.n = a->ev.n = 0;
     a->checks = a->searches = 0;
+    a->cycle_no++;
     gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
     expire_holds(a);
     int rc = grow_scratch(a, 1);
@@ -927,31 +936,64 @@ int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
 
 /*--- Submission ---*/
 
-static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *uncovered)
+/* Adds pod's demand per resource to out; *uncovered set when it asks for
+ * something the leaf of a strict (Kueue) queue does not cover. */
+static void pod_demand(const struct gs_admission *a, int32_t leaf, const struct gs_pod *pod, int64_t *out,
+                       bool *uncovered)
 {
     const struct gs_queue_tree *t = a->t;
-    const struct gs_qt_node *n = &t->nodes[w->queue];
+    const struct gs_qt_node *n = &t->nodes[leaf];
     bool covered[GS_QT_MAX_RES] = {0};
     for (int g = 0; g < n->ngroups; g++)
         for (int k = 0; k < n->groups[g].nres; k++) covered[n->groups[g].res[k]] = true;
     int cpu = gs_queue_tree_res(t, GS_RES_CPU), mem = gs_queue_tree_res(t, GS_RES_MEMORY);
     int gpu = gs_queue_tree_res(t, GS_RES_GPU), pods = gs_queue_tree_res(t, GS_RES_PODS);
+    const struct gs_demand *d = &pod->demand;
+    int64_t g = (int64_t)d->gpu_count * d->gpu_milli;
+    struct { int id; int64_t v; } each[] = {{cpu, d->cpu_milli}, {mem, d->mem_bytes * 1000}, {gpu, g}, {pods, 1000}};
+    for (size_t k = 0; k < sizeof each / sizeof each[0]; k++) {
+        if (each[k].id >= 0) out[each[k].id] += each[k].v;
+        if (k < 3 && each[k].v > 0 && n->strict_cover && (each[k].id < 0 || !covered[each[k].id])) *uncovered = true;
+    }
+    for (size_t k = 0; k < d->extended.n; k++) {
+        int r = gs_queue_tree_res(t, d->extended.v[k].name);
+        if (r >= 0) out[r] += d->extended.v[k].milli;
+        if (n->strict_cover && (r < 0 || !covered[r]) && d->extended.v[k].milli > 0) *uncovered = true;
+    }
+}
+
+static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *uncovered)
+{
     *uncovered = false;
     for (size_t i = 0; i < w->npods; i++) {
         const struct gs_demand *d = &w->pods[i]->demand;
-        int64_t g = (int64_t)d->gpu_count * d->gpu_milli;
-        w->gpu_milli += g;
-        struct { int id; int64_t v; } each[] = {{cpu, d->cpu_milli}, {mem, d->mem_bytes * 1000}, {gpu, g}, {pods, 1000}};
-        for (size_t k = 0; k < sizeof each / sizeof each[0]; k++) {
-            if (each[k].id >= 0) w->demand[each[k].id] += each[k].v;
-            if (k < 3 && each[k].v > 0 && n->strict_cover && (each[k].id < 0 || !covered[each[k].id])) *uncovered = true;
-        }
-        for (size_t k = 0; k < d->extended.n; k++) {
-            int r = gs_queue_tree_res(t, d->extended.v[k].name);
-            if (r >= 0) w->demand[r] += d->extended.v[k].milli;
-            if (n->strict_cover && (r < 0 || !covered[r]) && d->extended.v[k].milli > 0) *uncovered = true;
-        }
+        w->gpu_milli += (int64_t)d->gpu_count * d->gpu_milli;
+        pod_demand(a, w->queue, w->pods[i], w->demand, uncovered);
     }
+}
+
+int gs_admission_pod_finished(struct gs_admission *a, int32_t id, const struct gs_pod *pod)
+{
+    if (id < 0 || (size_t)id >= a->n) return GS_ENOENT;
+    struct gs_workload *w = a->w[id];
+    size_t i = 0;
+    while (i < w->npods && w->pods[i] != pod) i++;
+    if (i == w->npods) return GS_ENOENT;
+    if (w->state != GS_WL_ADMITTED) return GS_ESTATE;
+    if (w->pod_done[i]) return 0;
+    gs_qvec before, after;
+    gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
+    request(a, w, w->flavor, before);
+    bool unused = false;
+    int64_t d[GS_QT_MAX_RES] = {0};
+    pod_demand(a, w->queue, pod, d, &unused);
+    for (int r = 0; r < GS_QT_MAX_RES; r++) w->released[r] += d[r];
+    w->pod_done[i] = 1;
+    request(a, w, w->flavor, after);
+    for (int fr = 0; fr < GS_QT_NFR; fr++) before[fr] -= after[fr];
+    gs_quota_apply(&a->q, w->queue, before, -1);
+    a->release_seq++;
+    return 0;
 }
 
 int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s)
@@ -970,8 +1012,9 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
     if (!w) return GS_ENOMEM;
     w->key = strdup(s->key);
     w->pods = malloc((s->npods ? s->npods : 1) * sizeof *w->pods);
-    if (!w->key || !w->pods) {
-        free(w->key), free(w->pods), free(w);
+    w->pod_done = calloc(s->npods ? s->npods : 1, 1);
+    if (!w->key || !w->pods || !w->pod_done) {
+        free(w->key), free(w->pods), free(w->pod_done), free(w);
         return GS_ENOMEM;
     }
     memcpy(w->pods, s->pods, s->npods * sizeof *w->pods);
@@ -1018,6 +1061,7 @@ static void set_defaults(struct gs_admission_opts *o)
     if (o->hold_ns <= 0) o->hold_ns = 60 * GS_NS_PER_SEC;
     if (o->max_checks <= 0) o->max_checks = 256;
     if (o->reclaim_min_runtime_ns == 0) o->reclaim_min_runtime_ns = 600 * GS_NS_PER_SEC;
+    if (o->reclaim_wait_ns == 0) o->reclaim_wait_ns = 600 * GS_NS_PER_SEC;
     if (o->max_preemptions == 0) o->max_preemptions = 1;
     if (o->preemption_window_ns <= 0) o->preemption_window_ns = 3600 * GS_NS_PER_SEC;
     if (o->evict_charge == 0) o->evict_charge = 1;
@@ -1063,6 +1107,7 @@ void gs_admission_free(struct gs_admission *a)
     for (size_t i = 0; i < a->n; i++) {
         free(a->w[i]->key);
         free(a->w[i]->pods);
+        free(a->w[i]->pod_done);
         free(a->w[i]);
     }
     free(a->w);
@@ -1224,11 +1269,11 @@ json_t *gs_admission_status_json(struct gs_admission *a)
 static json_t *stats_json(const struct gs_admission *a)
 {
     const struct gs_admission_stats *s = &a->st;
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:f}", "admitted", (json_int_t)s->admitted,
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:f}", "admitted", (json_int_t)s->admitted,
                      "evictions", (json_int_t)s->evictions, "reclaims", (json_int_t)s->reclaims, "victimSearches",
                      (json_int_t)s->victim_searches, "victimSearchesWon", (json_int_t)s->victim_searches_won,
                      "sparedMinRuntime", (json_int_t)s->spared_min_runtime, "sparedFairShare",
-                     (json_int_t)s->spared_fair_share, "sparedPreemptionCap", (json_int_t)s->spared_cap,
+                     (json_int_t)s->spared_fair_share, "sparedPreemptionCap", (json_int_t)s->spared_cap, "reclaimsDeferred", (json_int_t)s->reclaims_deferred,
                      "placementChecks", (json_int_t)s->placement_checks, "prefilterSkips",
                      (json_int_t)s->prefilter_skips, "maxWorkloadPreemptions", s->max_workload_preemptions,
                      "chargedGpuHours", s->charged_gpu_hours);

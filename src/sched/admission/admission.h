@@ -33,6 +33,9 @@
  * its queue until the reclaiming queue's demand drops below what it was.
  *
  * Eviction is costly (the victim restarts from scratch), so it is rationed:
+ *  - patience: a claimant reclaims from other queues only after it has been
+ *    pending reclaim_wait (YARN's fair-share preemption timeout): most
+ *    capacity frees itself as workloads end, without throwing work away;
  *  - minimum runtime: a workload admitted less than reclaim_min_runtime ago
  *    is never a victim (KAI's minRuntime), so work is not thrown away just
  *    after it started;
@@ -60,6 +63,10 @@
  * when its start is within reserve_horizon: holding nodes for a workload that
  * cannot start for hours would leave capacity idle for nothing.
  *
+ * Pods of an admitted workload that finish early give their quota back
+ * (gs_admission_pod_finished); the rest stays reserved until the workload
+ * finishes or is evicted.
+ *
  * Time comes from the clock given at creation; the result is deterministic
  * for the same inputs. Not thread-safe.
  */
@@ -78,6 +85,7 @@ struct gs_admission_opts {
     int64_t large_gpu_milli;    /* a "large" workload asks at least this much GPU; 0: 8000 (8 GPUs) */
     int64_t hold_ns;            /* how long freed capacity is held for a claimant; 0: 60 s */
     int64_t reclaim_min_runtime_ns; /* no eviction before a workload ran this long; 0: 10 min; <0: none */
+    int64_t reclaim_wait_ns;    /* a claimant reclaims only after pending this long; 0: 10 min; <0: at once */
     int max_preemptions;        /* evictions of one workload per window; 0: 1; <0: unlimited */
     int64_t preemption_window_ns; /* 0: 1 hour */
     double evict_charge;        /* share of the victims' lost GPU-hours charged to the claimant; 0: 1; <0: none */
@@ -104,6 +112,8 @@ struct gs_workload {
     size_t npods;
     int64_t demand[GS_QT_MAX_RES]; /* milli per resource, over all pods */
     int64_t gpu_milli;
+    int64_t released[GS_QT_MAX_RES]; /* of demand, held by pods that already finished (admitted only) */
+    uint8_t *pod_done;          /* npods flags: pod finished while admitted */
     int64_t est_duration_ns;    /* 0 = unknown */
     enum gs_wl_state state;
     int8_t flavor[GS_QT_MAX_GROUPS]; /* chosen flavor per resource group when admitted */
@@ -112,6 +122,7 @@ struct gs_workload {
     int32_t preemptions;        /* times evicted */
     int32_t window_preemptions; /* evictions since window_start_ns */
     int64_t window_start_ns;
+    uint64_t evicted_cycle;     /* cycle of the last eviction: not readmitted in that cycle */
     int32_t blocked_by;         /* queue that reclaimed it, -1 none */
     int blocked_res;
     int64_t blocked_demand;     /* that queue's demand then */
@@ -155,6 +166,12 @@ struct gs_admission_result {
 int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out);
 /* The workload finished (all its pods left): its quota is released. */
 int gs_admission_finish(struct gs_admission *a, int32_t id);
+/* One pod of an admitted workload finished while others still run: its
+ * share of the quota is released now (Kueue's reclaimablePods), so a gang
+ * whose members end at different times does not hold quota for idle GPUs.
+ * If the workload is evicted later it restarts whole and asks for all of it
+ * again. 0, GS_ENOENT (unknown id or pod not in it) or GS_ESTATE (not admitted). */
+int gs_admission_pod_finished(struct gs_admission *a, int32_t id, const struct gs_pod *pod);
 /* Nodes were added or freed outside admission's knowledge: retry everyone. */
 void gs_admission_capacity_changed(struct gs_admission *a);
 
@@ -209,6 +226,7 @@ struct gs_admission_stats {
     int64_t spared_min_runtime;   /* claims in which a candidate victim was spared: ran less than the minimum runtime */
     int64_t spared_fair_share;    /* ... their queue would drop below its fair share */
     int64_t spared_cap;           /* ... already evicted max_preemptions times in the window */
+    int64_t reclaims_deferred;    /* claims that did not reclaim yet: the claimant had not waited reclaim_wait */
     int64_t placement_checks;     /* filter runs */
     int64_t prefilter_skips;      /* placement checks avoided by the free-GPU count */
     int32_t max_workload_preemptions; /* most evictions of one workload */
