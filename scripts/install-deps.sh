@@ -10,6 +10,11 @@ PKGS=(
   python3 python3-pytest python3-yaml
   prometheus
 )
+# --- control plane (src/control): HTTP server, TLS, store, HTTP client; requests for its tests ---
+PKGS+=(
+  libmicrohttpd-dev libgnutls28-dev libsqlite3-dev sqlite3 libcurl4-gnutls-dev python3-requests
+)
+# --- end control plane ---
 
 missing=()
 for p in "${PKGS[@]}"; do

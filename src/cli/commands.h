@@ -15,5 +15,11 @@ int gs_cmd_sim(int argc, char **argv);
 int gs_cmd_bench(int argc, char **argv);
 int gs_cmd_discover(int argc, char **argv);
 int gs_cmd_exporter(int argc, char **argv);
+/* control plane and its client (src/control) */
+int gs_cmd_server(int argc, char **argv);
+int gs_cmd_apply(int argc, char **argv);
+int gs_cmd_get(int argc, char **argv);
+int gs_cmd_describe(int argc, char **argv);
+int gs_cmd_delete(int argc, char **argv);
 
 #endif

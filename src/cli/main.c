@@ -13,6 +13,12 @@
 #pragma weak gs_cmd_bench
 #pragma weak gs_cmd_discover
 #pragma weak gs_cmd_exporter
+/* control plane and its client */
+#pragma weak gs_cmd_server
+#pragma weak gs_cmd_apply
+#pragma weak gs_cmd_get
+#pragma weak gs_cmd_describe
+#pragma weak gs_cmd_delete
 
 static const struct {
     const char *name;
@@ -24,6 +30,12 @@ static const struct {
     {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
     {"discover", gs_cmd_discover, "print this node's GPUs, labels (GFD) and topology (NRT)"},
     {"exporter", gs_cmd_exporter, "serve GPU metrics in DCGM-Exporter's format on /metrics"},
+    /* control plane and its client */
+    {"server", gs_cmd_server, "run the control plane: API server, store and scheduler"},
+    {"apply", gs_cmd_apply, "create or update objects from manifests"},
+    {"get", gs_cmd_get, "list or show objects"},
+    {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
+    {"delete", gs_cmd_delete, "delete objects"},
     {"version", gs_cmd_version, "print the version"},
 };
 
