@@ -9,6 +9,8 @@ PKGS=(
   libmicrohttpd-dev
   python3 python3-pytest python3-yaml
   prometheus
+  # node execution (layer 3): kubelet device plugin API over gRPC, and its Python test peer
+  libgrpc-dev libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-grpc-tools
 )
 # --- control plane (src/control): HTTP server, TLS, store, HTTP client; requests for its tests ---
 PKGS+=(

@@ -19,6 +19,8 @@
 #pragma weak gs_cmd_get
 #pragma weak gs_cmd_describe
 #pragma weak gs_cmd_delete
+#pragma weak gs_cmd_device_plugin
+#pragma weak gs_cmd_kubelet_sim
 
 static const struct {
     const char *name;
@@ -36,6 +38,8 @@ static const struct {
     {"get", gs_cmd_get, "list or show objects"},
     {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
     {"delete", gs_cmd_delete, "delete objects"},
+    {"device-plugin", gs_cmd_device_plugin, "serve the node's GPUs to kubelet (device plugin API v1beta1)"},
+    {"kubelet-sim", gs_cmd_kubelet_sim, "kubelet's device manager alone: registration, allocation, topology"},
     {"version", gs_cmd_version, "print the version"},
 };
 
