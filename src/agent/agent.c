@@ -145,6 +145,7 @@ static int open_discovery(struct gs_agent *a, char *err, size_t errlen)
         return rc;
     }
     gs_node_gpus_from_inventory(&a->gpus, &a->inv, 1);
+    snprintf(a->node, sizeof a->node, "%s", a->o.node_name ? a->o.node_name : a->inv.hostname);
     struct gs_exporter_config ec = {.interval_ns = a->o.metrics_interval_ns};
     ec.hostname = a->node;
     if ((rc = gs_exporter_create(&a->disc, &ec, &a->exp)) || (rc = gs_exporter_start(a->exp))) {
@@ -166,7 +167,6 @@ static int setup(struct gs_agent *a, char *err, size_t errlen)
 {
     int rc = open_discovery(a, err, errlen);
     if (rc) return rc;
-    snprintf(a->node, sizeof a->node, "%s", a->o.node_name ? a->o.node_name : a->inv.hostname);
     if (a->o.state_dir) snprintf(a->state_dir, sizeof a->state_dir, "%s", a->o.state_dir);
     else snprintf(a->state_dir, sizeof a->state_dir, "gpusched-data/agent/%s", a->node);
     if (gs_mkdirs(a->state_dir)) {

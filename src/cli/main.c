@@ -19,6 +19,11 @@
 #pragma weak gs_cmd_get
 #pragma weak gs_cmd_describe
 #pragma weak gs_cmd_delete
+/* node agent, all-in-one, client views */
+#pragma weak gs_cmd_agent
+#pragma weak gs_cmd_up
+#pragma weak gs_cmd_logs
+#pragma weak gs_cmd_top
 #pragma weak gs_cmd_device_plugin
 #pragma weak gs_cmd_kubelet_sim
 
@@ -38,6 +43,11 @@ static const struct {
     {"get", gs_cmd_get, "list or show objects"},
     {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
     {"delete", gs_cmd_delete, "delete objects"},
+    /* node agent, all-in-one, client views */
+    {"agent", gs_cmd_agent, "run this node's agent: register, run bound pods as processes, serve logs and metrics"},
+    {"up", gs_cmd_up, "server and local agents in one command (mock GPUs with --mock)"},
+    {"logs", gs_cmd_logs, "print a pod's log (from its node's agent)"},
+    {"top", gs_cmd_top, "GPU allocation and utilisation per node (top nodes)"},
     {"device-plugin", gs_cmd_device_plugin, "serve the node's GPUs to kubelet (device plugin API v1beta1)"},
     {"kubelet-sim", gs_cmd_kubelet_sim, "kubelet's device manager alone: registration, allocation, topology"},
     {"version", gs_cmd_version, "print the version"},
