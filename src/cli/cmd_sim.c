@@ -66,6 +66,7 @@ static void usage(FILE *f)
           "                                    sim.gpusched.io/arrival and /duration (seconds)\n\n"
           "options:\n"
           "  --experiment fgd|replay  fgd: the FGD paper's procedure (default); replay: trace times\n"
+          "  --experiment tenants     multi-tenant queues and admission (--experiment tenants --help)\n"
           "  --policy A,B,...         placement policies (default FGD), e.g.\n"
           "                           Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD\n"
           "  --seed N                 random seed (default 42)\n"
@@ -576,8 +577,14 @@ static int simulate(const struct sim_args *a)
     return rc;
 }
 
+/*--- multi-tenant experiment (cmd_sim_tenants.c) ---*/
+int gs_cmd_sim_tenants(int argc, char **argv);
+
 int gs_cmd_sim(int argc, char **argv)
 {
+    for (int i = 1; i + 1 < argc; i++) /* --experiment tenants has its own flags */
+        if (!strcmp(argv[i], "--experiment") && !strcmp(argv[i + 1], "tenants")) return gs_cmd_sim_tenants(argc, argv);
+    /*--- end multi-tenant ---*/
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);

@@ -371,6 +371,10 @@ static int describe_from_spec(struct gs_cache *c, struct node_rec *r, const stru
     n->gpus = n->ngpus ? calloc((size_t)n->ngpus, sizeof *n->gpus) : NULL;
     if (n->ngpus && !n->gpus) return GS_ENOMEM;
     gpu_slots_blank(n->gpus, n->ngpus, s->gpu_mem_mib);
+    for (int32_t g = 0; g < n->ngpus; g++) {
+        if (s->gpu_numa) n->gpus[g].numa_node = s->gpu_numa[g];
+        if (s->gpu_nvlink) n->gpus[g].nvlink = s->gpu_nvlink[g];
+    }
     const char *model = s->gpu_model ? s->gpu_model : label_get(s->labels, GS_LABEL_GPU_PRODUCT);
     n->gpu_model = n->ngpus ? gs_cache_model_id(c, model) : -1;
     return 0;
@@ -476,7 +480,9 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
     uint64_t gen = n->generation;
     const char *name = n->name;
     int32_t idx = n->idx;
+    const struct gs_nrt *nrt = n->nrt; /* attached separately: survives the update */
     r->info = fresh.info;
+    n->nrt = nrt;
     n->name = name;
     n->idx = idx;
     n->live = true;
@@ -695,6 +701,27 @@ int gs_cache_expire(struct gs_cache *c, void (*cb)(const struct gs_pod *, void *
         if (cb) cb(pod, arg);
     }
     return count;
+}
+
+/*--- Topology and pod listing ---*/
+
+int gs_cache_set_nrt(struct gs_cache *c, int32_t node, const struct gs_nrt *nrt)
+{
+    struct gs_node_info *n = node_at(c, node);
+    if (!n) return GS_ENOENT;
+    n->nrt = nrt;
+    n->generation++;
+    return 0;
+}
+
+void gs_cache_foreach_pod(const struct gs_cache *c,
+                          void (*cb)(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound),
+                          void *arg)
+{
+    for (size_t i = 0; i < c->pods.cap; i++) {
+        const struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
+        if (p) cb(arg, p->pod, &p->a, p->st == POD_BOUND);
+    }
 }
 
 /*--- Invariant check ---*/

@@ -31,6 +31,8 @@
 #include <stdint.h>
 
 #define GS_MAX_GPUS_PER_NODE 64 /* fits the uint64_t masks below */
+
+struct gs_nrt; /* NodeResourceTopology zones: sched/topology_core.h */
 #define GS_GPU_MILLI 1000
 
 /* Devices chosen for one pod on one node. Every chosen GPU gets the same
@@ -76,6 +78,7 @@ struct gs_node_info {
     struct gs_resources ext_used;
     uint64_t generation;       /* bumped on every change */
     int32_t npods;             /* pods assumed or bound here */
+    const struct gs_nrt *nrt;  /* NodeResourceTopology (borrowed), NULL when none: gs_cache_set_nrt */
 };
 
 /* A node described without a Node object (simulator, benchmark). */
@@ -88,6 +91,8 @@ struct gs_node_spec {
     int32_t ngpus;
     int64_t gpu_mem_mib;       /* per GPU */
     const struct gs_labels *labels; /* copied; may be NULL */
+    const int32_t *gpu_numa;   /* ngpus NUMA nodes (copied); NULL: unknown */
+    const uint64_t *gpu_nvlink; /* ngpus NVLink peer masks (copied); NULL: none */
 };
 
 struct gs_cache;
@@ -157,6 +162,15 @@ const struct gs_assignment *gs_cache_pod_assignment(const struct gs_cache *c, co
 /* Forgets every assumed pod whose deadline has passed on the clock; calls
  * cb(pod, arg) for each (may be NULL). Returns how many expired. */
 int gs_cache_expire(struct gs_cache *c, void (*cb)(const struct gs_pod *, void *), void *arg);
+
+/* Attaches a node's NodeResourceTopology (borrowed: must outlive the node
+ * or the next call; NULL detaches). Bumps the generation. GS_ENOENT. */
+int gs_cache_set_nrt(struct gs_cache *c, int32_t node, const struct gs_nrt *nrt);
+/* Calls cb once for every pod in the cache, assumed (bound=false) or bound.
+ * The order is unspecified; cb must not change the cache. */
+void gs_cache_foreach_pod(const struct gs_cache *c,
+                          void (*cb)(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound),
+                          void *arg);
 
 /* Checks every aggregate against a recomputation from the pods in the cache
  * (tests and the invariant fuzzer). 0 or GS_ESTATE with a description in why. */

@@ -82,6 +82,7 @@ struct gs_framework {
     int32_t cand_unsched;
     uint64_t cand_epoch;
     bool cand_valid;
+    char last_reject[GS_STATUS_REASON_MAX]; /* reason of the rejection tick reported last */
 };
 
 static const char *const point_names[] = {
@@ -746,8 +747,10 @@ int gs_framework_tick(struct gs_framework *fw, void (*cb)(const struct gs_pod *,
         if (r->st == REC_READY) {
             r->st = REC_RESERVED;
             if (cb) cb(r->pod, true, arg);
+            if (i >= fw->nlist || fw->list[i] != r) continue; /* the callback bound it: the list moved up */
         } else if (r->st == REC_REJECTED) {
             const struct gs_pod *pod = r->pod;
+            snprintf(fw->last_reject, sizeof fw->last_reject, "%s", r->status.reason);
             drop_rec(fw, r);
             if (cb) cb(pod, false, arg);
             continue;
@@ -762,4 +765,122 @@ size_t gs_framework_waiting(const struct gs_framework *fw)
     size_t n = 0;
     for (size_t i = 0; i < fw->nlist; i++) n += fw->list[i]->st == REC_WAITING;
     return n;
+}
+
+/*--- Events, lookups and out-of-cycle filtering ---*/
+
+const char *gs_framework_last_rejection(const struct gs_framework *fw) { return fw->last_reject; }
+
+int64_t gs_framework_next_deadline(const struct gs_framework *fw)
+{
+    int64_t best = -1;
+    for (size_t i = 0; i < fw->nlist; i++) {
+        const struct rec *r = fw->list[i];
+        if (r->st == REC_WAITING && (best < 0 || r->deadline < best)) best = r->deadline;
+    }
+    return best;
+}
+
+void gs_framework_notify_pod(struct gs_framework *fw, const struct gs_pod *pod, bool added)
+{
+    for (int i = 0; i < fw->ninst; i++)
+        if (fw->inst[i].pl->on_pod) fw->inst[i].pl->on_pod(fw->inst[i].state, pod, added);
+}
+
+void gs_framework_notify_podgroup(struct gs_framework *fw, const struct gs_podgroup *pg, bool added)
+{
+    for (int i = 0; i < fw->ninst; i++)
+        if (fw->inst[i].pl->on_podgroup) fw->inst[i].pl->on_podgroup(fw->inst[i].state, pg, added);
+}
+
+void *gs_framework_plugin_state(struct gs_framework *fw, const char *name)
+{
+    for (int i = 0; i < fw->ninst; i++)
+        if (!strcmp(fw->inst[i].pl->name, name)) return fw->inst[i].state;
+    return NULL;
+}
+
+int gs_framework_filter_count(const struct gs_framework *fw) { return fw->npts[GS_PT_FILTER]; }
+
+const struct gs_plugin *gs_framework_filter_plugin(const struct gs_framework *fw, int i, void **state)
+{
+    if (i < 0 || i >= fw->npts[GS_PT_FILTER]) return NULL;
+    if (state) *state = SLOT_ST(fw, GS_PT_FILTER, i);
+    return SLOT_PL(fw, GS_PT_FILTER, i);
+}
+
+/* PreFilter into a private state; 0, or -1 with run->prefilter set. */
+static int sim_pre_filter(struct gs_framework *fw, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                          struct gs_filter_run *run)
+{
+    for (int i = 0; i < fw->npts[GS_PT_PRE_FILTER]; i++) {
+        const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_PRE_FILTER, i);
+        if (!pl->pre_filter || (run->skip && !strcmp(run->skip, pl->name))) continue;
+        struct gs_status s = pl->pre_filter(SLOT_ST(fw, GS_PT_PRE_FILTER, i), cs, pod);
+        if (s.code == GS_SKIP) cs->skip_filter_mask |= 1 << fw->pts[GS_PT_PRE_FILTER][i].inst;
+        else if (s.code != GS_SUCCESS) {
+            run->prefilter = stamp(s, pl);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, struct gs_filter_run *run)
+{
+    size_t n = run->n, nf = (size_t)fw->npts[GS_PT_FILTER];
+    memset(&run->prefilter, 0, sizeof run->prefilter);
+    memset(run->reject, 0, run->each ? nf * n : n);
+    if (run->by) memset(run->by, -1, n);
+    struct gs_cycle_state cs;
+    gs_cycle_state_init(&cs);
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    cs.seed = gs__mix64(fw->h.seed, gs__fnv1a(key));
+    struct gs_node_info **live = malloc((n ? n : 1) * sizeof *live);
+    size_t *pos = malloc((n ? n : 1) * sizeof *pos);
+    uint8_t *rej = malloc(n ? n : 1);
+    if (!live || !pos || !rej) {
+        free(live), free(pos), free(rej);
+        gs_cycle_state_free(&cs);
+        return GS_ENOMEM;
+    }
+    size_t m = n;
+    if (sim_pre_filter(fw, &cs, pod, run) != 0) {
+        for (size_t j = 0; j < (run->each ? nf * n : n); j++) run->reject[j] = GS_REJECT_UNRESOLVABLE | 1;
+        m = 0;
+    }
+    for (size_t j = 0; j < n && m; j++) live[j] = run->nodes[j], pos[j] = j;
+    for (size_t i = 0; i < nf && m; i++) {
+        int k = fw->pts[GS_PT_FILTER][i].inst;
+        const struct gs_plugin *pl = fw->inst[k].pl;
+        if (!pl->filter || (cs.skip_filter_mask & (1 << k)) || (run->skip && !strcmp(run->skip, pl->name))) continue;
+        if (run->each) {
+            pl->filter(fw->inst[k].state, &cs, pod, run->nodes, n, run->reject + i * n);
+            continue;
+        }
+        memset(rej, 0, m);
+        pl->filter(fw->inst[k].state, &cs, pod, live, m, rej);
+        size_t w = 0;
+        for (size_t j = 0; j < m; j++) {
+            if (!rej[j]) {
+                live[w] = live[j], pos[w++] = pos[j];
+                continue;
+            }
+            run->reject[pos[j]] = rej[j];
+            if (run->by) run->by[pos[j]] = (int8_t)i;
+        }
+        m = w;
+    }
+    if (run->each && !run->prefilter.code) {
+        m = 0;
+        for (size_t j = 0; j < n; j++) {
+            bool ok = true;
+            for (size_t i = 0; i < nf; i++) ok = ok && !run->reject[i * n + j];
+            m += ok;
+        }
+    }
+    free(live), free(pos), free(rej);
+    gs_cycle_state_free(&cs);
+    return (int)m;
 }

@@ -144,6 +144,36 @@ int gs_framework_tick(struct gs_framework *fw, void (*cb)(const struct gs_pod *,
 /* Number of pods waiting at Permit. */
 size_t gs_framework_waiting(const struct gs_framework *fw);
 
+/* Inside gs_framework_tick's callback for a rejected pod: why it was rejected. */
+const char *gs_framework_last_rejection(const struct gs_framework *fw);
+/* Earliest deadline (clock ns) among pods waiting at Permit, or -1 when none. */
+int64_t gs_framework_next_deadline(const struct gs_framework *fw);
+
+/* Cluster events, passed to every enabled plugin that has on_pod / on_podgroup. */
+void gs_framework_notify_pod(struct gs_framework *fw, const struct gs_pod *pod, bool added);
+void gs_framework_notify_podgroup(struct gs_framework *fw, const struct gs_podgroup *pg, bool added);
+/* The state an enabled plugin's init made (borrowed), or NULL when the plugin
+ * is not enabled (or keeps no state). */
+void *gs_framework_plugin_state(struct gs_framework *fw, const char *name);
+
+/* PreFilter + Filter for one pod over given nodes, outside the scheduling
+ * cycle and without touching its state: what preemption simulates with, gang
+ * planning places members with, and explain reports from. */
+struct gs_filter_run {
+    struct gs_node_info *const *nodes; /* in: n candidates */
+    size_t n;
+    bool each;               /* in: every Filter plugin sees every node (explain); else only survivors */
+    const char *skip;        /* in: plugin left out of PreFilter and Filter (the caller itself), NULL none */
+    uint8_t *reject;         /* out, caller's: n codes (0 = fits), or nfilter x n when each (plugin-major) */
+    int8_t *by;              /* out, optional, !each: Filter plugin index that rejected node i, -1 none */
+    struct gs_status prefilter; /* out: PreFilter's rejection (every node then rejected), else Success */
+};
+/* Returns how many nodes passed every Filter, or a negative GS_E*. */
+int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, struct gs_filter_run *run);
+/* Filter plugins of the profile, in order: count, and plugin i with its state. */
+int gs_framework_filter_count(const struct gs_framework *fw);
+const struct gs_plugin *gs_framework_filter_plugin(const struct gs_framework *fw, int i, void **state);
+
 /* The per-cycle arena (scratch valid until the next cycle). */
 struct gs_arena *gs_framework_arena(struct gs_framework *fw);
 

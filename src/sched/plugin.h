@@ -51,6 +51,11 @@ struct gs_handle {
     struct gs_cache *cache;
     uint64_t seed;              /* derive every random choice from this */
     struct gs_framework *fw;    /* waiting pods (Permit), may be NULL in unit tests */
+    /* Evicts a bound pod to make room for preemptor (PostFilter): the driver
+     * frees its resources and requeues it. NULL when evictions are not
+     * possible (unit tests, explain). 0 or a negative GS_E*. */
+    int (*evict)(void *evict_ctx, const struct gs_pod *victim, const struct gs_pod *preemptor);
+    void *evict_ctx;
 };
 
 /* A pod as the queue holds it. */
@@ -139,6 +144,13 @@ struct gs_plugin {
                              const struct gs_node_info *node, const struct gs_assignment *a);
     void (*post_bind)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                       const struct gs_node_info *node, const struct gs_assignment *a);
+
+    /* Cluster events, from the driver, outside any cycle (the informers of
+     * kube's plugins): a pod entered the scheduler (added) or left it for
+     * good (deleted or completed; the pod is valid during the call). Optional. */
+    void (*on_pod)(void *state, const struct gs_pod *pod, bool added);
+    /* A PodGroup was added (borrowed until removed) or removed. Optional. */
+    void (*on_podgroup)(void *state, const struct gs_podgroup *pg, bool added);
 };
 
 /* The static registry: plugin by name, or NULL. */

@@ -21,6 +21,12 @@ extern const struct gs_plugin gs_plugin_node_affinity;
 extern const struct gs_plugin gs_plugin_taint_toleration;
 extern const struct gs_plugin gs_plugin_default_binder;
 
+/* Gang, topology, spread and preemption (docs/SCHEDULING.md). */
+extern const struct gs_plugin gs_plugin_coscheduling;
+extern const struct gs_plugin gs_plugin_node_resource_topology;
+extern const struct gs_plugin gs_plugin_pod_topology_spread;
+extern const struct gs_plugin gs_plugin_default_preemption;
+
 extern const struct gs_plugin gs_plugin_random;
 extern const struct gs_plugin gs_plugin_dot_prod;
 extern const struct gs_plugin gs_plugin_gpu_clustering;
@@ -38,6 +44,10 @@ static const struct gs_plugin *const table[] = {
     &gs_plugin_node_affinity,
     &gs_plugin_taint_toleration,
     &gs_plugin_default_binder,
+    &gs_plugin_coscheduling,
+    &gs_plugin_node_resource_topology,
+    &gs_plugin_pod_topology_spread,
+    &gs_plugin_default_preemption,
     &gs_plugin_random,
     &gs_plugin_dot_prod,
     &gs_plugin_gpu_clustering,

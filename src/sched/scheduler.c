@@ -5,6 +5,15 @@
  * a simulator can inspect it between cycles. Pods waiting at Permit leave the
  * queue's in-flight state only when the framework reports them: bound (done)
  * or rejected (requeued as unschedulable).
+ *
+ * Plugins learn of pods and PodGroups through the framework's events
+ * (on_pod, on_podgroup), so the driver remembers every pod it was given by
+ * key to report its departure. Preemption evicts through the handle's evict
+ * callback: the victim leaves the cache and goes back to the queue, like a
+ * pod its controller recreates. A pod that got a nominated node from
+ * PostFilter is retried after backoff rather than parked as unschedulable:
+ * the evictions it caused happened before it was requeued, so no later
+ * event would wake it.
  */
 #include "sched/scheduler.h"
 
@@ -26,7 +35,25 @@ struct gs_scheduler {
     int64_t ttl;
     char reason[1024];
     int bound_in_tick;
+    struct gs_scheduler_hooks hooks;
+    struct gs__strmap pods; /* key -> pod, every pod added and not deleted */
+    int64_t evictions;
 };
+
+static int evict(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor)
+{
+    struct gs_scheduler *s = ctx;
+    char key[GS__KEY_MAX];
+    gs__pod_key(victim, key, sizeof key);
+    const struct gs_assignment *a = gs_cache_pod_assignment(s->cache, key);
+    if (!a) return GS_ENOENT;
+    if (s->hooks.evicted) s->hooks.evicted(s->hooks.ctx, victim, preemptor, a);
+    gs_cache_remove_pod(s->cache, key);
+    s->evictions++;
+    gs_sched_queue_add(s->q, victim);
+    gs_sched_queue_on_event(s->q, GS_EV_POD_DELETED);
+    return 0;
+}
 
 static bool queue_less(void *ctx, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
 {
@@ -42,13 +69,15 @@ int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const
     s->clock = clock;
     s->cache = cache;
     s->ttl = o ? o->assumed_ttl_ns : 0;
+    if (o) s->hooks = o->hooks;
+    gs__strmap_init(&s->pods);
     const struct gs_profile *p = o ? o->profile : NULL;
     int err = 0;
     if (!p) {
         err = gs_sched_config_default(&s->defaults);
         p = err ? NULL : &s->defaults.profiles[0];
     }
-    struct gs_handle h = {.clock = clock, .cache = cache, .seed = o ? o->seed : 0};
+    struct gs_handle h = {.clock = clock, .cache = cache, .seed = o ? o->seed : 0, .evict = evict, .evict_ctx = s};
     if (!err) err = gs_framework_new(p, &h, &s->fw, d);
     if (!err) {
         s->q = gs_sched_queue_new(clock, o ? &o->queue : NULL, queue_less, s->fw);
@@ -68,6 +97,8 @@ void gs_scheduler_free(struct gs_scheduler *s)
     gs_sched_queue_free(s->q);
     gs_framework_free(s->fw);
     gs_sched_config_free(&s->defaults);
+    for (size_t i = 0; i < s->pods.cap; i++) free((char *)s->pods.slots[i].key);
+    gs__strmap_free(&s->pods);
     free(s);
 }
 
@@ -77,9 +108,57 @@ struct gs_sched_queue *gs_scheduler_queue(struct gs_scheduler *s) { return s->q;
 int gs_scheduler_add_pod(struct gs_scheduler *s, const struct gs_pod *pod)
 {
     int err = gs_sched_queue_add(s->q, pod);
-    if (!err) gs_sched_queue_on_event(s->q, GS_EV_POD_ADDED);
-    return err;
+    if (err) return err;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    if (!gs__strmap_get(&s->pods, key)) {
+        char *dup = strdup(key);
+        if (!dup || gs__strmap_put(&s->pods, dup, (void *)pod) != 0) {
+            free(dup);
+            gs_sched_queue_delete(s->q, key);
+            return GS_ENOMEM;
+        }
+    }
+    gs_framework_notify_pod(s->fw, pod, true);
+    gs_sched_queue_on_event(s->q, GS_EV_POD_ADDED);
+    return 0;
 }
+
+/* The pod leaves for good: plugins hear of it, the driver forgets it. */
+static void forget_pod(struct gs_scheduler *s, const char *pod_key)
+{
+    const struct gs_pod *pod = gs__strmap_get(&s->pods, pod_key);
+    if (!pod) return;
+    for (size_t i = 0; i < s->pods.cap; i++) {
+        if (s->pods.slots[i].key && !strcmp(s->pods.slots[i].key, pod_key)) {
+            char *k = (char *)s->pods.slots[i].key;
+            gs__strmap_del(&s->pods, pod_key);
+            free(k);
+            break;
+        }
+    }
+    gs_framework_notify_pod(s->fw, pod, false);
+}
+
+int gs_scheduler_add_podgroup(struct gs_scheduler *s, const struct gs_podgroup *pg)
+{
+    gs_framework_notify_podgroup(s->fw, pg, true);
+    gs_sched_queue_on_event(s->q, GS_EV_POD_ADDED);
+    return 0;
+}
+
+void gs_scheduler_remove_podgroup(struct gs_scheduler *s, const struct gs_podgroup *pg)
+{
+    gs_framework_notify_podgroup(s->fw, pg, false);
+}
+
+int64_t gs_scheduler_next_wake(const struct gs_scheduler *s)
+{
+    int64_t a = gs_sched_queue_next_ready(s->q), b = gs_framework_next_deadline(s->fw);
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+int64_t gs_scheduler_evictions(const struct gs_scheduler *s) { return s->evictions; }
 
 int gs_scheduler_delete_pod(struct gs_scheduler *s, const char *pod_key)
 {
@@ -88,6 +167,7 @@ int gs_scheduler_delete_pod(struct gs_scheduler *s, const char *pod_key)
     int werr = gs_framework_reject(s->fw, pod_key, NULL, "pod deleted");
     gs_scheduler_tick(s);
     int cerr = gs_cache_remove_pod(s->cache, pod_key);
+    forget_pod(s, pod_key);
     if (cerr == 0 || werr == 0) gs_sched_queue_on_event(s->q, GS_EV_POD_DELETED);
     return qerr == 0 || cerr == 0 || werr == 0 ? 0 : GS_ENOENT;
 }
@@ -124,14 +204,23 @@ static void on_waiting_done(const struct gs_pod *pod, bool ok, void *arg)
     struct gs_scheduler *s = arg;
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
+    const char *why = "rejected while waiting at Permit";
     if (ok) {
+        const struct gs_assignment *held = gs_cache_pod_assignment(s->cache, key);
+        struct gs_assignment a = held ? *held : (struct gs_assignment){.node = -1};
         struct gs_status b = gs_framework_bind(s->fw, pod);
         if (b.code == GS_SUCCESS) {
             gs_sched_queue_done(s->q, key);
             s->bound_in_tick++;
+            if (s->hooks.bound) s->hooks.bound(s->hooks.ctx, pod, &a);
             return;
         }
+        snprintf(s->reason, sizeof s->reason, "%s", b.reason);
+        why = s->reason;
+    } else {
+        why = gs_framework_last_rejection(s->fw);
     }
+    if (s->hooks.rejected) s->hooks.rejected(s->hooks.ctx, pod, why);
     struct gs_queued_pod qp = {.pod = pod};
     gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS);
 }
@@ -191,7 +280,8 @@ int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
         else
             snprintf(s->reason, sizeof s->reason, "%s", r.status.reason);
         out->reason = s->reason;
-        gs_sched_queue_requeue(s->q, &qp, gs_status_rejects(&r.status) || r.code != GS_ERROR, RETRY_EVENTS);
+        bool park = (gs_status_rejects(&r.status) || r.code != GS_ERROR) && r.nominated_node < 0;
+        gs_sched_queue_requeue(s->q, &qp, park, RETRY_EVENTS);
     }
     gs_schedule_result_free(&r);
     return 1;

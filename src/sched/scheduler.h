@@ -20,11 +20,25 @@
 #include "sched/framework.h"
 #include "sched/queue.h"
 
+/* What the driver reports outside gs_scheduler_run_one's result (all optional). */
+struct gs_scheduler_hooks {
+    /* A pod that waited at Permit (a gang member) was bound. */
+    void (*bound)(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a);
+    /* A pod waiting at Permit was rejected (timeout, a gang sibling failed) and requeued. */
+    void (*rejected)(void *ctx, const struct gs_pod *pod, const char *reason);
+    /* A bound pod was evicted for preemptor; it has been requeued. Called before
+     * its resources are freed, so a->node still names its node. */
+    void (*evicted)(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
+                    const struct gs_assignment *a);
+    void *ctx;
+};
+
 struct gs_scheduler_opts {
     const struct gs_profile *profile; /* borrowed; NULL: the built-in default profile */
     uint64_t seed;
     struct gs_queue_opts queue;       /* zeros: kube's defaults */
     int64_t assumed_ttl_ns;           /* cache assumption lifetime; 0 = no expiry */
+    struct gs_scheduler_hooks hooks;
 };
 
 /* What happened to one pod in gs_scheduler_run_one(). */
@@ -52,6 +66,14 @@ struct gs_sched_queue *gs_scheduler_queue(struct gs_scheduler *s);
 int gs_scheduler_add_pod(struct gs_scheduler *s, const struct gs_pod *pod);
 /* A pod left (deleted or completed): out of the queue and the cache; frees its resources. */
 int gs_scheduler_delete_pod(struct gs_scheduler *s, const char *pod_key);
+/* PodGroups (borrowed until removed), passed to the plugins (Coscheduling). */
+int gs_scheduler_add_podgroup(struct gs_scheduler *s, const struct gs_podgroup *pg);
+void gs_scheduler_remove_podgroup(struct gs_scheduler *s, const struct gs_podgroup *pg);
+/* Earliest clock time at which something becomes due by itself (a backoff
+ * ends, a Permit wait times out), or -1 when nothing is. */
+int64_t gs_scheduler_next_wake(const struct gs_scheduler *s);
+/* Evictions made by preemption so far. */
+int64_t gs_scheduler_evictions(const struct gs_scheduler *s);
 /* Node changes; return the cache's answer (node index for adds). */
 int gs_scheduler_add_node(struct gs_scheduler *s, const struct gs_node *node);
 int gs_scheduler_add_node_spec(struct gs_scheduler *s, const struct gs_node_spec *spec);

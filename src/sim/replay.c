@@ -30,9 +30,20 @@
  * Events: "scheduled" and "completed" for every pod, "failed" for the first
  * failed attempt of a pod only (with its diagnosis): retries after each
  * completion would otherwise flood the log with copies of the same line.
+ *
+ * Gangs and preemption. PodGroups of the trace go to the scheduler and
+ * NodeResourceTopology objects to the cache before the first instant. Pods
+ * held at Permit are reported "scheduled" when the driver binds them (its
+ * bound hook), and "failed" (always, with the reason) when a wait ends in a
+ * rejection: timeouts are rare and each one matters. An eviction by
+ * preemption is a "preempted" event; the victim's completion is cancelled
+ * (a run counter invalidates its heap entry) and the driver has already
+ * requeued it, so it is scheduled again later and runs its full duration.
+ * The scheduler wakes the loop for Permit timeouts as for backoffs.
  */
 #include "core/codec.h"
 #include "sched/frag.h"
+#include "sched/topology_core.h"
 #include "sched/scheduler.h"
 #include "sim/sim.h"
 
@@ -51,12 +62,14 @@ struct rpod {
     struct gs_assignment a;
     int32_t errors;
     bool failed_logged;
+    uint32_t run;             /* bumped on eviction: older completions are stale */
 };
 
 struct completion {
     int64_t t_ns;
     uint64_t seq;
     size_t pod;
+    uint32_t run;
 };
 
 struct by_ptr {
@@ -89,7 +102,16 @@ struct replay {
     bool have100, have80;
     double alloc_at_100, frag_at_80;
     struct gs_sim_sample last;
+    struct gs_nrt *nrts;        /* parsed NodeResourceTopology objects (owned) */
+    size_t nnrts;
+    int64_t preempted;
+    int hook_err;
 };
+
+static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a);
+static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reason);
+static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
+                         const struct gs_assignment *a);
 
 /*--- Small helpers ---*/
 
@@ -139,7 +161,7 @@ static bool heap_less(const struct completion *a, const struct completion *b)
     return a->t_ns != b->t_ns ? a->t_ns < b->t_ns : a->seq < b->seq;
 }
 
-static int heap_push(struct replay *r, int64_t t_ns, size_t pod)
+static int heap_push(struct replay *r, int64_t t_ns, size_t pod, uint32_t run)
 {
     if (r->nheap == r->capheap) {
         size_t cap = r->capheap ? r->capheap * 2 : 256;
@@ -149,7 +171,7 @@ static int heap_push(struct replay *r, int64_t t_ns, size_t pod)
         r->capheap = cap;
     }
     size_t i = r->nheap++;
-    r->heap[i] = (struct completion){t_ns, r->seq++, pod};
+    r->heap[i] = (struct completion){t_ns, r->seq++, pod, run};
     while (i > 0 && heap_less(&r->heap[i], &r->heap[(i - 1) / 2])) {
         struct completion tmp = r->heap[i];
         r->heap[i] = r->heap[(i - 1) / 2];
@@ -214,6 +236,27 @@ static int init_pods(struct replay *r)
     return 0;
 }
 
+/* NodeResourceTopology objects of the trace, parsed and attached to their nodes. */
+static int attach_topologies(struct replay *r)
+{
+    r->nrts = calloc(r->t->nobjects ? r->t->nobjects : 1, sizeof *r->nrts);
+    if (!r->nrts) return GS_ENOMEM;
+    for (size_t i = 0; i < r->t->nobjects; i++) {
+        struct gs_object *o = r->t->objects[i];
+        if (o->kind != GS_KIND_NODERESOURCETOPOLOGY) continue;
+        int rc = gs_nrt_parse(gs_object_to_json(o), &r->nrts[r->nnrts], r->d);
+        if (rc) return rc;
+        struct gs_nrt *n = &r->nrts[r->nnrts++];
+        int32_t idx = gs_cache_find_node(r->cache, n->node);
+        if (idx < 0) {
+            gs_diags_add(r->d, n->node, "NodeResourceTopology for an unknown node");
+            return GS_EINVAL;
+        }
+        gs_cache_set_nrt(r->cache, idx, n);
+    }
+    return 0;
+}
+
 static int init_cache(struct replay *r)
 {
     gs_clock_init_sim(&r->clock, 0);
@@ -228,7 +271,7 @@ static int init_cache(struct replay *r)
         }
     }
     r->capacity_milli = gs_cache_gpu_count(r->cache) * GS_GPU_MILLI;
-    return 0;
+    return attach_topologies(r);
 }
 
 static int load_config(struct replay *r)
@@ -304,6 +347,43 @@ static int add_policy_args(struct replay *r, const struct gs_plugin *p)
     return 0;
 }
 
+/* Scorers that belong to a feature rather than to placement policy: they
+ * stay next to the policy (gang plans, topology, spread, nominations). */
+static bool feature_scorer(const struct gs_plugin *p)
+{
+    static const char *const names[] = {"Coscheduling", "NodeResourceTopology", "PodTopologySpread",
+                                        "DefaultPreemption"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(p->name, names[i])) return true;
+    return false;
+}
+
+/* The policy becomes the first Score plugin; feature scorers are kept after it. */
+static void keep_feature_scores(struct gs_profile *pr, const struct gs_plugin *policy)
+{
+    struct gs_profile_plugin kept[GS_MAX_PLUGINS_PER_POINT];
+    int n = 0;
+    kept[n++] = (struct gs_profile_plugin){.plugin = policy, .weight = 1};
+    for (int i = 0; i < pr->npoints[GS_PT_SCORE] && n < GS_MAX_PLUGINS_PER_POINT; i++)
+        if (pr->points[GS_PT_SCORE][i].plugin != policy && feature_scorer(pr->points[GS_PT_SCORE][i].plugin))
+            kept[n++] = pr->points[GS_PT_SCORE][i];
+    memcpy(pr->points[GS_PT_SCORE], kept, (size_t)n * sizeof *kept);
+    pr->npoints[GS_PT_SCORE] = n;
+}
+
+/* NodeResourceTopology picks GPU sets by interconnect: ahead of the policy's choice. */
+static void topology_reserve_first(struct gs_profile *pr)
+{
+    struct gs_profile_plugin *v = pr->points[GS_PT_RESERVE];
+    for (int i = 1; i < pr->npoints[GS_PT_RESERVE]; i++) {
+        if (strcmp(v[i].plugin->name, "NodeResourceTopology")) continue;
+        struct gs_profile_plugin t = v[i];
+        memmove(v + 1, v, (size_t)i * sizeof *v);
+        v[0] = t;
+        return;
+    }
+}
+
 static int build_profile(struct replay *r)
 {
     int rc = load_config(r);
@@ -317,14 +397,14 @@ static int build_profile(struct replay *r)
         return GS_EINVAL;
     }
     r->profile = *base;
-    r->profile.points[GS_PT_SCORE][0] = (struct gs_profile_plugin){.plugin = p, .weight = 1};
-    r->profile.npoints[GS_PT_SCORE] = 1;
+    keep_feature_scores(&r->profile, p);
     /* The default scorers' PreScore would only prepare scores nobody reads. */
     r->profile.npoints[GS_PT_PRE_SCORE] = 0;
     enable_at(&r->profile, GS_PT_PRE_SCORE, p, p->pre_score, false);
     enable_at(&r->profile, GS_PT_PRE_FILTER, p, p->pre_filter, false);
     enable_at(&r->profile, GS_PT_FILTER, p, p->filter, false);
     enable_at(&r->profile, GS_PT_RESERVE, p, p->reserve, true); /* its GPU choice goes first */
+    topology_reserve_first(&r->profile);
     return add_policy_args(r, p);
 }
 
@@ -337,12 +417,19 @@ static int init_scheduler(struct replay *r)
     free(pods);
     if (rc) return rc;
     if ((rc = build_profile(r))) return rc;
-    struct gs_scheduler_opts so = {.profile = &r->profile, .seed = r->o->seed};
-    return gs_scheduler_new(&r->clock, r->cache, &so, &r->sched, r->d);
+    struct gs_scheduler_opts so = {.profile = &r->profile, .seed = r->o->seed,
+                                   .hooks = {.bound = hook_bound, .rejected = hook_rejected,
+                                             .evicted = hook_evicted, .ctx = r}};
+    if ((rc = gs_scheduler_new(&r->clock, r->cache, &so, &r->sched, r->d))) return rc;
+    for (size_t i = 0; i < r->t->nobjects; i++)
+        if (r->t->objects[i]->kind == GS_KIND_PODGROUP) gs_scheduler_add_podgroup(r->sched, r->t->objects[i]->u.podgroup);
+    return 0;
 }
 
 static void replay_free(struct replay *r)
 {
+    for (size_t i = 0; i < r->nnrts; i++) gs_nrt_clear(&r->nrts[i]);
+    free(r->nrts);
     gs_scheduler_free(r->sched);
     json_decref(r->policy_args);
     if (r->have_cfg) gs_sched_config_free(&r->cfg);
@@ -362,13 +449,51 @@ static int bound(struct replay *r, size_t i, const struct gs_assignment *a)
 {
     struct rpod *p = &r->pods[i];
     int64_t now = gs_clock_now(&r->clock);
+    if (p->sched_ns < 0) r->delays[r->ndelays++] = to_s(now - p->arrival_ns); /* first placement only */
     p->sched_ns = now;
     p->a = *a;
     r->scheduled++;
     r->running++;
-    r->delays[r->ndelays++] = to_s(now - p->arrival_ns);
     emit(r, GS_SIM_SCHEDULED, p, NULL);
-    return p->duration_ns >= 0 ? heap_push(r, now + p->duration_ns, i) : 0;
+    return p->duration_ns >= 0 ? heap_push(r, now + p->duration_ns, i, p->run) : 0;
+}
+
+/*--- Driver hooks: Permit waits and evictions ---*/
+
+static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a)
+{
+    struct replay *r = ctx;
+    size_t i = pod_index(r, pod);
+    int rc = i == SIZE_MAX ? GS_ESTATE : bound(r, i, a);
+    if (rc && !r->hook_err) r->hook_err = rc;
+}
+
+static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reason)
+{
+    struct replay *r = ctx;
+    size_t i = pod_index(r, pod);
+    if (i == SIZE_MAX) return;
+    r->pods[i].failed_logged = true;
+    emit(r, GS_SIM_FAILED, &r->pods[i], reason);
+}
+
+static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
+                         const struct gs_assignment *a)
+{
+    struct replay *r = ctx;
+    size_t i = pod_index(r, victim);
+    if (i == SIZE_MAX) return;
+    struct rpod *p = &r->pods[i];
+    char why[600];
+    char key[512];
+    gs_meta_key(&preemptor->meta, key, sizeof key);
+    snprintf(why, sizeof why, "preempted by %s", key);
+    p->a = *a;
+    emit(r, GS_SIM_PREEMPTED, p, why);
+    p->run++;
+    r->running--;
+    r->scheduled--;
+    r->preempted++;
 }
 
 /* The driver has requeued the pod; log its first failure, and give up on a
@@ -406,7 +531,9 @@ static int schedule_ready(struct replay *r)
 static void complete_due(struct replay *r, int64_t now)
 {
     while (r->nheap && r->heap[0].t_ns <= now) {
-        struct rpod *p = &r->pods[heap_pop(r).pod];
+        struct completion c = heap_pop(r);
+        struct rpod *p = &r->pods[c.pod];
+        if (c.run != p->run) continue; /* evicted since: this completion is void */
         emit(r, GS_SIM_COMPLETED, p, NULL); /* before removal: the node's name is still at hand */
         gs_scheduler_delete_pod(r->sched, p->key); /* frees resources, wakes waiting pods */
         r->running--;
@@ -463,7 +590,7 @@ static int64_t next_instant(const struct replay *r, int64_t now)
         return next;
     if (r->next_arrival < r->t->npods) next = r->pods[r->order[r->next_arrival]].arrival_ns;
     if (r->nheap && r->heap[0].t_ns < next) next = r->heap[0].t_ns;
-    int64_t ready = gs_sched_queue_next_ready(q);
+    int64_t ready = gs_scheduler_next_wake(r->sched);
     if (ready >= 0 && (ready > now ? ready : now + 1) < next) next = ready > now ? ready : now + 1;
     return next;
 }
@@ -478,6 +605,7 @@ static int run_loop(struct replay *r)
         complete_due(r, now);
         int rc = arrive_due(r, now);
         if (!rc) rc = schedule_ready(r);
+        if (!rc) rc = r->hook_err;
         if (rc) return rc;
         sample(r, now);
         if (r->sink->progress && (++step & 255) == 0)
@@ -518,6 +646,7 @@ static void fill_result(struct replay *r, struct gs_sim_result *res)
     res->delay_p50 = percentile(r->delays, r->ndelays, 50);
     res->delay_p90 = percentile(r->delays, r->ndelays, 90);
     res->delay_p99 = percentile(r->delays, r->ndelays, 99);
+    res->pods_preempted = r->preempted;
 }
 
 int gs_sim_run_replay(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,

@@ -30,20 +30,26 @@ struct gs_trace_pod {
     double duration;        /* seconds, -1 = runs forever */
 };
 
+struct gs_object;
+
 struct gs_trace {
-    struct gs_node_spec *nodes; /* owned, including name/model/labels */
+    struct gs_node_spec *nodes; /* owned, including name/model/labels/gpu_numa/gpu_nvlink */
     struct gs_labels *node_labels; /* owned, one per node (nodes[i].labels points here) */
     size_t nnodes;
     struct gs_trace_pod *pods;  /* owned */
     size_t npods;
+    /* Other objects of a manifest scenario (PodGroup, NodeResourceTopology),
+     * owned; replay hands PodGroups to the scheduler and NRTs to the cache. */
+    struct gs_object **objects;
+    size_t nobjects;
 };
 
 /* openb: node CSV (sn,cpu_milli,memory_mib,gpu,model) and pod CSV
  * (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...,creation_time,
  * deletion_time,...). Problems reported as "FILE:LINE: column: message". */
 int gs_trace_load_openb(const char *node_csv, const char *pod_csv, struct gs_trace *out, struct gs_diags *d);
-/* Manifests: Node documents, and Pod documents with sim.gpusched.io/arrival
- * and /duration annotations. */
+/* Manifests: Node (and NodeResourceTopology) documents, and Pod documents with
+ * sim.gpusched.io/arrival and /duration annotations (and PodGroup documents). */
 int gs_trace_load_manifests(const char *cluster_path, const char *workload_path, struct gs_trace *out,
                             struct gs_diags *d);
 void gs_trace_free(struct gs_trace *t);
@@ -97,6 +103,7 @@ struct gs_sim_result {
     double frag_ratio_at_80;   /* fragmentation ratio % when arrived reaches 80% */
     double wall_seconds;
     double delay_p50, delay_p90, delay_p99; /* replay: queueing delay seconds */
+    int64_t pods_preempted;    /* replay: evictions by preemption */
 };
 
 /* Runs o->mode (dispatch to the two below). */

@@ -14,7 +14,11 @@
  * memory and pods, the GPU count (status.devices[] or the allocatable
  * nvidia.com/gpu count), the GPU model (first device's model or the
  * nvidia.com/gpu.product label, which is then also set as a label so model
- * constraints match) and per-GPU memory. Problems are reported as
+ * constraints match), per-GPU memory, and each GPU's NUMA node and NVLink
+ * peers (status.devices[]). The cluster file may also hold
+ * NodeResourceTopology documents and the workload file PodGroup documents
+ * (scheduler-plugins' or Volcano's); those are kept as objects in the trace
+ * for the replay to hand to the cache and the scheduler. Problems are reported as
  * "FILE:LINE: field: message", LINE being where the document starts.
  */
 #include "core/codec.h"
@@ -78,9 +82,11 @@ static bool kind_is(struct loader *l, json_t *doc, const char *want)
 {
     const char *kind = json_string_value(json_object_get(doc, "kind"));
     if (kind && !strcmp(kind, want)) return true;
-    char msg[160];
-    snprintf(msg, sizeof msg, "kind \"%.60s\": the %s file holds only %s documents", kind ? kind : "",
-             !strcmp(want, "Node") ? "cluster" : "workload", want);
+    bool cluster = !strcmp(want, "Node");
+    if (kind && !strcmp(kind, cluster ? "NodeResourceTopology" : "PodGroup")) return false; /* the caller's other kind */
+    char msg[200];
+    snprintf(msg, sizeof msg, "kind \"%.60s\": the %s file holds only %s documents (and %s)", kind ? kind : "",
+             cluster ? "cluster" : "workload", want, cluster ? "NodeResourceTopology" : "PodGroup");
     problem(l, "kind", msg);
     return false;
 }
@@ -93,6 +99,24 @@ static char *node_model(const struct gs_node *n)
         if (n->gpus[i].model && *n->gpus[i].model) return strdup(n->gpus[i].model);
     const char *label = gs_labels_get(&n->meta.labels, GS_LABEL_GPU_PRODUCT);
     return strdup(label && *label ? label : NO_MODEL_NAME);
+}
+
+/* Per-GPU NUMA nodes and NVLink peers, when the devices report any. */
+static int node_topology(const struct gs_node *n, struct gs_node_spec *spec)
+{
+    bool any = false;
+    for (size_t i = 0; i < n->ngpus; i++) any = any || n->gpus[i].numa_node >= 0 || n->gpus[i].nvlink_peers;
+    if (!any || (int32_t)n->ngpus != spec->ngpus) return 0;
+    int32_t *numa = calloc(n->ngpus, sizeof *numa);
+    uint64_t *links = calloc(n->ngpus, sizeof *links);
+    if (!numa || !links) {
+        free(numa), free(links);
+        return GS_ENOMEM;
+    }
+    for (size_t i = 0; i < n->ngpus; i++) numa[i] = n->gpus[i].numa_node, links[i] = n->gpus[i].nvlink_peers;
+    spec->gpu_numa = numa;
+    spec->gpu_nvlink = links;
+    return 0;
 }
 
 static int node_to_spec(const struct gs_node *n, struct gs_node_spec *spec, struct gs_labels *labels)
@@ -109,7 +133,7 @@ static int node_to_spec(const struct gs_node *n, struct gs_node_spec *spec, stru
         if (gs_labels_set(labels, n->meta.labels.v[i].key, n->meta.labels.v[i].value)) return GS_ENOMEM;
     if (spec->gpu_model && gs_labels_set(labels, GS_LABEL_GPU_PRODUCT, spec->gpu_model)) return GS_ENOMEM;
     spec->labels = labels;
-    return 0;
+    return node_topology(n, spec);
 }
 
 static bool node_name_taken(const struct gs_trace *t, const char *name)
@@ -144,6 +168,32 @@ static int add_node(struct loader *l, json_t *doc, struct gs_trace *t)
     return rc;
 }
 
+/* A PodGroup or NodeResourceTopology document, kept as an object. */
+static int add_object(struct loader *l, json_t *doc, struct gs_trace *t, size_t cap)
+{
+    struct gs_object *o = NULL;
+    struct gs_diags inner = {0};
+    int rc = gs_object_decode(doc, &o, &inner);
+    forward_diags(l, &inner);
+    gs_diags_free(&inner);
+    if (rc) return rc == GS_ENOMEM ? rc : 0;
+    (void)cap;
+    struct gs_object **nv = realloc(t->objects, (t->nobjects + 1) * sizeof *nv);
+    if (!nv) {
+        gs_object_free(o);
+        return GS_ENOMEM;
+    }
+    t->objects = nv;
+    t->objects[t->nobjects++] = o;
+    return 0;
+}
+
+static int other_kind(struct loader *l, json_t *doc, struct gs_trace *t, size_t cap, const char *kind)
+{
+    const char *k = json_string_value(json_object_get(doc, "kind"));
+    return k && !strcmp(k, kind) ? add_object(l, doc, t, cap) : 0;
+}
+
 static int load_nodes(struct loader *l, struct gs_trace *t)
 {
     struct gs_docs docs = {0};
@@ -155,6 +205,7 @@ static int load_nodes(struct loader *l, struct gs_trace *t)
     for (size_t i = 0; i < docs.n && !rc; i++) {
         l->line = docs.lines[i];
         if (kind_is(l, docs.docs[i], "Node")) rc = add_node(l, docs.docs[i], t);
+        else rc = other_kind(l, docs.docs[i], t, 2 * docs.n, "NodeResourceTopology");
     }
     gs_docs_free(&docs);
     return rc;
@@ -227,6 +278,7 @@ static int load_pods(struct loader *l, struct gs_trace *t)
     for (size_t i = 0; i < docs.n && !rc; i++) {
         l->line = docs.lines[i];
         if (kind_is(l, docs.docs[i], "Pod")) rc = add_pod(l, docs.docs[i], t);
+        else rc = other_kind(l, docs.docs[i], t, 2 * docs.n, "PodGroup");
     }
     gs_docs_free(&docs);
     return rc;

@@ -441,6 +441,8 @@ void gs_trace_free(struct gs_trace *t)
     for (size_t i = 0; i < t->nnodes; i++) {
         free((char *)t->nodes[i].name);
         free((char *)t->nodes[i].gpu_model);
+        free((void *)t->nodes[i].gpu_numa);
+        free((void *)t->nodes[i].gpu_nvlink);
         struct gs_labels *l = &t->node_labels[i];
         for (size_t k = 0; k < l->n; k++) {
             free(l->v[k].key);
@@ -452,5 +454,7 @@ void gs_trace_free(struct gs_trace *t)
     free(t->node_labels);
     for (size_t i = 0; i < t->npods; i++) pod_free(t->pods[i].pod);
     free(t->pods);
+    for (size_t i = 0; i < t->nobjects; i++) gs_object_free(t->objects[i]);
+    free(t->objects);
     memset(t, 0, sizeof *t);
 }

@@ -1,0 +1,332 @@
+/*
+ * cmd_sim_tenants.c - `gpusched sim --experiment tenants`: the multi-tenant
+ * scenario (sim/tenants.h) run with admission ("fair": queues, fair share,
+ * reclaim, backfill) and without ("fifo": every pod straight to the
+ * scheduler), side by side.
+ *
+ * Prints one table row per mode (Jain's index, per-tenant share against
+ * entitlement, waiting-time percentiles for small and large workloads,
+ * preemptions) or, with --json, one JSON array on the last stdout line.
+ * With --out DIR it writes tenants.csv (every sample: t, mode, tenant, used,
+ * entitled, demand GPUs, jain) and tenants.html: for each mode a chart per
+ * tenant of GPUs used against the fair-share entitlement over time, and the
+ * Jain index over time - inline SVG, no script.
+ */
+#include "cli/commands.h"
+#include "sim/tenants.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define NODE_CSV "openb_node_list_gpu_node.csv"
+#define MAX_POINTS 4096
+
+struct targs {
+    const char *trace_dir, *variant, *nodes, *pods, *out, *policy, *modes;
+    struct gs_tenants_opts o;
+    bool json;
+};
+
+struct series {
+    struct gs_tenants_point *v;
+    size_t n, cap, every, seen;
+    FILE *csv;
+    const char *mode;
+};
+
+static void usage(FILE *f)
+{
+    fputs("usage: gpusched sim --experiment tenants [input] [options]\n\n"
+          "Splits a trace across tenants (queues with weights), with arrival bursts and gangs,\n"
+          "and replays it with admission (fair) and without (fifo).\n\n"
+          "input: --trace-dir DIR [--variant NAME] | --nodes FILE --pods FILE (openb CSVs)\n\n"
+          "options:\n"
+          "  --tenants N          number of tenants (default 3)\n"
+          "  --weights A,B,...    queue weights (default 1,2,1)\n"
+          "  --mode fair|fifo|both  with admission, without, or both (default both)\n"
+          "  --burst S            arrival burst window in seconds (default 1800)\n"
+          "  --gangs F            share of whole-GPU pods that start a gang (default 0.3; 0: none)\n"
+          "  --halflife S         fair-share usage half-life in seconds (default 3600)\n"
+          "  --starvation S       wait before a large workload gets a reservation (default 1800)\n"
+          "  --speedup X          divide arrival times by X: X times the load (default 1)\n"
+          "  --node-fraction F    keep this share of the nodes (default 1)\n"
+          "  --policy NAME        placement policy (default: the default profile's scoring)\n"
+          "  --seed N             tenant assignment and gang seed (default 42)\n"
+          "  --out DIR            write tenants.csv and tenants.html\n"
+          "  --json               results as a JSON array on the last line\n",
+          f);
+}
+
+static int bad(const char *flag, const char *v, const char *why)
+{
+    fprintf(stderr, "gpusched sim: %s: invalid value \"%s\": %s\n", flag, v, why);
+    return 2;
+}
+
+static int num(const char *flag, const char *v, double lo, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || !*v || x < lo) return bad(flag, v, "want a number in range");
+    *out = x;
+    return 0;
+}
+
+static int weights(struct targs *a, const char *v)
+{
+    char *copy = strdup(v), *save = NULL;
+    int k = 0, rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        double w;
+        if (k == GS_TENANTS_MAX || num("--weights", tok, 1e-9, &w)) rc = bad("--weights", v, "want up to 8 positive numbers");
+        else a->o.weights[k++] = w;
+    }
+    free(copy);
+    if (!rc && !a->o.ntenants) a->o.ntenants = k;
+    return rc;
+}
+
+static int parse(int argc, char **argv, struct targs *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--json")) {
+            a->json = true;
+            continue;
+        }
+        if (!strcmp(f, "-q") || !strcmp(f, "--quiet")) continue;
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gpusched sim: %s needs a value\n", f);
+            return 2;
+        }
+        const char *v = argv[++i];
+        double x;
+        int rc = 0;
+        if (!strcmp(f, "--experiment")) continue;
+        else if (!strcmp(f, "--trace-dir")) a->trace_dir = v;
+        else if (!strcmp(f, "--variant")) a->variant = v;
+        else if (!strcmp(f, "--nodes")) a->nodes = v;
+        else if (!strcmp(f, "--pods")) a->pods = v;
+        else if (!strcmp(f, "--out")) a->out = v;
+        else if (!strcmp(f, "--policy")) a->policy = v;
+        else if (!strcmp(f, "--mode")) {
+            if (strcmp(v, "fair") && strcmp(v, "fifo") && strcmp(v, "both")) return bad(f, v, "want fair, fifo or both");
+            a->modes = v;
+        } else if (!strcmp(f, "--weights")) rc = weights(a, v);
+        else if (!strcmp(f, "--tenants")) {
+            if (!(rc = num(f, v, 2, &x)) && x > GS_TENANTS_MAX) rc = bad(f, v, "at most 8");
+            a->o.ntenants = (int)x;
+        } else if (!strcmp(f, "--burst")) rc = num(f, v, 1, &a->o.burst_s);
+        else if (!strcmp(f, "--gangs")) {
+            rc = num(f, v, 0, &x);
+            a->o.gang_fraction = x > 0 ? x : -1;
+        } else if (!strcmp(f, "--halflife")) rc = num(f, v, 1, &a->o.halflife_s);
+        else if (!strcmp(f, "--starvation")) rc = num(f, v, 1, &a->o.starvation_s);
+        else if (!strcmp(f, "--speedup")) rc = num(f, v, 1e-6, &a->o.speedup);
+        else if (!strcmp(f, "--node-fraction")) {
+            if (!(rc = num(f, v, 1e-6, &a->o.node_fraction)) && a->o.node_fraction > 1) rc = bad(f, v, "at most 1");
+        }
+        else if (!strcmp(f, "--seed")) {
+            rc = num(f, v, 0, &x);
+            a->o.seed = (uint64_t)x;
+        } else {
+            fprintf(stderr, "gpusched sim: unknown option %s for --experiment tenants\n", f);
+            return 2;
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/*--- Samples: CSV rows and a thinned copy for the charts ---*/
+
+static void on_sample(void *ctx, const struct gs_tenants_point *p)
+{
+    struct series *s = ctx;
+    for (int k = 0; s->csv && k < p->ntenants; k++)
+        fprintf(s->csv, "%.0f,%s,tenant-%c,%.3f,%.3f,%.3f,%.4f\n", p->t, s->mode, 'a' + k, p->used[k], p->entitled[k],
+                p->demand[k], p->jain);
+    if (s->seen++ % s->every) return;
+    if (s->n == s->cap) { /* keep every other point and halve the rate */
+        size_t k = 0;
+        for (size_t i = 0; i < s->n; i += 2) s->v[k++] = s->v[i];
+        s->n = k;
+        s->every *= 2;
+    }
+    s->v[s->n++] = *p;
+}
+
+static void svg_chart(FILE *f, const struct series *s, int k, double ymax, double tmax)
+{
+    const double W = 460, H = 170, L = 40, B = 20;
+    fprintf(f, "<svg width='%.0f' height='%.0f' xmlns='http://www.w3.org/2000/svg'>"
+               "<rect x='%.0f' y='5' width='%.0f' height='%.0f' fill='none' stroke='#999'/>"
+               "<text x='2' y='14' font-size='10'>%.0f</text><text x='2' y='%.0f' font-size='10'>0</text>"
+               "<text x='%.0f' y='%.0f' font-size='10'>%.0f h</text>",
+            W, H, L, W - L - 5, H - B - 5, ymax, H - B, W - 60, H - 4, tmax / 3600);
+    const char *colour[2] = {"#1f77b4", "#d62728"};
+    for (int line = 0; line < 2; line++) {
+        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.2' points='", colour[line]);
+        for (size_t i = 0; i < s->n; i++) {
+            double y = k < 0 ? (s->v[i].jain < 0 ? 1 : s->v[i].jain) : line ? s->v[i].entitled[k] : s->v[i].used[k];
+            if (k < 0 && line) break;
+            fprintf(f, "%.1f,%.1f ", L + s->v[i].t / (tmax > 0 ? tmax : 1) * (W - L - 5),
+                    H - B - (y > ymax ? ymax : y) / ymax * (H - B - 5));
+        }
+        fputs("'/>", f);
+    }
+    fputs("</svg>\n", f);
+}
+
+static void html_report(FILE *f, struct series *runs, struct gs_tenants_result *res, size_t nruns, double gpus)
+{
+    fputs("<!doctype html><html><head><meta charset='utf-8'><title>gpusched tenants</title>"
+          "<style>body{font-family:sans-serif;margin:20px}td,th{padding:3px 8px;border-bottom:1px solid #ddd}"
+          "</style></head><body><h1>Multi-tenant queues</h1>"
+          "<p>Blue: GPUs used; red: fair-share entitlement (water-filled by weight over the demand).</p>",
+          f);
+    fputs("<table><tr><th>mode</th><th>Jain mean</th><th>Jain min</th><th>small p50/p90/p99 s</th>"
+          "<th>large p50/p90/p99 s</th><th>preemptions</th></tr>",
+          f);
+    for (size_t r = 0; r < nruns; r++)
+        fprintf(f, "<tr><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.0f / %.0f / %.0f</td><td>%.0f / %.0f / %.0f</td>"
+                   "<td>%lld</td></tr>",
+                runs[r].mode, res[r].jain_mean, res[r].jain_min, res[r].wait_small[0], res[r].wait_small[1],
+                res[r].wait_small[2], res[r].wait_large[0], res[r].wait_large[1], res[r].wait_large[2],
+                (long long)res[r].preemptions);
+    fputs("</table>", f);
+    for (size_t r = 0; r < nruns; r++) {
+        double tmax = runs[r].n ? runs[r].v[runs[r].n - 1].t : 1;
+        fprintf(f, "<h2>%s</h2>", runs[r].mode);
+        for (int k = 0; k < res[r].ntenants; k++) {
+            fprintf(f, "<h3>tenant-%c (weight %g): GPUs used vs entitled</h3>", 'a' + k, res[r].weight[k]);
+            svg_chart(f, &runs[r], k, gpus, tmax);
+        }
+        fputs("<h3>Jain's fairness index (1 when contended samples are fair)</h3>", f);
+        svg_chart(f, &runs[r], -1, 1, tmax);
+    }
+    fputs("</body></html>\n", f);
+}
+
+/*--- Output ---*/
+
+static void print_table(struct series *runs, struct gs_tenants_result *res, size_t n)
+{
+    printf("%-5s %6s %6s  %-26s %-24s %-24s %s\n", "mode", "jain", "min", "share/entitled per tenant",
+           "wait small p50/p90/p99", "wait large p50/p90/p99", "preempt");
+    for (size_t r = 0; r < n; r++) {
+        char shares[128] = "";
+        for (int k = 0; k < res[r].ntenants; k++)
+            snprintf(shares + strlen(shares), sizeof shares - strlen(shares), "%s%.2f/%.2f", k ? " " : "",
+                     res[r].mean_share[k], res[r].mean_entitled[k]);
+        printf("%-5s %6.3f %6.3f  %-26s %7.0f %7.0f %8.0f %7.0f %7.0f %8.0f %7lld\n", runs[r].mode, res[r].jain_mean,
+               res[r].jain_min, shares, res[r].wait_small[0], res[r].wait_small[1], res[r].wait_small[2],
+               res[r].wait_large[0], res[r].wait_large[1], res[r].wait_large[2], (long long)res[r].preemptions);
+    }
+}
+
+static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
+{
+    json_t *sh = json_array(), *en = json_array();
+    for (int k = 0; k < r->ntenants; k++) {
+        json_array_append_new(sh, json_real(r->mean_share[k]));
+        json_array_append_new(en, json_real(r->mean_entitled[k]));
+    }
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:[fff], s:[fff], s:I, s:f}", "mode", mode,
+                     "gpus", (json_int_t)r->gpus, "workloads", (json_int_t)r->workloads, "gangs",
+                     (json_int_t)r->gangs, "finished", (json_int_t)r->finished, "jain_mean", r->jain_mean,
+                     "jain_min", r->jain_min, "share", sh, "entitled", en, "wait_small", r->wait_small[0],
+                     r->wait_small[1], r->wait_small[2], "wait_large", r->wait_large[0], r->wait_large[1],
+                     r->wait_large[2], "preemptions", (json_int_t)r->preemptions, "wall_seconds", r->wall_seconds);
+}
+
+static FILE *open_out(const char *dir, const char *name)
+{
+    char path[4096];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) fprintf(stderr, "gpusched sim: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+static int load(const struct targs *a, struct gs_trace *t)
+{
+    char np[4096], pp[4096];
+    const char *dir = a->trace_dir ? a->trace_dir : getenv("GS_TRACE_DIR");
+    if (!dir) dir = "../shared/traces/openb";
+    snprintf(np, sizeof np, "%s/%s", dir, NODE_CSV);
+    snprintf(pp, sizeof pp, "%s/openb_pod_list_%s.csv", dir, a->variant ? a->variant : "default");
+    struct gs_diags d = {0};
+    int rc = gs_trace_load_openb(a->nodes ? a->nodes : np, a->pods ? a->pods : pp, t, &d);
+    for (size_t i = 0; i < d.n && i < 10; i++) fprintf(stderr, "gpusched sim: %s: %s\n", d.v[i].path, d.v[i].msg);
+    gs_diags_free(&d);
+    return rc;
+}
+
+static int run_all(struct targs *a, const struct gs_trace *t)
+{
+    const char *modes[2];
+    size_t n = 0;
+    if (strcmp(a->modes, "fifo")) modes[n++] = "fair";
+    if (strcmp(a->modes, "fair")) modes[n++] = "fifo";
+    struct series runs[2] = {{0}};
+    struct gs_tenants_result res[2];
+    FILE *csv = a->out ? open_out(a->out, "tenants.csv") : NULL;
+    if (a->out && !csv) return 1;
+    if (csv) fputs("t,mode,tenant,used_gpus,entitled_gpus,demand_gpus,jain\n", csv);
+    int rc = 0;
+    for (size_t r = 0; r < n && !rc; r++) {
+        runs[r] = (struct series){.v = malloc(MAX_POINTS * sizeof *runs[r].v), .cap = MAX_POINTS, .every = 1,
+                                  .csv = csv, .mode = modes[r]};
+        struct gs_tenants_opts o = a->o;
+        o.admission = !strcmp(modes[r], "fair");
+        o.policy = a->policy;
+        struct gs_diags d = {0};
+        rc = runs[r].v ? gs_tenants_run(t, &o, on_sample, &runs[r], &res[r], &d) : GS_ENOMEM;
+        for (size_t i = 0; i < d.n; i++) fprintf(stderr, "gpusched sim: %s: %s\n", d.v[i].path, d.v[i].msg);
+        gs_diags_free(&d);
+    }
+    if (csv) fclose(csv);
+    if (!rc && a->out) {
+        FILE *h = open_out(a->out, "tenants.html");
+        if (h) html_report(h, runs, res, n, (double)res[0].gpus), fclose(h);
+    }
+    if (!rc && !a->json) print_table(runs, res, n);
+    if (!rc && a->json) {
+        json_t *arr = json_array();
+        for (size_t r = 0; r < n; r++) json_array_append_new(arr, result_json(modes[r], &res[r]));
+        char *s = json_dumps(arr, JSON_COMPACT);
+        printf("%s\n", s ? s : "[]");
+        free(s);
+        json_decref(arr);
+    }
+    for (size_t r = 0; r < n; r++) free(runs[r].v);
+    return rc ? 1 : 0;
+}
+
+int gs_cmd_sim_tenants(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    struct targs a = {.modes = "both", .o = {.seed = 42}};
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc;
+    struct gs_trace t = {0};
+    if (load(&a, &t)) {
+        gs_trace_free(&t);
+        return 1;
+    }
+    rc = run_all(&a, &t);
+    gs_trace_free(&t);
+    fflush(stdout);
+    return rc;
+}

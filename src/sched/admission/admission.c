@@ -1,0 +1,1147 @@
+/*
+ * admission.c - the admission loop: pending workloads per leaf queue, the
+ * fair-share pick, quota + placement checks, reclaim/preemption with victims
+ * proved on the cache, holds for claimants, the starvation reservation and
+ * backfill, and the per-queue status (see admission.h for the behaviour).
+ *
+ * Cost control. A try is a quota check (a walk up the tree) and, when quota
+ * fits, a placement check (filters over the nodes for each pod). A workload
+ * that failed is not tried again until something was released (a workload
+ * finished or was evicted, a hold or reservation ended, capacity was added):
+ * a counter, release_seq, is bumped on each such event and stored in the
+ * workload when it fails. Admitting others only makes fitting harder, so
+ * skipping it meanwhile never loses an admission. Placement checks per cycle
+ * are capped as well (opts.max_checks).
+ */
+#include "sched/admission/admission.h"
+
+#include "sched/admission/placement.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_VICTIM_CHECKS 32 /* placement checks while searching victims for one claimant */
+#define MAX_SHADOW_STEPS 1024 /* running workloads released while estimating a start */
+#define MAX_SHADOW_CHECKS 48
+
+struct leafq {
+    int32_t *v; /* pending workload ids, in admission order */
+    size_t n, cap;
+};
+
+struct hold {
+    int32_t wl;
+    int64_t until_ns;
+    int32_t *nodes;
+    size_t n;
+};
+
+struct ids {
+    int32_t *v;
+    size_t n, cap;
+};
+
+struct gs_admission {
+    const struct gs_queue_tree *t;
+    struct gs_cache *cache;
+    const struct gs_clock *clock;
+    struct gs_admission_opts o;
+    struct gs_quota q;
+    struct gs_fairshare fs;
+    struct gs_placer *placer;
+    struct gs_workload **w;
+    size_t n, cap;
+    struct leafq *lq;
+    int64_t *q_preempt;
+    double (*pend)[GS_QT_MAX_RES];
+    bool *cand;
+    uint64_t release_seq, seq;
+    struct ids adm, ev;
+    struct ids kept; /* admitted this cycle, pods assumed in the cache until it ends */
+    struct hold *holds;
+    size_t nholds, capholds;
+    int32_t res_wl;
+    int64_t res_start;
+    struct ids res_nodes;
+    uint8_t *excl;
+    int32_t *place_nodes; /* nodes of the last successful placement check */
+    size_t place_cap;
+    int checks;
+};
+
+/*--- Small helpers ---*/
+
+static int ids_push(struct ids *s, int32_t v)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        int32_t *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+    return 0;
+}
+
+static int64_t now_ns(const struct gs_admission *a) { return gs_clock_now(a->clock); }
+
+static bool wl_before(const struct gs_workload *x, const struct gs_workload *y)
+{
+    if (x->priority != y->priority) return x->priority > y->priority;
+    if (x->created_ns != y->created_ns) return x->created_ns < y->created_ns;
+    return x->seq < y->seq;
+}
+
+static int pending_insert(struct gs_admission *a, struct gs_workload *w)
+{
+    struct leafq *l = &a->lq[w->queue];
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        int32_t *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return GS_ENOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (wl_before(a->w[l->v[mid]], w)) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(l->v + lo + 1, l->v + lo, (l->n - lo) * sizeof *l->v);
+    l->v[lo] = w->id;
+    l->n++;
+    w->state = GS_WL_PENDING;
+    return 0;
+}
+
+static void pending_remove(struct gs_admission *a, const struct gs_workload *w)
+{
+    struct leafq *l = &a->lq[w->queue];
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i] == w->id) {
+            memmove(l->v + i, l->v + i + 1, (l->n - i - 1) * sizeof *l->v);
+            l->n--;
+            return;
+        }
+}
+
+static const char *res_name(const struct gs_admission *a, int fr)
+{
+    const char *s = a->t->res_names[fr % GS_QT_MAX_RES];
+    return s ? s : "?";
+}
+
+/*--- Requests and flavors ---*/
+
+/* The request of w with flavor flav[g] for each group of its leaf. */
+static void request(const struct gs_admission *a, const struct gs_workload *w, const int8_t *flav, int64_t *req)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    memset(req, 0, sizeof(gs_qvec));
+    for (int g = 0; g < n->ngroups; g++)
+        for (int k = 0; k < n->groups[g].nres; k++) {
+            int r = n->groups[g].res[k];
+            req[GS_QT_FR(flav[g], r)] = w->demand[r];
+        }
+}
+
+/* Does group g of w's leaf fit flavor f: now (by available quota), or at
+ * all (at most nominal + borrowing limit, for preemption)? */
+static bool group_fits(const struct gs_admission *a, const struct gs_workload *w, int g, int f, bool at_all)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    for (int k = 0; k < n->groups[g].nres; k++) {
+        int r = n->groups[g].res[k], fr = GS_QT_FR(f, r);
+        if (w->demand[r] <= 0) continue;
+        const struct gs_qt_quota *qq = &n->quota[fr];
+        if (!qq->set) return false;
+        int64_t cap = at_all ? (qq->borrowing_limit == GS_QT_UNLIMITED ? GS_QT_UNLIMITED
+                                                                      : gs_sat_add(a->q.subtree[w->queue][fr], qq->borrowing_limit))
+                             : gs_quota_available(&a->q, w->queue, fr);
+        if (w->demand[r] > cap) return false;
+    }
+    return true;
+}
+
+/* First fitting flavor per group, the first group from flavor position
+ * first_start on (*first_pos: the position taken there, may be NULL).
+ * false when some group has none. */
+static bool choose_flavors(const struct gs_admission *a, const struct gs_workload *w, int8_t *flav, bool at_all,
+                           int first_start, int *first_pos)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    for (int g = 0; g < n->ngroups; g++) {
+        int found = -1;
+        for (int i = g == 0 ? first_start : 0; i < n->groups[g].nflavors && found < 0; i++)
+            if (group_fits(a, w, g, n->groups[g].flavors[i], at_all)) found = i;
+        if (found < 0) return false;
+        flav[g] = (int8_t)n->groups[g].flavors[found];
+        if (g == 0 && first_pos) *first_pos = found;
+    }
+    return true;
+}
+
+static int flavor_labels(const struct gs_admission *a, const struct gs_workload *w, const int8_t *flav,
+                         struct gs_labels *out)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    for (int g = 0; g < n->ngroups; g++) {
+        const struct gs_labels *l = &a->t->flavors[flav[g]].node_labels;
+        for (size_t i = 0; i < l->n; i++)
+            if (gs_labels_set(out, l->v[i].key, l->v[i].value)) return GS_ENOMEM;
+    }
+    return 0;
+}
+
+/* Owner demand on resource r: usage plus pending requests. */
+static int64_t queue_demand(const struct gs_admission *a, int32_t leaf, int r)
+{
+    int64_t d = 0;
+    for (int f = 0; f < a->t->nflavors; f++) d += a->q.usage[leaf][GS_QT_FR(f, r)];
+    for (size_t i = 0; i < a->lq[leaf].n; i++) d += a->w[a->lq[leaf].v[i]]->demand[r];
+    return d;
+}
+
+/*--- Holds and the reservation ---*/
+
+static bool pod_of(const struct gs_workload *w, const struct gs_pod *pod)
+{
+    for (size_t i = 0; i < w->npods; i++)
+        if (w->pods[i] == pod) return true;
+    return false;
+}
+
+bool gs_admission_node_held(const struct gs_admission *a, int32_t node, const struct gs_pod *pod)
+{
+    for (size_t h = 0; h < a->nholds; h++) {
+        const struct hold *x = &a->holds[h];
+        for (size_t i = 0; i < x->n; i++)
+            if (x->nodes[i] == node && !pod_of(a->w[x->wl], pod)) return true;
+    }
+    return false;
+}
+
+static bool hold_done(const struct gs_admission *a, const struct hold *h, int64_t now)
+{
+    const struct gs_workload *w = a->w[h->wl];
+    if (now >= h->until_ns || w->state != GS_WL_ADMITTED) return true;
+    for (size_t i = 0; i < w->npods; i++) {
+        char key[512];
+        gs_meta_key(&w->pods[i]->meta, key, sizeof key);
+        if (!gs_cache_pod_assignment(a->cache, key)) return false;
+    }
+    return true; /* every pod is placed: nothing left to hold */
+}
+
+static void expire_holds(struct gs_admission *a)
+{
+    int64_t now = now_ns(a);
+    size_t k = 0;
+    for (size_t h = 0; h < a->nholds; h++) {
+        if (hold_done(a, &a->holds[h], now)) {
+            free(a->holds[h].nodes);
+            a->release_seq++;
+        } else {
+            a->holds[k++] = a->holds[h];
+        }
+    }
+    a->nholds = k;
+}
+
+static int add_hold(struct gs_admission *a, int32_t wl, const int32_t *nodes, size_t n)
+{
+    if (a->nholds == a->capholds) {
+        size_t cap = a->capholds ? 2 * a->capholds : 4;
+        struct hold *h = realloc(a->holds, cap * sizeof *h);
+        if (!h) return GS_ENOMEM;
+        a->holds = h;
+        a->capholds = cap;
+    }
+    int32_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return GS_ENOMEM;
+    memcpy(v, nodes, n * sizeof *v);
+    a->holds[a->nholds++] = (struct hold){.wl = wl, .until_ns = now_ns(a) + a->o.hold_ns, .nodes = v, .n = n};
+    return 0;
+}
+
+/* Nodes w may not use now: held for others, and reserved ones unless w ends before the reservation starts. */
+static const uint8_t *excluded_for(struct gs_admission *a, const struct gs_workload *w)
+{
+    int32_t nn = gs_cache_node_count(a->cache);
+    memset(a->excl, 0, (size_t)nn + 1);
+    bool any = false;
+    for (size_t h = 0; h < a->nholds; h++) {
+        if (a->holds[h].wl == w->id) continue;
+        for (size_t i = 0; i < a->holds[h].n; i++)
+            if (a->holds[h].nodes[i] < nn) a->excl[a->holds[h].nodes[i]] = 1, any = true;
+    }
+    bool backfills = w->est_duration_ns > 0 && now_ns(a) + w->est_duration_ns <= a->res_start;
+    if (a->res_wl >= 0 && a->res_wl != w->id && !backfills)
+        for (size_t i = 0; i < a->res_nodes.n; i++)
+            if (a->res_nodes.v[i] < nn) a->excl[a->res_nodes.v[i]] = 1, any = true;
+    return any ? a->excl : NULL;
+}
+
+/*--- Placement ---*/
+
+static int grow_scratch(struct gs_admission *a, size_t npods)
+{
+    size_t nn = (size_t)gs_cache_node_count(a->cache) + 1;
+    uint8_t *e = realloc(a->excl, nn);
+    if (!e) return GS_ENOMEM;
+    a->excl = e;
+    if (npods > a->place_cap) {
+        int32_t *p = realloc(a->place_nodes, npods * sizeof *p);
+        if (!p) return GS_ENOMEM;
+        a->place_nodes = p;
+        a->place_cap = npods;
+    }
+    return 0;
+}
+
+/* 1 when w's pods can be placed on flavor flav now, 0 when not, or an
+ * error. keep: on success the pods stay assumed in the cache until the end
+ * of the cycle, so later checks in the same cycle see them. */
+static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t *flav, bool set_reason, bool keep)
+{
+    if (a->o.quota_only || !w->npods) return 1;
+    int rc = grow_scratch(a, w->npods);
+    struct gs_labels labels = {0};
+    if (!rc) rc = flavor_labels(a, w, flav, &labels);
+    if (!rc) {
+        a->checks++;
+        struct gs_place_req r = {.pods = w->pods, .npods = w->npods, .labels = &labels,
+                                 .excluded = excluded_for(a, w), .nodes_out = a->place_nodes, .keep = keep};
+        char why[160];
+        rc = gs_placer_try(a->placer, &r, why, sizeof why);
+        if (rc == 1 && keep && ids_push(&a->kept, w->id)) rc = GS_ENOMEM;
+        if (rc == 0 && set_reason) snprintf(w->reason, sizeof w->reason, "quota fits but no placement: %.150s", why);
+    }
+    gs_labels_free(&labels);
+    return rc;
+}
+
+/*--- Admit, evict, finish ---*/
+
+static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *flav)
+{
+    gs_qvec req;
+    gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
+    memcpy(w->flavor, flav, sizeof w->flavor);
+    request(a, w, flav, req);
+    gs_quota_apply(&a->q, w->queue, req, +1);
+    pending_remove(a, w);
+    w->state = GS_WL_ADMITTED;
+    w->admitted_ns = now_ns(a);
+    w->reason[0] = '\0';
+    ids_push(&a->adm, w->id);
+    if (a->res_wl == w->id) a->res_wl = -1, a->res_nodes.n = 0;
+}
+
+static void evict_pods(struct gs_admission *a, const struct gs_workload *v)
+{
+    for (size_t i = 0; i < v->npods; i++) {
+        if (a->o.evict) {
+            a->o.evict(a->o.ctx, v->pods[i]);
+        } else {
+            char key[512];
+            gs_meta_key(&v->pods[i]->meta, key, sizeof key);
+            gs_cache_remove_pod(a->cache, key);
+        }
+    }
+}
+
+static int evict(struct gs_admission *a, struct gs_workload *v, const struct gs_workload *by, bool reclaim, int r)
+{
+    gs_qvec req;
+    gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
+    request(a, v, v->flavor, req);
+    gs_quota_apply(&a->q, v->queue, req, -1);
+    evict_pods(a, v);
+    v->preemptions++;
+    a->q_preempt[v->queue]++;
+    v->fail_seq = 0;
+    if (reclaim) {
+        v->blocked_by = by->queue;
+        v->blocked_res = r;
+        v->blocked_demand = queue_demand(a, by->queue, r);
+    }
+    snprintf(v->reason, sizeof v->reason, "evicted by %s of %s", reclaim ? "reclaim" : "preemption", by->key);
+    a->release_seq++;
+    int rc = pending_insert(a, v);
+    for (size_t i = 0; i < a->adm.n; i++) /* admitted earlier in this cycle: the caller never saw it */
+        if (a->adm.v[i] == v->id) {
+            memmove(a->adm.v + i, a->adm.v + i + 1, (a->adm.n - i - 1) * sizeof *a->adm.v);
+            a->adm.n--;
+            return rc;
+        }
+    return rc ? rc : ids_push(&a->ev, v->id);
+}
+
+int gs_admission_finish(struct gs_admission *a, int32_t id)
+{
+    if (id < 0 || (size_t)id >= a->n) return GS_ENOENT;
+    struct gs_workload *w = a->w[id];
+    if (w->state == GS_WL_ADMITTED) {
+        gs_qvec req;
+        gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
+        request(a, w, w->flavor, req);
+        gs_quota_apply(&a->q, w->queue, req, -1);
+    } else if (w->state == GS_WL_PENDING) {
+        pending_remove(a, w);
+    }
+    if (a->res_wl == id) a->res_wl = -1, a->res_nodes.n = 0;
+    w->state = GS_WL_FINISHED;
+    a->release_seq++;
+    return 0;
+}
+
+void gs_admission_capacity_changed(struct gs_admission *a) { a->release_seq++; }
+
+/*--- Victim simulation ---*/
+
+struct removed {
+    int32_t wl;
+    struct gs_assignment *asg; /* per pod; node -1 when it was not in the cache */
+};
+
+static int sim_remove(struct gs_admission *a, int32_t id, struct removed *out)
+{
+    struct gs_workload *v = a->w[id];
+    gs_qvec req;
+    out->wl = id;
+    out->asg = calloc(v->npods ? v->npods : 1, sizeof *out->asg);
+    if (!out->asg) return GS_ENOMEM;
+    request(a, v, v->flavor, req);
+    gs_quota_apply(&a->q, v->queue, req, -1);
+    for (size_t i = 0; i < v->npods; i++) {
+        char key[512];
+        gs_meta_key(&v->pods[i]->meta, key, sizeof key);
+        const struct gs_assignment *as = gs_cache_pod_assignment(a->cache, key);
+        out->asg[i].node = -1;
+        if (as) {
+            out->asg[i] = *as;
+            gs_cache_remove_pod(a->cache, key);
+        }
+    }
+    return 0;
+}
+
+static void sim_restore(struct gs_admission *a, struct removed *r)
+{
+    struct gs_workload *v = a->w[r->wl];
+    gs_qvec req;
+    request(a, v, v->flavor, req);
+    gs_quota_apply(&a->q, v->queue, req, +1);
+    for (size_t i = 0; i < v->npods; i++)
+        if (r->asg[i].node >= 0) gs_cache_add_bound(a->cache, v->pods[i], &r->asg[i]);
+    free(r->asg);
+    r->asg = NULL;
+}
+
+struct cand {
+    int32_t wl;
+    bool other;
+};
+
+static int cmp_cand(const void *x, const void *y, void *ctx)
+{
+    const struct cand *p = x, *q = y;
+    const struct gs_admission *ad = ctx;
+    const struct gs_workload *a = ad->w[p->wl], *b = ad->w[q->wl];
+    if (p->other != q->other) return p->other ? -1 : 1;
+    if (a->priority != b->priority) return a->priority < b->priority ? -1 : 1;
+    if (a->admitted_ns != b->admitted_ns) return a->admitted_ns > b->admitted_ns ? -1 : 1;
+    return a->id > b->id ? -1 : 1;
+}
+
+static int32_t root_of(const struct gs_queue_tree *t, int32_t i)
+{
+    while (t->nodes[i].parent >= 0) i = t->nodes[i].parent;
+    return i;
+}
+
+/* Is leaf still borrowing some (flavor, resource) that req asks for? */
+static bool borrows_contested(const struct gs_admission *a, int32_t leaf, const int64_t *req)
+{
+    for (int fr = 0; fr < GS_QT_NFR; fr++)
+        if (req[fr] > 0 && gs_quota_borrowed(&a->q, leaf, fr) > 0) return true;
+    return false;
+}
+
+static bool within_nominal(const struct gs_admission *a, int32_t leaf, const int64_t *req, int *contested)
+{
+    for (int fr = 0; fr < GS_QT_NFR; fr++) {
+        if (req[fr] <= 0) continue;
+        if (a->q.usage[leaf][fr] + req[fr] > a->q.subtree[leaf][fr]) return false;
+        if (*contested < 0 || fr % GS_QT_MAX_RES == a->fs.gpu_res) *contested = fr % GS_QT_MAX_RES;
+    }
+    return true;
+}
+
+static size_t victim_candidates(struct gs_admission *a, const struct gs_workload *w, const int64_t *req,
+                                struct cand *out)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    int contested = -1;
+    bool reclaim = n->reclaim != GS_PREEMPT_NEVER && within_nominal(a, w->queue, req, &contested);
+    size_t k = 0;
+    for (size_t i = 0; i < a->n; i++) {
+        const struct gs_workload *v = a->w[i];
+        if (v->state != GS_WL_ADMITTED || v == w) continue;
+        bool ok = false, other = v->queue != w->queue;
+        if (!other) {
+            ok = (n->within == GS_PREEMPT_LOWER_PRIORITY && v->priority < w->priority) ||
+                 (n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL &&
+                  (v->priority < w->priority || (v->priority == w->priority && v->created_ns > w->created_ns)));
+        } else if (reclaim && root_of(a->t, v->queue) == root_of(a->t, w->queue)) {
+            ok = (n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority) && borrows_contested(a, v->queue, req);
+        }
+        if (ok) out[k++] = (struct cand){.wl = v->id, .other = other};
+    }
+    qsort_r(out, k, sizeof *out, cmp_cand, a);
+    return k;
+}
+
+/* Does w fit now (quota for req, placement on flav)? 1, 0 or an error. */
+static int fits_now(struct gs_admission *a, struct gs_workload *w, const int64_t *req, const int8_t *flav)
+{
+    if (!gs_quota_fits(&a->q, w->queue, req, NULL)) return 0;
+    return placeable(a, w, flav, false, false);
+}
+
+/* Takes victims one by one until w fits, then puts back the unneeded ones.
+ * Returns the number chosen (in rm[0..k)) or 0 when none works; the state
+ * is restored either way. */
+static int search_victims(struct gs_admission *a, struct gs_workload *w, const int64_t *req, const int8_t *flav,
+                          struct cand *c, size_t nc, struct removed *rm, int32_t *chosen)
+{
+    size_t k = 0;
+    int found = 0, checks = 0, rc = 0;
+    for (size_t i = 0; i < nc && !found && checks < MAX_VICTIM_CHECKS; i++) {
+        if (c[i].other && !borrows_contested(a, a->w[c[i].wl]->queue, req)) continue;
+        if ((rc = sim_remove(a, c[i].wl, &rm[k]))) break;
+        k++;
+        if (!gs_quota_fits(&a->q, w->queue, req, NULL)) continue;
+        checks++;
+        if ((rc = placeable(a, w, flav, false, false)) < 0) break;
+        found = rc;
+    }
+    int nchosen = 0;
+    if (found) { /* minimal set: a victim whose return still lets w fit is spared */
+        for (size_t i = k; i-- > 0;) {
+            int32_t id = rm[i].wl;
+            sim_restore(a, &rm[i]);
+            int f = fits_now(a, w, req, flav);
+            if (f < 0) rc = f;
+            if (f == 1) continue;
+            if (sim_remove(a, id, &rm[i])) break;
+            chosen[nchosen++] = id;
+        }
+    }
+    for (size_t i = 0; i < k; i++)
+        if (rm[i].asg) sim_restore(a, &rm[i]);
+    return rc < 0 ? rc : nchosen;
+}
+
+static int preempt(struct gs_admission *a, struct gs_workload *w)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    if (n->within == GS_PREEMPT_NEVER && n->reclaim == GS_PREEMPT_NEVER) return 0;
+    int8_t flav[GS_QT_MAX_GROUPS] = {0};
+    gs_qvec req;
+    if (!choose_flavors(a, w, flav, true, 0, NULL)) return 0;
+    request(a, w, flav, req);
+    struct cand *c = malloc((a->n ? a->n : 1) * sizeof *c);
+    struct removed *rm = calloc(a->n ? a->n : 1, sizeof *rm);
+    int32_t *chosen = malloc((a->n ? a->n : 1) * sizeof *chosen);
+    int rc = c && rm && chosen ? 0 : GS_ENOMEM;
+    size_t nc = rc ? 0 : victim_candidates(a, w, req, c);
+    int k = nc ? search_victims(a, w, req, flav, c, nc, rm, chosen) : 0;
+    if (k < 0) rc = k;
+    int contested = -1;
+    within_nominal(a, w->queue, req, &contested);
+    for (int i = 0; !rc && i < k; i++) {
+        struct gs_workload *v = a->w[chosen[i]];
+        rc = evict(a, v, w, v->queue != w->queue, contested >= 0 ? contested : 0);
+    }
+    if (!rc && k > 0) { /* the evictions freed what the simulation proved */
+        rc = gs_quota_fits(&a->q, w->queue, req, NULL) ? placeable(a, w, flav, true, true) : 0;
+        if (rc == 1) {
+            admit(a, w, flav);
+            rc = add_hold(a, w->id, a->place_nodes, w->npods);
+            if (!rc) rc = 1;
+        }
+    }
+    free(c), free(rm), free(chosen);
+    return rc;
+}
+
+/*--- One try ---*/
+
+static bool would_borrow(const struct gs_admission *a, int32_t leaf, const int64_t *req)
+{
+    for (int fr = 0; fr < GS_QT_NFR; fr++)
+        if (req[fr] > 0 && a->q.usage[leaf][fr] + req[fr] > a->q.subtree[leaf][fr]) return true;
+    return false;
+}
+
+static void quota_reason(struct gs_admission *a, struct gs_workload *w)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    int8_t flav[GS_QT_MAX_GROUPS] = {0};
+    for (int g = 0; g < n->ngroups; g++) flav[g] = (int8_t)n->groups[g].flavors[0];
+    gs_qvec req;
+    request(a, w, flav, req);
+    int bad = 0;
+    gs_quota_fits(&a->q, w->queue, req, &bad);
+    snprintf(w->reason, sizeof w->reason, "waiting for quota: %s on flavor %s: want %lld, available %lld in %s",
+             res_name(a, bad), a->t->flavors[bad / GS_QT_MAX_RES].name, (long long)req[bad],
+             (long long)gs_quota_available(&a->q, w->queue, bad), n->name);
+}
+
+/* 1 admitted, 0 not, or an error. */
+static int try_admit(struct gs_admission *a, struct gs_workload *w)
+{
+    if (w->blocked_by >= 0 && queue_demand(a, w->blocked_by, w->blocked_res) < w->blocked_demand) w->blocked_by = -1;
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    int8_t flav[GS_QT_MAX_GROUPS] = {0};
+    bool quota_ok = false;
+    for (int start = 0; n->ngroups && start < n->groups[0].nflavors; start++) {
+        if (!choose_flavors(a, w, flav, false, start, &start)) break;
+        gs_qvec req;
+        request(a, w, flav, req);
+        if (w->blocked_by >= 0 && would_borrow(a, w->queue, req)) {
+            snprintf(w->reason, sizeof w->reason, "evicted by reclaim: not borrowing again until %s's demand drops",
+                     a->t->nodes[w->blocked_by].name);
+            w->fail_seq = a->release_seq;
+            return 0;
+        }
+        quota_ok = true;
+        int rc = placeable(a, w, flav, true, true);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            admit(a, w, flav);
+            return 1;
+        }
+    }
+    if (!quota_ok) quota_reason(a, w);
+    int rc = preempt(a, w);
+    if (rc == 0) w->fail_seq = a->release_seq;
+    return rc;
+}
+
+/*--- Start estimates and the reservation ---*/
+
+struct ending {
+    int64_t end_ns;
+    int32_t wl;
+};
+
+static int cmp_end(const void *x, const void *y)
+{
+    const struct ending *p = x, *q = y;
+    if (p->end_ns != q->end_ns) return p->end_ns < q->end_ns ? -1 : 1;
+    return p->wl < q->wl ? -1 : p->wl > q->wl;
+}
+
+static bool gpu_room(struct gs_admission *a, const struct gs_workload *w)
+{
+    int64_t free_milli = gs_cache_gpu_count(a->cache) * GS_GPU_MILLI - gs_cache_gpu_milli_used(a->cache);
+    return free_milli >= w->gpu_milli;
+}
+
+/* When running workloads end at their estimates, the first time w fits
+ * (quota and placement); nodes it would take then in a->place_nodes. */
+static int64_t shadow_time(struct gs_admission *a, struct gs_workload *w, bool *ok)
+{
+    int8_t flav[GS_QT_MAX_GROUPS] = {0};
+    gs_qvec req;
+    int64_t now = now_ns(a), start = -1;
+    *ok = false;
+    if (!choose_flavors(a, w, flav, true, 0, NULL)) return -1;
+    request(a, w, flav, req);
+    int32_t saved_res = a->res_wl;
+    a->res_wl = -1; /* the reservation being computed must not exclude its own nodes */
+    if (fits_now(a, w, req, flav) == 1) {
+        a->res_wl = saved_res;
+        *ok = true;
+        return now;
+    }
+    struct ending *e = malloc((a->n ? a->n : 1) * sizeof *e);
+    struct removed *rm = calloc(MAX_SHADOW_STEPS, sizeof *rm);
+    size_t ne = 0, k = 0;
+    for (size_t i = 0; e && i < a->n; i++)
+        if (a->w[i]->state == GS_WL_ADMITTED && a->w[i]->est_duration_ns > 0)
+            e[ne++] = (struct ending){a->w[i]->admitted_ns + a->w[i]->est_duration_ns, a->w[i]->id};
+    if (e) qsort(e, ne, sizeof *e, cmp_end);
+    int checks = 0;
+    for (size_t i = 0; rm && e && i < ne && k < MAX_SHADOW_STEPS && checks < MAX_SHADOW_CHECKS; i++) {
+        if (sim_remove(a, e[i].wl, &rm[k])) break;
+        k++;
+        if (!gs_quota_fits(&a->q, w->queue, req, NULL) || !gpu_room(a, w)) continue;
+        checks++;
+        if (placeable(a, w, flav, false, false) == 1) {
+            start = e[i].end_ns > now ? e[i].end_ns : now;
+            *ok = true;
+            break;
+        }
+    }
+    for (size_t i = 0; i < k; i++) sim_restore(a, &rm[i]);
+    free(e), free(rm);
+    a->res_wl = saved_res;
+    return start;
+}
+
+static int refresh_reservation(struct gs_admission *a)
+{
+    int64_t now = now_ns(a);
+    if (a->res_wl >= 0 && (a->w[a->res_wl]->state != GS_WL_PENDING || now > a->res_start)) {
+        a->res_wl = -1;
+        a->res_nodes.n = 0;
+        a->release_seq++;
+    }
+    if (a->res_wl >= 0 || a->o.starvation_wait_ns < 0) return 0;
+    struct gs_workload *best = NULL;
+    for (size_t i = 0; i < a->n; i++) {
+        struct gs_workload *w = a->w[i];
+        if (w->state != GS_WL_PENDING || w->gpu_milli < a->o.large_gpu_milli) continue;
+        if (now - w->created_ns < a->o.starvation_wait_ns) continue;
+        if (!best || wl_before(w, best)) best = w;
+    }
+    if (!best) return 0;
+    bool ok;
+    int64_t start = shadow_time(a, best, &ok);
+    if (!ok || start <= now) return 0; /* fits now (the cycle admits it) or no estimate */
+    a->res_wl = best->id;
+    a->res_start = start;
+    a->res_nodes.n = 0;
+    for (size_t i = 0; i < best->npods; i++)
+        if (ids_push(&a->res_nodes, a->place_nodes[i])) return GS_ENOMEM;
+    return 0;
+}
+
+int64_t gs_admission_estimate_start(struct gs_admission *a, int32_t id)
+{
+    if (id < 0 || (size_t)id >= a->n || a->w[id]->state != GS_WL_PENDING) return -1;
+    if (a->res_wl == id) return a->res_start;
+    if (grow_scratch(a, a->w[id]->npods)) return -1;
+    bool ok;
+    int64_t t = shadow_time(a, a->w[id], &ok);
+    return ok ? t : -1;
+}
+
+int32_t gs_admission_reservation(const struct gs_admission *a, int64_t *start_ns)
+{
+    if (start_ns) *start_ns = a->res_wl >= 0 ? a->res_start : -1;
+    return a->res_wl;
+}
+
+/*--- The cycle ---*/
+
+static void pending_demand(struct gs_admission *a)
+{
+    for (int32_t i = 0; i < a->t->n; i++) {
+        memset(a->pend[i], 0, sizeof a->pend[i]);
+        for (size_t k = 0; k < a->lq[i].n; k++)
+            for (int r = 0; r < GS_QT_MAX_RES; r++) a->pend[i][r] += (double)a->w[a->lq[i].v[k]]->demand[r];
+    }
+}
+
+/* Tries the pending workloads of one leaf in order; 1 when one was admitted. */
+static int serve_leaf(struct gs_admission *a, int32_t leaf)
+{
+    bool strict = a->t->nodes[leaf].strategy == GS_QT_STRICT_FIFO;
+    for (size_t k = 0; k < a->lq[leaf].n && a->checks < a->o.max_checks; k++) {
+        struct gs_workload *w = a->w[a->lq[leaf].v[k]];
+        if (w->id == a->res_wl) {
+            if (strict) return 0;
+            continue; /* tried first in the cycle */
+        }
+        if (w->fail_seq != a->release_seq) {
+            int rc = try_admit(a, w);
+            if (rc) return rc;
+        }
+        if (strict) return 0;
+    }
+    return 0;
+}
+
+/* The pods kept assumed during the cycle leave the cache: the scheduler places them for real. */
+static void release_kept(struct gs_admission *a)
+{
+    for (size_t k = 0; k < a->kept.n; k++) {
+        const struct gs_workload *w = a->w[a->kept.v[k]];
+        for (size_t i = 0; i < w->npods; i++) {
+            char key[512];
+            gs_meta_key(&w->pods[i]->meta, key, sizeof key);
+            gs_cache_remove_pod(a->cache, key);
+        }
+    }
+    a->kept.n = 0;
+}
+
+int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
+{
+    a->adm.n = a->ev.n = 0;
+    a->checks = 0;
+    gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
+    expire_holds(a);
+    int rc = grow_scratch(a, 1);
+    if (!rc) rc = refresh_reservation(a);
+    if (!rc && a->res_wl >= 0) {
+        rc = try_admit(a, a->w[a->res_wl]);
+        if (rc > 0) rc = 0;
+    }
+    for (int32_t i = 0; i < a->t->n; i++) a->cand[i] = a->lq[i].n > 0;
+    bool dirty = true;
+    while (!rc && a->checks < a->o.max_checks) {
+        if (dirty) {
+            pending_demand(a);
+            gs_fairshare_compute(&a->fs, &a->q, (const double(*)[GS_QT_MAX_RES])a->pend);
+        }
+        int32_t leaf = gs_fairshare_pick(&a->fs, a->cand);
+        if (leaf < 0) break;
+        rc = serve_leaf(a, leaf);
+        dirty = rc == 1;
+        if (rc == 1) rc = 0;
+        else a->cand[leaf] = false;
+    }
+    release_kept(a);
+    if (out) *out = (struct gs_admission_result){a->adm.v, a->adm.n, a->ev.v, a->ev.n};
+    return rc < 0 ? rc : 0;
+}
+
+/*--- Submission ---*/
+
+static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *uncovered)
+{
+    const struct gs_queue_tree *t = a->t;
+    const struct gs_qt_node *n = &t->nodes[w->queue];
+    bool covered[GS_QT_MAX_RES] = {0};
+    for (int g = 0; g < n->ngroups; g++)
+        for (int k = 0; k < n->groups[g].nres; k++) covered[n->groups[g].res[k]] = true;
+    int cpu = gs_queue_tree_res(t, GS_RES_CPU), mem = gs_queue_tree_res(t, GS_RES_MEMORY);
+    int gpu = gs_queue_tree_res(t, GS_RES_GPU), pods = gs_queue_tree_res(t, GS_RES_PODS);
+    *uncovered = false;
+    for (size_t i = 0; i < w->npods; i++) {
+        const struct gs_demand *d = &w->pods[i]->demand;
+        int64_t g = (int64_t)d->gpu_count * d->gpu_milli;
+        w->gpu_milli += g;
+        struct { int id; int64_t v; } each[] = {{cpu, d->cpu_milli}, {mem, d->mem_bytes * 1000}, {gpu, g}, {pods, 1000}};
+        for (size_t k = 0; k < sizeof each / sizeof each[0]; k++) {
+            if (each[k].id >= 0) w->demand[each[k].id] += each[k].v;
+            if (k < 3 && each[k].v > 0 && n->strict_cover && (each[k].id < 0 || !covered[each[k].id])) *uncovered = true;
+        }
+        for (size_t k = 0; k < d->extended.n; k++) {
+            int r = gs_queue_tree_res(t, d->extended.v[k].name);
+            if (r >= 0) w->demand[r] += d->extended.v[k].milli;
+            if (n->strict_cover && (r < 0 || !covered[r]) && d->extended.v[k].milli > 0) *uncovered = true;
+        }
+    }
+}
+
+int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s)
+{
+    int32_t leaf = gs_queue_tree_resolve(a->t, s->namespace_, s->queue);
+    if (leaf < 0) return GS_ENOENT;
+    if (gs_admission_find(a, s->key) >= 0) return GS_EEXIST;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 64;
+        struct gs_workload **v = realloc(a->w, cap * sizeof *v);
+        if (!v) return GS_ENOMEM;
+        a->w = v;
+        a->cap = cap;
+    }
+    struct gs_workload *w = calloc(1, sizeof *w);
+    if (!w) return GS_ENOMEM;
+    w->key = strdup(s->key);
+    w->pods = malloc((s->npods ? s->npods : 1) * sizeof *w->pods);
+    if (!w->key || !w->pods) {
+        free(w->key), free(w->pods), free(w);
+        return GS_ENOMEM;
+    }
+    memcpy(w->pods, s->pods, s->npods * sizeof *w->pods);
+    w->npods = s->npods;
+    w->id = (int32_t)a->n;
+    w->queue = leaf;
+    w->priority = s->priority;
+    w->est_duration_ns = s->est_duration_ns;
+    w->created_ns = now_ns(a);
+    w->seq = ++a->seq;
+    w->blocked_by = -1;
+    bool uncovered;
+    build_demand(a, w, &uncovered);
+    a->w[a->n++] = w;
+    if (uncovered) {
+        w->state = GS_WL_INADMISSIBLE;
+        snprintf(w->reason, sizeof w->reason, "asks for a resource ClusterQueue %s does not cover",
+                 a->t->nodes[leaf].name);
+        return w->id;
+    }
+    int rc = pending_insert(a, w);
+    return rc ? rc : w->id;
+}
+
+int gs_admission_submit_pod(struct gs_admission *a, const struct gs_pod *pod, int64_t est_duration_ns)
+{
+    char key[512];
+    gs_meta_key(&pod->meta, key, sizeof key);
+    const struct gs_pod *pods[1] = {pod};
+    struct gs_workload_spec s = {.key = key, .namespace_ = pod->meta.namespace_, .queue = pod->queue_name,
+                                 .priority = pod->priority, .pods = pods, .npods = 1,
+                                 .est_duration_ns = est_duration_ns};
+    return gs_admission_submit(a, &s);
+}
+
+/*--- Life cycle and lookups ---*/
+
+static void set_defaults(struct gs_admission_opts *o)
+{
+    if (o->halflife_ns <= 0) o->halflife_ns = 3600 * GS_NS_PER_SEC;
+    if (o->history_weight < 0) o->history_weight = 0.5;
+    if (o->starvation_wait_ns == 0) o->starvation_wait_ns = 1800 * GS_NS_PER_SEC;
+    if (o->large_gpu_milli <= 0) o->large_gpu_milli = 8000;
+    if (o->hold_ns <= 0) o->hold_ns = 300 * GS_NS_PER_SEC;
+    if (o->max_checks <= 0) o->max_checks = 256;
+}
+
+int gs_admission_new(const struct gs_queue_tree *tree, struct gs_cache *cache, const struct gs_clock *clock,
+                     const struct gs_admission_opts *o, struct gs_admission **out, struct gs_diags *d)
+{
+    if (!tree->finalized) return GS_ESTATE;
+    struct gs_admission *a = calloc(1, sizeof *a);
+    if (!a) return GS_ENOMEM;
+    a->t = tree;
+    a->cache = cache;
+    a->clock = clock;
+    if (o) a->o = *o;
+    else a->o.history_weight = -1;
+    set_defaults(&a->o);
+    a->release_seq = 1;
+    a->res_wl = -1;
+    size_t n = tree->n ? (size_t)tree->n : 1;
+    a->lq = calloc(n, sizeof *a->lq);
+    a->q_preempt = calloc(n, sizeof *a->q_preempt);
+    a->pend = calloc(n, sizeof *a->pend);
+    a->cand = calloc(n, sizeof *a->cand);
+    int rc = a->lq && a->q_preempt && a->pend && a->cand ? 0 : GS_ENOMEM;
+    if (!rc) rc = gs_quota_init(&a->q, tree);
+    if (!rc) rc = gs_fairshare_init(&a->fs, tree, a->o.halflife_ns, a->o.history_weight, now_ns(a));
+    if (!rc) rc = gs_placer_new(cache, clock, a->o.profile, &a->placer, d);
+    if (rc) {
+        gs_admission_free(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}
+
+void gs_admission_free(struct gs_admission *a)
+{
+    if (!a) return;
+    for (size_t i = 0; i < a->n; i++) {
+        free(a->w[i]->key);
+        free(a->w[i]->pods);
+        free(a->w[i]);
+    }
+    free(a->w);
+    for (int32_t i = 0; a->lq && i < a->t->n; i++) free(a->lq[i].v);
+    for (size_t h = 0; h < a->nholds; h++) free(a->holds[h].nodes);
+    free(a->holds);
+    free(a->lq), free(a->q_preempt), free(a->pend), free(a->cand);
+    free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
+    free(a->excl), free(a->place_nodes);
+    gs_quota_free(&a->q);
+    gs_fairshare_free(&a->fs);
+    gs_placer_free(a->placer);
+    free(a);
+}
+
+const struct gs_workload *gs_admission_workload(const struct gs_admission *a, int32_t id)
+{
+    return id >= 0 && (size_t)id < a->n ? a->w[id] : NULL;
+}
+
+int32_t gs_admission_find(const struct gs_admission *a, const char *key)
+{
+    for (size_t i = 0; key && i < a->n; i++)
+        if (!strcmp(a->w[i]->key, key)) return (int32_t)i;
+    return -1;
+}
+
+size_t gs_admission_count(const struct gs_admission *a) { return a->n; }
+const struct gs_queue_tree *gs_admission_tree(const struct gs_admission *a) { return a->t; }
+const struct gs_quota *gs_admission_quota(const struct gs_admission *a) { return &a->q; }
+
+int32_t gs_admission_position(const struct gs_admission *a, int32_t id)
+{
+    const struct gs_workload *w = gs_admission_workload(a, id);
+    if (!w || w->state != GS_WL_PENDING) return 0;
+    for (size_t i = 0; i < a->lq[w->queue].n; i++)
+        if (a->lq[w->queue].v[i] == id) return (int32_t)i + 1;
+    return 0;
+}
+
+int gs_admission_check(const struct gs_admission *a, char *why, size_t len)
+{
+    int rc = gs_quota_check(&a->q, why, len);
+    if (rc) return rc;
+    gs_qvec *sum = calloc(a->t->n ? (size_t)a->t->n : 1, sizeof *sum);
+    if (!sum) return GS_ENOMEM;
+    for (size_t i = 0; i < a->n; i++) {
+        const struct gs_workload *w = a->w[i];
+        if (w->state != GS_WL_ADMITTED) continue;
+        gs_qvec req;
+        request(a, w, w->flavor, req);
+        for (int fr = 0; fr < GS_QT_NFR; fr++) sum[w->queue][fr] += req[fr];
+    }
+    for (int32_t i = 0; !rc && i < a->t->n; i++) {
+        if (a->t->nodes[i].nchildren) continue;
+        for (int fr = 0; fr < GS_QT_NFR && !rc; fr++)
+            if (sum[i][fr] != a->q.usage[i][fr]) {
+                snprintf(why, len, "queue %s: usage %lld of %s != sum of admitted %lld", a->t->nodes[i].name,
+                         (long long)a->q.usage[i][fr], res_name(a, fr), (long long)sum[i][fr]);
+                rc = GS_ESTATE;
+            }
+    }
+    free(sum);
+    return rc;
+}
+
+/*--- Observability ---*/
+
+int gs_admission_queue_status(struct gs_admission *a, int32_t i, struct gs_queue_status *s)
+{
+    if (i < 0 || i >= a->t->n) return GS_ENOENT;
+    const struct gs_qt_node *n = &a->t->nodes[i];
+    gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
+    pending_demand(a);
+    gs_fairshare_compute(&a->fs, &a->q, (const double(*)[GS_QT_MAX_RES])a->pend);
+    memset(s, 0, sizeof *s);
+    s->name = n->name;
+    s->index = i;
+    s->parent = n->parent;
+    s->weight = n->weight;
+    s->priority = n->priority;
+    for (int r = 0; r < a->t->nres; r++) {
+        for (int f = 0; f < a->t->nflavors; f++) {
+            int fr = GS_QT_FR(f, r);
+            s->nominal[r] += n->quota[fr].nominal;
+            s->borrowed[r] += gs_quota_borrowed(&a->q, i, fr);
+            s->lent[r] += gs_quota_lent(&a->q, i, fr);
+        }
+        s->usage[r] = (int64_t)a->fs.n[i].usage[r];
+        s->fair_share[r] = a->fs.n[i].deserved[r];
+    }
+    s->decayed_gpu_hours = a->fs.n[i].ledger_gpu_hours;
+    s->weighted_share = a->fs.n[i].share;
+    s->key = a->fs.n[i].key;
+    for (size_t k = 0; k < a->n; k++) {
+        const struct gs_workload *w = a->w[k];
+        for (int32_t j = w->queue; j >= 0; j = a->t->nodes[j].parent) {
+            if (j != i) continue;
+            s->pending += w->state == GS_WL_PENDING;
+            s->admitted += w->state == GS_WL_ADMITTED;
+        }
+    }
+    for (int32_t j = 0; j < a->t->n; j++)
+        for (int32_t x = j; x >= 0; x = a->t->nodes[x].parent)
+            if (x == i) s->preemptions += a->q_preempt[j];
+    return 0;
+}
+
+static json_t *res_obj(const struct gs_admission *a, const int64_t *v, const double *dv)
+{
+    json_t *o = json_object();
+    for (int r = 0; o && r < a->t->nres; r++)
+        json_object_set_new(o, a->t->res_names[r], dv ? json_real(dv[r] / 1000.0) : json_real((double)v[r] / 1000.0));
+    return o;
+}
+
+json_t *gs_admission_status_json(struct gs_admission *a)
+{
+    json_t *arr = json_array();
+    for (int32_t i = 0; arr && i < a->t->n; i++) {
+        struct gs_queue_status s;
+        gs_admission_queue_status(a, i, &s);
+        static const char *const kinds[] = {"Root", "Cohort", "ClusterQueue", "Queue"};
+        json_t *o = json_pack("{s:s, s:s, s:s?, s:f, s:i}", "name", s.name, "kind", kinds[a->t->nodes[i].kind],
+                              "parent", s.parent >= 0 ? a->t->nodes[s.parent].name : NULL, "weight", s.weight,
+                              "priority", s.priority);
+        if (!o) continue;
+        json_object_set_new(o, "nominal", res_obj(a, s.nominal, NULL));
+        json_object_set_new(o, "borrowed", res_obj(a, s.borrowed, NULL));
+        json_object_set_new(o, "lent", res_obj(a, s.lent, NULL));
+        json_object_set_new(o, "usage", res_obj(a, s.usage, NULL));
+        json_object_set_new(o, "fairShare", res_obj(a, NULL, s.fair_share));
+        json_object_set_new(o, "decayedGpuHours", json_real(s.decayed_gpu_hours));
+        json_object_set_new(o, "weightedShare", json_real(s.weighted_share));
+        json_object_set_new(o, "orderingKey", json_real(s.key));
+        json_object_set_new(o, "pendingWorkloads", json_integer(s.pending));
+        json_object_set_new(o, "admittedWorkloads", json_integer(s.admitted));
+        json_object_set_new(o, "preemptions", json_integer(s.preemptions));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+json_t *gs_admission_explain_json(struct gs_admission *a, const char *key)
+{
+    int32_t id = gs_admission_find(a, key);
+    if (id < 0) return NULL;
+    const struct gs_workload *w = a->w[id];
+    static const char *const states[] = {"Pending", "Admitted", "Finished", "Inadmissible"};
+    int64_t start = w->state == GS_WL_PENDING ? gs_admission_estimate_start(a, id) : -1;
+    return json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:s, s:i, s:b}", "workload", w->key, "queue",
+                     a->t->nodes[w->queue].name, "state", states[w->state], "position", gs_admission_position(a, id),
+                     "priority", w->priority, "estimatedStart",
+                     start >= 0 ? (double)start / (double)GS_NS_PER_SEC : -1.0, "reason", w->reason, "preemptions",
+                     w->preemptions, "reservation", a->res_wl == id);
+}
+
+/*--- Hold filter plugin ---*/
+
+json_t *gs_admission_plugin_args(struct gs_admission *a)
+{
+    /* In-process wiring: the admission is named by its address. */
+    return json_pack("{s:I}", "admission", (json_int_t)(intptr_t)a);
+}
+
+static int hold_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
+{
+    (void)h;
+    json_t *v = json_object_get(args, "admission");
+    if (!json_is_integer(v)) {
+        gs_diags_add(d, "args.admission", "AdmissionHold needs the admission from gs_admission_plugin_args()");
+        return GS_EINVAL;
+    }
+    *state = (void *)(intptr_t)json_integer_value(v);
+    return 0;
+}
+
+static void hold_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                        struct gs_node_info *const *nodes, size_t n, uint8_t *reject)
+{
+    (void)cs;
+    const struct gs_admission *a = state;
+    if (!a->nholds) return;
+    for (size_t i = 0; i < n; i++)
+        if (gs_admission_node_held(a, nodes[i]->idx, pod)) reject[i] = 1;
+}
+
+static int hold_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
+{
+    (void)state, (void)pod, (void)code;
+    return snprintf(buf, len, "node held for a workload admitted by reclaim");
+}
+
+const struct gs_plugin gs_admission_hold_plugin = {
+    .name = "AdmissionHold",
+    .init = hold_init,
+    .filter = hold_filter,
+    .reason = hold_reason,
+};

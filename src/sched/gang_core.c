@@ -1,0 +1,561 @@
+/*
+ * gang_core.c - the gang logic; see gang_core.h for the contract.
+ *
+ * Groups are records in a string map keyed "namespace/name", created by the
+ * PodGroup or by the first pod naming it (a pod whose PodGroup never arrives
+ * is rejected at PreFilter: minMember is unknown). Members are kept sorted by
+ * key so plans and sibling lists come out in the same order every run.
+ *
+ * Why a plan. Member-by-member gangs (the Coscheduling anchor) reserve one
+ * pod at a time and only learn at the last member that the group does not
+ * fit, holding capacity meanwhile; two such groups can each hold half of what
+ * both need until their timeouts. Planning places every pending member on
+ * the cache first (assume, then forget: the cache ends exactly as it began),
+ * so a group that does not fit is turned away before it holds anything, and
+ * one that fits is steered member by member onto the planned nodes. The plan
+ * stays valid while its nodes change only by the group's own reservations:
+ * the sum of their generations is compared with what those reservations add.
+ *
+ * A group with a topology key (PodGroup annotation or args) is planned inside
+ * one domain of that node label: the domain of members already placed, else
+ * each domain in order of free GPU share until one holds the whole group;
+ * "preferred" falls back to the whole cluster, "required" does not.
+ */
+#include "sched/gang_core.h"
+
+#include "sched/strmap.h"
+#include "sched/topology_core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct plan_entry {
+    char *key;
+    int32_t node;
+};
+
+struct gs_gang_group {
+    char *key;
+    const struct gs_podgroup *pg;
+    int64_t created_ns;
+    int64_t backoff_until;
+    const struct gs_pod **pods; /* sorted by key */
+    char **keys;
+    size_t npods, cap;
+    bool unwinding;
+    /* The plan. */
+    struct plan_entry *plan;
+    size_t nplan;
+    uint64_t plan_stamp, plan_bumps;
+};
+
+struct gs_gang {
+    struct gs_gang_opts o;
+    const struct gs_clock *clock;
+    struct gs_cache *cache;
+    struct gs__strmap groups;
+    struct gs_gang_group **list;
+    size_t nlist, caplist;
+    struct gs_gang_stats stats;
+    bool planning;
+};
+
+/*--- Registry ---*/
+
+struct gs_gang *gs_gang_new(const struct gs_gang_opts *o, const struct gs_clock *clock, struct gs_cache *cache)
+{
+    struct gs_gang *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->o = *o;
+    if (g->o.permit_wait_s <= 0) g->o.permit_wait_s = GS_GANG_DEFAULT_WAIT_S;
+    g->clock = clock;
+    g->cache = cache;
+    gs__strmap_init(&g->groups);
+    return g;
+}
+
+static void plan_clear(struct gs_gang_group *gr)
+{
+    for (size_t i = 0; i < gr->nplan; i++) free(gr->plan[i].key);
+    free(gr->plan);
+    gr->plan = NULL;
+    gr->nplan = 0;
+}
+
+static void group_free(struct gs_gang_group *gr)
+{
+    plan_clear(gr);
+    for (size_t i = 0; i < gr->npods; i++) free(gr->keys[i]);
+    free(gr->keys);
+    free(gr->pods);
+    free(gr->key);
+    free(gr);
+}
+
+void gs_gang_free(struct gs_gang *g)
+{
+    if (!g) return;
+    for (size_t i = 0; i < g->nlist; i++) group_free(g->list[i]);
+    free(g->list);
+    gs__strmap_free(&g->groups);
+    free(g);
+}
+
+static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const char *name, bool create)
+{
+    char key[GS__KEY_MAX];
+    snprintf(key, sizeof key, "%s/%s", ns ? ns : "default", name);
+    struct gs_gang_group *gr = gs__strmap_get(&g->groups, key);
+    if (gr || !create) return gr;
+    if (g->nlist == g->caplist) {
+        size_t cap = g->caplist ? g->caplist * 2 : 16;
+        struct gs_gang_group **nv = realloc(g->list, cap * sizeof *nv);
+        if (!nv) return NULL;
+        g->list = nv;
+        g->caplist = cap;
+    }
+    gr = calloc(1, sizeof *gr);
+    if (!gr || !(gr->key = strdup(key)) || gs__strmap_put(&g->groups, gr->key, gr) != 0) {
+        if (gr) free(gr->key);
+        free(gr);
+        return NULL;
+    }
+    gr->created_ns = gs_clock_now(g->clock);
+    g->list[g->nlist++] = gr;
+    return gr;
+}
+
+int gs_gang_add_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
+{
+    struct gs_gang_group *gr = group_get(g, pg->meta.namespace_, pg->meta.name, true);
+    if (!gr) return GS_ENOMEM;
+    gr->pg = pg;
+    return 0;
+}
+
+void gs_gang_remove_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
+{
+    struct gs_gang_group *gr = group_get(g, pg->meta.namespace_, pg->meta.name, false);
+    if (gr && gr->pg == pg) gr->pg = NULL;
+}
+
+struct gs_gang_group *gs_gang_group_of(struct gs_gang *g, const struct gs_pod *pod)
+{
+    if (!pod->pod_group || !*pod->pod_group) return NULL;
+    return group_get(g, pod->meta.namespace_, pod->pod_group, false);
+}
+
+int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
+{
+    if (!pod->pod_group || !*pod->pod_group) return 0;
+    struct gs_gang_group *gr = group_get(g, pod->meta.namespace_, pod->pod_group, true);
+    if (!gr) return GS_ENOMEM;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    size_t at = 0;
+    while (at < gr->npods && strcmp(gr->keys[at], key) < 0) at++;
+    if (at < gr->npods && !strcmp(gr->keys[at], key)) {
+        gr->pods[at] = pod;
+        return 0;
+    }
+    if (gr->npods == gr->cap) {
+        size_t cap = gr->cap ? gr->cap * 2 : 8;
+        const struct gs_pod **np = realloc(gr->pods, cap * sizeof *np);
+        if (!np) return GS_ENOMEM;
+        gr->pods = np;
+        char **nk = realloc(gr->keys, cap * sizeof *nk);
+        if (!nk) return GS_ENOMEM;
+        gr->keys = nk;
+        gr->cap = cap;
+    }
+    char *dup = strdup(key);
+    if (!dup) return GS_ENOMEM;
+    memmove(gr->pods + at + 1, gr->pods + at, (gr->npods - at) * sizeof *gr->pods);
+    memmove(gr->keys + at + 1, gr->keys + at, (gr->npods - at) * sizeof *gr->keys);
+    gr->pods[at] = pod;
+    gr->keys[at] = dup;
+    gr->npods++;
+    return 0;
+}
+
+void gs_gang_remove_pod(struct gs_gang *g, const struct gs_pod *pod)
+{
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (!gr) return;
+    for (size_t i = 0; i < gr->npods; i++) {
+        if (gr->pods[i] != pod) continue;
+        free(gr->keys[i]);
+        memmove(gr->pods + i, gr->pods + i + 1, (gr->npods - i - 1) * sizeof *gr->pods);
+        memmove(gr->keys + i, gr->keys + i + 1, (gr->npods - i - 1) * sizeof *gr->keys);
+        gr->npods--;
+        return;
+    }
+}
+
+const char *gs_gang_group_key(const struct gs_gang_group *gr) { return gr->key; }
+int32_t gs_gang_min_member(const struct gs_gang_group *gr) { return gr->pg ? gr->pg->min_member : 0; }
+
+size_t gs_gang_members(const struct gs_gang_group *gr, const struct gs_pod *const **pods)
+{
+    if (pods) *pods = gr->pods;
+    return gr->npods;
+}
+
+static bool placed(const struct gs_gang *g, const char *key) { return gs_cache_pod_assignment(g->cache, key) != NULL; }
+
+int32_t gs_gang_placed(const struct gs_gang *g, const struct gs_gang_group *gr)
+{
+    int32_t n = 0;
+    for (size_t i = 0; i < gr->npods; i++) n += placed(g, gr->keys[i]);
+    return n;
+}
+
+int64_t gs_gang_timeout_ns(const struct gs_gang *g, const struct gs_gang_group *gr)
+{
+    int32_t s = gr->pg && gr->pg->schedule_timeout_seconds > 0 ? gr->pg->schedule_timeout_seconds : g->o.permit_wait_s;
+    return (int64_t)s * GS_NS_PER_SEC;
+}
+
+const struct gs_gang_stats *gs_gang_stats(const struct gs_gang *g) { return &g->stats; }
+
+/*--- QueueSort ---*/
+
+bool gs_gang_less(struct gs_gang *g, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
+{
+    if (a->pod->priority != b->pod->priority) return a->pod->priority > b->pod->priority;
+    struct gs_gang_group *ga = gs_gang_group_of(g, a->pod), *gb = gs_gang_group_of(g, b->pod);
+    int64_t ta = ga ? ga->created_ns : a->enqueued_ns, tb = gb ? gb->created_ns : b->enqueued_ns;
+    if (ta != tb) return ta < tb;
+    char ka[GS__KEY_MAX], kb[GS__KEY_MAX];
+    if (ga) snprintf(ka, sizeof ka, "%s", ga->key);
+    else gs__pod_key(a->pod, ka, sizeof ka);
+    if (gb) snprintf(kb, sizeof kb, "%s", gb->key);
+    else gs__pod_key(b->pod, kb, sizeof kb);
+    int c = strcmp(ka, kb);
+    if (c) return c < 0;
+    return a->seq < b->seq;
+}
+
+/*--- Admission ---*/
+
+struct cap {
+    int64_t cpu, mem, milli;
+};
+
+struct preempt_ctx {
+    const struct gs_gang_group *gr;
+    int32_t prio;
+    struct cap *c;
+};
+
+static void add_preemptible(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+{
+    struct preempt_ctx *p = arg;
+    if (!bound || pod->priority >= p->prio) return;
+    if (p->gr && pod->pod_group && !strcmp(pod->pod_group, strchr(p->gr->key, '/') + 1)) return;
+    p->c->cpu += pod->demand.cpu_milli;
+    p->c->mem += pod->demand.mem_bytes;
+    p->c->milli += (int64_t)a->milli * __builtin_popcountll(a->gpu_mask);
+}
+
+static struct cap free_capacity(struct gs_gang *g)
+{
+    struct cap c = {0};
+    for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
+        const struct gs_node_info *n = gs_cache_node(g->cache, i);
+        if (!n->live || !n->schedulable) continue;
+        c.cpu += n->cpu_alloc - n->cpu_used;
+        c.mem += n->mem_alloc - n->mem_used;
+        c.milli += n->gpu_milli_free;
+    }
+    return c;
+}
+
+static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *gr, const struct gs_pod *pod)
+{
+    struct cap need = {0};
+    for (size_t i = 0; i < gr->npods; i++) {
+        if (placed(g, gr->keys[i])) continue;
+        const struct gs_demand *d = &gr->pods[i]->demand;
+        need.cpu += d->cpu_milli;
+        need.mem += d->mem_bytes;
+        need.milli += (int64_t)d->gpu_count * d->gpu_milli;
+    }
+    if (gr->pg && gs_gang_placed(g, gr) == 0) {
+        const struct gs_resources *mr = &gr->pg->min_resources;
+        int64_t v;
+        if ((v = gs_resources_get(mr, GS_RES_CPU)) > need.cpu) need.cpu = v;
+        if ((v = gs_resources_get(mr, GS_RES_MEMORY) / 1000) > need.mem) need.mem = v;
+        if ((v = gs_resources_get(mr, GS_RES_GPU)) > need.milli) need.milli = v;
+    }
+    struct cap fr = free_capacity(g), pre = {0};
+    struct preempt_ctx pc = {gr, pod->priority, &pre};
+    gs_cache_foreach_pod(g->cache, add_preemptible, &pc);
+    const char *what = need.milli > fr.milli + pre.milli ? "GPU"
+                       : need.cpu > fr.cpu + pre.cpu    ? "CPU"
+                       : need.mem > fr.mem + pre.mem    ? "memory"
+                                                        : NULL;
+    if (!what) return (struct gs_status){0};
+    g->stats.rejected_capacity++;
+    return gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
+                          "pod group %s needs %.1f GPUs, %.1f free and %.1f preemptible (%s short)", gr->key,
+                          (double)need.milli / 1000, (double)fr.milli / 1000, (double)pre.milli / 1000, what);
+}
+
+struct gs_status gs_gang_admit(struct gs_gang *g, const struct gs_pod *pod)
+{
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (!gr) return (struct gs_status){0};
+    if (!gr->pg) {
+        g->stats.rejected_incomplete++;
+        return gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE, "PodGroup %s not found", gr->key);
+    }
+    int32_t min = gr->pg->min_member > 0 ? gr->pg->min_member : 1;
+    if (gs_gang_placed(g, gr) >= min) return (struct gs_status){0}; /* started: later members go alone */
+    int64_t now = gs_clock_now(g->clock);
+    if (now < gr->backoff_until) {
+        g->stats.rejected_backoff++;
+        return gs_status_make(GS_UNSCHEDULABLE, "pod group %s is backing off for %.0f s", gr->key,
+                              (double)(gr->backoff_until - now) / GS_NS_PER_SEC);
+    }
+    if ((int32_t)gr->npods < min) {
+        g->stats.rejected_incomplete++;
+        return gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE, "pod group %s has %zu of minMember %d pods",
+                              gr->key, gr->npods, min);
+    }
+    struct gs_status s = check_capacity(g, gr, pod);
+    if (s.code == GS_SUCCESS) g->stats.admitted++;
+    return s;
+}
+
+/*--- Planning ---*/
+
+const char *gs_gang_domain(struct gs_gang *g, const struct gs_pod *pod, bool *required, const char **domain)
+{
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    *required = false;
+    *domain = NULL;
+    if (!gr) return NULL;
+    const char *key = NULL;
+    if (gr->pg) {
+        key = gs_labels_get(&gr->pg->meta.annotations, GS_ANN_GANG_REQUIRED_TOPOLOGY);
+        if (key) *required = true;
+        else key = gs_labels_get(&gr->pg->meta.annotations, GS_ANN_GANG_PREFERRED_TOPOLOGY);
+    }
+    if (!key && g->o.topology_key) key = g->o.topology_key, *required = g->o.topology_required;
+    if (!key) return NULL;
+    for (size_t i = 0; i < gr->npods && !*domain; i++) {
+        const struct gs_assignment *a = gs_cache_pod_assignment(g->cache, gr->keys[i]);
+        if (a) *domain = gs_topo_domain(gs_cache_node(g->cache, a->node), key);
+    }
+    return key;
+}
+
+static uint64_t plan_sum(const struct gs_gang *g, const struct gs_gang_group *gr)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < gr->nplan; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++) seen = gr->plan[j].node == gr->plan[i].node;
+        const struct gs_node_info *n = gs_cache_node(g->cache, gr->plan[i].node);
+        if (!seen && n) sum += n->generation;
+    }
+    return sum;
+}
+
+/* Places every unplaced member inside domain (NULL: anywhere); on success
+ * records the plan. Leaves the cache as it found it. */
+static bool try_plan(struct gs_gang *g, struct gs_gang_group *gr, gs_gang_place_fn place, void *ctx, const char *key,
+                     const char *domain, const char **failed)
+{
+    struct plan_entry *pl = calloc(gr->npods ? gr->npods : 1, sizeof *pl);
+    const struct gs_pod **assumed = calloc(gr->npods ? gr->npods : 1, sizeof *assumed);
+    size_t np = 0;
+    bool ok = pl && assumed;
+    for (size_t i = 0; ok && i < gr->npods; i++) {
+        if (placed(g, gr->keys[i])) continue;
+        struct gs_assignment a;
+        if (place(ctx, gr->pods[i], key, domain, &a) != 0 || gs_cache_assume(g->cache, gr->pods[i], &a, 0) != 0) {
+            *failed = gr->keys[i];
+            ok = false;
+            break;
+        }
+        assumed[np] = gr->pods[i];
+        pl[np++] = (struct plan_entry){gr->keys[i], a.node};
+    }
+    for (size_t i = 0; i < np; i++) {
+        char k[GS__KEY_MAX];
+        gs__pod_key(assumed[i], k, sizeof k);
+        gs_cache_forget(g->cache, k);
+    }
+    free(assumed);
+    if (!ok) {
+        free(pl);
+        return false;
+    }
+    plan_clear(gr);
+    for (size_t i = 0; i < np; i++) pl[i].key = strdup(pl[i].key);
+    gr->plan = pl;
+    gr->nplan = np;
+    gr->plan_stamp = plan_sum(g, gr);
+    gr->plan_bumps = 0;
+    return true;
+}
+
+/* Domains of key in node order, most free GPU share first. */
+static size_t domains(struct gs_gang *g, const char *key, const char **out, int64_t *free_milli, size_t max)
+{
+    size_t n = 0;
+    for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
+        const struct gs_node_info *ni = gs_cache_node(g->cache, i);
+        const char *v = ni->live && ni->schedulable ? gs_topo_domain(ni, key) : NULL;
+        if (!v) continue;
+        size_t k = 0;
+        while (k < n && strcmp(out[k], v)) k++;
+        if (k == n) {
+            if (n == max) continue;
+            out[n] = v, free_milli[n++] = 0;
+        }
+        free_milli[k] += ni->gpu_milli_free;
+    }
+    for (size_t i = 1; i < n; i++) /* stable insertion sort: more free first */
+        for (size_t j = i; j > 0 && free_milli[j] > free_milli[j - 1]; j--) {
+            const char *t = out[j];
+            out[j] = out[j - 1], out[j - 1] = t;
+            int64_t f = free_milli[j];
+            free_milli[j] = free_milli[j - 1], free_milli[j - 1] = f;
+        }
+    return n;
+}
+
+#define MAX_DOMAINS 256
+
+struct gs_status gs_gang_plan(struct gs_gang *g, const struct gs_pod *pod, gs_gang_place_fn place, void *ctx)
+{
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (!gr) return (struct gs_status){0};
+    g->stats.plans++;
+    bool required;
+    const char *domain, *failed = NULL;
+    const char *key = gs_gang_domain(g, pod, &required, &domain);
+    g->planning = true;
+    bool ok = false;
+    if (key && domain) {
+        ok = try_plan(g, gr, place, ctx, key, domain, &failed);
+    } else if (key) {
+        const char *doms[MAX_DOMAINS];
+        int64_t fm[MAX_DOMAINS];
+        size_t nd = domains(g, key, doms, fm, MAX_DOMAINS);
+        for (size_t i = 0; i < nd && !ok; i++) ok = try_plan(g, gr, place, ctx, key, doms[i], &failed);
+    }
+    if (!ok && (!key || !required)) ok = try_plan(g, gr, place, ctx, NULL, NULL, &failed);
+    g->planning = false;
+    if (ok) return (struct gs_status){0};
+    g->stats.plan_failures++;
+    if (key && required)
+        return gs_status_make(GS_UNSCHEDULABLE, "no %s%s%s can hold all members of pod group %s", key,
+                              domain ? " other than " : " domain", domain ? domain : "", gr->key);
+    return gs_status_make(GS_UNSCHEDULABLE, "pod group %s does not fit as a whole: %s has no node once the others are placed",
+                          gr->key, failed ? failed : "a member");
+}
+
+bool gs_gang_planning(const struct gs_gang *g) { return g->planning; }
+
+static const struct plan_entry *plan_find(const struct gs_gang_group *gr, const char *key)
+{
+    for (size_t i = 0; i < gr->nplan; i++)
+        if (!strcmp(gr->plan[i].key, key)) return &gr->plan[i];
+    return NULL;
+}
+
+bool gs_gang_plan_valid(const struct gs_gang *g, const struct gs_pod *pod)
+{
+    struct gs_gang_group *gr = gs_gang_group_of((struct gs_gang *)g, pod);
+    if (!gr || !gr->nplan) return false;
+    for (size_t i = 0; i < gr->npods; i++)
+        if (!placed(g, gr->keys[i]) && !plan_find(gr, gr->keys[i])) return false;
+    return plan_sum(g, gr) == gr->plan_stamp + gr->plan_bumps;
+}
+
+int32_t gs_gang_planned_node(const struct gs_gang *g, const struct gs_pod *pod)
+{
+    struct gs_gang_group *gr = gs_gang_group_of((struct gs_gang *)g, pod);
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    const struct plan_entry *e = gr ? plan_find(gr, key) : NULL;
+    return e ? e->node : -1;
+}
+
+/*--- Reserve, Permit, failures ---*/
+
+void gs_gang_reserved(struct gs_gang *g, const struct gs_pod *pod, int32_t node)
+{
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (!gr) return;
+    for (size_t i = 0; i < gr->nplan; i++)
+        if (gr->plan[i].node == node) {
+            gr->plan_bumps++;
+            return;
+        }
+    plan_clear(gr); /* reserved off plan: whatever was planned no longer holds */
+}
+
+static char **siblings(struct gs_gang *g, struct gs_gang_group *gr, const struct gs_pod *pod, size_t *n)
+{
+    *n = 0;
+    char **out = calloc(gr->npods ? gr->npods : 1, sizeof *out);
+    if (!out) return NULL;
+    for (size_t i = 0; i < gr->npods; i++)
+        if (gr->pods[i] != pod && placed(g, gr->keys[i]) && (out[*n] = strdup(gr->keys[i]))) (*n)++;
+    return out;
+}
+
+enum gs_code gs_gang_permit(struct gs_gang *g, const struct gs_pod *pod, int64_t *timeout_ns, char ***allow,
+                            size_t *nallow)
+{
+    *allow = NULL;
+    *nallow = 0;
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (!gr || !gr->pg) return GS_SUCCESS;
+    int32_t min = gr->pg->min_member > 0 ? gr->pg->min_member : 1;
+    if (gs_gang_placed(g, gr) < min) {
+        *timeout_ns = gs_gang_timeout_ns(g, gr);
+        g->stats.permits_waited++;
+        return GS_WAIT;
+    }
+    *allow = siblings(g, gr, pod, nallow);
+    g->stats.groups_started++;
+    plan_clear(gr);
+    return GS_SUCCESS;
+}
+
+size_t gs_gang_member_failed(struct gs_gang *g, const struct gs_pod *pod, bool reserved, char ***reject)
+{
+    *reject = NULL;
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (!gr || !gr->pg || gr->unwinding) return 0;
+    int32_t min = gr->pg->min_member > 0 ? gr->pg->min_member : 1;
+    int32_t have = gs_gang_placed(g, gr);
+    if (have >= min + (reserved ? 1 : 0)) return 0; /* started without this one */
+    if (!reserved && have == 0) return 0;
+    if (!reserved && 100 * (min - have) <= g->o.reject_percentage * min) return 0;
+    g->stats.timeouts_or_failures++;
+    gr->backoff_until = gs_clock_now(g->clock) + (int64_t)g->o.backoff_s * GS_NS_PER_SEC;
+    plan_clear(gr);
+    size_t n;
+    *reject = siblings(g, gr, pod, &n);
+    return *reject ? n : 0;
+}
+
+void gs_gang_keys_free(char **keys, size_t n)
+{
+    for (size_t i = 0; keys && i < n; i++) free(keys[i]);
+    free(keys);
+}
+
+void gs_gang_set_unwinding(struct gs_gang *g, const struct gs_pod *pod, bool on)
+{
+    struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (gr) gr->unwinding = on;
+}

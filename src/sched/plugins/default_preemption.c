@@ -1,0 +1,209 @@
+/*
+ * default_preemption.c - "DefaultPreemption": the framework adapter of
+ * preemption_core.c.
+ *
+ * PostFilter: when no node fits, find victims (preemption_core) for the pod
+ * or, for a gang member of a group that has not started, for all its pending
+ * members at once; the fit test is the profile's own filters run on the
+ * cache with the victims taken out (gs_framework_run_filters, Coscheduling's
+ * admission left out: that is what preemption resolves). Only a plan that
+ * places every member is carried out: victims are evicted through the
+ * handle and each member is nominated to its node.
+ *
+ * Filter keeps nominated capacity for its pod: a node nominated to another
+ * pod of at least this priority is rejected when this pod would eat into
+ * what the nominated pod needs. Score prefers the pod's own nominated node;
+ * Reserve clears the nomination. Args: maxPreemptionsPerWindow (3),
+ * preemptionWindowSeconds (600), nominationTTLSeconds (60).
+ */
+#include "sched/framework.h"
+#include "sched/gang_core.h"
+#include "sched/preemption_core.h"
+#include "sched/strmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME "DefaultPreemption"
+
+enum { REJ_NOMINATED = 1 | GS_REJECT_UNRESOLVABLE };
+
+struct pre_state {
+    struct gs_handle h;
+    struct gs_preemption *p;
+};
+
+struct gs_preemption *gs__preemption_of(void *state) { return state ? ((struct pre_state *)state)->p : NULL; }
+
+static int64_t sec_arg(const json_t *args, const char *name, int64_t def, struct gs_diags *d, int *err)
+{
+    const json_t *v = json_object_get(args, name);
+    if (!v) return def;
+    if (!json_is_integer(v) || json_integer_value(v) < 1) {
+        char p[96];
+        snprintf(p, sizeof p, "args.%s", name);
+        gs_diags_add(d, p, "must be a positive integer");
+        *err = GS_EINVAL;
+        return def;
+    }
+    return json_integer_value(v);
+}
+
+static int pre_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
+{
+    int err = 0;
+    struct gs_preempt_opts o = {
+        .max_per_window = (int32_t)sec_arg(args, "maxPreemptionsPerWindow", 3, d, &err),
+        .window_ns = sec_arg(args, "preemptionWindowSeconds", 600, d, &err) * GS_NS_PER_SEC,
+        .nomination_ttl_ns = sec_arg(args, "nominationTTLSeconds", 60, d, &err) * GS_NS_PER_SEC,
+    };
+    if (err) return err;
+    struct pre_state *s = calloc(1, sizeof *s);
+    if (!s) return GS_ENOMEM;
+    s->h = *h;
+    if (!(s->p = gs_preemption_new(&o, h->clock, h->cache))) {
+        free(s);
+        return GS_ENOMEM;
+    }
+    *state = s;
+    return 0;
+}
+
+static void pre_fini(void *state)
+{
+    struct pre_state *s = state;
+    if (!s) return;
+    gs_preemption_free(s->p);
+    free(s);
+}
+
+static void pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                       struct gs_node_info *const *nodes, size_t n, uint8_t *reject)
+{
+    (void)cs;
+    struct pre_state *s = state;
+    for (size_t i = 0; i < n; i++)
+        if (gs_preempt_blocked(s->p, pod, nodes[i])) reject[i] = REJ_NOMINATED;
+}
+
+static int pre_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
+{
+    (void)state, (void)pod, (void)code;
+    return snprintf(buf, len, "node(s) hold capacity nominated to a pod of higher or equal priority");
+}
+
+static void pre_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                      struct gs_node_info *const *nodes, size_t n, int64_t *scores)
+{
+    (void)cs;
+    struct pre_state *s = state;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    int32_t nom = gs_preempt_nominated_node(s->p, key);
+    for (size_t i = 0; i < n && nom >= 0; i++) scores[i] = nodes[i]->idx == nom ? GS_MAX_SCORE : 0;
+}
+
+static struct gs_status pre_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                    struct gs_node_info *node, struct gs_assignment *a)
+{
+    (void)cs, (void)node, (void)a;
+    struct pre_state *s = state;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    gs_preempt_clear(s->p, key);
+    return (struct gs_status){0};
+}
+
+struct fit_ctx {
+    struct gs_framework *fw;
+};
+
+static bool fits(void *ctx, const struct gs_pod *pod, struct gs_node_info *node)
+{
+    struct fit_ctx *f = ctx;
+    struct gs_node_info *nodes[1] = {node};
+    uint8_t rej[1];
+    struct gs_filter_run run = {.nodes = nodes, .n = 1, .reject = rej, .skip = "Coscheduling"};
+    return gs_framework_run_filters(f->fw, pod, &run) == 1;
+}
+
+/* The preemptor and, for a gang that has not started, its pending siblings. */
+static size_t members_of(struct pre_state *s, const struct gs_pod *pod, const struct gs_pod ***out)
+{
+    struct gs_gang *g = gs__gang_of(gs_framework_plugin_state(s->h.fw, "Coscheduling"));
+    struct gs_gang_group *gr = g ? gs_gang_group_of(g, pod) : NULL;
+    const struct gs_pod *const *all = NULL;
+    size_t n = gr ? gs_gang_members(gr, &all) : 0;
+    *out = calloc(n + 1, sizeof **out);
+    if (!*out) return 0;
+    (*out)[0] = pod;
+    size_t k = 1;
+    int32_t min = gr ? gs_gang_min_member(gr) : 0;
+    if (gr && gs_gang_placed(g, gr) < (min > 0 ? min : 1)) {
+        for (size_t i = 0; i < n; i++) {
+            char key[GS__KEY_MAX];
+            gs__pod_key(all[i], key, sizeof key);
+            if (all[i] != pod && !gs_cache_pod_assignment(s->h.cache, key)) (*out)[k++] = all[i];
+        }
+    }
+    return k;
+}
+
+int gs__preempt_plan_for(void *state, struct gs_framework *fw, const struct gs_pod *pod, struct gs_preempt_plan *plan,
+                         const struct gs_pod ***members, size_t *nmembers)
+{
+    struct pre_state *s = state;
+    struct gs_handle h = s->h;
+    h.fw = fw;
+    struct pre_state tmp = {h, s->p};
+    *nmembers = members_of(&tmp, pod, members);
+    if (!*nmembers) return GS_ENOMEM;
+    struct fit_ctx f = {fw};
+    return gs_preempt_find(s->p, *members, *nmembers, fits, &f, plan);
+}
+
+static struct gs_status pre_post_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                        const struct gs_diagnosis *diag, struct gs_post_filter_result *res)
+{
+    (void)cs, (void)diag;
+    struct pre_state *s = state;
+    if (!s->h.fw || !s->h.evict) return gs_status_make(GS_SKIP, NULL);
+    struct gs_preempt_plan plan;
+    const struct gs_pod **members;
+    size_t n;
+    int rc = gs__preempt_plan_for(state, s->h.fw, pod, &plan, &members, &n);
+    if (rc) {
+        free(members);
+        gs_preempt_count_refusal(s->p);
+        return gs_status_make(GS_UNSCHEDULABLE, "preemption would not help: no set of lower-priority victims makes room");
+    }
+    for (size_t i = 0; i < plan.nvictims; i++) s->h.evict(s->h.evict_ctx, plan.victims[i], pod);
+    for (size_t i = 0; i < n; i++) gs_preempt_nominate(s->p, members[i], plan.nodes[i]);
+    gs_preempt_record(s->p, &plan, pod);
+    res->nominated_node = plan.nodes[0];
+    gs_preempt_plan_free(&plan);
+    free(members);
+    return (struct gs_status){0};
+}
+
+static void pre_on_pod(void *state, const struct gs_pod *pod, bool added)
+{
+    struct pre_state *s = state;
+    if (added) return;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    gs_preempt_clear(s->p, key);
+}
+
+const struct gs_plugin gs_plugin_default_preemption = {
+    .name = NAME,
+    .init = pre_init,
+    .fini = pre_fini,
+    .filter = pre_filter,
+    .reason = pre_reason,
+    .post_filter = pre_post_filter,
+    .score = pre_score,
+    .reserve = pre_reserve,
+    .on_pod = pre_on_pod,
+};

@@ -1,0 +1,73 @@
+/*
+ * tenants.h - the multi-tenant experiment: a trace split across tenants,
+ * replayed through admission (queues, fair share, reclaim) and the
+ * scheduler, or through the scheduler alone as a FIFO baseline.
+ *
+ * Scenario, derived from any trace (openb in the evaluation): arrivals are
+ * compressed by `speedup` and the cluster may be thinned to `node_fraction`
+ * of its nodes, so the trace contends for GPUs; pod i goes to
+ * tenant hash(seed, i) mod n; each tenant's arrivals are bunched into bursts
+ * (every pod of a burst window arrives at the window's start, windows
+ * shifted per tenant); a share of the multi-GPU pods of a tenant are grouped
+ * with the next 1-3 such pods into a gang admitted all or nothing. Each
+ * tenant is a queue under one root with weight w_k and a guarantee of
+ * w_k / sum(w) of the cluster's GPUs, CPU and memory; borrowing is
+ * unlimited, reclaim Any, and durations are known (the trace's), so backfill
+ * estimates are exact.
+ *
+ * Metrics: per tenant the GPU share over time against its entitlement (the
+ * water-filled fair share given the demand at that moment), Jain's fairness
+ * index of used / entitled over tenants with demand (time-averaged over the
+ * samples), waiting time (arrival to the last pod bound) percentiles for
+ * small (<= 1 GPU) and large (>= 4 GPUs or a gang) workloads, preemptions.
+ */
+#ifndef GS_SIM_TENANTS_H
+#define GS_SIM_TENANTS_H
+
+#include "sim/sim.h"
+
+#include <stdbool.h>
+
+#define GS_TENANTS_MAX 8
+
+struct gs_tenants_opts {
+    int ntenants;                  /* 2..GS_TENANTS_MAX; 0: 3 */
+    double weights[GS_TENANTS_MAX];/* 0: 1, 2, 1, 1, ... */
+    uint64_t seed;
+    bool admission;                /* false: every pod goes straight to the scheduler (FIFO baseline) */
+    const char *policy;            /* placement policy; NULL: the default profile's scoring */
+    double burst_s;                /* burst window; 0: 1800 */
+    double gang_fraction;          /* multi-GPU pods starting a gang; 0: 0.3; <0: no gangs */
+    double sample_s;               /* share sampling period; 0: 600 */
+    double halflife_s;             /* fair-share usage half-life; 0: 3600 */
+    double starvation_s;           /* starvation guard wait; 0: 1800 */
+    double speedup;                /* arrival times divided by this (load x speedup); 0: 1 */
+    double node_fraction;          /* keep this share of the nodes (evenly spread); 0: 1 */
+};
+
+struct gs_tenants_point {
+    double t;
+    int ntenants;
+    double used[GS_TENANTS_MAX];     /* GPUs in use */
+    double entitled[GS_TENANTS_MAX]; /* water-filled fair share, GPUs */
+    double demand[GS_TENANTS_MAX];   /* GPUs used + pending */
+    double jain;                     /* -1 when fewer than two tenants have demand */
+};
+
+struct gs_tenants_result {
+    int ntenants;
+    int64_t gpus, workloads, gangs, finished, preemptions;
+    double weight[GS_TENANTS_MAX];
+    double mean_share[GS_TENANTS_MAX];    /* time-averaged used / capacity while contended */
+    double mean_entitled[GS_TENANTS_MAX]; /* time-averaged entitled / capacity while contended */
+    double jain_mean, jain_min;
+    double wait_small[3], wait_large[3];  /* p50, p90, p99 seconds */
+    double wall_seconds;
+};
+
+/* Runs the scenario; sample (may be NULL) gets every sample point. 0 or GS_E* with d filled. */
+int gs_tenants_run(const struct gs_trace *t, const struct gs_tenants_opts *o,
+                   void (*sample)(void *ctx, const struct gs_tenants_point *p), void *ctx,
+                   struct gs_tenants_result *res, struct gs_diags *d);
+
+#endif

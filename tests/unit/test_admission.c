@@ -1,0 +1,419 @@
+/*
+ * test_admission.c - admission behaviour on small hand-made clusters:
+ * all-or-nothing quota reservation, the placement check (and Kueue's
+ * quota-only behaviour for contrast), reclaim victim choice with holds, no
+ * ping-pong, priority preemption inside a queue, StrictFIFO, uncovered
+ * resources, the backfill reservation, and the status/explain output.
+ * The test plays the scheduler: admitted pods are bound with
+ * adm_bind_workload, finished ones removed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "admission_fuzz.h"
+#include "plugins/recorder.h"
+
+#define GPU(n) ((int64_t)(n) * 1000)
+#define SEC GS_NS_PER_SEC
+
+struct env {
+    struct gs_clock clk;
+    struct gs_cache *cache;
+    struct gs_queue_tree t;
+    struct gs_admission *a;
+    struct gs_pod *pods[64];
+    int npods;
+    struct gs_admission_result res;
+};
+
+/* A cluster of nnodes nodes with ngpus GPUs each, and the queues in yaml. */
+static void env_init(struct env *e, int nnodes, int ngpus, const char *yaml, const struct gs_admission_opts *o)
+{
+    memset(e, 0, sizeof *e);
+    gs_clock_init_sim(&e->clk, 0);
+    e->cache = gs_cache_new(&e->clk);
+    for (int i = 0; i < nnodes; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "node%d", i);
+        struct gs_node_spec s = {.name = name, .cpu_milli = 64000, .mem_bytes = 1LL << 38, .gpu_model = "H100",
+                                 .ngpus = ngpus, .gpu_mem_mib = 81920};
+        assert_true(gs_cache_add_node_spec(e->cache, &s) >= 0);
+    }
+    gs_queue_tree_init(&e->t);
+    struct gs_diags d = {0};
+    struct gs_docs docs = {0};
+    assert_int_equal(gs_decode_stream(yaml, strlen(yaml), &docs, &d, NULL), 0);
+    for (size_t i = 0; i < docs.n; i++) {
+        struct gs_object *obj = NULL;
+        assert_int_equal(gs_object_decode(docs.docs[i], &obj, &d), 0);
+        assert_int_equal(gs_queue_tree_add_object(&e->t, obj, &d), 0);
+        gs_object_free(obj);
+    }
+    gs_docs_free(&docs);
+    assert_int_equal(gs_queue_tree_finalize(&e->t, &d), 0);
+    struct gs_admission_opts def = {.starvation_wait_ns = -1, .history_weight = 0};
+    assert_int_equal(gs_admission_new(&e->t, e->cache, &e->clk, o ? o : &def, &e->a, &d), 0);
+    gs_diags_free(&d);
+}
+
+static void env_free(struct env *e)
+{
+    gs_admission_free(e->a);
+    gs_cache_free(e->cache);
+    gs_queue_tree_free(&e->t);
+    for (int i = 0; i < e->npods; i++) test_pod_free(e->pods[i]);
+}
+
+/* A workload of npods pods with gpus GPUs (milli share each) in queue q. */
+static int submit(struct env *e, const char *name, const char *q, int npods, int gpus, int milli, int prio,
+                  int64_t est_s)
+{
+    const struct gs_pod *pods[8];
+    for (int i = 0; i < npods; i++) {
+        char pn[64];
+        snprintf(pn, sizeof pn, "%s-%d", name, i);
+        e->pods[e->npods] = test_pod("ns", pn, 0, 0, gpus, milli);
+        pods[i] = e->pods[e->npods++];
+    }
+    char key[64];
+    snprintf(key, sizeof key, "ns/%s", name);
+    struct gs_workload_spec s = {.key = key, .namespace_ = "ns", .queue = q, .priority = prio, .pods = pods,
+                                 .npods = (size_t)npods, .est_duration_ns = est_s * SEC};
+    return gs_admission_submit(e->a, &s);
+}
+
+/* One cycle; binds what was admitted; returns how many were admitted. */
+static size_t cycle(struct env *e)
+{
+    assert_int_equal(gs_admission_cycle(e->a, &e->res), 0);
+    for (size_t i = 0; i < e->res.nadmitted; i++) {
+        const struct gs_workload *w = gs_admission_workload(e->a, e->res.admitted[i]);
+        int placed = adm_bind_workload(e->cache, w);
+        if (placed != (int)w->npods) fail_msg("%s admitted at %lld but not placeable", w->key, (long long)e->clk.sim_now);
+    }
+    char why[256];
+    assert_int_equal(gs_admission_check(e->a, why, sizeof why), 0);
+    assert_int_equal(gs_cache_check(e->cache, why, sizeof why), 0);
+    return e->res.nadmitted;
+}
+
+static void finish(struct env *e, int id)
+{
+    adm_unbind_workload(e->cache, gs_admission_workload(e->a, id));
+    assert_int_equal(gs_admission_finish(e->a, id), 0);
+}
+
+static enum gs_wl_state state(struct env *e, int id) { return gs_admission_workload(e->a, id)->state; }
+
+static int64_t usage_gpu(struct env *e, const char *q)
+{
+    struct gs_queue_status s;
+    int32_t i = gs_queue_tree_find(&e->t, q);
+    assert_int_equal(gs_admission_queue_status(e->a, i, &s), 0);
+    return s.usage[gs_queue_tree_res(&e->t, "nvidia.com/gpu")];
+}
+
+#define CQ(name, cohort, nominal, extra)                                                                   \
+    "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: " name "}\nspec:\n"          \
+    "  cohortName: " cohort "\n" extra "  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n"       \
+    "    flavors:\n    - name: gpu\n      resources: [{name: nvidia.com/gpu, nominalQuota: " nominal "}]\n"
+#define LQ(name, cq) \
+    "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: " name ", namespace: ns}\nspec: {clusterQueue: " cq "}\n"
+
+static void gang_is_admitted_all_or_nothing(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 4, 8, CQ("cq", "co", "6", "") "---\n" LQ("lq", "cq"), NULL);
+    int g = submit(&e, "gang", "lq", 4, 2, 1000, 0, 0); /* 8 GPUs > quota 6 */
+    assert_true(g >= 0);
+    assert_int_equal(cycle(&e), 0);
+    assert_int_equal(state(&e, g), GS_WL_PENDING);
+    assert_int_equal(usage_gpu(&e, "cq"), 0); /* nothing reserved for part of it */
+    assert_non_null(strstr(gs_admission_workload(e.a, g)->reason, "waiting for quota"));
+    int s = submit(&e, "small", "lq", 3, 2, 1000, 0, 0); /* 6 GPUs: fits exactly */
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, s), GS_WL_ADMITTED);
+    assert_int_equal(usage_gpu(&e, "cq"), GPU(6));
+    env_free(&e);
+}
+
+/* Two nodes with 3 of 4 GPUs taken each: 2 GPUs free but no node has 2. */
+static void placement_check_keeps_scattered_jobs_out(void **st)
+{
+    (void)st;
+    for (int quota_only = 0; quota_only < 2; quota_only++) {
+        struct env e;
+        struct gs_admission_opts o = {.starvation_wait_ns = -1, .quota_only = quota_only};
+        env_init(&e, 2, 4, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), &o);
+        submit(&e, "fill1", "lq", 1, 3, 1000, 0, 0);
+        submit(&e, "fill2", "lq", 1, 3, 1000, 0, 0);
+        assert_int_equal(cycle(&e), 2);
+        assert_int_equal(gs_cache_gpu_milli_used(e.cache), GPU(6)); /* one GPU free on each node */
+        int big = submit(&e, "big", "lq", 1, 2, 1000, 5, 0);
+        int small = submit(&e, "small", "lq", 1, 1, 1000, 0, 0);
+        if (!quota_only) {
+            assert_int_equal(cycle(&e), 1); /* big waits, small goes past it */
+            assert_int_equal(state(&e, big), GS_WL_PENDING);
+            assert_int_equal(state(&e, small), GS_WL_ADMITTED);
+            assert_non_null(strstr(gs_admission_workload(e.a, big)->reason, "no placement"));
+        } else { /* Kueue: quota fits, so big is admitted and would sit unschedulable */
+            assert_int_equal(gs_admission_cycle(e.a, &e.res), 0);
+            assert_int_equal(state(&e, big), GS_WL_ADMITTED);
+        }
+        env_free(&e);
+    }
+}
+
+static const char *const RECLAIM = CQ("a", "co", "4", "  preemption: {reclaimWithinCohort: Any}\n") "---\n" CQ(
+    "b", "co", "4", "") "---\n" LQ("qa", "a") "---\n" LQ("qb", "b");
+
+static void reclaim_chooses_the_right_victim_and_holds_the_space(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, NULL);
+    int b1 = submit(&e, "b1", "qb", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    e.clk.sim_now = 10 * SEC;
+    int b2 = submit(&e, "b2", "qb", 1, 2, 1000, 5, 0);
+    assert_int_equal(cycle(&e), 1);
+    e.clk.sim_now = 20 * SEC;
+    int b3 = submit(&e, "b3", "qb", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    e.clk.sim_now = 30 * SEC;
+    int b4 = submit(&e, "b4", "qb", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(usage_gpu(&e, "b"), GPU(8)); /* borrowing all of a's 4 */
+    e.clk.sim_now = 40 * SEC;
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
+    /* one victim: lowest priority, most recently admitted */
+    assert_int_equal(e.res.nevicted, 1);
+    assert_int_equal(e.res.evicted[0], b4);
+    assert_int_equal(state(&e, b4), GS_WL_PENDING);
+    assert_int_equal(state(&e, b1), GS_WL_ADMITTED);
+    assert_int_equal(state(&e, b2), GS_WL_ADMITTED);
+    assert_int_equal(state(&e, b3), GS_WL_ADMITTED);
+    assert_int_equal(gs_admission_workload(e.a, b4)->preemptions, 1);
+    assert_int_equal(usage_gpu(&e, "a"), GPU(2));
+    assert_int_equal(usage_gpu(&e, "b"), GPU(6));
+    struct gs_queue_status s;
+    gs_admission_queue_status(e.a, gs_queue_tree_find(&e.t, "b"), &s);
+    assert_int_equal(s.preemptions, 1);
+    gs_admission_queue_status(e.a, gs_queue_tree_find(&e.t, "a"), &s);
+    assert_int_equal(s.lent[gs_queue_tree_res(&e.t, "nvidia.com/gpu")], GPU(2));
+    env_free(&e);
+}
+
+static void hold_keeps_other_pods_off_until_the_claimant_binds(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, NULL);
+    for (int i = 0; i < 4; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "b%d", i);
+        submit(&e, n, "qb", 1, 2, 1000, 0, 0);
+    }
+    assert_int_equal(cycle(&e), 4);
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(gs_admission_cycle(e.a, &e.res), 0); /* admitted, not bound yet */
+    assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
+    struct gs_pod *other = test_pod("ns", "intruder", 0, 0, 1, 1000);
+    const struct gs_workload *w = gs_admission_workload(e.a, a1);
+    assert_true(gs_admission_node_held(e.a, 0, other));
+    assert_false(gs_admission_node_held(e.a, 0, w->pods[0]));
+    /* the filter plugin says the same */
+    json_t *args = gs_admission_plugin_args(e.a);
+    struct gs_handle h = {.clock = &e.clk, .cache = e.cache};
+    void *state_ = NULL;
+    assert_int_equal(gs_admission_hold_plugin.init(&h, args, &state_, NULL), 0);
+    struct gs_node_info *nodes[1] = {gs_cache_node(e.cache, 0)};
+    uint8_t rej[1] = {0};
+    gs_admission_hold_plugin.filter(state_, NULL, other, nodes, 1, rej);
+    assert_int_not_equal(rej[0], 0);
+    rej[0] = 0;
+    gs_admission_hold_plugin.filter(state_, NULL, w->pods[0], nodes, 1, rej);
+    assert_int_equal(rej[0], 0);
+    json_decref(args);
+    /* once its pods are bound the hold ends */
+    assert_int_equal(adm_bind_workload(e.cache, w), 1);
+    cycle(&e);
+    assert_false(gs_admission_node_held(e.a, 0, other));
+    test_pod_free(other);
+    env_free(&e);
+}
+
+static void no_ping_pong_after_reclaim(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, NULL);
+    int b[4];
+    for (int i = 0; i < 4; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "b%d", i);
+        e.clk.sim_now = i * SEC;
+        b[i] = submit(&e, n, "qb", 1, 2, 1000, 0, 0);
+        assert_int_equal(cycle(&e), 1);
+    }
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, b[3]), GS_WL_PENDING);
+    /* b's own job ends: 2 GPUs free, but b3 would borrow again while a's demand stands */
+    finish(&e, b[0]);
+    assert_int_equal(cycle(&e), 0);
+    assert_int_equal(state(&e, b[3]), GS_WL_PENDING);
+    assert_non_null(strstr(gs_admission_workload(e.a, b[3])->reason, "demand drops"));
+    /* a's demand drops: b3 may borrow again */
+    finish(&e, a1);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, b[3]), GS_WL_ADMITTED);
+    env_free(&e);
+}
+
+static void higher_priority_preempts_lower_within_a_queue(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8,
+             CQ("cq", "co", "4", "  preemption: {withinClusterQueue: LowerPriority}\n") "---\n" LQ("lq", "cq"), NULL);
+    int lo1 = submit(&e, "lo1", "lq", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    e.clk.sim_now = 5 * SEC;
+    int lo2 = submit(&e, "lo2", "lq", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    int eq = submit(&e, "eq", "lq", 1, 2, 1000, 0, 0); /* same priority: no preemption */
+    assert_int_equal(cycle(&e), 0);
+    assert_int_equal(state(&e, eq), GS_WL_PENDING);
+    int hi = submit(&e, "hi", "lq", 1, 2, 1000, 10, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, hi), GS_WL_ADMITTED);
+    assert_int_equal(e.res.nevicted, 1);
+    assert_int_equal(e.res.evicted[0], lo2); /* the more recently admitted */
+    assert_int_equal(state(&e, lo1), GS_WL_ADMITTED);
+    env_free(&e);
+}
+
+static void strict_fifo_head_blocks(void **st)
+{
+    (void)st;
+    for (int strict = 0; strict < 2; strict++) {
+        struct env e;
+        const char *y = strict ? CQ("cq", "co", "4", "  queueingStrategy: StrictFIFO\n") "---\n" LQ("lq", "cq")
+                               : CQ("cq", "co", "4", "") "---\n" LQ("lq", "cq");
+        env_init(&e, 1, 8, y, NULL);
+        int big = submit(&e, "big", "lq", 1, 6, 1000, 0, 0);
+        int small = submit(&e, "small", "lq", 1, 1, 1000, 0, 0);
+        cycle(&e);
+        assert_int_equal(state(&e, big), GS_WL_PENDING);
+        assert_int_equal(state(&e, small), strict ? GS_WL_PENDING : GS_WL_ADMITTED);
+        assert_int_equal(gs_admission_position(e.a, big), 1);
+        env_free(&e);
+    }
+}
+
+static void uncovered_resource_is_inadmissible(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8, CQ("cq", "co", "4", "") "---\n" LQ("lq", "cq"), NULL);
+    e.pods[e.npods] = test_pod("ns", "cpu-pod", 2000, 0, 0, 0);
+    const struct gs_pod *p = e.pods[e.npods++];
+    struct gs_workload_spec s = {.key = "ns/cpu-pod", .namespace_ = "ns", .queue = "lq", .pods = &p, .npods = 1};
+    int id = gs_admission_submit(e.a, &s);
+    assert_int_equal(state(&e, id), GS_WL_INADMISSIBLE);
+    assert_int_equal(cycle(&e), 0);
+    s.queue = "missing";
+    s.key = "ns/other";
+    assert_int_equal(gs_admission_submit(e.a, &s), GS_ENOENT);
+    env_free(&e);
+}
+
+static void starving_large_job_gets_a_backfill_reservation(void **st)
+{
+    (void)st;
+    struct env e;
+    struct gs_admission_opts o = {.starvation_wait_ns = 10 * SEC, .large_gpu_milli = GPU(8)};
+    env_init(&e, 1, 8, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), &o);
+    int r1 = submit(&e, "r1", "lq", 1, 4, 1000, 0, 100);
+    assert_int_equal(cycle(&e), 1);
+    int big = submit(&e, "big", "lq", 1, 8, 1000, 0, 600);
+    assert_int_equal(cycle(&e), 0);
+    int64_t start;
+    assert_int_equal(gs_admission_reservation(e.a, &start), -1); /* not waited long enough */
+    e.clk.sim_now = 20 * SEC;
+    cycle(&e);
+    assert_int_equal(gs_admission_reservation(e.a, &start), big);
+    assert_int_equal(start, 100 * SEC); /* when r1 is estimated to end */
+    int s1 = submit(&e, "s1", "lq", 1, 2, 1000, 0, 50);   /* ends at 70 s: backfills */
+    int s2 = submit(&e, "s2", "lq", 1, 2, 1000, 0, 200);  /* would end at 220 s: must not */
+    cycle(&e);
+    assert_int_equal(state(&e, s1), GS_WL_ADMITTED);
+    assert_int_equal(state(&e, s2), GS_WL_PENDING);
+    json_t *x = gs_admission_explain_json(e.a, "ns/big");
+    assert_non_null(x);
+    assert_true(json_is_true(json_object_get(x, "reservation")));
+    assert_true(json_real_value(json_object_get(x, "estimatedStart")) == 100.0);
+    json_decref(x);
+    e.clk.sim_now = 100 * SEC;
+    finish(&e, r1);
+    finish(&e, s1);
+    cycle(&e);
+    assert_int_equal(state(&e, big), GS_WL_ADMITTED);
+    assert_int_equal(gs_admission_reservation(e.a, NULL), -1);
+    env_free(&e);
+}
+
+static void status_json_reports_every_queue(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, NULL);
+    submit(&e, "b1", "qb", 1, 2, 1000, 0, 0);
+    submit(&e, "b2", "qb", 1, 8, 1000, 0, 0);
+    cycle(&e);
+    json_t *j = gs_admission_status_json(e.a);
+    assert_int_equal(json_array_size(j), 3); /* a, b and the cohort */
+    json_t *b = NULL, *v;
+    size_t i;
+    json_array_foreach(j, i, v) if (!strcmp(json_string_value(json_object_get(v, "name")), "b")) b = v;
+    assert_non_null(b);
+    assert_true(json_real_value(json_object_get(json_object_get(b, "usage"), "nvidia.com/gpu")) == 2.0);
+    assert_true(json_real_value(json_object_get(json_object_get(b, "nominal"), "nvidia.com/gpu")) == 4.0);
+    assert_int_equal(json_integer_value(json_object_get(b, "pendingWorkloads")), 1);
+    assert_int_equal(json_integer_value(json_object_get(b, "admittedWorkloads")), 1);
+    assert_string_equal(json_string_value(json_object_get(b, "parent")), "co");
+    assert_non_null(json_object_get(b, "weightedShare"));
+    assert_non_null(json_object_get(b, "fairShare"));
+    assert_non_null(json_object_get(b, "decayedGpuHours"));
+    json_decref(j);
+    json_t *x = gs_admission_explain_json(e.a, "ns/b2");
+    assert_int_equal(json_integer_value(json_object_get(x, "position")), 1);
+    assert_string_equal(json_string_value(json_object_get(x, "state")), "Pending");
+    json_decref(x);
+    assert_null(gs_admission_explain_json(e.a, "ns/none"));
+    env_free(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gang_is_admitted_all_or_nothing),
+        cmocka_unit_test(placement_check_keeps_scattered_jobs_out),
+        cmocka_unit_test(reclaim_chooses_the_right_victim_and_holds_the_space),
+        cmocka_unit_test(hold_keeps_other_pods_off_until_the_claimant_binds),
+        cmocka_unit_test(no_ping_pong_after_reclaim),
+        cmocka_unit_test(higher_priority_preempts_lower_within_a_queue),
+        cmocka_unit_test(strict_fifo_head_blocks),
+        cmocka_unit_test(uncovered_resource_is_inadmissible),
+        cmocka_unit_test(starving_large_job_gets_a_backfill_reservation),
+        cmocka_unit_test(status_json_reports_every_queue),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
