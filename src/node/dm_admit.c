@@ -176,7 +176,7 @@ static int topology(struct adm *a, const struct gs_dm_container *ctrs, size_t n,
         }
     }
     pthread_mutex_unlock(&a->dm->mu);
-    if (gs_topo_admit(&a->dm->cfg.topo, res, nres, tc, n, affinity, a->why, a->whylen)) return 0;
+    if (gs_node_topo_admit(&a->dm->cfg.topo, res, nres, tc, n, affinity, a->why, a->whylen)) return 0;
     return GS_EPERM;
 }
 

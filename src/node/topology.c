@@ -229,7 +229,7 @@ static void want_of(const struct gs_topo_resource *res, size_t nres, const struc
     }
 }
 
-bool gs_topo_admit(const struct gs_topo_config *cfg, const struct gs_topo_resource *res, size_t nres,
+bool gs_node_topo_admit(const struct gs_topo_config *cfg, const struct gs_topo_resource *res, size_t nres,
                    const struct gs_topo_container *ctrs, size_t nctr, struct gs_topo_hint *affinity, char *why,
                    size_t whylen)
 {

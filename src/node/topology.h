@@ -99,7 +99,7 @@ struct gs_topo_config {
  * container's units are taken from res (a copy) before the next container
  * is considered, nearest nodes first, as allocation would. Returns true when
  * admitted; otherwise why says which container failed. */
-bool gs_topo_admit(const struct gs_topo_config *cfg, const struct gs_topo_resource *res, size_t nres,
+bool gs_node_topo_admit(const struct gs_topo_config *cfg, const struct gs_topo_resource *res, size_t nres,
                    const struct gs_topo_container *ctrs, size_t nctr, struct gs_topo_hint *affinity, char *why,
                    size_t whylen);
 

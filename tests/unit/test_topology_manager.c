@@ -127,27 +127,27 @@ static void scope_container_vs_pod(void **state)
     char why[200];
     struct gs_topo_config cfg = {GS_TOPO_SINGLE_NUMA, GS_TOPO_SCOPE_CONTAINER, 2};
     /* Per container: each fits a node of its own. */
-    assert_true(gs_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
+    assert_true(gs_node_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
     assert_int_equal(aff[0].mask, 1);
     assert_int_equal(aff[1].mask, 2);
     /* As a pod: 6 GPUs never fit one node. */
     cfg.scope = GS_TOPO_SCOPE_POD;
-    assert_false(gs_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
+    assert_false(gs_node_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
     assert_non_null(strstr(why, "single-numa-node"));
     /* best-effort admits the pod across both nodes. */
     cfg.policy = GS_TOPO_BEST_EFFORT;
-    assert_true(gs_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
+    assert_true(gs_node_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
     assert_int_equal(aff[0].mask, 3);
     assert_int_equal(aff[1].mask, 3);
     /* restricted refuses it: the only hint for 6 of 8 is preferred, so it admits. */
     cfg.policy = GS_TOPO_RESTRICTED;
-    assert_true(gs_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
+    assert_true(gs_node_topo_admit(&cfg, &r, 1, c, 2, aff, why, sizeof why));
     /* ...but not when node 0 has lost GPUs the request would need to stay narrow. */
     r = gpus(1, 4);
     c[0].count[0] = 2;
     cfg.scope = GS_TOPO_SCOPE_CONTAINER;
     struct gs_topo_container one = c[0];
-    assert_true(gs_topo_admit(&cfg, &r, 1, &one, 1, aff, why, sizeof why));
+    assert_true(gs_node_topo_admit(&cfg, &r, 1, &one, 1, aff, why, sizeof why));
     assert_int_equal(aff[0].mask, 2);
 }
 
@@ -158,20 +158,20 @@ static void gpus_and_cpus(void **state)
     struct gs_topo_container c = {.name = "c", .n = 2, .res = {"nvidia.com/gpu", "cpu"}, .count = {2, 8}};
     struct gs_topo_hint aff;
     struct gs_topo_config cfg = {GS_TOPO_SINGLE_NUMA, GS_TOPO_SCOPE_CONTAINER, 2};
-    assert_true(gs_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
+    assert_true(gs_node_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
     assert_int_equal(aff.mask, 2);
     assert_true(aff.preferred);
     /* CPUs of node 1 used up: GPUs and CPUs no longer meet on one node. */
     r[1].avail[1] = 2;
-    assert_false(gs_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
+    assert_false(gs_node_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
     cfg.policy = GS_TOPO_BEST_EFFORT;
-    assert_true(gs_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
+    assert_true(gs_node_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
     assert_false(aff.preferred);
     /* A resource without NUMA information does not constrain. */
     r[0].no_topology = true;
     cfg.policy = GS_TOPO_RESTRICTED;
     r[1].avail[1] = 16;
-    assert_true(gs_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
+    assert_true(gs_node_topo_admit(&cfg, r, 2, &c, 1, &aff, NULL, 0));
 }
 
 static void names(void **state)
