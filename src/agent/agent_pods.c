@@ -602,6 +602,7 @@ static void poll_ctr(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c, i
     bool done = false;
     int code = -1;
     if (gs_proc_poll(&c->proc, exitp, &done, &code) || !done) return;
+    gs_proc_signal(&c->proc, SIGKILL); /* what the command left behind in its group goes with it */
     c->exit_code = code;
     c->finished = gs__wall_s();
     p->dirty = true;

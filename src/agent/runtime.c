@@ -15,6 +15,7 @@
 #include "agent/runtime.h"
 #include "core/error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -198,9 +199,31 @@ void gs_proc_signal(const struct gs_proc *p, int sig)
     if (p->pid > 0) kill(-p->pid, sig);
 }
 
+/* No live member left in the group? Zombies do not count: an orphan's
+ * zombie waits for init to reap it, and some inits (a container's) never do. */
 static bool group_gone(pid_t pgid)
 {
-    return kill(-pgid, 0) != 0 && errno == ESRCH;
+    if (kill(-pgid, 0) != 0 && errno == ESRCH) return true;
+    DIR *d = opendir("/proc");
+    if (!d) return false;
+    bool live = false;
+    struct dirent *e;
+    while (!live && (e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *p = strrchr(buf, ')'), state = 0;
+        int ppid = 0, pgrp = 0;
+        if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid)
+            live = state != 'Z' && state != 'X';
+    }
+    closedir(d);
+    return !live;
 }
 
 static void reap(struct gs_proc *p)
