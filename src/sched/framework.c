@@ -600,7 +600,7 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     struct gs_node_info **nodes = gs_arena_alloc(&fw->arena, n * sizeof *nodes + 1);
     uint8_t *reject = gs_arena_alloc(&fw->arena, n + 1);
     if (!nodes || !reject) return GS_ENOMEM;
-    memcpy(nodes, fw->cand, n * sizeof *nodes);
+    if (n) memcpy(nodes, fw->cand, n * sizeof *nodes); /* fw->cand is NULL before the first node */
     n = run_filter(fw, pod, nodes, n, reject);
     res->feasible_nodes = (int32_t)n;
     if (n == 0) return no_fit(fw, pod, res, unsched);
