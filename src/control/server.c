@@ -10,6 +10,7 @@
 #include "control/apiserver.h"
 #include "control/auth.h"
 #include "control/sched_loop.h"
+#include "control/nodelifecycle.h" /* node lifecycle hook */
 #include "control/tls.h"
 #include "core/codec.h"
 #include "core/log.h"
@@ -32,6 +33,7 @@ struct gs_server {
     struct gs_sched_config cfg;
     bool has_cfg;
     struct gs_sched_loop *loop;
+    struct gs_nodelc *nodelc; /* node lifecycle hook */
     struct gs_apiserver *api;
     char url[300];
     char kubeconfig[4200];
@@ -149,6 +151,9 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     if (!o->no_scheduler) {
         struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed};
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
+        /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
+        struct gs_nodelc_opts no = {.store = s->store};
+        if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
     }
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
                                    s->has_tls ? &s->tls : NULL, o->max_body};
@@ -188,6 +193,7 @@ void gs_server_stop(struct gs_server *s)
 {
     if (!s) return;
     gs_apiserver_stop(s->api);
+    gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
     gs_sched_loop_stop(s->loop);
     gs_store_close(s->store);
     if (s->has_cfg) gs_sched_config_free(&s->cfg);
