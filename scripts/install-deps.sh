@@ -12,6 +12,11 @@ PKGS=(
   # node execution (layer 3): kubelet device plugin API over gRPC, and its Python test peer
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-grpc-tools
 )
+# --- control plane (src/control): HTTP server, TLS, store, HTTP client; requests for its tests ---
+PKGS+=(
+  libmicrohttpd-dev libgnutls28-dev libsqlite3-dev sqlite3 libcurl4-gnutls-dev python3-requests
+)
+# --- end control plane ---
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,0 +1,118 @@
+/*
+ * cmd_agent.c - `gpusched agent`: the node agent in the foreground until
+ * SIGINT/SIGTERM. Pods keep running when it stops (a new agent re-adopts
+ * them) unless --kill-pods-on-exit says otherwise.
+ */
+#include "agent/agent.h"
+#include "cli/commands.h"
+#include "core/log.h"
+
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpusched agent [options]\n\n"
+               "Registers this node with the server, runs the pods bound to it as processes\n"
+               "with the GPUs the scheduler chose, and serves their logs and GPU metrics.\n\n"
+               "  --server URL          API server (else GPUSCHED_SERVER or the kubeconfig)\n"
+               "  --token TOKEN         bearer token (else GPUSCHED_TOKEN or the kubeconfig)\n"
+               "  --kubeconfig FILE     connection settings (default $KUBECONFIG, ./gpusched-data/kubeconfig)\n"
+               "  --certificate-authority FILE   CA to verify the server with\n"
+               "  --insecure-skip-tls-verify\n"
+               "  --node-name NAME      node name (default: the hostname)\n"
+               "  --mock SPEC           mock GPUs, e.g. 8xH100-80GB,nvlink=islands:4 (no NVML needed)\n"
+               "  --backend NAME        auto|nvml|sysfs|mock (default auto)\n"
+               "  --state-dir DIR       pods' directories and logs (default ./gpusched-data/agent/NODE)\n"
+               "  --listen ADDR:PORT    logs and /metrics endpoint (default 127.0.0.1:0)\n"
+               "  --advertise HOST      host put in the node's endpoint (default: the listen host)\n"
+               "  --heartbeat-ms N      heartbeat period (default 2000)\n"
+               "  --grace-ms N          SIGTERM to SIGKILL (default 3000)\n"
+               "  --metrics-interval-ms N  GPU metric collection period (default 5000)\n"
+               "  --labels k=v,...      extra node labels\n"
+               "  --kill-pods-on-exit   stop every pod when the agent stops\n"
+               "  --log-level LEVEL     debug|info|warn|error\n");
+}
+
+enum { O_SERVER = 256, O_TOKEN, O_KUBECONFIG, O_CA, O_INSECURE, O_NODE, O_MOCK, O_BACKEND, O_STATE, O_LISTEN,
+       O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG };
+
+static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods)
+{
+    static const struct option opts[] = {
+        {"server", required_argument, 0, O_SERVER},       {"token", required_argument, 0, O_TOKEN},
+        {"kubeconfig", required_argument, 0, O_KUBECONFIG}, {"certificate-authority", required_argument, 0, O_CA},
+        {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE}, {"node-name", required_argument, 0, O_NODE},
+        {"mock", required_argument, 0, O_MOCK},           {"backend", required_argument, 0, O_BACKEND},
+        {"state-dir", required_argument, 0, O_STATE},     {"listen", required_argument, 0, O_LISTEN},
+        {"advertise", required_argument, 0, O_ADVERTISE}, {"heartbeat-ms", required_argument, 0, O_HB},
+        {"grace-ms", required_argument, 0, O_GRACE},      {"metrics-interval-ms", required_argument, 0, O_METRICS},
+        {"labels", required_argument, 0, O_LABELS},       {"kill-pods-on-exit", no_argument, 0, O_KILL},
+        {"log-level", required_argument, 0, O_LOG},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    int c;
+    enum gs_log_level lvl;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_SERVER: o->conn.server = optarg; break;
+        case O_TOKEN: o->conn.token = optarg; break;
+        case O_KUBECONFIG: o->conn.kubeconfig = optarg; break;
+        case O_CA: o->conn.ca_file = optarg; break;
+        case O_INSECURE: o->conn.insecure_skip_verify = true; break;
+        case O_NODE: o->node_name = optarg; break;
+        case O_MOCK: o->mock_spec = optarg; break;
+        case O_BACKEND: o->backend = optarg; break;
+        case O_STATE: o->state_dir = optarg; break;
+        case O_LISTEN: o->listen = optarg; break;
+        case O_ADVERTISE: o->advertise = optarg; break;
+        case O_HB: o->heartbeat_ms = atoi(optarg); break;
+        case O_GRACE: o->grace_ms = atoi(optarg); break;
+        case O_METRICS: o->metrics_interval_ns = atoll(optarg) * 1000000LL; break;
+        case O_LABELS: o->extra_labels = optarg; break;
+        case O_KILL: *kill_pods = true; break;
+        case O_LOG:
+            if (gs_log_level_parse(optarg, &lvl)) return 2;
+            gs_log_set_level(lvl);
+            break;
+        case 'h': usage(stdout); return 0;
+        default: return 2;
+        }
+    }
+    return optind < argc ? 2 : -1;
+}
+
+int gs_cmd_agent(int argc, char **argv)
+{
+    struct gs_agent_opts o = {0};
+    bool kill_pods = false;
+    int rc = parse(argc, argv, &o, &kill_pods);
+    if (rc >= 0) {
+        if (rc == 2) usage(stderr);
+        return rc;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct gs_agent *a = NULL;
+    char err[512] = "";
+    if ((rc = gs_agent_start(&o, &a, err, sizeof err))) {
+        fprintf(stderr, "gpusched agent: %s\n", err[0] ? err : "cannot start");
+        return 1;
+    }
+    printf("gpusched agent for node %s serving logs and metrics on port %d\n", gs_agent_node(a), gs_agent_port(a));
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&set, &sig);
+    gs_log(GS_LOG_INFO, "agent: stopping", "node", gs_agent_node(a), NULL);
+    gs_agent_stop(a, kill_pods);
+    return 0;
+}

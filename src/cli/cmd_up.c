@@ -1,0 +1,225 @@
+/*
+ * cmd_up.c - `gpusched up`: the whole stack on one machine in one command:
+ * the control plane (API, store, scheduler, node lifecycle) and one agent
+ * per node, real GPUs when NVML finds them, mock ones otherwise.
+ *
+ * A mock spec may describe several nodes ("2x8xH100-80GB,nvlink=islands:4"
+ * is two nodes of eight); each becomes an agent thread set in this process,
+ * named gpu-node-1..N, with its state under <data-dir>/agent/<node>. The
+ * agents reach the server through the kubeconfig it writes, like any
+ * client, so what works here works across machines.
+ *
+ * On SIGINT/SIGTERM the agents stop their pods first, then the server.
+ */
+#include "agent/agent.h"
+#include "cli/commands.h"
+#include "control/server.h"
+#include "core/log.h"
+#include "discovery/discovery.h"
+
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_NODES 256
+
+struct up_opts {
+    struct gs_server_opts srv;
+    const char *mock;
+    const char *node_prefix;
+    int grace_ms, heartbeat_ms;
+    int64_t metrics_ns;
+    bool keep_pods;
+    const char *info_file;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpusched up [options]\n\n"
+               "Runs the server and a local agent per node in one process. Prints the address\n"
+               "and an admin token and writes DATA/kubeconfig for kubectl and gpusched.\n\n"
+               "  --data-dir DIR        state (default ./gpusched-data)\n"
+               "  --listen ADDR:PORT    API address (default 127.0.0.1:6443)\n"
+               "  --mock SPEC           mock GPUs instead of NVML; \"2x8xH100-80GB,nvlink=islands:4\"\n"
+               "                        is two nodes with eight GPUs each (see docs/RUNNING.md)\n"
+               "  --node-prefix NAME    mock node names NAME-1..N (default gpu-node)\n"
+               "  --insecure            plain http\n"
+               "  --config FILE         KubeSchedulerConfiguration\n"
+               "  --grace-ms N          pod stop grace period (default 3000)\n"
+               "  --metrics-interval-ms N  GPU metric collection period (default 2000)\n"
+               "  --info FILE           write {server, token, kubeconfig, nodes} as JSON once ready\n"
+               "  --keep-pods           leave pods running on exit (a later `up` re-adopts them)\n"
+               "  --log-level LEVEL     debug|info|warn|error (default warn)\n");
+}
+
+enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG };
+
+static int parse(int argc, char **argv, struct up_opts *o)
+{
+    static const struct option opts[] = {
+        {"data-dir", required_argument, 0, O_DATA},   {"listen", required_argument, 0, O_LISTEN},
+        {"mock", required_argument, 0, O_MOCK},       {"node-prefix", required_argument, 0, O_PREFIX},
+        {"insecure", no_argument, 0, O_INSECURE},     {"config", required_argument, 0, O_CONFIG},
+        {"grace-ms", required_argument, 0, O_GRACE},  {"metrics-interval-ms", required_argument, 0, O_METRICS},
+        {"info", required_argument, 0, O_INFO},       {"keep-pods", no_argument, 0, O_KEEP},
+        {"log-level", required_argument, 0, O_LOG},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    int c;
+    enum gs_log_level lvl;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case O_DATA: o->srv.data_dir = optarg; break;
+        case O_LISTEN: o->srv.listen = optarg; break;
+        case O_MOCK: o->mock = optarg; break;
+        case O_PREFIX: o->node_prefix = optarg; break;
+        case O_INSECURE: o->srv.insecure = true; break;
+        case O_CONFIG: o->srv.sched_config = optarg; break;
+        case O_GRACE: o->grace_ms = atoi(optarg); break;
+        case O_METRICS: o->metrics_ns = atoll(optarg) * 1000000LL; break;
+        case O_INFO: o->info_file = optarg; break;
+        case O_KEEP: o->keep_pods = true; break;
+        case O_LOG:
+            if (gs_log_level_parse(optarg, &lvl)) return 2;
+            gs_log_set_level(lvl);
+            break;
+        case 'h': usage(stdout); return 0;
+        default: return 2;
+        }
+    }
+    return optind < argc ? 2 : -1;
+}
+
+/* Does NVML see a GPU here? Otherwise up needs --mock to have GPUs at all. */
+static bool nvml_has_gpus(void)
+{
+    struct gs_clock clk;
+    gs_clock_init_real(&clk);
+    struct gs_disc d = {0};
+    if (gs_disc_open_nvml(&d, NULL, NULL, &clk)) return false;
+    struct gs_inventory inv;
+    bool yes = gs_disc_inventory(&d, &inv) == 0 && inv.n_gpus > 0;
+    gs_disc_close(&d);
+    return yes;
+}
+
+struct agents {
+    struct gs_agent *v[MAX_NODES];
+    int n;
+    char names[MAX_NODES][64];
+    char dirs[MAX_NODES][1100];
+};
+
+static int start_agents(struct up_opts *o, struct gs_server *s, struct agents *ag)
+{
+    const char *data = o->srv.data_dir ? o->srv.data_dir : "gpusched-data";
+    int nodes = 1;
+    const char *spec = o->mock;
+    if (spec && gs_agent_mock_nodes(o->mock, &nodes, &spec)) {
+        fprintf(stderr, "gpusched up: bad --mock node count in \"%s\"\n", o->mock);
+        return 2;
+    }
+    if (!spec && !nvml_has_gpus())
+        fprintf(stderr, "gpusched up: NVML found no GPU; the local node has none (use --mock SPEC for mock GPUs)\n");
+    if (nodes > MAX_NODES) nodes = MAX_NODES;
+    for (int i = 0; i < nodes; i++) {
+        struct gs_agent_opts ao = {0};
+        if (spec) snprintf(ag->names[i], sizeof ag->names[i], "%s-%d", o->node_prefix ? o->node_prefix : "gpu-node", i + 1);
+        else {
+            char host[64] = "localhost";
+            gethostname(host, sizeof host - 1);
+            snprintf(ag->names[i], sizeof ag->names[i], "%s", host);
+        }
+        snprintf(ag->dirs[i], sizeof ag->dirs[i], "%s/agent/%s", data, ag->names[i]);
+        ao.node_name = ag->names[i];
+        ao.mock_spec = spec;
+        ao.backend = spec ? "mock" : "auto";
+        ao.state_dir = ag->dirs[i];
+        ao.conn.kubeconfig = gs_server_kubeconfig(s);
+        ao.grace_ms = o->grace_ms;
+        ao.metrics_interval_ns = o->metrics_ns ? o->metrics_ns : 2000000000LL;
+        char err[512] = "";
+        if (gs_agent_start(&ao, &ag->v[i], err, sizeof err)) {
+            fprintf(stderr, "gpusched up: agent %s: %s\n", ag->names[i], err);
+            return 1;
+        }
+        ag->n++;
+    }
+    return 0;
+}
+
+static void write_info(const char *path, struct gs_server *s, struct agents *ag)
+{
+    json_t *nodes = json_array();
+    for (int i = 0; i < ag->n; i++)
+        json_array_append_new(nodes, json_pack("{s:s,s:i}", "name", gs_agent_node(ag->v[i]), "port",
+                                               gs_agent_port(ag->v[i])));
+    const char *tok = gs_server_admin_token(s);
+    json_t *doc = json_pack("{s:s,s:s?,s:s,s:o}", "server", gs_server_url(s), "token", tok, "kubeconfig",
+                            gs_server_kubeconfig(s), "nodes", nodes);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (doc && !json_dump_file(doc, tmp, JSON_INDENT(2))) rename(tmp, path);
+    json_decref(doc);
+}
+
+/* Waits (up to 10 s) until every agent registered its Node. */
+static void wait_registered(struct agents *ag)
+{
+    for (int t = 0; t < 200; t++) {
+        bool all = true;
+        for (int i = 0; i < ag->n; i++) all &= gs_agent_registered(ag->v[i]);
+        if (all) return;
+        usleep(50000);
+    }
+    fprintf(stderr, "gpusched up: some agents have not registered yet\n");
+}
+
+int gs_cmd_up(int argc, char **argv)
+{
+    struct up_opts o = {0};
+    gs_log_set_level(GS_LOG_WARN);
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0) {
+        if (rc == 2) usage(stderr);
+        return rc;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct gs_server *s = NULL;
+    struct gs_diags d = {0};
+    if (gs_server_start(&o.srv, &s, &d)) {
+        for (size_t i = 0; i < d.n; i++) fprintf(stderr, "gpusched up: %s: %s\n", d.v[i].path, d.v[i].msg);
+        if (!d.n) fprintf(stderr, "gpusched up: cannot start the server\n");
+        gs_diags_free(&d);
+        return 1;
+    }
+    gs_diags_free(&d);
+    struct agents *ag = calloc(1, sizeof *ag);
+    rc = ag ? start_agents(&o, s, ag) : 1;
+    if (!rc) {
+        wait_registered(ag);
+        const char *tok = gs_server_admin_token(s);
+        printf("gpusched is up\n  server:     %s\n  token:      %s\n  kubeconfig: %s\n  nodes:     ", gs_server_url(s),
+               tok ? tok : "(none: --no-auth)", gs_server_kubeconfig(s));
+        for (int i = 0; i < ag->n; i++) printf(" %s", gs_agent_node(ag->v[i]));
+        printf("\n  try:        KUBECONFIG=%s gpusched get nodes\n", gs_server_kubeconfig(s));
+        fflush(stdout);
+        if (o.info_file) write_info(o.info_file, s, ag);
+        int sig = 0;
+        sigwait(&set, &sig);
+    }
+    for (int i = 0; ag && i < ag->n; i++) gs_agent_stop(ag->v[i], !o.keep_pods);
+    free(ag);
+    gs_server_stop(s);
+    return rc;
+}

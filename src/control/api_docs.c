@@ -1,0 +1,309 @@
+/*
+ * api_docs.c - the documents the server answers besides objects: Status
+ * errors, discovery (/version, /api, /apis, resource lists) and Table
+ * responses for `get`; see api.h and the kubectl notes in docs/CONTROL_PLANE.md.
+ *
+ * Tables follow kubectl's own printers closely enough that `kubectl get pods`
+ * and `gpusched get pods` look the way people expect: NAME READY STATUS
+ * RESTARTS AGE (+ IP NODE GPUS in wide), NAME STATUS ROLES AGE VERSION
+ * (+ GPUS in wide) for nodes, NAME AGE for the rest.
+ */
+#include "control/api.h"
+
+#include "core/object.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/*--- Status ---*/
+
+const char *gs__reason_for(int code)
+{
+    switch (code) {
+    case 400: return "BadRequest";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "NotFound";
+    case 405: return "MethodNotAllowed";
+    case 406: return "NotAcceptable";
+    case 409: return "Conflict";
+    case 410: return "Expired";
+    case 413: return "RequestEntityTooLarge";
+    case 415: return "UnsupportedMediaType";
+    case 422: return "Invalid";
+    case 429: return "TooManyRequests";
+    case 503: return "ServiceUnavailable";
+    default: return code >= 500 ? "InternalError" : "";
+    }
+}
+
+json_t *gs__status(int code, const char *reason, const char *message, const struct gs_api_resource *res,
+                   const char *name, const struct gs__cause *causes, size_t ncauses)
+{
+    json_t *st = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:i}", "kind", "Status", "apiVersion", "v1", "metadata",
+                           "status", code < 400 ? "Success" : "Failure", "message", message ? message : "", "code",
+                           code);
+    if (!st) return NULL;
+    if (code >= 400) json_object_set_new(st, "reason", json_string(reason ? reason : gs__reason_for(code)));
+    if (!res && !name && !ncauses) return st;
+    json_t *det = json_object();
+    if (name) json_object_set_new(det, "name", json_string(name));
+    if (res && res->group[0]) json_object_set_new(det, "group", json_string(res->group));
+    if (res) json_object_set_new(det, "kind", json_string(res->plural));
+    if (ncauses) {
+        json_t *cs = json_array();
+        for (size_t i = 0; i < ncauses; i++)
+            json_array_append_new(cs, json_pack("{s:s, s:s, s:s}", "reason",
+                                                 causes[i].reason ? causes[i].reason : "FieldValueInvalid",
+                                                 "message", causes[i].message ? causes[i].message : "", "field",
+                                                 causes[i].field ? causes[i].field : ""));
+        json_object_set_new(det, "causes", cs);
+    }
+    json_object_set_new(st, "details", det);
+    return st;
+}
+
+/*--- Discovery ---*/
+
+json_t *gs__doc_version(void)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "major", "1", "minor", "32", "gitVersion",
+                     "v1.32.0-gpusched." GS_VERSION, "gitCommit", "", "gitTreeState", "clean", "buildDate", "",
+                     "goVersion", "none", "compiler", "gc", "platform", "linux/amd64");
+}
+
+json_t *gs__doc_api_versions(void)
+{
+    return json_pack("{s:s, s:[s], s:[]}", "kind", "APIVersions", "versions", "v1", "serverAddressByClientCIDRs");
+}
+
+static json_t *group_doc(const char *group)
+{
+    size_t n;
+    const struct gs_api_resource *t = gs_api_resources(&n);
+    json_t *versions = json_array(), *pref = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(t[i].group, group)) continue;
+        char gv[128];
+        gs_api_resource_gv(&t[i], gv, sizeof gv);
+        bool seen = false;
+        size_t j;
+        json_t *v;
+        json_array_foreach(versions, j, v)
+            seen |= !strcmp(json_string_value(json_object_get(v, "version")), t[i].version);
+        if (seen) continue;
+        json_t *ver = json_pack("{s:s, s:s}", "groupVersion", gv, "version", t[i].version);
+        if (!pref) pref = json_deep_copy(ver);
+        json_array_append_new(versions, ver);
+    }
+    if (!pref) {
+        json_decref(versions);
+        return NULL;
+    }
+    return json_pack("{s:s, s:s, s:s, s:o, s:o}", "kind", "APIGroup", "apiVersion", "v1", "name", group, "versions",
+                     versions, "preferredVersion", pref);
+}
+
+json_t *gs__doc_group(const char *group)
+{
+    return group[0] ? group_doc(group) : NULL;
+}
+
+json_t *gs__doc_group_list(void)
+{
+    size_t n;
+    const struct gs_api_resource *t = gs_api_resources(&n);
+    json_t *groups = json_array();
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].group[0]) continue;
+        bool seen = false;
+        for (size_t j = 0; j < i; j++) seen |= !strcmp(t[j].group, t[i].group);
+        if (seen) continue;
+        json_t *g = group_doc(t[i].group);
+        if (g) {
+            json_object_del(g, "kind");
+            json_object_del(g, "apiVersion");
+            json_array_append_new(groups, g);
+        }
+    }
+    return json_pack("{s:s, s:s, s:o}", "kind", "APIGroupList", "apiVersion", "v1", "groups", groups);
+}
+
+static json_t *resource_entry(const struct gs_api_resource *r, const char *sub)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s%s%s", r->plural, sub ? "/" : "", sub ? sub : "");
+    json_t *verbs = !sub ? json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update", "watch")
+                    : !strcmp(sub, "binding") ? json_pack("[s]", "create")
+                                              : json_pack("[s,s,s]", "get", "patch", "update");
+    json_t *e = json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", name, "singularName", sub ? "" : r->singular,
+                          "namespaced", r->namespaced, "kind", !sub || strcmp(sub, "binding") ? r->kind : "Binding",
+                          "verbs", verbs);
+    if (!sub && r->short_names) {
+        json_t *sn = json_array();
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", r->short_names);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            json_array_append_new(sn, json_string(t));
+        json_object_set_new(e, "shortNames", sn);
+    }
+    if (!sub && !strcmp(r->plural, "pods")) json_object_set_new(e, "categories", json_pack("[s]", "all"));
+    return e;
+}
+
+json_t *gs__doc_resource_list(const char *group, const char *version)
+{
+    size_t n;
+    const struct gs_api_resource *t = gs_api_resources(&n);
+    json_t *res = json_array();
+    char gv[128] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(t[i].group, group) || strcmp(t[i].version, version)) continue;
+        gs_api_resource_gv(&t[i], gv, sizeof gv);
+        json_array_append_new(res, resource_entry(&t[i], NULL));
+        if (t[i].has_status) json_array_append_new(res, resource_entry(&t[i], "status"));
+        if (!strcmp(t[i].plural, "pods") && !t[i].group[0]) json_array_append_new(res, resource_entry(&t[i], "binding"));
+    }
+    if (!gv[0]) {
+        json_decref(res);
+        return NULL;
+    }
+    return json_pack("{s:s, s:s, s:s, s:o}", "kind", "APIResourceList", "apiVersion", "v1", "groupVersion", gv,
+                     "resources", res);
+}
+
+/*--- Tables ---*/
+
+void gs__age(const char *ts, double now, char *buf, size_t len)
+{
+    struct tm tm = {0};
+    if (!ts || !strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm)) {
+        snprintf(buf, len, "<unknown>");
+        return;
+    }
+    double s = now - (double)timegm(&tm);
+    if (s < 0) s = 0;
+    if (s < 120) snprintf(buf, len, "%ds", (int)s);
+    else if (s < 3600 * 3) snprintf(buf, len, "%dm", (int)(s / 60));
+    else if (s < 86400 * 2) snprintf(buf, len, "%dh", (int)(s / 3600));
+    else snprintf(buf, len, "%dd", (int)(s / 86400));
+}
+
+static json_t *col(const char *name, const char *type, const char *format, int priority, const char *desc)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:i}", "name", name, "type", type, "format", format, "description", desc,
+                     "priority", priority);
+}
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(o, a);
+    if (b) v = json_object_get(v, b);
+    return json_string_value(v);
+}
+
+/* The message of a pod's condition of type t with status s, or NULL. */
+static const json_t *condition(const json_t *obj, const char *type)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(obj, "status"), "conditions"), i, c)
+        if (json_is_string(json_object_get(c, "type")) && !strcmp(json_string_value(json_object_get(c, "type")), type))
+            return c;
+    return NULL;
+}
+
+static json_t *pod_row(const json_t *o, const char *age)
+{
+    const json_t *status = json_object_get(o, "status");
+    size_t ncont = json_array_size(json_object_get(json_object_get(o, "spec"), "containers"));
+    size_t ready = 0;
+    int64_t restarts = 0;
+    size_t i;
+    json_t *cs;
+    json_array_foreach(json_object_get(status, "containerStatuses"), i, cs) {
+        ready += json_is_true(json_object_get(cs, "ready"));
+        restarts += json_integer_value(json_object_get(cs, "restartCount"));
+    }
+    const char *phase = str_at(o, "status", "phase");
+    const char *reason = str_at(o, "status", "reason");
+    const char *st = reason ? reason : phase ? phase : "Pending";
+    if (json_object_get(json_object_get(o, "metadata"), "deletionTimestamp")) st = "Terminating";
+    char rd[32];
+    snprintf(rd, sizeof rd, "%zu/%zu", ready, ncont);
+    const char *ip = str_at(o, "status", "podIP");
+    const char *node = str_at(o, "spec", "nodeName");
+    const json_t *ann = json_object_get(json_object_get(o, "metadata"), "annotations");
+    const char *dev = json_string_value(json_object_get(ann, GS_ANN_DEVICES));
+    return json_pack("[s, s, s, I, s, s, s, s]", str_at(o, "metadata", "name") ? str_at(o, "metadata", "name") : "",
+                     rd, st, (json_int_t)restarts, age, ip ? ip : "<none>", node ? node : "<none>",
+                     dev ? dev : "<none>");
+}
+
+static json_t *node_row(const json_t *o, const char *age)
+{
+    const json_t *ready = condition(o, "Ready");
+    const char *rs = json_string_value(json_object_get(ready, "status"));
+    char st[64];
+    snprintf(st, sizeof st, "%s%s", rs && !strcmp(rs, "True") ? "Ready" : ready ? "NotReady" : "Unknown",
+             json_is_true(json_object_get(json_object_get(o, "spec"), "unschedulable")) ? ",SchedulingDisabled" : "");
+    const json_t *devs = json_object_get(json_object_get(o, "status"), "devices");
+    const char *model = json_string_value(json_object_get(json_array_get(devs, 0), "model"));
+    const char *ver = str_at(json_object_get(o, "status"), "nodeInfo", "kubeletVersion");
+    return json_pack("[s, s, s, s, s, I, s]", str_at(o, "metadata", "name") ? str_at(o, "metadata", "name") : "", st,
+                     "<none>", age, ver ? ver : "", (json_int_t)json_array_size(devs), model ? model : "<none>");
+}
+
+static json_t *columns(const struct gs_api_resource *res, int which)
+{
+    const char *nd = "Name must be unique within a namespace.";
+    if (which == 1)
+        return json_pack("[o,o,o,o,o,o,o,o]", col("Name", "string", "name", 0, nd),
+                         col("Ready", "string", "", 0, "Ready containers / containers."),
+                         col("Status", "string", "", 0, "The pod's phase or reason."),
+                         col("Restarts", "integer", "", 0, "Container restarts."),
+                         col("Age", "string", "", 0, "Time since creation."),
+                         col("IP", "string", "", 1, "Pod IP."), col("Node", "string", "", 1, "Node the pod is bound to."),
+                         col("GPUs", "string", "", 1, "Devices chosen by the scheduler (" GS_ANN_DEVICES ")."));
+    if (which == 2)
+        return json_pack("[o,o,o,o,o,o,o]", col("Name", "string", "name", 0, nd),
+                         col("Status", "string", "", 0, "Ready condition."), col("Roles", "string", "", 0, "Roles."),
+                         col("Age", "string", "", 0, "Time since creation."),
+                         col("Version", "string", "", 0, "Agent version."),
+                         col("GPUs", "integer", "", 1, "GPUs reported by discovery."),
+                         col("GPU-Model", "string", "", 1, "Model of the first GPU."));
+    (void)res;
+    return json_pack("[o,o]", col("Name", "string", "name", 0, nd), col("Age", "string", "", 0, "Time since creation."));
+}
+
+static json_t *row_object(const json_t *o, enum gs__include inc)
+{
+    if (inc == GS_INCLUDE_NONE) return NULL;
+    if (inc == GS_INCLUDE_OBJECT) return json_incref((json_t *)o);
+    return json_pack("{s:s, s:s, s:O}", "kind", "PartialObjectMetadata", "apiVersion", "meta.k8s.io/v1", "metadata",
+                     json_object_get(o, "metadata"));
+}
+
+json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const char *list_rv, double now,
+                  enum gs__include inc)
+{
+    int which = res->group[0] ? 0 : !strcmp(res->plural, "pods") ? 1 : !strcmp(res->plural, "nodes") ? 2 : 0;
+    json_t *rows = json_array();
+    size_t i;
+    json_t *o;
+    json_array_foreach(objs, i, o) {
+        char age[32];
+        gs__age(str_at(o, "metadata", "creationTimestamp"), now, age, sizeof age);
+        const char *name = str_at(o, "metadata", "name");
+        json_t *cells = which == 1 ? pod_row(o, age) : which == 2 ? node_row(o, age)
+                                                                  : json_pack("[s, s]", name ? name : "", age);
+        json_t *row = json_pack("{s:o}", "cells", cells);
+        json_t *ro = row_object(o, inc);
+        if (ro) json_object_set_new(row, "object", ro);
+        json_array_append_new(rows, row);
+    }
+    return json_pack("{s:s, s:s, s:{s:s}, s:o, s:o}", "kind", "Table", "apiVersion", "meta.k8s.io/v1", "metadata",
+                     "resourceVersion", list_rv ? list_rv : "", "columnDefinitions", columns(res, which), "rows", rows);
+}

@@ -1,0 +1,538 @@
+/*
+ * api_objects.c - the object handlers of the API server: list, get, create,
+ * update, patch, bind, delete; see apiserver.h for the behaviour.
+ *
+ * Every write is a read-modify-write inside the store (gs_store_mutate), so
+ * identity fields (uid, creationTimestamp, name) are carried over from the
+ * stored object, the status subresource rule is applied against what is
+ * stored, a no-op write changes nothing (no new resourceVersion, no watch
+ * event), and the result is validated by the core decoders before it is
+ * committed. A resourceVersion given by the client makes the write
+ * conditional: a different stored version is 409 Conflict.
+ */
+#include "control/apiserver_int.h"
+
+#include "core/codec.h"
+#include "core/object.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+/*--- Filters ---*/
+
+bool gs__filter_needs_object(const struct gs__filter *f)
+{
+    return f->labels.n || f->fields.n || f->if_bound || (f->who && f->who->role == GS_ROLE_TENANT);
+}
+
+static const char *node_of(const json_t *obj)
+{
+    return json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName"));
+}
+
+static bool bound_to(const json_t *obj, const struct gs_principal *who)
+{
+    const char *n = node_of(obj);
+    return who && who->node && n && !strcmp(n, who->node);
+}
+
+bool gs__filter_matches(const struct gs__filter *f, const json_t *obj)
+{
+    if (f->who && f->who->role == GS_ROLE_TENANT && f->res->namespaced) {
+        const char *ns = json_string_value(json_object_get(json_object_get(obj, "metadata"), "namespace"));
+        if (!gs_auth_sees_namespace(f->who, ns)) return false;
+    }
+    if (f->if_bound && !bound_to(obj, f->who)) return false;
+    return gs__label_selector_matches(&f->labels, obj) && gs__field_selector_matches(&f->fields, obj);
+}
+
+void gs__filter_free(struct gs__filter *f)
+{
+    gs_selector_free(&f->labels);
+    gs__field_selector_free(&f->fields);
+}
+
+/* 0, or the request was answered with 400. */
+static int make_filter(struct gs__req *r, struct gs__filter *f)
+{
+    memset(f, 0, sizeof *f);
+    f->res = r->res;
+    f->who = r->who;
+    f->if_bound = r->if_bound;
+    const char *why;
+    const char *ls = gs__arg(r, "labelSelector"), *fs = gs__arg(r, "fieldSelector");
+    if (gs__label_selector_parse(ls, &f->labels, &why)) {
+        gs__reply_status(r, 400, NULL, NULL, "invalid labelSelector \"%s\": %s", ls, why);
+        return GS_EINVAL;
+    }
+    if (gs__field_selector_parse(fs, &f->fields, &why)) {
+        gs__filter_free(f);
+        gs__reply_status(r, 400, NULL, NULL, "invalid fieldSelector \"%s\": %s", fs, why);
+        return GS_EINVAL;
+    }
+    return 0;
+}
+
+/*--- Reads ---*/
+
+struct collect {
+    struct gs__filter *f;
+    json_t *items;
+};
+
+static int collect_one(const char *key, json_t *obj, void *arg)
+{
+    (void)key;
+    struct collect *c = arg;
+    if (gs__filter_matches(c->f, obj)) json_array_append(c->items, obj);
+    return 0;
+}
+
+static enum gs__include include_of(struct gs__req *r)
+{
+    const char *inc = gs__arg(r, "includeObject");
+    return inc && !strcmp(inc, "Object") ? GS_INCLUDE_OBJECT : inc && !strcmp(inc, "None") ? GS_INCLUDE_NONE
+                                                                                          : GS_INCLUDE_METADATA;
+}
+
+enum MHD_Result gs__handle_list(struct gs__req *r, bool watch)
+{
+    struct gs__filter f;
+    if (make_filter(r, &f)) return MHD_YES;
+    char prefix[512];
+    gs_api_key(r->res, r->ns, NULL, prefix, sizeof prefix);
+    if (watch) return gs__serve_watch(r, &f, prefix);
+    struct collect c = {&f, json_array()};
+    int64_t rv = 0;
+    int err = c.items ? gs_store_list(r->s->store, prefix, collect_one, &c, &rv) : GS_ENOMEM;
+    gs__filter_free(&f);
+    if (err) {
+        json_decref(c.items);
+        return gs__reply_err(r, err, NULL);
+    }
+    char rvs[32], gv[128], kind[160];
+    snprintf(rvs, sizeof rvs, "%lld", (long long)rv);
+    if (gs__wants_table(r)) {
+        json_t *t = gs__table(r->res, c.items, rvs, gs__wall_now(), include_of(r));
+        json_decref(c.items);
+        return gs__reply_json(r, 200, t);
+    }
+    snprintf(kind, sizeof kind, "%sList", r->res->kind);
+    return gs__reply_json(r, 200,
+                          json_pack("{s:s, s:s, s:{s:s}, s:o}", "kind", kind, "apiVersion",
+                                    gs_api_resource_gv(r->res, gv, sizeof gv), "metadata", "resourceVersion", rvs,
+                                    "items", c.items));
+}
+
+enum MHD_Result gs__handle_get(struct gs__req *r)
+{
+    char key[1024];
+    gs_api_key(r->res, r->ns, r->name, key, sizeof key);
+    json_t *obj = NULL;
+    int err = gs_store_get(r->s->store, key, &obj, NULL);
+    if (!err && r->if_bound && !bound_to(obj, r->who)) err = GS_EPERM;
+    if (err) {
+        json_decref(obj);
+        return gs__reply_err(r, err, r->name);
+    }
+    if (gs__wants_table(r)) {
+        json_t *arr = json_pack("[o]", obj);
+        json_t *t = gs__table(r->res, arr, NULL, gs__wall_now(), include_of(r));
+        json_decref(arr);
+        return gs__reply_json(r, 200, t);
+    }
+    return gs__reply_json(r, 200, obj);
+}
+
+/*--- Bodies and identity ---*/
+
+/* The request body as one JSON object; answers 400 itself when it is not. */
+static json_t *parse_body(struct gs__req *r)
+{
+    struct gs_diags d = {0};
+    json_t *doc = NULL;
+    const char *ct = gs__header(r, "Content-Type");
+    if (!r->body || !r->len) {
+        gs__reply_status(r, 400, NULL, r->name, "the request has no body");
+        return NULL;
+    }
+    if (ct && strstr(ct, "yaml")) {
+        struct gs_docs docs = {0};
+        if (gs_decode_stream(r->body, r->len, &docs, &d, NULL) == 0 && docs.n == 1) doc = json_incref(docs.docs[0]);
+        else if (!d.n) gs_diags_add(&d, "", "want exactly one document");
+        gs_docs_free(&docs);
+    } else if (memchr(r->body, 0, r->len)) {
+        gs_diags_add(&d, "", "NUL byte in the body");
+    } else {
+        gs_json_decode(r->body, r->len, &doc, &d);
+    }
+    if (doc && !json_is_object(doc)) {
+        json_decref(doc);
+        doc = NULL;
+        gs_diags_add(&d, "", "the body must be a JSON object");
+    }
+    if (!doc) gs__reply_status(r, 400, NULL, r->name, "malformed body: %s", d.n ? d.v[0].msg : "cannot parse");
+    gs_diags_free(&d);
+    return doc;
+}
+
+static json_t *meta_of(json_t *obj)
+{
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md)) json_object_set_new(obj, "metadata", md = json_object());
+    return md;
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* Kind, apiVersion, namespace and name against the URL; answers 400 itself. */
+static int check_identity(struct gs__req *r, json_t *obj)
+{
+    char gv[128];
+    gs_api_resource_gv(r->res, gv, sizeof gv);
+    const char *kind = str(obj, "kind"), *api = str(obj, "apiVersion");
+    if (!kind) json_object_set_new(obj, "kind", json_string(r->res->kind));
+    else if (strcmp(kind, r->res->kind))
+        return gs__reply_status(r, 400, NULL, r->name, "kind \"%s\" does not match the resource \"%s\"", kind,
+                                r->res->plural), GS_EINVAL;
+    if (!api) json_object_set_new(obj, "apiVersion", json_string(gv));
+    else if (strchr(api, '/') ? strncmp(api, r->res->group, strlen(r->res->group)) || api[strlen(r->res->group)] != '/'
+                              : r->res->group[0] != 0)
+        return gs__reply_status(r, 400, NULL, r->name, "apiVersion \"%s\" does not belong to the group \"%s\"", api,
+                                r->res->group), GS_EINVAL;
+    json_t *md = meta_of(obj);
+    const char *ns = str(md, "namespace"), *name = str(md, "name");
+    if (r->res->namespaced) {
+        if (!ns) json_object_set_new(md, "namespace", json_string(r->ns));
+        else if (strcmp(ns, r->ns))
+            return gs__reply_status(r, 400, NULL, r->name, "the namespace of the object (%s) does not match the "
+                                    "namespace of the request (%s)", ns, r->ns), GS_EINVAL;
+    } else {
+        json_object_del(md, "namespace");
+    }
+    if (r->name && !name) json_object_set_new(md, "name", json_string(r->name));
+    else if (r->name && strcmp(name, r->name))
+        return gs__reply_status(r, 400, NULL, r->name, "the name of the object (%s) does not match the name in the "
+                                "URL (%s)", name, r->name), GS_EINVAL;
+    return 0;
+}
+
+static void generate_name(json_t *md)
+{
+    const char *gen = str(md, "generateName");
+    if (str(md, "name") || !gen) return;
+    static const char alnum[] = "bcdfghjklmnpqrstvwxz2456789";
+    unsigned char b[5];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) memset(b, 0, sizeof b);
+    char name[300];
+    int n = snprintf(name, sizeof name, "%.*s", 58, gen);
+    for (int i = 0; i < 5; i++) name[n + i] = alnum[b[i] % (sizeof alnum - 1)];
+    name[n + 5] = 0;
+    json_object_set_new(md, "name", json_string(name));
+}
+
+/* Decodes obj with the core decoders; fills d and returns GS_EINVAL when invalid. */
+static int validate(json_t *obj, struct gs_diags *d)
+{
+    struct gs_object *o = NULL;
+    int err = gs_object_decode(obj, &o, d);
+    gs_object_free(o);
+    return err;
+}
+
+static enum MHD_Result reply_invalid(struct gs__req *r, const json_t *obj, const struct gs_diags *d)
+{
+    const char *name = str(json_object_get(obj, "metadata"), "name");
+    char msg[2048];
+    int n = snprintf(msg, sizeof msg, "%s \"%s\" is invalid: ", r->res->kind, name ? name : "");
+    struct gs__cause causes[32];
+    size_t nc = 0;
+    for (size_t i = 0; i < d->n && n < (int)sizeof msg; i++) {
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "%s%s%s%s", i ? ", " : "", d->v[i].path,
+                      d->v[i].path[0] ? ": " : "", d->v[i].msg);
+        if (nc < 32) causes[nc++] = (struct gs__cause){d->v[i].path, d->v[i].msg, NULL};
+    }
+    return gs__reply_json(r, 422, gs__status(422, NULL, msg, r->res, name, causes, nc));
+}
+
+/*--- Create ---*/
+
+enum MHD_Result gs__handle_create(struct gs__req *r)
+{
+    if (r->res->namespaced && !r->ns)
+        return gs__reply_status(r, 404, NULL, NULL, "%s are created in a namespace", r->res->plural);
+    json_t *obj = parse_body(r);
+    if (!obj) return MHD_YES;
+    struct gs_diags d = {0};
+    enum MHD_Result ret;
+    if (check_identity(r, obj)) {
+        json_decref(obj);
+        return MHD_YES;
+    }
+    generate_name(meta_of(obj));
+    int err = gs_apiserver_prepare_new(obj);
+    if (!err && validate(obj, &d)) {
+        ret = reply_invalid(r, obj, &d);
+        goto out;
+    }
+    const char *name = str(meta_of(obj), "name");
+    char key[1024];
+    if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
+    if (!err) err = gs_store_create(r->s->store, key, obj, NULL);
+    ret = err ? gs__reply_err(r, err, name) : gs__reply_json(r, 201, json_incref(obj));
+out:
+    gs_diags_free(&d);
+    json_decref(obj);
+    return ret;
+}
+
+/*--- Update and patch ---*/
+
+enum wkind { W_UPDATE, W_MERGE, W_STRATEGIC };
+
+struct wctx {
+    struct gs__req *r;
+    enum wkind kind;
+    json_t *body;
+    int64_t expect;
+    struct gs_diags d;
+    bool invalid;
+};
+
+static void copy_member(json_t *dst, const json_t *src, const char *key)
+{
+    json_t *v = json_object_get(src, key);
+    if (v) json_object_set(dst, key, v);
+    else json_object_del(dst, key);
+}
+
+/* The write's new object from the stored one: body or patch, then the status rule and identity. */
+static json_t *next_object(struct wctx *w, json_t *cur)
+{
+    json_t *next = w->kind == W_UPDATE ? json_deep_copy(w->body)
+                   : w->kind == W_MERGE ? gs__merge_patch(cur, w->body)
+                                        : gs__strategic_merge_patch(cur, w->body);
+    if (!next || !json_is_object(next)) {
+        json_decref(next);
+        return NULL;
+    }
+    if (!strcmp(w->r->sub, "status")) { /* only the status moves */
+        json_t *n2 = json_deep_copy(cur);
+        if (n2) copy_member(n2, next, "status");
+        json_decref(next);
+        next = n2;
+    } else if (w->r->res->has_status) {
+        copy_member(next, cur, "status");
+    }
+    if (!next) return NULL;
+    copy_member(next, cur, "kind");
+    /* A pod's binding is final: only the binding subresource sets spec.nodeName. */
+    const char *bound = node_of(cur);
+    json_t *spec = json_object_get(next, "spec");
+    if (!strcmp(w->r->res->plural, "pods") && !w->r->res->group[0] && json_is_object(spec)) {
+        if (bound) json_object_set_new(spec, "nodeName", json_string(bound));
+        else json_object_del(spec, "nodeName");
+    }
+    json_t *md = meta_of(next), *cmd = json_object_get(cur, "metadata");
+    const char *keep[] = {"name", "namespace", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) copy_member(md, cmd, keep[i]);
+    return next;
+}
+
+static int write_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct wctx *w = arg;
+    if (!cur) return GS_ENOENT;
+    if (w->r->if_bound && !bound_to(cur, w->r->who)) return GS_EPERM;
+    if (w->expect && gs_store_obj_rv(cur) != w->expect) return GS_ECONFLICT;
+    json_t *next = next_object(w, cur);
+    if (!next) return GS_ENOMEM;
+    if (json_equal(next, cur)) {
+        json_decref(next);
+        return GS_STORE_UNCHANGED;
+    }
+    if (validate(next, &w->d)) {
+        w->invalid = true;
+        json_decref(next);
+        return GS_EINVAL;
+    }
+    *out = next;
+    return 0;
+}
+
+static enum MHD_Result run_write(struct wctx *w)
+{
+    struct gs__req *r = w->r;
+    char key[1024];
+    gs_api_key(r->res, r->ns, r->name, key, sizeof key);
+    json_t *out = NULL;
+    int err = gs_store_mutate(r->s->store, key, write_fn, w, &out, NULL);
+    enum MHD_Result ret;
+    if (err == GS_EINVAL && w->invalid) ret = reply_invalid(r, w->body, &w->d);
+    else if (err == GS_ENOMEM && !out) ret = gs__reply_status(r, 422, NULL, r->name, "the patch cannot be applied");
+    else if (err) ret = gs__reply_err(r, err, r->name);
+    else ret = gs__reply_json(r, 200, out), out = NULL;
+    json_decref(out);
+    gs_diags_free(&w->d);
+    json_decref(w->body);
+    return ret;
+}
+
+enum MHD_Result gs__handle_update(struct gs__req *r)
+{
+    if (strcmp(r->sub, "") && strcmp(r->sub, "status"))
+        return gs__reply_status(r, 405, NULL, r->name, "cannot update %s", r->sub);
+    json_t *obj = parse_body(r);
+    if (!obj) return MHD_YES;
+    if (check_identity(r, obj)) {
+        json_decref(obj);
+        return MHD_YES;
+    }
+    struct wctx w = {.r = r, .kind = W_UPDATE, .body = obj, .expect = gs_store_obj_rv(obj)};
+    return run_write(&w);
+}
+
+enum MHD_Result gs__handle_patch(struct gs__req *r)
+{
+    if (strcmp(r->sub, "") && strcmp(r->sub, "status"))
+        return gs__reply_status(r, 405, NULL, r->name, "cannot patch %s", r->sub);
+    const char *ct = gs__header(r, "Content-Type");
+    enum wkind k;
+    if (ct && !strncmp(ct, "application/merge-patch+json", 28)) k = W_MERGE;
+    else if (ct && !strncmp(ct, "application/strategic-merge-patch+json", 38)) k = W_STRATEGIC;
+    else
+        return gs__reply_status(r, 415, NULL, r->name, "patch type \"%s\" not supported (use merge-patch or "
+                                "strategic-merge-patch)", ct ? ct : "");
+    json_t *patch = parse_body(r);
+    if (!patch) return MHD_YES;
+    struct wctx w = {.r = r, .kind = k, .body = patch, .expect = gs_store_obj_rv(patch)};
+    return run_write(&w);
+}
+
+/*--- Binding ---*/
+
+int gs__pod_set_condition(json_t *pod, const char *type, const char *status, const char *reason, const char *message)
+{
+    json_t *st = json_object_get(pod, "status");
+    if (!json_is_object(st)) json_object_set_new(pod, "status", st = json_object());
+    json_t *conds = json_object_get(st, "conditions");
+    if (!json_is_array(conds)) json_object_set_new(st, "conditions", conds = json_array());
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    size_t i;
+    json_t *c, *found = NULL;
+    json_array_foreach(conds, i, c)
+        if (json_is_string(json_object_get(c, "type")) && !strcmp(str(c, "type"), type)) found = c;
+    if (!found) json_array_append_new(conds, found = json_object());
+    const char *old = str(found, "status");
+    if (!old || strcmp(old, status)) json_object_set_new(found, "lastTransitionTime", json_string(ts));
+    json_object_set_new(found, "type", json_string(type));
+    json_object_set_new(found, "status", json_string(status));
+    if (reason) json_object_set_new(found, "reason", json_string(reason));
+    else json_object_del(found, "reason");
+    if (message) json_object_set_new(found, "message", json_string(message));
+    else json_object_del(found, "message");
+    json_object_set_new(found, "lastProbeTime", json_null());
+    return 0;
+}
+
+struct bctx {
+    const char *node;
+    json_t *annotations;
+    char bound_to[256];
+};
+
+static int bind_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct bctx *b = arg;
+    if (!cur) return GS_ENOENT;
+    const char *n = node_of(cur);
+    if (n && *n) {
+        snprintf(b->bound_to, sizeof b->bound_to, "%s", n);
+        return GS_EEXIST;
+    }
+    json_t *next = json_deep_copy(cur);
+    if (!next) return GS_ENOMEM;
+    json_t *spec = json_object_get(next, "spec");
+    if (!json_is_object(spec)) json_object_set_new(next, "spec", spec = json_object());
+    json_object_set_new(spec, "nodeName", json_string(b->node));
+    if (json_is_object(b->annotations)) {
+        json_t *md = meta_of(next), *ann = json_object_get(md, "annotations");
+        if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
+        json_object_update(ann, b->annotations);
+    }
+    gs__pod_set_condition(next, "PodScheduled", "True", NULL, NULL);
+    *out = next;
+    return 0;
+}
+
+enum MHD_Result gs__handle_bind(struct gs__req *r)
+{
+    json_t *body = parse_body(r);
+    if (!body) return MHD_YES;
+    const char *node = str(json_object_get(body, "target"), "name");
+    enum MHD_Result ret;
+    if (!node || !*node) {
+        struct gs__cause c = {"target.name", "Required value", "FieldValueRequired"};
+        ret = gs__reply_json(r, 422, gs__status(422, NULL, "Binding is invalid: target.name: Required value", r->res,
+                                                r->name, &c, 1));
+    } else {
+        struct bctx b = {node, json_object_get(json_object_get(body, "metadata"), "annotations"), ""};
+        char key[1024];
+        gs_api_key(r->res, r->ns, r->name, key, sizeof key);
+        int err = gs_store_mutate(r->s->store, key, bind_fn, &b, NULL, NULL);
+        if (err == GS_EEXIST)
+            ret = gs__reply_status(r, 409, "Conflict", r->name, "pod %s is already assigned to node \"%s\"", r->name,
+                                   b.bound_to);
+        else if (err) ret = gs__reply_err(r, err, r->name);
+        else ret = gs__reply_json(r, 201, gs__status(201, NULL, "", NULL, NULL, NULL, 0));
+    }
+    json_decref(body);
+    return ret;
+}
+
+/*--- Delete ---*/
+
+enum MHD_Result gs__handle_delete(struct gs__req *r)
+{
+    json_t *opts = NULL;
+    if (r->len) {
+        struct gs_diags d = {0};
+        gs_json_decode(r->body, r->len, &opts, &d);
+        gs_diags_free(&d);
+        if (!json_is_object(opts)) {
+            json_decref(opts);
+            return gs__reply_status(r, 400, NULL, r->name, "the body of a delete must be DeleteOptions");
+        }
+    }
+    json_t *pre = json_object_get(opts, "preconditions");
+    const char *want_rv = str(pre, "resourceVersion"), *want_uid = str(pre, "uid");
+    int64_t expect = want_rv ? strtoll(want_rv, NULL, 10) : 0;
+    char key[1024];
+    gs_api_key(r->res, r->ns, r->name, key, sizeof key);
+    int err = 0;
+    if (r->if_bound || want_uid) {
+        json_t *cur = NULL;
+        int64_t rv = 0;
+        err = gs_store_get(r->s->store, key, &cur, &rv);
+        if (!err && r->if_bound && !bound_to(cur, r->who)) err = GS_EPERM;
+        const char *uid = str(json_object_get(cur, "metadata"), "uid");
+        if (!err && want_uid && (!uid || strcmp(uid, want_uid))) err = GS_ECONFLICT;
+        if (!err && !expect) expect = rv;
+        json_decref(cur);
+    }
+    json_decref(opts);
+    json_t *old = NULL;
+    if (!err) err = gs_store_delete(r->s->store, key, expect, &old, NULL);
+    if (err) return gs__reply_err(r, err, r->name);
+    return gs__reply_json(r, 200, old);
+}

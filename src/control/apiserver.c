@@ -1,0 +1,598 @@
+/*
+ * apiserver.c - HTTP plumbing of the API: connections, body limits,
+ * authentication, rate limits, routing, replies and watch streams; see
+ * apiserver.h. The object handlers (create, update, patch, bind, delete,
+ * get, list) live in api_objects.c.
+ *
+ * A request's body is collected across libmicrohttpd's calls into one
+ * buffer (refused early with 413 when Content-Length says it is too big, cut
+ * off when a chunked body grows past the limit), then the request is routed
+ * and answered in one go. A watch answers with a callback response: the
+ * callback blocks on the store's change stream for at most a second at a
+ * time, so shutdown (a flag plus gs_store_interrupt) ends every stream
+ * promptly and libmicrohttpd can join the connection threads.
+ */
+#include "control/apiserver_int.h"
+
+#include "core/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_MAX_BODY (3u << 20)
+#define WATCH_WAIT_MS 1000
+
+static struct gs_principal anonymous_admin = {.user = "admin", .role = GS_ROLE_ADMIN};
+
+/*--- Replies ---*/
+
+enum MHD_Result gs__reply_text(struct gs__req *r, int code, const char *ctype, char *text)
+{
+    if (!text && !(text = strdup(""))) return MHD_NO;
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    if (code == 429) MHD_add_response_header(resp, "Retry-After", "1");
+    enum MHD_Result ret = MHD_queue_response(r->c, (unsigned)code, resp);
+    MHD_destroy_response(resp);
+    r->answered = true;
+    if (code >= 400) gs_log(GS_LOG_DEBUG, "api: refused", "method", r->method, "url", r->url, NULL);
+    return ret;
+}
+
+enum MHD_Result gs__reply_json(struct gs__req *r, int code, json_t *doc)
+{
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text) return gs__reply_text(r, 500, "text/plain", strdup("out of memory"));
+    return gs__reply_text(r, code, "application/json", text);
+}
+
+enum MHD_Result gs__reply_status(struct gs__req *r, int code, const char *reason, const char *name,
+                                 const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return gs__reply_json(r, code, gs__status(code, reason, msg, r->res, name, NULL, 0));
+}
+
+enum MHD_Result gs__reply_err(struct gs__req *r, int err, const char *name)
+{
+    const char *what = r->res ? r->res->plural : "object";
+    switch (err) {
+    case GS_ENOENT: return gs__reply_status(r, 404, NULL, name, "%s \"%s\" not found", what, name ? name : "");
+    case GS_EEXIST:
+        return gs__reply_status(r, 409, "AlreadyExists", name, "%s \"%s\" already exists", what, name ? name : "");
+    case GS_ECONFLICT:
+        return gs__reply_status(r, 409, "Conflict", name,
+                                "Operation cannot be fulfilled on %s \"%s\": the object has been modified; "
+                                "please apply your changes to the latest version and try again",
+                                what, name ? name : "");
+    case GS_EPERM:
+        return gs__reply_status(r, 403, NULL, name, "%s \"%s\" is forbidden: User \"%s\" may only reach pods bound "
+                                "to its node", what, name ? name : "", r->who ? r->who->user : "");
+    case GS_ENOMEM: return gs__reply_status(r, 500, NULL, name, "out of memory");
+    default: return gs__reply_status(r, 500, NULL, name, "store error: %s", gs_strerror(err));
+    }
+}
+
+/*--- Small helpers shared with the handlers ---*/
+
+const char *gs__arg(struct gs__req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->c, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *gs__header(struct gs__req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, key);
+}
+
+bool gs__wants_table(struct gs__req *r)
+{
+    const char *accept = gs__header(r, "Accept");
+    return accept && strstr(accept, "as=Table");
+}
+
+double gs__wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int gs_apiserver_prepare_new(json_t *obj)
+{
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md)) return GS_EINVAL;
+    unsigned char b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return GS_EIO;
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    char uid[40];
+    snprintf(uid, sizeof uid, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(md, "uid", json_string(uid));
+    json_object_set_new(md, "creationTimestamp", json_string(ts));
+    json_object_del(md, "resourceVersion");
+    json_object_del(md, "deletionTimestamp");
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    if (kind && !strcmp(kind, "Pod")) {
+        json_t *st = json_object_get(obj, "status");
+        if (!json_is_object(st)) json_object_set_new(obj, "status", st = json_object());
+        if (!json_object_get(st, "phase")) json_object_set_new(st, "phase", json_string("Pending"));
+    }
+    return 0;
+}
+
+/*--- Watch streams ---*/
+
+struct watch {
+    struct gs_apiserver *s;
+    struct gs__filter f;
+    char prefix[512];
+    int64_t rv;
+    int64_t deadline_ns; /* 0: none */
+    bool table, ended;
+    char *buf;           /* pending output */
+    size_t len, off, cap;
+};
+
+static int wbuf_add(struct watch *w, const char *text, size_t n)
+{
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->len + n) cap *= 2;
+        char *nb = realloc(w->buf, cap);
+        if (!nb) return GS_ENOMEM;
+        w->buf = nb;
+        w->cap = cap;
+    }
+    memcpy(w->buf + w->len, text, n);
+    w->len += n;
+    return 0;
+}
+
+/* One event line; obj is the parsed object (NULL when the raw text can be used as is). */
+static int wbuf_event(struct watch *w, const char *type, const char *raw, json_t *obj)
+{
+    char head[48];
+    int hn = snprintf(head, sizeof head, "{\"type\":\"%s\",\"object\":", type);
+    char *text = NULL;
+    if (w->table && obj) {
+        json_t *arr = json_pack("[O]", obj);
+        json_t *t = gs__table(w->f.res, arr, NULL, gs__wall_now(), GS_INCLUDE_METADATA);
+        text = t ? json_dumps(t, JSON_COMPACT) : NULL;
+        json_decref(t);
+        json_decref(arr);
+        if (!text) return GS_ENOMEM;
+        raw = text;
+    }
+    int err = wbuf_add(w, head, (size_t)hn);
+    if (!err) err = wbuf_add(w, raw, strlen(raw));
+    if (!err) err = wbuf_add(w, "}\n", 2);
+    free(text);
+    return err;
+}
+
+static int replay_one(const char *key, json_t *obj, void *arg)
+{
+    (void)key;
+    struct watch *w = arg;
+    if (!gs__filter_matches(&w->f, obj)) return 0;
+    char *text = json_dumps(obj, JSON_COMPACT);
+    int err = text ? wbuf_event(w, "ADDED", text, obj) : GS_ENOMEM;
+    free(text);
+    return err;
+}
+
+static void watch_error(struct watch *w, int code, const char *msg)
+{
+    json_t *st = gs__status(code, NULL, msg, w->f.res, NULL, NULL, 0);
+    char *text = st ? json_dumps(st, JSON_COMPACT) : NULL;
+    if (text) wbuf_event(w, "ERROR", text, NULL);
+    free(text);
+    json_decref(st);
+    w->ended = true;
+}
+
+static void watch_fill(struct watch *w)
+{
+    struct gs_store_event *evs = NULL;
+    size_t n = 0;
+    int err = gs_store_events(w->s->store, &w->rv, w->prefix, WATCH_WAIT_MS, &w->s->stopping, &evs, &n);
+    if (err == GS_ERANGE) {
+        watch_error(w, 410, "too old resource version: the watch must start from a fresh list");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool parse = w->table || gs__filter_needs_object(&w->f);
+        json_t *obj = parse ? json_loads(evs[i].value, 0, NULL) : NULL;
+        if (parse && (!obj || !gs__filter_matches(&w->f, obj))) {
+            json_decref(obj);
+            continue;
+        }
+        wbuf_event(w, gs_store_ev_name(evs[i].type), evs[i].value, obj);
+        json_decref(obj);
+    }
+    gs_store_events_free(evs, n);
+}
+
+static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct watch *w = cls;
+    if (w->off == w->len) {
+        w->off = w->len = 0;
+        if (w->ended || atomic_load(&w->s->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (w->deadline_ns && mono_ns() >= w->deadline_ns) return MHD_CONTENT_READER_END_OF_STREAM;
+        watch_fill(w);
+        if (w->len == 0) return 0; /* waited a second for nothing: libmicrohttpd calls again */
+    }
+    size_t n = w->len - w->off < max ? w->len - w->off : max;
+    memcpy(out, w->buf + w->off, n);
+    w->off += n;
+    return (ssize_t)n;
+}
+
+static void watch_free(void *cls)
+{
+    struct watch *w = cls;
+    gs__filter_free(&w->f);
+    free(w->buf);
+    free(w);
+}
+
+enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const char *prefix)
+{
+    struct watch *w = calloc(1, sizeof *w);
+    if (!w) return gs__reply_err(r, GS_ENOMEM, NULL);
+    w->s = r->s;
+    w->f = *f;
+    memset(f, 0, sizeof *f);
+    w->table = gs__wants_table(r);
+    snprintf(w->prefix, sizeof w->prefix, "%s", prefix);
+    const char *rvs = gs__arg(r, "resourceVersion");
+    const char *tos = gs__arg(r, "timeoutSeconds");
+    if (tos && atoi(tos) > 0) w->deadline_ns = mono_ns() + (int64_t)atoi(tos) * 1000000000;
+    char *end = NULL;
+    long long rv = rvs && *rvs ? strtoll(rvs, &end, 10) : 0;
+    if (rvs && *rvs && (*end || rv < 0)) {
+        watch_free(w);
+        return gs__reply_status(r, 400, NULL, NULL, "invalid resourceVersion \"%s\"", rvs);
+    }
+    int err = 0;
+    if (rv == 0) err = gs_store_list(r->s->store, prefix, replay_one, w, &w->rv);
+    else w->rv = rv;
+    if (err) {
+        watch_free(w);
+        return gs__reply_err(r, err, NULL);
+    }
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
+    if (!resp) {
+        watch_free(w);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    enum MHD_Result ret = MHD_queue_response(r->c, 200, resp);
+    MHD_destroy_response(resp);
+    r->answered = true;
+    return ret;
+}
+
+/*--- Routing ---*/
+
+static enum MHD_Result discovery(struct gs__req *r, char **seg, int n)
+{
+    json_t *doc = NULL;
+    if (n == 1 && !strcmp(seg[0], "version")) doc = gs__doc_version();
+    else if (n == 1 && !strcmp(seg[0], "api")) doc = gs__doc_api_versions();
+    else if (n == 2 && !strcmp(seg[0], "api")) doc = gs__doc_resource_list("", seg[1]);
+    else if (n == 1 && !strcmp(seg[0], "apis")) doc = gs__doc_group_list();
+    else if (n == 2 && !strcmp(seg[0], "apis")) doc = gs__doc_group(seg[1]);
+    else if (n == 3 && !strcmp(seg[0], "apis")) doc = gs__doc_resource_list(seg[1], seg[2]);
+    if (!doc) return gs__reply_status(r, 404, NULL, NULL, "the server could not find the requested resource");
+    return gs__reply_json(r, 200, doc);
+}
+
+static bool segment_ok(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 0 && n <= 253 && strcmp(s, ".") && strcmp(s, "..");
+}
+
+/* /api/v1/... or /apis/g/v/...: fills r->res, ns, name, sub; false when no such resource. */
+static bool route_resource(struct gs__req *r, char **seg, int n)
+{
+    int base = !strcmp(seg[0], "api") ? 2 : 3;
+    if (n <= base) return false;
+    const char *group = base == 2 ? "" : seg[1], *version = seg[base - 1];
+    char **rest = seg + base;
+    int nr = n - base;
+    if (nr >= 3 && !strcmp(rest[0], "namespaces")) {
+        r->ns = rest[1];
+        rest += 2;
+        nr -= 2;
+    }
+    if (nr > 3) return false;
+    r->res = gs_api_resource_find(group, version, rest[0]);
+    if (!r->res || (r->ns && !r->res->namespaced)) return false;
+    r->name = nr > 1 ? rest[1] : NULL;
+    r->sub = nr > 2 ? rest[2] : "";
+    if (r->name && r->res->namespaced && !r->ns) return false;
+    if ((r->ns && !segment_ok(r->ns)) || (r->name && !segment_ok(r->name))) return false;
+    return true;
+}
+
+static const char *verb_of(struct gs__req *r)
+{
+    const char *m = r->method;
+    if (!strcmp(m, "GET")) {
+        const char *w = gs__arg(r, "watch");
+        if (!r->name && w && (!strcmp(w, "true") || !strcmp(w, "1"))) return "watch";
+        return r->name ? "get" : "list";
+    }
+    if (!strcmp(m, "POST")) return "create";
+    if (!strcmp(m, "PUT")) return "update";
+    if (!strcmp(m, "PATCH")) return "patch";
+    if (!strcmp(m, "DELETE")) return "delete";
+    return NULL;
+}
+
+/* Applies the role rules; true when the request was refused (answered). */
+static bool refused(struct gs__req *r, const char *verb)
+{
+    const char *why = "";
+    struct gs_authz_req az = {verb, r->res, r->sub, r->ns, r->name};
+    enum gs_authz d = gs_authorize(r->who, &az, &why);
+    r->if_bound = d == GS_AUTHZ_IF_BOUND;
+    if (d != GS_AUTHZ_DENY) return false;
+    gs__reply_status(r, 403, NULL, r->name,
+                     "%s%s%s%s is forbidden: User \"%s\" cannot %s resource \"%s%s%s\" in API group \"%s\"%s%s%s: %s",
+                     r->res->plural, r->name ? " \"" : "", r->name ? r->name : "", r->name ? "\"" : "", r->who->user,
+                     verb, r->res->plural, r->sub[0] ? "/" : "", r->sub, r->res->group,
+                     r->ns ? " in the namespace \"" : "", r->ns ? r->ns : "", r->ns ? "\"" : "", why);
+    return true;
+}
+
+static enum MHD_Result dispatch_resource(struct gs__req *r)
+{
+    const char *verb = verb_of(r);
+    if (!verb) return gs__reply_status(r, 405, NULL, NULL, "method %s not allowed", r->method);
+    if (r->sub[0] && strcmp(r->sub, "status") && strcmp(r->sub, "binding") && strcmp(r->sub, "log"))
+        return gs__reply_status(r, 404, NULL, r->name, "no subresource \"%s\"", r->sub);
+    if (!strcmp(r->sub, "status") && !r->res->has_status)
+        return gs__reply_status(r, 404, NULL, r->name, "%s have no status subresource", r->res->plural);
+    if (!strcmp(r->sub, "binding") && strcmp(r->res->plural, "pods"))
+        return gs__reply_status(r, 404, NULL, r->name, "only pods have a binding subresource");
+    if (refused(r, verb)) return MHD_YES;
+    if (!strcmp(r->sub, "log"))
+        return gs__reply_status(r, 404, NULL, r->name, "pod logs are served by the node agent, not by this server");
+    if (!strcmp(verb, "watch")) return gs__handle_list(r, true);
+    if (!strcmp(verb, "list")) return gs__handle_list(r, false);
+    if (!strcmp(verb, "get")) return gs__handle_get(r);
+    if (!strcmp(verb, "create") && !strcmp(r->sub, "binding") && r->name) return gs__handle_bind(r);
+    if (!strcmp(verb, "create") && !r->name) return gs__handle_create(r);
+    if (!strcmp(verb, "update") && r->name) return gs__handle_update(r);
+    if (!strcmp(verb, "patch") && r->name) return gs__handle_patch(r);
+    if (!strcmp(verb, "delete") && r->name && !r->sub[0]) return gs__handle_delete(r);
+    return gs__reply_status(r, 405, NULL, r->name, "method %s not allowed here", r->method);
+}
+
+static bool public_path(const char *url)
+{
+    return !strcmp(url, "/version") || !strcmp(url, "/healthz") || !strcmp(url, "/livez") || !strcmp(url, "/readyz");
+}
+
+static enum MHD_Result route(struct gs__req *r)
+{
+    if (!strcmp(r->url, "/healthz") || !strcmp(r->url, "/livez") || !strcmp(r->url, "/readyz"))
+        return gs__reply_text(r, 200, "text/plain", strdup("ok"));
+    if (!strcmp(r->url, "/openapi/v2")) /* empty: kubectl then skips client-side validation */
+        return gs__reply_text(r, 200, "application/octet-stream", NULL);
+    char path[2048];
+    if (snprintf(path, sizeof path, "%s", r->url) >= (int)sizeof path)
+        return gs__reply_status(r, 414, "RequestURITooLong", NULL, "URL too long");
+    char *seg[12];
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(path, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+        if (n == 12) return gs__reply_status(r, 404, NULL, NULL, "the server could not find the requested resource");
+        seg[n++] = t;
+    }
+    if (n == 0) return gs__reply_json(r, 200, json_pack("{s:[s,s,s,s]}", "paths", "/api", "/api/v1", "/apis", "/version"));
+    bool api = !strcmp(seg[0], "api") && (n == 1 || !strcmp(seg[1], "v1"));
+    bool apis = !strcmp(seg[0], "apis");
+    if (!strcmp(seg[0], "version") || ((api && n <= 2) || (apis && n <= 3))) {
+        if (strcmp(r->method, "GET")) return gs__reply_status(r, 405, NULL, NULL, "method %s not allowed", r->method);
+        return discovery(r, seg, n);
+    }
+    if ((api || apis) && route_resource(r, seg, n)) return dispatch_resource(r);
+    return gs__reply_status(r, 404, NULL, NULL, "the server could not find the requested resource");
+}
+
+/*--- Connections ---*/
+
+static enum MHD_Result authenticate(struct gs__req *r)
+{
+    if (!r->s->auth) {
+        r->who = &anonymous_admin;
+        return MHD_NO;
+    }
+    r->who = gs_auth_authenticate(r->s->auth, gs__header(r, "Authorization"));
+    if (!r->who && !public_path(r->url)) return gs__reply_status(r, 401, NULL, NULL, "Unauthorized");
+    if (r->who && !gs_auth_rate_take(r->s->auth, r->who, mono_ns()))
+        return gs__reply_status(r, 429, NULL, NULL, "too many requests from \"%s\": slow down", r->who->user);
+    return MHD_NO;
+}
+
+static int append_body(struct gs__req *r, const char *data, size_t n)
+{
+    if (r->too_big || r->len + n > r->s->max_body) {
+        r->too_big = true;
+        return 0;
+    }
+    if (r->len + n + 1 > r->cap) {
+        size_t cap = r->cap ? r->cap : 4096;
+        while (cap < r->len + n + 1) cap *= 2;
+        char *nb = realloc(r->body, cap);
+        if (!nb) return GS_ENOMEM;
+        r->body = nb;
+        r->cap = cap;
+    }
+    memcpy(r->body + r->len, data, n);
+    r->len += n;
+    r->body[r->len] = 0;
+    return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    struct gs_apiserver *s = cls;
+    struct gs__req *r = *con_cls;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
+        *con_cls = r;
+        r->s = s;
+        r->c = c;
+        r->url = url;
+        r->method = method;
+        r->sub = "";
+        const char *cl = gs__header(r, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->max_body)
+            return gs__reply_status(r, 413, NULL, NULL, "request body of %s bytes exceeds the limit of %zu", cl,
+                                    s->max_body);
+        return MHD_YES;
+    }
+    if (r->answered) { /* refused early: swallow what the client still sends */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (append_body(r, upload, *upload_size)) return MHD_NO;
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (r->too_big)
+        return gs__reply_status(r, 413, NULL, NULL, "request body exceeds the limit of %zu bytes", s->max_body);
+    if (authenticate(r) == MHD_YES || r->answered) return MHD_YES;
+    return route(r);
+}
+
+static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc)
+{
+    (void)cls;
+    (void)c;
+    (void)tc;
+    struct gs__req *r = *con_cls;
+    if (!r) return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static int listen_socket(const char *listen_addr, int *port_out)
+{
+    char host[256];
+    const char *colon = strrchr(listen_addr, ':');
+    if (!colon || (size_t)(colon - listen_addr) >= sizeof host) return GS_EINVAL;
+    memcpy(host, listen_addr, (size_t)(colon - listen_addr));
+    host[colon - listen_addr] = 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535) return GS_EINVAL;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (!strcmp(host, "localhost")) snprintf(host, sizeof host, "127.0.0.1");
+    if (inet_pton(AF_INET, host[0] ? host : "0.0.0.0", &sa.sin_addr) != 1) return GS_EINVAL;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return GS_EIO;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t sl = sizeof sa;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 512) || getsockname(fd, (struct sockaddr *)&sa, &sl)) {
+        gs_log(GS_LOG_ERROR, "api: cannot listen", "addr", listen_addr, "error", strerror(errno), NULL);
+        close(fd);
+        return GS_EIO;
+    }
+    *port_out = ntohs(sa.sin_port);
+    return fd;
+}
+
+int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **out)
+{
+    *out = NULL;
+    struct gs_apiserver *s = calloc(1, sizeof *s);
+    if (!s) return GS_ENOMEM;
+    s->store = o->store;
+    s->auth = o->auth;
+    s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
+    int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
+    if (fd < 0) {
+        free(s);
+        return fd;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (o->tls) flags |= MHD_USE_TLS;
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, o->tls ? o->tls->key_pem : NULL},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, o->tls ? o->tls->cert_pem : NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, 0u,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 * 1024, MHD_OPTION_ARRAY,
+                            o->tls ? tls_opts : tls_opts + 2, MHD_OPTION_END);
+    if (!s->d) {
+        gs_log(GS_LOG_ERROR, "api: libmicrohttpd failed to start", NULL);
+        close(fd);
+        free(s);
+        return GS_EIO;
+    }
+    s->fd = fd;
+    *out = s;
+    return 0;
+}
+
+int gs_apiserver_port(const struct gs_apiserver *s)
+{
+    return s->port;
+}
+
+void gs_apiserver_stop(struct gs_apiserver *s)
+{
+    if (!s) return;
+    atomic_store(&s->stopping, true);
+    gs_store_interrupt(s->store);
+    MHD_stop_daemon(s->d);
+    close(s->fd);
+    free(s);
+}

@@ -1,0 +1,76 @@
+/*
+ * apiserver_int.h - what apiserver.c (HTTP plumbing) and api_objects.c
+ * (object handlers) share. Internal to src/control.
+ */
+#ifndef GS_CONTROL_APISERVER_INT_H
+#define GS_CONTROL_APISERVER_INT_H
+
+#include "control/api.h"
+#include "control/apiserver.h"
+
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+
+struct gs_apiserver {
+    struct MHD_Daemon *d;
+    int fd, port;
+    struct gs_store *store;
+    struct gs_auth *auth;
+    size_t max_body;
+    atomic_bool stopping;
+};
+
+/* One request in flight. */
+struct gs__req {
+    struct gs_apiserver *s;
+    struct MHD_Connection *c;
+    const char *url, *method;
+    char *body;
+    size_t len, cap;
+    bool too_big, answered;
+    struct gs_principal *who;
+    /* Route. */
+    const struct gs_api_resource *res;
+    const char *ns, *name, *sub; /* sub "" when none */
+    bool if_bound;               /* node principal: only objects bound to its node */
+};
+
+/* What a list or watch keeps: selectors plus the caller's visibility. */
+struct gs__filter {
+    const struct gs_api_resource *res;
+    struct gs_selector labels;
+    struct gs__field_sel fields;
+    const struct gs_principal *who; /* tenant: its namespaces; node (if_bound): its pods */
+    bool if_bound;
+};
+bool gs__filter_needs_object(const struct gs__filter *f);
+bool gs__filter_matches(const struct gs__filter *f, const json_t *obj);
+void gs__filter_free(struct gs__filter *f);
+
+/* Replies: each queues a response and marks the request answered. */
+enum MHD_Result gs__reply_text(struct gs__req *r, int code, const char *ctype, char *text /* taken */);
+enum MHD_Result gs__reply_json(struct gs__req *r, int code, json_t *doc /* taken */);
+enum MHD_Result gs__reply_status(struct gs__req *r, int code, const char *reason, const char *name,
+                                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* A store error as its Status (404, 409 AlreadyExists/Conflict, 403, 500). */
+enum MHD_Result gs__reply_err(struct gs__req *r, int err, const char *name);
+
+const char *gs__arg(struct gs__req *r, const char *key);
+const char *gs__header(struct gs__req *r, const char *key);
+bool gs__wants_table(struct gs__req *r);
+double gs__wall_now(void);
+
+/* Starts a watch stream (takes f's contents). */
+enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const char *prefix);
+
+/* Handlers (api_objects.c). */
+enum MHD_Result gs__handle_list(struct gs__req *r, bool watch);
+enum MHD_Result gs__handle_get(struct gs__req *r);
+enum MHD_Result gs__handle_create(struct gs__req *r);
+enum MHD_Result gs__handle_update(struct gs__req *r);
+enum MHD_Result gs__handle_patch(struct gs__req *r);
+enum MHD_Result gs__handle_bind(struct gs__req *r);
+enum MHD_Result gs__handle_delete(struct gs__req *r);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * client.h - an HTTP client for the API (libcurl), for the CLI and the agent.
+ *
+ * Where to connect and as whom, first match wins, field by field:
+ *   1. the options (flags: --server, --token, --kubeconfig, --certificate-authority);
+ *   2. the environment: GPUSCHED_SERVER, GPUSCHED_TOKEN;
+ *   3. a kubeconfig: opts->kubeconfig, else $KUBECONFIG (first path), else
+ *      ./gpusched-data/kubeconfig when it exists - its current context's
+ *      server, certificate-authority(-data), insecure-skip-tls-verify, token
+ *      or tokenFile. The file `gpusched server` writes is such a kubeconfig.
+ *
+ * Calls return 0 or a negative GS_E* mapped from the HTTP answer: 404
+ * GS_ENOENT, 409 AlreadyExists GS_EEXIST, 409 Conflict GS_ECONFLICT, 401/403
+ * GS_EPERM, 400/422 GS_EINVAL, 429 GS_EBUSY, anything else GS_EIO. On an
+ * error *out (when given) holds the server's Status object, so callers can
+ * print its message. A client is one connection: use it from one thread at
+ * a time (a watch opens its own).
+ */
+#ifndef GS_CONTROL_CLIENT_H
+#define GS_CONTROL_CLIENT_H
+
+#include "control/resources.h"
+#include "core/error.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+
+struct gs_client_opts {
+    const char *server;      /* "https://127.0.0.1:6443" */
+    const char *token;
+    const char *kubeconfig;  /* path */
+    const char *ca_file;     /* PEM file to verify the server with */
+    bool insecure_skip_verify;
+    long timeout_ms;         /* per request, not watches; 0 = 30 s */
+};
+
+struct gs_client;
+
+/* Resolves the connection (see above); problems (unreadable kubeconfig, no
+ * server anywhere) go to d. */
+int gs_client_new(const struct gs_client_opts *o, struct gs_client **out, struct gs_diags *d);
+void gs_client_free(struct gs_client *c);
+const char *gs_client_server(const struct gs_client *c);
+
+/* One request: path with query ("/api/v1/pods?limit=1"), optional body and
+ * content type, optional Accept. *out: the JSON answer (NULL when not JSON),
+ * *code: the HTTP status. */
+int gs_client_call(struct gs_client *c, const char *method, const char *path, const char *content_type,
+                   const json_t *body, const char *accept, json_t **out, long *code);
+
+int gs_client_get(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const char *name,
+                  json_t **out);
+/* ns NULL: every namespace. Selectors may be NULL. table: ask for a Table. */
+int gs_client_list(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const char *label_selector,
+                   const char *field_selector, bool table, json_t **out);
+int gs_client_create(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const json_t *obj,
+                     json_t **out);
+/* PUT; subresource NULL or "status". */
+int gs_client_update(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const char *name,
+                     const char *subresource, const json_t *obj, json_t **out);
+/* strategic: strategic merge patch, else JSON merge patch. */
+int gs_client_patch(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const char *name,
+                    const char *subresource, bool strategic, const json_t *patch, json_t **out);
+int gs_client_delete(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const char *name,
+                     json_t **out);
+/* POST pods/{name}/binding to node, with annotations copied onto the pod (may be NULL). */
+int gs_client_bind(struct gs_client *c, const char *ns, const char *name, const char *node,
+                   const json_t *annotations, json_t **out);
+
+/* Called per watch event; type "ADDED", "MODIFIED", "DELETED" or "ERROR";
+ * obj borrowed. Nonzero ends the watch (and is returned by gs_client_watch). */
+typedef int (*gs_watch_fn)(const char *type, json_t *obj, void *arg);
+/* Streams events from resource_version ("" or "0": current objects first)
+ * until fn says stop, the server closes the stream, or timeout_s passes (0: none). */
+int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const char *ns,
+                    const char *label_selector, const char *field_selector, const char *resource_version,
+                    int timeout_s, gs_watch_fn fn, void *arg);
+
+/* The message of a Status object, or "" */
+const char *gs_client_status_message(const json_t *status);
+
+#endif

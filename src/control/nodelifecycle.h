@@ -1,0 +1,51 @@
+/*
+ * nodelifecycle.h - the server-side node lifecycle: what Kubernetes' node
+ * lifecycle controller does for nodes whose agent stopped answering.
+ *
+ * A node's heartbeat is its Ready condition's lastHeartbeatTime, renewed by
+ * its agent. When it is older than the grace period (counted from this
+ * controller's start at the earliest, so a server that was down does not
+ * condemn every node at once), the node becomes NotReady: Ready=Unknown and
+ * the taint node.kubernetes.io/unreachable:NoSchedule keeps new pods away.
+ * Each pod still bound to it and not finished is then
+ *   - restartPolicy Never: marked Failed, reason NodeLost;
+ *   - otherwise: re-created - a new uid, unbound, Pending, devices and status
+ *     cleared, in the same store transaction, so it is never lost nor twice.
+ * A fresh heartbeat lifts the taint again.
+ *
+ * Only nodes that ever posted a heartbeat are watched: a Node object applied
+ * by hand (no agent) is left alone.
+ */
+#ifndef GS_CONTROL_NODELIFECYCLE_H
+#define GS_CONTROL_NODELIFECYCLE_H
+
+#include "control/store.h"
+
+#include <stdint.h>
+
+struct gs_nodelc_opts {
+    struct gs_store *store;   /* borrowed */
+    int64_t grace_ms;         /* 0: $GPUSCHED_NODE_GRACE (seconds, may be fractional) or 40 s */
+    int64_t period_ms;        /* scan period; 0: 500 ms */
+};
+
+struct gs_nodelc_stats {
+    uint64_t not_ready;       /* transitions to NotReady */
+    uint64_t pods_failed;     /* pods marked Failed (NodeLost) */
+    uint64_t pods_recreated;  /* pods re-created */
+};
+
+struct gs_nodelc;
+
+int gs_nodelc_start(const struct gs_nodelc_opts *o, struct gs_nodelc **out);
+void gs_nodelc_stop(struct gs_nodelc *l);
+void gs_nodelc_stats(struct gs_nodelc *l, struct gs_nodelc_stats *out);
+
+/* One scan at wall time now_s (tests drive it without the thread). */
+void gs_nodelc_scan(struct gs_nodelc *l, double now_s);
+/* A controller without a thread, for gs_nodelc_scan. */
+int gs_nodelc_new(const struct gs_nodelc_opts *o, double start_s, struct gs_nodelc **out);
+
+#define GS_TAINT_UNREACHABLE "node.kubernetes.io/unreachable"
+
+#endif

@@ -1,0 +1,615 @@
+/*
+ * sched_loop.c - the in-server scheduler on the store's change stream; see sched_loop.h.
+ *
+ * State. One entry per pod and per node the loop knows, keyed by store key.
+ * An entry keeps the decoded object the scheduler borrows (queue and cache
+ * hold pointers into it) apart from the latest stored document and version:
+ * a change that only touches status updates the document and leaves the
+ * decoded object where it is, so a queued pod keeps its place and a bound
+ * pod's cache accounting stays put. Anything else about a queued pod
+ * requeues it as the new object.
+ *
+ * Order. Events are applied in version order and an event whose version is
+ * not newer than the entry's is skipped, which makes the initial lists (nodes,
+ * then pods, each at its own version) and the stream that follows from the
+ * older of the two agree. If the loop falls behind the store's event ring it
+ * drops all state and loads again.
+ */
+#include "control/sched_loop.h"
+
+#include "control/api.h"
+#include "core/log.h"
+#include "sched/cache.h"
+#include "sched/scheduler.h"
+#include "sched/strmap.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CYCLES_PER_ROUND 512
+#define IDLE_WAIT_MS 50
+
+enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED };
+
+struct entry {
+    char *key;             /* store key; also the map's key */
+    struct gs_object *obj; /* decoded: borrowed by the scheduler */
+    json_t *doc;           /* latest stored document */
+    int64_t rv;
+    enum pstate state;
+    int sched;             /* profile index when queued */
+    char *msg;             /* last Unschedulable message written */
+};
+
+struct gs_sched_loop {
+    struct gs_store *store;
+    struct gs_sched_config own;       /* the default when no config was given */
+    const struct gs_sched_config *cfg;
+    uint64_t seed;
+    struct gs_clock clock;
+    struct gs_cache *cache;
+    struct gs_scheduler **scheds;
+    size_t nsched;
+    struct gs__strmap pods, nodes;
+    int64_t rv;
+    pthread_t th;
+    atomic_bool stop;
+    pthread_mutex_t mu; /* stats */
+    struct gs_sched_loop_stats st;
+};
+
+/*--- Devices annotation ---*/
+
+int gs_devices_format(const struct gs_node *node, uint64_t mask, int32_t milli, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int g = 0; g < 64; g++) {
+        if (!(mask >> g & 1)) continue;
+        const struct gs_gpu *d = node && (size_t)g < node->ngpus ? &node->gpus[g] : NULL;
+        char name[160];
+        if (d && d->uuid) snprintf(name, sizeof name, "%s", d->uuid);
+        else snprintf(name, sizeof name, "%d", d ? d->index : g);
+        int w = snprintf(buf + (n < len ? n : len), n < len ? len - n : 0, "%s%s", n ? "," : "", name);
+        n += (size_t)w;
+        if (milli > 0 && milli < 1000) n += (size_t)snprintf(buf + (n < len ? n : len), n < len ? len - n : 0, ":%d", milli);
+    }
+    return (int)n;
+}
+
+static int find_gpu(const struct gs_node *node, int32_t ngpus, const char *name)
+{
+    for (size_t g = 0; node && g < node->ngpus && (int32_t)g < ngpus; g++)
+        if (node->gpus[g].uuid && !strcmp(node->gpus[g].uuid, name)) return (int)g;
+    char *end;
+    long idx = strtol(name, &end, 10);
+    if (*name && !*end && idx >= 0) {
+        for (size_t g = 0; node && g < node->ngpus; g++)
+            if (node->gpus[g].index == idx) return (int)g;
+        if (idx < ngpus) return (int)idx;
+    }
+    return -1;
+}
+
+int gs_devices_parse(const struct gs_node *node, int32_t ngpus, const char *text, uint64_t *mask, int32_t *milli)
+{
+    *mask = 0;
+    *milli = 1000;
+    char buf[2048];
+    if (snprintf(buf, sizeof buf, "%s", text) >= (int)sizeof buf) return GS_EINVAL;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *colon = strrchr(t, ':');
+        if (colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1)) {
+            *colon = 0;
+            *milli = atoi(colon + 1);
+            if (*milli < 1 || *milli > 1000) return GS_EINVAL;
+        }
+        int g = find_gpu(node, ngpus, t);
+        if (g < 0 || g >= 64) return GS_EINVAL;
+        *mask |= 1ull << g;
+    }
+    return 0;
+}
+
+/*--- Entries ---*/
+
+static void entry_free(struct entry *e)
+{
+    if (!e) return;
+    gs_object_free(e->obj);
+    json_decref(e->doc);
+    free(e->msg);
+    free(e->key);
+    free(e);
+}
+
+static struct entry *entry_new(const char *key)
+{
+    struct entry *e = calloc(1, sizeof *e);
+    if (e && !(e->key = strdup(key))) {
+        free(e);
+        e = NULL;
+    }
+    return e;
+}
+
+static void notify_all(struct gs_sched_loop *l, enum gs_cluster_event ev)
+{
+    for (size_t i = 0; i < l->nsched; i++) gs_sched_queue_on_event(gs_scheduler_queue(l->scheds[i]), ev);
+}
+
+static int profile_of(struct gs_sched_loop *l, const struct gs_pod *pod)
+{
+    const char *name = pod->scheduler_name ? pod->scheduler_name : GS_DEFAULT_SCHEDULER;
+    for (size_t i = 0; i < l->cfg->nprofiles; i++)
+        if (!strcmp(l->cfg->profiles[i].scheduler_name, name)) return (int)i;
+    return -1;
+}
+
+static bool pod_terminal(const struct gs_pod *p)
+{
+    return p->phase && (!strcmp(p->phase, "Succeeded") || !strcmp(p->phase, "Failed"));
+}
+
+/* Equal apart from status and resourceVersion. */
+static bool same_but_status(const json_t *a, const json_t *b)
+{
+    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
+    json_t *mx = json_copy(json_object_get(x, "metadata")), *my = json_copy(json_object_get(y, "metadata"));
+    bool eq = false;
+    if (x && y && mx && my) {
+        json_object_del(mx, "resourceVersion");
+        json_object_del(my, "resourceVersion");
+        json_object_set(x, "metadata", mx);
+        json_object_set(y, "metadata", my);
+        json_object_del(x, "status");
+        json_object_del(y, "status");
+        eq = json_equal(x, y);
+    }
+    json_decref(mx);
+    json_decref(my);
+    json_decref(x);
+    json_decref(y);
+    return eq;
+}
+
+/* Puts a bound pod's resources into the cache, on the devices its annotation names. */
+static enum pstate account_bound(struct gs_sched_loop *l, struct entry *e)
+{
+    const struct gs_pod *pod = e->obj->u.pod;
+    int32_t idx = gs_cache_find_node(l->cache, pod->node_name);
+    if (idx < 0) return P_DETACHED;
+    struct gs_node_info *ni = gs_cache_node(l->cache, idx);
+    struct gs_assignment a = {.node = idx, .milli = pod->demand.gpu_milli, .mem_mib = pod->demand.gpu_mem_mib};
+    const char *dev = gs_labels_get(&pod->meta.annotations, GS_ANN_DEVICES);
+    int32_t milli = 1000;
+    if (dev && gs_devices_parse(ni->node, ni->ngpus, dev, &a.gpu_mask, &milli) == 0) a.milli = milli;
+    if (gs_cache_add_bound(l->cache, pod, &a) != 0) {
+        gs_log(GS_LOG_WARN, "scheduler: bound pod not accounted", "pod", e->key, "node", pod->node_name, NULL);
+        return P_DETACHED;
+    }
+    return P_BOUND;
+}
+
+/* Releases whatever the scheduler holds for a pod entry. */
+static void pod_release(struct gs_sched_loop *l, struct entry *e)
+{
+    char key[GS__KEY_MAX];
+    gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
+    if (e->state == P_QUEUED) gs_scheduler_delete_pod(l->scheds[e->sched], key);
+    else if (e->state == P_BOUND && gs_cache_remove_pod(l->cache, key) == 0) notify_all(l, GS_EV_POD_DELETED);
+}
+
+/* Where a freshly decoded pod goes. */
+static void pod_place(struct gs_sched_loop *l, struct entry *e)
+{
+    const struct gs_pod *pod = e->obj->u.pod;
+    int p;
+    if (pod_terminal(pod)) e->state = P_DONE;
+    else if (pod->node_name) e->state = account_bound(l, e);
+    else if ((p = profile_of(l, pod)) < 0) e->state = P_OTHER;
+    else {
+        e->sched = p;
+        e->state = gs_scheduler_add_pod(l->scheds[p], pod) == 0 ? P_QUEUED : P_OTHER;
+    }
+}
+
+static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
+{
+    struct entry *e = gs__strmap_get(&l->pods, key);
+    if (e && rv <= e->rv) return;
+    if (deleted) {
+        if (!e) return;
+        pod_release(l, e);
+        gs__strmap_del(&l->pods, key);
+        entry_free(e);
+        return;
+    }
+    struct gs_diags d = {0};
+    struct gs_object *o = NULL;
+    if (gs_object_decode(doc, &o, &d) || o->kind != GS_KIND_POD) {
+        gs_log(GS_LOG_WARN, "scheduler: cannot decode pod", "pod", key, "error", d.n ? d.v[0].msg : "", NULL);
+        gs_diags_free(&d);
+        gs_object_free(o);
+        return;
+    }
+    gs_diags_free(&d);
+    bool fresh = !e;
+    if (fresh && (!(e = entry_new(key)) || gs__strmap_put(&l->pods, e->key, e))) {
+        entry_free(e);
+        gs_object_free(o);
+        return;
+    }
+    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && same_but_status(e->doc, doc) &&
+                !(e->state != P_DONE && pod_terminal(o->u.pod));
+    json_decref(e->doc);
+    e->doc = json_incref(doc);
+    e->rv = rv;
+    if (keep) { /* status-only change: the scheduler's view of the pod is unchanged */
+        gs_object_free(o);
+        return;
+    }
+    if (!fresh) pod_release(l, e);
+    gs_object_free(e->obj);
+    e->obj = o;
+    pod_place(l, e);
+}
+
+static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
+{
+    struct entry *e = gs__strmap_get(&l->nodes, key);
+    if (e && rv <= e->rv) return;
+    if (deleted) {
+        if (!e) return;
+        gs_cache_remove_node(l->cache, e->obj->u.node->meta.name);
+        gs__strmap_del(&l->nodes, key);
+        entry_free(e);
+        return;
+    }
+    struct gs_diags d = {0};
+    struct gs_object *o = NULL;
+    if (gs_object_decode(doc, &o, &d) || o->kind != GS_KIND_NODE) {
+        gs_log(GS_LOG_WARN, "scheduler: cannot decode node", "node", key, NULL);
+        gs_diags_free(&d);
+        gs_object_free(o);
+        return;
+    }
+    gs_diags_free(&d);
+    bool fresh = !e;
+    if (fresh && (!(e = entry_new(key)) || gs__strmap_put(&l->nodes, e->key, e))) {
+        entry_free(e);
+        gs_object_free(o);
+        return;
+    }
+    int r = fresh ? gs_scheduler_add_node(l->scheds[0], o->u.node) : gs_cache_update_node(l->cache, o->u.node);
+    if (r < 0) {
+        gs_log(GS_LOG_WARN, "scheduler: node not accepted by the cache", "node", key, "error", gs_strerror(r), NULL);
+        if (fresh) {
+            gs__strmap_del(&l->nodes, key);
+            entry_free(e);
+        }
+        gs_object_free(o);
+        return;
+    }
+    /* A node that reports Ready=False takes no new pods. */
+    const char *ready = NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(doc, "status"), "conditions"), i, c)
+        if (!strcmp(json_string_value(json_object_get(c, "type")) ? json_string_value(json_object_get(c, "type")) : "", "Ready"))
+            ready = json_string_value(json_object_get(c, "status"));
+    if (ready && strcmp(ready, "True")) gs_cache_set_schedulable(l->cache, r, false);
+    gs_object_free(e->obj);
+    e->obj = o;
+    json_decref(e->doc);
+    e->doc = json_incref(doc);
+    e->rv = rv;
+    notify_all(l, fresh ? GS_EV_NODE_ADDED : GS_EV_NODE_UPDATED);
+    /* Pods bound to this node before it was known can be accounted now. */
+    if (fresh) {
+        for (size_t s = 0; s < l->pods.cap; s++) {
+            struct entry *p = l->pods.slots[s].key ? l->pods.slots[s].val : NULL;
+            if (p && p->state == P_DETACHED && p->obj->u.pod->node_name &&
+                !strcmp(p->obj->u.pod->node_name, o->u.node->meta.name))
+                p->state = account_bound(l, p);
+        }
+    }
+}
+
+static void apply_event(struct gs_sched_loop *l, const struct gs_store_event *ev)
+{
+    bool pod = !strncmp(ev->key, "pods/", 5), node = !strncmp(ev->key, "nodes/", 6);
+    if (!pod && !node) return;
+    json_t *doc = json_loads(ev->value, 0, NULL);
+    if (!doc) return;
+    if (pod) pod_event(l, ev->key, doc, ev->rv, ev->type == GS_STORE_DELETED);
+    else node_event(l, ev->key, doc, ev->rv, ev->type == GS_STORE_DELETED);
+    json_decref(doc);
+}
+
+/*--- Load ---*/
+
+struct load_ctx {
+    struct gs_sched_loop *l;
+    bool pods;
+};
+
+static int load_one(const char *key, json_t *obj, void *arg)
+{
+    struct load_ctx *c = arg;
+    int64_t rv = gs_store_obj_rv(obj);
+    if (c->pods) pod_event(c->l, key, obj, rv, false);
+    else node_event(c->l, key, obj, rv, false);
+    return atomic_load(&c->l->stop);
+}
+
+static void drop_state(struct gs_sched_loop *l)
+{
+    for (size_t i = 0; i < l->nsched; i++) gs_scheduler_free(l->scheds[i]);
+    free(l->scheds);
+    l->scheds = NULL;
+    l->nsched = 0;
+    gs_cache_free(l->cache);
+    l->cache = NULL;
+    struct gs__strmap *maps[] = {&l->pods, &l->nodes};
+    for (int m = 0; m < 2; m++) {
+        for (size_t s = 0; s < maps[m]->cap; s++)
+            if (maps[m]->slots[s].key) entry_free(maps[m]->slots[s].val);
+        gs__strmap_free(maps[m]);
+        gs__strmap_init(maps[m]);
+    }
+}
+
+static int build(struct gs_sched_loop *l, struct gs_diags *d)
+{
+    l->cache = gs_cache_new(&l->clock);
+    l->scheds = calloc(l->cfg->nprofiles, sizeof *l->scheds);
+    if (!l->cache || !l->scheds) return GS_ENOMEM;
+    for (size_t i = 0; i < l->cfg->nprofiles; i++) {
+        struct gs_scheduler_opts so = {.profile = &l->cfg->profiles[i], .seed = l->seed};
+        int err = gs_scheduler_new(&l->clock, l->cache, &so, &l->scheds[i], d);
+        if (err) return err;
+        l->nsched++;
+    }
+    return 0;
+}
+
+/* Everything from the store, then the stream from the older list's version. */
+static int load(struct gs_sched_loop *l)
+{
+    int64_t rv_nodes = 0, rv_pods = 0;
+    struct load_ctx cn = {l, false}, cp = {l, true};
+    int err = gs_store_list(l->store, "nodes/", load_one, &cn, &rv_nodes);
+    if (!err) err = gs_store_list(l->store, "pods/", load_one, &cp, &rv_pods);
+    l->rv = rv_nodes < rv_pods ? rv_nodes : rv_pods;
+    pthread_mutex_lock(&l->mu);
+    l->st.synced = !err;
+    pthread_mutex_unlock(&l->mu);
+    return err;
+}
+
+/*--- Writing decisions ---*/
+
+struct bind_ctx {
+    struct gs_sched_loop *l;
+    const char *uid;
+    const char *node;
+    char devices[1024];
+    json_t *status_devices;
+};
+
+static int bind_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct bind_ctx *b = arg;
+    if (!cur) return GS_ENOENT;
+    json_t *md = json_object_get(cur, "metadata"), *spec = json_object_get(cur, "spec");
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    if (b->uid && (!uid || strcmp(uid, b->uid))) return GS_ENOENT; /* a new pod of the same name */
+    const char *n = json_string_value(json_object_get(spec, "nodeName"));
+    if (n && *n) return GS_EEXIST;
+    json_t *next = json_deep_copy(cur);
+    if (!next) return GS_ENOMEM;
+    spec = json_object_get(next, "spec");
+    json_object_set_new(spec, "nodeName", json_string(b->node));
+    md = json_object_get(next, "metadata");
+    if (b->devices[0]) {
+        json_t *ann = json_object_get(md, "annotations");
+        if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
+        json_object_set_new(ann, GS_ANN_DEVICES, json_string(b->devices));
+    }
+    gs__pod_set_condition(next, "PodScheduled", "True", NULL, NULL);
+    if (json_array_size(b->status_devices))
+        json_object_set(json_object_get(next, "status"), "devices", b->status_devices);
+    *out = next;
+    return 0;
+}
+
+static json_t *status_devices(const struct gs_node *node, const struct gs_assignment *a)
+{
+    json_t *arr = json_array();
+    for (int g = 0; g < 64; g++) {
+        if (!(a->gpu_mask >> g & 1)) continue;
+        const struct gs_gpu *d = node && (size_t)g < node->ngpus ? &node->gpus[g] : NULL;
+        json_t *o = json_pack("{s:i, s:i}", "index", d ? d->index : g, "milli", a->milli);
+        if (d && d->uuid) json_object_set_new(o, "uuid", json_string(d->uuid));
+        if (a->mem_mib) json_object_set_new(o, "memoryMiB", json_integer(a->mem_mib));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+static void write_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
+{
+    struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
+    const struct gs_pod *pod = e->obj->u.pod;
+    struct bind_ctx b = {l, pod->meta.uid, ni->name, "", NULL};
+    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, b.devices, sizeof b.devices);
+    b.status_devices = status_devices(ni->node, &c->a);
+    json_t *out = NULL;
+    int64_t rv = 0;
+    int err = gs_store_mutate(l->store, e->key, bind_fn, &b, &out, &rv);
+    json_decref(b.status_devices);
+    pthread_mutex_lock(&l->mu);
+    if (err) l->st.write_failures++;
+    else l->st.bound++;
+    pthread_mutex_unlock(&l->mu);
+    if (err) { /* the pod changed under us: forget the placement, the stream tells what happened */
+        char key[GS__KEY_MAX];
+        gs_meta_key(&pod->meta, key, sizeof key);
+        gs_cache_remove_pod(l->cache, key);
+        e->state = P_DETACHED;
+        e->rv = 0; /* accept whatever comes next */
+        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(err), NULL);
+        return;
+    }
+    e->state = P_BOUND;
+    json_decref(e->doc);
+    e->doc = out;
+    e->rv = rv;
+    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", ni->name, "devices", b.devices, NULL);
+}
+
+struct cond_ctx {
+    const char *uid;
+    const char *msg;
+};
+
+static int unsched_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct cond_ctx *c = arg;
+    if (!cur) return GS_ENOENT;
+    const char *uid = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
+    if (c->uid && (!uid || strcmp(uid, c->uid))) return GS_ENOENT;
+    json_t *next = json_deep_copy(cur);
+    if (!next) return GS_ENOMEM;
+    gs__pod_set_condition(next, "PodScheduled", "False", "Unschedulable", c->msg);
+    if (json_equal(next, cur)) {
+        json_decref(next);
+        return GS_STORE_UNCHANGED;
+    }
+    *out = next;
+    return 0;
+}
+
+static void write_unschedulable(struct gs_sched_loop *l, struct entry *e, const char *msg)
+{
+    if (e->msg && !strcmp(e->msg, msg)) return;
+    struct cond_ctx c = {e->obj->u.pod->meta.uid, msg};
+    if (gs_store_mutate(l->store, e->key, unsched_fn, &c, NULL, NULL) != 0) return;
+    free(e->msg);
+    e->msg = strdup(msg);
+    pthread_mutex_lock(&l->mu);
+    l->st.unschedulable++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/*--- The thread ---*/
+
+static struct entry *entry_of_pod(struct gs_sched_loop *l, const struct gs_pod *pod)
+{
+    char key[GS__KEY_MAX + 8];
+    snprintf(key, sizeof key, "pods/%s/%s", pod->meta.namespace_ ? pod->meta.namespace_ : "default", pod->meta.name);
+    return gs__strmap_get(&l->pods, key);
+}
+
+/* Runs up to CYCLES_PER_ROUND cycles over the schedulers; returns how many ran. */
+static int schedule_round(struct gs_sched_loop *l)
+{
+    int ran = 0;
+    bool any = true;
+    while (any && ran < CYCLES_PER_ROUND && !atomic_load(&l->stop)) {
+        any = false;
+        for (size_t i = 0; i < l->nsched; i++) {
+            struct gs_cycle_result c;
+            int rc = gs_scheduler_run_one(l->scheds[i], &c);
+            if (rc <= 0) continue;
+            any = true;
+            ran++;
+            struct entry *e = entry_of_pod(l, c.pod);
+            if (!e) continue;
+            if (c.code == GS_SUCCESS) write_binding(l, e, &c);
+            else if (c.code != GS_WAIT && c.reason) write_unschedulable(l, e, c.reason);
+        }
+    }
+    pthread_mutex_lock(&l->mu);
+    l->st.attempts += (uint64_t)ran;
+    pthread_mutex_unlock(&l->mu);
+    return ran;
+}
+
+/* Applies what the stream has (waiting up to wait_ms for the first event). false: must reload. */
+static bool follow(struct gs_sched_loop *l, int wait_ms)
+{
+    struct gs_store_event *evs = NULL;
+    size_t n = 0;
+    int err = gs_store_events(l->store, &l->rv, NULL, wait_ms, &l->stop, &evs, &n);
+    if (err == GS_ERANGE) return false;
+    for (size_t i = 0; i < n; i++) apply_event(l, &evs[i]);
+    gs_store_events_free(evs, n);
+    return true;
+}
+
+static void *loop_main(void *arg)
+{
+    struct gs_sched_loop *l = arg;
+    load(l);
+    while (!atomic_load(&l->stop)) {
+        int ran = schedule_round(l);
+        if (follow(l, ran ? 0 : IDLE_WAIT_MS)) continue;
+        gs_log(GS_LOG_WARN, "scheduler: fell behind the change stream, reloading", NULL);
+        drop_state(l);
+        struct gs_diags d = {0};
+        int err = build(l, &d);
+        gs_diags_free(&d);
+        if (err || load(l)) break;
+    }
+    return NULL;
+}
+
+int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop **out, struct gs_diags *d)
+{
+    *out = NULL;
+    struct gs_sched_loop *l = calloc(1, sizeof *l);
+    if (!l) return GS_ENOMEM;
+    l->store = o->store;
+    l->seed = o->seed;
+    gs_clock_init_real(&l->clock);
+    gs__strmap_init(&l->pods);
+    gs__strmap_init(&l->nodes);
+    pthread_mutex_init(&l->mu, NULL);
+    int err = 0;
+    if (o->config) l->cfg = o->config;
+    else if (!(err = gs_sched_config_default(&l->own))) l->cfg = &l->own;
+    if (!err) err = build(l, d);
+    if (!err && pthread_create(&l->th, NULL, loop_main, l)) err = GS_ENOMEM;
+    if (err) {
+        drop_state(l);
+        gs_sched_config_free(&l->own);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+        return err;
+    }
+    *out = l;
+    return 0;
+}
+
+void gs_sched_loop_stop(struct gs_sched_loop *l)
+{
+    if (!l) return;
+    atomic_store(&l->stop, true);
+    gs_store_interrupt(l->store);
+    pthread_join(l->th, NULL);
+    drop_state(l);
+    gs_sched_config_free(&l->own);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *out)
+{
+    pthread_mutex_lock(&l->mu);
+    *out = l->st;
+    pthread_mutex_unlock(&l->mu);
+}

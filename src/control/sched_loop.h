@@ -1,0 +1,59 @@
+/*
+ * sched_loop.h - the scheduler running inside the server, fed by the store.
+ *
+ * One thread. It lists nodes and pods from the store and loads them all into
+ * the scheduler's cache (bound pods with the devices their annotation names)
+ * before the first decision, then follows the store's change stream: nodes
+ * added, updated, removed; pods created, changed, finished, deleted. Pods
+ * whose spec.schedulerName matches a profile of the configuration are
+ * queued with that profile's scheduler (one gs_scheduler per profile, all on
+ * one cache); others are only accounted for once bound.
+ *
+ * A decision is written back as one store transaction on the pod:
+ * spec.nodeName, the annotation gpusched.io/devices ("GPU-<uuid>" per chosen
+ * GPU, with ":<milli>" for a share), status.devices and the condition
+ * PodScheduled=True. A pod that fits nowhere gets PodScheduled=False, reason
+ * Unschedulable, message = the diagnosis line ("0/3 nodes are available:
+ * ..."), written only when it changed. Status-only changes to a queued pod
+ * (its own condition coming back through the stream, an agent's report) do
+ * not requeue it.
+ */
+#ifndef GS_CONTROL_SCHED_LOOP_H
+#define GS_CONTROL_SCHED_LOOP_H
+
+#include "control/store.h"
+#include "sched/framework.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gs_sched_loop_opts {
+    struct gs_store *store;               /* borrowed */
+    const struct gs_sched_config *config; /* borrowed; NULL: the built-in default profile */
+    uint64_t seed;
+};
+
+struct gs_sched_loop_stats {
+    uint64_t bound;          /* bindings written */
+    uint64_t unschedulable;  /* Unschedulable conditions written */
+    uint64_t attempts;       /* scheduling cycles */
+    uint64_t write_failures; /* bindings the store refused (pod changed or deleted meanwhile) */
+    bool synced;             /* the initial load is done */
+};
+
+struct gs_sched_loop;
+
+/* Starts the thread. 0, GS_ENOMEM, or an error from the profile (d filled). */
+int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop **out, struct gs_diags *d);
+/* Stops and joins the thread, frees everything. */
+void gs_sched_loop_stop(struct gs_sched_loop *l);
+void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *out);
+
+/* "GPU-a,GPU-b" (":<milli>" appended for shares) for the GPUs of mask on node;
+ * GPUs without a uuid are named by index. Returns the length (snprintf). */
+int gs_devices_format(const struct gs_node *node, uint64_t mask, int32_t milli, char *buf, size_t len);
+/* The inverse: GPU mask and per-GPU milli (1000 when not given) from an
+ * annotation, against node's devices. GS_EINVAL when a name matches no GPU. */
+int gs_devices_parse(const struct gs_node *node, int32_t ngpus, const char *text, uint64_t *mask, int32_t *milli);
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * server.c - starts and stops the control plane's parts in order; see server.h.
+ *
+ * Order matters: the store first (everything reads it), then the scheduler
+ * (it loads the whole store before its first decision), then the HTTP
+ * server. Stopping goes the other way, so no request lands on a closed store.
+ */
+#include "control/server.h"
+
+#include "control/apiserver.h"
+#include "control/auth.h"
+#include "control/sched_loop.h"
+#include "control/nodelifecycle.h" /* node lifecycle hook */
+#include "control/tls.h"
+#include "core/codec.h"
+#include "core/log.h"
+
+#include <fcntl.h>
+#include <gnutls/gnutls.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+struct gs_server {
+    char *dir;
+    struct gs_store *store;
+    struct gs_tls tls;
+    bool has_tls;
+    struct gs_auth auth;
+    bool has_auth;
+    struct gs_sched_config cfg;
+    bool has_cfg;
+    struct gs_sched_loop *loop;
+    struct gs_nodelc *nodelc; /* node lifecycle hook */
+    struct gs_apiserver *api;
+    char url[300];
+    char kubeconfig[4200];
+};
+
+static int write_private(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return GS_EIO;
+    size_t len = strlen(text);
+    bool ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
+    close(fd);
+    return ok ? 0 : GS_EIO;
+}
+
+static int random_token(char *buf, size_t len)
+{
+    unsigned char b[24];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return GS_EIO;
+    for (size_t i = 0; i < sizeof b && 2 * i + 2 < len; i++) snprintf(buf + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+static int load_tokens(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
+{
+    char path[4200];
+    if (o->tokens_file) snprintf(path, sizeof path, "%s", o->tokens_file);
+    else snprintf(path, sizeof path, "%s/tokens.csv", s->dir);
+    int err = gs_auth_load(path, &s->auth, d);
+    if (err == GS_ENOENT && !o->tokens_file) {
+        gs_auth_free(&s->auth);
+        char tok[64], text[256];
+        if ((err = random_token(tok, sizeof tok))) return err;
+        snprintf(text, sizeof text, "# token,user,groups,namespaces,role\n%s,admin,system:masters,,admin\n", tok);
+        if ((err = write_private(path, text))) return err;
+        err = gs_auth_load(path, &s->auth, d);
+    }
+    if (err == GS_ENOENT) gs_diags_add(d, path, "tokens file not found");
+    s->has_auth = true;
+    if (err) return err;
+    s->auth.qps = o->qps == 0 ? 2000 : o->qps;
+    s->auth.burst = o->burst > 0 ? o->burst : s->auth.qps * 2;
+    return 0;
+}
+
+const char *gs_server_admin_token(const struct gs_server *s)
+{
+    for (size_t i = 0; s->has_auth && i < s->auth.n; i++)
+        if (s->auth.v[i].role == GS_ROLE_ADMIN) return s->auth.v[i].token;
+    return NULL;
+}
+
+static int write_kubeconfig(struct gs_server *s)
+{
+    char *ca = NULL;
+    if (s->has_tls) {
+        gnutls_datum_t in = {(unsigned char *)s->tls.ca_pem, (unsigned)strlen(s->tls.ca_pem)}, out;
+        if (gnutls_base64_encode2(&in, &out) < 0) return GS_ENOMEM;
+        ca = strndup((char *)out.data, out.size);
+        gnutls_free(out.data);
+        if (!ca) return GS_ENOMEM;
+    }
+    const char *tok = gs_server_admin_token(s);
+    char *text = NULL;
+    int n = asprintf(&text,
+                     "apiVersion: v1\nkind: Config\nclusters:\n- name: gpusched\n  cluster:\n    server: %s\n%s%s%s"
+                     "contexts:\n- name: gpusched\n  context:\n    cluster: gpusched\n    user: admin\n"
+                     "current-context: gpusched\nusers:\n- name: admin\n  user:\n%s%s%s",
+                     s->url, ca ? "    certificate-authority-data: " : "", ca ? ca : "", ca ? "\n" : "",
+                     tok ? "    token: " : "    {}\n", tok ? tok : "", tok ? "\n" : "");
+    free(ca);
+    if (n < 0) return GS_ENOMEM;
+    snprintf(s->kubeconfig, sizeof s->kubeconfig, "%s/kubeconfig", s->dir);
+    int err = write_private(s->kubeconfig, text);
+    free(text);
+    return err;
+}
+
+static int load_sched_config(struct gs_server *s, const char *path, struct gs_diags *d)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int err = gs_read_file(path, &buf, &len);
+    struct gs_docs docs = {0};
+    if (!err) err = gs_decode_stream(buf, len, &docs, d, NULL);
+    free(buf);
+    if (!err && docs.n != 1) {
+        gs_diags_add(d, path, "want one KubeSchedulerConfiguration document");
+        err = GS_EINVAL;
+    }
+    if (!err) err = gs_sched_config_parse(docs.docs[0], &s->cfg, d);
+    gs_docs_free(&docs);
+    s->has_cfg = !err;
+    if (err == GS_ENOENT) gs_diags_add(d, path, "file not found");
+    return err;
+}
+
+static int start_parts(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
+{
+    struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events};
+    int err = gs_store_open_sqlite(&so, &s->store);
+    if (err) {
+        gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
+        return err;
+    }
+    if (!o->no_auth && (err = load_tokens(s, o, d))) return err;
+    if (!o->insecure) {
+        if ((err = gs_tls_ensure(s->dir, NULL, 0, &s->tls))) {
+            gs_diags_add(d, s->dir, "cannot create or read the TLS certificates: %s", gs_strerror(err));
+            return err;
+        }
+        s->has_tls = true;
+    }
+    if (o->sched_config && (err = load_sched_config(s, o->sched_config, d))) return err;
+    if (!o->no_scheduler) {
+        struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed};
+        if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
+        /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
+        struct gs_nodelc_opts no = {.store = s->store};
+        if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
+    }
+    struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
+                                   s->has_tls ? &s->tls : NULL, o->max_body};
+    if ((err = gs_apiserver_start(&ao, &s->api))) {
+        gs_diags_add(d, ao.listen, "cannot listen: %s", gs_strerror(err));
+        return err;
+    }
+    const char *host = ao.listen;
+    const char *colon = strrchr(host, ':');
+    int hl = colon ? (int)(colon - host) : 0;
+    if (hl == 0 || (hl == 7 && !strncmp(host, "0.0.0.0", 7))) host = "127.0.0.1", hl = 9;
+    snprintf(s->url, sizeof s->url, "%s://%.*s:%d", s->has_tls ? "https" : "http", hl, host,
+             gs_apiserver_port(s->api));
+    if ((err = write_kubeconfig(s))) gs_diags_add(d, s->dir, "cannot write the kubeconfig");
+    return err;
+}
+
+int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, struct gs_diags *d)
+{
+    *out = NULL;
+    struct gs_server *s = calloc(1, sizeof *s);
+    if (!s || !(s->dir = strdup(o->data_dir ? o->data_dir : "./gpusched-data"))) {
+        free(s);
+        return GS_ENOMEM;
+    }
+    int err = start_parts(s, o, d);
+    if (err) {
+        gs_server_stop(s);
+        return err;
+    }
+    gs_log(GS_LOG_INFO, "server: serving", "url", s->url, "data", s->dir, NULL);
+    *out = s;
+    return 0;
+}
+
+void gs_server_stop(struct gs_server *s)
+{
+    if (!s) return;
+    gs_apiserver_stop(s->api);
+    gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
+    gs_sched_loop_stop(s->loop);
+    gs_store_close(s->store);
+    if (s->has_cfg) gs_sched_config_free(&s->cfg);
+    if (s->has_auth) gs_auth_free(&s->auth);
+    gs_tls_free(&s->tls);
+    free(s->dir);
+    free(s);
+}
+
+int gs_server_port(const struct gs_server *s) { return gs_apiserver_port(s->api); }
+const char *gs_server_url(const struct gs_server *s) { return s->url; }
+const char *gs_server_kubeconfig(const struct gs_server *s) { return s->kubeconfig; }
+struct gs_store *gs_server_store(struct gs_server *s) { return s->store; }
+
+void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->loop) gs_sched_loop_stats(s->loop, out);
+}

@@ -1,0 +1,59 @@
+/*
+ * server.h - the whole control plane in one handle: store, TLS, tokens,
+ * API server and the in-server scheduler, started and stopped together.
+ *
+ * `gpusched server` is a thin command around this; `gpusched up` (server +
+ * a local agent) embeds the same handle. On start, in the data directory:
+ *   store.db (+ WAL)         the objects;
+ *   ca.crt, server.crt/.key  HTTPS (unless insecure);
+ *   tokens.csv               created with one admin token when absent and no
+ *                            other tokens file is named;
+ *   kubeconfig               rewritten on every start: server URL, CA data and
+ *                            the first admin token, for kubectl and gpusched.
+ * Stopping ends every watch, joins every thread and closes the store, so a
+ * restart finds every acknowledged write.
+ */
+#ifndef GS_CONTROL_SERVER_H
+#define GS_CONTROL_SERVER_H
+
+#include "control/store.h"
+#include "core/error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct gs_server_opts {
+    const char *data_dir;     /* NULL: "./gpusched-data" */
+    const char *listen;       /* NULL: "127.0.0.1:6443"; port 0: any free port */
+    bool insecure;            /* plain http instead of https */
+    const char *tokens_file;  /* NULL: <data_dir>/tokens.csv, created with an admin token if absent */
+    bool no_auth;             /* no authentication at all: every caller is admin (local tests only) */
+    const char *sched_config; /* KubeSchedulerConfiguration file; NULL: the default profile */
+    bool no_scheduler;        /* serve the API only */
+    double qps, burst;        /* per-token rate limit; qps 0: default 2000/s, < 0: none */
+    size_t max_body;          /* request body limit; 0: 3 MiB */
+    bool sync_full;           /* fsync every commit */
+    size_t ring_events;       /* watch history kept in memory; 0: default */
+    uint64_t seed;
+};
+
+struct gs_server;
+
+/* Starts everything. Problems with files (tokens, profiles) go to d. */
+int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, struct gs_diags *d);
+void gs_server_stop(struct gs_server *s);
+
+int gs_server_port(const struct gs_server *s);
+/* "https://127.0.0.1:6443" (borrowed). */
+const char *gs_server_url(const struct gs_server *s);
+/* The first admin token of the tokens file, or NULL (borrowed). */
+const char *gs_server_admin_token(const struct gs_server *s);
+/* <data_dir>/kubeconfig (borrowed). */
+const char *gs_server_kubeconfig(const struct gs_server *s);
+struct gs_store *gs_server_store(struct gs_server *s);
+
+struct gs_sched_loop_stats;
+/* Scheduler counters (zeros when it does not run). */
+void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out);
+
+#endif

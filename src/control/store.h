@@ -1,0 +1,124 @@
+/*
+ * store.h - the control plane's object store: keys to JSON objects, a global
+ * resourceVersion, and a change stream for watches.
+ *
+ * Every write is one transaction that takes the next value of one global,
+ * monotonically increasing counter as the object's resourceVersion (written
+ * into metadata.resourceVersion as a string, as Kubernetes does). Writes are
+ * conditional when the caller gives an expected version: a mismatch is
+ * GS_ECONFLICT, which the API turns into 409 Conflict. A write returns only
+ * after its transaction committed, so an acknowledged change survives a
+ * crash of the process (and, with sync = full, of the machine).
+ *
+ * The change stream: every committed write also appends an event (ADDED,
+ * MODIFIED, DELETED with the object's JSON text) to an in-memory ring of the
+ * most recent events. Watchers read events after a version they already
+ * have; a version older than the ring reaches back is GS_ERANGE (the API's
+ * 410 Expired: the client lists again), as after a compaction in etcd.
+ *
+ * The interface is a small vtable so another backend (etcd) can follow; the
+ * SQLite one (store_sqlite.c) keeps objects in one table of a WAL database in
+ * the data directory. Thread-safe: any thread may call any function.
+ */
+#ifndef GS_CONTROL_STORE_H
+#define GS_CONTROL_STORE_H
+
+#include "core/error.h"
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum gs_store_ev { GS_STORE_ADDED, GS_STORE_MODIFIED, GS_STORE_DELETED };
+const char *gs_store_ev_name(enum gs_store_ev t); /* "ADDED", "MODIFIED", "DELETED" */
+
+struct gs_store_event {
+    enum gs_store_ev type;
+    int64_t rv;
+    char *key;
+    char *value; /* the object as JSON text (for DELETED: its last state, with the deletion's version) */
+};
+void gs_store_events_free(struct gs_store_event *ev, size_t n);
+
+/* Read-modify-write step for gs_store_mutate: cur is the stored object (a
+ * private copy, NULL when absent); return 0 with *out set to the new object
+ * (a new reference; may be cur itself, increfed), GS_STORE_UNCHANGED to write
+ * nothing (the change would be a no-op), or a negative code to abort (passed
+ * on). Runs under the store's write lock: keep it short. */
+#define GS_STORE_UNCHANGED 1
+typedef int (*gs_store_mutate_fn)(json_t *cur, json_t **out, void *arg);
+
+/* Called by gs_store_list for each object in key order; nonzero stops. */
+typedef int (*gs_store_list_fn)(const char *key, json_t *obj, void *arg);
+
+struct gs_store_opts {
+    const char *dir;        /* data directory (created when absent) */
+    bool sync_full;         /* fsync every commit (power-loss safe); else crash-of-process safe */
+    size_t ring_events;     /* change-stream memory in events; 0 = 10000 */
+};
+
+struct gs_store;
+
+struct gs_store_vtbl {
+    int (*create)(struct gs_store *s, const char *key, json_t *obj, int64_t *rv);
+    int (*update)(struct gs_store *s, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv);
+    int (*mutate)(struct gs_store *s, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
+    int (*remove)(struct gs_store *s, const char *key, int64_t expect_rv, json_t **old, int64_t *rv);
+    int (*get)(struct gs_store *s, const char *key, json_t **obj, int64_t *rv);
+    int (*list)(struct gs_store *s, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *rv);
+    int (*events)(struct gs_store *s, int64_t *after, const char *prefix, int timeout_ms, const atomic_bool *stop,
+                  struct gs_store_event **evs, size_t *n);
+    int64_t (*current_rv)(struct gs_store *s);
+    void (*interrupt)(struct gs_store *s);
+    void (*close)(struct gs_store *s);
+};
+
+struct gs_store {
+    const struct gs_store_vtbl *v;
+};
+
+/* Opens (or creates) the SQLite store in o->dir. 0, GS_EIO (with errno-ish
+ * detail logged) or GS_ENOMEM. */
+int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out);
+
+/* Creates key; sets obj's metadata.resourceVersion. GS_EEXIST when present. */
+static inline int gs_store_create(struct gs_store *s, const char *key, json_t *obj, int64_t *rv)
+{ return s->v->create(s, key, obj, rv); }
+/* Replaces key when its version is expect_rv (0: any). GS_ENOENT, GS_ECONFLICT. Sets metadata.resourceVersion. */
+static inline int gs_store_update(struct gs_store *s, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv)
+{ return s->v->update(s, key, obj, expect_rv, rv); }
+/* Atomic read-modify-write (see gs_store_mutate_fn). Creates the key when it was
+ * absent and fn returned an object. *out (may be NULL) gets the stored object;
+ * when fn answered GS_STORE_UNCHANGED it is the current one, *rv its version, and 0 is returned. */
+static inline int gs_store_mutate(struct gs_store *s, const char *key, gs_store_mutate_fn fn, void *arg,
+                                  json_t **out, int64_t *rv)
+{ return s->v->mutate(s, key, fn, arg, out, rv); }
+/* Deletes key when its version is expect_rv (0: any). *old (may be NULL) gets the last state. */
+static inline int gs_store_delete(struct gs_store *s, const char *key, int64_t expect_rv, json_t **old, int64_t *rv)
+{ return s->v->remove(s, key, expect_rv, old, rv); }
+/* The object (new reference) and its version. GS_ENOENT when absent. */
+static inline int gs_store_get(struct gs_store *s, const char *key, json_t **obj, int64_t *rv)
+{ return s->v->get(s, key, obj, rv); }
+/* Every object whose key starts with prefix, and the store's version at that
+ * moment (a consistent snapshot: a watch from *rv sees every later change). */
+static inline int gs_store_list(struct gs_store *s, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *rv)
+{ return s->v->list(s, prefix, fn, arg, rv); }
+/* Events with version > *after and key starting with prefix (NULL: all), in
+ * order, at most 1024 at a time. *after moves to the last version looked at,
+ * matching or not, so the next call goes on from there. Waits up to
+ * timeout_ms for the first; returns 0 with *n == 0 on timeout, on
+ * gs_store_interrupt() or when *stop is set. GS_ERANGE when events after
+ * *after are no longer held. Free with gs_store_events_free. */
+static inline int gs_store_events(struct gs_store *s, int64_t *after, const char *prefix, int timeout_ms,
+                                  const atomic_bool *stop, struct gs_store_event **evs, size_t *n)
+{ return s->v->events(s, after, prefix, timeout_ms, stop, evs, n); }
+static inline int64_t gs_store_current_rv(struct gs_store *s) { return s->v->current_rv(s); }
+/* Wakes every thread blocked in gs_store_events (shutdown). */
+static inline void gs_store_interrupt(struct gs_store *s) { s->v->interrupt(s); }
+static inline void gs_store_close(struct gs_store *s) { if (s) s->v->close(s); }
+
+/* metadata.resourceVersion of obj as a number; 0 when absent or not a number. */
+int64_t gs_store_obj_rv(const json_t *obj);
+
+#endif

@@ -1,0 +1,544 @@
+/*
+ * store_sqlite.c - the store (store.h) on SQLite in WAL mode.
+ *
+ * One table holds every object: key -> (resourceVersion, JSON text); one row
+ * of a second table holds the global version counter. Each write is one
+ * IMMEDIATE transaction on a writer connection that reads the current row,
+ * checks the expected version, writes the row and the counter, and commits;
+ * only then is the change appended to the event ring and the write
+ * acknowledged. Reads (get, list) use a second connection: WAL lets them run
+ * beside a writer and a list is one read transaction, so the version it
+ * reports matches the rows it returned.
+ *
+ * The ring holds the last ring_events changes in version order. Versions are
+ * contiguous (one per write), so finding where a watcher resumes is
+ * arithmetic, and `floor` is the newest version no longer held: a watch from
+ * before it must list again. After a restart the ring starts empty at the
+ * stored counter.
+ */
+#include "control/store.h"
+
+#include "core/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_EVENTS_PER_CALL 1024
+
+struct ring_ev {
+    enum gs_store_ev type;
+    int64_t rv;
+    char *key;
+    char *value;
+};
+
+struct sq_store {
+    struct gs_store base;
+    sqlite3 *w, *r;
+    pthread_mutex_t wmu, rmu;
+    sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
+    int64_t rv; /* under wmu and emu for writes; read under either */
+    /* Event ring. */
+    pthread_mutex_t emu;
+    pthread_cond_t ecv;
+    struct ring_ev *ring;
+    size_t cap, start, count;
+    int64_t floor;
+    unsigned interrupts;
+};
+
+const char *gs_store_ev_name(enum gs_store_ev t)
+{
+    return t == GS_STORE_ADDED ? "ADDED" : t == GS_STORE_MODIFIED ? "MODIFIED" : "DELETED";
+}
+
+void gs_store_events_free(struct gs_store_event *ev, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(ev[i].key);
+        free(ev[i].value);
+    }
+    free(ev);
+}
+
+int64_t gs_store_obj_rv(const json_t *obj)
+{
+    const char *s = json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (!s || !*s) return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    return *end || errno || v < 0 ? 0 : v;
+}
+
+/*--- SQLite helpers ---*/
+
+static int sq_err(sqlite3 *db, const char *what)
+{
+    gs_log(GS_LOG_ERROR, "store: sqlite failed", "op", what, "error", sqlite3_errmsg(db), NULL);
+    return GS_EIO;
+}
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+    gs_log(GS_LOG_ERROR, "store: sqlite failed", "sql", sql, "error", msg ? msg : "?", NULL);
+    sqlite3_free(msg);
+    return GS_EIO;
+}
+
+static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st)
+{
+    return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) == SQLITE_OK ? 0 : sq_err(db, sql);
+}
+
+/* Row of key on the writer connection: *rv and a malloc'd copy of the text (may be NULL). */
+static int row_get(struct sq_store *s, sqlite3_stmt *st, const char *key, int64_t *rv, char **text)
+{
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(st);
+        return GS_ENOENT;
+    }
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return sq_err(st == s->r_get ? s->r : s->w, "get");
+    }
+    *rv = sqlite3_column_int64(st, 0);
+    if (text) {
+        const char *t = (const char *)sqlite3_column_text(st, 1);
+        *text = strdup(t ? t : "null");
+    }
+    sqlite3_reset(st);
+    return text && !*text ? GS_ENOMEM : 0;
+}
+
+static int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? 0 : sq_err(db, what);
+}
+
+static int set_rv(json_t *obj, int64_t rv)
+{
+    json_t *md = json_object_get(obj, "metadata");
+    if (!json_is_object(md)) {
+        md = json_object();
+        if (!md || json_object_set_new(obj, "metadata", md)) return GS_ENOMEM;
+    }
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", (long long)rv);
+    return json_object_set_new(md, "resourceVersion", json_string(buf)) ? GS_ENOMEM : 0;
+}
+
+/*--- Event ring ---*/
+
+/* Appends a change (takes key/value ownership). Called with wmu held, so versions arrive in order. */
+static void ring_push(struct sq_store *s, enum gs_store_ev type, int64_t rv, char *key, char *value)
+{
+    pthread_mutex_lock(&s->emu);
+    if (s->count == s->cap) {
+        struct ring_ev *old = &s->ring[s->start];
+        s->floor = old->rv;
+        free(old->key);
+        free(old->value);
+        s->start = (s->start + 1) % s->cap;
+        s->count--;
+    }
+    s->ring[(s->start + s->count) % s->cap] = (struct ring_ev){type, rv, key, value};
+    s->count++;
+    s->rv = rv;
+    pthread_cond_broadcast(&s->ecv);
+    pthread_mutex_unlock(&s->emu);
+}
+
+static int collect(struct sq_store *s, int64_t *after, const char *prefix, struct gs_store_event **evs, size_t *n)
+{
+    if (*after < s->floor) return GS_ERANGE;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    size_t cap = 0;
+    for (int64_t v = *after + 1; v <= s->rv && *n < MAX_EVENTS_PER_CALL; v++) {
+        struct ring_ev *e = &s->ring[(s->start + (size_t)(v - s->floor - 1)) % s->cap];
+        *after = v;
+        if (plen && strncmp(e->key, prefix, plen)) continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct gs_store_event *nv = realloc(*evs, cap * sizeof *nv);
+            if (!nv) return GS_ENOMEM;
+            *evs = nv;
+        }
+        struct gs_store_event *o = &(*evs)[*n];
+        o->type = e->type;
+        o->rv = e->rv;
+        o->key = strdup(e->key);
+        o->value = strdup(e->value);
+        (*n)++;
+        if (!o->key || !o->value) return GS_ENOMEM;
+    }
+    return 0;
+}
+
+static int sq_events(struct gs_store *base, int64_t *after, const char *prefix, int timeout_ms,
+                     const atomic_bool *stop, struct gs_store_event **evs, size_t *n)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    *evs = NULL;
+    *n = 0;
+    struct timespec dl;
+    clock_gettime(CLOCK_MONOTONIC, &dl);
+    int64_t ns = dl.tv_nsec + (int64_t)timeout_ms * 1000000;
+    dl.tv_sec += ns / 1000000000;
+    dl.tv_nsec = ns % 1000000000;
+    pthread_mutex_lock(&s->emu);
+    unsigned gen = s->interrupts;
+    int err = 0;
+    for (;;) {
+        if (*after > s->rv) *after = s->rv; /* a version from the future: resume from now */
+        err = collect(s, after, prefix, evs, n);
+        if (err || *n || (stop && atomic_load(stop)) || gen != s->interrupts) break;
+        if (pthread_cond_timedwait(&s->ecv, &s->emu, &dl) == ETIMEDOUT) {
+            err = collect(s, after, prefix, evs, n);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->emu);
+    if (err) {
+        gs_store_events_free(*evs, *n);
+        *evs = NULL;
+        *n = 0;
+    }
+    return err;
+}
+
+static void sq_interrupt(struct gs_store *base)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    pthread_mutex_lock(&s->emu);
+    s->interrupts++;
+    pthread_cond_broadcast(&s->ecv);
+    pthread_mutex_unlock(&s->emu);
+}
+
+static int64_t sq_current_rv(struct gs_store *base)
+{
+    struct sq_store *s = (struct sq_store *)base;
+    pthread_mutex_lock(&s->emu);
+    int64_t rv = s->rv;
+    pthread_mutex_unlock(&s->emu);
+    return rv;
+}
+
+/*--- Writes ---*/
+
+enum wop { W_CREATE, W_UPDATE, W_DELETE };
+
+/* The body of every write, inside BEGIN IMMEDIATE under wmu. obj NULL for deletes. */
+static int write_row(struct sq_store *s, enum wop op, const char *key, json_t *obj, int64_t nrv, char **text)
+{
+    if (op != W_DELETE) {
+        int err = set_rv(obj, nrv);
+        if (err) return err;
+        *text = json_dumps(obj, JSON_COMPACT);
+        if (!*text) return GS_ENOMEM;
+    }
+    sqlite3_stmt *st = op == W_CREATE ? s->w_ins : op == W_UPDATE ? s->w_upd : s->w_del;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (op != W_DELETE) {
+        sqlite3_bind_int64(st, 2, nrv);
+        sqlite3_bind_text(st, 3, *text, -1, SQLITE_STATIC);
+    }
+    int err = step_done(s->w, st, "write");
+    if (!err) {
+        sqlite3_bind_int64(s->w_rv, 1, nrv);
+        err = step_done(s->w, s->w_rv, "counter");
+    }
+    return err;
+}
+
+/* One whole write with wmu held: begin, check, write, commit, publish. For
+ * deletes, *old_out gets the row before (its version rewritten to the deletion's). */
+static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t *obj, int64_t expect_rv,
+                        int64_t *rv, json_t **old_out)
+{
+    int err = exec(s->w, "BEGIN IMMEDIATE");
+    if (err) return err;
+    int64_t cur_rv = 0;
+    char *cur = NULL, *text = NULL;
+    err = row_get(s, s->w_get, key, &cur_rv, op == W_DELETE ? &cur : NULL);
+    if (op == W_CREATE) err = err == GS_ENOENT ? 0 : err ? err : GS_EEXIST;
+    else if (!err && expect_rv && expect_rv != cur_rv) err = GS_ECONFLICT;
+    int64_t nrv = s->rv + 1;
+    json_t *old = NULL;
+    if (!err && op == W_DELETE) {
+        old = json_loads(cur, JSON_DECODE_ANY, NULL);
+        err = !old ? GS_EIO : set_rv(old, nrv);
+        if (!err && !(text = json_dumps(old, JSON_COMPACT))) err = GS_ENOMEM;
+    }
+    free(cur);
+    if (!err) err = write_row(s, op, key, obj, nrv, &text);
+    if (!err) err = exec(s->w, "COMMIT");
+    if (err) {
+        sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
+        free(text);
+        json_decref(old);
+        return err;
+    }
+    char *k = strdup(key);
+    enum gs_store_ev t = op == W_CREATE ? GS_STORE_ADDED : op == W_UPDATE ? GS_STORE_MODIFIED : GS_STORE_DELETED;
+    if (k) {
+        ring_push(s, t, nrv, k, text);
+    } else { /* cannot publish: make watchers relist rather than miss it */
+        free(text);
+        pthread_mutex_lock(&s->emu);
+        for (size_t i = 0; i < s->count; i++) {
+            free(s->ring[(s->start + i) % s->cap].key);
+            free(s->ring[(s->start + i) % s->cap].value);
+        }
+        s->rv = s->floor = nrv;
+        s->count = 0;
+        pthread_mutex_unlock(&s->emu);
+    }
+    if (rv) *rv = nrv;
+    if (old_out) *old_out = old;
+    else json_decref(old);
+    return 0;
+}
+
+static int do_write(struct sq_store *s, enum wop op, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv,
+                    json_t **old_out)
+{
+    pthread_mutex_lock(&s->wmu);
+    int err = write_locked(s, op, key, obj, expect_rv, rv, old_out);
+    pthread_mutex_unlock(&s->wmu);
+    return err;
+}
+
+static int sq_create(struct gs_store *b, const char *key, json_t *obj, int64_t *rv)
+{
+    return do_write((struct sq_store *)b, W_CREATE, key, obj, 0, rv, NULL);
+}
+
+static int sq_update(struct gs_store *b, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv)
+{
+    return do_write((struct sq_store *)b, W_UPDATE, key, obj, expect_rv, rv, NULL);
+}
+
+static int sq_remove(struct gs_store *b, const char *key, int64_t expect_rv, json_t **old, int64_t *rv)
+{
+    if (old) *old = NULL;
+    return do_write((struct sq_store *)b, W_DELETE, key, NULL, expect_rv, rv, old);
+}
+
+/* Read-modify-write: holding wmu across the read and the write makes it
+ * atomic (every writer goes through wmu), so callers never see a conflict. */
+static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
+{
+    struct sq_store *s = (struct sq_store *)b;
+    if (out) *out = NULL;
+    pthread_mutex_lock(&s->wmu);
+    int64_t cur_rv = 0;
+    char *text = NULL;
+    int err = row_get(s, s->w_get, key, &cur_rv, &text);
+    json_t *cur = NULL, *next = NULL;
+    if (!err && !(cur = json_loads(text, JSON_DECODE_ANY, NULL))) err = GS_EIO;
+    free(text);
+    bool exists = err != GS_ENOENT;
+    if (!err || err == GS_ENOENT) err = fn(cur, &next, arg);
+    if (err == GS_STORE_UNCHANGED && exists) {
+        if (out) *out = json_incref(cur);
+        if (rv) *rv = cur_rv;
+        err = 0;
+    } else if (err == GS_STORE_UNCHANGED) {
+        err = GS_ENOENT;
+    } else if (!err) {
+        err = next ? write_locked(s, exists ? W_UPDATE : W_CREATE, key, next, 0, rv, NULL) : GS_EINVAL;
+        if (!err && out) *out = json_incref(next);
+    }
+    json_decref(cur);
+    pthread_mutex_unlock(&s->wmu);
+    json_decref(next);
+    return err;
+}
+
+/*--- Reads ---*/
+
+static int sq_get(struct gs_store *b, const char *key, json_t **obj, int64_t *rv)
+{
+    struct sq_store *s = (struct sq_store *)b;
+    *obj = NULL;
+    int64_t v = 0;
+    char *text = NULL;
+    pthread_mutex_lock(&s->rmu);
+    int err = row_get(s, s->r_get, key, &v, &text);
+    pthread_mutex_unlock(&s->rmu);
+    if (!err && !(*obj = json_loads(text, JSON_DECODE_ANY, NULL))) err = GS_EIO;
+    free(text);
+    if (!err && rv) *rv = v;
+    return err;
+}
+
+static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *rv)
+{
+    struct sq_store *s = (struct sq_store *)b;
+    size_t plen = prefix ? strlen(prefix) : 0;
+    char *hi = malloc(plen + 2);
+    if (!hi) return GS_ENOMEM;
+    memcpy(hi, prefix ? prefix : "", plen + 1);
+    if (plen && (unsigned char)hi[plen - 1] < 0xff) hi[plen - 1]++;
+    else memcpy(hi + plen, "\xff", 2);
+    pthread_mutex_lock(&s->rmu);
+    int err = exec(s->r, "BEGIN");
+    if (!err) {
+        sqlite3_reset(s->r_rv);
+        err = sqlite3_step(s->r_rv) == SQLITE_ROW ? 0 : sq_err(s->r, "rv");
+        if (!err && rv) *rv = sqlite3_column_int64(s->r_rv, 0);
+        sqlite3_reset(s->r_rv);
+    }
+    sqlite3_stmt *st = s->r_list;
+    sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, hi, -1, SQLITE_STATIC);
+    int rc = SQLITE_DONE;
+    while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *o = json_loads((const char *)sqlite3_column_text(st, 1), JSON_DECODE_ANY, NULL);
+        if (!o) {
+            err = GS_EIO;
+            break;
+        }
+        int stop = fn((const char *)sqlite3_column_text(st, 0), o, arg);
+        json_decref(o);
+        if (stop) break;
+    }
+    if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE) err = sq_err(s->r, "list");
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    sqlite3_exec(s->r, "COMMIT", NULL, NULL, NULL);
+    pthread_mutex_unlock(&s->rmu);
+    free(hi);
+    return err;
+}
+
+/*--- Open and close ---*/
+
+static void sq_close(struct gs_store *b)
+{
+    struct sq_store *s = (struct sq_store *)b;
+    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv};
+    for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) sqlite3_finalize(sts[i]);
+    sqlite3_close(s->r);
+    sqlite3_close(s->w);
+    for (size_t i = 0; i < s->count; i++) {
+        free(s->ring[(s->start + i) % s->cap].key);
+        free(s->ring[(s->start + i) % s->cap].value);
+    }
+    free(s->ring);
+    pthread_mutex_destroy(&s->wmu);
+    pthread_mutex_destroy(&s->rmu);
+    pthread_mutex_destroy(&s->emu);
+    pthread_cond_destroy(&s->ecv);
+    free(s);
+}
+
+static const struct gs_store_vtbl sq_vtbl = {
+    .create = sq_create,
+    .update = sq_update,
+    .mutate = sq_mutate,
+    .remove = sq_remove,
+    .get = sq_get,
+    .list = sq_list,
+    .events = sq_events,
+    .current_rv = sq_current_rv,
+    .interrupt = sq_interrupt,
+    .close = sq_close,
+};
+
+static int mkdirs(const char *dir)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) return GS_ERANGE;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0700) && errno != EEXIST) return GS_EIO;
+        *p = '/';
+    }
+    return mkdir(buf, 0700) && errno != EEXIST ? GS_EIO : 0;
+}
+
+static int open_db(const char *path, bool sync_full, sqlite3 **db)
+{
+    if (sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+        SQLITE_OK) {
+        gs_log(GS_LOG_ERROR, "store: cannot open", "path", path, "error", *db ? sqlite3_errmsg(*db) : "?", NULL);
+        return GS_EIO;
+    }
+    sqlite3_busy_timeout(*db, 10000);
+    int err = exec(*db, "PRAGMA journal_mode=WAL");
+    if (!err) err = exec(*db, sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    return err;
+}
+
+static int setup(struct sq_store *s, const struct gs_store_opts *o)
+{
+    char path[4200];
+    int err = mkdirs(o->dir);
+    if (err) {
+        gs_log(GS_LOG_ERROR, "store: cannot create data directory", "dir", o->dir, "error", strerror(errno), NULL);
+        return err;
+    }
+    snprintf(path, sizeof path, "%s/store.db", o->dir);
+    if ((err = open_db(path, o->sync_full, &s->w))) return err;
+    err = exec(s->w, "CREATE TABLE IF NOT EXISTS objects(key TEXT PRIMARY KEY, rv INTEGER NOT NULL, "
+                     "value TEXT NOT NULL) WITHOUT ROWID;"
+                     "CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);"
+                     "INSERT OR IGNORE INTO meta VALUES('rv', 0);");
+    if (!err) err = open_db(path, o->sync_full, &s->r);
+    if (!err) err = prep(s->w, "SELECT rv, value FROM objects WHERE key = ?1", &s->w_get);
+    if (!err) err = prep(s->w, "INSERT INTO objects(key, rv, value) VALUES(?1, ?2, ?3)", &s->w_ins);
+    if (!err) err = prep(s->w, "UPDATE objects SET rv = ?2, value = ?3 WHERE key = ?1", &s->w_upd);
+    if (!err) err = prep(s->w, "DELETE FROM objects WHERE key = ?1", &s->w_del);
+    if (!err) err = prep(s->w, "UPDATE meta SET v = ?1 WHERE k = 'rv'", &s->w_rv);
+    if (!err) err = prep(s->r, "SELECT rv, value FROM objects WHERE key = ?1", &s->r_get);
+    if (!err) err = prep(s->r, "SELECT key, value FROM objects WHERE key >= ?1 AND key < ?2 ORDER BY key", &s->r_list);
+    if (!err) err = prep(s->r, "SELECT v FROM meta WHERE k = 'rv'", &s->r_rv);
+    if (err) return err;
+    if (sqlite3_step(s->r_rv) != SQLITE_ROW) return sq_err(s->r, "rv");
+    s->rv = s->floor = sqlite3_column_int64(s->r_rv, 0);
+    sqlite3_reset(s->r_rv);
+    return 0;
+}
+
+int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
+{
+    *out = NULL;
+    struct sq_store *s = calloc(1, sizeof *s);
+    if (!s) return GS_ENOMEM;
+    s->base.v = &sq_vtbl;
+    s->cap = o->ring_events ? o->ring_events : 10000;
+    pthread_mutex_init(&s->wmu, NULL);
+    pthread_mutex_init(&s->rmu, NULL);
+    pthread_mutex_init(&s->emu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->ecv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->ring = calloc(s->cap, sizeof *s->ring);
+    int err = s->ring ? setup(s, o) : GS_ENOMEM;
+    if (err) {
+        sq_close(&s->base);
+        return err;
+    }
+    *out = &s->base;
+    return 0;
+}

@@ -1,0 +1,127 @@
+"""Helpers for tests that run the whole stack: `gpusched up`, or a server
+and agents as separate processes, and a client bound to their kubeconfig."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import time
+import urllib.request
+
+
+def wait_for(cond, timeout, what, step=0.1):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Stack:
+    def __init__(self, binary, workdir):
+        self.bin = binary
+        self.dir = pathlib.Path(workdir)
+        self.data = self.dir / "data"
+        self.procs = {}
+        self.logs = {}
+
+    # --- processes ---
+    def spawn(self, name, *args, env=None):
+        log = open(self.dir / f"{name}.log", "ab")
+        e = dict(os.environ)
+        e.update(env or {})
+        p = subprocess.Popen([self.bin, *args], stdout=log, stderr=subprocess.STDOUT, cwd=self.dir, env=e)
+        self.procs[name] = p
+        self.logs[name] = log
+        return p
+
+    def stop(self, name, sig=signal.SIGTERM, timeout=20):
+        p = self.procs.pop(name, None)
+        if not p:
+            return None
+        if p.poll() is None:
+            p.send_signal(sig)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.logs.pop(name).close()
+        return p.returncode
+
+    def stop_all(self):
+        for name in list(self.procs):
+            self.stop(name)
+
+    def log(self, name):
+        return (self.dir / f"{name}.log").read_text(errors="replace")
+
+    # --- all in one ---
+    def up(self, mock, *extra):
+        info = self.dir / "info.json"
+        if info.exists():
+            info.unlink()
+        self.spawn("up", "up", "--mock", mock, "--data-dir", str(self.data), "--listen", "127.0.0.1:0",
+                   "--info", str(info), "--grace-ms", "1000", "--metrics-interval-ms", "300", *extra)
+        wait_for(lambda: info.exists() or self.procs["up"].poll() is not None, 20, "gpusched up")
+        assert info.exists(), self.log("up")
+        self.info = json.loads(info.read_text())
+        return self.info
+
+    # --- client ---
+    @property
+    def kubeconfig(self):
+        return str(self.data / "kubeconfig")
+
+    def cli(self, *args, input=None, check=True, timeout=30):
+        r = subprocess.run([self.bin, *args, "--kubeconfig", self.kubeconfig], input=input, capture_output=True,
+                           text=True, timeout=timeout)
+        if check:
+            assert r.returncode == 0, f"gpusched {' '.join(args)}: {r.stdout}{r.stderr}"
+        return r
+
+    def pods(self):
+        r = self.cli("get", "pods", "-A", "-o", "json", check=False)
+        if r.returncode != 0:
+            return None
+        return json.loads(r.stdout).get("items", [])
+
+    def pod(self, name, ns="default"):
+        r = self.cli("get", "pod", name, "-n", ns, "-o", "json", check=False)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def node(self, name):
+        r = self.cli("get", "node", name, "-o", "json", check=False)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+    def agent_get(self, port, path):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as f:
+            return f.read().decode()
+
+
+def pod_manifest(name, cmd, gpus=0, ns="default", restart="Never", annotations=None):
+    res = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
+        "spec": {"restartPolicy": restart,
+                 "containers": [{"name": "main", "command": ["sh", "-c", cmd], "resources": res}]},
+    }
+
+
+def phase(p):
+    return (p or {}).get("status", {}).get("phase")
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False

@@ -1,0 +1,265 @@
+/*
+ * test_agent.c - the agent's pure parts and the server-side node lifecycle
+ * it relies on: mock multi-node specs, agent endpoints from Node objects,
+ * and nodes whose heartbeat stopped (NotReady, taint, pods failed or
+ * re-created exactly once, taint lifted when the heartbeat returns), run on
+ * a real SQLite store.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "agent/agent.h"
+#include "agent/fetch.h"
+#include "control/nodelifecycle.h"
+#include "control/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void test_mock_nodes(void **state)
+{
+    (void)state;
+    int n;
+    const char *rest;
+    assert_int_equal(gs_agent_mock_nodes("2x8xH100-80GB,nvlink=islands:4", &n, &rest), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(rest, "8xH100-80GB,nvlink=islands:4");
+    assert_int_equal(gs_agent_mock_nodes("8xH100-80GB", &n, &rest), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(rest, "8xH100-80GB");
+    assert_int_equal(gs_agent_mock_nodes("T4", &n, &rest), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(gs_agent_mock_nodes("0x8xA100-40GB", &n, &rest), GS_EINVAL);
+}
+
+static void test_endpoint(void **state)
+{
+    (void)state;
+    char buf[128];
+    json_t *n = json_loads("{\"metadata\":{\"annotations\":{\"gpusched.io/agent-endpoint\":\"http://10.0.0.5:1234\"}}}",
+                           0, NULL);
+    gs_agent_endpoint(n, buf, sizeof buf);
+    assert_string_equal(buf, "http://10.0.0.5:1234");
+    json_decref(n);
+    n = json_loads("{\"status\":{\"addresses\":[{\"type\":\"Hostname\",\"address\":\"h\"},{\"type\":\"InternalIP\","
+                   "\"address\":\"10.1.2.3\"}],\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":10250}}}}",
+                   0, NULL);
+    gs_agent_endpoint(n, buf, sizeof buf);
+    assert_string_equal(buf, "http://10.1.2.3:10250");
+    json_decref(n);
+    n = json_object();
+    gs_agent_endpoint(n, buf, sizeof buf);
+    assert_string_equal(buf, "");
+    json_decref(n);
+}
+
+/*--- Node lifecycle on a store ---*/
+
+struct fx {
+    char dir[64];
+    struct gs_store *store;
+    struct gs_nodelc *lc;
+    double now;
+};
+
+static void stamp(double t, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void put_node(struct fx *f, const char *name, double hb)
+{
+    char ts[32], key[128];
+    stamp(hb, ts, sizeof ts);
+    json_t *n = json_pack("{s:s,s:s,s:{s:s},s:{},s:{s:[{s:s,s:s,s:s}]}}", "apiVersion", "v1", "kind", "Node",
+                          "metadata", "name", name, "spec", "status", "conditions", "type", "Ready", "status", "True",
+                          "lastHeartbeatTime", ts);
+    snprintf(key, sizeof key, "nodes/%s", name);
+    json_t *old = NULL;
+    if (gs_store_get(f->store, key, &old, NULL) == 0) {
+        json_object_set(n, "spec", json_object_get(old, "spec"));
+        json_decref(old);
+        assert_int_equal(gs_store_update(f->store, key, n, 0, NULL), 0);
+    } else {
+        assert_int_equal(gs_store_create(f->store, key, n, NULL), 0);
+    }
+    json_decref(n);
+}
+
+static void put_pod(struct fx *f, const char *name, const char *node, const char *policy, const char *phase)
+{
+    char key[128];
+    json_t *p = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:{s:s}},s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind", "Pod",
+                          "metadata", "name", name, "namespace", "default", "uid", name, "annotations",
+                          "gpusched.io/devices", "GPU-x", "spec", "nodeName", node, "restartPolicy", policy, "status",
+                          "phase", phase);
+    snprintf(key, sizeof key, "pods/default/%s", name);
+    assert_int_equal(gs_store_create(f->store, key, p, NULL), 0);
+    json_decref(p);
+}
+
+static json_t *get(struct fx *f, const char *key)
+{
+    json_t *o = NULL;
+    assert_int_equal(gs_store_get(f->store, key, &o, NULL), 0);
+    return o;
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/gs-test-nodelc-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    struct gs_store_opts so = {.dir = f->dir};
+    assert_int_equal(gs_store_open_sqlite(&so, &f->store), 0);
+    f->now = (double)time(NULL);
+    struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
+    /* The controller started long ago, so an old heartbeat counts as old. */
+    assert_int_equal(gs_nodelc_new(&o, f->now - 3600, &f->lc), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    gs_nodelc_stop(f->lc);
+    gs_store_close(f->store);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+static bool tainted(json_t *node)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t)
+        if (!strcmp(json_string_value(json_object_get(t, "key")), GS_TAINT_UNREACHABLE)) return true;
+    return false;
+}
+
+static const char *ready_status(json_t *node)
+{
+    json_t *c = json_array_get(json_object_get(json_object_get(node, "status"), "conditions"), 0);
+    return json_string_value(json_object_get(c, "status"));
+}
+
+static void test_lost_node(void **state)
+{
+    struct fx *f = *state;
+    put_node(f, "lost", f->now - 60);
+    put_node(f, "alive", f->now - 2);
+    put_pod(f, "never", "lost", "Never", "Running");
+    put_pod(f, "again", "lost", "OnFailure", "Running");
+    put_pod(f, "done", "lost", "OnFailure", "Succeeded");
+    put_pod(f, "elsewhere", "alive", "Never", "Running");
+    gs_nodelc_scan(f->lc, f->now);
+
+    json_t *n = get(f, "nodes/lost");
+    assert_true(tainted(n));
+    assert_string_equal(ready_status(n), "Unknown");
+    json_decref(n);
+    n = get(f, "nodes/alive");
+    assert_false(tainted(n));
+    json_decref(n);
+
+    json_t *p = get(f, "pods/default/never");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Failed");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "reason")), "NodeLost");
+    json_decref(p);
+
+    p = get(f, "pods/default/again");
+    json_t *md = json_object_get(p, "metadata");
+    assert_string_not_equal(json_string_value(json_object_get(md, "uid")), "again");
+    assert_null(json_object_get(json_object_get(p, "spec"), "nodeName"));
+    assert_null(json_object_get(json_object_get(md, "annotations"), "gpusched.io/devices"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(md, "annotations"), "gpusched.io/recreated-from")),
+                        "again");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Pending");
+    char *uid1 = strdup(json_string_value(json_object_get(md, "uid")));
+    json_decref(p);
+
+    p = get(f, "pods/default/done");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Succeeded");
+    assert_non_null(json_object_get(json_object_get(p, "spec"), "nodeName"));
+    json_decref(p);
+    p = get(f, "pods/default/elsewhere");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Running");
+    json_decref(p);
+
+    /* A second scan changes nothing: re-created once, not twice. */
+    int64_t rv = gs_store_current_rv(f->store);
+    gs_nodelc_scan(f->lc, f->now + 1);
+    assert_int_equal(gs_store_current_rv(f->store), rv);
+    p = get(f, "pods/default/again");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "metadata"), "uid")), uid1);
+    json_decref(p);
+    free(uid1);
+
+    struct gs_nodelc_stats st;
+    gs_nodelc_stats(f->lc, &st);
+    assert_int_equal(st.not_ready, 1);
+    assert_int_equal(st.pods_failed, 1);
+    assert_int_equal(st.pods_recreated, 1);
+
+    /* The heartbeat comes back: the taint goes. */
+    put_node(f, "lost", f->now + 1);
+    gs_nodelc_scan(f->lc, f->now + 2);
+    n = get(f, "nodes/lost");
+    assert_false(tainted(n));
+    json_decref(n);
+}
+
+static void test_grace_counts_from_controller_start(void **state)
+{
+    struct fx *f = *state;
+    struct gs_nodelc *fresh;
+    struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
+    assert_int_equal(gs_nodelc_new(&o, f->now, &fresh), 0);
+    put_node(f, "old", f->now - 3600);
+    gs_nodelc_scan(fresh, f->now + 5); /* within grace of the controller's start */
+    json_t *n = get(f, "nodes/old");
+    assert_false(tainted(n));
+    json_decref(n);
+    gs_nodelc_scan(fresh, f->now + 11);
+    n = get(f, "nodes/old");
+    assert_true(tainted(n));
+    json_decref(n);
+    gs_nodelc_stop(fresh);
+}
+
+static void test_nodes_without_heartbeat_are_ignored(void **state)
+{
+    struct fx *f = *state;
+    json_t *n = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Node", "metadata", "name", "manual");
+    assert_int_equal(gs_store_create(f->store, "nodes/manual", n, NULL), 0);
+    json_decref(n);
+    put_pod(f, "static", "manual", "Never", "Running");
+    gs_nodelc_scan(f->lc, f->now);
+    json_t *p = get(f, "pods/default/static");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Running");
+    json_decref(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mock_nodes),
+        cmocka_unit_test(test_endpoint),
+        cmocka_unit_test_setup_teardown(test_lost_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grace_counts_from_controller_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nodes_without_heartbeat_are_ignored, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
