@@ -35,7 +35,7 @@ bool gs_comp_default(enum gs_comp c) { return c < GS_COMP_COUNT && comps[c].def;
 
 const char *gs_mig_strategy_name(enum gs_mig_strategy s)
 {
-    return s == GS_MIGS_SINGLE ? "single" : s == GS_MIGS_MIXED ? "mixed" : "none";
+    return s == GS_MIG_SINGLE ? "single" : s == GS_MIG_MIXED ? "mixed" : "none";
 }
 
 /*--- Layout text ---*/
@@ -127,7 +127,7 @@ void gs_policy_defaults(struct gs_policy *p)
 {
     memset(p, 0, sizeof *p);
     for (int c = 0; c < GS_COMP_COUNT; c++) p->enabled[c] = comps[c].def;
-    p->strategy = GS_MIGS_MIXED;
+    p->strategy = GS_MIG_MIXED;
     snprintf(p->mig_default, sizeof p->mig_default, "all-disabled");
     builtin(p, "all-disabled", "");
     builtin(p, "all-enabled", "enabled");
@@ -224,9 +224,9 @@ static int parse_mig(const json_t *spec, struct gs_policy *p, struct gs_diags *d
 {
     const char *st = json_string_value(json_object_get(json_object_get(spec, "mig"), "strategy"));
     if (st) {
-        if (!strcmp(st, "none")) p->strategy = GS_MIGS_NONE;
-        else if (!strcmp(st, "single")) p->strategy = GS_MIGS_SINGLE;
-        else if (!strcmp(st, "mixed")) p->strategy = GS_MIGS_MIXED;
+        if (!strcmp(st, "none")) p->strategy = GS_MIG_NONE;
+        else if (!strcmp(st, "single")) p->strategy = GS_MIG_SINGLE;
+        else if (!strcmp(st, "mixed")) p->strategy = GS_MIG_MIXED;
         else return gs_diags_add(d, "spec.mig.strategy", "\"%s\": want none, single or mixed", st), GS_EINVAL;
     }
     json_t *mm = json_object_get(spec, "migManager");

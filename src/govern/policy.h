@@ -29,6 +29,7 @@
 #define GS_GOVERN_POLICY_H
 
 #include "core/error.h"
+#include "discovery/outputs.h" /* enum gs_mig_strategy */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -52,7 +53,6 @@ const char *gs_comp_key(enum gs_comp c);
 const char *gs_comp_operand(enum gs_comp c);
 bool gs_comp_default(enum gs_comp c);
 
-enum gs_mig_strategy { GS_MIGS_NONE, GS_MIGS_SINGLE, GS_MIGS_MIXED };
 const char *gs_mig_strategy_name(enum gs_mig_strategy s);
 
 #define GS_MIG_LAYOUT_MAX 8   /* profiles in one layout */

@@ -72,17 +72,17 @@ json_t *gs_stack_resources(const struct gs_inventory *inv, enum gs_mig_strategy 
 {
     json_t *o = json_object();
     json_object_set_new(o, "nvidia.com/gpu", json_integer(0));
-    bool uniform = strategy == GS_MIGS_SINGLE && uniform_mig(inv);
+    bool uniform = strategy == GS_MIG_SINGLE && uniform_mig(inv);
     for (int i = 0; i < inv->n_gpus; i++) {
         const struct gs_disc_gpu *g = &inv->gpus[i];
-        if (strategy == GS_MIGS_NONE || !g->mig_enabled) {
+        if (strategy == GS_MIG_NONE || !g->mig_enabled) {
             add_count(o, "nvidia.com/gpu", 1);
             continue;
         }
         for (int k = 0; k < g->n_mig; k++) {
             char name[96];
             snprintf(name, sizeof name, "nvidia.com/mig-%s", g->mig[k].profile);
-            if (strategy == GS_MIGS_MIXED) add_count(o, name, 1);
+            if (strategy == GS_MIG_MIXED) add_count(o, name, 1);
             else if (uniform) add_count(o, "nvidia.com/gpu", 1);
         }
     }
