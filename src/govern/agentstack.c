@@ -40,7 +40,7 @@ struct gs__stack {
     char answered_step[32];
     int answered_attempt;
     json_t *answer;            /* the last answer sent */
-    int64_t published_gen;     /* labels and NRT published at ready for this generation */
+    bool seen_ready;           /* the last request seen was at ready: publish on the way in only */
     struct gs_migmgr mig;
     struct gs_mig_backend backend;
     bool backend_open;
@@ -195,8 +195,8 @@ static void send_answer(struct gs_agent *a, struct gs__stack *s)
     json_decref(out);
 }
 
-/* GFD labels (with the MIG strategy's) and the NodeResourceTopology, once per generation at ready. */
-static void publish_ready(struct gs_agent *a, const json_t *req)
+/* GFD labels (with the MIG strategy's) and the NodeResourceTopology, each time the node reaches ready. */
+static void publish_ready(struct gs_agent *a, const json_t *req, const json_t *node)
 {
     if (!comp_on(req, "gfd")) return;
     struct gs_labels l = {0};
@@ -205,6 +205,11 @@ static void publish_ready(struct gs_agent *a, const json_t *req)
     json_t *labels = json_object();
     for (size_t i = 0; i < l.n; i++) json_object_set_new(labels, l.v[i].key, json_string(l.v[i].value));
     gs_labels_free(&l);
+    /* MIG labels of a previous layout go (null deletes in a merge patch). */
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(json_object_get(node, "metadata"), "labels"), k, v)
+        if (!strncmp(k, "nvidia.com/mig-", 15) && !json_object_get(labels, k)) json_object_set_new(labels, k, json_null());
     json_t *patch = json_pack("{s:{s:o}}", "metadata", "labels", labels), *out = NULL;
     gs_client_patch(a->cl, nodes_res(), NULL, a->node, NULL, false, patch, &out);
     json_decref(patch);
@@ -222,10 +227,8 @@ static void answer(struct gs_agent *a, struct gs__stack *s, const json_t *node)
     const char *stepname = gs__jstr(req, "step") ?: "";
     int attempt = (int)json_integer_value(json_object_get(req, "attempt"));
     int step = gs_step_parse(stepname);
-    if (step == GS_STEP_READY && s->published_gen != gen) {
-        s->published_gen = gen;
-        publish_ready(a, req);
-    }
+    if (step == GS_STEP_READY && !s->seen_ready) publish_ready(a, req, node);
+    s->seen_ready = step == GS_STEP_READY;
     bool same = gen == s->answered_gen && attempt == s->answered_attempt && !strcmp(stepname, s->answered_step);
     if (same) {
         /* Re-send when a full status write dropped it. */

@@ -32,6 +32,7 @@ struct node_sm {
     char name[256];
     struct gs_stack_sm sm;
     char last_fail[256]; /* message of the last failure event, to not repeat it */
+    char mig[256];       /* MIG layout driven ("name=text"): a change re-drives the node */
 };
 
 struct gs_operator {
@@ -358,12 +359,24 @@ static void drive(struct gs_operator *op, struct node_sm *ns, const json_t *node
     struct gs_stack_cfg cfg;
     stack_cfg(&op->policy, labels, &cfg);
     struct gs_stack_change ch;
+    const char *lname = NULL;
+    const struct gs_mig_layout *l = gs_policy_layout_for(&op->policy, labels, &lname);
+    char mig[256], text[160] = "?";
+    if (l) gs_mig_layout_text(l, text, sizeof text);
+    snprintf(mig, sizeof mig, "%.60s=%s", lname ? lname : "", text);
+    bool mig_changed = ns->mig[0] && strcmp(ns->mig, mig);
+    snprintf(ns->mig, sizeof ns->mig, "%s", mig);
     if (ns->sm.generation != op->generation) {
-        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, &ch)) publish(op, ns, &ch);
+        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, NULL, &ch)) publish(op, ns, &ch);
         op->st.redrives++;
     } else if (cfg.enabled != ns->sm.cfg.enabled) {
         /* A deploy label changed on this node: validate it again under the new set. */
-        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, &ch)) publish(op, ns, &ch);
+        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, "the node's components changed", &ch))
+            publish(op, ns, &ch);
+    } else if (mig_changed && (cfg.enabled & GS_STEP_BIT(GS_STEP_MIG))) {
+        char why[200];
+        snprintf(why, sizeof why, "MIG layout changed to %.60s", lname ? lname : "?");
+        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, why, &ch)) publish(op, ns, &ch);
     }
     const json_t *ready = condition(node, "Ready");
     bool up = ready && !strcmp(jstr(ready, "status") ?: "", "True");

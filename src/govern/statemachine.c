@@ -76,13 +76,14 @@ void gs_stack_sm_init(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, int
 }
 
 bool gs_stack_sm_redrive(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, int64_t generation, int64_t now,
-                         struct gs_stack_change *ch)
+                         const char *reason, struct gs_stack_change *ch)
 {
     m->cfg = *cfg;
     m->generation = generation;
     char why[256];
-    snprintf(why, sizeof why, "cluster policy changed (generation %lld): validating the GPU stack again",
-             (long long)generation);
+    if (reason) snprintf(why, sizeof why, "%s: validating the GPU stack again", reason);
+    else snprintf(why, sizeof why, "cluster policy changed (generation %lld): validating the GPU stack again",
+                  (long long)generation);
     if (m->step == GS_STEP_NOT_READY) {
         m->attempt = 0;
         m->waiting = false;

@@ -76,10 +76,12 @@ struct gs_stack_change {
 };
 
 void gs_stack_sm_init(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, int64_t generation, int64_t now);
-/* A new policy: back to not-ready under cfg. Fills ch (a change) unless
- * the machine already was at not-ready; returns whether it moved. */
+/* A new policy (or a node whose components or MIG layout changed): back to
+ * not-ready under cfg. why (NULL: "cluster policy changed") becomes the
+ * message. Fills ch unless the machine already was at not-ready; returns
+ * whether it moved. */
 bool gs_stack_sm_redrive(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, int64_t generation, int64_t now,
-                         struct gs_stack_change *ch);
+                         const char *why, struct gs_stack_change *ch);
 /* The node's agent is (not) posting Ready. Going down returns to not-ready;
  * coming up moves to the first enabled step (or ready when none is). Returns
  * whether the step changed (ch filled). */
