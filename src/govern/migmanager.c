@@ -95,7 +95,7 @@ int gs_migmgr_step(struct gs_migmgr *m, const struct gs_mig_step_in *in, bool *c
     int64_t left = m->drain_started_ns + in->drain_timeout_ns - in->now;
     if (left > 0) {
         snprintf(msg, len, "draining for layout %s: waiting for pods to finish on %s (deadline in %.0fs)",
-                 in->want->name, pods, (double)left / 1e9 + 0.5);
+                 in->want->name, pods, (double)left / 1e9);
         return GS_EBUSY;
     }
     m->drain_timeouts++;
