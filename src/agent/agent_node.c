@@ -109,6 +109,8 @@ int gs__node_register(struct gs_agent *a)
     int err = gs_client_get(a->cl, nodes_res(), NULL, a->node, &cur);
     json_t *node;
     if (err == GS_ENOENT) {
+        json_decref(cur); /* the Status of the 404 */
+        cur = NULL;
         node = json_pack("{s:s,s:s,s:{s:s},s:{}}", "apiVersion", "v1", "kind", "Node", "metadata", "name", a->node,
                          "spec");
     } else if (err) {

@@ -492,8 +492,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->url = url;
         r->method = method;
         r->sub = "";
+        /* A body somewhat over the limit is read and dropped so the client (which
+         * is still sending) gets the 413; an absurd one is refused at once. */
         const char *cl = gs__header(r, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > s->max_body)
+        if (cl && strtoull(cl, NULL, 10) > 16 * (unsigned long long)s->max_body + (64u << 20))
             return gs__reply_status(r, 413, NULL, NULL, "request body of %s bytes exceeds the limit of %zu", cl,
                                     s->max_body);
         return MHD_YES;

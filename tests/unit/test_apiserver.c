@@ -1,0 +1,511 @@
+/*
+ * test_apiserver.c - the control plane in-process on an ephemeral loopback
+ * port, driven through the library's own client: CRUD and 409s, validation
+ * (422 with field causes), selectors, patches, the status subresource,
+ * binding, watch, the role rules over HTTP, body limits, and the scheduler
+ * loop binding a pod and explaining a pending one. Also the pure parts
+ * (selectors, merge patches, devices annotation) without HTTP.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "control/api.h"
+#include "control/client.h"
+#include "control/sched_loop.h"
+#include "control/server.h"
+#include "core/codec.h"
+#include "core/object.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*--- Pure parts ---*/
+
+static json_t *J(const char *text)
+{
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    assert_non_null(v);
+    return v;
+}
+
+static void label_selectors(void **state)
+{
+    (void)state;
+    json_t *o = J("{\"metadata\":{\"labels\":{\"app\":\"web\",\"tier\":\"a\",\"n\":\"5\"}}}");
+    struct { const char *sel; bool match; } cases[] = {
+        {"app=web", true},           {"app==web", true},        {"app!=web", false},
+        {"tier in (a, b)", true},    {"tier notin (a)", false}, {"app", true},
+        {"!canary", true},           {"!app", false},           {"app=web,tier=b", false},
+        {"n>4", true},               {"n<5", false},            {"", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct gs_selector s;
+        const char *why;
+        assert_int_equal(gs__label_selector_parse(cases[i].sel, &s, &why), 0);
+        assert_int_equal(gs__label_selector_matches(&s, o), cases[i].match);
+        gs_selector_free(&s);
+    }
+    const char *bad[] = {"tier in a", "a,,b", "bad key!=x", "n>x", "=x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct gs_selector s;
+        const char *why;
+        assert_int_equal(gs__label_selector_parse(bad[i], &s, &why), GS_EINVAL);
+        assert_true(strlen(why) > 0);
+    }
+    json_decref(o);
+}
+
+static void field_selectors(void **state)
+{
+    (void)state;
+    json_t *o = J("{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\"},\"spec\":{\"nodeName\":\"n1\",\"x\":3}}");
+    struct gs__field_sel f;
+    const char *why;
+    assert_int_equal(gs__field_selector_parse("metadata.name=p,spec.nodeName!=n2", &f, &why), 0);
+    assert_true(gs__field_selector_matches(&f, o));
+    gs__field_selector_free(&f);
+    assert_int_equal(gs__field_selector_parse("spec.x==3,status.phase=", &f, &why), 0);
+    assert_true(gs__field_selector_matches(&f, o)); /* absent reads as "" */
+    gs__field_selector_free(&f);
+    assert_int_equal(gs__field_selector_parse("spec.nodeName=n2", &f, &why), 0);
+    assert_false(gs__field_selector_matches(&f, o));
+    gs__field_selector_free(&f);
+    assert_int_equal(gs__field_selector_parse("novalue", &f, &why), GS_EINVAL);
+    json_decref(o);
+}
+
+static void merge_patches(void **state)
+{
+    (void)state;
+    /* RFC 7386 appendix examples. */
+    json_t *t = J("{\"a\":\"b\",\"c\":{\"d\":\"e\",\"f\":\"g\"}}"), *p = J("{\"a\":\"z\",\"c\":{\"f\":null}}");
+    json_t *r = gs__merge_patch(t, p), *want = J("{\"a\":\"z\",\"c\":{\"d\":\"e\"}}");
+    assert_true(json_equal(r, want));
+    json_decref(r), json_decref(want), json_decref(p);
+    p = J("[1]");
+    r = gs__merge_patch(t, p);
+    assert_true(json_equal(r, p));
+    json_decref(r), json_decref(p), json_decref(t);
+    /* Strategic: containers merged by name, $patch delete, directives dropped. */
+    t = J("{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"1\"},{\"name\":\"b\",\"image\":\"1\"}],"
+          "\"tolerations\":[{\"key\":\"x\"}]}}");
+    p = J("{\"spec\":{\"$setElementOrder/containers\":[{\"name\":\"a\"},{\"name\":\"c\"}],"
+          "\"containers\":[{\"name\":\"a\",\"image\":\"2\"},{\"name\":\"b\",\"$patch\":\"delete\"},"
+          "{\"name\":\"c\",\"image\":\"3\"}],\"tolerations\":[{\"key\":\"y\"}]}}");
+    r = gs__strategic_merge_patch(t, p);
+    want = J("{\"spec\":{\"containers\":[{\"name\":\"a\",\"image\":\"2\"},{\"name\":\"c\",\"image\":\"3\"}],"
+             "\"tolerations\":[{\"key\":\"y\"}]}}");
+    assert_true(json_equal(r, want));
+    json_decref(r), json_decref(want), json_decref(p), json_decref(t);
+}
+
+static void devices_annotation_round_trip(void **state)
+{
+    (void)state;
+    json_t *doc = J("{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n\"},\"status\":{\"devices\":["
+                    "{\"index\":0,\"uuid\":\"GPU-a\",\"model\":\"H100\",\"memoryMiB\":1},"
+                    "{\"index\":1,\"model\":\"H100\",\"memoryMiB\":1},"
+                    "{\"index\":2,\"uuid\":\"GPU-c\",\"model\":\"H100\",\"memoryMiB\":1}]}}");
+    struct gs_object *o = NULL;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_object_decode(doc, &o, &d), 0);
+    char buf[128];
+    gs_devices_format(o->u.node, 0x7, 500, buf, sizeof buf);
+    assert_string_equal(buf, "GPU-a:500,1:500,GPU-c:500");
+    uint64_t mask;
+    int32_t milli;
+    assert_int_equal(gs_devices_parse(o->u.node, 3, buf, &mask, &milli), 0);
+    assert_int_equal(mask, 0x7);
+    assert_int_equal(milli, 500);
+    assert_int_equal(gs_devices_parse(o->u.node, 3, "GPU-zzz", &mask, &milli), GS_EINVAL);
+    gs_object_free(o);
+    json_decref(doc);
+}
+
+/*--- In-process server ---*/
+
+static const char tokens[] = "adm,admin,,,admin\n"
+                             "ten,alice,,team-a,tenant\n"
+                             "nod,system:node:n1,,,node\n";
+
+struct env {
+    char dir[64];
+    struct gs_server *srv;
+    struct gs_client *adm, *ten, *nod;
+};
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st, (void)flag, (void)f;
+    return remove(p);
+}
+
+static struct gs_client *client_as(struct env *e, const char *token)
+{
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", gs_server_port(e->srv));
+    struct gs_client_opts o = {.server = url, .token = token, .timeout_ms = 10000};
+    struct gs_client *c = NULL;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_client_new(&o, &c, &d), 0);
+    return c;
+}
+
+static int start(void **state, bool scheduler)
+{
+    struct env *e = calloc(1, sizeof *e);
+    snprintf(e->dir, sizeof e->dir, "/tmp/gs-api-XXXXXX");
+    assert_non_null(mkdtemp(e->dir));
+    char tok[128];
+    snprintf(tok, sizeof tok, "%s/tokens.csv", e->dir);
+    FILE *f = fopen(tok, "w");
+    fputs(tokens, f);
+    fclose(f);
+    struct gs_server_opts o = {.data_dir = e->dir, .listen = "127.0.0.1:0", .insecure = true, .tokens_file = tok,
+                               .qps = -1, .max_body = 64 * 1024, .no_scheduler = !scheduler};
+    struct gs_diags d = {0};
+    assert_int_equal(gs_server_start(&o, &e->srv, &d), 0);
+    e->adm = client_as(e, "adm");
+    e->ten = client_as(e, "ten");
+    e->nod = client_as(e, "nod");
+    *state = e;
+    return 0;
+}
+
+/* The scheduler writes to pods it cannot place; most tests want the API alone. */
+static int setup(void **state) { return start(state, false); }
+static int setup_sched(void **state) { return start(state, true); }
+
+static int teardown(void **state)
+{
+    struct env *e = *state;
+    gs_client_free(e->adm);
+    gs_client_free(e->ten);
+    gs_client_free(e->nod);
+    gs_server_stop(e->srv);
+    nftw(e->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    free(e);
+    return 0;
+}
+
+static const struct gs_api_resource *R(const char *name)
+{
+    return gs_api_resource_lookup(name);
+}
+
+static json_t *pod(const char *name, const char *gpus)
+{
+    return json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:[{s:s, s:s, s:{s:{s:s}}}]}}", "apiVersion", "v1", "kind",
+                     "Pod", "metadata", "name", name, "labels", "app", name, "spec", "containers", "name", "c",
+                     "image", "busybox", "resources", "limits", "nvidia.com/gpu", gpus);
+}
+
+static json_t *node(const char *name, int ngpus)
+{
+    json_t *devs = json_array();
+    for (int i = 0; i < ngpus; i++) {
+        char uuid[32];
+        snprintf(uuid, sizeof uuid, "GPU-%s-%d", name, i);
+        json_array_append_new(devs, json_pack("{s:i, s:s, s:s, s:i}", "index", i, "uuid", uuid, "model", "H100",
+                                              "memoryMiB", 81920));
+    }
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:{s:s, s:s, s:s}, s:o}}", "apiVersion", "v1", "kind", "Node",
+                     "metadata", "name", name, "status", "capacity", "cpu", "64", "memory", "256Gi", "pods", "110",
+                     "devices", devs);
+}
+
+static void crud_and_conflicts(void **state)
+{
+    struct env *e = *state;
+    json_t *p = pod("web", "0"), *out = NULL;
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, &out), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "status"), "phase")), "Pending");
+    const char *uid = json_string_value(json_object_get(json_object_get(out, "metadata"), "uid"));
+    assert_non_null(uid);
+    char rv1[32];
+    snprintf(rv1, sizeof rv1, "%s", json_string_value(json_object_get(json_object_get(out, "metadata"),
+                                                                       "resourceVersion")));
+    json_decref(out);
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, &out), GS_EEXIST);
+    assert_string_equal(json_string_value(json_object_get(out, "reason")), "AlreadyExists");
+    json_decref(out);
+    /* Update at the stored version, then again at the now stale one. */
+    json_object_set_new(json_object_get(p, "metadata"), "resourceVersion", json_string(rv1));
+    json_object_set_new(json_object_get(json_object_get(p, "metadata"), "labels"), "v", json_string("2"));
+    assert_int_equal(gs_client_update(e->adm, R("pods"), "default", "web", NULL, p, &out), 0);
+    json_decref(out);
+    assert_int_equal(gs_client_update(e->adm, R("pods"), "default", "web", NULL, p, &out), GS_ECONFLICT);
+    assert_int_equal(json_integer_value(json_object_get(out, "code")), 409);
+    json_decref(out);
+    /* Merge patch adds a label; the status sent on the main resource is ignored. */
+    json_t *patch = J("{\"metadata\":{\"labels\":{\"tier\":\"a\"}},\"status\":{\"phase\":\"Running\"}}");
+    assert_int_equal(gs_client_patch(e->adm, R("pods"), "default", "web", NULL, false, patch, &out), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(out, "metadata"), "labels"),
+                                                          "tier")), "a");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "status"), "phase")), "Pending");
+    json_decref(out);
+    /* ...but goes through the status subresource. */
+    assert_int_equal(gs_client_patch(e->adm, R("pods"), "default", "web", "status", false, patch, &out), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(out, "status"), "phase")), "Running");
+    json_decref(out);
+    json_decref(patch);
+    /* Label selector lists. */
+    json_t *p2 = pod("db", "0");
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p2, NULL), 0);
+    assert_int_equal(gs_client_list(e->adm, R("pods"), "default", "tier=a", NULL, false, &out), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 1);
+    assert_string_equal(json_string_value(json_object_get(out, "kind")), "PodList");
+    json_decref(out);
+    assert_int_equal(gs_client_list(e->adm, R("pods"), NULL, "app in (web,db)", NULL, true, &out), 0);
+    assert_string_equal(json_string_value(json_object_get(out, "kind")), "Table");
+    assert_int_equal(json_array_size(json_object_get(out, "rows")), 2);
+    json_decref(out);
+    assert_int_equal(gs_client_delete(e->adm, R("pods"), "default", "web", &out), 0);
+    json_decref(out);
+    assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "web", &out), GS_ENOENT);
+    assert_int_equal(json_integer_value(json_object_get(out, "code")), 404);
+    json_decref(out);
+    json_decref(p);
+    json_decref(p2);
+}
+
+static void invalid_objects_name_the_field(void **state)
+{
+    struct env *e = *state;
+    json_t *p = pod("bad", "lots"), *out = NULL;
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, &out), GS_EINVAL);
+    assert_int_equal(json_integer_value(json_object_get(out, "code")), 422);
+    json_t *cause = json_array_get(json_object_get(json_object_get(out, "details"), "causes"), 0);
+    assert_string_equal(json_string_value(json_object_get(cause, "field")),
+                        "spec.containers[0].resources.limits[\"nvidia.com/gpu\"]");
+    json_decref(out);
+    json_decref(p);
+    /* Wrong kind for the URL, and a namespace that disagrees with the URL: 400. */
+    json_t *n = node("x", 0);
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", n, &out), GS_EINVAL);
+    assert_int_equal(json_integer_value(json_object_get(out, "code")), 400);
+    json_decref(out);
+    json_decref(n);
+    p = pod("other", "0");
+    json_object_set_new(json_object_get(p, "metadata"), "namespace", json_string("elsewhere"));
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, &out), GS_EINVAL);
+    json_decref(out);
+    json_decref(p);
+}
+
+static void malformed_and_oversized_requests(void **state)
+{
+    struct env *e = *state;
+    long code = 0;
+    json_t *out = NULL;
+    /* Not JSON at all: the raw call sends a JSON string "{{{", which is not an object. */
+    json_t *junk = json_string("{{{");
+    assert_int_equal(gs_client_call(e->adm, "POST", "/api/v1/namespaces/default/pods", "application/json", junk, NULL,
+                                    &out, &code), GS_EINVAL);
+    assert_int_equal(code, 400);
+    assert_string_equal(json_string_value(json_object_get(out, "kind")), "Status");
+    json_decref(out);
+    json_decref(junk);
+    /* 100 KiB > the 64 KiB limit of this server. */
+    char *big = malloc(100 * 1024 + 1);
+    memset(big, 'x', 100 * 1024);
+    big[100 * 1024] = 0;
+    json_t *huge = json_pack("{s:s}", "pad", big);
+    free(big);
+    assert_int_equal(gs_client_call(e->adm, "POST", "/api/v1/namespaces/default/pods", "application/json", huge, NULL,
+                                    &out, &code), GS_EINVAL);
+    assert_int_equal(code, 413);
+    json_decref(out);
+    json_decref(huge);
+    assert_int_equal(gs_client_call(e->adm, "GET", "/api/v1/nosuch", NULL, NULL, NULL, &out, &code), GS_ENOENT);
+    json_decref(out);
+    assert_int_equal(gs_client_call(e->adm, "GET", "/api/v1/pods?labelSelector=a%20in%20b", NULL, NULL, NULL, &out,
+                                    &code), GS_EINVAL);
+    json_decref(out);
+    json_t *p = J("{}");
+    assert_int_equal(gs_client_call(e->adm, "PATCH", "/api/v1/nodes/x", "application/json-patch+json", p, NULL, &out,
+                                    &code), GS_EIO);
+    assert_int_equal(code, 415);
+    json_decref(out);
+    json_decref(p);
+    /* Still serving. */
+    assert_int_equal(gs_client_call(e->adm, "GET", "/version", NULL, NULL, NULL, &out, &code), 0);
+    assert_string_equal(json_string_value(json_object_get(out, "major")), "1");
+    json_decref(out);
+    /* Discovery answers kubectl's documents. */
+    assert_int_equal(gs_client_call(e->adm, "GET", "/apis/scheduling.x-k8s.io/v1alpha1", NULL, NULL, NULL, &out, NULL), 0);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(out, "resources"), 0), "kind")),
+                        "PodGroup");
+    json_decref(out);
+}
+
+static void tokens_and_roles_over_http(void **state)
+{
+    struct env *e = *state;
+    json_t *out = NULL;
+    long code = 0;
+    struct gs_client *anon = client_as(e, NULL);
+    assert_int_equal(gs_client_call(anon, "GET", "/api/v1/pods", NULL, NULL, NULL, &out, &code), GS_EPERM);
+    assert_int_equal(code, 401);
+    json_decref(out);
+    gs_client_free(anon);
+    json_t *p = pod("t1", "0");
+    assert_int_equal(gs_client_create(e->ten, R("pods"), "team-a", p, NULL), 0);
+    assert_int_equal(gs_client_create(e->ten, R("pods"), "default", p, &out), GS_EPERM);
+    assert_int_equal(json_integer_value(json_object_get(out, "code")), 403);
+    json_decref(out);
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, NULL), 0);
+    /* A tenant's all-namespaces list shows only its namespaces. */
+    assert_int_equal(gs_client_list(e->ten, R("pods"), NULL, NULL, NULL, false, &out), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 1);
+    json_decref(out);
+    /* The node token cannot bind, and sees only pods bound to it. */
+    assert_int_equal(gs_client_bind(e->nod, "default", "t1", "n1", NULL, &out), GS_EPERM);
+    json_decref(out);
+    assert_int_equal(gs_client_get(e->nod, R("pods"), "default", "t1", &out), GS_EPERM);
+    json_decref(out);
+    assert_int_equal(gs_client_bind(e->adm, "default", "t1", "n1", NULL, NULL), 0);
+    assert_int_equal(gs_client_bind(e->adm, "default", "t1", "n2", NULL, &out), GS_ECONFLICT); /* bound already */
+    json_decref(out);
+    assert_int_equal(gs_client_get(e->nod, R("pods"), "default", "t1", &out), 0);
+    json_decref(out);
+    json_t *st = J("{\"status\":{\"phase\":\"Running\"}}");
+    assert_int_equal(gs_client_patch(e->nod, R("pods"), "default", "t1", "status", false, st, NULL), 0);
+    assert_int_equal(gs_client_patch(e->nod, R("pods"), "default", "t1", NULL, false, st, &out), GS_EPERM);
+    json_decref(out);
+    assert_int_equal(gs_client_list(e->nod, R("pods"), NULL, NULL, NULL, false, &out), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 1);
+    json_decref(out);
+    json_t *n = node("n2", 0);
+    assert_int_equal(gs_client_create(e->nod, R("nodes"), NULL, n, &out), GS_EPERM);
+    json_decref(out);
+    json_decref(n);
+    json_decref(st);
+    json_decref(p);
+}
+
+struct seen {
+    char types[16][12];
+    int n;
+};
+
+static int on_event(const char *type, json_t *obj, void *arg)
+{
+    (void)obj;
+    struct seen *s = arg;
+    snprintf(s->types[s->n++], sizeof s->types[0], "%s", type);
+    return !strcmp(type, "DELETED") || s->n == 16;
+}
+
+static void watch_streams_changes(void **state)
+{
+    struct env *e = *state;
+    json_t *n = node("wn", 0), *out = NULL, *seed = node("seed", 0);
+    assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, seed, NULL), 0);
+    assert_int_equal(gs_client_list(e->adm, R("nodes"), NULL, NULL, NULL, false, &out), 0);
+    char rv[32]; /* the list's version: the watch sees exactly what follows */
+    snprintf(rv, sizeof rv, "%s", json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion")));
+    json_decref(out);
+    json_decref(seed);
+    assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, n, NULL), 0);
+    json_t *lab = J("{\"metadata\":{\"labels\":{\"x\":\"1\"}}}");
+    assert_int_equal(gs_client_patch(e->adm, R("nodes"), NULL, "wn", NULL, true, lab, NULL), 0);
+    assert_int_equal(gs_client_delete(e->adm, R("nodes"), NULL, "wn", NULL), 0);
+    struct seen s = {0};
+    int wr = gs_client_watch(e->adm, R("nodes"), NULL, NULL, NULL, rv, 10, on_event, &s);
+    if (wr != 1) fail_msg("watch returned %d after %d events (from %s)", wr, s.n, rv);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(s.types[0], "ADDED");
+    assert_string_equal(s.types[1], "MODIFIED");
+    assert_string_equal(s.types[2], "DELETED");
+    /* From "0": the current objects as ADDED first; a selector that matches nothing times out quietly. */
+    struct seen s2 = {0};
+    assert_int_equal(gs_client_watch(e->adm, R("nodes"), NULL, "nosuch=1", NULL, "0", 1, on_event, &s2), 0);
+    assert_int_equal(s2.n, 0);
+    json_decref(lab);
+    json_decref(n);
+}
+
+static json_t *wait_for(struct env *e, const char *name, bool (*done)(const json_t *))
+{
+    for (int i = 0; i < 200; i++) {
+        json_t *out = NULL;
+        if (gs_client_get(e->adm, R("pods"), "default", name, &out) == 0 && done(out)) return out;
+        json_decref(out);
+        usleep(20000);
+    }
+    fail_msg("pod %s never reached the expected state", name);
+    return NULL;
+}
+
+static bool is_bound(const json_t *p)
+{
+    return json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName")) != NULL;
+}
+
+static bool has_condition(const json_t *p)
+{
+    return json_array_size(json_object_get(json_object_get(p, "status"), "conditions")) > 0;
+}
+
+static void scheduler_binds_and_explains(void **state)
+{
+    struct env *e = *state;
+    json_t *n = node("g1", 2);
+    assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, n, NULL), 0);
+    json_t *p = pod("train", "2"), *big = pod("huge", "4");
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, NULL), 0);
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", big, NULL), 0);
+    json_t *got = wait_for(e, "train", is_bound);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(got, "spec"), "nodeName")), "g1");
+    const char *dev = json_string_value(json_object_get(json_object_get(json_object_get(got, "metadata"),
+                                                                        "annotations"), GS_ANN_DEVICES));
+    assert_string_equal(dev, "GPU-g1-0,GPU-g1-1");
+    assert_int_equal(json_array_size(json_object_get(json_object_get(got, "status"), "devices")), 2);
+    json_decref(got);
+    got = wait_for(e, "huge", has_condition);
+    json_t *c = json_array_get(json_object_get(json_object_get(got, "status"), "conditions"), 0);
+    assert_string_equal(json_string_value(json_object_get(c, "type")), "PodScheduled");
+    assert_string_equal(json_string_value(json_object_get(c, "status")), "False");
+    assert_string_equal(json_string_value(json_object_get(c, "reason")), "Unschedulable");
+    assert_non_null(strstr(json_string_value(json_object_get(c, "message")), "0/1 nodes are available"));
+    json_decref(got);
+    /* Freeing the GPUs lets nothing else in (4 > 2), but a 1-GPU pod fits once train is gone. */
+    assert_int_equal(gs_client_delete(e->adm, R("pods"), "default", "train", NULL), 0);
+    json_t *small = pod("small", "1");
+    assert_int_equal(gs_client_create(e->adm, R("pods"), "default", small, NULL), 0);
+    got = wait_for(e, "small", is_bound);
+    json_decref(got);
+    struct gs_sched_loop_stats st;
+    gs_server_sched_stats(e->srv, &st);
+    assert_true(st.synced);
+    assert_int_equal(st.bound, 2);
+    assert_int_equal(st.unschedulable, 1); /* written once, not on every retry */
+    json_decref(small);
+    json_decref(p);
+    json_decref(big);
+    json_decref(n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(label_selectors),
+        cmocka_unit_test(field_selectors),
+        cmocka_unit_test(merge_patches),
+        cmocka_unit_test(devices_annotation_round_trip),
+        cmocka_unit_test_setup_teardown(crud_and_conflicts, setup, teardown),
+        cmocka_unit_test_setup_teardown(invalid_objects_name_the_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(malformed_and_oversized_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(tokens_and_roles_over_http, setup, teardown),
+        cmocka_unit_test_setup_teardown(watch_streams_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(scheduler_binds_and_explains, setup_sched, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
