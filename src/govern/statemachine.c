@@ -57,8 +57,7 @@ static void enter(struct gs_stack_sm *m, enum gs_step s, int64_t now, const char
 {
     fill(ch, m->step, s, false, m->attempt, why);
     m->step = s;
-    m->attempt = 0;
-    m->waiting = false;
+    m->waiting = false; /* attempt keeps counting: an answer from before the move can never match */
     m->failures = 0;
     m->entered_ns = m->next_try_ns = now;
     m->transitions++;
@@ -85,7 +84,6 @@ bool gs_stack_sm_redrive(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, 
     else snprintf(why, sizeof why, "cluster policy changed (generation %lld): validating the GPU stack again",
                   (long long)generation);
     if (m->step == GS_STEP_NOT_READY) {
-        m->attempt = 0;
         m->waiting = false;
         return false;
     }
@@ -117,7 +115,7 @@ static void failed(struct gs_stack_sm *m, int64_t now, const char *msg, struct g
     int64_t wait = gs_stack_backoff(&m->cfg, m->failures);
     m->next_try_ns = now + wait;
     snprintf(m->message, sizeof m->message, "%s validation failed (attempt %d, retry in %.3gs): %s",
-             gs_step_name(m->step), m->attempt, (double)wait / 1e9, msg);
+             gs_step_name(m->step), m->failures, (double)wait / 1e9, msg);
     fill(ch, m->step, m->step, true, m->attempt, m->message);
 }
 

@@ -14,6 +14,10 @@
  * whose message says so, so no node waits silently. A new policy (another
  * generation) or a lost agent sends the node back to not-ready.
  *
+ * Request numbers grow for the machine's whole life (not per step), so an
+ * answer to a request made before a re-drive can never be taken for one
+ * made after it.
+ *
  * Pure logic on caller-supplied times (nanoseconds from a struct gs_clock):
  * no I/O, no threads, no allocation. Each change of step, and each failure,
  * fills a struct gs_stack_change for the caller to publish (event, log,
@@ -57,7 +61,7 @@ struct gs_stack_sm {
     struct gs_stack_cfg cfg;
     int64_t generation;        /* of the policy being driven */
     enum gs_step step;
-    int attempt;               /* of the current request at this step (0: none yet) */
+    int attempt;               /* number of the latest request; never reused, so a stale answer cannot match */
     bool waiting;              /* a request is out */
     int failures;              /* consecutive failures at this step */
     int64_t entered_ns;        /* when the node reached this step */
