@@ -418,6 +418,11 @@ static enum MHD_Result route(struct gs__req *r)
 {
     if (!strcmp(r->url, "/healthz") || !strcmp(r->url, "/livez") || !strcmp(r->url, "/readyz"))
         return gs__reply_text(r, 200, "text/plain", strdup("ok"));
+    if (!strcmp(r->url, "/metrics") && r->s->metrics) { /* /metrics hook: Prometheus text from govern/ */
+        char *page = r->s->metrics(r->s->metrics_arg);
+        if (!page) return gs__reply_status(r, 503, NULL, NULL, "metrics are not available");
+        return gs__reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", page);
+    }
     if (!strcmp(r->url, "/openapi/v2")) /* empty: kubectl then skips client-side validation */
         return gs__reply_text(r, 200, "application/octet-stream", NULL);
     char path[2048];
@@ -558,6 +563,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     if (!s) return GS_ENOMEM;
     s->store = o->store;
     s->auth = o->auth;
+    s->metrics = o->metrics, s->metrics_arg = o->metrics_arg; /* /metrics hook */
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->explain = o->explain;
     s->explain_ctx = o->explain_ctx;

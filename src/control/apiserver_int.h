@@ -19,6 +19,8 @@ struct gs_apiserver {
     struct gs_auth *auth;
     size_t max_body;
     atomic_bool stopping;
+    char *(*metrics)(void *arg); /* /metrics hook (govern/metrics) */
+    void *metrics_arg;
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
 };

@@ -16,6 +16,8 @@
  * drops all state and loads again.
  */
 #include "control/sched_loop.h"
+#include "govern/metrics.h"  /* metrics hook */
+#include "govern/operator.h" /* GPU stack gate */
 
 #include "control/api.h"
 #include "control/apiserver.h"
@@ -68,6 +70,7 @@ struct gs_sched_loop {
     struct gs_sched_config own;       /* the default when no config was given */
     const struct gs_sched_config *cfg;
     uint64_t seed;
+    struct gs_hist *cycle_latency; /* metrics hook */
     struct gs_clock clock;
     struct gs_cache *cache;
     struct gs_scheduler **scheds;
@@ -303,6 +306,7 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
         return;
     }
     gs_diags_free(&d);
+    gs_stack_gate_node(doc, o->u.node); /* GPU stack gate: no GPUs offered until GPUStackReady */
     bool fresh = !e;
     if (fresh && (!(e = entry_new(key)) || gs__strmap_put(&l->nodes, e->key, e))) {
         entry_free(e);
@@ -778,9 +782,11 @@ static int schedule_round(struct gs_sched_loop *l)
         for (size_t i = 0; i < l->nsched; i++) {
             struct gs_cycle_result c;
             l->cur_sched = i;
+            int64_t t0 = gs_clock_now(&l->clock);
             int rc = gs_scheduler_run_one(l->scheds[i], &c);
             after_cycle(l);
             if (rc <= 0) continue;
+            if (l->cycle_latency) gs_hist_observe(l->cycle_latency, (double)(gs_clock_now(&l->clock) - t0) / 1e9);
             any = true;
             ran++;
             struct entry *e = entry_of_pod(l, c.pod);
@@ -789,8 +795,15 @@ static int schedule_round(struct gs_sched_loop *l)
             else if (c.code != GS_WAIT && c.reason) write_unschedulable(l, e, c.reason);
         }
     }
+    uint64_t qa = 0, qb = 0, qu = 0; /* queue depth for /metrics */
+    for (size_t i = 0; i < l->nsched; i++) {
+        const struct gs_sched_queue *q = gs_scheduler_queue(l->scheds[i]);
+        qa += gs_sched_queue_active_len(q), qb += gs_sched_queue_backoff_len(q);
+        qu += gs_sched_queue_unschedulable_len(q);
+    }
     pthread_mutex_lock(&l->mu);
     l->st.attempts += (uint64_t)ran;
+    l->st.queue_active = qa, l->st.queue_backoff = qb, l->st.queue_unschedulable = qu;
     pthread_mutex_unlock(&l->mu);
     return ran;
 }
@@ -913,6 +926,7 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     if (!l) return GS_ENOMEM;
     l->store = o->store;
     l->seed = o->seed;
+    l->cycle_latency = o->cycle_latency;
     gs_clock_init_real(&l->clock);
     gs__strmap_init(&l->pods);
     gs__strmap_init(&l->nodes);

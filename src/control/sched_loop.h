@@ -40,6 +40,7 @@ struct gs_sched_loop_opts {
     struct gs_store *store;               /* borrowed */
     const struct gs_sched_config *config; /* borrowed; NULL: the built-in default profile */
     uint64_t seed;
+    struct gs_hist *cycle_latency;        /* optional (govern/metrics.h): each cycle's seconds are observed */
 };
 
 struct gs_sched_loop_stats {
@@ -48,6 +49,8 @@ struct gs_sched_loop_stats {
     uint64_t attempts;       /* scheduling cycles */
     uint64_t write_failures; /* bindings the store refused (pod changed or deleted meanwhile) */
     bool synced;             /* the initial load is done */
+    /* Queue depth after the last round, all profiles (for /metrics). */
+    uint64_t queue_active, queue_backoff, queue_unschedulable;
 };
 
 struct gs_sched_loop;
