@@ -334,14 +334,23 @@ static int explain_server(int argc, char **argv)
     return rc;
 }
 
-/* The simulator's flags select it; anything else asks the server. */
+/* The simulator's flags select it; else the server, when one is configured
+ * (a connection flag, GPUSCHED_SERVER, KUBECONFIG or ./gpusched-data/kubeconfig). */
 static bool wants_sim(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
+    bool server = getenv("GPUSCHED_SERVER") || getenv("KUBECONFIG");
+    FILE *kc = fopen("gpusched-data/kubeconfig", "r");
+    if (kc) {
+        server = true;
+        fclose(kc);
+    }
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cluster") || !strncmp(argv[i], "--cluster=", 10) || !strcmp(argv[i], "--workload") ||
             !strcmp(argv[i], "--from") || !strncmp(argv[i], "--workload=", 11))
             return true;
-    return false;
+        if (!strncmp(argv[i], "--server", 8) || !strncmp(argv[i], "--kubeconfig", 12)) server = true;
+    }
+    return !server;
 }
 
 int gs_cmd_explain(int argc, char **argv)
