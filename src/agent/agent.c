@@ -116,6 +116,7 @@ static void *loop_main(void *arg)
     while (!atomic_load(&a->stop)) {
         int64_t now = gs__mono_ns();
         node_upkeep(a, now);
+        if (atomic_load(&a->registered)) gs__stack_tick(a, now); /* GPU stack validators */
         take_changes(a);
         gs__pods_tick(a);
         usleep(LOOP_MS * 1000);
@@ -224,6 +225,7 @@ void gs_agent_stop(struct gs_agent *a, bool kill_pods)
     if (a->watch_started) pthread_join(a->watch_th, NULL);
     if (kill_pods) gs__pods_kill_all(a);
     gs__http_stop(a);
+    gs__stack_free(a); /* GPU stack */
     gs_exporter_free(a->exp);
     if (a->disc_open) gs_disc_close(&a->disc);
     gs_client_free(a->cl);

@@ -91,6 +91,10 @@ struct gs_agent {
     int64_t next_heartbeat_ns, next_nrt_ns;
     bool nrt_dirty;
     uint64_t alloc_mask_reported;
+    /* GPU stack (src/govern/agentstack.c): validators, MIG manager, and the
+     * MIG strategy the Node's resources and labels are advertised under. */
+    struct gs__stack *stack;
+    int mig_strategy;        /* enum gs_mig_strategy; GS_MIG_NONE (0) until a policy says */
 };
 
 int64_t gs__mono_ns(void);
@@ -124,6 +128,14 @@ const char *gs__phase_name(enum gs__phase p);
 json_t *gs__pod_report(const struct gs__pod *p);
 /* GPU slots in use by live pods, as a mask. */
 uint64_t gs__pods_alloc_mask(struct gs_agent *a);
+
+/* src/govern/agentstack.c: one GPU stack step per call (loop thread). */
+void gs__stack_tick(struct gs_agent *a, int64_t now_ns);
+void gs__stack_free(struct gs_agent *a);
+/* The GPU resources the Node advertises (nvidia.com/gpu, nvidia.com/mig-*) into
+ * capacity, and MIG instances of GPU slot i into its device entry. */
+void gs__stack_capacity(const struct gs_agent *a, json_t *capacity);
+void gs__stack_device_mig(const struct gs_agent *a, int i, json_t *device);
 
 /* agent_http.c */
 struct gs__agent_http;

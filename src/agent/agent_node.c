@@ -39,6 +39,7 @@ json_t *gs__node_devices(const struct gs_agent *a)
         json_t *d = json_pack("{s:i,s:s,s:s,s:I,s:i,s:o,s:s}", "index", g->index, "uuid", g->uuid, "model", product,
                               "memoryMiB", (json_int_t)g->memory_mib, "numaNode", g->numa_node, "nvlinkPeers", peers,
                               "health", a->unhealthy >> i & 1 ? "Unhealthy" : "Healthy");
+        gs__stack_device_mig(a, i, d); /* GPU stack: MIG instances */
         json_array_append_new(devs, d);
     }
     return devs;
@@ -62,7 +63,9 @@ static json_t *capacity(const struct gs_agent *a)
     snprintf(c, sizeof c, "%ld", cpus);
     snprintf(m, sizeof m, "%lldKi", mem);
     snprintf(g, sizeof g, "%d", a->inv.n_gpus);
-    return json_pack("{s:s,s:s,s:s,s:s}", "cpu", c, "memory", m, "pods", "110", "nvidia.com/gpu", g);
+    json_t *cap = json_pack("{s:s,s:s,s:s,s:s}", "cpu", c, "memory", m, "pods", "110", "nvidia.com/gpu", g);
+    gs__stack_capacity(a, cap); /* GPU stack: resources under the MIG strategy */
+    return cap;
 }
 
 static json_t *labels(const struct gs_agent *a)

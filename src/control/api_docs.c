@@ -252,8 +252,11 @@ static json_t *node_row(const json_t *o, const char *age)
     const json_t *devs = json_object_get(json_object_get(o, "status"), "devices");
     const char *model = json_string_value(json_object_get(json_array_get(devs, 0), "model"));
     const char *ver = str_at(json_object_get(o, "status"), "nodeInfo", "kubeletVersion");
-    return json_pack("[s, s, s, s, s, I, s]", str_at(o, "metadata", "name") ? str_at(o, "metadata", "name") : "", st,
-                     "<none>", age, ver ? ver : "", (json_int_t)json_array_size(devs), model ? model : "<none>");
+    /* GPU stack column (govern/operator.c): the gpusched.io/gpu-stack-state label. */
+    const char *stack = str_at(json_object_get(o, "metadata"), "labels", "gpusched.io/gpu-stack-state");
+    return json_pack("[s, s, s, s, s, I, s, s]", str_at(o, "metadata", "name") ? str_at(o, "metadata", "name") : "", st,
+                     "<none>", age, ver ? ver : "", (json_int_t)json_array_size(devs), model ? model : "<none>",
+                     stack ? stack : "<none>");
 }
 
 static json_t *columns(const struct gs_api_resource *res, int which)
@@ -268,12 +271,13 @@ static json_t *columns(const struct gs_api_resource *res, int which)
                          col("IP", "string", "", 1, "Pod IP."), col("Node", "string", "", 1, "Node the pod is bound to."),
                          col("GPUs", "string", "", 1, "Devices chosen by the scheduler (" GS_ANN_DEVICES ")."));
     if (which == 2)
-        return json_pack("[o,o,o,o,o,o,o]", col("Name", "string", "name", 0, nd),
+        return json_pack("[o,o,o,o,o,o,o,o]", col("Name", "string", "name", 0, nd),
                          col("Status", "string", "", 0, "Ready condition."), col("Roles", "string", "", 0, "Roles."),
                          col("Age", "string", "", 0, "Time since creation."),
                          col("Version", "string", "", 0, "Agent version."),
                          col("GPUs", "integer", "", 1, "GPUs reported by discovery."),
-                         col("GPU-Model", "string", "", 1, "Model of the first GPU."));
+                         col("GPU-Model", "string", "", 1, "Model of the first GPU."),
+                         col("GPU-Stack", "string", "", 1, "GPU stack state (gpusched.io/gpu-stack-state)."));
     (void)res;
     return json_pack("[o,o]", col("Name", "string", "name", 0, nd), col("Age", "string", "", 0, "Time since creation."));
 }

@@ -31,6 +31,14 @@ struct gs_apiserver_opts {
     struct gs_auth *auth;      /* borrowed; NULL: no authentication, every caller is admin */
     const struct gs_tls *tls;  /* borrowed; NULL: plain http */
     size_t max_body;           /* bytes; 0 = 3 MiB */
+    /* GET /metrics (authenticated like the API): returns a malloc'd
+     * Prometheus text page, or NULL. Optional; called on request threads. */
+    char *(*metrics)(void *arg);
+    void *metrics_arg;
+    /* GET /api/v1/namespaces/NS/pods/NAME/explain: the scheduler's report as
+     * text (*text freed by the server). NULL: the subresource answers 404. */
+    int (*explain)(void *ctx, const char *ns, const char *name, char **text);
+    void *explain_ctx;
 };
 
 struct gs_apiserver;

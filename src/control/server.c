@@ -11,6 +11,8 @@
 #include "control/auth.h"
 #include "control/sched_loop.h"
 #include "control/nodelifecycle.h" /* node lifecycle hook */
+#include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
+#include "govern/operator.h"
 #include "control/tls.h"
 #include "core/codec.h"
 #include "core/log.h"
@@ -34,6 +36,8 @@ struct gs_server {
     bool has_cfg;
     struct gs_sched_loop *loop;
     struct gs_nodelc *nodelc; /* node lifecycle hook */
+    struct gs_operator *op;   /* GPU stack operator hook */
+    struct gs_hist cycle_hist; /* scheduling cycle latency for /metrics */
     struct gs_apiserver *api;
     char url[300];
     char kubeconfig[4200];
@@ -112,6 +116,12 @@ static int write_kubeconfig(struct gs_server *s)
     return err;
 }
 
+/* The API's explain subresource, answered by the scheduler loop. */
+static int server_explain(void *ctx, const char *ns, const char *name, char **text)
+{
+    return gs_sched_loop_explain(ctx, ns, name, text);
+}
+
 static int load_sched_config(struct gs_server *s, const char *path, struct gs_diags *d)
 {
     char *buf = NULL;
@@ -129,6 +139,41 @@ static int load_sched_config(struct gs_server *s, const char *path, struct gs_di
     s->has_cfg = !err;
     if (err == GS_ENOENT) gs_diags_add(d, path, "file not found");
     return err;
+}
+
+/* /metrics hook: the operator's GPU stack metrics and the scheduler's. */
+static char *metrics_page(void *arg)
+{
+    struct gs_server *s = arg;
+    struct gs_mbuf b = {0};
+    if (s->op) gs_operator_metrics(s->op, &b.buf, &b.len, &b.cap);
+    if (s->loop) {
+        struct gs_sched_loop_stats st;
+        gs_sched_loop_stats(s->loop, &st);
+        gs_mbuf_help(&b, "gpusched_scheduler_queue_pods", "gauge", "Pods waiting in the scheduling queue, by sub-queue.");
+        gs_mbuf_printf(&b, "gpusched_scheduler_queue_pods{queue=\"active\"} %llu\n"
+                           "gpusched_scheduler_queue_pods{queue=\"backoff\"} %llu\n"
+                           "gpusched_scheduler_queue_pods{queue=\"unschedulable\"} %llu\n",
+                       (unsigned long long)st.queue_active, (unsigned long long)st.queue_backoff,
+                       (unsigned long long)st.queue_unschedulable);
+        gs_mbuf_help(&b, "gpusched_scheduler_schedule_attempts_total", "counter", "Scheduling cycles, by result.");
+        gs_mbuf_printf(&b, "gpusched_scheduler_schedule_attempts_total{result=\"scheduled\"} %llu\n"
+                           "gpusched_scheduler_schedule_attempts_total{result=\"unschedulable\"} %llu\n"
+                           "gpusched_scheduler_schedule_attempts_total{result=\"any\"} %llu\n",
+                       (unsigned long long)st.bound, (unsigned long long)st.unschedulable,
+                       (unsigned long long)st.attempts);
+        gs_mbuf_help(&b, "gpusched_scheduler_binding_write_failures_total", "counter",
+                     "Bindings the store refused (the pod changed meanwhile).");
+        gs_mbuf_printf(&b, "gpusched_scheduler_binding_write_failures_total %llu\n",
+                       (unsigned long long)st.write_failures);
+        gs_hist_write(&s->cycle_hist, &b, "gpusched_scheduler_scheduling_attempt_duration_seconds",
+                      "Duration of one scheduling cycle (queue pop to decision).");
+    }
+    if (b.err || !b.buf) {
+        free(b.buf);
+        return NULL;
+    }
+    return b.buf;
 }
 
 static int start_parts(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
@@ -149,14 +194,21 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     }
     if (o->sched_config && (err = load_sched_config(s, o->sched_config, d))) return err;
     if (!o->no_scheduler) {
-        struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed};
+        struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed, &s->cycle_hist};
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
         /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
         struct gs_nodelc_opts no = {.store = s->store};
         if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
+        /* GPU stack operator hook: ClusterPolicy, per-node state machines */
+        struct gs_operator_opts oo = {.store = s->store};
+        if ((err = gs_operator_start(&oo, &s->op))) return err;
     }
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
-                                   s->has_tls ? &s->tls : NULL, o->max_body};
+                                   s->has_tls ? &s->tls : NULL, o->max_body, metrics_page, s, NULL, NULL};
+    if (s->loop) {
+        ao.explain = server_explain;
+        ao.explain_ctx = s->loop;
+    }
     if ((err = gs_apiserver_start(&ao, &s->api))) {
         gs_diags_add(d, ao.listen, "cannot listen: %s", gs_strerror(err));
         return err;
@@ -179,6 +231,7 @@ int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, stru
         free(s);
         return GS_ENOMEM;
     }
+    gs_hist_init(&s->cycle_hist, 0.0001, 2, 16); /* 100 us .. 3.3 s */
     int err = start_parts(s, o, d);
     if (err) {
         gs_server_stop(s);
@@ -193,9 +246,11 @@ void gs_server_stop(struct gs_server *s)
 {
     if (!s) return;
     gs_apiserver_stop(s->api);
+    gs_operator_stop(s->op);   /* GPU stack operator hook */
     gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
     gs_sched_loop_stop(s->loop);
     gs_store_close(s->store);
+    gs_hist_destroy(&s->cycle_hist);
     if (s->has_cfg) gs_sched_config_free(&s->cfg);
     if (s->has_auth) gs_auth_free(&s->auth);
     gs_tls_free(&s->tls);

@@ -205,6 +205,12 @@ int gs_mock_parse(const char *spec, struct gs_inventory *inv, struct gs_fault **
  * scripts. GS_EINVAL if d is not a mock or the GPU does not exist. */
 int gs_disc_mock_inject(struct gs_disc *d, const struct gs_fault *f);
 
+/* MIG manager hook (src/govern/migmanager.c): re-partitions mock GPU `gpu`
+ * to a layout in spec form ("1g.10gb*7", "" = MIG off); later inventories
+ * show it. GS_EINVAL (err says why) for a non-mock, a GPU that is not
+ * MIG-capable or a bad layout. */
+int gs_disc_mock_set_mig(struct gs_disc *d, int gpu, const char *layout, char *err, size_t errlen);
+
 /*--- Helpers shared by the backends (discovery.c) ---*/
 
 /* Parses a duration "5s", "250ms", "2m", "1h", "1.5s", "30" (seconds). 0 or GS_EINVAL. */

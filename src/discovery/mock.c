@@ -772,7 +772,9 @@ static void advance(struct mock *m, int64_t t)
 static int mock_inventory(struct gs_disc *d, struct gs_inventory *inv)
 {
     struct mock *m = d->impl;
+    pthread_mutex_lock(&m->mu); /* the MIG manager may re-partition meanwhile */
     *inv = m->inv;
+    pthread_mutex_unlock(&m->mu);
     return 0;
 }
 
@@ -884,6 +886,30 @@ int gs_disc_mock_inject(struct gs_disc *d, const struct gs_fault *f)
     }
     pthread_mutex_unlock(&m->mu);
     return rc;
+}
+
+/* MIG manager hook: re-partitions mock GPU gpu to layout ("" = MIG off),
+ * as nvidia-smi mig would on a real one. Streaming multiprocessors come from
+ * the model table by NVML name (108 when unknown). */
+int gs_disc_mock_set_mig(struct gs_disc *d, int gpu, const char *layout, char *err, size_t errlen)
+{
+    if (!d || d->ops != &mock_ops) return GS_EINVAL;
+    struct mock *m = d->impl;
+    if (gpu < 0 || gpu >= m->inv.n_gpus) return errf(err, errlen, "no GPU %d", gpu);
+    struct gs_disc_gpu g = m->inv.gpus[gpu];
+    if (!g.mig_capable) return errf(err, errlen, "GPU %d (%s) is not MIG-capable", gpu, g.name);
+    unsigned sms = 108;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        if (!strcmp(models[i].name, g.name)) sms = models[i].sms;
+    memset(g.mig, 0, sizeof g.mig);
+    g.n_mig = 0;
+    g.mig_enabled = false;
+    if (layout[0] && build_mig(&g, layout, sms, err, errlen)) return GS_EINVAL;
+    if (layout[0]) g.mig_enabled = true;
+    pthread_mutex_lock(&m->mu);
+    m->inv.gpus[gpu] = g;
+    pthread_mutex_unlock(&m->mu);
+    return 0;
 }
 
 /* Reads a spec file when `spec` names one: YAML or JSON through core/codec.h. */

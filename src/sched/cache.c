@@ -468,7 +468,8 @@ static int describe_from_object(struct gs_cache *c, struct node_rec *r, const st
         n->gpus[g].mem_total_mib = n->gpus[g].mem_free_mib = src->memory_mib;
         n->gpus[g].numa_node = src->numa_node;
         n->gpus[g].nvlink = src->nvlink_peers;
-        n->gpus[g].healthy = src->healthy;
+        /* A MIG-enabled GPU is offered only as its MIG devices (extended resources nvidia.com/mig-*). */
+        n->gpus[g].healthy = src->healthy && !src->mig_enabled;
     }
     const char *model = node->ngpus && node->gpus[0].model ? node->gpus[0].model : NULL;
     if (!model) model = label_get(&node->meta.labels, GS_LABEL_GPU_PRODUCT);

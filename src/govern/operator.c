@@ -1,0 +1,605 @@
+/*
+ * operator.c - the GPU stack operator in the server; see operator.h.
+ *
+ * A plain poll, like the node lifecycle: each pass lists the ClusterPolicies
+ * and the nodes, steps each node's state machine with what its agent
+ * answered, and writes back only what differs, in one read-modify-write per
+ * node that re-reads the node under the store's lock. State machines live in
+ * memory: after a server restart every node is validated again, which is
+ * cheap and never wrong.
+ *
+ * The policy's generation is a counter bumped whenever the spec's canonical
+ * JSON changes, not its resourceVersion, so the operator's own status writes
+ * on the ClusterPolicy never re-drive anything.
+ */
+#include "govern/operator.h"
+#include "govern/metrics.h"
+#include "govern/policy.h"
+#include "govern/statemachine.h"
+
+#include "control/apiserver.h"
+#include "core/log.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct node_sm {
+    char name[256];
+    struct gs_stack_sm sm;
+    char last_fail[256]; /* message of the last failure event, to not repeat it */
+    char mig[256];       /* MIG layout driven ("name=text"): a change re-drives the node */
+};
+
+struct gs_operator {
+    struct gs_store *store;
+    struct gs_clock real;
+    const struct gs_clock *clock;
+    int64_t period_ms;
+    pthread_t th;
+    bool started;
+    atomic_bool stop;
+    pthread_mutex_t mu; /* everything below, for metrics readers */
+    bool have_policy;
+    struct gs_policy policy;
+    char *spec_text;    /* canonical JSON of the policy's spec */
+    int64_t generation;
+    struct node_sm *nodes;
+    size_t n, cap;
+    uint64_t event_seq;
+    struct gs_operator_stats st;
+};
+
+static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+
+static void wall_text(char *buf, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/*--- Policy ---*/
+
+struct pick {
+    json_t *best;
+    const char *best_key;
+    json_t *all; /* key -> object */
+};
+
+static int pick_policy(const char *key, json_t *obj, void *arg)
+{
+    struct pick *p = arg;
+    json_object_set(p->all, key, obj);
+    json_t *md = json_object_get(obj, "metadata");
+    json_t *bmd = json_object_get(p->best, "metadata");
+    const char *ts = jstr(md, "creationTimestamp") ?: "", *bts = jstr(bmd, "creationTimestamp") ?: "";
+    if (!p->best || strcmp(ts, bts) < 0 || (!strcmp(ts, bts) && strcmp(jstr(md, "name") ?: "", jstr(bmd, "name") ?: "") < 0))
+        p->best = obj;
+    return 0;
+}
+
+struct pstatus {
+    const char *state;
+    const char *message;
+};
+
+static int set_policy_status(json_t *cur, json_t **out, void *arg)
+{
+    const struct pstatus *ps = arg;
+    if (!cur) return GS_STORE_UNCHANGED;
+    json_t *st = json_object_get(cur, "status");
+    if (jstr(st, "state") && !strcmp(jstr(st, "state"), ps->state) &&
+        !strcmp(jstr(st, "message") ?: "", ps->message))
+        return GS_STORE_UNCHANGED;
+    json_t *n = json_deep_copy(cur);
+    char ts[32];
+    wall_text(ts, sizeof ts);
+    bool ok = !strcmp(ps->state, "ready") || !strcmp(ps->state, "notReady");
+    json_object_set_new(n, "status", json_pack("{s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:s}]}", "state", ps->state, "message",
+                                               ps->message, "conditions", "type", ok ? "Ready" : "Error", "status",
+                                               "True", "reason", ps->state, "message", ps->message,
+                                               "lastTransitionTime", ts));
+    *out = n;
+    return 0;
+}
+
+static void write_policy_status(struct gs_operator *op, const char *key, const char *state, const char *msg)
+{
+    struct pstatus ps = {state, msg};
+    json_t *out = NULL;
+    gs_store_mutate(op->store, key, set_policy_status, &ps, &out, NULL);
+    json_decref(out);
+}
+
+static void stack_cfg(const struct gs_policy *p, const json_t *labels, struct gs_stack_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    static const struct {
+        enum gs_step step;
+        enum gs_comp comp;
+    } gates[] = {{GS_STEP_DRIVER, GS_COMP_DRIVER},
+                 {GS_STEP_TOOLKIT, GS_COMP_TOOLKIT},
+                 {GS_STEP_DEVICE_PLUGIN, GS_COMP_DEVICE_PLUGIN},
+                 {GS_STEP_MIG, GS_COMP_MIG_MANAGER},
+                 {GS_STEP_MONITORING, GS_COMP_DCGM_EXPORTER}};
+    for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
+        if (gs_policy_node_enabled(p, labels, gates[i].comp)) c->enabled |= GS_STEP_BIT(gates[i].step);
+    c->backoff_initial_ns = p->backoff_initial_ms * GS_NS_PER_MS;
+    c->backoff_max_ns = p->backoff_max_ms * GS_NS_PER_MS;
+    c->answer_timeout_ns = p->answer_timeout_ms * GS_NS_PER_MS;
+}
+
+/*--- Events ---*/
+
+static void emit(struct gs_operator *op, const char *node, const char *reason, const char *type, const char *msg)
+{
+    char ts[32], name[400], key[600];
+    wall_text(ts, sizeof ts);
+    snprintf(name, sizeof name, "%.200s.gpustack.%llx%llx", node, (unsigned long long)time(NULL),
+             (unsigned long long)++op->event_seq);
+    snprintf(key, sizeof key, "events/default/%s", name);
+    json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion",
+                           "v1", "kind", "Event", "metadata", "name", name, "namespace", "default", "involvedObject",
+                           "kind", "Node", "name", node, "apiVersion", "v1", "reason", reason, "message", msg, "type",
+                           type, "source", "component", "gpusched-operator", "firstTimestamp", ts, "lastTimestamp", ts,
+                           "count", 1);
+    if (ev && !gs_apiserver_prepare_new(ev) && !gs_store_create(op->store, key, ev, NULL)) op->st.events++;
+    json_decref(ev);
+}
+
+static void publish(struct gs_operator *op, struct node_sm *ns, const struct gs_stack_change *ch)
+{
+    if (ch->failure) {
+        op->st.failures++;
+        if (!strcmp(ns->last_fail, ch->message)) return;
+        snprintf(ns->last_fail, sizeof ns->last_fail, "%s", ch->message);
+        emit(op, ns->name, "ValidationFailed", "Warning", ch->message);
+        gs_log(GS_LOG_WARN, "operator: validation failed", "node", ns->name, "step", gs_step_name(ch->from), "message",
+               ch->message, NULL);
+        return;
+    }
+    op->st.transitions++;
+    ns->last_fail[0] = 0;
+    char msg[400];
+    snprintf(msg, sizeof msg, "GPU stack %s -> %s: %s", gs_step_name(ch->from), gs_step_name(ch->to), ch->message);
+    emit(op, ns->name, gs_step_reason(ch->to), ch->to == GS_STEP_NOT_READY && ch->from != GS_STEP_READY ? "Normal" : ch->to < ch->from ? "Warning" : "Normal", msg);
+    gs_log(GS_LOG_INFO, "operator: GPU stack transition", "node", ns->name, "from", gs_step_name(ch->from), "to",
+           gs_step_name(ch->to), NULL);
+}
+
+/*--- Node bookkeeping ---*/
+
+static struct node_sm *node_find(struct gs_operator *op, const char *name, bool create, int64_t now)
+{
+    for (size_t i = 0; i < op->n; i++)
+        if (!strcmp(op->nodes[i].name, name)) return &op->nodes[i];
+    if (!create) return NULL;
+    if (op->n == op->cap) {
+        size_t cap = op->cap ? op->cap * 2 : 16;
+        struct node_sm *v = realloc(op->nodes, cap * sizeof *v);
+        if (!v) return NULL;
+        op->nodes = v, op->cap = cap;
+    }
+    struct node_sm *ns = &op->nodes[op->n++];
+    memset(ns, 0, sizeof *ns);
+    snprintf(ns->name, sizeof ns->name, "%s", name);
+    struct gs_stack_cfg c = {0};
+    gs_stack_sm_init(&ns->sm, &c, op->generation, now);
+    return ns;
+}
+
+static const json_t *condition(const json_t *node, const char *type)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c)
+        if (jstr(c, "type") && !strcmp(jstr(c, "type"), type)) return c;
+    return NULL;
+}
+
+static bool gpu_node(const json_t *node)
+{
+    const char *present = jstr(json_object_get(json_object_get(node, "metadata"), "labels"), "nvidia.com/gpu.present");
+    return json_array_size(json_object_get(json_object_get(node, "status"), "devices")) > 0 ||
+           (present && !strcmp(present, "true"));
+}
+
+/*--- What a node should carry ---*/
+
+struct want {
+    const struct gs_operator *op;
+    bool governed;          /* false: remove what the operator wrote */
+    const struct gs_stack_sm *sm;
+    json_t *request;        /* the request annotation's JSON, or NULL */
+};
+
+static json_t *request_json(const struct gs_operator *op, const struct gs_stack_sm *sm, const json_t *labels)
+{
+    const struct gs_policy *p = &op->policy;
+    const char *lname = NULL;
+    const struct gs_mig_layout *l = gs_policy_layout_for(p, labels, &lname);
+    char text[160] = "";
+    if (l) gs_mig_layout_text(l, text, sizeof text);
+    json_t *comps = json_object();
+    for (int c = 0; c < GS_COMP_COUNT; c++)
+        json_object_set_new(comps, gs_comp_key(c), json_boolean(gs_policy_node_enabled(p, labels, c)));
+    return json_pack("{s:I,s:s,s:i,s:s,s:s,s:s?,s:b,s:f,s:o}", "generation", (json_int_t)sm->generation, "step",
+                     gs_step_name(sm->step), "attempt", sm->attempt, "strategy", gs_mig_strategy_name(p->strategy),
+                     "migConfig", lname ? lname : "", "migLayout", l ? text : NULL, "migKnown", l != NULL,
+                     "drainTimeoutSeconds", (double)p->drain_timeout_ms / 1000, "components", comps);
+}
+
+static bool set_label(json_t *labels, const char *k, const char *v)
+{
+    const char *cur = jstr(labels, k);
+    if (v && cur && !strcmp(cur, v)) return false;
+    if (!v && !cur) return false;
+    if (v) json_object_set_new(labels, k, json_string(v));
+    else json_object_del(labels, k);
+    return true;
+}
+
+/* Deploy labels: the operator writes those it manages (listed in an
+ * annotation); a label someone else set is theirs. */
+static bool deploy_labels(const struct gs_operator *op, json_t *labels, json_t *ann, bool governed)
+{
+    char managed[1024] = "", now[1024] = "";
+    snprintf(managed, sizeof managed, ",%s,", jstr(ann, GS_ANN_DEPLOY_MANAGED) ?: "");
+    bool changed = false;
+    for (int c = 0; c < GS_COMP_COUNT; c++) {
+        char key[128], tag[64];
+        snprintf(key, sizeof key, GS_LABEL_DEPLOY_PREFIX "%s", gs_comp_operand(c));
+        snprintf(tag, sizeof tag, ",%s,", gs_comp_operand(c));
+        bool mine = strstr(managed, tag) || !json_object_get(labels, key);
+        if (!mine) continue;
+        if (!governed) {
+            changed |= set_label(labels, key, NULL);
+            continue;
+        }
+        changed |= set_label(labels, key, op->policy.enabled[c] ? "true" : "false");
+        size_t w = strlen(now);
+        snprintf(now + w, sizeof now - w, "%s%s", w ? "," : "", gs_comp_operand(c));
+    }
+    if (governed) {
+        if (strcmp(jstr(ann, GS_ANN_DEPLOY_MANAGED) ?: "", now)) {
+            json_object_set_new(ann, GS_ANN_DEPLOY_MANAGED, json_string(now));
+            changed = true;
+        }
+    } else if (json_object_get(ann, GS_ANN_DEPLOY_MANAGED)) {
+        json_object_del(ann, GS_ANN_DEPLOY_MANAGED);
+        changed = true;
+    }
+    return changed;
+}
+
+static bool set_condition(json_t *node, const struct want *w)
+{
+    json_t *st = json_object_get(node, "status");
+    if (!json_is_object(st)) json_object_set_new(node, "status", st = json_object());
+    json_t *conds = json_object_get(st, "conditions");
+    if (!json_is_array(conds)) json_object_set_new(st, "conditions", conds = json_array());
+    size_t i, at = SIZE_MAX;
+    json_t *c;
+    json_array_foreach(conds, i, c) if (jstr(c, "type") && !strcmp(jstr(c, "type"), GS_COND_GPU_STACK)) at = i;
+    if (!w->governed) {
+        if (at == SIZE_MAX) return false;
+        json_array_remove(conds, at);
+        return true;
+    }
+    const char *status = w->sm->step == GS_STEP_READY ? "True" : "False";
+    const char *reason = gs_step_reason(w->sm->step);
+    c = at == SIZE_MAX ? NULL : json_array_get(conds, at);
+    if (c && !strcmp(jstr(c, "status") ?: "", status) && !strcmp(jstr(c, "reason") ?: "", reason) &&
+        !strcmp(jstr(c, "message") ?: "", w->sm->message))
+        return false;
+    char ts[32];
+    wall_text(ts, sizeof ts);
+    bool moved = !c || strcmp(jstr(c, "status") ?: "", status) || strcmp(jstr(c, "reason") ?: "", reason);
+    json_t *n = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", GS_COND_GPU_STACK, "status", status, "reason", reason,
+                          "message", w->sm->message, "lastTransitionTime",
+                          moved ? ts : (jstr(c, "lastTransitionTime") ?: ts), "lastHeartbeatTime", ts);
+    if (at == SIZE_MAX) json_array_append_new(conds, n);
+    else json_array_set_new(conds, at, n);
+    return true;
+}
+
+static int apply_want(json_t *cur, json_t **out, void *arg)
+{
+    const struct want *w = arg;
+    if (!cur) return GS_STORE_UNCHANGED;
+    json_t *n = json_deep_copy(cur);
+    json_t *md = json_object_get(n, "metadata");
+    json_t *labels = json_object_get(md, "labels"), *ann = json_object_get(md, "annotations");
+    if (!json_is_object(labels)) json_object_set_new(md, "labels", labels = json_object());
+    if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
+    bool changed = set_label(labels, GS_LABEL_STACK_STATE, w->governed ? gs_step_name(w->sm->step) : NULL);
+    if (w->governed) changed |= set_label(labels, "nvidia.com/gpu.present", "true");
+    changed |= deploy_labels(w->op, labels, ann, w->governed);
+    char *req = w->request ? json_dumps(w->request, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    if (req && strcmp(jstr(ann, GS_ANN_STACK_REQUEST) ?: "", req)) {
+        json_object_set_new(ann, GS_ANN_STACK_REQUEST, json_string(req));
+        changed = true;
+    } else if (!req && json_object_get(ann, GS_ANN_STACK_REQUEST)) {
+        json_object_del(ann, GS_ANN_STACK_REQUEST);
+        changed = true;
+    }
+    free(req);
+    changed |= set_condition(n, w);
+    if (!changed) {
+        json_decref(n);
+        return GS_STORE_UNCHANGED;
+    }
+    *out = n;
+    return 0;
+}
+
+/*--- One node ---*/
+
+static void take_answer(struct gs_operator *op, struct node_sm *ns, const json_t *node, int64_t now)
+{
+    const json_t *rep = json_object_get(json_object_get(node, "status"), "gpuStack");
+    if (!rep || json_integer_value(json_object_get(rep, "generation")) != ns->sm.generation) return;
+    int step = gs_step_parse(jstr(rep, "step"));
+    if (step < 0) return;
+    struct gs_stack_change ch;
+    if (gs_stack_sm_answer(&ns->sm, (enum gs_step)step, (int)json_integer_value(json_object_get(rep, "attempt")),
+                           json_is_true(json_object_get(rep, "ok")), jstr(rep, "message"), now, &ch))
+        publish(op, ns, &ch);
+}
+
+static void drive(struct gs_operator *op, struct node_sm *ns, const json_t *node, int64_t now)
+{
+    const json_t *labels = json_object_get(json_object_get(node, "metadata"), "labels");
+    struct gs_stack_cfg cfg;
+    stack_cfg(&op->policy, labels, &cfg);
+    struct gs_stack_change ch;
+    const char *lname = NULL;
+    const struct gs_mig_layout *l = gs_policy_layout_for(&op->policy, labels, &lname);
+    char mig[256], text[160] = "?";
+    if (l) gs_mig_layout_text(l, text, sizeof text);
+    snprintf(mig, sizeof mig, "%.60s=%s", lname ? lname : "", text);
+    bool mig_changed = ns->mig[0] && strcmp(ns->mig, mig);
+    snprintf(ns->mig, sizeof ns->mig, "%s", mig);
+    if (ns->sm.generation != op->generation) {
+        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, NULL, &ch)) publish(op, ns, &ch);
+        op->st.redrives++;
+    } else if (cfg.enabled != ns->sm.cfg.enabled) {
+        /* A deploy label changed on this node: validate it again under the new set. */
+        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, "the node's components changed", &ch))
+            publish(op, ns, &ch);
+    } else if (mig_changed && (cfg.enabled & GS_STEP_BIT(GS_STEP_MIG))) {
+        char why[200];
+        snprintf(why, sizeof why, "MIG layout changed to %.60s", lname ? lname : "?");
+        if (gs_stack_sm_redrive(&ns->sm, &cfg, op->generation, now, why, &ch)) publish(op, ns, &ch);
+    }
+    const json_t *ready = condition(node, "Ready");
+    bool up = ready && !strcmp(jstr(ready, "status") ?: "", "True");
+    if (gs_stack_sm_node(&ns->sm, up, now, &ch)) publish(op, ns, &ch);
+    take_answer(op, ns, node, now);
+    if (gs_stack_sm_tick(&ns->sm, now, &ch)) publish(op, ns, &ch);
+    gs_stack_sm_request(&ns->sm, now);
+}
+
+static void write_node(struct gs_operator *op, const char *key, const json_t *node, struct node_sm *ns)
+{
+    struct want w = {op, ns != NULL, ns ? &ns->sm : NULL, NULL};
+    if (ns && ns->sm.step != GS_STEP_NOT_READY)
+        w.request = request_json(op, &ns->sm, json_object_get(json_object_get(node, "metadata"), "labels"));
+    json_t *out = NULL;
+    int64_t rv0 = gs_store_obj_rv(node), rv = 0;
+    if (gs_store_mutate(op->store, key, apply_want, &w, &out, &rv) == 0 && rv != rv0) op->st.writes++;
+    json_decref(out);
+    json_decref(w.request);
+}
+
+/*--- Pass ---*/
+
+struct node_list {
+    json_t *all; /* key -> node */
+};
+
+static int collect(const char *key, json_t *obj, void *arg)
+{
+    json_object_set(((struct node_list *)arg)->all, key, obj);
+    return 0;
+}
+
+static void sync_policy(struct gs_operator *op)
+{
+    struct pick p = {NULL, NULL, json_object()};
+    int64_t rv;
+    gs_store_list(op->store, "clusterpolicies.nvidia.com/", pick_policy, &p, &rv);
+    const char *key;
+    json_t *obj;
+    bool had = op->have_policy;
+    op->have_policy = false;
+    json_object_foreach(p.all, key, obj) {
+        if (obj != p.best) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "another ClusterPolicy (%s) is in force; only one is kept",
+                     jstr(json_object_get(p.best, "metadata"), "name") ?: "?");
+            write_policy_status(op, key, "ignored", msg);
+            continue;
+        }
+        struct gs_diags d = {0};
+        struct gs_policy pol;
+        char *spec = json_dumps(json_object_get(obj, "spec") ?: json_object(), JSON_SORT_KEYS | JSON_COMPACT);
+        if (gs_policy_parse(obj, &pol, &d)) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "invalid: %s: %s%s", d.n ? d.v[0].path : "", d.n ? d.v[0].msg : "",
+                     had ? "; the previous policy stays in force" : "");
+            write_policy_status(op, key, "notReady", msg);
+            op->have_policy = had;
+        } else {
+            if (!op->spec_text || !spec || strcmp(op->spec_text, spec)) {
+                op->generation++;
+                free(op->spec_text);
+                op->spec_text = spec;
+                spec = NULL;
+                gs_log(GS_LOG_INFO, "operator: cluster policy in force", "name", pol.name, NULL);
+            }
+            op->policy = pol;
+            op->have_policy = true;
+        }
+        free(spec);
+        gs_diags_free(&d);
+    }
+    if (!p.best && op->spec_text) {
+        free(op->spec_text);
+        op->spec_text = NULL;
+    }
+    json_decref(p.all);
+}
+
+static void policy_status(struct gs_operator *op, int gpu_nodes, int ready)
+{
+    if (!op->have_policy || !op->policy.name[0]) return;
+    char key[300], msg[200];
+    snprintf(key, sizeof key, "clusterpolicies.nvidia.com/%s", op->policy.name);
+    snprintf(msg, sizeof msg, "%d of %d GPU nodes ready", ready, gpu_nodes);
+    write_policy_status(op, key, gpu_nodes == ready ? "ready" : "notReady", msg);
+}
+
+void gs_operator_sync(struct gs_operator *op)
+{
+    pthread_mutex_lock(&op->mu);
+    int64_t now = gs_clock_now(op->clock);
+    sync_policy(op);
+    struct node_list nl = {json_object()};
+    int64_t rv;
+    gs_store_list(op->store, "nodes/", collect, &nl, &rv);
+    const char *key;
+    json_t *node;
+    int gpu_nodes = 0, ready = 0;
+    json_object_foreach(nl.all, key, node) {
+        const char *name = jstr(json_object_get(node, "metadata"), "name");
+        if (!name) continue;
+        struct node_sm *ns = NULL;
+        if (op->have_policy && gpu_node(node) && (ns = node_find(op, name, true, now))) {
+            drive(op, ns, node, now);
+            gpu_nodes++;
+            ready += ns->sm.step == GS_STEP_READY;
+        }
+        write_node(op, key, node, ns);
+    }
+    /* Forget nodes that are gone (or no longer governed). */
+    for (size_t i = 0; i < op->n;) {
+        char nkey[300];
+        snprintf(nkey, sizeof nkey, "nodes/%s", op->nodes[i].name);
+        if (op->have_policy && json_object_get(nl.all, nkey) && gpu_node(json_object_get(nl.all, nkey))) i++;
+        else op->nodes[i] = op->nodes[--op->n];
+    }
+    json_decref(nl.all);
+    op->st.passes++;
+    op->st.nodes = gpu_nodes;
+    op->st.ready = ready;
+    op->st.policy = op->have_policy;
+    policy_status(op, gpu_nodes, ready);
+    pthread_mutex_unlock(&op->mu);
+}
+
+/*--- Lifecycle ---*/
+
+static void *run(void *arg)
+{
+    struct gs_operator *op = arg;
+    while (!atomic_load(&op->stop)) {
+        gs_operator_sync(op);
+        for (int64_t t = 0; t < op->period_ms && !atomic_load(&op->stop); t += 50) usleep(50000);
+    }
+    return NULL;
+}
+
+int gs_operator_new(const struct gs_operator_opts *o, struct gs_operator **out)
+{
+    struct gs_operator *op = calloc(1, sizeof *op);
+    if (!op) return GS_ENOMEM;
+    op->store = o->store;
+    gs_clock_init_real(&op->real);
+    op->clock = o->clock ? o->clock : &op->real;
+    op->period_ms = o->period_ms > 0 ? o->period_ms : 200;
+    pthread_mutex_init(&op->mu, NULL);
+    *out = op;
+    return 0;
+}
+
+int gs_operator_start(const struct gs_operator_opts *o, struct gs_operator **out)
+{
+    struct gs_operator *op;
+    int err = gs_operator_new(o, &op);
+    if (err) return err;
+    if (pthread_create(&op->th, NULL, run, op)) {
+        gs_operator_stop(op);
+        return GS_ENOMEM;
+    }
+    op->started = true;
+    *out = op;
+    return 0;
+}
+
+void gs_operator_stop(struct gs_operator *op)
+{
+    if (!op) return;
+    atomic_store(&op->stop, true);
+    if (op->started) pthread_join(op->th, NULL);
+    pthread_mutex_destroy(&op->mu);
+    free(op->spec_text);
+    free(op->nodes);
+    free(op);
+}
+
+void gs_operator_stats(struct gs_operator *op, struct gs_operator_stats *out)
+{
+    pthread_mutex_lock(&op->mu);
+    *out = op->st;
+    pthread_mutex_unlock(&op->mu);
+}
+
+int gs_operator_metrics(struct gs_operator *op, char **buf, size_t *len, size_t *cap)
+{
+    struct gs_mbuf b = {*buf, *len, *cap, 0};
+    pthread_mutex_lock(&op->mu);
+    int64_t now = gs_clock_now(op->clock);
+    gs_mbuf_help(&b, "gpusched_gpu_stack_state", "gauge", "1 for the step each GPU node's stack is at.");
+    for (size_t i = 0; i < op->n; i++)
+        for (int s = 0; s < GS_STEP_COUNT; s++)
+            gs_mbuf_printf(&b, "gpusched_gpu_stack_state{node=\"%s\",state=\"%s\"} %d\n", op->nodes[i].name,
+                           gs_step_name(s), op->nodes[i].sm.step == (enum gs_step)s);
+    gs_mbuf_help(&b, "gpusched_gpu_stack_state_seconds", "gauge", "Seconds the node has been at its current step.");
+    for (size_t i = 0; i < op->n; i++)
+        gs_mbuf_printf(&b, "gpusched_gpu_stack_state_seconds{node=\"%s\",state=\"%s\"} %.3f\n", op->nodes[i].name,
+                       gs_step_name(op->nodes[i].sm.step), (double)(now - op->nodes[i].sm.entered_ns) / 1e9);
+    gs_mbuf_help(&b, "gpusched_gpu_stack_validation_failures_total", "counter",
+                 "Failed GPU stack validations per node since the server started.");
+    for (size_t i = 0; i < op->n; i++)
+        gs_mbuf_printf(&b, "gpusched_gpu_stack_validation_failures_total{node=\"%s\"} %llu\n", op->nodes[i].name,
+                       (unsigned long long)op->nodes[i].sm.total_failures);
+    gs_mbuf_help(&b, "gpusched_gpu_stack_transitions_total", "counter", "GPU stack step changes, all nodes.");
+    gs_mbuf_printf(&b, "gpusched_gpu_stack_transitions_total %llu\n", (unsigned long long)op->st.transitions);
+    gs_mbuf_help(&b, "gpusched_gpu_stack_nodes", "gauge", "GPU nodes governed, and how many are ready.");
+    gs_mbuf_printf(&b, "gpusched_gpu_stack_nodes{ready=\"true\"} %d\ngpusched_gpu_stack_nodes{ready=\"false\"} %d\n",
+                   op->st.ready, op->st.nodes - op->st.ready);
+    pthread_mutex_unlock(&op->mu);
+    *buf = b.buf, *len = b.len, *cap = b.cap;
+    return b.err;
+}
+
+/*--- Scheduler gate ---*/
+
+bool gs_stack_gate_node(const json_t *doc, struct gs_node *node)
+{
+    const json_t *c = condition(doc, GS_COND_GPU_STACK);
+    if (!c || !strcmp(jstr(c, "status") ?: "", "True")) return false;
+    for (size_t i = 0; i < node->ngpus; i++) node->gpus[i].healthy = false;
+    for (size_t i = 0; i < node->allocatable.n; i++)
+        if (!strncmp(node->allocatable.v[i].name, "nvidia.com/mig-", 15) ||
+            !strcmp(node->allocatable.v[i].name, "nvidia.com/gpu"))
+            node->allocatable.v[i].milli = 0;
+    return true;
+}
