@@ -34,6 +34,7 @@ int gs__server_bench(int argc, char **argv);
 struct bopts {
     int nodes, pods, clients, watchers, rss_nodes, rss_pods;
     const char *dir;
+    const char *only; /* one phase ("api", "e2e", "rss") or NULL for all */
     bool sync_full;
 };
 
@@ -319,7 +320,8 @@ int gs__server_bench(int argc, char **argv)
         {"pods", required_argument, 0, 'p'},   {"clients", required_argument, 0, 'c'},
         {"watchers", required_argument, 0, 'w'}, {"rss-nodes", required_argument, 0, 'N'},
         {"rss-pods", required_argument, 0, 'P'}, {"dir", required_argument, 0, 'd'},
-        {"sync", required_argument, 0, 's'},   {"help", no_argument, 0, 'h'},
+        {"sync", required_argument, 0, 's'},   {"only", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -335,17 +337,20 @@ int gs__server_bench(int argc, char **argv)
         case 'P': b.rss_pods = atoi(optarg); break;
         case 'd': b.dir = optarg; break;
         case 's': b.sync_full = !strcmp(optarg, "full"); break;
+        case 'o': b.only = optarg; break;
         case 'h':
             printf("usage: gpusched server --bench [--nodes 100] [--pods 20000] [--clients 8] [--watchers 50]\n"
-                   "       [--rss-nodes 5000] [--rss-pods 50000] [--dir /tmp] [--sync normal|full]\n");
+                   "       [--rss-nodes 5000] [--rss-pods 50000] [--dir /tmp] [--sync normal|full]\n"
+                   "       [--only api|e2e|rss]\n");
             return 0;
         default: return 2;
         }
     }
     gs_log_set_level(GS_LOG_WARN);
     printf("gpusched server --bench (sync=%s)\n", b.sync_full ? "full" : "normal");
-    phase_api(&b);
-    phase_e2e(&b);
-    if (b.rss_nodes > 0) phase_rss(&b);
+    bool all = !b.only;
+    if (all || !strcmp(b.only, "api")) phase_api(&b);
+    if (all || !strcmp(b.only, "e2e")) phase_e2e(&b);
+    if (b.rss_nodes > 0 && (all || !strcmp(b.only, "rss"))) phase_rss(&b);
     return 0;
 }
