@@ -57,6 +57,8 @@ struct gs_sched_loop {
     pthread_t th;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats */
+    struct pending_bind *pend; /* this round's bindings, written when it ends */
+    size_t npend;
     struct gs_sched_loop_stats st;
 };
 
@@ -322,6 +324,9 @@ static void apply_event(struct gs_sched_loop *l, const struct gs_store_event *ev
 {
     bool pod = !strncmp(ev->key, "pods/", 5), node = !strncmp(ev->key, "nodes/", 6);
     if (!pod && !node) return;
+    /* Our own binding writes come back here already applied: skip them unparsed. */
+    struct entry *e = pod && ev->type != GS_STORE_DELETED ? gs__strmap_get(&l->pods, ev->key) : NULL;
+    if (e && ev->rv <= e->rv) return;
     json_t *doc = json_loads(ev->value, 0, NULL);
     if (!doc) return;
     if (pod) pod_event(l, ev->key, doc, ev->rv, ev->type == GS_STORE_DELETED);
@@ -440,35 +445,68 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
     return arr;
 }
 
-static void write_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
+/*--- Binding writes, batched per round ---
+ *
+ * A round's bindings are queued and written together (gs_store_mutate_batch:
+ * one transaction) when the round ends. Until then a pod is only assumed in
+ * the cache, as between a cycle and its write before; nothing about it is
+ * visible outside the loop until the commit that stores it.
+ */
+
+struct pending_bind {
+    struct entry *e;
+    struct bind_ctx b;
+};
+
+static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct gs_store_mut *m)
 {
-    struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
-    const struct gs_pod *pod = e->obj->u.pod;
-    struct bind_ctx b = {l, pod->meta.uid, ni->name, "", NULL};
-    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, b.devices, sizeof b.devices);
-    b.status_devices = status_devices(ni->node, &c->a);
-    json_t *out = NULL;
-    int64_t rv = 0;
-    int err = gs_store_mutate(l->store, e->key, bind_fn, &b, &out, &rv);
-    json_decref(b.status_devices);
-    pthread_mutex_lock(&l->mu);
-    if (err) l->st.write_failures++;
-    else l->st.bound++;
-    pthread_mutex_unlock(&l->mu);
-    if (err) { /* the pod changed under us: forget the placement, the stream tells what happened */
+    struct entry *e = p->e;
+    json_decref(p->b.status_devices);
+    if (m->err) { /* the pod changed under us: forget the placement, the stream tells what happened */
         char key[GS__KEY_MAX];
-        gs_meta_key(&pod->meta, key, sizeof key);
+        gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
         gs_cache_remove_pod(l->cache, key);
         e->state = P_DETACHED;
         e->rv = 0; /* accept whatever comes next */
-        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(err), NULL);
+        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(m->err), NULL);
         return;
     }
     e->state = P_BOUND;
     json_decref(e->doc);
-    e->doc = out;
-    e->rv = rv;
-    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", ni->name, "devices", b.devices, NULL);
+    e->doc = m->out;
+    e->rv = m->rv;
+    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->b.node, "devices", p->b.devices, NULL);
+}
+
+static void flush_bindings(struct gs_sched_loop *l)
+{
+    if (!l->npend) return;
+    struct gs_store_mut m[CYCLES_PER_ROUND];
+    for (size_t i = 0; i < l->npend; i++)
+        m[i] = (struct gs_store_mut){.key = l->pend[i].e->key, .fn = bind_fn, .arg = &l->pend[i].b};
+    gs_store_mutate_batch(l->store, m, l->npend);
+    uint64_t ok = 0;
+    for (size_t i = 0; i < l->npend; i++) {
+        ok += !m[i].err;
+        binding_done(l, &l->pend[i], &m[i]);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->st.bound += ok;
+    l->st.write_failures += l->npend - ok;
+    pthread_mutex_unlock(&l->mu);
+    l->npend = 0;
+}
+
+static void queue_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
+{
+    struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
+    const struct gs_pod *pod = e->obj->u.pod;
+    if (l->npend == CYCLES_PER_ROUND) flush_bindings(l); /* a round can overrun by a cycle per profile */
+    struct pending_bind *p = &l->pend[l->npend++];
+    p->e = e;
+    p->b = (struct bind_ctx){l, pod->meta.uid, ni->name, "", NULL};
+    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, p->b.devices, sizeof p->b.devices);
+    p->b.status_devices = status_devices(ni->node, &c->a);
 }
 
 struct cond_ctx {
@@ -529,10 +567,11 @@ static int schedule_round(struct gs_sched_loop *l)
             ran++;
             struct entry *e = entry_of_pod(l, c.pod);
             if (!e) continue;
-            if (c.code == GS_SUCCESS) write_binding(l, e, &c);
+            if (c.code == GS_SUCCESS) queue_binding(l, e, &c);
             else if (c.code != GS_WAIT && c.reason) write_unschedulable(l, e, c.reason);
         }
     }
+    flush_bindings(l);
     pthread_mutex_lock(&l->mu);
     l->st.attempts += (uint64_t)ran;
     pthread_mutex_unlock(&l->mu);
@@ -579,8 +618,9 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     gs__strmap_init(&l->pods);
     gs__strmap_init(&l->nodes);
     pthread_mutex_init(&l->mu, NULL);
-    int err = 0;
-    if (o->config) l->cfg = o->config;
+    l->pend = calloc(CYCLES_PER_ROUND, sizeof *l->pend);
+    int err = l->pend ? 0 : GS_ENOMEM;
+    if (err || o->config) l->cfg = o->config;
     else if (!(err = gs_sched_config_default(&l->own))) l->cfg = &l->own;
     if (!err) err = build(l, d);
     if (!err && pthread_create(&l->th, NULL, loop_main, l)) err = GS_ENOMEM;
@@ -588,6 +628,7 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
         drop_state(l);
         gs_sched_config_free(&l->own);
         pthread_mutex_destroy(&l->mu);
+        free(l->pend);
         free(l);
         return err;
     }
@@ -604,6 +645,7 @@ void gs_sched_loop_stop(struct gs_sched_loop *l)
     drop_state(l);
     gs_sched_config_free(&l->own);
     pthread_mutex_destroy(&l->mu);
+    free(l->pend);
     free(l);
 }
 
