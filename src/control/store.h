@@ -52,7 +52,7 @@ typedef int (*gs_store_mutate_fn)(json_t *cur, json_t **out, void *arg);
 
 /* One request of gs_store_mutate_batch: key, fn and arg in; out (a new
  * reference or NULL), rv and err (what gs_store_mutate would have returned)
- * out. next_ is the store's. */
+ * out. next_ and done_ are the store's. */
 struct gs_store_mut {
     const char *key;
     gs_store_mutate_fn fn;
@@ -61,6 +61,7 @@ struct gs_store_mut {
     int64_t rv;
     int err;
     struct gs_store_mut *next_;
+    bool done_;
 };
 
 /* Called by gs_store_list for each object in key order; nonzero stops. */

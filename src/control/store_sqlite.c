@@ -331,14 +331,38 @@ static int do_write(struct sq_store *s, enum wop op, const char *key, json_t *ob
     return err;
 }
 
+
+static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
+
+/* Creates and updates go through the group commit too (the API's creates are
+ * the busiest writes); obj itself is what is stored, so its
+ * metadata.resourceVersion is set in place as before. */
+struct put_arg {
+    json_t *obj;
+    int64_t expect_rv;
+    bool create;
+};
+
+static int put_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct put_arg *p = arg;
+    if (p->create && cur) return GS_EEXIST;
+    if (!p->create && !cur) return GS_ENOENT;
+    if (!p->create && p->expect_rv && gs_store_obj_rv(cur) != p->expect_rv) return GS_ECONFLICT;
+    *out = json_incref(p->obj);
+    return 0;
+}
+
 static int sq_create(struct gs_store *b, const char *key, json_t *obj, int64_t *rv)
 {
-    return do_write((struct sq_store *)b, W_CREATE, key, obj, 0, rv, NULL);
+    struct put_arg p = {obj, 0, true};
+    return sq_mutate(b, key, put_fn, &p, NULL, rv);
 }
 
 static int sq_update(struct gs_store *b, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv)
 {
-    return do_write((struct sq_store *)b, W_UPDATE, key, obj, expect_rv, rv, NULL);
+    struct put_arg p = {obj, expect_rv, false};
+    return sq_mutate(b, key, put_fn, &p, NULL, rv);
 }
 
 static int sq_remove(struct gs_store *b, const char *key, int64_t expect_rv, json_t **old, int64_t *rv)
@@ -425,6 +449,7 @@ static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
     struct staged *sg = calloc(n, sizeof *sg);
     int err = sg ? exec(s->w, "BEGIN IMMEDIATE") : GS_ENOMEM;
     int64_t nrv = s->rv;
+    for (size_t i = 0; i < n; i++) ms[i]->err = GS_EIO; /* until applied */
     for (size_t i = 0; !err && i < n; i++) err = apply_one(s, ms[i], &nrv, &sg[i]);
     if (!err && nrv != s->rv) err = write_counter(s, nrv);
     if (!err) err = exec(s->w, "COMMIT");
@@ -452,7 +477,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
 {
     pthread_mutex_lock(&s->qmu);
     for (size_t i = 0; i < n; i++) {
-        m[i].err = 1; /* pending */
+        m[i].done_ = false; /* set under qmu once the group that holds it committed */
         m[i].out = NULL;
         m[i].rv = 0;
         m[i].next_ = NULL;
@@ -462,7 +487,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
     }
     for (;;) {
         bool mine = false;
-        for (size_t i = 0; i < n && !mine; i++) mine = m[i].err == 1;
+        for (size_t i = 0; i < n && !mine; i++) mine = !m[i].done_;
         if (!mine) break;
         if (s->leader) {
             pthread_cond_wait(&s->qcv, &s->qmu);
@@ -481,6 +506,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
         run_group(s, g, k);
         pthread_mutex_unlock(&s->wmu);
         pthread_mutex_lock(&s->qmu);
+        for (size_t i = 0; i < k; i++) g[i]->done_ = true;
         s->leader = false;
         pthread_cond_broadcast(&s->qcv);
     }
