@@ -432,9 +432,23 @@ static bool still_ours(struct gs_agent *a, const struct gs__pod *p, const json_t
     return uid && !strcmp(uid, p->uid) && node && !strcmp(node, a->node);
 }
 
+/* Failed, reason Preempted: written by the scheduler (sched_loop.c), final. */
+static bool preempted(const json_t *obj)
+{
+    json_t *st = json_object_get(obj, "status");
+    const char *why = gs__jstr(st, "reason"), *ph = gs__jstr(st, "phase");
+    return why && ph && !strcmp(why, "Preempted") && !strcmp(ph, "Failed");
+}
+
 static void report(struct gs_agent *a, struct gs__pod *p)
 {
     for (int attempt = 0; attempt < 2 && p->dirty && p->obj; attempt++) {
+        if (preempted(p->obj)) {
+            begin_stop(a, p);
+            p->gone = true;
+            p->dirty = false;
+            return;
+        }
         json_t *obj = json_deep_copy(p->obj), *out = NULL;
         fill_status(a, p, obj);
         int err = gs_client_update(a->cl, pods_res(), p->ns, p->name, "status", obj, &out);
@@ -555,7 +569,8 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
     if (p) {
         json_decref(p->obj);
         p->obj = json_incref(obj);
-        if (gs__jstr(md, "deletionTimestamp")) {
+        /* The scheduler preempted it: stop its processes, keep the server's verdict. */
+        if (gs__jstr(md, "deletionTimestamp") || preempted(obj)) {
             begin_stop(a, p);
             p->gone = true;
         }

@@ -11,8 +11,15 @@
  * scheduler's framework (the --config profile or the default one) is then
  * asked about the pod: explain.h. POD is "namespace/name" or "name"; when no
  * pod has that name, a PodGroup of that name is explained member by member.
+ *
+ *   gpusched explain POD [-n NS] [--server URL | --kubeconfig FILE ...]
+ *
+ * Without --cluster the question goes to the server (the connection flags,
+ * $KUBECONFIG or the default kubeconfig, as for get/describe): its
+ * scheduler answers from its live cache (pods/NAME/explain).
  */
 #include "cli/commands.h"
+#include "control/cli_common.h"
 #include "core/codec.h"
 #include "sched/explain.h"
 #include "sched/strmap.h"
@@ -282,8 +289,68 @@ static int explain_target(struct world *w, const struct gs_trace *t, const char 
     return rc;
 }
 
+static const char server_usage[] =
+    "usage: gpusched explain POD [-n NAMESPACE] [connection flags]\n\n"
+    "Asks the server's scheduler why a pod (namespace/name or name) is pending:\n"
+    "per filter plugin how many nodes reject it and why, the closest node and\n"
+    "what it lacks, and what preemption would change. A gang member explains\n"
+    "its whole pod group. With --cluster/--workload the question goes to the\n"
+    "simulator instead (gpusched explain --cluster x --help).\n";
+
+static int explain_server(int argc, char **argv)
+{
+    struct gs_cli c;
+    int rc = gs_cli_parse(argc, argv, server_usage, &c);
+    if (rc >= 0) return rc;
+    if (c.nargs != 1) {
+        fputs(server_usage, stderr);
+        gs_cli_free(&c);
+        return 2;
+    }
+    char ns[256], name[256];
+    const char *slash = strchr(c.args[0], '/');
+    snprintf(ns, sizeof ns, "%.*s", slash ? (int)(slash - c.args[0]) : 255,
+             slash ? c.args[0] : c.ns ? c.ns : "default");
+    snprintf(name, sizeof name, "%s", slash ? slash + 1 : c.args[0]);
+    struct gs_client *cl = gs_cli_connect(&c, "explain");
+    rc = 1;
+    if (cl) {
+        char path[700];
+        snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/explain", ns, name);
+        json_t *out = NULL;
+        long code = 0;
+        int err = gs_client_call(cl, "GET", path, NULL, NULL, NULL, &out, &code);
+        const char *report = json_string_value(json_object_get(out, "report"));
+        if (!err && code == 200 && report) {
+            fputs(report, stdout);
+            rc = 0;
+        } else {
+            gs_cli_report("explain", err ? err : GS_EIO, out);
+        }
+        json_decref(out);
+    }
+    gs_client_free(cl);
+    gs_cli_free(&c);
+    return rc;
+}
+
+/* The simulator's flags select it; anything else asks the server. */
+static bool wants_sim(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cluster") || !strncmp(argv[i], "--cluster=", 10) || !strcmp(argv[i], "--workload") ||
+            !strcmp(argv[i], "--from") || !strncmp(argv[i], "--workload=", 11))
+            return true;
+    return false;
+}
+
 int gs_cmd_explain(int argc, char **argv)
 {
+    if (!wants_sim(argc, argv)) {
+        bool help = false;
+        for (int i = 1; i < argc; i++) help |= !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+        if (!help || argc > 2) return explain_server(argc, argv);
+    }
     struct ex_args a = {0};
     int rc = parse(argc, argv, &a);
     if (rc == 1) {

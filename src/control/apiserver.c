@@ -387,7 +387,8 @@ static enum MHD_Result dispatch_resource(struct gs__req *r)
 {
     const char *verb = verb_of(r);
     if (!verb) return gs__reply_status(r, 405, NULL, NULL, "method %s not allowed", r->method);
-    if (r->sub[0] && strcmp(r->sub, "status") && strcmp(r->sub, "binding") && strcmp(r->sub, "log"))
+    if (r->sub[0] && strcmp(r->sub, "status") && strcmp(r->sub, "binding") && strcmp(r->sub, "log") &&
+        strcmp(r->sub, "explain"))
         return gs__reply_status(r, 404, NULL, r->name, "no subresource \"%s\"", r->sub);
     if (!strcmp(r->sub, "status") && !r->res->has_status)
         return gs__reply_status(r, 404, NULL, r->name, "%s have no status subresource", r->res->plural);
@@ -396,6 +397,7 @@ static enum MHD_Result dispatch_resource(struct gs__req *r)
     if (refused(r, verb)) return MHD_YES;
     if (!strcmp(r->sub, "log"))
         return gs__reply_status(r, 404, NULL, r->name, "pod logs are served by the node agent, not by this server");
+    if (!strcmp(r->sub, "explain")) return gs__handle_explain(r);
     if (!strcmp(verb, "watch")) return gs__handle_list(r, true);
     if (!strcmp(verb, "list")) return gs__handle_list(r, false);
     if (!strcmp(verb, "get")) return gs__handle_get(r);
@@ -557,6 +559,8 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     s->store = o->store;
     s->auth = o->auth;
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
+    s->explain = o->explain;
+    s->explain_ctx = o->explain_ctx;
     int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
     if (fd < 0) {
         free(s);

@@ -31,6 +31,10 @@ struct gs_apiserver_opts {
     struct gs_auth *auth;      /* borrowed; NULL: no authentication, every caller is admin */
     const struct gs_tls *tls;  /* borrowed; NULL: plain http */
     size_t max_body;           /* bytes; 0 = 3 MiB */
+    /* GET /api/v1/namespaces/NS/pods/NAME/explain: the scheduler's report as
+     * text (*text freed by the server). NULL: the subresource answers 404. */
+    int (*explain)(void *ctx, const char *ns, const char *name, char **text);
+    void *explain_ctx;
 };
 
 struct gs_apiserver;

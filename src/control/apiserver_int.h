@@ -19,6 +19,8 @@ struct gs_apiserver {
     struct gs_auth *auth;
     size_t max_body;
     atomic_bool stopping;
+    int (*explain)(void *ctx, const char *ns, const char *name, char **text);
+    void *explain_ctx;
 };
 
 /* One request in flight. */
@@ -60,6 +62,9 @@ const char *gs__arg(struct gs__req *r, const char *key);
 const char *gs__header(struct gs__req *r, const char *key);
 bool gs__wants_table(struct gs__req *r);
 double gs__wall_now(void);
+
+/* GET pods/NAME/explain (api_explain.c). */
+enum MHD_Result gs__handle_explain(struct gs__req *r);
 
 /* Starts a watch stream (takes f's contents). */
 enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const char *prefix);

@@ -18,12 +18,16 @@
 #include "control/sched_loop.h"
 
 #include "control/api.h"
+#include "control/apiserver.h"
 #include "core/log.h"
 #include "sched/cache.h"
+#include "sched/explain.h"
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
+#include "sched/topology_core.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,22 @@ struct entry {
     enum pstate state;
     int sched;             /* profile index when queued */
     char *msg;             /* last Unschedulable message written */
+    struct gs_nrt *nrt;    /* NodeResourceTopology entries: parsed, borrowed by the cache */
+};
+
+/* A pod preemption evicted during a cycle, carried out after it. */
+struct victim {
+    char *key;       /* store key */
+    char *preemptor; /* "ns/name" */
+    size_t sched;
+};
+
+/* An explain request from an API thread, answered by the loop thread. */
+struct explain_req {
+    const char *ns, *name;
+    char *text;
+    int err;
+    bool done;
 };
 
 struct gs_sched_loop {
@@ -52,8 +72,12 @@ struct gs_sched_loop {
     struct gs_cache *cache;
     struct gs_scheduler **scheds;
     size_t nsched;
-    struct gs__strmap pods, nodes;
+    struct gs__strmap pods, nodes, groups, nrts;
     int64_t rv;
+    struct victim *victims;
+    size_t nvictims, cur_sched;
+    pthread_cond_t cv;           /* explain requests (under mu) */
+    struct explain_req *req;
     pthread_t th;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats */
@@ -120,6 +144,8 @@ int gs_devices_parse(const struct gs_node *node, int32_t ngpus, const char *text
 static void entry_free(struct entry *e)
 {
     if (!e) return;
+    if (e->nrt) gs_nrt_clear(e->nrt);
+    free(e->nrt);
     gs_object_free(e->obj);
     json_decref(e->doc);
     free(e->msg);
@@ -311,6 +337,10 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
     notify_all(l, fresh ? GS_EV_NODE_ADDED : GS_EV_NODE_UPDATED);
     /* Pods bound to this node before it was known can be accounted now. */
     if (fresh) {
+        char nkey[GS__KEY_MAX + 32];
+        snprintf(nkey, sizeof nkey, "noderesourcetopologies.topology.node.k8s.io/%s", o->u.node->meta.name);
+        struct entry *t = gs__strmap_get(&l->nrts, nkey);
+        if (t && t->nrt) gs_cache_set_nrt(l->cache, r, t->nrt);
         for (size_t s = 0; s < l->pods.cap; s++) {
             struct entry *p = l->pods.slots[s].key ? l->pods.slots[s].val : NULL;
             if (p && p->state == P_DETACHED && p->obj->u.pod->node_name &&
@@ -320,33 +350,114 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
     }
 }
 
+/* PodGroups: every scheduler's plugins borrow the decoded group until it is removed. */
+static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
+{
+    struct entry *e = gs__strmap_get(&l->groups, key);
+    if (e && rv <= e->rv) return;
+    struct gs_object *o = NULL;
+    if (!deleted) {
+        struct gs_diags d = {0};
+        if (gs_object_decode(doc, &o, &d) || o->kind != GS_KIND_PODGROUP) {
+            gs_log(GS_LOG_WARN, "scheduler: cannot decode pod group", "podgroup", key, NULL);
+            gs_object_free(o);
+            o = NULL;
+        }
+        gs_diags_free(&d);
+        if (!o) return;
+    }
+    if (e) {
+        for (size_t i = 0; i < l->nsched; i++) gs_scheduler_remove_podgroup(l->scheds[i], e->obj->u.podgroup);
+        gs__strmap_del(&l->groups, key);
+        entry_free(e);
+    }
+    if (!o) return;
+    if (!(e = entry_new(key)) || gs__strmap_put(&l->groups, e->key, e)) {
+        entry_free(e);
+        gs_object_free(o);
+        return;
+    }
+    e->obj = o;
+    e->rv = rv;
+    for (size_t i = 0; i < l->nsched; i++) gs_scheduler_add_podgroup(l->scheds[i], o->u.podgroup);
+}
+
+/* NodeResourceTopology: parsed and attached to its node (now or when the node comes). */
+static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
+{
+    struct entry *e = gs__strmap_get(&l->nrts, key);
+    if (e && rv <= e->rv) return;
+    struct gs_nrt *n = NULL;
+    if (!deleted) {
+        struct gs_diags d = {0};
+        if (!(n = calloc(1, sizeof *n)) || gs_nrt_parse(doc, n, &d)) {
+            gs_log(GS_LOG_WARN, "scheduler: cannot parse NodeResourceTopology", "object", key,
+                   "error", d.n ? d.v[0].msg : "", NULL);
+            free(n);
+            n = NULL;
+        }
+        gs_diags_free(&d);
+        if (!n) return;
+    }
+    if (e) {
+        int32_t idx = e->nrt ? gs_cache_find_node(l->cache, e->nrt->node) : -1;
+        if (idx >= 0) gs_cache_set_nrt(l->cache, idx, NULL);
+        gs__strmap_del(&l->nrts, key);
+        entry_free(e);
+    }
+    if (!n) return;
+    if (!(e = entry_new(key)) || gs__strmap_put(&l->nrts, e->key, e)) {
+        entry_free(e);
+        gs_nrt_clear(n);
+        free(n);
+        return;
+    }
+    e->nrt = n;
+    e->rv = rv;
+    int32_t idx = gs_cache_find_node(l->cache, n->node);
+    if (idx >= 0) gs_cache_set_nrt(l->cache, idx, n);
+    notify_all(l, GS_EV_NODE_UPDATED);
+}
+
+typedef void (*event_fn)(struct gs_sched_loop *, const char *, json_t *, int64_t, bool);
+
+static const struct {
+    const char *prefix;
+    event_fn fn;
+} kinds[] = {
+    {"nodes/", node_event},
+    {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
+    {"podgroups.scheduling.x-k8s.io/", group_event},
+    {"pods/", pod_event},
+};
+
 static void apply_event(struct gs_sched_loop *l, const struct gs_store_event *ev)
 {
-    bool pod = !strncmp(ev->key, "pods/", 5), node = !strncmp(ev->key, "nodes/", 6);
-    if (!pod && !node) return;
     /* Our own binding writes come back here already applied: skip them unparsed. */
-    struct entry *e = pod && ev->type != GS_STORE_DELETED ? gs__strmap_get(&l->pods, ev->key) : NULL;
+    struct entry *e = ev->type != GS_STORE_DELETED && !strncmp(ev->key, "pods/", 5) ? gs__strmap_get(&l->pods, ev->key)
+                                                                                    : NULL;
     if (e && ev->rv <= e->rv) return;
-    json_t *doc = json_loads(ev->value, 0, NULL);
-    if (!doc) return;
-    if (pod) pod_event(l, ev->key, doc, ev->rv, ev->type == GS_STORE_DELETED);
-    else node_event(l, ev->key, doc, ev->rv, ev->type == GS_STORE_DELETED);
-    json_decref(doc);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        if (strncmp(ev->key, kinds[k].prefix, strlen(kinds[k].prefix))) continue;
+        json_t *doc = json_loads(ev->value, 0, NULL);
+        if (!doc) return;
+        kinds[k].fn(l, ev->key, doc, ev->rv, ev->type == GS_STORE_DELETED);
+        json_decref(doc);
+        return;
+    }
 }
 
 /*--- Load ---*/
 
 struct load_ctx {
     struct gs_sched_loop *l;
-    bool pods;
+    event_fn fn;
 };
 
 static int load_one(const char *key, json_t *obj, void *arg)
 {
     struct load_ctx *c = arg;
-    int64_t rv = gs_store_obj_rv(obj);
-    if (c->pods) pod_event(c->l, key, obj, rv, false);
-    else node_event(c->l, key, obj, rv, false);
+    c->fn(c->l, key, obj, gs_store_obj_rv(obj), false);
     return atomic_load(&c->l->stop);
 }
 
@@ -358,8 +469,8 @@ static void drop_state(struct gs_sched_loop *l)
     l->nsched = 0;
     gs_cache_free(l->cache);
     l->cache = NULL;
-    struct gs__strmap *maps[] = {&l->pods, &l->nodes};
-    for (int m = 0; m < 2; m++) {
+    struct gs__strmap *maps[] = {&l->pods, &l->groups, &l->nrts, &l->nodes};
+    for (int m = 0; m < 4; m++) {
         for (size_t s = 0; s < maps[m]->cap; s++)
             if (maps[m]->slots[s].key) entry_free(maps[m]->slots[s].val);
         gs__strmap_free(maps[m]);
@@ -367,13 +478,19 @@ static void drop_state(struct gs_sched_loop *l)
     }
 }
 
+static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a);
+static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reason);
+static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
+                         const struct gs_assignment *a);
+
 static int build(struct gs_sched_loop *l, struct gs_diags *d)
 {
     l->cache = gs_cache_new(&l->clock);
     l->scheds = calloc(l->cfg->nprofiles, sizeof *l->scheds);
     if (!l->cache || !l->scheds) return GS_ENOMEM;
     for (size_t i = 0; i < l->cfg->nprofiles; i++) {
-        struct gs_scheduler_opts so = {.profile = &l->cfg->profiles[i], .seed = l->seed};
+        struct gs_scheduler_opts so = {.profile = &l->cfg->profiles[i], .seed = l->seed,
+                                       .hooks = {hook_bound, hook_rejected, hook_evicted, l}};
         int err = gs_scheduler_new(&l->clock, l->cache, &so, &l->scheds[i], d);
         if (err) return err;
         l->nsched++;
@@ -381,14 +498,18 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
     return 0;
 }
 
-/* Everything from the store, then the stream from the older list's version. */
+/* Everything from the store (nodes, their topologies and the pod groups
+ * before the pods), then the stream from the oldest list's version. */
 static int load(struct gs_sched_loop *l)
 {
-    int64_t rv_nodes = 0, rv_pods = 0;
-    struct load_ctx cn = {l, false}, cp = {l, true};
-    int err = gs_store_list(l->store, "nodes/", load_one, &cn, &rv_nodes);
-    if (!err) err = gs_store_list(l->store, "pods/", load_one, &cp, &rv_pods);
-    l->rv = rv_nodes < rv_pods ? rv_nodes : rv_pods;
+    int err = 0;
+    l->rv = INT64_MAX;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !err; k++) {
+        int64_t rv = 0;
+        struct load_ctx c = {l, kinds[k].fn};
+        err = gs_store_list(l->store, kinds[k].prefix, load_one, &c, &rv);
+        if (rv < l->rv) l->rv = rv;
+    }
     pthread_mutex_lock(&l->mu);
     l->st.synced = !err;
     pthread_mutex_unlock(&l->mu);
@@ -552,6 +673,140 @@ static struct entry *entry_of_pod(struct gs_sched_loop *l, const struct gs_pod *
     return gs__strmap_get(&l->pods, key);
 }
 
+/*--- Driver hooks: gang members released at Permit, preemption ---*/
+
+static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a)
+{
+    struct gs_sched_loop *l = ctx;
+    struct entry *e = entry_of_pod(l, pod);
+    if (!e || a->node < 0) return;
+    struct gs_cycle_result c = {.pod = pod, .code = GS_SUCCESS, .a = *a};
+    queue_binding(l, e, &c); /* written with the round's other bindings */
+}
+
+static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reason)
+{
+    struct gs_sched_loop *l = ctx;
+    struct entry *e = entry_of_pod(l, pod);
+    if (e && reason && *reason) write_unschedulable(l, e, reason);
+}
+
+/* Only noted here: the driver is mid-cycle; after_cycle() writes the eviction. */
+static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
+                         const struct gs_assignment *a)
+{
+    (void)a;
+    struct gs_sched_loop *l = ctx;
+    struct entry *e = entry_of_pod(l, victim);
+    struct victim *v = realloc(l->victims, (l->nvictims + 1) * sizeof *v);
+    if (!e || !v) return;
+    l->victims = v;
+    char who[GS__KEY_MAX];
+    gs_meta_key(&preemptor->meta, who, sizeof who);
+    v[l->nvictims] = (struct victim){strdup(e->key), strdup(who), l->cur_sched};
+    if (v[l->nvictims].key && v[l->nvictims].preemptor) l->nvictims++;
+    else {
+        free(v[l->nvictims].key);
+        free(v[l->nvictims].preemptor);
+    }
+}
+
+struct evict_ctx {
+    const char *uid;
+    const char *preemptor;
+    bool deleted;
+};
+
+/*
+ * A victim that never restarts (restartPolicy Never) ends Failed, reason
+ * Preempted, so its owner sees what happened; any other is re-created
+ * unbound under a new uid (as a controller would), which stops its
+ * processes on the node and queues it again.
+ */
+static int evict_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct evict_ctx *c = arg;
+    if (!cur) return GS_ENOENT;
+    json_t *md = json_object_get(cur, "metadata");
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    if (c->uid && (!uid || strcmp(uid, c->uid))) return GS_ENOENT;
+    json_t *n = json_deep_copy(cur);
+    if (!n) return GS_ENOMEM;
+    char msg[GS__KEY_MAX + 64];
+    snprintf(msg, sizeof msg, "preempted by %s", c->preemptor);
+    const char *policy = json_string_value(json_object_get(json_object_get(n, "spec"), "restartPolicy"));
+    md = json_object_get(n, "metadata");
+    if (policy && !strcmp(policy, "Never")) {
+        json_t *st = json_object_get(n, "status");
+        if (!json_is_object(st)) json_object_set_new(n, "status", st = json_object());
+        json_object_set_new(st, "phase", json_string("Failed"));
+        json_object_set_new(st, "reason", json_string("Preempted"));
+        json_object_set_new(st, "message", json_string(msg));
+        gs__pod_set_condition(n, "DisruptionTarget", "True", "PreemptionByScheduler", msg);
+        *out = n;
+        return 0;
+    }
+    json_t *ann = json_object_get(md, "annotations");
+    if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
+    json_object_set(ann, "gpusched.io/recreated-from", json_object_get(md, "uid"));
+    json_object_set_new(ann, "gpusched.io/recreated-reason", json_string(msg));
+    json_object_del(ann, GS_ANN_DEVICES);
+    json_object_del(json_object_get(n, "spec"), "nodeName");
+    json_object_set_new(n, "status", json_object());
+    int err = gs_apiserver_prepare_new(n);
+    if (err) {
+        json_decref(n);
+        return err;
+    }
+    c->deleted = true;
+    *out = n;
+    return 0;
+}
+
+/* An Event on the victim, as kube-scheduler records one. */
+static void write_event(struct gs_sched_loop *l, const struct gs_pod *pod, const char *reason, const char *msg)
+{
+    static atomic_uint_fast64_t seq;
+    const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
+    char name[GS__KEY_MAX + 40], key[2 * GS__KEY_MAX + 64];
+    snprintf(name, sizeof name, "%s.%llx%04llx", pod->meta.name, (unsigned long long)gs_clock_now(&l->clock),
+             (unsigned long long)(atomic_fetch_add(&seq, 1) & 0xffff));
+    snprintf(key, sizeof key, "events/%s/%s", ns, name);
+    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s}, s:i}",
+                           "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", ns,
+                           "involvedObject", "kind", "Pod", "namespace", ns, "name", pod->meta.name, "uid",
+                           pod->meta.uid ? pod->meta.uid : "", "reason", reason, "message", msg, "type", "Normal",
+                           "source", "component", "gpusched-scheduler", "count", 1);
+    if (ev && !gs_apiserver_prepare_new(ev)) gs_store_create(l->store, key, ev, NULL);
+    json_decref(ev);
+}
+
+/* Writes the evictions preemption chose in the last cycle. */
+static void after_cycle(struct gs_sched_loop *l)
+{
+    for (size_t i = 0; i < l->nvictims; i++) {
+        struct victim *v = &l->victims[i];
+        struct entry *e = gs__strmap_get(&l->pods, v->key);
+        if (e) {
+            const struct gs_pod *pod = e->obj->u.pod;
+            struct evict_ctx c = {pod->meta.uid, v->preemptor, false};
+            char msg[GS__KEY_MAX + 64];
+            snprintf(msg, sizeof msg, "Preempted by pod %s", v->preemptor);
+            if (gs_store_mutate(l->store, v->key, evict_fn, &c, NULL, NULL) == 0) write_event(l, pod, "Preempted", msg);
+            gs_log(GS_LOG_INFO, "scheduler: preempted", "pod", v->key, "by", v->preemptor, NULL);
+            /* The driver queued it again; the store's next version decides its fate. */
+            char key[GS__KEY_MAX];
+            gs_meta_key(&pod->meta, key, sizeof key);
+            gs_scheduler_delete_pod(l->scheds[v->sched], key);
+            e->state = P_OTHER;
+            e->rv = 0;
+        }
+        free(v->key);
+        free(v->preemptor);
+    }
+    l->nvictims = 0;
+}
+
 /* Runs up to CYCLES_PER_ROUND cycles over the schedulers; returns how many ran. */
 static int schedule_round(struct gs_sched_loop *l)
 {
@@ -561,7 +816,9 @@ static int schedule_round(struct gs_sched_loop *l)
         any = false;
         for (size_t i = 0; i < l->nsched; i++) {
             struct gs_cycle_result c;
+            l->cur_sched = i;
             int rc = gs_scheduler_run_one(l->scheds[i], &c);
+            after_cycle(l);
             if (rc <= 0) continue;
             any = true;
             ran++;
@@ -578,6 +835,87 @@ static int schedule_round(struct gs_sched_loop *l)
     return ran;
 }
 
+/*--- Explain ---*/
+
+/* The report for one pod, from the live cache: a bound pod says where it
+ * runs; a pending gang member explains its whole group. */
+static int explain_text(struct gs_sched_loop *l, const char *ns, const char *name, FILE *f)
+{
+    char key[GS__KEY_MAX + 8];
+    snprintf(key, sizeof key, "pods/%s/%s", ns, name);
+    struct entry *e = gs__strmap_get(&l->pods, key);
+    if (!e) return GS_ENOENT;
+    const struct gs_pod *pod = e->obj->u.pod;
+    if (e->state == P_BOUND || e->state == P_DONE || e->state == P_DETACHED) {
+        if (e->state == P_DONE) fprintf(f, "pod %s/%s has finished\n", ns, name);
+        else fprintf(f, "pod %s/%s is bound to %s\n", ns, name, pod->node_name ? pod->node_name : "?");
+        return 0;
+    }
+    if (e->state != P_QUEUED) {
+        fprintf(f, "pod %s/%s is not handled by this scheduler (schedulerName %s)\n", ns, name,
+                pod->scheduler_name ? pod->scheduler_name : GS_DEFAULT_SCHEDULER);
+        return 0;
+    }
+    struct gs_framework *fw = gs_scheduler_framework(l->scheds[e->sched]);
+    if (!pod->pod_group) return gs_explain_pod(fw, l->cache, pod, f);
+    const struct gs_pod **members = calloc(l->pods.cap ? l->pods.cap : 1, sizeof *members);
+    if (!members) return GS_ENOMEM;
+    size_t n = 0;
+    for (size_t s = 0; s < l->pods.cap; s++) {
+        struct entry *m = l->pods.slots[s].key ? l->pods.slots[s].val : NULL;
+        const struct gs_pod *p = m && m->state == P_QUEUED ? m->obj->u.pod : NULL;
+        if (p && p->pod_group && !strcmp(p->pod_group, pod->pod_group) &&
+            !strcmp(p->meta.namespace_ ? p->meta.namespace_ : "default", ns))
+            members[n++] = p;
+    }
+    char gkey[GS__KEY_MAX];
+    snprintf(gkey, sizeof gkey, "%s/%s", ns, pod->pod_group);
+    int err = gs_explain_group(fw, l->cache, gkey, members, n, f);
+    free(members);
+    return err;
+}
+
+/* Answers a waiting explain request, if any (loop thread). */
+static void serve_explain(struct gs_sched_loop *l)
+{
+    pthread_mutex_lock(&l->mu);
+    struct explain_req *q = l->req;
+    l->req = NULL;
+    pthread_mutex_unlock(&l->mu);
+    if (!q) return;
+    size_t len = 0;
+    char *text = NULL;
+    FILE *f = open_memstream(&text, &len);
+    int err = f ? explain_text(l, q->ns, q->name, f) : GS_ENOMEM;
+    if (f) fclose(f);
+    pthread_mutex_lock(&l->mu);
+    q->err = err;
+    q->text = err ? NULL : text;
+    if (err) free(text);
+    q->done = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+int gs_sched_loop_explain(struct gs_sched_loop *l, const char *ns, const char *name, char **text)
+{
+    *text = NULL;
+    struct explain_req q = {ns, name, NULL, 0, false};
+    pthread_mutex_lock(&l->mu);
+    while (l->req && !atomic_load(&l->stop)) pthread_cond_wait(&l->cv, &l->mu); /* one at a time */
+    if (atomic_load(&l->stop)) {
+        pthread_mutex_unlock(&l->mu);
+        return GS_ESTATE;
+    }
+    l->req = &q;
+    while (!q.done && !atomic_load(&l->stop)) pthread_cond_wait(&l->cv, &l->mu);
+    if (!q.done) l->req = NULL;
+    pthread_mutex_unlock(&l->mu);
+    if (!q.done) return GS_ESTATE;
+    *text = q.text;
+    return q.err;
+}
+
 /* Applies what the stream has (waiting up to wait_ms for the first event). false: must reload. */
 static bool follow(struct gs_sched_loop *l, int wait_ms)
 {
@@ -585,7 +923,10 @@ static bool follow(struct gs_sched_loop *l, int wait_ms)
     size_t n = 0;
     int err = gs_store_events(l->store, &l->rv, NULL, wait_ms, &l->stop, &evs, &n);
     if (err == GS_ERANGE) return false;
-    for (size_t i = 0; i < n; i++) apply_event(l, &evs[i]);
+    for (size_t i = 0; i < n; i++) {
+        apply_event(l, &evs[i]);
+        flush_bindings(l); /* gang members an event released: written before the next event can touch them */
+    }
     gs_store_events_free(evs, n);
     return true;
 }
@@ -595,6 +936,7 @@ static void *loop_main(void *arg)
     struct gs_sched_loop *l = arg;
     load(l);
     while (!atomic_load(&l->stop)) {
+        serve_explain(l);
         int ran = schedule_round(l);
         if (follow(l, ran ? 0 : IDLE_WAIT_MS)) continue;
         gs_log(GS_LOG_WARN, "scheduler: fell behind the change stream, reloading", NULL);
@@ -617,17 +959,21 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     gs_clock_init_real(&l->clock);
     gs__strmap_init(&l->pods);
     gs__strmap_init(&l->nodes);
+    gs__strmap_init(&l->groups);
+    gs__strmap_init(&l->nrts);
     pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
     l->pend = calloc(CYCLES_PER_ROUND, sizeof *l->pend);
     int err = l->pend ? 0 : GS_ENOMEM;
     if (err || o->config) l->cfg = o->config;
-    else if (!(err = gs_sched_config_default(&l->own))) l->cfg = &l->own;
+    else if (!(err = gs_sched_config_gpusched(&l->own))) l->cfg = &l->own;
     if (!err) err = build(l, d);
     if (!err && pthread_create(&l->th, NULL, loop_main, l)) err = GS_ENOMEM;
     if (err) {
         drop_state(l);
         gs_sched_config_free(&l->own);
         pthread_mutex_destroy(&l->mu);
+        pthread_cond_destroy(&l->cv);
         free(l->pend);
         free(l);
         return err;
@@ -640,11 +986,16 @@ void gs_sched_loop_stop(struct gs_sched_loop *l)
 {
     if (!l) return;
     atomic_store(&l->stop, true);
+    pthread_mutex_lock(&l->mu);
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
     gs_store_interrupt(l->store);
     pthread_join(l->th, NULL);
     drop_state(l);
+    free(l->victims);
     gs_sched_config_free(&l->own);
     pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
     free(l->pend);
     free(l);
 }

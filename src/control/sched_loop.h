@@ -17,6 +17,15 @@
  * ..."), written only when it changed. Status-only changes to a queued pod
  * (its own condition coming back through the stream, an agent's report) do
  * not requeue it.
+ *
+ * Without a configuration the loop runs the "gpusched" profile
+ * (gs_sched_config_gpusched: gang, topology, spread, preemption). PodGroups
+ * and NodeResourceTopology objects are followed too: groups go to every
+ * profile's scheduler, topologies to the cache. Gang members that the
+ * Permit stage releases later are bound through the driver's hooks; pods
+ * that preemption evicts are marked Failed, reason Preempted
+ * (restartPolicy Never) or re-created unbound under a new uid, with an
+ * Event "Preempted" either way.
  */
 #ifndef GS_CONTROL_SCHED_LOOP_H
 #define GS_CONTROL_SCHED_LOOP_H
@@ -48,6 +57,12 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
 /* Stops and joins the thread, frees everything. */
 void gs_sched_loop_stop(struct gs_sched_loop *l);
 void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *out);
+
+/* The explain report (sched/explain.h) for pod ns/name, computed by the loop
+ * thread from its live cache between cycles; callable from any thread. 0 with
+ * *text (free it), GS_ENOENT when the loop does not know the pod, GS_ESTATE
+ * when the loop is stopping. */
+int gs_sched_loop_explain(struct gs_sched_loop *l, const char *ns, const char *name, char **text);
 
 /* "GPU-a,GPU-b" (":<milli>" appended for shares) for the GPUs of mask on node;
  * GPUs without a uuid are named by index. Returns the length (snprintf). */

@@ -112,6 +112,12 @@ static int write_kubeconfig(struct gs_server *s)
     return err;
 }
 
+/* The API's explain subresource, answered by the scheduler loop. */
+static int server_explain(void *ctx, const char *ns, const char *name, char **text)
+{
+    return gs_sched_loop_explain(ctx, ns, name, text);
+}
+
 static int load_sched_config(struct gs_server *s, const char *path, struct gs_diags *d)
 {
     char *buf = NULL;
@@ -156,7 +162,11 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
     }
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
-                                   s->has_tls ? &s->tls : NULL, o->max_body};
+                                   s->has_tls ? &s->tls : NULL, o->max_body, NULL, NULL};
+    if (s->loop) {
+        ao.explain = server_explain;
+        ao.explain_ctx = s->loop;
+    }
     if ((err = gs_apiserver_start(&ao, &s->api))) {
         gs_diags_add(d, ao.listen, "cannot listen: %s", gs_strerror(err));
         return err;

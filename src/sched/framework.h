@@ -78,6 +78,9 @@ struct gs_sched_config {
 int gs_sched_config_parse(const json_t *doc, struct gs_sched_config *out, struct gs_diags *d);
 /* The built-in default: one "default-scheduler" profile. */
 int gs_sched_config_default(struct gs_sched_config *out);
+/* The server's default: the default profile plus Coscheduling,
+ * NodeResourceTopology, PodTopologySpread and DefaultPreemption. */
+int gs_sched_config_gpusched(struct gs_sched_config *out);
 /* Profile for a schedulerName, or NULL. Borrowed. */
 const struct gs_profile *gs_sched_config_profile(const struct gs_sched_config *c, const char *scheduler_name);
 void gs_sched_config_free(struct gs_sched_config *c);

@@ -122,6 +122,49 @@ int gs_sched_config_default(struct gs_sched_config *out)
     return 0;
 }
 
+/*
+ * The "gpusched" default the server runs: kube's default set plus gang
+ * scheduling, NUMA/NVLink-aware placement, topology spread and preemption
+ * (the same set as examples/scheduler/gang-topology-scheduler.yaml). The
+ * added plugins skip at PreFilter for a pod without a group, a topology ask
+ * or spread constraints, so plain pods cost about what they cost under the
+ * kube set. NodeResourceTopology's policy is none: only a pod's
+ * gpusched.io/gpu-interconnect annotation or a node's NRT policy constrains.
+ */
+static const char gpusched_profile[] =
+    "{\"kind\":\"KubeSchedulerConfiguration\",\"profiles\":[{\"schedulerName\":\"" GS_DEFAULT_SCHEDULER "\","
+    "\"plugins\":{"
+    "\"queueSort\":{\"enabled\":[{\"name\":\"Coscheduling\"}],\"disabled\":[{\"name\":\"*\"}]},"
+    "\"preFilter\":{\"enabled\":[{\"name\":\"Coscheduling\"},{\"name\":\"PodTopologySpread\"},"
+    "{\"name\":\"NodeResourceTopology\"}]},"
+    "\"filter\":{\"enabled\":[{\"name\":\"Coscheduling\"},{\"name\":\"PodTopologySpread\"},"
+    "{\"name\":\"NodeResourceTopology\"},{\"name\":\"DefaultPreemption\"}]},"
+    "\"postFilter\":{\"enabled\":[{\"name\":\"DefaultPreemption\"},{\"name\":\"Coscheduling\"}]},"
+    "\"score\":{\"enabled\":[{\"name\":\"Coscheduling\",\"weight\":10},{\"name\":\"NodeResourceTopology\",\"weight\":3},"
+    "{\"name\":\"PodTopologySpread\",\"weight\":2},{\"name\":\"DefaultPreemption\",\"weight\":5}]},"
+    "\"reserve\":{\"enabled\":[{\"name\":\"NodeResourceTopology\"},{\"name\":\"GpuShare\"},"
+    "{\"name\":\"Coscheduling\"},{\"name\":\"DefaultPreemption\"}],\"disabled\":[{\"name\":\"*\"}]},"
+    "\"permit\":{\"enabled\":[{\"name\":\"Coscheduling\"}]}},"
+    "\"pluginConfig\":["
+    "{\"name\":\"Coscheduling\",\"args\":{\"permitWaitingTimeSeconds\":60,\"podGroupRejectPercentage\":0,"
+    "\"wholeGroupPlan\":true}},"
+    "{\"name\":\"NodeResourceTopology\",\"args\":{\"topologyManagerPolicy\":\"none\","
+    "\"topologyManagerScope\":\"container\"}},"
+    "{\"name\":\"DefaultPreemption\",\"args\":{\"maxPreemptionsPerWindow\":3,\"preemptionWindowSeconds\":600}}"
+    "]}]}";
+
+int gs_sched_config_gpusched(struct gs_sched_config *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *doc = json_loads(gpusched_profile, 0, NULL);
+    if (!doc) return GS_ENOMEM;
+    struct gs_diags d = {0};
+    int err = gs_sched_config_parse(doc, out, &d);
+    gs_diags_free(&d);
+    json_decref(doc);
+    return err;
+}
+
 const struct gs_profile *gs_sched_config_profile(const struct gs_sched_config *c, const char *scheduler_name)
 {
     if (!scheduler_name) scheduler_name = GS_DEFAULT_SCHEDULER;
