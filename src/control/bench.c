@@ -10,7 +10,8 @@
  *     in-server scheduler binding them through the store; pods bound per
  *     second from the first create to the last binding;
  *  4. memory: 5,000 nodes and 50,000 pods written to the store and loaded by
- *     the scheduler; the process's resident set size.
+ *     the scheduler; the process's resident set size, with the server's
+ *     default change-stream ring (as `gpusched server` runs).
  * Each phase uses a fresh data directory under --dir (default /tmp).
  */
 #include "control/apiserver.h"
@@ -51,13 +52,15 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
     return remove(p);
 }
 
-static struct gs_server *start(const struct bopts *b, char *dir, size_t len, bool sched)
+/* ring: change-stream events held (0: the server's default). The API and
+ * end-to-end phases hold every change so no watcher has to relist mid-run. */
+static struct gs_server *start(const struct bopts *b, char *dir, size_t len, bool sched, size_t ring)
 {
     snprintf(dir, len, "%s/gs-bench-XXXXXX", b->dir);
     if (!mkdtemp(dir)) return NULL;
     struct gs_server_opts o = {.data_dir = dir, .listen = "127.0.0.1:0", .insecure = true, .no_auth = true,
                                .no_scheduler = !sched, .qps = -1, .sync_full = b->sync_full,
-                               .ring_events = 200000};
+                               .ring_events = ring};
     struct gs_server *s = NULL;
     struct gs_diags d = {0};
     gs_server_start(&o, &s, &d);
@@ -189,14 +192,14 @@ static void *watch_pods(void *arg)
 static void phase_api(const struct bopts *b)
 {
     char dir[512];
-    struct gs_server *s = start(b, dir, sizeof dir, false);
+    struct gs_server *s = start(b, dir, sizeof dir, false, 200000);
     if (!s) return;
     int fail = 0;
     double t = create_all(gs_server_url(s), b->pods, b->clients, 0, &fail);
     printf("creates      %d pods, %d clients: %.0f pods/s (%d failed)\n", b->pods, b->clients, b->pods / t, fail);
     stop(s, dir);
 
-    s = start(b, dir, sizeof dir, false);
+    s = start(b, dir, sizeof dir, false, 200000);
     if (!s) return;
     int nw = b->watchers > 256 ? 256 : b->watchers;
     struct watcher *w = calloc((size_t)nw, sizeof *w);
@@ -243,7 +246,7 @@ static void wait_bound(struct gs_server *s, uint64_t want, double limit_s)
 static void phase_e2e(const struct bopts *b)
 {
     char dir[512];
-    struct gs_server *s = start(b, dir, sizeof dir, true);
+    struct gs_server *s = start(b, dir, sizeof dir, true, 200000);
     if (!s) return;
     struct gs_store *st = gs_server_store(s);
     for (int i = 0; i < b->nodes; i++) {
@@ -282,7 +285,7 @@ static void phase_rss(const struct bopts *b)
 {
     char dir[512];
     long before = rss_kib();
-    struct gs_server *s = start(b, dir, sizeof dir, true);
+    struct gs_server *s = start(b, dir, sizeof dir, true, 0);
     if (!s) return;
     struct gs_store *st = gs_server_store(s);
     double t0 = now_s();

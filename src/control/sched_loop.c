@@ -3,7 +3,8 @@
  *
  * State. One entry per pod and per node the loop knows, keyed by store key.
  * An entry keeps the decoded object the scheduler borrows (queue and cache
- * hold pointers into it) apart from the latest stored document and version:
+ * hold pointers into it) apart from a digest of the latest stored document
+ * (not the document: one copy of each pod is enough) and its version:
  * a change that only touches status updates the document and leaves the
  * decoded object where it is, so a queued pod keeps its place and a bound
  * pod's cache accounting stays put. Anything else about a queued pod
@@ -40,7 +41,7 @@ enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED };
 struct entry {
     char *key;             /* store key; also the map's key */
     struct gs_object *obj; /* decoded: borrowed by the scheduler */
-    json_t *doc;           /* latest stored document */
+    uint64_t digest;       /* of the latest stored document but its status and version (see doc_digest) */
     int64_t rv;
     enum pstate state;
     int sched;             /* profile index when queued */
@@ -147,7 +148,6 @@ static void entry_free(struct entry *e)
     if (e->nrt) gs_nrt_clear(e->nrt);
     free(e->nrt);
     gs_object_free(e->obj);
-    json_decref(e->doc);
     free(e->msg);
     free(e->key);
     free(e);
@@ -181,27 +181,56 @@ static bool pod_terminal(const struct gs_pod *p)
     return p->phase && (!strcmp(p->phase, "Succeeded") || !strcmp(p->phase, "Failed"));
 }
 
-/* Equal apart from status and resourceVersion. */
-static bool same_but_status(const json_t *a, const json_t *b)
+/* A hash of a JSON value; object members combine by sum so member order
+ * does not matter. A 64-bit digest instead of the document itself keeps a
+ * copy of every pod out of memory; a collision (2^-64) would only miss a
+ * requeue. */
+static uint64_t mix(uint64_t h)
 {
-    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
-    json_t *mx = json_copy(json_object_get(x, "metadata")), *my = json_copy(json_object_get(y, "metadata"));
-    bool eq = false;
-    if (x && y && mx && my) {
-        json_object_del(mx, "resourceVersion");
-        json_object_del(my, "resourceVersion");
-        json_object_set(x, "metadata", mx);
-        json_object_set(y, "metadata", my);
-        json_object_del(x, "status");
-        json_object_del(y, "status");
-        eq = json_equal(x, y);
-    }
-    json_decref(mx);
-    json_decref(my);
-    json_decref(x);
-    json_decref(y);
-    return eq;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
 }
+
+static uint64_t str_hash(const char *p, size_t n, uint64_t h)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return mix(h);
+}
+
+static uint64_t json_hash(const json_t *v, int depth, bool top)
+{
+    uint64_t h = 0xcbf29ce484222325ull + (uint64_t)json_typeof(v);
+    const char *k;
+    json_t *x;
+    size_t i;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        json_object_foreach((json_t *)v, k, x) {
+            if (top && !strcmp(k, "status")) continue;
+            if (depth == 1 && !strcmp(k, "resourceVersion")) continue;
+            bool meta = top && !strcmp(k, "metadata");
+            h += mix(str_hash(k, strlen(k), 0x9e3779b97f4a7c15ull) ^ json_hash(x, meta ? 1 : 2, false));
+        }
+        return mix(h);
+    case JSON_ARRAY:
+        json_array_foreach(v, i, x) h = mix(h * 31 + json_hash(x, 2, false));
+        return h;
+    case JSON_STRING: return str_hash(json_string_value(v), json_string_length(v), h);
+    case JSON_INTEGER: return mix(h ^ (uint64_t)json_integer_value(v));
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        uint64_t b;
+        memcpy(&b, &d, sizeof b);
+        return mix(h ^ b);
+    }
+    default: return mix(h);
+    }
+}
+
+/* Equal digests: equal apart from status and metadata.resourceVersion. */
+static uint64_t doc_digest(const json_t *doc) { return json_hash(doc, 0, true); }
 
 /* Puts a bound pod's resources into the cache, on the devices its annotation names. */
 static enum pstate account_bound(struct gs_sched_loop *l, struct entry *e)
@@ -270,10 +299,10 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
         gs_object_free(o);
         return;
     }
-    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && same_but_status(e->doc, doc) &&
+    uint64_t digest = doc_digest(doc);
+    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && e->digest == digest &&
                 !(e->state != P_DONE && pod_terminal(o->u.pod));
-    json_decref(e->doc);
-    e->doc = json_incref(doc);
+    e->digest = digest;
     e->rv = rv;
     if (keep) { /* status-only change: the scheduler's view of the pod is unchanged */
         gs_object_free(o);
@@ -331,8 +360,6 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
     if (ready && strcmp(ready, "True")) gs_cache_set_schedulable(l->cache, r, false);
     gs_object_free(e->obj);
     e->obj = o;
-    json_decref(e->doc);
-    e->doc = json_incref(doc);
     e->rv = rv;
     notify_all(l, fresh ? GS_EV_NODE_ADDED : GS_EV_NODE_UPDATED);
     /* Pods bound to this node before it was known can be accounted now. */
@@ -593,8 +620,8 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
         return;
     }
     e->state = P_BOUND;
-    json_decref(e->doc);
-    e->doc = m->out;
+    e->digest = doc_digest(m->out);
+    json_decref(m->out);
     e->rv = m->rv;
     gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->b.node, "devices", p->b.devices, NULL);
 }
