@@ -3,7 +3,8 @@
  *
  * State. One entry per pod and per node the loop knows, keyed by store key.
  * An entry keeps the decoded object the scheduler borrows (queue and cache
- * hold pointers into it) apart from the latest stored document and version:
+ * hold pointers into it) apart from a digest of the latest stored document
+ * (not the document: one copy of each pod is enough) and its version:
  * a change that only touches status updates the document and leaves the
  * decoded object where it is, so a queued pod keeps its place and a bound
  * pod's cache accounting stays put. Anything else about a queued pod
@@ -16,6 +17,7 @@
  * drops all state and loads again.
  */
 #include "control/sched_loop.h"
+#include "control/admission_loop.h" /* multi-tenant admission */
 #include "govern/metrics.h"  /* metrics hook */
 #include "govern/operator.h" /* GPU stack gate */
 
@@ -37,12 +39,12 @@
 #define CYCLES_PER_ROUND 512
 #define IDLE_WAIT_MS 50
 
-enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED };
+enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED, P_ADMIT /* held by admission */ };
 
 struct entry {
     char *key;             /* store key; also the map's key */
     struct gs_object *obj; /* decoded: borrowed by the scheduler */
-    json_t *doc;           /* latest stored document */
+    uint64_t digest;       /* of the latest stored document but its status and version (see doc_digest) */
     int64_t rv;
     enum pstate state;
     int sched;             /* profile index when queued */
@@ -75,6 +77,7 @@ struct gs_sched_loop {
     struct gs_cache *cache;
     struct gs_scheduler **scheds;
     size_t nsched;
+    struct gs_adm_loop *adm; /* admission in front of the queues (admission_loop.h) */
     struct gs__strmap pods, nodes, groups, nrts;
     int64_t rv;
     struct victim *victims;
@@ -84,6 +87,8 @@ struct gs_sched_loop {
     pthread_t th;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats */
+    struct pending_bind *pend; /* this round's bindings, written when it ends */
+    size_t npend;
     struct gs_sched_loop_stats st;
 };
 
@@ -148,7 +153,6 @@ static void entry_free(struct entry *e)
     if (e->nrt) gs_nrt_clear(e->nrt);
     free(e->nrt);
     gs_object_free(e->obj);
-    json_decref(e->doc);
     free(e->msg);
     free(e->key);
     free(e);
@@ -182,27 +186,56 @@ static bool pod_terminal(const struct gs_pod *p)
     return p->phase && (!strcmp(p->phase, "Succeeded") || !strcmp(p->phase, "Failed"));
 }
 
-/* Equal apart from status and resourceVersion. */
-static bool same_but_status(const json_t *a, const json_t *b)
+/* A hash of a JSON value; object members combine by sum so member order
+ * does not matter. A 64-bit digest instead of the document itself keeps a
+ * copy of every pod out of memory; a collision (2^-64) would only miss a
+ * requeue. */
+static uint64_t mix(uint64_t h)
 {
-    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
-    json_t *mx = json_copy(json_object_get(x, "metadata")), *my = json_copy(json_object_get(y, "metadata"));
-    bool eq = false;
-    if (x && y && mx && my) {
-        json_object_del(mx, "resourceVersion");
-        json_object_del(my, "resourceVersion");
-        json_object_set(x, "metadata", mx);
-        json_object_set(y, "metadata", my);
-        json_object_del(x, "status");
-        json_object_del(y, "status");
-        eq = json_equal(x, y);
-    }
-    json_decref(mx);
-    json_decref(my);
-    json_decref(x);
-    json_decref(y);
-    return eq;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
 }
+
+static uint64_t str_hash(const char *p, size_t n, uint64_t h)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return mix(h);
+}
+
+static uint64_t json_hash(const json_t *v, int depth, bool top)
+{
+    uint64_t h = 0xcbf29ce484222325ull + (uint64_t)json_typeof(v);
+    const char *k;
+    json_t *x;
+    size_t i;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        json_object_foreach((json_t *)v, k, x) {
+            if (top && !strcmp(k, "status")) continue;
+            if (depth == 1 && !strcmp(k, "resourceVersion")) continue;
+            bool meta = top && !strcmp(k, "metadata");
+            h += mix(str_hash(k, strlen(k), 0x9e3779b97f4a7c15ull) ^ json_hash(x, meta ? 1 : 2, false));
+        }
+        return mix(h);
+    case JSON_ARRAY:
+        json_array_foreach(v, i, x) h = mix(h * 31 + json_hash(x, 2, false));
+        return h;
+    case JSON_STRING: return str_hash(json_string_value(v), json_string_length(v), h);
+    case JSON_INTEGER: return mix(h ^ (uint64_t)json_integer_value(v));
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        uint64_t b;
+        memcpy(&b, &d, sizeof b);
+        return mix(h ^ b);
+    }
+    default: return mix(h);
+    }
+}
+
+/* Equal digests: equal apart from status and metadata.resourceVersion. */
+static uint64_t doc_digest(const json_t *doc) { return json_hash(doc, 0, true); }
 
 /* Puts a bound pod's resources into the cache, on the devices its annotation names. */
 static enum pstate account_bound(struct gs_sched_loop *l, struct entry *e)
@@ -227,6 +260,7 @@ static void pod_release(struct gs_sched_loop *l, struct entry *e)
 {
     char key[GS__KEY_MAX];
     gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
+    gs_adm_loop_pod_gone(l->adm, e->key); /* admission hook: quota released */
     if (e->state == P_QUEUED) gs_scheduler_delete_pod(l->scheds[e->sched], key);
     else if (e->state == P_BOUND && gs_cache_remove_pod(l->cache, key) == 0) notify_all(l, GS_EV_POD_DELETED);
 }
@@ -237,9 +271,14 @@ static void pod_place(struct gs_sched_loop *l, struct entry *e)
     const struct gs_pod *pod = e->obj->u.pod;
     int p;
     if (pod_terminal(pod)) e->state = P_DONE;
-    else if (pod->node_name) e->state = account_bound(l, e);
-    else if ((p = profile_of(l, pod)) < 0) e->state = P_OTHER;
-    else {
+    else if (pod->node_name) {
+        e->state = account_bound(l, e);
+        if (gs_adm_loop_wants(pod)) gs_adm_loop_pod_running(l->adm, e->key, pod); /* admission hook */
+    } else if ((p = profile_of(l, pod)) < 0) e->state = P_OTHER;
+    else if (gs_adm_loop_wants(pod) && gs_adm_loop_pod_add(l->adm, e->key, pod)) { /* admission hook */
+        e->sched = p;
+        e->state = P_ADMIT;
+    } else {
         e->sched = p;
         e->state = gs_scheduler_add_pod(l->scheds[p], pod) == 0 ? P_QUEUED : P_OTHER;
     }
@@ -271,10 +310,10 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
         gs_object_free(o);
         return;
     }
-    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && same_but_status(e->doc, doc) &&
+    uint64_t digest = doc_digest(doc);
+    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && e->digest == digest &&
                 !(e->state != P_DONE && pod_terminal(o->u.pod));
-    json_decref(e->doc);
-    e->doc = json_incref(doc);
+    e->digest = digest;
     e->rv = rv;
     if (keep) { /* status-only change: the scheduler's view of the pod is unchanged */
         gs_object_free(o);
@@ -333,8 +372,6 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
     if (ready && strcmp(ready, "True")) gs_cache_set_schedulable(l->cache, r, false);
     gs_object_free(e->obj);
     e->obj = o;
-    json_decref(e->doc);
-    e->doc = json_incref(doc);
     e->rv = rv;
     notify_all(l, fresh ? GS_EV_NODE_ADDED : GS_EV_NODE_UPDATED);
     /* Pods bound to this node before it was known can be accounted now. */
@@ -423,6 +460,12 @@ static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
 
 typedef void (*event_fn)(struct gs_sched_loop *, const char *, json_t *, int64_t, bool);
 
+/* Queue objects (ClusterQueue, LocalQueue, ResourceFlavor, Queue) go to admission. */
+static void queue_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
+{
+    gs_adm_loop_queue_event(l->adm, key, deleted ? NULL : doc, rv);
+}
+
 static const struct {
     const char *prefix;
     event_fn fn;
@@ -430,11 +473,19 @@ static const struct {
     {"nodes/", node_event},
     {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
     {"podgroups.scheduling.x-k8s.io/", group_event},
+    {"resourceflavors.kueue.x-k8s.io/", queue_event},
+    {"clusterqueues.kueue.x-k8s.io/", queue_event},
+    {"localqueues.kueue.x-k8s.io/", queue_event},
+    {"queues.scheduling.gpusched.io/", queue_event},
     {"pods/", pod_event},
 };
 
 static void apply_event(struct gs_sched_loop *l, const struct gs_store_event *ev)
 {
+    /* Our own binding writes come back here already applied: skip them unparsed. */
+    struct entry *e = ev->type != GS_STORE_DELETED && !strncmp(ev->key, "pods/", 5) ? gs__strmap_get(&l->pods, ev->key)
+                                                                                    : NULL;
+    if (e && ev->rv <= e->rv) return;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         if (strncmp(ev->key, kinds[k].prefix, strlen(kinds[k].prefix))) continue;
         json_t *doc = json_loads(ev->value, 0, NULL);
@@ -461,6 +512,8 @@ static int load_one(const char *key, json_t *obj, void *arg)
 
 static void drop_state(struct gs_sched_loop *l)
 {
+    gs_adm_loop_free(l->adm); /* before the pods it borrows */
+    l->adm = NULL;
     for (size_t i = 0; i < l->nsched; i++) gs_scheduler_free(l->scheds[i]);
     free(l->scheds);
     l->scheds = NULL;
@@ -481,11 +534,18 @@ static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reaso
 static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
                          const struct gs_assignment *a);
 
+static void adm_admitted(void *ctx, const char *key);
+static void adm_evict(void *ctx, const char *key, const char *by);
+
 static int build(struct gs_sched_loop *l, struct gs_diags *d)
 {
     l->cache = gs_cache_new(&l->clock);
     l->scheds = calloc(l->cfg->nprofiles, sizeof *l->scheds);
     if (!l->cache || !l->scheds) return GS_ENOMEM;
+    struct gs_adm_loop_opts ao = {.store = l->store, .cache = l->cache, .clock = &l->clock,
+                                  .profile = &l->cfg->profiles[0], .ctx = l,
+                                  .admitted = adm_admitted, .evict = adm_evict};
+    if (gs_adm_loop_new(&ao, &l->adm)) return GS_ENOMEM;
     for (size_t i = 0; i < l->cfg->nprofiles; i++) {
         struct gs_scheduler_opts so = {.profile = &l->cfg->profiles[i], .seed = l->seed,
                                        .hooks = {hook_bound, hook_rejected, hook_evicted, l}};
@@ -564,35 +624,68 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
     return arr;
 }
 
-static void write_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
+/*--- Binding writes, batched per round ---
+ *
+ * A round's bindings are queued and written together (gs_store_mutate_batch:
+ * one transaction) when the round ends. Until then a pod is only assumed in
+ * the cache, as between a cycle and its write before; nothing about it is
+ * visible outside the loop until the commit that stores it.
+ */
+
+struct pending_bind {
+    struct entry *e;
+    struct bind_ctx b;
+};
+
+static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct gs_store_mut *m)
 {
-    struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
-    const struct gs_pod *pod = e->obj->u.pod;
-    struct bind_ctx b = {l, pod->meta.uid, ni->name, "", NULL};
-    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, b.devices, sizeof b.devices);
-    b.status_devices = status_devices(ni->node, &c->a);
-    json_t *out = NULL;
-    int64_t rv = 0;
-    int err = gs_store_mutate(l->store, e->key, bind_fn, &b, &out, &rv);
-    json_decref(b.status_devices);
-    pthread_mutex_lock(&l->mu);
-    if (err) l->st.write_failures++;
-    else l->st.bound++;
-    pthread_mutex_unlock(&l->mu);
-    if (err) { /* the pod changed under us: forget the placement, the stream tells what happened */
+    struct entry *e = p->e;
+    json_decref(p->b.status_devices);
+    if (m->err) { /* the pod changed under us: forget the placement, the stream tells what happened */
         char key[GS__KEY_MAX];
-        gs_meta_key(&pod->meta, key, sizeof key);
+        gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
         gs_cache_remove_pod(l->cache, key);
         e->state = P_DETACHED;
         e->rv = 0; /* accept whatever comes next */
-        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(err), NULL);
+        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(m->err), NULL);
         return;
     }
     e->state = P_BOUND;
-    json_decref(e->doc);
-    e->doc = out;
-    e->rv = rv;
-    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", ni->name, "devices", b.devices, NULL);
+    e->digest = doc_digest(m->out);
+    json_decref(m->out);
+    e->rv = m->rv;
+    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->b.node, "devices", p->b.devices, NULL);
+}
+
+static void flush_bindings(struct gs_sched_loop *l)
+{
+    if (!l->npend) return;
+    struct gs_store_mut m[CYCLES_PER_ROUND];
+    for (size_t i = 0; i < l->npend; i++)
+        m[i] = (struct gs_store_mut){.key = l->pend[i].e->key, .fn = bind_fn, .arg = &l->pend[i].b};
+    gs_store_mutate_batch(l->store, m, l->npend);
+    uint64_t ok = 0;
+    for (size_t i = 0; i < l->npend; i++) {
+        ok += !m[i].err;
+        binding_done(l, &l->pend[i], &m[i]);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->st.bound += ok;
+    l->st.write_failures += l->npend - ok;
+    pthread_mutex_unlock(&l->mu);
+    l->npend = 0;
+}
+
+static void queue_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
+{
+    struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
+    const struct gs_pod *pod = e->obj->u.pod;
+    if (l->npend == CYCLES_PER_ROUND) flush_bindings(l); /* a round can overrun by a cycle per profile */
+    struct pending_bind *p = &l->pend[l->npend++];
+    p->e = e;
+    p->b = (struct bind_ctx){l, pod->meta.uid, ni->name, "", NULL};
+    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, p->b.devices, sizeof p->b.devices);
+    p->b.status_devices = status_devices(ni->node, &c->a);
 }
 
 struct cond_ctx {
@@ -646,7 +739,7 @@ static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assi
     struct entry *e = entry_of_pod(l, pod);
     if (!e || a->node < 0) return;
     struct gs_cycle_result c = {.pod = pod, .code = GS_SUCCESS, .a = *a};
-    write_binding(l, e, &c);
+    queue_binding(l, e, &c); /* written with the round's other bindings */
 }
 
 static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reason)
@@ -747,6 +840,17 @@ static void write_event(struct gs_sched_loop *l, const struct gs_pod *pod, const
 }
 
 /* Writes the evictions preemption chose in the last cycle. */
+/* Writes one eviction back (Failed or re-created, and the Event). */
+static void write_eviction(struct gs_sched_loop *l, struct entry *e, const char *preemptor)
+{
+    const struct gs_pod *pod = e->obj->u.pod;
+    struct evict_ctx c = {pod->meta.uid, preemptor, false};
+    char msg[GS__KEY_MAX + 64];
+    snprintf(msg, sizeof msg, "Preempted by pod %s", preemptor);
+    if (gs_store_mutate(l->store, e->key, evict_fn, &c, NULL, NULL) == 0) write_event(l, pod, "Preempted", msg);
+    gs_log(GS_LOG_INFO, "scheduler: preempted", "pod", e->key, "by", preemptor, NULL);
+}
+
 static void after_cycle(struct gs_sched_loop *l)
 {
     for (size_t i = 0; i < l->nvictims; i++) {
@@ -754,11 +858,7 @@ static void after_cycle(struct gs_sched_loop *l)
         struct entry *e = gs__strmap_get(&l->pods, v->key);
         if (e) {
             const struct gs_pod *pod = e->obj->u.pod;
-            struct evict_ctx c = {pod->meta.uid, v->preemptor, false};
-            char msg[GS__KEY_MAX + 64];
-            snprintf(msg, sizeof msg, "Preempted by pod %s", v->preemptor);
-            if (gs_store_mutate(l->store, v->key, evict_fn, &c, NULL, NULL) == 0) write_event(l, pod, "Preempted", msg);
-            gs_log(GS_LOG_INFO, "scheduler: preempted", "pod", v->key, "by", v->preemptor, NULL);
+            write_eviction(l, e, v->preemptor);
             /* The driver queued it again; the store's next version decides its fate. */
             char key[GS__KEY_MAX];
             gs_meta_key(&pod->meta, key, sizeof key);
@@ -772,11 +872,39 @@ static void after_cycle(struct gs_sched_loop *l)
     l->nvictims = 0;
 }
 
+/*--- Admission hooks (admission_loop.h) ---*/
+
+/* Admitted: the pod enters its scheduler's queue. */
+static void adm_admitted(void *ctx, const char *key)
+{
+    struct gs_sched_loop *l = ctx;
+    struct entry *e = gs__strmap_get(&l->pods, key);
+    if (!e || e->state != P_ADMIT) return;
+    e->state = gs_scheduler_add_pod(l->scheds[e->sched], e->obj->u.pod) == 0 ? P_QUEUED : P_OTHER;
+}
+
+/* Evicted by admission's reclaim or preemption: out of the scheduler, then
+ * written back like the scheduler's own preemption. */
+static void adm_evict(void *ctx, const char *key, const char *by)
+{
+    struct gs_sched_loop *l = ctx;
+    struct entry *e = gs__strmap_get(&l->pods, key);
+    if (!e) return;
+    char pkey[GS__KEY_MAX];
+    gs_meta_key(&e->obj->u.pod->meta, pkey, sizeof pkey);
+    if (e->state == P_QUEUED) gs_scheduler_delete_pod(l->scheds[e->sched], pkey);
+    else if (e->state == P_BOUND && gs_cache_remove_pod(l->cache, pkey) == 0) notify_all(l, GS_EV_POD_DELETED);
+    write_eviction(l, e, by);
+    e->state = P_OTHER; /* the store's next version decides its fate */
+    e->rv = 0;
+}
+
 /* Runs up to CYCLES_PER_ROUND cycles over the schedulers; returns how many ran. */
 static int schedule_round(struct gs_sched_loop *l)
 {
     int ran = 0;
     bool any = true;
+    if (gs_adm_loop_cycle(l->adm) > 0) ran++; /* admission first: what it admits is scheduled now */
     while (any && ran < CYCLES_PER_ROUND && !atomic_load(&l->stop)) {
         any = false;
         for (size_t i = 0; i < l->nsched; i++) {
@@ -791,10 +919,11 @@ static int schedule_round(struct gs_sched_loop *l)
             ran++;
             struct entry *e = entry_of_pod(l, c.pod);
             if (!e) continue;
-            if (c.code == GS_SUCCESS) write_binding(l, e, &c);
+            if (c.code == GS_SUCCESS) queue_binding(l, e, &c);
             else if (c.code != GS_WAIT && c.reason) write_unschedulable(l, e, c.reason);
         }
     }
+    flush_bindings(l);
     uint64_t qa = 0, qb = 0, qu = 0; /* queue depth for /metrics */
     for (size_t i = 0; i < l->nsched; i++) {
         const struct gs_sched_queue *q = gs_scheduler_queue(l->scheds[i]);
@@ -824,6 +953,7 @@ static int explain_text(struct gs_sched_loop *l, const char *ns, const char *nam
         else fprintf(f, "pod %s/%s is bound to %s\n", ns, name, pod->node_name ? pod->node_name : "?");
         return 0;
     }
+    if (e->state == P_ADMIT) return gs_adm_loop_explain(l->adm, e->key, f); /* waiting for admission */
     if (e->state != P_QUEUED) {
         fprintf(f, "pod %s/%s is not handled by this scheduler (schedulerName %s)\n", ns, name,
                 pod->scheduler_name ? pod->scheduler_name : GS_DEFAULT_SCHEDULER);
@@ -896,7 +1026,10 @@ static bool follow(struct gs_sched_loop *l, int wait_ms)
     size_t n = 0;
     int err = gs_store_events(l->store, &l->rv, NULL, wait_ms, &l->stop, &evs, &n);
     if (err == GS_ERANGE) return false;
-    for (size_t i = 0; i < n; i++) apply_event(l, &evs[i]);
+    for (size_t i = 0; i < n; i++) {
+        apply_event(l, &evs[i]);
+        flush_bindings(l); /* gang members an event released: written before the next event can touch them */
+    }
     gs_store_events_free(evs, n);
     return true;
 }
@@ -934,8 +1067,9 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     gs__strmap_init(&l->nrts);
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
-    int err = 0;
-    if (o->config) l->cfg = o->config;
+    l->pend = calloc(CYCLES_PER_ROUND, sizeof *l->pend);
+    int err = l->pend ? 0 : GS_ENOMEM;
+    if (err || o->config) l->cfg = o->config;
     else if (!(err = gs_sched_config_gpusched(&l->own))) l->cfg = &l->own;
     if (!err) err = build(l, d);
     if (!err && pthread_create(&l->th, NULL, loop_main, l)) err = GS_ENOMEM;
@@ -944,6 +1078,7 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
         gs_sched_config_free(&l->own);
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->cv);
+        free(l->pend);
         free(l);
         return err;
     }
@@ -965,6 +1100,7 @@ void gs_sched_loop_stop(struct gs_sched_loop *l)
     gs_sched_config_free(&l->own);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
+    free(l->pend);
     free(l);
 }
 

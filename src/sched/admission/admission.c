@@ -455,6 +455,23 @@ int gs_admission_finish(struct gs_admission *a, int32_t id)
 
 void gs_admission_capacity_changed(struct gs_admission *a) { a->release_seq++; }
 
+/* Restoring state (a server rebuilding admission from a running cluster):
+ * the workload already runs, so its quota is reserved without the checks,
+ * on the first flavors that fit now, else that fit at all, else the first. */
+int gs_admission_restore(struct gs_admission *a, int32_t id)
+{
+    if (id < 0 || (size_t)id >= a->n) return GS_ENOENT;
+    struct gs_workload *w = a->w[id];
+    if (w->state != GS_WL_PENDING) return GS_ESTATE;
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    int8_t flav[GS_QT_MAX_GROUPS] = {0};
+    if (!choose_flavors(a, w, flav, false, 0, NULL) && !choose_flavors(a, w, flav, true, 0, NULL))
+        for (int g = 0; g < n->ngroups; g++) flav[g] = (int8_t)n->groups[g].flavors[0];
+    admit(a, w, flav);
+    a->adm.n--; /* not reported by the next cycle: the caller already runs it */
+    return 0;
+}
+
 /*--- Victim simulation ---*/
 
 struct removed {

@@ -174,6 +174,9 @@ int gs_admission_finish(struct gs_admission *a, int32_t id);
 int gs_admission_pod_finished(struct gs_admission *a, int32_t id, const struct gs_pod *pod);
 /* Nodes were added or freed outside admission's knowledge: retry everyone. */
 void gs_admission_capacity_changed(struct gs_admission *a);
+/* Marks a pending workload admitted without checks (it already runs: a
+ * server rebuilding its admission state). 0, GS_ENOENT or GS_ESTATE. */
+int gs_admission_restore(struct gs_admission *a, int32_t id);
 
 const struct gs_workload *gs_admission_workload(const struct gs_admission *a, int32_t id);
 int32_t gs_admission_find(const struct gs_admission *a, const char *key);

@@ -1,0 +1,93 @@
+"""Multi-tenant admission in the server, end to end under `gpusched up`:
+pods labelled kueue.x-k8s.io/queue-name wait for quota in their
+ClusterQueue (condition QuotaReserved=False with the reason) before they are
+scheduled, run once admitted, and give the quota back when they finish; a
+pod naming an unknown LocalQueue waits with a clear reason; unlabelled pods
+are unaffected."""
+import json
+
+import pytest
+
+from stack import Stack, phase, pod_manifest, wait_for
+
+MOCK = "1x8xH100-80GB"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+@pytest.fixture(scope="module")
+def stack(gpusched_bin, tmp_path_factory):
+    s = Stack(gpusched_bin, tmp_path_factory.mktemp("stack_admission"))
+    s.up(MOCK)
+    apply(s,
+          {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}},
+          {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "team-a-cq"},
+           "spec": {"namespaceSelector": {}, "resourceGroups": [
+               {"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": "default-flavor",
+                             "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 4}]}]}]}},
+          {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+           "metadata": {"name": "team-a", "namespace": "default"}, "spec": {"clusterQueue": "team-a-cq"}})
+    yield s
+    rc = s.stop("up")
+    assert rc == 0, s.log("up")
+
+
+def apply(stack, *docs):
+    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
+
+
+def queued_pod(name, cmd, gpus, queue):
+    p = pod_manifest(name, cmd, gpus=gpus)
+    p["metadata"]["labels"] = {QUEUE_LABEL: queue}
+    return p
+
+
+def node_of(stack, name):
+    return ((stack.pod(name) or {}).get("spec") or {}).get("nodeName")
+
+
+def condition(stack, name, ctype):
+    p = stack.pod(name) or {}
+    return {c["type"]: c for c in (p.get("status") or {}).get("conditions", [])}.get(ctype)
+
+
+def test_second_job_waits_for_quota_then_runs(stack):
+    apply(stack, queued_pod("qa-1", "sleep 4", 4, "team-a"))
+    wait_for(lambda: node_of(stack, "qa-1"), 20, "the first job to bind")
+    assert condition(stack, "qa-1", "QuotaReserved")["status"] == "True"
+    apply(stack, queued_pod("qa-2", "sleep 1", 4, "team-a"))
+
+    def waiting():
+        c = condition(stack, "qa-2", "QuotaReserved")
+        return c if c and c["status"] == "False" else None
+    cond = wait_for(waiting, 20, "QuotaReserved=False on the second job")
+    assert cond["reason"] == "Pending"
+    assert "team-a-cq" in cond["message"] and "nvidia.com/gpu" in cond["message"], cond
+    # The node has 8 GPUs: only the quota keeps it off.
+    assert not node_of(stack, "qa-2")
+    ex = stack.cli("explain", "qa-2")
+    assert ex.returncode == 0, ex.stderr
+    assert "waiting for admission" in ex.stdout and "position in line: 1" in ex.stdout, ex.stdout
+    wait_for(lambda: phase(stack.pod("qa-1")) == "Succeeded", 30, "the first job to finish")
+    wait_for(lambda: node_of(stack, "qa-2"), 20, "the second job to be admitted and bound")
+    assert condition(stack, "qa-2", "QuotaReserved")["status"] == "True"
+    wait_for(lambda: phase(stack.pod("qa-2")) == "Succeeded", 30, "the second job to finish")
+
+
+def test_unknown_local_queue_waits_with_reason(stack):
+    apply(stack, queued_pod("qx", "sleep 1", 1, "no-such-queue"))
+
+    def waiting():
+        c = condition(stack, "qx", "QuotaReserved")
+        return c if c and c["status"] == "False" else None
+    cond = wait_for(waiting, 20, "QuotaReserved=False on the pod in an unknown queue")
+    assert cond["reason"] == "UnknownQueue" and "no-such-queue" in cond["message"], cond
+    assert not node_of(stack, "qx")
+    stack.cli("delete", "pod", "qx", check=False)
+
+
+def test_unlabelled_pod_unaffected(stack):
+    apply(stack, pod_manifest("plain", "sleep 1", gpus=6))
+    wait_for(lambda: node_of(stack, "plain"), 20, "the unlabelled pod to bind")
+    assert condition(stack, "plain", "QuotaReserved") is None
+    wait_for(lambda: phase(stack.pod("plain")) == "Succeeded", 30, "the unlabelled pod to finish")
