@@ -100,6 +100,17 @@ part1() {
     echo "== gpusched get pods -A -o wide (GPUS: the devices the scheduler chose)"
     "$BIN" get pods -A -o wide
     echo
+    echo "== admission: the tenant jobs' queue and QuotaReserved condition (see docs/QUEUES.md)"
+    pods_json | "$PY" -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    q = (p["metadata"].get("labels") or {}).get("kueue.x-k8s.io/queue-name")
+    if not q:
+        continue
+    c = {c["type"]: c for c in p.get("status", {}).get("conditions", [])}.get("QuotaReserved", {})
+    print("  %-22s queue %-8s QuotaReserved=%s (%s)" % (p["metadata"]["namespace"] + "/" + p["metadata"]["name"], q,
+          c.get("status", "?"), c.get("message", "")))'
+    echo
     echo "== each pod's log: the GPUs its process saw"
     pods_json | "$PY" -c '
 import json, sys
