@@ -62,7 +62,10 @@ def test_second_job_waits_for_quota_then_runs(stack):
         return c if c and c["status"] == "False" else None
     cond = wait_for(waiting, 20, "QuotaReserved=False on the second job")
     assert cond["reason"] == "Pending"
-    assert "team-a-cq" in cond["message"] and "nvidia.com/gpu" in cond["message"], cond
+    assert cond["message"] == ("waiting for quota in ClusterQueue team-a-cq: nvidia.com/gpu 4 > 0 available"
+                               " (flavor default-flavor)"), cond
+    desc = stack.cli("describe", "pod", "qa-2")
+    assert "QuotaReserved" in desc.stdout and "nvidia.com/gpu 4 > 0 available" in desc.stdout, desc.stdout
     # The node has 8 GPUs: only the quota keeps it off.
     assert not node_of(stack, "qa-2")
     ex = stack.cli("explain", "qa-2")

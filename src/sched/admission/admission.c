@@ -718,6 +718,13 @@ static bool would_borrow(const struct gs_admission *a, int32_t leaf, const int64
     return false;
 }
 
+static void milli_text(int64_t v, char *buf, size_t len)
+{
+    if (v == GS_QT_UNLIMITED) snprintf(buf, len, "unlimited");
+    else if (v % 1000 == 0) snprintf(buf, len, "%lld", (long long)(v / 1000));
+    else snprintf(buf, len, "%.3f", (double)v / 1000.0);
+}
+
 static void quota_reason(struct gs_admission *a, struct gs_workload *w)
 {
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
@@ -727,9 +734,12 @@ static void quota_reason(struct gs_admission *a, struct gs_workload *w)
     request(a, w, flav, req);
     int bad = 0;
     gs_quota_fits(&a->q, w->queue, req, &bad);
-    snprintf(w->reason, sizeof w->reason, "waiting for quota: %s on flavor %s: want %lld, available %lld in %s",
-             res_name(a, bad), a->t->flavors[bad / GS_QT_MAX_RES].name, (long long)req[bad],
-             (long long)gs_quota_available(&a->q, w->queue, bad), n->name);
+    char want[32], avail[32]; /* in the resource's own units, as a manifest writes them */
+    milli_text(req[bad], want, sizeof want);
+    milli_text(gs_quota_available(&a->q, w->queue, bad), avail, sizeof avail);
+    snprintf(w->reason, sizeof w->reason, "waiting for quota in %s %s: %s %s > %s available (flavor %s)",
+             n->kind == GS_QT_CLUSTERQUEUE ? "ClusterQueue" : "queue", n->name, res_name(a, bad), want, avail,
+             a->t->flavors[bad / GS_QT_MAX_RES].name);
 }
 
 /* 1 admitted, 0 not, or an error. */
