@@ -26,6 +26,10 @@
  * that preemption evicts are marked Failed, reason Preempted
  * (restartPolicy Never) or re-created unbound under a new uid, with an
  * Event "Preempted" either way.
+ *
+ * Pods labelled kueue.x-k8s.io/queue-name pass admission first
+ * (admission_loop.h): they enter the queue only once their ClusterQueue or
+ * Queue has quota for them, and carry the condition QuotaReserved.
  */
 #ifndef GS_CONTROL_SCHED_LOOP_H
 #define GS_CONTROL_SCHED_LOOP_H
