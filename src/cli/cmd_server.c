@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* In src/control/bench.c, which is always part of the library. */
 int gs__server_bench(int argc, char **argv);
-#pragma weak gs__server_bench
 
 static void usage(FILE *f)
 {
@@ -82,13 +82,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, const char **p
 int gs_cmd_server(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--bench")) {
-            if (!gs__server_bench) {
-                fprintf(stderr, "gpusched server: --bench is not built in\n");
-                return 2;
-            }
-            return gs__server_bench(argc, argv);
-        }
+        if (!strcmp(argv[i], "--bench")) return gs__server_bench(argc, argv);
     struct gs_server_opts o = {0};
     const char *port_file = NULL;
     int rc = parse(argc, argv, &o, &port_file);

@@ -579,9 +579,12 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         {MHD_OPTION_HTTPS_MEM_CERT, 0, o->tls ? o->tls->cert_pem : NULL},
         {MHD_OPTION_END, 0, NULL},
     };
+    /* The connection pool holds only headers and the read buffer (bodies are
+     * copied out, see append_body); libmicrohttpd zeroes it between requests,
+     * so a large one costs every request on a kept-alive connection. */
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, 0u,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 * 1024, MHD_OPTION_ARRAY,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_ARRAY,
                             o->tls ? tls_opts : tls_opts + 2, MHD_OPTION_END);
     if (!s->d) {
         gs_log(GS_LOG_ERROR, "api: libmicrohttpd failed to start", NULL);

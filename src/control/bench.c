@@ -10,7 +10,8 @@
  *     in-server scheduler binding them through the store; pods bound per
  *     second from the first create to the last binding;
  *  4. memory: 5,000 nodes and 50,000 pods written to the store and loaded by
- *     the scheduler; the process's resident set size.
+ *     the scheduler; the process's resident set size, with the server's
+ *     default change-stream ring (as `gpusched server` runs).
  * Each phase uses a fresh data directory under --dir (default /tmp).
  */
 #include "control/apiserver.h"
@@ -34,6 +35,7 @@ int gs__server_bench(int argc, char **argv);
 struct bopts {
     int nodes, pods, clients, watchers, rss_nodes, rss_pods;
     const char *dir;
+    const char *only; /* one phase ("api", "e2e", "rss") or NULL for all */
     bool sync_full;
 };
 
@@ -50,13 +52,15 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
     return remove(p);
 }
 
-static struct gs_server *start(const struct bopts *b, char *dir, size_t len, bool sched)
+/* ring: change-stream events held (0: the server's default). The API and
+ * end-to-end phases hold every change so no watcher has to relist mid-run. */
+static struct gs_server *start(const struct bopts *b, char *dir, size_t len, bool sched, size_t ring)
 {
     snprintf(dir, len, "%s/gs-bench-XXXXXX", b->dir);
     if (!mkdtemp(dir)) return NULL;
     struct gs_server_opts o = {.data_dir = dir, .listen = "127.0.0.1:0", .insecure = true, .no_auth = true,
                                .no_scheduler = !sched, .qps = -1, .sync_full = b->sync_full,
-                               .ring_events = 200000};
+                               .ring_events = ring};
     struct gs_server *s = NULL;
     struct gs_diags d = {0};
     gs_server_start(&o, &s, &d);
@@ -188,14 +192,14 @@ static void *watch_pods(void *arg)
 static void phase_api(const struct bopts *b)
 {
     char dir[512];
-    struct gs_server *s = start(b, dir, sizeof dir, false);
+    struct gs_server *s = start(b, dir, sizeof dir, false, 200000);
     if (!s) return;
     int fail = 0;
     double t = create_all(gs_server_url(s), b->pods, b->clients, 0, &fail);
     printf("creates      %d pods, %d clients: %.0f pods/s (%d failed)\n", b->pods, b->clients, b->pods / t, fail);
     stop(s, dir);
 
-    s = start(b, dir, sizeof dir, false);
+    s = start(b, dir, sizeof dir, false, 200000);
     if (!s) return;
     int nw = b->watchers > 256 ? 256 : b->watchers;
     struct watcher *w = calloc((size_t)nw, sizeof *w);
@@ -242,7 +246,7 @@ static void wait_bound(struct gs_server *s, uint64_t want, double limit_s)
 static void phase_e2e(const struct bopts *b)
 {
     char dir[512];
-    struct gs_server *s = start(b, dir, sizeof dir, true);
+    struct gs_server *s = start(b, dir, sizeof dir, true, 200000);
     if (!s) return;
     struct gs_store *st = gs_server_store(s);
     for (int i = 0; i < b->nodes; i++) {
@@ -281,7 +285,7 @@ static void phase_rss(const struct bopts *b)
 {
     char dir[512];
     long before = rss_kib();
-    struct gs_server *s = start(b, dir, sizeof dir, true);
+    struct gs_server *s = start(b, dir, sizeof dir, true, 0);
     if (!s) return;
     struct gs_store *st = gs_server_store(s);
     double t0 = now_s();
@@ -319,7 +323,8 @@ int gs__server_bench(int argc, char **argv)
         {"pods", required_argument, 0, 'p'},   {"clients", required_argument, 0, 'c'},
         {"watchers", required_argument, 0, 'w'}, {"rss-nodes", required_argument, 0, 'N'},
         {"rss-pods", required_argument, 0, 'P'}, {"dir", required_argument, 0, 'd'},
-        {"sync", required_argument, 0, 's'},   {"help", no_argument, 0, 'h'},
+        {"sync", required_argument, 0, 's'},   {"only", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -335,17 +340,20 @@ int gs__server_bench(int argc, char **argv)
         case 'P': b.rss_pods = atoi(optarg); break;
         case 'd': b.dir = optarg; break;
         case 's': b.sync_full = !strcmp(optarg, "full"); break;
+        case 'o': b.only = optarg; break;
         case 'h':
             printf("usage: gpusched server --bench [--nodes 100] [--pods 20000] [--clients 8] [--watchers 50]\n"
-                   "       [--rss-nodes 5000] [--rss-pods 50000] [--dir /tmp] [--sync normal|full]\n");
+                   "       [--rss-nodes 5000] [--rss-pods 50000] [--dir /tmp] [--sync normal|full]\n"
+                   "       [--only api|e2e|rss]\n");
             return 0;
         default: return 2;
         }
     }
     gs_log_set_level(GS_LOG_WARN);
     printf("gpusched server --bench (sync=%s)\n", b.sync_full ? "full" : "normal");
-    phase_api(&b);
-    phase_e2e(&b);
-    if (b.rss_nodes > 0) phase_rss(&b);
+    bool all = !b.only;
+    if (all || !strcmp(b.only, "api")) phase_api(&b);
+    if (all || !strcmp(b.only, "e2e")) phase_e2e(&b);
+    if (b.rss_nodes > 0 && (all || !strcmp(b.only, "rss"))) phase_rss(&b);
     return 0;
 }

@@ -3,7 +3,8 @@
  *
  * State. One entry per pod and per node the loop knows, keyed by store key.
  * An entry keeps the decoded object the scheduler borrows (queue and cache
- * hold pointers into it) apart from the latest stored document and version:
+ * hold pointers into it) apart from a digest of the latest stored document
+ * (not the document: one copy of each pod is enough) and its version:
  * a change that only touches status updates the document and leaves the
  * decoded object where it is, so a queued pod keeps its place and a bound
  * pod's cache accounting stays put. Anything else about a queued pod
@@ -42,7 +43,7 @@ enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED };
 struct entry {
     char *key;             /* store key; also the map's key */
     struct gs_object *obj; /* decoded: borrowed by the scheduler */
-    json_t *doc;           /* latest stored document */
+    uint64_t digest;       /* of the latest stored document but its status and version (see doc_digest) */
     int64_t rv;
     enum pstate state;
     int sched;             /* profile index when queued */
@@ -84,6 +85,8 @@ struct gs_sched_loop {
     pthread_t th;
     atomic_bool stop;
     pthread_mutex_t mu; /* stats */
+    struct pending_bind *pend; /* this round's bindings, written when it ends */
+    size_t npend;
     struct gs_sched_loop_stats st;
 };
 
@@ -148,7 +151,6 @@ static void entry_free(struct entry *e)
     if (e->nrt) gs_nrt_clear(e->nrt);
     free(e->nrt);
     gs_object_free(e->obj);
-    json_decref(e->doc);
     free(e->msg);
     free(e->key);
     free(e);
@@ -182,27 +184,56 @@ static bool pod_terminal(const struct gs_pod *p)
     return p->phase && (!strcmp(p->phase, "Succeeded") || !strcmp(p->phase, "Failed"));
 }
 
-/* Equal apart from status and resourceVersion. */
-static bool same_but_status(const json_t *a, const json_t *b)
+/* A hash of a JSON value; object members combine by sum so member order
+ * does not matter. A 64-bit digest instead of the document itself keeps a
+ * copy of every pod out of memory; a collision (2^-64) would only miss a
+ * requeue. */
+static uint64_t mix(uint64_t h)
 {
-    json_t *x = json_copy((json_t *)a), *y = json_copy((json_t *)b);
-    json_t *mx = json_copy(json_object_get(x, "metadata")), *my = json_copy(json_object_get(y, "metadata"));
-    bool eq = false;
-    if (x && y && mx && my) {
-        json_object_del(mx, "resourceVersion");
-        json_object_del(my, "resourceVersion");
-        json_object_set(x, "metadata", mx);
-        json_object_set(y, "metadata", my);
-        json_object_del(x, "status");
-        json_object_del(y, "status");
-        eq = json_equal(x, y);
-    }
-    json_decref(mx);
-    json_decref(my);
-    json_decref(x);
-    json_decref(y);
-    return eq;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
 }
+
+static uint64_t str_hash(const char *p, size_t n, uint64_t h)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return mix(h);
+}
+
+static uint64_t json_hash(const json_t *v, int depth, bool top)
+{
+    uint64_t h = 0xcbf29ce484222325ull + (uint64_t)json_typeof(v);
+    const char *k;
+    json_t *x;
+    size_t i;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        json_object_foreach((json_t *)v, k, x) {
+            if (top && !strcmp(k, "status")) continue;
+            if (depth == 1 && !strcmp(k, "resourceVersion")) continue;
+            bool meta = top && !strcmp(k, "metadata");
+            h += mix(str_hash(k, strlen(k), 0x9e3779b97f4a7c15ull) ^ json_hash(x, meta ? 1 : 2, false));
+        }
+        return mix(h);
+    case JSON_ARRAY:
+        json_array_foreach(v, i, x) h = mix(h * 31 + json_hash(x, 2, false));
+        return h;
+    case JSON_STRING: return str_hash(json_string_value(v), json_string_length(v), h);
+    case JSON_INTEGER: return mix(h ^ (uint64_t)json_integer_value(v));
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        uint64_t b;
+        memcpy(&b, &d, sizeof b);
+        return mix(h ^ b);
+    }
+    default: return mix(h);
+    }
+}
+
+/* Equal digests: equal apart from status and metadata.resourceVersion. */
+static uint64_t doc_digest(const json_t *doc) { return json_hash(doc, 0, true); }
 
 /* Puts a bound pod's resources into the cache, on the devices its annotation names. */
 static enum pstate account_bound(struct gs_sched_loop *l, struct entry *e)
@@ -271,10 +302,10 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
         gs_object_free(o);
         return;
     }
-    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && same_but_status(e->doc, doc) &&
+    uint64_t digest = doc_digest(doc);
+    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && e->digest == digest &&
                 !(e->state != P_DONE && pod_terminal(o->u.pod));
-    json_decref(e->doc);
-    e->doc = json_incref(doc);
+    e->digest = digest;
     e->rv = rv;
     if (keep) { /* status-only change: the scheduler's view of the pod is unchanged */
         gs_object_free(o);
@@ -333,8 +364,6 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
     if (ready && strcmp(ready, "True")) gs_cache_set_schedulable(l->cache, r, false);
     gs_object_free(e->obj);
     e->obj = o;
-    json_decref(e->doc);
-    e->doc = json_incref(doc);
     e->rv = rv;
     notify_all(l, fresh ? GS_EV_NODE_ADDED : GS_EV_NODE_UPDATED);
     /* Pods bound to this node before it was known can be accounted now. */
@@ -435,6 +464,10 @@ static const struct {
 
 static void apply_event(struct gs_sched_loop *l, const struct gs_store_event *ev)
 {
+    /* Our own binding writes come back here already applied: skip them unparsed. */
+    struct entry *e = ev->type != GS_STORE_DELETED && !strncmp(ev->key, "pods/", 5) ? gs__strmap_get(&l->pods, ev->key)
+                                                                                    : NULL;
+    if (e && ev->rv <= e->rv) return;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         if (strncmp(ev->key, kinds[k].prefix, strlen(kinds[k].prefix))) continue;
         json_t *doc = json_loads(ev->value, 0, NULL);
@@ -564,35 +597,68 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
     return arr;
 }
 
-static void write_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
+/*--- Binding writes, batched per round ---
+ *
+ * A round's bindings are queued and written together (gs_store_mutate_batch:
+ * one transaction) when the round ends. Until then a pod is only assumed in
+ * the cache, as between a cycle and its write before; nothing about it is
+ * visible outside the loop until the commit that stores it.
+ */
+
+struct pending_bind {
+    struct entry *e;
+    struct bind_ctx b;
+};
+
+static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct gs_store_mut *m)
 {
-    struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
-    const struct gs_pod *pod = e->obj->u.pod;
-    struct bind_ctx b = {l, pod->meta.uid, ni->name, "", NULL};
-    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, b.devices, sizeof b.devices);
-    b.status_devices = status_devices(ni->node, &c->a);
-    json_t *out = NULL;
-    int64_t rv = 0;
-    int err = gs_store_mutate(l->store, e->key, bind_fn, &b, &out, &rv);
-    json_decref(b.status_devices);
-    pthread_mutex_lock(&l->mu);
-    if (err) l->st.write_failures++;
-    else l->st.bound++;
-    pthread_mutex_unlock(&l->mu);
-    if (err) { /* the pod changed under us: forget the placement, the stream tells what happened */
+    struct entry *e = p->e;
+    json_decref(p->b.status_devices);
+    if (m->err) { /* the pod changed under us: forget the placement, the stream tells what happened */
         char key[GS__KEY_MAX];
-        gs_meta_key(&pod->meta, key, sizeof key);
+        gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
         gs_cache_remove_pod(l->cache, key);
         e->state = P_DETACHED;
         e->rv = 0; /* accept whatever comes next */
-        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(err), NULL);
+        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(m->err), NULL);
         return;
     }
     e->state = P_BOUND;
-    json_decref(e->doc);
-    e->doc = out;
-    e->rv = rv;
-    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", ni->name, "devices", b.devices, NULL);
+    e->digest = doc_digest(m->out);
+    json_decref(m->out);
+    e->rv = m->rv;
+    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->b.node, "devices", p->b.devices, NULL);
+}
+
+static void flush_bindings(struct gs_sched_loop *l)
+{
+    if (!l->npend) return;
+    struct gs_store_mut m[CYCLES_PER_ROUND];
+    for (size_t i = 0; i < l->npend; i++)
+        m[i] = (struct gs_store_mut){.key = l->pend[i].e->key, .fn = bind_fn, .arg = &l->pend[i].b};
+    gs_store_mutate_batch(l->store, m, l->npend);
+    uint64_t ok = 0;
+    for (size_t i = 0; i < l->npend; i++) {
+        ok += !m[i].err;
+        binding_done(l, &l->pend[i], &m[i]);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->st.bound += ok;
+    l->st.write_failures += l->npend - ok;
+    pthread_mutex_unlock(&l->mu);
+    l->npend = 0;
+}
+
+static void queue_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
+{
+    struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
+    const struct gs_pod *pod = e->obj->u.pod;
+    if (l->npend == CYCLES_PER_ROUND) flush_bindings(l); /* a round can overrun by a cycle per profile */
+    struct pending_bind *p = &l->pend[l->npend++];
+    p->e = e;
+    p->b = (struct bind_ctx){l, pod->meta.uid, ni->name, "", NULL};
+    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, p->b.devices, sizeof p->b.devices);
+    p->b.status_devices = status_devices(ni->node, &c->a);
 }
 
 struct cond_ctx {
@@ -646,7 +712,7 @@ static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assi
     struct entry *e = entry_of_pod(l, pod);
     if (!e || a->node < 0) return;
     struct gs_cycle_result c = {.pod = pod, .code = GS_SUCCESS, .a = *a};
-    write_binding(l, e, &c);
+    queue_binding(l, e, &c); /* written with the round's other bindings */
 }
 
 static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reason)
@@ -791,7 +857,7 @@ static int schedule_round(struct gs_sched_loop *l)
             ran++;
             struct entry *e = entry_of_pod(l, c.pod);
             if (!e) continue;
-            if (c.code == GS_SUCCESS) write_binding(l, e, &c);
+            if (c.code == GS_SUCCESS) queue_binding(l, e, &c);
             else if (c.code != GS_WAIT && c.reason) write_unschedulable(l, e, c.reason);
         }
     }
@@ -801,6 +867,7 @@ static int schedule_round(struct gs_sched_loop *l)
         qa += gs_sched_queue_active_len(q), qb += gs_sched_queue_backoff_len(q);
         qu += gs_sched_queue_unschedulable_len(q);
     }
+    flush_bindings(l);
     pthread_mutex_lock(&l->mu);
     l->st.attempts += (uint64_t)ran;
     l->st.queue_active = qa, l->st.queue_backoff = qb, l->st.queue_unschedulable = qu;
@@ -896,7 +963,10 @@ static bool follow(struct gs_sched_loop *l, int wait_ms)
     size_t n = 0;
     int err = gs_store_events(l->store, &l->rv, NULL, wait_ms, &l->stop, &evs, &n);
     if (err == GS_ERANGE) return false;
-    for (size_t i = 0; i < n; i++) apply_event(l, &evs[i]);
+    for (size_t i = 0; i < n; i++) {
+        apply_event(l, &evs[i]);
+        flush_bindings(l); /* gang members an event released: written before the next event can touch them */
+    }
     gs_store_events_free(evs, n);
     return true;
 }
@@ -934,8 +1004,9 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     gs__strmap_init(&l->nrts);
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
-    int err = 0;
-    if (o->config) l->cfg = o->config;
+    l->pend = calloc(CYCLES_PER_ROUND, sizeof *l->pend);
+    int err = l->pend ? 0 : GS_ENOMEM;
+    if (err || o->config) l->cfg = o->config;
     else if (!(err = gs_sched_config_gpusched(&l->own))) l->cfg = &l->own;
     if (!err) err = build(l, d);
     if (!err && pthread_create(&l->th, NULL, loop_main, l)) err = GS_ENOMEM;
@@ -944,6 +1015,7 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
         gs_sched_config_free(&l->own);
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->cv);
+        free(l->pend);
         free(l);
         return err;
     }
@@ -965,6 +1037,7 @@ void gs_sched_loop_stop(struct gs_sched_loop *l)
     gs_sched_config_free(&l->own);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
+    free(l->pend);
     free(l);
 }
 

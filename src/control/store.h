@@ -28,6 +28,7 @@
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum gs_store_ev { GS_STORE_ADDED, GS_STORE_MODIFIED, GS_STORE_DELETED };
@@ -49,6 +50,20 @@ void gs_store_events_free(struct gs_store_event *ev, size_t n);
 #define GS_STORE_UNCHANGED 1
 typedef int (*gs_store_mutate_fn)(json_t *cur, json_t **out, void *arg);
 
+/* One request of gs_store_mutate_batch: key, fn and arg in; out (a new
+ * reference or NULL), rv and err (what gs_store_mutate would have returned)
+ * out. next_ and done_ are the store's. */
+struct gs_store_mut {
+    const char *key;
+    gs_store_mutate_fn fn;
+    void *arg;
+    json_t *out;
+    int64_t rv;
+    int err;
+    struct gs_store_mut *next_;
+    bool done_;
+};
+
 /* Called by gs_store_list for each object in key order; nonzero stops. */
 typedef int (*gs_store_list_fn)(const char *key, json_t *obj, void *arg);
 
@@ -64,6 +79,7 @@ struct gs_store_vtbl {
     int (*create)(struct gs_store *s, const char *key, json_t *obj, int64_t *rv);
     int (*update)(struct gs_store *s, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv);
     int (*mutate)(struct gs_store *s, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
+    int (*mutate_batch)(struct gs_store *s, struct gs_store_mut *m, size_t n); /* NULL: one mutate each */
     int (*remove)(struct gs_store *s, const char *key, int64_t expect_rv, json_t **old, int64_t *rv);
     int (*get)(struct gs_store *s, const char *key, json_t **obj, int64_t *rv);
     int (*list)(struct gs_store *s, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *rv);
@@ -94,6 +110,20 @@ static inline int gs_store_update(struct gs_store *s, const char *key, json_t *o
 static inline int gs_store_mutate(struct gs_store *s, const char *key, gs_store_mutate_fn fn, void *arg,
                                   json_t **out, int64_t *rv)
 { return s->v->mutate(s, key, fn, arg, out, rv); }
+/* Several read-modify-writes applied in order, committed together: each is
+ * acknowledged (its err and out set, its event visible) only after the one
+ * commit that stores it, so a crash loses none that was reported done. A
+ * failed fn affects only its own request; a failed commit fails them all
+ * (returned: GS_EIO or GS_ENOMEM; else 0, with per-request codes in err). */
+static inline int gs_store_mutate_batch(struct gs_store *s, struct gs_store_mut *m, size_t n)
+{
+    if (s->v->mutate_batch) return s->v->mutate_batch(s, m, n);
+    for (size_t i = 0; i < n; i++) {
+        m[i].out = NULL;
+        m[i].err = s->v->mutate(s, m[i].key, m[i].fn, m[i].arg, &m[i].out, &m[i].rv);
+    }
+    return 0;
+}
 /* Deletes key when its version is expect_rv (0: any). *old (may be NULL) gets the last state. */
 static inline int gs_store_delete(struct gs_store *s, const char *key, int64_t expect_rv, json_t **old, int64_t *rv)
 { return s->v->remove(s, key, expect_rv, old, rv); }

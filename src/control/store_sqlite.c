@@ -42,6 +42,11 @@ struct sq_store {
     struct gs_store base;
     sqlite3 *w, *r;
     pthread_mutex_t wmu, rmu;
+    /* Group commit queue (see submit). */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    struct gs_store_mut *qhead, *qtail;
+    bool leader;
     sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
     int64_t rv; /* under wmu and emu for writes; read under either */
     /* Event ring. */
@@ -258,12 +263,13 @@ static int write_row(struct sq_store *s, enum wop op, const char *key, json_t *o
         sqlite3_bind_int64(st, 2, nrv);
         sqlite3_bind_text(st, 3, *text, -1, SQLITE_STATIC);
     }
-    int err = step_done(s->w, st, "write");
-    if (!err) {
-        sqlite3_bind_int64(s->w_rv, 1, nrv);
-        err = step_done(s->w, s->w_rv, "counter");
-    }
-    return err;
+    return step_done(s->w, st, "write");
+}
+
+static int write_counter(struct sq_store *s, int64_t nrv)
+{
+    sqlite3_bind_int64(s->w_rv, 1, nrv);
+    return step_done(s->w, s->w_rv, "counter");
 }
 
 /* One whole write with wmu held: begin, check, write, commit, publish. For
@@ -287,6 +293,7 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
     }
     free(cur);
     if (!err) err = write_row(s, op, key, obj, nrv, &text);
+    if (!err) err = write_counter(s, nrv);
     if (!err) err = exec(s->w, "COMMIT");
     if (err) {
         sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
@@ -324,14 +331,38 @@ static int do_write(struct sq_store *s, enum wop op, const char *key, json_t *ob
     return err;
 }
 
+
+static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
+
+/* Creates and updates go through the group commit too (the API's creates are
+ * the busiest writes); obj itself is what is stored, so its
+ * metadata.resourceVersion is set in place as before. */
+struct put_arg {
+    json_t *obj;
+    int64_t expect_rv;
+    bool create;
+};
+
+static int put_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct put_arg *p = arg;
+    if (p->create && cur) return GS_EEXIST;
+    if (!p->create && !cur) return GS_ENOENT;
+    if (!p->create && p->expect_rv && gs_store_obj_rv(cur) != p->expect_rv) return GS_ECONFLICT;
+    *out = json_incref(p->obj);
+    return 0;
+}
+
 static int sq_create(struct gs_store *b, const char *key, json_t *obj, int64_t *rv)
 {
-    return do_write((struct sq_store *)b, W_CREATE, key, obj, 0, rv, NULL);
+    struct put_arg p = {obj, 0, true};
+    return sq_mutate(b, key, put_fn, &p, NULL, rv);
 }
 
 static int sq_update(struct gs_store *b, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv)
 {
-    return do_write((struct sq_store *)b, W_UPDATE, key, obj, expect_rv, rv, NULL);
+    struct put_arg p = {obj, expect_rv, false};
+    return sq_mutate(b, key, put_fn, &p, NULL, rv);
 }
 
 static int sq_remove(struct gs_store *b, const char *key, int64_t expect_rv, json_t **old, int64_t *rv)
@@ -340,35 +371,164 @@ static int sq_remove(struct gs_store *b, const char *key, int64_t expect_rv, jso
     return do_write((struct sq_store *)b, W_DELETE, key, NULL, expect_rv, rv, old);
 }
 
-/* Read-modify-write: holding wmu across the read and the write makes it
- * atomic (every writer goes through wmu), so callers never see a conflict. */
-static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
+/*--- Read-modify-writes, committed in groups ---*/
+
+/* One fn's stored outcome, kept until the group's commit publishes it. */
+struct staged {
+    enum gs_store_ev type;
+    int64_t rv;
+    char *text;
+};
+
+/* Applies one request inside the open transaction; nrv is the next free
+ * version, advanced when it writes. Errors of fn stay with the request; an
+ * SQLite error is returned (the whole group then rolls back). */
+static int apply_one(struct sq_store *s, struct gs_store_mut *m, int64_t *nrv, struct staged *sg)
 {
-    struct sq_store *s = (struct sq_store *)b;
-    if (out) *out = NULL;
-    pthread_mutex_lock(&s->wmu);
     int64_t cur_rv = 0;
     char *text = NULL;
-    int err = row_get(s, s->w_get, key, &cur_rv, &text);
     json_t *cur = NULL, *next = NULL;
+    int err = row_get(s, s->w_get, m->key, &cur_rv, &text);
     if (!err && !(cur = json_loads(text, JSON_DECODE_ANY, NULL))) err = GS_EIO;
     free(text);
-    bool exists = err != GS_ENOENT;
-    if (!err || err == GS_ENOENT) err = fn(cur, &next, arg);
-    if (err == GS_STORE_UNCHANGED && exists) {
-        if (out) *out = json_incref(cur);
-        if (rv) *rv = cur_rv;
-        err = 0;
-    } else if (err == GS_STORE_UNCHANGED) {
-        err = GS_ENOENT;
-    } else if (!err) {
-        err = next ? write_locked(s, exists ? W_UPDATE : W_CREATE, key, next, 0, rv, NULL) : GS_EINVAL;
-        if (!err && out) *out = json_incref(next);
+    if (err && err != GS_ENOENT) return m->err = err, err == GS_EIO ? 0 : err;
+    bool exists = !err;
+    err = m->fn(cur, &next, m->arg);
+    if (err == GS_STORE_UNCHANGED) {
+        m->err = exists ? 0 : GS_ENOENT;
+        if (exists) m->out = json_incref(cur), m->rv = cur_rv;
+        json_decref(cur);
+        return 0;
     }
     json_decref(cur);
-    pthread_mutex_unlock(&s->wmu);
-    json_decref(next);
-    return err;
+    if (!err && !next) err = GS_EINVAL;
+    if (err) {
+        json_decref(next);
+        m->err = err;
+        return 0;
+    }
+    enum wop op = exists ? W_UPDATE : W_CREATE;
+    err = write_row(s, op, m->key, next, *nrv + 1, &sg->text);
+    if (err) {
+        json_decref(next);
+        return err;
+    }
+    *sg = (struct staged){op == W_CREATE ? GS_STORE_ADDED : GS_STORE_MODIFIED, ++*nrv, sg->text};
+    m->out = next;
+    m->rv = *nrv;
+    m->err = 0;
+    return 0;
+}
+
+/* Publishes a committed group's changes in version order under one lock. */
+static void publish(struct sq_store *s, struct gs_store_mut **ms, struct staged *sg, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!sg[i].text) continue;
+        char *k = strdup(ms[i]->key);
+        if (!k) { /* cannot publish: make watchers relist rather than miss it */
+            pthread_mutex_lock(&s->emu);
+            for (size_t j = 0; j < s->count; j++) {
+                free(s->ring[(s->start + j) % s->cap].key);
+                free(s->ring[(s->start + j) % s->cap].value);
+            }
+            s->rv = s->floor = sg[i].rv;
+            s->count = 0;
+            pthread_mutex_unlock(&s->emu);
+            free(sg[i].text);
+            continue;
+        }
+        ring_push(s, sg[i].type, sg[i].rv, k, sg[i].text);
+    }
+}
+
+/* Runs a group of requests as one transaction with wmu held: each request's
+ * outcome is visible (event, reply) only after the commit that stores it. */
+static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
+{
+    struct staged *sg = calloc(n, sizeof *sg);
+    int err = sg ? exec(s->w, "BEGIN IMMEDIATE") : GS_ENOMEM;
+    int64_t nrv = s->rv;
+    for (size_t i = 0; i < n; i++) ms[i]->err = GS_EIO; /* until applied */
+    for (size_t i = 0; !err && i < n; i++) err = apply_one(s, ms[i], &nrv, &sg[i]);
+    if (!err && nrv != s->rv) err = write_counter(s, nrv);
+    if (!err) err = exec(s->w, "COMMIT");
+    if (err) {
+        if (sg) sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
+        for (size_t i = 0; i < n; i++) {
+            if (sg) free(sg[i].text);
+            if (!ms[i]->err) json_decref(ms[i]->out);
+            ms[i]->out = NULL;
+            ms[i]->err = err;
+        }
+    } else {
+        publish(s, ms, sg, n);
+    }
+    free(sg);
+}
+
+/* Group commit: a caller queues its requests; whoever finds no group running
+ * takes everything queued (up to GROUP_MAX), runs it as one transaction and
+ * wakes the waiters. Concurrent writers thus share one commit (and one WAL
+ * append) instead of queueing for one each. */
+#define GROUP_MAX 512
+
+static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
+{
+    pthread_mutex_lock(&s->qmu);
+    for (size_t i = 0; i < n; i++) {
+        m[i].done_ = false; /* set under qmu once the group that holds it committed */
+        m[i].out = NULL;
+        m[i].rv = 0;
+        m[i].next_ = NULL;
+        if (s->qtail) s->qtail->next_ = &m[i];
+        else s->qhead = &m[i];
+        s->qtail = &m[i];
+    }
+    for (;;) {
+        bool mine = false;
+        for (size_t i = 0; i < n && !mine; i++) mine = !m[i].done_;
+        if (!mine) break;
+        if (s->leader) {
+            pthread_cond_wait(&s->qcv, &s->qmu);
+            continue;
+        }
+        s->leader = true;
+        struct gs_store_mut *g[GROUP_MAX];
+        size_t k = 0;
+        while (s->qhead && k < GROUP_MAX) {
+            g[k++] = s->qhead;
+            s->qhead = s->qhead->next_;
+        }
+        if (!s->qhead) s->qtail = NULL;
+        pthread_mutex_unlock(&s->qmu);
+        pthread_mutex_lock(&s->wmu);
+        run_group(s, g, k);
+        pthread_mutex_unlock(&s->wmu);
+        pthread_mutex_lock(&s->qmu);
+        for (size_t i = 0; i < k; i++) g[i]->done_ = true;
+        s->leader = false;
+        pthread_cond_broadcast(&s->qcv);
+    }
+    pthread_mutex_unlock(&s->qmu);
+}
+
+static int sq_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
+{
+    if (n) submit((struct sq_store *)b, m, n);
+    for (size_t i = 0; i < n; i++)
+        if (m[i].err == GS_EIO || m[i].err == GS_ENOMEM) return m[i].err;
+    return 0;
+}
+
+static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
+{
+    struct gs_store_mut m = {.key = key, .fn = fn, .arg = arg};
+    submit((struct sq_store *)b, &m, 1);
+    if (out) *out = m.out;
+    else json_decref(m.out);
+    if (rv && !m.err) *rv = m.rv;
+    return m.err;
 }
 
 /*--- Reads ---*/
@@ -444,6 +604,8 @@ static void sq_close(struct gs_store *b)
     free(s->ring);
     pthread_mutex_destroy(&s->wmu);
     pthread_mutex_destroy(&s->rmu);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
     pthread_mutex_destroy(&s->emu);
     pthread_cond_destroy(&s->ecv);
     free(s);
@@ -453,6 +615,7 @@ static const struct gs_store_vtbl sq_vtbl = {
     .create = sq_create,
     .update = sq_update,
     .mutate = sq_mutate,
+    .mutate_batch = sq_mutate_batch,
     .remove = sq_remove,
     .get = sq_get,
     .list = sq_list,
@@ -527,6 +690,8 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     s->cap = o->ring_events ? o->ring_events : 10000;
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->rmu, NULL);
+    pthread_mutex_init(&s->qmu, NULL);
+    pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->emu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

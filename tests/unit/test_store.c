@@ -2,7 +2,8 @@
  * test_store.c - the SQLite store: versions, conditional writes, atomic
  * read-modify-write, prefix lists, the change stream (order, prefixes,
  * resume, overflow -> GS_ERANGE), persistence across reopen, and
- * concurrent writers getting distinct, gap-free versions.
+ * concurrent writers getting distinct, gap-free versions, batches and
+ * group-committed read-modify-writes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -277,6 +278,93 @@ static void concurrent_writers_get_distinct_versions(void **state)
     assert_int_equal(gs_store_current_rv(e->s), 400);
 }
 
+static int missing_only(json_t *cur, json_t **out, void *arg)
+{
+    (void)out;
+    (void)arg;
+    return cur ? GS_EEXIST : GS_ENOENT;
+}
+
+/* One batch: two writes to the same key see each other, a failing fn and a
+ * no-op leave the rest alone, events come in version order, all is durable. */
+static void batch_applies_in_order_and_persists(void **state)
+{
+    struct env *e = *state;
+    assert_int_equal(gs_store_mutate(e->s, "things/a", bump, "x", NULL, NULL), 0);
+    int64_t base = gs_store_current_rv(e->s);
+    struct gs_store_mut m[4] = {
+        {.key = "things/a", .fn = bump, .arg = "y"},
+        {.key = "things/a", .fn = bump, .arg = "y"}, /* no-op after the first */
+        {.key = "things/zz", .fn = missing_only},
+        {.key = "things/b", .fn = bump, .arg = "z"},
+    };
+    assert_int_equal(gs_store_mutate_batch(e->s, m, 4), 0);
+    assert_int_equal(m[0].err, 0);
+    assert_int_equal(m[0].rv, base + 1);
+    assert_int_equal(m[1].err, 0);
+    assert_int_equal(m[1].rv, base + 1);
+    assert_string_equal(v_of(m[1].out), "y");
+    assert_int_equal(m[2].err, GS_ENOENT);
+    assert_null(m[2].out);
+    assert_int_equal(m[3].err, 0);
+    assert_int_equal(m[3].rv, base + 2);
+    assert_int_equal(gs_store_current_rv(e->s), base + 2);
+    for (int i = 0; i < 4; i++) json_decref(m[i].out);
+    int64_t after = base;
+    struct gs_store_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(gs_store_events(e->s, &after, NULL, 0, NULL, &ev, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(ev[0].key, "things/a");
+    assert_int_equal(ev[0].type, GS_STORE_MODIFIED);
+    assert_string_equal(ev[1].key, "things/b");
+    assert_int_equal(ev[1].type, GS_STORE_ADDED);
+    gs_store_events_free(ev, n);
+    gs_store_close(e->s);
+    struct gs_store_opts o = {.dir = e->dir, .ring_events = 8};
+    assert_int_equal(gs_store_open_sqlite(&o, &e->s), 0);
+    json_t *got = NULL;
+    int64_t rv = 0;
+    assert_int_equal(gs_store_get(e->s, "things/b", &got, &rv), 0);
+    assert_int_equal(rv, base + 2);
+    assert_string_equal(v_of(got), "z");
+    json_decref(got);
+    assert_int_equal(gs_store_current_rv(e->s), base + 2);
+}
+
+static void *mutate_many(void *arg)
+{
+    struct writer *w = arg;
+    for (int i = 0; i < 100; i++) {
+        char k[64], v[16];
+        snprintf(k, sizeof k, "m/%d", i % 10);
+        snprintf(v, sizeof v, "%d-%d", w->id, i);
+        if (gs_store_mutate(w->s, k, bump, v, NULL, &w->rvs[i])) w->rvs[i] = -1;
+    }
+    return NULL;
+}
+
+/* Concurrent read-modify-writes share commits but still get one version each. */
+static void concurrent_mutates_share_commits(void **state)
+{
+    struct env *e = *state;
+    struct writer w[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct writer){.s = e->s, .id = i};
+        pthread_create(&t[i], NULL, mutate_many, &w[i]);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    char seen[401] = {0};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 100; j++) {
+            assert_true(w[i].rvs[j] >= 1 && w[i].rvs[j] <= 400);
+            assert_false(seen[w[i].rvs[j]]);
+            seen[w[i].rvs[j]] = 1;
+        }
+    assert_int_equal(gs_store_current_rv(e->s), 400);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +375,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(interrupt_wakes_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(reopen_keeps_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers_get_distinct_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(batch_applies_in_order_and_persists, setup, teardown),
+        cmocka_unit_test_setup_teardown(concurrent_mutates_share_commits, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
