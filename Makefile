@@ -44,7 +44,8 @@ test: unit integration asan
 bench: build
 	@bash bench/run.sh $(GPUSCHED)
 
-fuzz: deps
+fuzz:
+	@bash scripts/install-deps.sh --fuzz
 	@CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGS_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	@set -e; for t in $(FUZZ_BUILD)/tests/fuzz_*; do \

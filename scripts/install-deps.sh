@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gpusched needs to build and test, and nothing else.
 # Idempotent: prints nothing and touches nothing when every package is present.
+# Usage: install-deps.sh [--fuzz]
 set -euo pipefail
 
 PKGS=(
@@ -17,6 +18,10 @@ PKGS+=(
   libmicrohttpd-dev libgnutls28-dev libsqlite3-dev sqlite3 libcurl4-gnutls-dev python3-requests
 )
 # --- end control plane ---
+# `--fuzz`: clang and its libFuzzer runtime, needed only by `make fuzz`.
+if [ "${1:-}" = "--fuzz" ]; then
+  PKGS+=(clang libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

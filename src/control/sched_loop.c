@@ -923,13 +923,13 @@ static int schedule_round(struct gs_sched_loop *l)
             else if (c.code != GS_WAIT && c.reason) write_unschedulable(l, e, c.reason);
         }
     }
-    flush_bindings(l);
     uint64_t qa = 0, qb = 0, qu = 0; /* queue depth for /metrics */
     for (size_t i = 0; i < l->nsched; i++) {
         const struct gs_sched_queue *q = gs_scheduler_queue(l->scheds[i]);
         qa += gs_sched_queue_active_len(q), qb += gs_sched_queue_backoff_len(q);
         qu += gs_sched_queue_unschedulable_len(q);
     }
+    flush_bindings(l);
     pthread_mutex_lock(&l->mu);
     l->st.attempts += (uint64_t)ran;
     l->st.queue_active = qa, l->st.queue_backoff = qb, l->st.queue_unschedulable = qu;

@@ -59,7 +59,7 @@ const char *gs_mig_strategy_name(enum gs_mig_strategy s);
 #define GS_POLICY_LAYOUTS 24  /* named layouts in one policy */
 
 struct gs_mig_want {
-    char profile[24]; /* "1g.10gb" */
+    char profile[32]; /* "1g.10gb"; as long as discovery's gs_disc_mig.profile */
     int count;
 };
 

@@ -756,6 +756,21 @@ uint64_t gs_gpusel_first_free(const struct gs_node_info *n, int32_t count)
     return got == count ? mask : 0;
 }
 
+struct gs_status gs_gpusel_reserve_best_fit(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                            struct gs_node_info *node, struct gs_assignment *a)
+{
+    (void)state, (void)cs;
+    const struct gs_demand *d = &pod->demand;
+    if (a->gpu_mask || d->gpu_count <= 0) return (struct gs_status){0};
+    a->gpu_mask = gs_gpusel_best_fit(node, d->gpu_count, d->gpu_milli);
+    a->milli = d->gpu_milli;
+    a->mem_mib = d->gpu_mem_mib;
+    if (!a->gpu_mask)
+        return gs_status_make(GS_UNSCHEDULABLE, "no GPU on node %s fits %d x %d milli", node->name, d->gpu_count,
+                              d->gpu_milli);
+    return (struct gs_status){0};
+}
+
 uint64_t gs_gpusel_best_fit(const struct gs_node_info *n, int32_t count, int32_t milli)
 {
     if (count <= 0) return 0;

@@ -37,6 +37,8 @@
 
 #include "core/object.h"
 #include "sched/cache.h"
+#include "sched/cycle_state.h"
+#include "sched/status.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -135,6 +137,11 @@ static inline int32_t gs_gpu_left(const struct gs_node_info *n, int32_t i)
  * index on ties. Whole GPUs: the first count GPUs with 1000 free. 0 when they
  * do not fit. */
 uint64_t gs_gpusel_best_fit(const struct gs_node_info *n, int32_t count, int32_t milli);
+/* A Reserve extension point that picks the pod's GPUs by gs_gpusel_best_fit
+ * when no earlier plugin chose them: the GPU choice of the BestFit, DotProd
+ * and GpuPacking policies. */
+struct gs_status gs_gpusel_reserve_best_fit(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                            struct gs_node_info *node, struct gs_assignment *a);
 /* First count GPUs (index order) with all 1000 free; 0 when too few. */
 uint64_t gs_gpusel_first_free(const struct gs_node_info *n, int32_t count);
 /* Share pod: uniformly random GPU among those with >= milli free (reservoir

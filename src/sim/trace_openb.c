@@ -33,10 +33,6 @@ int gs__openb_parse_pods(const char *buf, size_t len, const char *fname, struct 
 
 #define MAX_COLS 64
 
-/* Pods need gs_pod_clear only when a decoder (object.c) built them; in-memory
- * pods are freed here when that module is not linked in. */
-#pragma weak gs_pod_clear
-
 /*--- CSV ---*/
 
 struct csv {
@@ -260,15 +256,7 @@ int gs__openb_parse_nodes(const char *buf, size_t len, const char *fname, struct
 static void pod_free(struct gs_pod *p)
 {
     if (!p) return;
-    if (gs_pod_clear) {
-        gs_pod_clear(p);
-    } else {
-        free(p->meta.name);
-        free(p->meta.namespace_);
-        free(p->scheduler_name);
-        for (size_t i = 0; i < p->demand.ngpu_models; i++) free(p->demand.gpu_models[i]);
-        free(p->demand.gpu_models);
-    }
+    gs_pod_clear(p);
     free(p);
 }
 

@@ -236,7 +236,7 @@ static void gc_new_group(struct gc *g, uint8_t b, bool all_now)
     gr->first = g->npods;
     gs_scheduler_add_podgroup(g->s, gr->pg->u.podgroup);
     for (int i = 0; i < size; i++) {
-        char pn[48];
+        char pn[64];
         snprintf(pn, sizeof pn, "%s-%d", name, i);
         struct gc_pod *p = &g->pods[g->npods];
         *p = (struct gc_pod){gc_make_pod(pn, gpus, prio, name), g->ngroups - 1, false, false, false, -1};

@@ -41,23 +41,9 @@ static void bf_normalize(void *state, struct gs_cycle_state *cs, const struct gs
     for (size_t i = 0; i < n; i++) scores[i] = hi == lo ? 0 : (scores[i] - lo) * GS_MAX_SCORE / (hi - lo);
 }
 
-static struct gs_status bf_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
-                                   struct gs_node_info *node, struct gs_assignment *a)
-{
-    (void)state, (void)cs;
-    const struct gs_demand *d = &pod->demand;
-    if (a->gpu_mask || d->gpu_count <= 0) return (struct gs_status){0};
-    a->gpu_mask = gs_gpusel_best_fit(node, d->gpu_count, d->gpu_milli);
-    a->milli = d->gpu_milli;
-    a->mem_mib = d->gpu_mem_mib;
-    if (!a->gpu_mask) return gs_status_make(GS_UNSCHEDULABLE, "no GPU on node %s fits %d x %d milli", node->name,
-                                            d->gpu_count, d->gpu_milli);
-    return (struct gs_status){0};
-}
-
 const struct gs_plugin gs_plugin_best_fit = {
     .name = "BestFit",
     .score = bf_score,
     .normalize_score = bf_normalize,
-    .reserve = bf_reserve,
+    .reserve = gs_gpusel_reserve_best_fit, /* GPU choice: best fit */
 };

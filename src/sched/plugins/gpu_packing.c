@@ -51,22 +51,8 @@ static void gp_score(void *state, struct gs_cycle_state *cs, const struct gs_pod
         scores[i] = d->gpu_count <= 0 || d->gpu_milli <= 0 ? 0 : packing_score(nodes[i], d);
 }
 
-static struct gs_status gp_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
-                                   struct gs_node_info *node, struct gs_assignment *a)
-{
-    (void)state, (void)cs;
-    const struct gs_demand *d = &pod->demand;
-    if (a->gpu_mask || d->gpu_count <= 0) return (struct gs_status){0};
-    a->gpu_mask = gs_gpusel_best_fit(node, d->gpu_count, d->gpu_milli);
-    a->milli = d->gpu_milli;
-    a->mem_mib = d->gpu_mem_mib;
-    if (!a->gpu_mask) return gs_status_make(GS_UNSCHEDULABLE, "no GPU on node %s fits %d x %d milli", node->name,
-                                            d->gpu_count, d->gpu_milli);
-    return (struct gs_status){0};
-}
-
 const struct gs_plugin gs_plugin_gpu_packing = {
     .name = "GpuPacking",
     .score = gp_score,
-    .reserve = gp_reserve,
+    .reserve = gs_gpusel_reserve_best_fit, /* GPU choice: best fit */
 };
