@@ -56,6 +56,7 @@ struct gs__pod {
     bool terminating;        /* stopping: SIGTERM sent */
     int64_t kill_at_ns;      /* SIGKILL after this (monotonic) */
     bool gone;               /* no longer wanted: remove after stopping */
+    int64_t wait_dev_until_ns; /* != 0: waiting for a stopping pod to release a chosen GPU (monotonic deadline) */
     char dir[1200];
 };
 

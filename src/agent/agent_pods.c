@@ -206,7 +206,11 @@ static long gpu_request(const json_t *pod)
 }
 
 /* The admission decision: exactly the chosen devices, each healthy and with
- * room; fills the Allocate env. 0 or -1 with why. */
+ * room; fills the Allocate env. 0, -1 with why, or 1 when a chosen GPU is
+ * still held by a pod that is stopping: the scheduler freed it when that pod
+ * was deleted or preempted, and its processes get their grace period, so the
+ * new pod waits for them rather than failing (kubelet's
+ * UnexpectedAdmissionError in the same race). */
 static int admit(struct gs_agent *a, struct gs__pod *p, struct gs_alloc_resp *resp, char *why, size_t wl)
 {
     memset(resp, 0, sizeof *resp);
@@ -229,7 +233,7 @@ static int admit(struct gs_agent *a, struct gs__pod *p, struct gs_alloc_resp *re
         }
         if (slot_used(a, p, s, &by) + p->milli > 1000) {
             snprintf(why, wl, "GPU %s is in use by pod %s", a->gpus.gpu[s].uuid, by ? by->key : "?");
-            return -1;
+            return by && (by->terminating || by->gone) ? 1 : -1;
         }
         bool dup = false;
         for (int j = 0; j < nids; j++) dup |= !strcmp(ids[j], a->gpus.gpu[s].uuid);
@@ -512,7 +516,18 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
 {
     char why[256] = "";
     struct gs_alloc_resp *r = calloc(1, sizeof *r);
-    if (!r || admit(a, p, r, why, sizeof why) || !build_containers(a, p, r, why, sizeof why)) {
+    int adm = r ? admit(a, p, r, why, sizeof why) : -1;
+    if (adm == 1) {
+        int64_t now = gs__mono_ns();
+        if (!p->wait_dev_until_ns) p->wait_dev_until_ns = now + 2LL * a->o.grace_ms * 1000000 + 10 * 1000000000LL;
+        if (now < p->wait_dev_until_ns) {
+            free(r);
+            return; /* retried by gs__pods_tick */
+        }
+        adm = -1;
+    }
+    p->wait_dev_until_ns = 0;
+    if (adm || !build_containers(a, p, r, why, sizeof why)) {
         free(r);
         gs_log(GS_LOG_WARN, "agent: pod refused", "pod", p->key, "why", why, NULL);
         fail_pod(p, "UnexpectedAdmissionError", why[0] ? why : "out of memory");
@@ -718,6 +733,7 @@ void gs__pods_tick(struct gs_agent *a)
             }
             p->terminating = false;
         }
+        if (p->wait_dev_until_ns && p->phase == GS_P_PENDING) start_pod(a, p);
         for (size_t k = 0; k < p->nc; k++) poll_ctr(a, p, &p->c[k], now);
         settle(a, p);
         if (p->dirty && atomic_load(&a->registered)) report(a, p);

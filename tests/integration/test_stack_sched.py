@@ -77,7 +77,10 @@ def test_gang_without_room_waits_whole_then_binds(stack):
     assert not any(node_of(stack, n) for n in names)
     delete(stack, *fillers)
     wait_for(lambda: all(node_of(stack, n) for n in names), 30, "the gang to bind once room appears")
-    wait_for(lambda: all(phase(stack.pod(n)) == "Succeeded" for n in names), 30, "the gang to finish")
+    try:
+        wait_for(lambda: all(phase(stack.pod(n)) == "Succeeded" for n in names), 30, "the gang to finish")
+    except AssertionError:
+        raise AssertionError(f"gang did not finish: {[(n, stack.pod(n).get('status')) for n in names]}")
     delete(stack, *names)
 
 
