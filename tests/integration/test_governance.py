@@ -155,7 +155,9 @@ def test_mig_layout_change_drains_then_repartitions(stack):
     assert n["status"]["capacity"]["nvidia.com/mig-1g.5gb"] == "28"
     assert n["status"]["capacity"]["nvidia.com/gpu"] == "0"
     assert all(len(d["mig"]["instances"]) == 7 for d in n["status"]["devices"])
-    assert n["metadata"]["labels"]["nvidia.com/mig-1g.5gb.count"] == "28"
+    # GFD labels are republished on arrival at Ready, in a write of their own.
+    wait_for(lambda: stack.node(NODE)["metadata"]["labels"].get("nvidia.com/mig-1g.5gb.count") == "28", 10,
+             "the MIG labels")
     # The MIG devices are schedulable resources.
     pod = pod_manifest("mig-user", "sleep 0.2")
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-1g.5gb": "2"}}
