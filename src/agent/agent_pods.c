@@ -807,6 +807,15 @@ static void recover_ctr(struct gs__pod *p, struct gs__ctr *c)
     if (gs_read_int_file(path, &v) == 0) {
         c->exit_code = (int)v;
         c->finished = stat(path, &st) == 0 ? st.st_mtime : gs__wall_s();
+    } else if (!c->proc.pid && !terminal(p->phase)) {
+        /* No process record, no shim pid, no exit code: the agent stopped
+         * between checkpointing the pod and starting this container (the shim
+         * writes its pid before it runs the command), so the command never ran.
+         * Start it now; poll_ctr counts the start as a restart, hence the -1. */
+        c->state = GS_C_WAITING;
+        c->next_start_ns = 0;
+        c->restarts--;
+        return;
     } else {
         c->exit_code = -1;
         c->finished = gs__wall_s();
