@@ -26,7 +26,7 @@
 #define MAX_POINTS 4096
 
 struct targs {
-    const char *trace_dir, *variant, *nodes, *pods, *out, *policy, *modes;
+    const char *trace_dir, *variant, *nodes, *pods, *out, *policy, *modes, *queues_json;
     struct gs_tenants_opts o;
     bool json;
 };
@@ -56,6 +56,17 @@ static void usage(FILE *f)
           "  --node-fraction F    keep this share of the nodes (default 1)\n"
           "  --policy NAME        placement policy (default: the default profile's scoring)\n"
           "  --seed N             tenant assignment and gang seed (default 42)\n"
+          "  --min-runtime S      no eviction before a workload ran S seconds (default 600; 0: none)\n"
+          "  --reclaim-wait S     a claimant reclaims only after pending S seconds (default 600; 0: at once)\n"
+          "  --max-preemptions N  evictions of one workload per hour (default 1; 0: unlimited)\n"
+          "  --evict-charge F     share of a victim's lost GPU-hours charged to the claimant (default 1; 0: none)\n"
+          "  --hold S             how long nodes freed by reclaim are held for the claimant (default 60)\n"
+          "  --reserve-horizon S  reserve for a starving workload only if it can start within S (default 3600; 0: any)\n"
+          "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
+          "                       from any queue above its nominal quota (the earlier rule)\n"
+          "  --queues-json FILE   write the per-queue status of the fair run (quotas, usage, fair share,\n"
+          "                       pending workloads with position and estimated start, counters)\n"
+          "  --queues-at S        take that snapshot at simulated second S (default: at the end)\n"
           "  --out DIR            write tenants.csv and tenants.html\n"
           "  --json               results as a JSON array on the last line\n",
           f);
@@ -131,6 +142,29 @@ static int parse(int argc, char **argv, struct targs *a)
         else if (!strcmp(f, "--node-fraction")) {
             if (!(rc = num(f, v, 1e-6, &a->o.node_fraction)) && a->o.node_fraction > 1) rc = bad(f, v, "at most 1");
         }
+        else if (!strcmp(f, "--min-runtime")) {
+            rc = num(f, v, 0, &a->o.min_runtime_s);
+            if (a->o.min_runtime_s == 0) a->o.min_runtime_s = -1;
+        } else if (!strcmp(f, "--reclaim-wait")) {
+            rc = num(f, v, 0, &a->o.reclaim_wait_s);
+            if (a->o.reclaim_wait_s == 0) a->o.reclaim_wait_s = -1;
+        } else if (!strcmp(f, "--max-preemptions")) {
+            rc = num(f, v, 0, &x);
+            a->o.max_preemptions = x > 0 ? (int)x : -1;
+        } else if (!strcmp(f, "--evict-charge")) {
+            rc = num(f, v, 0, &a->o.evict_charge);
+            if (a->o.evict_charge == 0) a->o.evict_charge = -1;
+        } else if (!strcmp(f, "--hold")) rc = num(f, v, 1, &a->o.hold_s);
+        else if (!strcmp(f, "--reserve-horizon")) {
+            rc = num(f, v, 0, &a->o.reserve_horizon_s);
+            if (a->o.reserve_horizon_s == 0) a->o.reserve_horizon_s = -1;
+        } else if (!strcmp(f, "--reclaim-from")) {
+            if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return bad(f, v, "want fairshare or nominal");
+            a->o.reclaim_above_nominal = !strcmp(v, "nominal");
+        } else if (!strcmp(f, "--queues-json")) {
+            a->queues_json = v;
+            a->o.want_queues = true;
+        } else if (!strcmp(f, "--queues-at")) rc = num(f, v, 0, &a->o.queues_at_s);
         else if (!strcmp(f, "--seed")) {
             rc = num(f, v, 0, &x);
             a->o.seed = (uint64_t)x;
@@ -217,16 +251,23 @@ static void html_report(FILE *f, struct series *runs, struct gs_tenants_result *
 
 static void print_table(struct series *runs, struct gs_tenants_result *res, size_t n)
 {
-    printf("%-5s %6s %6s  %-26s %-24s %-24s %s\n", "mode", "jain", "min", "share/entitled per tenant",
-           "wait small p50/p90/p99", "wait large p50/p90/p99", "preempt");
+    printf("%-5s %6s %6s  %-26s %-24s %-24s %7s %5s\n", "mode", "jain", "min", "share/entitled per tenant",
+           "wait small p50/p90/p99", "wait large p50/p90/p99", "preempt", "idle");
     for (size_t r = 0; r < n; r++) {
         char shares[128] = "";
         for (int k = 0; k < res[r].ntenants; k++)
             snprintf(shares + strlen(shares), sizeof shares - strlen(shares), "%s%.2f/%.2f", k ? " " : "",
                      res[r].mean_share[k], res[r].mean_entitled[k]);
-        printf("%-5s %6.3f %6.3f  %-26s %7.0f %7.0f %8.0f %7.0f %7.0f %8.0f %7lld\n", runs[r].mode, res[r].jain_mean,
-               res[r].jain_min, shares, res[r].wait_small[0], res[r].wait_small[1], res[r].wait_small[2],
-               res[r].wait_large[0], res[r].wait_large[1], res[r].wait_large[2], (long long)res[r].preemptions);
+        printf("%-5s %6.3f %6.3f  %-26s %7.0f %7.0f %8.0f %7.0f %7.0f %8.0f %7lld %5.2f\n", runs[r].mode,
+               res[r].jain_mean, res[r].jain_min, shares, res[r].wait_small[0], res[r].wait_small[1],
+               res[r].wait_small[2], res[r].wait_large[0], res[r].wait_large[1], res[r].wait_large[2],
+               (long long)res[r].preemptions, res[r].idle_share);
+        if (!strcmp(runs[r].mode, "fair"))
+            printf("      claims: %lld waited before reclaiming; a victim spared in %lld by minimum runtime, %lld by fair "
+                   "share, %lld by the cap; most evictions of one workload %d; %.1f GPU-hours charged to claimants\n",
+                   (long long)res[r].reclaims_deferred, (long long)res[r].spared_min_runtime,
+                   (long long)res[r].spared_fair_share, (long long)res[r].spared_cap, res[r].max_workload_preemptions,
+                   res[r].charged_gpu_hours);
     }
 }
 
@@ -237,12 +278,21 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
         json_array_append_new(sh, json_real(r->mean_share[k]));
         json_array_append_new(en, json_real(r->mean_entitled[k]));
     }
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:[fff], s:[fff], s:I, s:f}", "mode", mode,
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:[fff], s:[fff], s:I, s:f}", "mode", mode,
                      "gpus", (json_int_t)r->gpus, "workloads", (json_int_t)r->workloads, "gangs",
                      (json_int_t)r->gangs, "finished", (json_int_t)r->finished, "jain_mean", r->jain_mean,
                      "jain_min", r->jain_min, "share", sh, "entitled", en, "wait_small", r->wait_small[0],
                      r->wait_small[1], r->wait_small[2], "wait_large", r->wait_large[0], r->wait_large[1],
                      r->wait_large[2], "preemptions", (json_int_t)r->preemptions, "wall_seconds", r->wall_seconds);
+    if (o)
+        json_object_update_new(o, json_pack("{s:f, s:I, s:I, s:I, s:I, s:i, s:f}", "idle_share", r->idle_share,
+                                            "reclaims_deferred", (json_int_t)r->reclaims_deferred,
+                                            "spared_min_runtime", (json_int_t)r->spared_min_runtime,
+                                            "spared_fair_share", (json_int_t)r->spared_fair_share,
+                                            "spared_cap", (json_int_t)r->spared_cap, "max_workload_preemptions",
+                                            r->max_workload_preemptions, "charged_gpu_hours",
+                                            r->charged_gpu_hours));
+    return o;
 }
 
 static FILE *open_out(const char *dir, const char *name)
@@ -291,6 +341,14 @@ static int run_all(struct targs *a, const struct gs_trace *t)
         rc = runs[r].v ? gs_tenants_run(t, &o, on_sample, &runs[r], &res[r], &d) : GS_ENOMEM;
         for (size_t i = 0; i < d.n; i++) fprintf(stderr, "gpusched sim: %s: %s\n", d.v[i].path, d.v[i].msg);
         gs_diags_free(&d);
+        if (!rc && res[r].queues && a->queues_json) {
+            if (json_dump_file(res[r].queues, a->queues_json, JSON_INDENT(2))) {
+                fprintf(stderr, "gpusched sim: cannot write %s\n", a->queues_json);
+                rc = GS_EIO;
+            }
+        }
+        json_decref(res[r].queues);
+        res[r].queues = NULL;
     }
     if (csv) fclose(csv);
     if (!rc && a->out) {
@@ -317,7 +375,7 @@ int gs_cmd_sim_tenants(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-    struct targs a = {.modes = "both", .o = {.seed = 42}};
+    struct targs a = {.modes = "both", .o = {.seed = 42, .queues_at_s = -1}};
     int rc = parse(argc, argv, &a);
     if (rc) return rc;
     struct gs_trace t = {0};

@@ -9,26 +9,28 @@
 #ifndef GS_CLI_COMMANDS_H
 #define GS_CLI_COMMANDS_H
 
+/* Manifests and the scheduler offline. */
 int gs_cmd_version(int argc, char **argv);
 int gs_cmd_validate(int argc, char **argv);
 int gs_cmd_sim(int argc, char **argv);
 int gs_cmd_bench(int argc, char **argv);
+int gs_cmd_explain(int argc, char **argv);
+/* Layer 1: discovery and metrics (src/discovery). */
 int gs_cmd_discover(int argc, char **argv);
 int gs_cmd_exporter(int argc, char **argv);
-/* control plane and its client (src/control) */
+/* Layer 3: node execution (src/node). */
+int gs_cmd_device_plugin(int argc, char **argv);
+int gs_cmd_kubelet_sim(int argc, char **argv);
+/* Control plane and its client (src/control). */
 int gs_cmd_server(int argc, char **argv);
 int gs_cmd_apply(int argc, char **argv);
 int gs_cmd_get(int argc, char **argv);
 int gs_cmd_describe(int argc, char **argv);
 int gs_cmd_delete(int argc, char **argv);
-/* node agent, all-in-one, client views (src/agent) */
+/* Node agent, all-in-one, client views (src/agent). */
 int gs_cmd_agent(int argc, char **argv);
 int gs_cmd_up(int argc, char **argv);
 int gs_cmd_logs(int argc, char **argv);
 int gs_cmd_top(int argc, char **argv);
-/* Node execution (layer 3). */
-int gs_cmd_device_plugin(int argc, char **argv);
-int gs_cmd_kubelet_sim(int argc, char **argv);
-int gs_cmd_explain(int argc, char **argv);
 
 #endif

@@ -6,52 +6,28 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Weak so a partial tree (one layer built alone) still links; a missing
- * command is reported as unavailable rather than failing the build. */
-#pragma weak gs_cmd_validate
-#pragma weak gs_cmd_sim
-#pragma weak gs_cmd_bench
-#pragma weak gs_cmd_discover
-#pragma weak gs_cmd_exporter
-/* control plane and its client */
-#pragma weak gs_cmd_server
-#pragma weak gs_cmd_apply
-#pragma weak gs_cmd_get
-#pragma weak gs_cmd_describe
-#pragma weak gs_cmd_delete
-/* node agent, all-in-one, client views */
-#pragma weak gs_cmd_agent
-#pragma weak gs_cmd_up
-#pragma weak gs_cmd_logs
-#pragma weak gs_cmd_top
-#pragma weak gs_cmd_device_plugin
-#pragma weak gs_cmd_kubelet_sim
-#pragma weak gs_cmd_explain
-
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
     const char *help;
 } commands[] = {
+    {"up", gs_cmd_up, "server and local agents in one command (mock GPUs with --mock)"},
+    {"server", gs_cmd_server, "run the control plane: API server, store and scheduler"},
+    {"agent", gs_cmd_agent, "run this node's agent: register, run bound pods as processes, serve logs and metrics"},
+    {"apply", gs_cmd_apply, "create or update objects from manifests"},
+    {"get", gs_cmd_get, "list or show objects"},
+    {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
+    {"delete", gs_cmd_delete, "delete objects"},
+    {"logs", gs_cmd_logs, "print a pod's log (from its node's agent)"},
+    {"top", gs_cmd_top, "GPU allocation and utilisation per node (top nodes)"},
+    {"explain", gs_cmd_explain, "say why a pod or pod group is pending, and what would make it fit"},
     {"validate", gs_cmd_validate, "check manifests (YAML/JSON) and report every problem by field"},
     {"sim", gs_cmd_sim, "replay a cluster trace through the scheduler on a simulated clock"},
     {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
     {"discover", gs_cmd_discover, "print this node's GPUs, labels (GFD) and topology (NRT)"},
     {"exporter", gs_cmd_exporter, "serve GPU metrics in DCGM-Exporter's format on /metrics"},
-    /* control plane and its client */
-    {"server", gs_cmd_server, "run the control plane: API server, store and scheduler"},
-    {"apply", gs_cmd_apply, "create or update objects from manifests"},
-    {"get", gs_cmd_get, "list or show objects"},
-    {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
-    {"delete", gs_cmd_delete, "delete objects"},
-    /* node agent, all-in-one, client views */
-    {"agent", gs_cmd_agent, "run this node's agent: register, run bound pods as processes, serve logs and metrics"},
-    {"up", gs_cmd_up, "server and local agents in one command (mock GPUs with --mock)"},
-    {"logs", gs_cmd_logs, "print a pod's log (from its node's agent)"},
-    {"top", gs_cmd_top, "GPU allocation and utilisation per node (top nodes)"},
     {"device-plugin", gs_cmd_device_plugin, "serve the node's GPUs to kubelet (device plugin API v1beta1)"},
     {"kubelet-sim", gs_cmd_kubelet_sim, "kubelet's device manager alone: registration, allocation, topology"},
-    {"explain", gs_cmd_explain, "say why a pod or pod group is pending, and what would make it fit"},
     {"version", gs_cmd_version, "print the version"},
 };
 
@@ -62,7 +38,7 @@ static void usage(FILE *f)
                "quota, fragmentation-aware), node execution and governance in one binary.\n\n"
                "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\nRun 'gpusched <command> --help' for a command's options.\n");
 }
 
@@ -79,7 +55,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "--version")) cmd = "version";
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].fn && !strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "gpusched: unknown command \"%s\"\n\n", cmd);
     usage(stderr);
     return 2;

@@ -89,6 +89,7 @@ struct gs_cache {
     int32_t live;
     int64_t gpus_total;
     int64_t milli_used;
+    uint64_t changes; /* every node generation bump */
 };
 
 static const struct gs_labels empty_labels;
@@ -405,6 +406,7 @@ static void apply(struct gs_cache *c, struct gs_node_info *n, const struct gs_po
     }
     sync_node(c, n);
     n->generation++;
+    c->changes++;
 }
 
 /* Grows the slot and hot arrays and the min-tree to cap entries. */
@@ -620,6 +622,7 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
     sync_node(c, n);
     count_flags(c, n, 1);
     n->generation++;
+    c->changes++;
     return 0;
 }
 
@@ -635,6 +638,7 @@ int gs_cache_set_gpu_health(struct gs_cache *c, int32_t node, int32_t gpu, bool 
     n->gpus[gpu].healthy = healthy;
     sync_node(c, n);
     n->generation++;
+    c->changes++;
     return 0;
 }
 
@@ -647,6 +651,7 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
     count_flags(c, n, 1);
     c->epoch++;
     n->generation++;
+    c->changes++;
     return 0;
 }
 
@@ -682,6 +687,7 @@ int32_t gs_cache_find_node(const struct gs_cache *c, const char *name)
 
 int32_t gs_cache_live_nodes(const struct gs_cache *c) { return c->live; }
 uint64_t gs_cache_epoch(const struct gs_cache *c) { return c->epoch; }
+uint64_t gs_cache_changes(const struct gs_cache *c) { return c->changes + c->epoch; }
 int32_t gs_cache_tainted_nodes(const struct gs_cache *c) { return c->tainted; }
 int32_t gs_cache_cordon_overrides(const struct gs_cache *c) { return c->overrides; }
 int64_t gs_cache_gpu_count(const struct gs_cache *c) { return c->gpus_total; }
@@ -842,6 +848,7 @@ int gs_cache_set_nrt(struct gs_cache *c, int32_t node, const struct gs_nrt *nrt)
     if (!n) return GS_ENOENT;
     n->nrt = nrt;
     n->generation++;
+    c->changes++;
     return 0;
 }
 

@@ -176,6 +176,9 @@ int64_t gs_cache_gpu_milli_used(const struct gs_cache *c);
  * change (not on pod placement): lets the framework and plugins keep lists
  * of candidate nodes between cycles. */
 uint64_t gs_cache_epoch(const struct gs_cache *c);
+/* Changes whenever anything in the cache changes (any node's generation or
+ * the epoch): lets plugins remember a negative answer until the cluster moves. */
+uint64_t gs_cache_changes(const struct gs_cache *c);
 /* Live nodes whose object has taints; live schedulable nodes whose object
  * says spec.unschedulable (an override by gs_cache_set_schedulable). Plugins
  * use these to skip whole passes when nothing can be rejected. */

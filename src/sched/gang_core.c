@@ -48,6 +48,10 @@ struct gs_gang_group {
     struct plan_entry *plan;
     size_t nplan;
     uint64_t plan_stamp, plan_bumps;
+    /* The last failed plan: the cache's change count then, and why. */
+    uint64_t fail_changes;
+    bool failed;
+    struct gs_status fail_status;
 };
 
 struct gs_gang {
@@ -105,7 +109,12 @@ void gs_gang_free(struct gs_gang *g)
 static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const char *name, bool create)
 {
     char key[GS__KEY_MAX];
-    snprintf(key, sizeof key, "%s/%s", ns ? ns : "default", name);
+    if (!ns) ns = "default";
+    size_t a = strlen(ns), b = strlen(name);
+    if (a + b + 2 > sizeof key) return NULL;
+    memcpy(key, ns, a); /* QueueSort comes here on every comparison: no printf */
+    key[a] = '/';
+    memcpy(key + a + 1, name, b + 1);
     struct gs_gang_group *gr = gs__strmap_get(&g->groups, key);
     if (gr || !create) return gr;
     if (g->nlist == g->caplist) {
@@ -436,6 +445,8 @@ struct gs_status gs_gang_plan(struct gs_gang *g, const struct gs_pod *pod, gs_ga
     struct gs_gang_group *gr = gs_gang_group_of(g, pod);
     if (!gr || !g->o.whole_group_plan) return (struct gs_status){0}; /* member by member */
     g->stats.plans++;
+    /* Nothing moved since the last failure: the answer is the same. */
+    if (gr->failed && gr->fail_changes == gs_cache_changes(g->cache)) return gr->fail_status;
     bool required;
     const char *domain, *failed = NULL;
     const char *key = gs_gang_domain(g, pod, &required, &domain);
@@ -451,13 +462,18 @@ struct gs_status gs_gang_plan(struct gs_gang *g, const struct gs_pod *pod, gs_ga
     }
     if (!ok && (!key || !required)) ok = try_plan(g, gr, place, ctx, NULL, NULL, &failed);
     g->planning = false;
+    gr->failed = !ok;
     if (ok) return (struct gs_status){0};
     g->stats.plan_failures++;
+    gr->fail_changes = gs_cache_changes(g->cache);
     if (key && required)
-        return gs_status_make(GS_UNSCHEDULABLE, "no %s%s%s can hold all members of pod group %s", key,
-                              domain ? " other than " : " domain", domain ? domain : "", gr->key);
-    return gs_status_make(GS_UNSCHEDULABLE, "pod group %s does not fit as a whole: %s has no node once the others are placed",
-                          gr->key, failed ? failed : "a member");
+        gr->fail_status = gs_status_make(GS_UNSCHEDULABLE, "no %s%s%s can hold all members of pod group %s", key,
+                                         domain ? " other than " : " domain", domain ? domain : "", gr->key);
+    else
+        gr->fail_status = gs_status_make(GS_UNSCHEDULABLE,
+                                         "pod group %s does not fit as a whole: %s has no node once the others are placed",
+                                         gr->key, failed ? failed : "a member");
+    return gr->fail_status;
 }
 
 bool gs_gang_planning(const struct gs_gang *g) { return g->planning; }

@@ -352,13 +352,40 @@ static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, st
     return 0;
 }
 
+struct any_ctx {
+    const struct gs_pod *pre;
+    bool any;
+};
+
+static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
+{
+    if (!a->pod_group || !b->pod_group || strcmp(a->pod_group, b->pod_group)) return false;
+    const char *x = a->meta.namespace_ ? a->meta.namespace_ : "default";
+    const char *y = b->meta.namespace_ ? b->meta.namespace_ : "default";
+    return !strcmp(x, y);
+}
+
+static void any_lower(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+{
+    (void)a;
+    struct any_ctx *x = arg;
+    if (!x->any && bound && pod->priority < x->pre->priority && !same_group(pod, x->pre)) x->any = true;
+}
+
 int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members, size_t n, gs_preempt_fits_fn fits,
                     void *ctx, struct gs_preempt_plan *out)
 {
     memset(out, 0, sizeof *out);
     p->stats.attempts++;
+    /* Most failing pods have nobody below them: say so without building anything. */
+    struct any_ctx ax = {n ? members[0] : NULL, false};
+    if (n) gs_cache_foreach_pod(p->cache, any_lower, &ax);
+    if (!ax.any) return GS_ENOENT;
     struct search s = {.p = p};
     int rc = n ? build_units(&s, members[0]) : GS_ENOENT;
+    bool any = false;
+    for (size_t i = 0; !rc && i < s.nu && !any; i++) any = s.u[i].eligible;
+    if (!rc && !any) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
     size_t *pick = calloc(s.nu ? s.nu : 1, sizeof *pick), *best = calloc(s.nu ? s.nu : 1, sizeof *best);
     int32_t *nodes = calloc(n ? n : 1, sizeof *nodes);
     size_t placed = 0;

@@ -61,7 +61,8 @@ void gs_preemption_free(struct gs_preemption *p);
 /* Finds victims so that every member (members[0] the preemptor, then its
  * pending gang siblings) fits, all with the preemptor's priority. 0 with the
  * plan (caller frees with gs_preempt_plan_free), GS_ENOENT when no plan
- * exists (evicting would not help), GS_ENOMEM. The cache is unchanged. */
+ * exists (evicting would not help, or nothing may be evicted), GS_ENOMEM.
+ * The cache is unchanged. */
 int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members, size_t n, gs_preempt_fits_fn fits,
                     void *ctx, struct gs_preempt_plan *out);
 void gs_preempt_plan_free(struct gs_preempt_plan *pl);

@@ -5,11 +5,12 @@
  *
  * The loop is replay.c's, with admission in front of the scheduling queue:
  * at each instant (an arrival, a completion, a backoff ending, a sample
- * tick) it completes the pods whose time is up (a workload finishes when
- * its last pod does, releasing its quota), submits the arrivals, runs one
- * admission cycle (admitted workloads' pods enter the scheduler; evicted
- * ones leave it through the eviction callback and wait to be admitted
- * again, starting over), then schedules until nothing is ready. A pod's
+ * tick) it completes the pods whose time is up (a pod that ends before the
+ * rest of its workload gives its quota back; the workload finishes when its
+ * last pod does), submits the arrivals, runs admission cycles (admitted
+ * workloads' pods enter the scheduler; evicted ones leave it through the
+ * eviction callback and wait to be admitted again, starting over) and
+ * schedules what they admitted, until a cycle admits nothing. A pod's
  * duration counts from its binding; a workload's waiting time runs from its
  * arrival to the binding of its last pod.
  */
@@ -23,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#define MAX_ADMIT_ROUNDS 64 /* admission cycles per instant */
 
 struct twl {
     int tenant;
@@ -70,6 +73,9 @@ struct tenants {
     int64_t preemptions, finished;
     double jain_sum, share_sum[GS_TENANTS_MAX], ent_sum[GS_TENANTS_MAX], jain_min;
     int64_t contended;
+    double idle_sum;
+    json_t *queues;
+    bool snapped;
     void (*sample)(void *, const struct gs_tenants_point *);
     void *ctx;
 };
@@ -277,9 +283,15 @@ static int setup(struct tenants *s)
     int rc = build_workloads(s);
     if (!rc && s->o->admission) rc = build_tree(s);
     if (!rc && s->o->admission) {
-        struct gs_admission_opts ao = {.halflife_ns = to_ns(s->o->halflife_s), .history_weight = 0.5,
-                                       .starvation_wait_ns = to_ns(s->o->starvation_s), .evict = on_evict,
-                                       .ctx = s, .max_checks = 512};
+        const struct gs_tenants_opts *o = s->o;
+        struct gs_admission_opts ao = {.halflife_ns = to_ns(o->halflife_s), .history_weight = 0.5,
+                                       .starvation_wait_ns = to_ns(o->starvation_s), .evict = on_evict,
+                                       .ctx = s, .max_checks = 512,
+                                       .reclaim_min_runtime_ns = to_ns(o->min_runtime_s),
+                                       .reclaim_wait_ns = to_ns(o->reclaim_wait_s),
+                                       .max_preemptions = o->max_preemptions, .evict_charge = o->evict_charge,
+                                       .hold_ns = to_ns(o->hold_s), .reserve_horizon_ns = to_ns(o->reserve_horizon_s),
+                                       .reclaim_above_nominal = o->reclaim_above_nominal};
         rc = gs_admission_new(&s->tree, s->cache, &s->clock, &ao, &s->adm, s->d);
     }
     if (!rc) rc = build_profile(s);
@@ -293,6 +305,7 @@ static int setup(struct tenants *s)
 static void teardown(struct tenants *s)
 {
     gs_scheduler_free(s->sched);
+    json_decref(s->queues);
     gs_admission_free(s->adm);
     json_decref(s->hold_args);
     if (s->cfg.profiles) gs_sched_config_free(&s->cfg);
@@ -368,6 +381,8 @@ static void complete_due(struct tenants *s, int64_t now)
         if (++w->ndone == w->npods) {
             s->finished++;
             if (s->adm) gs_admission_finish(s->adm, w->adm);
+        } else if (s->adm) { /* gang members end at their own times: the finished one's quota is free */
+            gs_admission_pod_finished(s->adm, w->adm, s->t->pods[x.pod].pod);
         }
     }
 }
@@ -405,10 +420,11 @@ static int arrive_due(struct tenants *s, int64_t now)
     return 0;
 }
 
-static int admit(struct tenants *s)
+static int admit(struct tenants *s, size_t *nadmitted)
 {
     struct gs_admission_result r;
     int rc = gs_admission_cycle(s->adm, &r);
+    *nadmitted = rc ? 0 : r.nadmitted;
     for (size_t i = 0; !rc && i < r.nadmitted; i++) {
         const struct gs_workload *aw = gs_admission_workload(s->adm, r.admitted[i]);
         size_t idx = (size_t)strtoul(aw->key + 3, NULL, 10);
@@ -423,6 +439,22 @@ static int schedule_ready(struct tenants *s, int64_t now)
     int rc;
     while ((rc = gs_scheduler_run_one(s->sched, &c)) > 0)
         if (c.code == GS_SUCCESS && (rc = bound(s, c.pod, now)) < 0) return rc;
+    return rc;
+}
+
+/* Admission caps the placement checks of one cycle, so after a burst it
+ * runs again (once the scheduler has bound what it admitted) until a cycle
+ * admits nothing: the burst is admitted at the instant it arrives, as the
+ * FIFO baseline schedules it, not one slice per later event. */
+static int admit_and_schedule(struct tenants *s, int64_t now)
+{
+    size_t admitted = 1;
+    int rc = 0;
+    for (int round = 0; !rc && admitted && round < MAX_ADMIT_ROUNDS; round++) {
+        if (s->adm) rc = admit(s, &admitted);
+        else admitted = 0;
+        if (!rc) rc = schedule_ready(s, now);
+    }
     return rc;
 }
 
@@ -469,7 +501,12 @@ static void take_sample(struct tenants *s, int64_t now)
         pt.jain = sx * sx / (with * sxx);
         s->jain_sum += pt.jain;
         if (pt.jain < s->jain_min) s->jain_min = pt.jain;
-        for (int k = 0; k < n; k++) s->share_sum[k] += pt.used[k] / cap, s->ent_sum[k] += pt.entitled[k] / cap;
+        double idle = 1;
+        for (int k = 0; k < n; k++) {
+            s->share_sum[k] += pt.used[k] / cap, s->ent_sum[k] += pt.entitled[k] / cap;
+            idle -= pt.used[k] / cap;
+        }
+        s->idle_sum += idle;
         s->contended++;
     }
     if (s->sample) s->sample(s->ctx, &pt);
@@ -495,8 +532,7 @@ static int run_loop(struct tenants *s)
         gs_clock_set(&s->clock, now);
         complete_due(s, now);
         int rc = arrive_due(s, now);
-        if (!rc && s->adm) rc = admit(s);
-        if (!rc) rc = schedule_ready(s, now);
+        if (!rc) rc = admit_and_schedule(s, now);
         if (rc < 0) {
             gs_diags_add(s->d, "tenants", "simulation failed: %s", gs_strerror(rc));
             return rc;
@@ -504,6 +540,10 @@ static int run_loop(struct tenants *s)
         if (now >= next_sample) {
             take_sample(s, now);
             next_sample = (now / step + 1) * step;
+        }
+        if (s->adm && s->o->want_queues && !s->snapped && s->o->queues_at_s >= 0 && now >= to_ns(s->o->queues_at_s)) {
+            s->snapped = true;
+            s->queues = gs_admission_queues_json(s->adm, 20, 5);
         }
     }
     return 0;
@@ -538,6 +578,20 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->mean_share[k] = s->contended ? s->share_sum[k] / (double)s->contended : 0;
         res->mean_entitled[k] = s->contended ? s->ent_sum[k] / (double)s->contended : 0;
     }
+    res->idle_share = s->contended ? s->idle_sum / (double)s->contended : 0;
+    if (s->adm) {
+        struct gs_admission_stats st;
+        gs_admission_stats(s->adm, &st);
+        res->spared_min_runtime = st.spared_min_runtime;
+        res->spared_fair_share = st.spared_fair_share;
+        res->spared_cap = st.spared_cap;
+        res->reclaims_deferred = st.reclaims_deferred;
+        res->max_workload_preemptions = st.max_workload_preemptions;
+        res->charged_gpu_hours = st.charged_gpu_hours;
+        if (s->o->want_queues && !s->snapped) s->queues = gs_admission_queues_json(s->adm, 20, 5);
+    }
+    res->queues = s->queues;
+    s->queues = NULL;
     res->jain_mean = s->contended ? s->jain_sum / (double)s->contended : 1;
     res->jain_min = s->contended ? s->jain_min : 1;
     percentiles(s->wait_small, s->nsmall, res->wait_small);

@@ -26,6 +26,7 @@
 
 #include "sim/sim.h"
 
+#include <jansson.h>
 #include <stdbool.h>
 
 #define GS_TENANTS_MAX 8
@@ -43,6 +44,17 @@ struct gs_tenants_opts {
     double starvation_s;           /* starvation guard wait; 0: 1800 */
     double speedup;                /* arrival times divided by this (load x speedup); 0: 1 */
     double node_fraction;          /* keep this share of the nodes (evenly spread); 0: 1 */
+    /* Eviction rationing (admission.h); 0 takes admission's default, < 0 turns the rule off. */
+    double min_runtime_s;          /* no eviction before a workload ran this long */
+    double reclaim_wait_s;         /* a claimant reclaims only after pending this long */
+    int max_preemptions;           /* evictions of one workload per hour */
+    double evict_charge;           /* share of the lost GPU-hours charged to the claimant */
+    double hold_s;                 /* how long nodes freed by reclaim are held */
+    double reserve_horizon_s;      /* reserve only for a start this close */
+    bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
+    /* Per-queue status: a snapshot at queues_at_s (< 0: at the end) in the result. */
+    bool want_queues;
+    double queues_at_s;
 };
 
 struct gs_tenants_point {
@@ -63,6 +75,12 @@ struct gs_tenants_result {
     double jain_mean, jain_min;
     double wait_small[3], wait_large[3];  /* p50, p90, p99 seconds */
     double wall_seconds;
+    int64_t spared_min_runtime, spared_fair_share, spared_cap; /* claims where the rules protected a victim */
+    int64_t reclaims_deferred;            /* claims that waited instead of reclaiming */
+    int32_t max_workload_preemptions;
+    double charged_gpu_hours;
+    double idle_share;                    /* time-averaged idle GPU share while contended */
+    json_t *queues;                       /* gs_admission_queues_json snapshot when asked; caller decrefs */
 };
 
 /* Runs the scenario; sample (may be NULL) gets every sample point. 0 or GS_E* with d filled. */

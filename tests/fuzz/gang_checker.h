@@ -142,7 +142,7 @@ static int gc_init(struct gc *g, bool plan, int reject_pct)
     gs_clock_init_sim(&g->clock, 0);
     if (!(g->cache = gs_cache_new(&g->clock))) return -1;
     for (int i = 0; i < 3; i++) {
-        char n[8];
+        char n[32];
         snprintf(n, sizeof n, "n%d", i);
         int32_t numa[4] = {0, 0, 1, 1};
         uint64_t links[4] = {0x2, 0x1, 0x8, 0x4};
@@ -228,7 +228,7 @@ static void gc_new_group(struct gc *g, uint8_t b, bool all_now)
     int size = 2 + b % 3, gpus = 1 + (b >> 2) % 2, prio = (b >> 3) % 3;
     if (g->ngroups == GC_MAX_GROUPS || g->npods + size > GC_MAX_PODS) return;
     struct gc_group *gr = &g->groups[g->ngroups];
-    char name[16];
+    char name[32];
     snprintf(name, sizeof name, "g%d", g->ngroups);
     if (!(gr->pg = gc_make_group(name, size))) return;
     g->ngroups++;
@@ -236,7 +236,7 @@ static void gc_new_group(struct gc *g, uint8_t b, bool all_now)
     gr->first = g->npods;
     gs_scheduler_add_podgroup(g->s, gr->pg->u.podgroup);
     for (int i = 0; i < size; i++) {
-        char pn[24];
+        char pn[48];
         snprintf(pn, sizeof pn, "%s-%d", name, i);
         struct gc_pod *p = &g->pods[g->npods];
         *p = (struct gc_pod){gc_make_pod(pn, gpus, prio, name), g->ngroups - 1, false, false, false, -1};
@@ -249,7 +249,7 @@ static void gc_new_group(struct gc *g, uint8_t b, bool all_now)
 static void gc_single(struct gc *g, uint8_t b)
 {
     if (g->npods == GC_MAX_PODS) return;
-    char pn[24];
+    char pn[48];
     snprintf(pn, sizeof pn, "s%d", g->npods);
     struct gc_pod *p = &g->pods[g->npods];
     *p = (struct gc_pod){gc_make_pod(pn, b % 5, (b >> 3) % 4, NULL), -1, false, false, false, -1};

@@ -16,7 +16,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("GPUSCHED_BIN", os.path.join(ROOT, "build", "gpusched"))
 SCEN = os.path.join(ROOT, "tests", "data", "scenarios")
-PROFILE = os.path.join(ROOT, "examples", "gang-topology-scheduler.yaml")
+PROFILE = os.path.join(ROOT, "examples", "scheduler", "gang-topology-scheduler.yaml")
 NAMES = sorted(d for d in os.listdir(SCEN) if os.path.isfile(os.path.join(SCEN, d, "expected.json")))
 
 
@@ -75,3 +75,41 @@ def test_scenario(name, tmp_path):
             if e["event"] == "scheduled":
                 got[e["node"]] = got.get(e["node"], 0) + 1
         assert got == exp["per_node"], log
+
+
+def explain(*args):
+    return subprocess.run([BIN, "explain", *args], capture_output=True, text=True, timeout=120)
+
+
+def scen_args(name):
+    d = os.path.join(SCEN, name)
+    return ["--cluster", os.path.join(d, "nodes.yaml"), "--workload", os.path.join(d, "workload.yaml"),
+            "--config", PROFILE]
+
+
+def test_explain_from_output_dir(tmp_path):
+    run("preempt-no-help", str(tmp_path))
+    p = explain("huge", "--from", str(tmp_path / "out"), "--at", "20", *scen_args("preempt-no-help"))
+    assert p.returncode == 0, p.stderr
+    assert "at t=20:" in p.stdout
+    assert "GpuShare               rejected 1 node(s): Insufficient nvidia.com/gpu" in p.stdout
+    assert "closest node: n1" in p.stdout
+    assert "preemption: would not help" in p.stdout
+
+
+def test_explain_group_replayed():
+    p = explain("gang-b", "--at", "50", *scen_args("two-competing-gangs"))
+    assert p.returncode == 0, p.stderr
+    assert "pod group default/gang-b: 4 member(s) known, 0 placed, minMember 4" in p.stdout
+    assert "pod group default/gang-b needs 8.0 GPUs, 0.0 free and 0.0 preemptible" in p.stdout
+    p = explain("a-0", "--at", "50", *scen_args("two-competing-gangs"))
+    assert "is running on" in p.stdout
+
+
+def test_explain_usage():
+    p = explain("x")
+    assert p.returncode == 2
+    assert "--cluster and --workload are required" in p.stderr
+    p = explain("nosuch", *scen_args("spread"))
+    assert p.returncode == 1
+    assert "no pod or pod group default/nosuch" in p.stderr

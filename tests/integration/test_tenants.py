@@ -1,6 +1,7 @@
 """End-to-end: `gpusched sim --experiment tenants` on the openb slice, made
 to contend (arrivals 5000x faster, 30% of the nodes): both modes finish
-every workload, admission reports preemptions, the outputs are written."""
+every workload, admission reports preemptions, the outputs are written, the
+eviction rules ration evictions, and the per-queue status can be written."""
 import json
 import os
 
@@ -25,6 +26,38 @@ def test_both_modes_report_fairness_and_waits(run):
         assert x["wait_small"][0] <= x["wait_small"][1] <= x["wait_small"][2]
     assert res["fifo"]["preemptions"] == 0
     assert res["fair"]["preemptions"] > 0
+    assert res["fair"]["max_workload_preemptions"] <= 1  # the default cap: once per hour
+    assert 0 <= res["fair"]["idle_share"] < 1
+
+
+def test_eviction_rules_ration_evictions(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    rationed = fair()
+    free = fair("--reclaim-wait", "0", "--min-runtime", "0", "--max-preemptions", "0", "--reclaim-from", "nominal")
+    assert free["preemptions"] > rationed["preemptions"]
+    assert free["reclaims_deferred"] == 0 and rationed["reclaims_deferred"] > 0
+    assert rationed["spared_min_runtime"] > 0 and free["spared_min_runtime"] == 0
+
+
+def test_queues_json(run, tmp_path):
+    path = tmp_path / "queues.json"
+    r = tenants(run, "--mode", "fair", "--queues-json", str(path), "--queues-at", "600")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(path.read_text())
+    assert doc["time"] >= 600
+    leaves = {q["name"]: q for q in doc["queues"] if "pending" in q}
+    assert set(leaves) == {"tenant-a", "tenant-b", "tenant-c"}
+    for q in leaves.values():
+        for k in ("nominal", "borrowed", "lent", "usage", "fairShare", "decayedGpuHours", "weightedShare",
+                  "pendingWorkloads", "admittedWorkloads", "preemptions", "evictionsCaused"):
+            assert k in q, k
+        assert [p["position"] for p in q["pending"]] == list(range(1, len(q["pending"]) + 1))
+        for p in q["pending"]:
+            assert "estimatedStart" in p and "reason" in p
+    assert doc["stats"]["evictions"] >= 0 and "sparedMinRuntime" in doc["stats"]
 
 
 def test_weights_and_outputs(run, tmp_path):
@@ -42,3 +75,4 @@ def test_bad_flags_are_usage_errors(run):
     assert tenants(run, "--weights", "1,-2").returncode == 2
     assert tenants(run, "--mode", "unfair").returncode == 2
     assert tenants(run, "--bogus", "1").returncode == 2
+    assert tenants(run, "--reclaim-from", "anyone").returncode == 2

@@ -9,7 +9,9 @@
  * half GPUs), finish one, move the clock, run an admission cycle and bind
  * what it admitted. After every operation the checker runs: quota never
  * exceeded anywhere in the tree, each queue's usage equal to the sum of its
- * admitted workloads, and the cache's aggregates equal to its pods.
+ * admitted workloads, the cache's aggregates equal to its pods, no workload
+ * evicted before it ran the minimum runtime, and none evicted more often than
+ * the per-window cap (the eviction rules are drawn from the input too).
  */
 #ifndef GS_TESTS_ADMISSION_FUZZ_H
 #define GS_TESTS_ADMISSION_FUZZ_H
@@ -130,8 +132,16 @@ static inline int adm_fuzz_run(const uint8_t *data, size_t size, char *why, size
                                  .ngpus = (adm_byte(&f) & 1) ? 8 : 4, .gpu_mem_mib = 16384};
         gs_cache_add_node_spec(cache, &s);
     }
+    static const int64_t runtimes[4] = {-1, 60, 300, 0};
+    unsigned r = adm_byte(&f);
     struct gs_admission_opts o = {.starvation_wait_ns = 60 * GS_NS_PER_SEC, .large_gpu_milli = 4000,
-                                  .history_weight = 0.5, .max_checks = 64};
+                                  .history_weight = 0.5, .max_checks = 64,
+                                  .reclaim_min_runtime_ns = runtimes[r % 4] * GS_NS_PER_SEC,
+                                  .reclaim_wait_ns = (r & 4) ? 120 * GS_NS_PER_SEC : -1,
+                                  .max_preemptions = (r & 8) ? 2 : 1, .preemption_window_ns = 600 * GS_NS_PER_SEC,
+                                  .reclaim_above_nominal = (r & 16) != 0, .max_victim_searches = (r & 32) ? 1 : 0,
+                                  .evict_charge = (r & 64) ? -1 : 0};
+    int64_t min_runtime = runtimes[r % 4] ? runtimes[r % 4] * GS_NS_PER_SEC : 600 * GS_NS_PER_SEC;
     struct gs_admission *a = NULL;
     int rc = gs_admission_new(&t, cache, &clk, &o, &a, NULL);
     struct gs_pod **pods = NULL;
@@ -163,11 +173,19 @@ static inline int adm_fuzz_run(const uint8_t *data, size_t size, char *why, size
                                          .pods = (const struct gs_pod *const *)&pods[npods - k], .npods = k,
                                          .est_duration_ns = (int64_t)(1 + (b >> 5)) * 30 * GS_NS_PER_SEC};
             gs_admission_submit(a, &s);
-        } else if (b % 5 == 2) { /* finish an admitted workload */
+        } else if (b % 5 == 2) { /* finish an admitted workload, or one pod of it */
             size_t cnt = gs_admission_count(a);
             for (size_t i = 0; cnt && i < cnt; i++) {
                 const struct gs_workload *w = gs_admission_workload(a, (int32_t)((i + (b >> 3)) % cnt));
                 if (w->state != GS_WL_ADMITTED) continue;
+                if ((b & 0x80) && w->npods > 1) {
+                    const struct gs_pod *p = w->pods[(b >> 3) % w->npods];
+                    char key[256];
+                    gs_meta_key(&p->meta, key, sizeof key);
+                    gs_cache_remove_pod(cache, key);
+                    rc = gs_admission_pod_finished(a, w->id, p);
+                    break;
+                }
                 adm_unbind_workload(cache, w);
                 rc = gs_admission_finish(a, w->id);
                 if (st) st->finished++;
@@ -181,6 +199,18 @@ static inline int adm_fuzz_run(const uint8_t *data, size_t size, char *why, size
             if (st && !rc) st->admitted += (long)res.nadmitted, st->evicted += (long)res.nevicted;
             for (size_t i = 0; !rc && i < res.nadmitted; i++)
                 adm_bind_workload(cache, gs_admission_workload(a, res.admitted[i]));
+            for (size_t i = 0; !rc && i < res.nevicted; i++) {
+                const struct gs_workload *w = gs_admission_workload(a, res.evicted[i]);
+                if (w->state != GS_WL_PENDING) {
+                    snprintf(why, len, "%s evicted and readmitted in one cycle", w->key);
+                    rc = GS_ESTATE;
+                } else if (min_runtime > 0 && now - w->admitted_ns < min_runtime) {
+                    snprintf(why, len, "%s evicted after running %lld s, minimum %lld s", w->key,
+                             (long long)((now - w->admitted_ns) / GS_NS_PER_SEC),
+                             (long long)(min_runtime / GS_NS_PER_SEC));
+                    rc = GS_ESTATE;
+                }
+            }
         }
         if (!rc) rc = gs_admission_check(a, why, len);
         if (!rc) rc = gs_cache_check(cache, why, len);
@@ -188,6 +218,7 @@ static inline int adm_fuzz_run(const uint8_t *data, size_t size, char *why, size
     if (!rc && a) { /* observability must work on any state */
         json_t *j = gs_admission_status_json(a);
         json_decref(j);
+        json_decref(gs_admission_queues_json(a, 4, 2));
         if (gs_admission_count(a)) json_decref(gs_admission_explain_json(a, gs_admission_workload(a, 0)->key));
     }
     gs_admission_free(a);

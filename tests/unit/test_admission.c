@@ -3,7 +3,11 @@
  * all-or-nothing quota reservation, the placement check (and Kueue's
  * quota-only behaviour for contrast), reclaim victim choice with holds, no
  * ping-pong, priority preemption inside a queue, StrictFIFO, uncovered
- * resources, the backfill reservation, and the status/explain output.
+ * resources, the backfill reservation, and the status/explain output;
+ * then the rules that ration evictions: minimum runtime, reclaim only from
+ * queues above their fair share, the per-window cap, the evictor paying for
+ * lost work, the victim-search budget, the reservation horizon, the free-GPU
+ * prefilter, and the per-queue JSON with pending workloads.
  * The test plays the scheduler: admitted pods are bound with
  * adm_bind_workload, finished ones removed.
  */
@@ -54,7 +58,9 @@ static void env_init(struct env *e, int nnodes, int ngpus, const char *yaml, con
     }
     gs_docs_free(&docs);
     assert_int_equal(gs_queue_tree_finalize(&e->t, &d), 0);
-    struct gs_admission_opts def = {.starvation_wait_ns = -1, .history_weight = 0};
+    /* The behaviour tests below run at small clock values: no minimum runtime unless a test asks. */
+    struct gs_admission_opts def = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                    .reclaim_wait_ns = -1};
     assert_int_equal(gs_admission_new(&e->t, e->cache, &e->clk, o ? o : &def, &e->a, &d), 0);
     gs_diags_free(&d);
 }
@@ -401,6 +407,322 @@ static void status_json_reports_every_queue(void **st)
     env_free(&e);
 }
 
+/*--- Eviction rationing ---*/
+
+static const struct gs_admission_opts RATION = {.starvation_wait_ns = -1, .history_weight = 0,
+                                                .reclaim_min_runtime_ns = 600 * SEC, .reclaim_wait_ns = -1};
+
+/* b fills the 8-GPU node with four 2-GPU workloads at t = 0..3 s. */
+static void fill_b(struct env *e, int *b)
+{
+    for (int i = 0; i < 4; i++) {
+        char n[8];
+        snprintf(n, sizeof n, "b%d", i);
+        e->clk.sim_now = i * SEC;
+        b[i] = submit(e, n, "qb", 1, 2, 1000, 0, 0);
+        assert_int_equal(cycle(e), 1);
+    }
+}
+
+static void no_reclaim_before_the_minimum_runtime(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, &RATION);
+    int b[4];
+    fill_b(&e, b);
+    e.clk.sim_now = 300 * SEC; /* every b has run under 600 s */
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 0);
+    assert_int_equal(state(&e, a1), GS_WL_PENDING);
+    for (int i = 0; i < 4; i++) assert_int_equal(state(&e, b[i]), GS_WL_ADMITTED);
+    struct gs_admission_stats s;
+    gs_admission_stats(e.a, &s);
+    assert_true(s.spared_min_runtime >= 1);
+    assert_int_equal(s.evictions, 0);
+    e.clk.sim_now = 602 * SEC; /* b0..b2 are old enough, b3 (admitted at 3 s) is not */
+    gs_admission_capacity_changed(e.a);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
+    assert_int_equal(e.res.nevicted, 1);
+    assert_int_equal(e.res.evicted[0], b[2]); /* the most recent of those old enough */
+    assert_int_equal(state(&e, b[3]), GS_WL_ADMITTED);
+    gs_admission_stats(e.a, &s);
+    assert_int_equal(s.evictions, 1);
+    assert_int_equal(s.reclaims, 1);
+    env_free(&e);
+}
+
+static void a_claimant_reclaims_only_after_waiting(void **st)
+{
+    (void)st;
+    struct gs_admission_opts o = RATION;
+    o.reclaim_min_runtime_ns = -1;
+    o.reclaim_wait_ns = 300 * SEC;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, &o);
+    int b[4];
+    fill_b(&e, b);
+    e.clk.sim_now = 10 * SEC;
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 0);
+    e.clk.sim_now = 309 * SEC; /* pending 299 s */
+    gs_admission_capacity_changed(e.a);
+    assert_int_equal(cycle(&e), 0);
+    struct gs_admission_stats s;
+    gs_admission_stats(e.a, &s);
+    assert_int_equal(s.reclaims_deferred, 2);
+    assert_int_equal(s.evictions, 0);
+    e.clk.sim_now = 310 * SEC;
+    gs_admission_capacity_changed(e.a);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
+    assert_int_equal(e.res.nevicted, 1);
+    env_free(&e);
+}
+
+static void reclaim_spares_a_queue_at_its_fair_share(void **st)
+{
+    (void)st;
+    /* b borrows (6 > nominal 2) with one 6-GPU workload; c lends its unused 2. Fair share of b:
+     * 2 + half of what a and c leave = 4, so evicting the 6-GPU workload would put b below it. */
+    static const char *const Y = CQ("a", "co", "4", "  preemption: {reclaimWithinCohort: Any}\n") "---\n" CQ(
+        "b", "co", "2", "") "---\n" CQ("c", "co", "2", "") "---\n" LQ("qa", "a") "---\n" LQ("qb", "b");
+    for (int old_rule = 0; old_rule < 2; old_rule++) {
+        struct gs_admission_opts o = RATION;
+        o.reclaim_min_runtime_ns = -1;
+        o.reclaim_above_nominal = old_rule;
+        struct env e;
+        env_init(&e, 1, 8, Y, &o);
+        int b1 = submit(&e, "b1", "qb", 1, 6, 1000, 0, 0);
+        int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+        assert_int_equal(cycle(&e), 2);
+        e.clk.sim_now = 10 * SEC;
+        int a2 = submit(&e, "a2", "qa", 1, 2, 1000, 0, 0); /* a within its nominal 4: may reclaim */
+        cycle(&e);
+        struct gs_admission_stats s;
+        gs_admission_stats(e.a, &s);
+        if (old_rule) {
+            assert_int_equal(state(&e, b1), GS_WL_PENDING); /* evicted although b is not above its fair share */
+            assert_int_equal(state(&e, a2), GS_WL_ADMITTED);
+        } else {
+            assert_int_equal(state(&e, b1), GS_WL_ADMITTED);
+            assert_int_equal(state(&e, a2), GS_WL_PENDING);
+            assert_true(s.spared_fair_share >= 1);
+            assert_int_equal(s.evictions, 0);
+        }
+        assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
+        env_free(&e);
+    }
+}
+
+static void a_workload_is_evicted_at_most_max_preemptions_per_window(void **st)
+{
+    (void)st;
+    struct gs_admission_opts o = RATION;
+    o.reclaim_min_runtime_ns = -1;
+    o.max_preemptions = 1;
+    o.preemption_window_ns = 3600 * SEC;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, &o);
+    int b[4];
+    fill_b(&e, b);
+    e.clk.sim_now = 10 * SEC;
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, b[3]), GS_WL_PENDING);
+    finish(&e, a1); /* a's demand drops: b3 comes back, the most recently admitted again */
+    e.clk.sim_now = 20 * SEC;
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, b[3]), GS_WL_ADMITTED);
+    e.clk.sim_now = 30 * SEC;
+    int a2 = submit(&e, "a2", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, a2), GS_WL_ADMITTED);
+    assert_int_equal(state(&e, b[3]), GS_WL_ADMITTED); /* spared: already evicted this hour */
+    assert_int_equal(e.res.nevicted, 1);
+    assert_int_equal(e.res.evicted[0], b[2]);
+    struct gs_admission_stats s;
+    gs_admission_stats(e.a, &s);
+    assert_true(s.spared_cap >= 1);
+    assert_int_equal(s.max_workload_preemptions, 1);
+    for (int i = 0; i < 4; i++) assert_true(gs_admission_workload(e.a, b[i])->window_preemptions <= 1);
+    /* an hour later the window has passed: b3 may be chosen again */
+    finish(&e, a2);
+    e.clk.sim_now = 40 * SEC;
+    cycle(&e);
+    e.clk.sim_now = 3700 * SEC;
+    int a3 = submit(&e, "a3", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, a3), GS_WL_ADMITTED);
+    assert_int_equal(e.res.nevicted, 1);
+    assert_int_equal(e.res.evicted[0], b[2]); /* readmitted last, at 40 s: the most recent again */
+    assert_int_equal(gs_admission_workload(e.a, b[2])->preemptions, 2);
+    env_free(&e);
+}
+
+static void the_claimant_pays_for_the_lost_work(void **st)
+{
+    (void)st;
+    for (int charge = 0; charge < 2; charge++) {
+        struct gs_admission_opts o = RATION;
+        o.reclaim_min_runtime_ns = -1;
+        o.evict_charge = charge ? 1 : -1;
+        o.halflife_ns = 1000000 * SEC; /* practically no decay over the test */
+        struct env e;
+        env_init(&e, 1, 8, RECLAIM, &o);
+        int b[4];
+        fill_b(&e, b);
+        e.clk.sim_now = 3 * SEC + 3600 * SEC; /* b3 ran exactly one hour */
+        submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+        assert_int_equal(cycle(&e), 1);
+        assert_int_equal(e.res.evicted[0], b[3]);
+        struct gs_queue_status s;
+        assert_int_equal(gs_admission_queue_status(e.a, gs_queue_tree_find(&e.t, "a"), &s), 0);
+        if (charge) assert_true(s.decayed_gpu_hours > 1.99 && s.decayed_gpu_hours < 2.01); /* 2 GPUs x 1 h */
+        else assert_true(s.decayed_gpu_hours < 1e-6);
+        struct gs_admission_stats st;
+        gs_admission_stats(e.a, &st);
+        assert_true(charge ? st.charged_gpu_hours > 1.99 : st.charged_gpu_hours == 0);
+        env_free(&e);
+    }
+}
+
+static void victim_searches_per_cycle_are_capped(void **st)
+{
+    (void)st;
+    struct gs_admission_opts o = RATION;
+    o.reclaim_min_runtime_ns = -1;
+    o.max_victim_searches = 1;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, &o);
+    int b[4];
+    fill_b(&e, b);
+    e.clk.sim_now = 10 * SEC;
+    int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
+    int a2 = submit(&e, "a2", "qa", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1); /* one search this cycle */
+    assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
+    assert_int_equal(state(&e, a2), GS_WL_PENDING);
+    gs_admission_capacity_changed(e.a);
+    assert_int_equal(cycle(&e), 1); /* the next cycle has a new budget */
+    assert_int_equal(state(&e, a2), GS_WL_ADMITTED);
+    struct gs_admission_stats s;
+    gs_admission_stats(e.a, &s);
+    assert_int_equal(s.victim_searches, 2);
+    assert_int_equal(s.victim_searches_won, 2);
+    env_free(&e);
+}
+
+static void no_reservation_beyond_the_horizon(void **st)
+{
+    (void)st;
+    for (int far = 0; far < 2; far++) {
+        struct gs_admission_opts o = {.starvation_wait_ns = 10 * SEC, .large_gpu_milli = GPU(8),
+                                      .reserve_horizon_ns = 1000 * SEC, .reclaim_min_runtime_ns = -1};
+        struct env e;
+        env_init(&e, 1, 8, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), &o);
+        submit(&e, "r1", "lq", 1, 4, 1000, 0, far ? 5000 : 500);
+        assert_int_equal(cycle(&e), 1);
+        int big = submit(&e, "big", "lq", 1, 8, 1000, 0, 600);
+        e.clk.sim_now = 20 * SEC;
+        cycle(&e);
+        /* ends at 5000 s, 4980 s away: no reservation, so a long small job still gets the free half */
+        assert_int_equal(gs_admission_reservation(e.a, NULL), far ? -1 : big);
+        int s1 = submit(&e, "s1", "lq", 1, 2, 1000, 0, 3000);
+        cycle(&e);
+        assert_int_equal(state(&e, s1), far ? GS_WL_ADMITTED : GS_WL_PENDING);
+        env_free(&e);
+    }
+}
+
+static void free_gpu_count_skips_hopeless_placement_checks(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 2, 4, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), NULL);
+    submit(&e, "s", "lq", 1, 3, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    struct gs_admission_stats s0, s1;
+    gs_admission_stats(e.a, &s0);
+    int big = submit(&e, "big", "lq", 2, 4, 1000, 0, 0); /* 8 GPUs, 5 free */
+    int odd = submit(&e, "odd", "lq", 1, 5, 1000, 0, 0); /* 5 free, but no node has 5 */
+    int ok = submit(&e, "ok", "lq", 1, 2, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, ok), GS_WL_ADMITTED);
+    gs_admission_stats(e.a, &s1);
+    assert_int_equal(s1.prefilter_skips - s0.prefilter_skips, 2);
+    assert_int_equal(s1.placement_checks - s0.placement_checks, 1); /* only "ok" ran the filters */
+    assert_int_equal(state(&e, big), GS_WL_PENDING);
+    assert_int_equal(state(&e, odd), GS_WL_PENDING);
+    assert_non_null(strstr(gs_admission_workload(e.a, big)->reason, "free GPUs"));
+    env_free(&e);
+}
+
+static void a_finished_gang_member_gives_its_quota_back(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 2, 4, CQ("cq", "co", "6", "") "---\n" LQ("lq", "cq"), NULL);
+    int g = submit(&e, "gang", "lq", 2, 3, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 1);
+    int next = submit(&e, "next", "lq", 1, 3, 1000, 0, 0);
+    assert_int_equal(cycle(&e), 0); /* quota 6 all taken */
+    const struct gs_workload *w = gs_admission_workload(e.a, g);
+    char key[64];
+    gs_meta_key(&w->pods[0]->meta, key, sizeof key);
+    gs_cache_remove_pod(e.cache, key); /* member 0 ends, member 1 runs on */
+    assert_int_equal(gs_admission_pod_finished(e.a, g, w->pods[0]), 0);
+    assert_int_equal(gs_admission_pod_finished(e.a, g, w->pods[0]), 0); /* twice: released once */
+    assert_int_equal(usage_gpu(&e, "cq"), GPU(3));
+    assert_int_equal(cycle(&e), 1);
+    assert_int_equal(state(&e, next), GS_WL_ADMITTED);
+    assert_int_equal(usage_gpu(&e, "cq"), GPU(6));
+    assert_int_equal(gs_admission_pod_finished(e.a, next, w->pods[1]), GS_ENOENT); /* not its pod */
+    e.pods[e.npods] = test_pod("ns", "stray", 0, 0, 1, 1000);
+    assert_int_equal(gs_admission_pod_finished(e.a, g, e.pods[e.npods++]), GS_ENOENT);
+    finish(&e, g); /* the rest of the gang: only member 1's 3 GPUs come back */
+    assert_int_equal(usage_gpu(&e, "cq"), GPU(3));
+    char why[256];
+    assert_int_equal(gs_admission_check(e.a, why, sizeof why), 0);
+    env_free(&e);
+}
+
+static void queues_json_lists_pending_workloads_in_line(void **st)
+{
+    (void)st;
+    struct env e;
+    env_init(&e, 1, 8, RECLAIM, NULL);
+    submit(&e, "b1", "qb", 1, 6, 1000, 0, 100);
+    cycle(&e);
+    submit(&e, "b2", "qb", 1, 4, 1000, 0, 50);
+    submit(&e, "b3", "qb", 1, 8, 1000, 0, 50);
+    e.clk.sim_now = 30 * SEC;
+    cycle(&e);
+    json_t *j = gs_admission_queues_json(e.a, 10, 1);
+    assert_non_null(j);
+    assert_true(json_real_value(json_object_get(j, "time")) == 30.0);
+    json_t *qs = json_object_get(j, "queues"), *b = NULL, *v;
+    size_t i;
+    json_array_foreach(qs, i, v) if (!strcmp(json_string_value(json_object_get(v, "name")), "b")) b = v;
+    assert_non_null(b);
+    json_t *pend = json_object_get(b, "pending");
+    assert_int_equal(json_array_size(pend), 2);
+    json_t *p0 = json_array_get(pend, 0), *p1 = json_array_get(pend, 1);
+    assert_string_equal(json_string_value(json_object_get(p0, "workload")), "ns/b2");
+    assert_int_equal(json_integer_value(json_object_get(p0, "position")), 1);
+    assert_true(json_real_value(json_object_get(p0, "estimatedStart")) == 100.0); /* when b1 ends */
+    assert_true(json_real_value(json_object_get(p0, "waitingSeconds")) == 30.0);
+    assert_true(json_real_value(json_object_get(p1, "estimatedStart")) == -1.0); /* past max_estimated */
+    assert_int_equal(json_integer_value(json_object_get(p1, "position")), 2);
+    assert_non_null(json_object_get(b, "borrowed"));
+    assert_non_null(json_object_get(b, "evictionsCaused"));
+    assert_true(json_is_object(json_object_get(j, "stats")));
+    assert_non_null(json_object_get(json_object_get(j, "stats"), "sparedMinRuntime"));
+    json_decref(j);
+    env_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +736,16 @@ int main(void)
         cmocka_unit_test(uncovered_resource_is_inadmissible),
         cmocka_unit_test(starving_large_job_gets_a_backfill_reservation),
         cmocka_unit_test(status_json_reports_every_queue),
+        cmocka_unit_test(no_reclaim_before_the_minimum_runtime),
+        cmocka_unit_test(a_claimant_reclaims_only_after_waiting),
+        cmocka_unit_test(reclaim_spares_a_queue_at_its_fair_share),
+        cmocka_unit_test(a_workload_is_evicted_at_most_max_preemptions_per_window),
+        cmocka_unit_test(the_claimant_pays_for_the_lost_work),
+        cmocka_unit_test(victim_searches_per_cycle_are_capped),
+        cmocka_unit_test(no_reservation_beyond_the_horizon),
+        cmocka_unit_test(free_gpu_count_skips_hopeless_placement_checks),
+        cmocka_unit_test(a_finished_gang_member_gives_its_quota_back),
+        cmocka_unit_test(queues_json_lists_pending_workloads_in_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

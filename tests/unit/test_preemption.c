@@ -37,7 +37,7 @@ static struct gs_cache *cluster(int nodes)
     gs_clock_init_sim(&clk, 0);
     struct gs_cache *c = gs_cache_new(&clk);
     for (int i = 0; i < nodes; i++) {
-        char n[8];
+        char n[32];
         snprintf(n, sizeof n, "n%d", i);
         assert_int_equal(fx_add_node(c, n, 4, 64, 0, 0, NULL), i);
     }

@@ -25,7 +25,7 @@ static void env_init(struct env *e, int zones, bool extra_unlabelled)
     gs_clock_init_sim(&clk, 0);
     e->c = gs_cache_new(&clk);
     for (int i = 0; i < zones; i++) {
-        char z[16], n[16];
+        char z[32], n[32];
         snprintf(z, sizeof z, "zone-%d", i);
         snprintf(n, sizeof n, "n%d", i);
         gs_labels_set(&e->zl[i], "topology.kubernetes.io/zone", z);
@@ -85,7 +85,7 @@ static void test_do_not_schedule(void **st)
     env_init(&e, 3, true);
     struct gs_pod *p[6];
     for (int i = 0; i < 6; i++) {
-        char n[16];
+        char n[32];
         snprintf(n, sizeof n, "web-%d", i);
         p[i] = web(n, "DoNotSchedule", 0);
     }
@@ -143,7 +143,7 @@ static void test_schedule_anyway_scores(void **st)
     env_init(&e, 3, false);
     struct gs_pod *p[4];
     for (int i = 0; i < 4; i++) {
-        char n[16];
+        char n[32];
         snprintf(n, sizeof n, "s-%d", i);
         p[i] = web(n, "ScheduleAnyway", 0);
     }

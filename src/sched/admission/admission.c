@@ -54,6 +54,11 @@ struct gs_admission {
     size_t n, cap;
     struct leafq *lq;
     int64_t *q_preempt;
+    int64_t *q_caused;    /* evictions each leaf's claimants caused */
+    struct gs_admission_stats st;
+    int searches;         /* victim searches this cycle */
+    uint64_t cycle_no;
+    uint64_t res_fail_seq; /* release_seq when no reservation could be made */
     double (*pend)[GS_QT_MAX_RES];
     bool *cand;
     uint64_t release_seq, seq;
@@ -144,7 +149,7 @@ static void request(const struct gs_admission *a, const struct gs_workload *w, c
     for (int g = 0; g < n->ngroups; g++)
         for (int k = 0; k < n->groups[g].nres; k++) {
             int r = n->groups[g].res[k];
-            req[GS_QT_FR(flav[g], r)] = w->demand[r];
+            req[GS_QT_FR(flav[g], r)] = w->demand[r] - w->released[r];
         }
 }
 
@@ -302,6 +307,30 @@ static int grow_scratch(struct gs_admission *a, size_t npods)
     return 0;
 }
 
+/* Could w's GPU pods fit at all on the usable nodes, by free GPU counts
+ * alone? A necessary condition, checked before running the filters. */
+static bool gpu_room_on(struct gs_admission *a, const struct gs_workload *w, const uint8_t *excl)
+{
+    int64_t whole = 0, milli = 0, biggest = 0;
+    for (size_t i = 0; i < w->npods; i++) {
+        const struct gs_demand *d = &w->pods[i]->demand;
+        if (d->gpu_count <= 0) continue;
+        milli += (int64_t)d->gpu_count * d->gpu_milli;
+        if (d->gpu_milli >= GS_GPU_MILLI) whole += d->gpu_count;
+        if (d->gpu_milli >= GS_GPU_MILLI && d->gpu_count > biggest) biggest = d->gpu_count;
+    }
+    if (!milli) return true;
+    int64_t free_whole = 0, free_milli = 0, most = 0;
+    for (int32_t n = 0; n < gs_cache_node_count(a->cache); n++) {
+        const struct gs_node_info *ni = gs_cache_node(a->cache, n);
+        if (!ni || !ni->live || (excl && excl[n])) continue;
+        free_whole += ni->gpus_whole_free;
+        free_milli += ni->gpu_milli_free;
+        if (ni->gpus_whole_free > most) most = ni->gpus_whole_free;
+    }
+    return free_milli >= milli && free_whole >= whole && most >= biggest;
+}
+
 /* 1 when w's pods can be placed on flavor flav now, 0 when not, or an
  * error. keep: on success the pods stay assumed in the cache until the end
  * of the cycle, so later checks in the same cycle see them. */
@@ -311,10 +340,18 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
     int rc = grow_scratch(a, w->npods);
     struct gs_labels labels = {0};
     if (!rc) rc = flavor_labels(a, w, flav, &labels);
+    const uint8_t *excl = rc ? NULL : excluded_for(a, w);
+    if (!rc && !gpu_room_on(a, w, excl)) {
+        a->st.prefilter_skips++;
+        if (set_reason) snprintf(w->reason, sizeof w->reason, "quota fits but no placement: not enough free GPUs on usable nodes");
+        gs_labels_free(&labels);
+        return 0;
+    }
     if (!rc) {
         a->checks++;
+        a->st.placement_checks++;
         struct gs_place_req r = {.pods = w->pods, .npods = w->npods, .labels = &labels,
-                                 .excluded = excluded_for(a, w), .nodes_out = a->place_nodes, .keep = keep};
+                                 .excluded = excl, .nodes_out = a->place_nodes, .keep = keep};
         char why[160];
         rc = gs_placer_try(a->placer, &r, why, sizeof why);
         if (rc == 1 && keep && ids_push(&a->kept, w->id)) rc = GS_ENOMEM;
@@ -337,6 +374,7 @@ static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *f
     w->state = GS_WL_ADMITTED;
     w->admitted_ns = now_ns(a);
     w->reason[0] = '\0';
+    a->st.admitted++;
     ids_push(&a->adm, w->id);
     if (a->res_wl == w->id) a->res_wl = -1, a->res_nodes.n = 0;
 }
@@ -361,8 +399,24 @@ static int evict(struct gs_admission *a, struct gs_workload *v, const struct gs_
     request(a, v, v->flavor, req);
     gs_quota_apply(&a->q, v->queue, req, -1);
     evict_pods(a, v);
+    memset(v->released, 0, sizeof v->released); /* it restarts whole */
+    memset(v->pod_done, 0, v->npods);
+    int64_t now = now_ns(a);
+    if (now - v->window_start_ns >= a->o.preemption_window_ns || !v->window_preemptions)
+        v->window_start_ns = now, v->window_preemptions = 0;
+    v->window_preemptions++;
+    v->evicted_cycle = a->cycle_no; /* a restart in the same cycle would throw its work away for nothing */
     v->preemptions++;
+    if (v->preemptions > a->st.max_workload_preemptions) a->st.max_workload_preemptions = v->preemptions;
     a->q_preempt[v->queue]++;
+    a->q_caused[by->queue]++;
+    a->st.evictions++;
+    a->st.reclaims += reclaim;
+    if (a->o.evict_charge > 0) { /* the work the victim loses is paid by the queue that caused it */
+        double lost = (double)v->gpu_milli / 1000.0 * (double)(now - v->admitted_ns) / (3600.0 * GS_NS_PER_SEC);
+        a->fs.n[by->queue].ledger_gpu_hours += lost * a->o.evict_charge;
+        a->st.charged_gpu_hours += lost * a->o.evict_charge;
+    }
     v->fail_seq = 0;
     if (reclaim) {
         v->blocked_by = by->queue;
@@ -482,16 +536,65 @@ static bool within_nominal(const struct gs_admission *a, int32_t leaf, const int
     return true;
 }
 
+/* The resource a claim is about: GPUs when it asks for them, else the first it asks. */
+static int contested_res(const struct gs_admission *a, const int64_t *req)
+{
+    int first = -1;
+    for (int fr = 0; fr < GS_QT_NFR; fr++) {
+        if (req[fr] <= 0) continue;
+        if (fr % GS_QT_MAX_RES == a->fs.gpu_res) return a->fs.gpu_res;
+        if (first < 0) first = fr % GS_QT_MAX_RES;
+    }
+    return first < 0 ? 0 : first;
+}
+
+static int64_t leaf_use(const struct gs_admission *a, int32_t leaf, int r)
+{
+    int64_t u = 0;
+    for (int f = 0; f < a->t->nflavors; f++) u += a->q.usage[leaf][GS_QT_FR(f, r)];
+    return u;
+}
+
+/* Reclaim takes from a queue only while it stays at or above its fair
+ * share of r without v (usage as the search has left it). */
+static bool keeps_fair_share(struct gs_admission *a, const struct gs_workload *v, int r)
+{
+    if (a->o.reclaim_above_nominal) return true;
+    return (double)(leaf_use(a, v->queue, r) - (v->demand[r] - v->released[r])) >= a->fs.n[v->queue].deserved[r] - 0.5;
+}
+
+/* Too young to evict (1), or evicted often enough lately (2); 0 when neither. */
+static int protected_victim(const struct gs_admission *a, const struct gs_workload *v)
+{
+    int64_t now = now_ns(a);
+    if (a->o.reclaim_min_runtime_ns > 0 && now - v->admitted_ns < a->o.reclaim_min_runtime_ns) return 1;
+    if (a->o.max_preemptions > 0 && v->window_preemptions >= a->o.max_preemptions &&
+        now - v->window_start_ns < a->o.preemption_window_ns)
+        return 2;
+    return 0;
+}
+
 static size_t victim_candidates(struct gs_admission *a, const struct gs_workload *w, const int64_t *req,
                                 struct cand *out)
 {
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
-    int contested = -1;
+    int contested = -1, r = contested_res(a, req);
     bool reclaim = n->reclaim != GS_PREEMPT_NEVER && within_nominal(a, w->queue, req, &contested);
+    if (reclaim && a->o.reclaim_wait_ns > 0 && now_ns(a) - w->created_ns < a->o.reclaim_wait_ns) {
+        reclaim = false;
+        a->st.reclaims_deferred++;
+    }
     size_t k = 0;
+    bool spared[3] = {0};
     for (size_t i = 0; i < a->n; i++) {
         const struct gs_workload *v = a->w[i];
         if (v->state != GS_WL_ADMITTED || v == w) continue;
+        if (v->queue != w->queue && !(reclaim && root_of(a->t, v->queue) == root_of(a->t, w->queue))) continue;
+        int why = protected_victim(a, v);
+        if (why) {
+            spared[why] = true;
+            continue;
+        }
         bool ok = false, other = v->queue != w->queue;
         if (!other) {
             ok = (n->within == GS_PREEMPT_LOWER_PRIORITY && v->priority < w->priority) ||
@@ -499,10 +602,15 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
                   (v->priority < w->priority || (v->priority == w->priority && v->created_ns > w->created_ns)));
         } else if (reclaim && root_of(a->t, v->queue) == root_of(a->t, w->queue)) {
             ok = (n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority) && borrows_contested(a, v->queue, req);
+            if (ok && !keeps_fair_share(a, v, r)) ok = false, spared[0] = true;
         }
         if (ok) out[k++] = (struct cand){.wl = v->id, .other = other};
     }
     qsort_r(out, k, sizeof *out, cmp_cand, a);
+    /* Counted per claim, not per candidate: claims in which the rule protected someone. */
+    a->st.spared_fair_share += spared[0];
+    a->st.spared_min_runtime += spared[1];
+    a->st.spared_cap += spared[2];
     return k;
 }
 
@@ -520,9 +628,10 @@ static int search_victims(struct gs_admission *a, struct gs_workload *w, const i
                           struct cand *c, size_t nc, struct removed *rm, int32_t *chosen)
 {
     size_t k = 0;
-    int found = 0, checks = 0, rc = 0;
+    int found = 0, checks = 0, rc = 0, r = contested_res(a, req);
     for (size_t i = 0; i < nc && !found && checks < MAX_VICTIM_CHECKS; i++) {
         if (c[i].other && !borrows_contested(a, a->w[c[i].wl]->queue, req)) continue;
+        if (c[i].other && !keeps_fair_share(a, a->w[c[i].wl], r)) continue;
         if ((rc = sim_remove(a, c[i].wl, &rm[k]))) break;
         k++;
         if (!gs_quota_fits(&a->q, w->queue, req, NULL)) continue;
@@ -551,6 +660,7 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
 {
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
     if (n->within == GS_PREEMPT_NEVER && n->reclaim == GS_PREEMPT_NEVER) return 0;
+    if (a->o.max_victim_searches > 0 && a->searches >= a->o.max_victim_searches) return 0;
     int8_t flav[GS_QT_MAX_GROUPS] = {0};
     gs_qvec req;
     if (!choose_flavors(a, w, flav, true, 0, NULL)) return 0;
@@ -560,8 +670,10 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
     int32_t *chosen = malloc((a->n ? a->n : 1) * sizeof *chosen);
     int rc = c && rm && chosen ? 0 : GS_ENOMEM;
     size_t nc = rc ? 0 : victim_candidates(a, w, req, c);
+    if (nc) a->searches++, a->st.victim_searches++;
     int k = nc ? search_victims(a, w, req, flav, c, nc, rm, chosen) : 0;
     if (k < 0) rc = k;
+    if (k > 0) a->st.victim_searches_won++;
     int contested = -1;
     within_nominal(a, w->queue, req, &contested);
     for (int i = 0; !rc && i < k; i++) {
@@ -704,7 +816,7 @@ static int refresh_reservation(struct gs_admission *a)
         a->res_nodes.n = 0;
         a->release_seq++;
     }
-    if (a->res_wl >= 0 || a->o.starvation_wait_ns < 0) return 0;
+    if (a->res_wl >= 0 || a->o.starvation_wait_ns < 0 || a->res_fail_seq == a->release_seq) return 0;
     struct gs_workload *best = NULL;
     for (size_t i = 0; i < a->n; i++) {
         struct gs_workload *w = a->w[i];
@@ -716,6 +828,10 @@ static int refresh_reservation(struct gs_admission *a)
     bool ok;
     int64_t start = shadow_time(a, best, &ok);
     if (!ok || start <= now) return 0; /* fits now (the cycle admits it) or no estimate */
+    if (a->o.reserve_horizon_ns > 0 && start - now > a->o.reserve_horizon_ns) {
+        a->res_fail_seq = a->release_seq; /* too far off: no idle hold; retried when capacity is released */
+        return 0;
+    }
     a->res_wl = best->id;
     a->res_start = start;
     a->res_nodes.n = 0;
@@ -761,7 +877,7 @@ static int serve_leaf(struct gs_admission *a, int32_t leaf)
             if (strict) return 0;
             continue; /* tried first in the cycle */
         }
-        if (w->fail_seq != a->release_seq) {
+        if (w->fail_seq != a->release_seq && w->evicted_cycle != a->cycle_no) {
             int rc = try_admit(a, w);
             if (rc) return rc;
         }
@@ -787,10 +903,13 @@ static void release_kept(struct gs_admission *a)
 int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
 {
     a->adm.n = a->ev.n = 0;
-    a->checks = 0;
+    a->checks = a->searches = 0;
+    a->cycle_no++;
     gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
     expire_holds(a);
     int rc = grow_scratch(a, 1);
+    pending_demand(a); /* fair shares are current for the reservation's reclaim too */
+    gs_fairshare_compute(&a->fs, &a->q, (const double(*)[GS_QT_MAX_RES])a->pend);
     if (!rc) rc = refresh_reservation(a);
     if (!rc && a->res_wl >= 0) {
         rc = try_admit(a, a->w[a->res_wl]);
@@ -817,31 +936,64 @@ int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
 
 /*--- Submission ---*/
 
-static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *uncovered)
+/* Adds pod's demand per resource to out; *uncovered set when it asks for
+ * something the leaf of a strict (Kueue) queue does not cover. */
+static void pod_demand(const struct gs_admission *a, int32_t leaf, const struct gs_pod *pod, int64_t *out,
+                       bool *uncovered)
 {
     const struct gs_queue_tree *t = a->t;
-    const struct gs_qt_node *n = &t->nodes[w->queue];
+    const struct gs_qt_node *n = &t->nodes[leaf];
     bool covered[GS_QT_MAX_RES] = {0};
     for (int g = 0; g < n->ngroups; g++)
         for (int k = 0; k < n->groups[g].nres; k++) covered[n->groups[g].res[k]] = true;
     int cpu = gs_queue_tree_res(t, GS_RES_CPU), mem = gs_queue_tree_res(t, GS_RES_MEMORY);
     int gpu = gs_queue_tree_res(t, GS_RES_GPU), pods = gs_queue_tree_res(t, GS_RES_PODS);
+    const struct gs_demand *d = &pod->demand;
+    int64_t g = (int64_t)d->gpu_count * d->gpu_milli;
+    struct { int id; int64_t v; } each[] = {{cpu, d->cpu_milli}, {mem, d->mem_bytes * 1000}, {gpu, g}, {pods, 1000}};
+    for (size_t k = 0; k < sizeof each / sizeof each[0]; k++) {
+        if (each[k].id >= 0) out[each[k].id] += each[k].v;
+        if (k < 3 && each[k].v > 0 && n->strict_cover && (each[k].id < 0 || !covered[each[k].id])) *uncovered = true;
+    }
+    for (size_t k = 0; k < d->extended.n; k++) {
+        int r = gs_queue_tree_res(t, d->extended.v[k].name);
+        if (r >= 0) out[r] += d->extended.v[k].milli;
+        if (n->strict_cover && (r < 0 || !covered[r]) && d->extended.v[k].milli > 0) *uncovered = true;
+    }
+}
+
+static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *uncovered)
+{
     *uncovered = false;
     for (size_t i = 0; i < w->npods; i++) {
         const struct gs_demand *d = &w->pods[i]->demand;
-        int64_t g = (int64_t)d->gpu_count * d->gpu_milli;
-        w->gpu_milli += g;
-        struct { int id; int64_t v; } each[] = {{cpu, d->cpu_milli}, {mem, d->mem_bytes * 1000}, {gpu, g}, {pods, 1000}};
-        for (size_t k = 0; k < sizeof each / sizeof each[0]; k++) {
-            if (each[k].id >= 0) w->demand[each[k].id] += each[k].v;
-            if (k < 3 && each[k].v > 0 && n->strict_cover && (each[k].id < 0 || !covered[each[k].id])) *uncovered = true;
-        }
-        for (size_t k = 0; k < d->extended.n; k++) {
-            int r = gs_queue_tree_res(t, d->extended.v[k].name);
-            if (r >= 0) w->demand[r] += d->extended.v[k].milli;
-            if (n->strict_cover && (r < 0 || !covered[r]) && d->extended.v[k].milli > 0) *uncovered = true;
-        }
+        w->gpu_milli += (int64_t)d->gpu_count * d->gpu_milli;
+        pod_demand(a, w->queue, w->pods[i], w->demand, uncovered);
     }
+}
+
+int gs_admission_pod_finished(struct gs_admission *a, int32_t id, const struct gs_pod *pod)
+{
+    if (id < 0 || (size_t)id >= a->n) return GS_ENOENT;
+    struct gs_workload *w = a->w[id];
+    size_t i = 0;
+    while (i < w->npods && w->pods[i] != pod) i++;
+    if (i == w->npods) return GS_ENOENT;
+    if (w->state != GS_WL_ADMITTED) return GS_ESTATE;
+    if (w->pod_done[i]) return 0;
+    gs_qvec before, after;
+    gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
+    request(a, w, w->flavor, before);
+    bool unused = false;
+    int64_t d[GS_QT_MAX_RES] = {0};
+    pod_demand(a, w->queue, pod, d, &unused);
+    for (int r = 0; r < GS_QT_MAX_RES; r++) w->released[r] += d[r];
+    w->pod_done[i] = 1;
+    request(a, w, w->flavor, after);
+    for (int fr = 0; fr < GS_QT_NFR; fr++) before[fr] -= after[fr];
+    gs_quota_apply(&a->q, w->queue, before, -1);
+    a->release_seq++;
+    return 0;
 }
 
 int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s)
@@ -860,8 +1012,9 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
     if (!w) return GS_ENOMEM;
     w->key = strdup(s->key);
     w->pods = malloc((s->npods ? s->npods : 1) * sizeof *w->pods);
-    if (!w->key || !w->pods) {
-        free(w->key), free(w->pods), free(w);
+    w->pod_done = calloc(s->npods ? s->npods : 1, 1);
+    if (!w->key || !w->pods || !w->pod_done) {
+        free(w->key), free(w->pods), free(w->pod_done), free(w);
         return GS_ENOMEM;
     }
     memcpy(w->pods, s->pods, s->npods * sizeof *w->pods);
@@ -905,8 +1058,15 @@ static void set_defaults(struct gs_admission_opts *o)
     if (o->history_weight < 0) o->history_weight = 0.5;
     if (o->starvation_wait_ns == 0) o->starvation_wait_ns = 1800 * GS_NS_PER_SEC;
     if (o->large_gpu_milli <= 0) o->large_gpu_milli = 8000;
-    if (o->hold_ns <= 0) o->hold_ns = 300 * GS_NS_PER_SEC;
+    if (o->hold_ns <= 0) o->hold_ns = 60 * GS_NS_PER_SEC;
     if (o->max_checks <= 0) o->max_checks = 256;
+    if (o->reclaim_min_runtime_ns == 0) o->reclaim_min_runtime_ns = 600 * GS_NS_PER_SEC;
+    if (o->reclaim_wait_ns == 0) o->reclaim_wait_ns = 600 * GS_NS_PER_SEC;
+    if (o->max_preemptions == 0) o->max_preemptions = 1;
+    if (o->preemption_window_ns <= 0) o->preemption_window_ns = 3600 * GS_NS_PER_SEC;
+    if (o->evict_charge == 0) o->evict_charge = 1;
+    if (o->max_victim_searches == 0) o->max_victim_searches = 8;
+    if (o->reserve_horizon_ns == 0) o->reserve_horizon_ns = 3600 * GS_NS_PER_SEC;
 }
 
 int gs_admission_new(const struct gs_queue_tree *tree, struct gs_cache *cache, const struct gs_clock *clock,
@@ -926,9 +1086,10 @@ int gs_admission_new(const struct gs_queue_tree *tree, struct gs_cache *cache, c
     size_t n = tree->n ? (size_t)tree->n : 1;
     a->lq = calloc(n, sizeof *a->lq);
     a->q_preempt = calloc(n, sizeof *a->q_preempt);
+    a->q_caused = calloc(n, sizeof *a->q_caused);
     a->pend = calloc(n, sizeof *a->pend);
     a->cand = calloc(n, sizeof *a->cand);
-    int rc = a->lq && a->q_preempt && a->pend && a->cand ? 0 : GS_ENOMEM;
+    int rc = a->lq && a->q_preempt && a->q_caused && a->pend && a->cand ? 0 : GS_ENOMEM;
     if (!rc) rc = gs_quota_init(&a->q, tree);
     if (!rc) rc = gs_fairshare_init(&a->fs, tree, a->o.halflife_ns, a->o.history_weight, now_ns(a));
     if (!rc) rc = gs_placer_new(cache, clock, a->o.profile, &a->placer, d);
@@ -946,13 +1107,14 @@ void gs_admission_free(struct gs_admission *a)
     for (size_t i = 0; i < a->n; i++) {
         free(a->w[i]->key);
         free(a->w[i]->pods);
+        free(a->w[i]->pod_done);
         free(a->w[i]);
     }
     free(a->w);
     for (int32_t i = 0; a->lq && i < a->t->n; i++) free(a->lq[i].v);
     for (size_t h = 0; h < a->nholds; h++) free(a->holds[h].nodes);
     free(a->holds);
-    free(a->lq), free(a->q_preempt), free(a->pend), free(a->cand);
+    free(a->lq), free(a->q_preempt), free(a->q_caused), free(a->pend), free(a->cand);
     free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
     free(a->excl), free(a->place_nodes);
     gs_quota_free(&a->q);
@@ -999,6 +1161,14 @@ int gs_admission_check(const struct gs_admission *a, char *why, size_t len)
         request(a, w, w->flavor, req);
         for (int fr = 0; fr < GS_QT_NFR; fr++) sum[w->queue][fr] += req[fr];
     }
+    for (size_t i = 0; !rc && i < a->n; i++) {
+        const struct gs_workload *w = a->w[i];
+        if (a->o.max_preemptions > 0 && w->window_preemptions > a->o.max_preemptions) {
+            snprintf(why, len, "workload %s evicted %d times within one window (cap %d)", w->key,
+                     w->window_preemptions, a->o.max_preemptions);
+            rc = GS_ESTATE;
+        }
+    }
     for (int32_t i = 0; !rc && i < a->t->n; i++) {
         if (a->t->nodes[i].nchildren) continue;
         for (int fr = 0; fr < GS_QT_NFR && !rc; fr++)
@@ -1013,6 +1183,8 @@ int gs_admission_check(const struct gs_admission *a, char *why, size_t len)
 }
 
 /*--- Observability ---*/
+
+void gs_admission_stats(const struct gs_admission *a, struct gs_admission_stats *out) { *out = a->st; }
 
 int gs_admission_queue_status(struct gs_admission *a, int32_t i, struct gs_queue_status *s)
 {
@@ -1084,9 +1256,64 @@ json_t *gs_admission_status_json(struct gs_admission *a)
         json_object_set_new(o, "pendingWorkloads", json_integer(s.pending));
         json_object_set_new(o, "admittedWorkloads", json_integer(s.admitted));
         json_object_set_new(o, "preemptions", json_integer(s.preemptions));
+        int64_t caused = 0;
+        for (int32_t j = 0; j < a->t->n; j++)
+            for (int32_t x = j; x >= 0; x = a->t->nodes[x].parent)
+                if (x == i) caused += a->q_caused[j];
+        json_object_set_new(o, "evictionsCaused", json_integer(caused));
         json_array_append_new(arr, o);
     }
     return arr;
+}
+
+static json_t *stats_json(const struct gs_admission *a)
+{
+    const struct gs_admission_stats *s = &a->st;
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:f}", "admitted", (json_int_t)s->admitted,
+                     "evictions", (json_int_t)s->evictions, "reclaims", (json_int_t)s->reclaims, "victimSearches",
+                     (json_int_t)s->victim_searches, "victimSearchesWon", (json_int_t)s->victim_searches_won,
+                     "sparedMinRuntime", (json_int_t)s->spared_min_runtime, "sparedFairShare",
+                     (json_int_t)s->spared_fair_share, "sparedPreemptionCap", (json_int_t)s->spared_cap, "reclaimsDeferred", (json_int_t)s->reclaims_deferred,
+                     "placementChecks", (json_int_t)s->placement_checks, "prefilterSkips",
+                     (json_int_t)s->prefilter_skips, "maxWorkloadPreemptions", s->max_workload_preemptions,
+                     "chargedGpuHours", s->charged_gpu_hours);
+}
+
+/* The first max_listed pending workloads of leaf i, in line order. */
+static json_t *pending_json(struct gs_admission *a, int32_t i, size_t max_listed, size_t *estimated, size_t max_est)
+{
+    json_t *arr = json_array();
+    int64_t now = now_ns(a);
+    for (size_t k = 0; arr && k < a->lq[i].n && k < max_listed; k++) {
+        const struct gs_workload *w = a->w[a->lq[i].v[k]];
+        int64_t start = -1;
+        if (*estimated < max_est) start = gs_admission_estimate_start(a, w->id), ++*estimated;
+        json_t *o = json_pack("{s:s, s:i, s:i, s:f, s:f, s:i, s:f, s:s, s:b}", "workload", w->key, "position",
+                              (int)k + 1, "priority", w->priority, "gpus", (double)w->gpu_milli / 1000.0,
+                              "waitingSeconds", (double)(now - w->created_ns) / GS_NS_PER_SEC, "preemptions",
+                              w->preemptions, "estimatedStart",
+                              start >= 0 ? (double)start / GS_NS_PER_SEC : -1.0, "reason", w->reason,
+                              "reservation", a->res_wl == w->id);
+        if (o) json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+json_t *gs_admission_queues_json(struct gs_admission *a, size_t max_listed, size_t max_estimated)
+{
+    json_t *qs = gs_admission_status_json(a);
+    size_t estimated = 0;
+    for (int32_t i = 0; qs && i < a->t->n; i++) {
+        json_t *o = json_array_get(qs, (size_t)i);
+        if (o && gs_queue_tree_is_leaf(a->t, i))
+            json_object_set_new(o, "pending", pending_json(a, i, max_listed, &estimated, max_estimated));
+    }
+    json_t *res = json_null();
+    if (a->res_wl >= 0)
+        res = json_pack("{s:s, s:f}", "workload", a->w[a->res_wl]->key, "start",
+                        (double)a->res_start / GS_NS_PER_SEC);
+    return json_pack("{s:f, s:o, s:o, s:o}", "time", (double)now_ns(a) / GS_NS_PER_SEC, "queues", qs ? qs : json_array(),
+                     "reservation", res ? res : json_null(), "stats", stats_json(a));
 }
 
 json_t *gs_admission_explain_json(struct gs_admission *a, const char *key)

@@ -32,12 +32,40 @@
  * No ping-pong: a workload evicted by reclaim is not readmitted to borrow in
  * its queue until the reclaiming queue's demand drops below what it was.
  *
+ * Eviction is costly (the victim restarts from scratch), so it is rationed:
+ *  - patience: a claimant reclaims from other queues only after it has been
+ *    pending reclaim_wait (YARN's fair-share preemption timeout): most
+ *    capacity frees itself as workloads end, without throwing work away;
+ *  - minimum runtime: a workload admitted less than reclaim_min_runtime ago
+ *    is never a victim (KAI's minRuntime), so work is not thrown away just
+ *    after it started;
+ *  - fair share, not nominal: reclaim takes only from queues above their
+ *    fair share, and only while the victim's queue stays at or above it
+ *    after the eviction (a queue that merely borrows beyond its guarantee
+ *    while under its fair share keeps what it runs);
+ *  - a cap: a workload is evicted at most max_preemptions times per
+ *    preemption_window; the per-workload and per-queue counters are exposed
+ *    (gs_admission_stats, the status JSON);
+ *  - the evictor pays: the GPU-hours the victims had run, and lose, are
+ *    added (times evict_charge) to the claimant queue's usage ledger, so a
+ *    queue that reclaims drops in the fair-share order;
+ *  - at most max_victim_searches victim searches per cycle, so searching for
+ *    victims does not use up the placement checks small workloads need.
+ * A workload that cannot be placed even with every GPU of the cluster free
+ * for it is not tried at all (a free-GPU count, before the filters run).
+ *
  * Starvation guard: a large workload (>= large_gpu_milli) pending longer than
  * starvation_wait gets a reservation: the earliest time it can start if
  * running workloads end at their estimated times (simulated on the cache),
  * and the nodes it would take then. Until it starts, other workloads may use
  * those nodes only if they are estimated to end before that time (Slurm's
- * backfill); they may always use other nodes.
+ * backfill); they may always use other nodes. A reservation is only made
+ * when its start is within reserve_horizon: holding nodes for a workload that
+ * cannot start for hours would leave capacity idle for nothing.
+ *
+ * Pods of an admitted workload that finish early give their quota back
+ * (gs_admission_pod_finished); the rest stays reserved until the workload
+ * finishes or is evicted.
  *
  * Time comes from the clock given at creation; the result is deterministic
  * for the same inputs. Not thread-safe.
@@ -55,7 +83,15 @@ struct gs_admission_opts {
     double history_weight;      /* weight of the decayed history in the ordering key, 0..1; <0: 0.5 */
     int64_t starvation_wait_ns; /* wait before a large workload gets a reservation; 0: 30 min; <0: never */
     int64_t large_gpu_milli;    /* a "large" workload asks at least this much GPU; 0: 8000 (8 GPUs) */
-    int64_t hold_ns;            /* how long freed capacity is held for a claimant; 0: 5 min */
+    int64_t hold_ns;            /* how long freed capacity is held for a claimant; 0: 60 s */
+    int64_t reclaim_min_runtime_ns; /* no eviction before a workload ran this long; 0: 10 min; <0: none */
+    int64_t reclaim_wait_ns;    /* a claimant reclaims only after pending this long; 0: 10 min; <0: at once */
+    int max_preemptions;        /* evictions of one workload per window; 0: 1; <0: unlimited */
+    int64_t preemption_window_ns; /* 0: 1 hour */
+    double evict_charge;        /* share of the victims' lost GPU-hours charged to the claimant; 0: 1; <0: none */
+    bool reclaim_above_nominal; /* old rule: reclaim from any queue borrowing, ignoring fair share */
+    int max_victim_searches;    /* victim searches per cycle; 0: 8; <0: unlimited */
+    int64_t reserve_horizon_ns; /* reserve only when the start is this close; 0: 1 hour; <0: any */
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
@@ -76,12 +112,17 @@ struct gs_workload {
     size_t npods;
     int64_t demand[GS_QT_MAX_RES]; /* milli per resource, over all pods */
     int64_t gpu_milli;
+    int64_t released[GS_QT_MAX_RES]; /* of demand, held by pods that already finished (admitted only) */
+    uint8_t *pod_done;          /* npods flags: pod finished while admitted */
     int64_t est_duration_ns;    /* 0 = unknown */
     enum gs_wl_state state;
     int8_t flavor[GS_QT_MAX_GROUPS]; /* chosen flavor per resource group when admitted */
     int64_t created_ns, admitted_ns;
     uint64_t seq;
     int32_t preemptions;        /* times evicted */
+    int32_t window_preemptions; /* evictions since window_start_ns */
+    int64_t window_start_ns;
+    uint64_t evicted_cycle;     /* cycle of the last eviction: not readmitted in that cycle */
     int32_t blocked_by;         /* queue that reclaimed it, -1 none */
     int blocked_res;
     int64_t blocked_demand;     /* that queue's demand then */
@@ -125,6 +166,12 @@ struct gs_admission_result {
 int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out);
 /* The workload finished (all its pods left): its quota is released. */
 int gs_admission_finish(struct gs_admission *a, int32_t id);
+/* One pod of an admitted workload finished while others still run: its
+ * share of the quota is released now (Kueue's reclaimablePods), so a gang
+ * whose members end at different times does not hold quota for idle GPUs.
+ * If the workload is evicted later it restarts whole and asks for all of it
+ * again. 0, GS_ENOENT (unknown id or pod not in it) or GS_ESTATE (not admitted). */
+int gs_admission_pod_finished(struct gs_admission *a, int32_t id, const struct gs_pod *pod);
 /* Nodes were added or freed outside admission's knowledge: retry everyone. */
 void gs_admission_capacity_changed(struct gs_admission *a);
 
@@ -169,8 +216,35 @@ int64_t gs_admission_estimate_start(struct gs_admission *a, int32_t id);
 /* The reserved workload (-1 none) and its start time. */
 int32_t gs_admission_reservation(const struct gs_admission *a, int64_t *start_ns);
 
-/* Invariants: quota never exceeded (quota.h) and each leaf's usage equals
- * the sum of its admitted workloads' requests. 0 or GS_ESTATE with why. */
+/* Counters since creation. */
+struct gs_admission_stats {
+    int64_t admitted;             /* admissions (a readmission counts again) */
+    int64_t evictions;            /* workloads evicted, reclaim + preemption */
+    int64_t reclaims;             /* of which from another queue */
+    int64_t victim_searches;      /* searches run */
+    int64_t victim_searches_won;  /* searches that found a set making the claimant fit */
+    int64_t spared_min_runtime;   /* claims in which a candidate victim was spared: ran less than the minimum runtime */
+    int64_t spared_fair_share;    /* ... their queue would drop below its fair share */
+    int64_t spared_cap;           /* ... already evicted max_preemptions times in the window */
+    int64_t reclaims_deferred;    /* claims that did not reclaim yet: the claimant had not waited reclaim_wait */
+    int64_t placement_checks;     /* filter runs */
+    int64_t prefilter_skips;      /* placement checks avoided by the free-GPU count */
+    int32_t max_workload_preemptions; /* most evictions of one workload */
+    double charged_gpu_hours;     /* lost work charged to claimants */
+};
+void gs_admission_stats(const struct gs_admission *a, struct gs_admission_stats *out);
+
+/* Everything an operator asks about queues, as one JSON object (new
+ * reference, NULL on ENOMEM): {"time": s, "queues": [status of each queue
+ * plus "pending": the first max_listed pending workloads of a leaf in line
+ * order with position, waiting seconds, GPUs, reason and estimatedStart
+ * (seconds, -1 unknown; estimated for the first max_estimated only, it runs
+ * placement checks)], "reservation": {...} or null, "stats": {...}}. */
+json_t *gs_admission_queues_json(struct gs_admission *a, size_t max_listed, size_t max_estimated);
+
+/* Invariants: quota never exceeded (quota.h), each leaf's usage equals
+ * the sum of its admitted workloads' requests, and no workload was evicted
+ * more than max_preemptions times within one window. 0 or GS_ESTATE with why. */
 int gs_admission_check(const struct gs_admission *a, char *why, size_t len);
 
 /* Filter plugin keeping pods off nodes held for a claimant. Its args (from

@@ -32,7 +32,24 @@ enum { REJ_NOMINATED = 1 | GS_REJECT_UNRESOLVABLE };
 struct pre_state {
     struct gs_handle h;
     struct gs_preemption *p;
+    /* Pods whose search found nothing on the cache as it is now (key hashes,
+     * forgotten as soon as the cache changes): a queue of pending pods retried
+     * on every event would otherwise search again and again for nothing. */
+    uint64_t failed[256];
+    size_t nfailed;
+    uint64_t failed_changes;
 };
+
+static bool failed_before(struct pre_state *s, uint64_t h)
+{
+    if (s->failed_changes != gs_cache_changes(s->h.cache)) {
+        s->failed_changes = gs_cache_changes(s->h.cache);
+        s->nfailed = 0;
+    }
+    for (size_t i = 0; i < s->nfailed; i++)
+        if (s->failed[i] == h) return true;
+    return false;
+}
 
 struct gs_preemption *gs__preemption_of(void *state) { return state ? ((struct pre_state *)state)->p : NULL; }
 
@@ -156,7 +173,7 @@ int gs__preempt_plan_for(void *state, struct gs_framework *fw, const struct gs_p
     struct pre_state *s = state;
     struct gs_handle h = s->h;
     h.fw = fw;
-    struct pre_state tmp = {h, s->p};
+    struct pre_state tmp = {.h = h, .p = s->p};
     *nmembers = members_of(&tmp, pod, members);
     if (!*nmembers) return GS_ENOMEM;
     struct fit_ctx f = {fw};
@@ -168,9 +185,9 @@ static struct gs_status pre_post_filter(void *state, struct gs_cycle_state *cs, 
 {
     (void)cs;
     struct pre_state *s = state;
-    if (!s->h.fw || !s->h.evict) return gs_status_make(GS_SKIP, NULL);
+    if (!s->h.fw || !s->h.evict) return (struct gs_status){.code = GS_SKIP};
     /* Rejected outright and for good (a gang still missing members): no eviction can help. */
-    if (diag && diag->prefilter.code == GS_UNSCHEDULABLE_AND_UNRESOLVABLE) return gs_status_make(GS_SKIP, NULL);
+    if (diag && diag->prefilter.code == GS_UNSCHEDULABLE_AND_UNRESOLVABLE) return (struct gs_status){.code = GS_SKIP};
     /* It failed even with its nomination: the capacity held for it did not
      * help (or went to others), so release it before looking again. */
     char key[GS__KEY_MAX];
@@ -179,8 +196,14 @@ static struct gs_status pre_post_filter(void *state, struct gs_cycle_state *cs, 
     struct gs_preempt_plan plan;
     const struct gs_pod **members;
     size_t n;
+    uint64_t h = gs__fnv1a(key);
+    if (failed_before(s, h)) {
+        gs_preempt_count_refusal(s->p);
+        return gs_status_make(GS_UNSCHEDULABLE, "preemption would not help (cluster unchanged since the last search)");
+    }
     int rc = gs__preempt_plan_for(state, s->h.fw, pod, &plan, &members, &n);
     if (rc) {
+        if (s->nfailed < sizeof s->failed / sizeof s->failed[0]) s->failed[s->nfailed++] = h;
         free(members);
         gs_preempt_count_refusal(s->p);
         return gs_status_make(GS_UNSCHEDULABLE, "preemption would not help: no set of lower-priority victims makes room");

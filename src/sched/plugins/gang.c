@@ -157,7 +157,7 @@ static struct gs_status gang_pre_filter(void *state, struct gs_cycle_state *cs, 
 {
     struct gang_state *s = state;
     struct gs_gang_group *gr = gs_gang_group_of(s->g, pod);
-    if (gs_gang_planning(s->g) || !gr) return gs_status_make(GS_SKIP, NULL);
+    if (gs_gang_planning(s->g) || !gr) return (struct gs_status){.code = GS_SKIP};
     struct gs_status st = gs_gang_admit(s->g, pod);
     if (st.code != GS_SUCCESS) return st;
     int32_t min = gs_gang_min_member(gr);
@@ -278,7 +278,7 @@ static struct gs_status gang_post_filter(void *state, struct gs_cycle_state *cs,
 {
     (void)cs, (void)diag, (void)res;
     struct gang_state *s = state;
-    if (!gs_gang_group_of(s->g, pod)) return gs_status_make(GS_SKIP, NULL);
+    if (!gs_gang_group_of(s->g, pod)) return (struct gs_status){.code = GS_SKIP};
     reject_siblings(s, pod, false);
     return gs_status_make(GS_UNSCHEDULABLE, "pod group member could not be placed");
 }

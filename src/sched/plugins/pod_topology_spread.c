@@ -115,7 +115,7 @@ static int build(struct gs_cache *cache, const struct gs_pod *pod, struct con *k
 static struct gs_status pts_pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod)
 {
     const struct gs_handle *h = state;
-    if (!pod->nspread) return gs_status_make(GS_SKIP, NULL);
+    if (!pod->nspread) return (struct gs_status){.code = GS_SKIP};
     struct cyc *c = calloc(1, sizeof *c);
     if (!c || !(c->v = calloc(pod->nspread, sizeof *c->v))) {
         free(c);
