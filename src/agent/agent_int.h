@@ -137,6 +137,10 @@ void gs__stack_free(struct gs_agent *a);
  * capacity, and MIG instances of GPU slot i into its device entry. */
 void gs__stack_capacity(const struct gs_agent *a, json_t *capacity);
 void gs__stack_device_mig(const struct gs_agent *a, int i, json_t *device);
+/* Carries the conditions the agent does not own (GPUStackReady) and the
+ * GPU stack answer from old_status into a freshly built status, so a
+ * re-registration never opens a window where the node looks ungoverned. */
+void gs__stack_keep_conditions(const json_t *old_status, json_t *status);
 
 /* agent_http.c */
 struct gs__agent_http;

@@ -129,13 +129,17 @@ int gs__node_register(struct gs_agent *a)
     json_t *ann = json_object_get(md, "annotations");
     if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
     json_object_set_new(ann, "gpusched.io/agent-endpoint", json_string(a->endpoint));
-    json_object_set_new(node, "status", node_status(a));
+    json_t *fresh_status = node_status(a);
+    gs__stack_keep_conditions(json_object_get(node, "status"), fresh_status); /* GPU stack: keep GPUStackReady */
+    json_object_set_new(node, "status", fresh_status);
     err = err == GS_ENOENT ? gs_client_create(a->cl, nodes_res(), NULL, node, &out)
                            : gs_client_update(a->cl, nodes_res(), NULL, a->node, NULL, node, &out);
     if (!err) {
         /* Status may be dropped by a main-resource write: write it on its own too. */
         json_t *st = json_deep_copy(out);
-        json_object_set_new(st, "status", node_status(a));
+        fresh_status = node_status(a);
+        gs__stack_keep_conditions(json_object_get(out, "status"), fresh_status); /* GPU stack */
+        json_object_set_new(st, "status", fresh_status);
         json_decref(out);
         out = NULL;
         err = gs_client_update(a->cl, nodes_res(), NULL, a->node, "status", st, &out);

@@ -32,7 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POLL_NS (250 * GS_NS_PER_MS)
+#define POLL_NS (250 * GS_NS_PER_MS)       /* while governed: answers come back fast */
+#define POLL_IDLE_NS (1000 * GS_NS_PER_MS) /* no request seen yet: look now and then */
 
 struct gs__stack {
     int64_t next_ns;
@@ -41,6 +42,7 @@ struct gs__stack {
     int answered_attempt;
     json_t *answer;            /* the last answer sent */
     bool seen_ready;           /* the last request seen was at ready: publish on the way in only */
+    bool governed;             /* the last Node read carried a request */
     struct gs_migmgr mig;
     struct gs_mig_backend backend;
     bool backend_open;
@@ -72,6 +74,18 @@ void gs__stack_device_mig(const struct gs_agent *a, int i, json_t *device)
     for (int k = 0; k < g->n_mig; k++)
         json_array_append_new(inst, json_pack("{s:s,s:s}", "profile", g->mig[k].profile, "uuid", g->mig[k].uuid));
     json_object_set_new(device, "mig", json_pack("{s:b,s:o}", "enabled", 1, "instances", inst));
+}
+
+void gs__stack_keep_conditions(const json_t *old_status, json_t *status)
+{
+    json_t *conds = json_object_get(status, "conditions"), *c;
+    size_t i;
+    json_array_foreach(json_object_get(old_status, "conditions"), i, c) {
+        const char *t = gs__jstr(c, "type");
+        if (t && !strcmp(t, GS_COND_GPU_STACK) && json_is_array(conds)) json_array_append(conds, c);
+    }
+    json_t *ans = json_object_get(old_status, "gpuStack");
+    if (ans) json_object_set(status, "gpuStack", ans);
 }
 
 /*--- Operands ---*/
@@ -222,6 +236,7 @@ static void answer(struct gs_agent *a, struct gs__stack *s, const json_t *node)
     const json_t *md = json_object_get(node, "metadata");
     const char *text = gs__jstr(json_object_get(md, "annotations"), GS_ANN_STACK_REQUEST);
     json_t *req = text ? json_loads(text, 0, NULL) : NULL;
+    s->governed = req != NULL;
     if (!req) return;
     int64_t gen = json_integer_value(json_object_get(req, "generation"));
     const char *stepname = gs__jstr(req, "step") ?: "";
@@ -256,10 +271,10 @@ void gs__stack_tick(struct gs_agent *a, int64_t now_ns)
     }
     struct gs__stack *s = a->stack;
     if (now_ns < s->next_ns) return;
-    s->next_ns = now_ns + POLL_NS;
     json_t *node = NULL;
     if (gs_client_get(a->cl, nodes_res(), NULL, a->node, &node) == 0) answer(a, s, node);
     json_decref(node);
+    s->next_ns = now_ns + (s->governed ? POLL_NS : POLL_IDLE_NS);
 }
 
 void gs__stack_free(struct gs_agent *a)

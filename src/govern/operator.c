@@ -141,7 +141,8 @@ static void emit(struct gs_operator *op, const char *node, const char *reason, c
 {
     char ts[32], name[400], key[600];
     wall_text(ts, sizeof ts);
-    snprintf(name, sizeof name, "%.200s.gpustack.%llx%llx", node, (unsigned long long)time(NULL),
+    /* Fixed-width hex: names sort in the order the events happened. */
+    snprintf(name, sizeof name, "%.200s.gpustack.%010llx%08llx", node, (unsigned long long)time(NULL),
              (unsigned long long)++op->event_seq);
     snprintf(key, sizeof key, "events/default/%s", name);
     json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion",
@@ -245,26 +246,30 @@ static bool set_label(json_t *labels, const char *k, const char *v)
     return true;
 }
 
-/* Deploy labels: the operator writes those it manages (listed in an
- * annotation); a label someone else set is theirs. */
+/* Deploy labels: the operator writes those it manages, remembering each
+ * value it wrote in an annotation ("driver=true,dcgm=false"). A label that is
+ * absent, or still holds what the operator wrote, is the operator's; any
+ * other value was set by someone else and is left alone (and, being
+ * "false", switches that component off on the node). */
 static bool deploy_labels(const struct gs_operator *op, json_t *labels, json_t *ann, bool governed)
 {
     char managed[1024] = "", now[1024] = "";
     snprintf(managed, sizeof managed, ",%s,", jstr(ann, GS_ANN_DEPLOY_MANAGED) ?: "");
     bool changed = false;
     for (int c = 0; c < GS_COMP_COUNT; c++) {
-        char key[128], tag[64];
+        char key[128], tag[96];
         snprintf(key, sizeof key, GS_LABEL_DEPLOY_PREFIX "%s", gs_comp_operand(c));
-        snprintf(tag, sizeof tag, ",%s,", gs_comp_operand(c));
-        bool mine = strstr(managed, tag) || !json_object_get(labels, key);
-        if (!mine) continue;
+        const char *cur = jstr(labels, key);
+        snprintf(tag, sizeof tag, ",%s=%.8s,", gs_comp_operand(c), cur ? cur : "");
+        if (cur && !strstr(managed, tag)) continue; /* someone else's */
         if (!governed) {
             changed |= set_label(labels, key, NULL);
             continue;
         }
-        changed |= set_label(labels, key, op->policy.enabled[c] ? "true" : "false");
+        const char *v = op->policy.enabled[c] ? "true" : "false";
+        changed |= set_label(labels, key, v);
         size_t w = strlen(now);
-        snprintf(now + w, sizeof now - w, "%s%s", w ? "," : "", gs_comp_operand(c));
+        snprintf(now + w, sizeof now - w, "%s%s=%s", w ? "," : "", gs_comp_operand(c), v);
     }
     if (governed) {
         if (strcmp(jstr(ann, GS_ANN_DEPLOY_MANAGED) ?: "", now)) {

@@ -60,7 +60,7 @@ static bool uniform_mig(const struct gs_inventory *inv)
         for (int k = 0; k < first->n_mig && l.n < GS_MIG_LAYOUT_MAX; k++) {
             int j = 0;
             while (j < l.n && strcmp(l.v[j].profile, first->mig[k].profile)) j++;
-            if (j == l.n) snprintf(l.v[l.n++].profile, sizeof l.v[0].profile, "%s", first->mig[k].profile);
+            if (j == l.n) snprintf(l.v[l.n++].profile, sizeof l.v[0].profile, "%.23s", first->mig[k].profile);
             l.v[j].count++;
         }
         if (!gs_gpu_has_layout(g, &l)) return false;

@@ -61,9 +61,9 @@ def metrics(stack):
 
 @pytest.fixture(scope="module")
 def stack(gpusched_bin, tmp_path_factory):
-    # GPU 3 stops answering for the first 6 s: the monitoring validator must say so, then recover.
+    # GPU 3 stops answering for the first 15 s: the monitoring validator must say so, then recover.
     s = Stack(gpusched_bin, tmp_path_factory.mktemp("govern"))
-    s.up("4xA100-40GB,lost@gpu3@t=0s@for=6s")
+    s.up("4xA100-40GB,lost@gpu3@t=0s@for=15s")
     yield s
     rc = s.stop("up")
     assert rc == 0, s.log("up")
@@ -82,7 +82,7 @@ def test_gpu_pods_wait_for_ready_and_failing_validator_recovers(stack):
     def stuck():
         c = stack_cond(stack.node(NODE)) or {}
         return c.get("reason") == "MonitoringValidating" and "no samples for GPU 3" in c.get("message", "") and c
-    c = wait_for(stuck, 20, "the monitoring validator to fail on GPU 3")
+    c = wait_for(stuck, 15, "the monitoring validator to fail on GPU 3")
     assert c["status"] == "False"
     assert "retry in" in c["message"] and "attempt" in c["message"]
     assert state(stack) == "monitoring"
@@ -116,8 +116,8 @@ def test_policy_change_redrives_and_skips_disabled(stack):
     wait_for(lambda: state(stack) == "ready", 30, "ready")
     before = len(events(stack))
     apply(stack, policy(toolkit={"enabled": False}, dcgmExporter={"enabled": False}))
-    wait_for(lambda: state(stack) != "ready", 10, "the policy change to re-drive the node")
-    wait_for(lambda: state(stack) == "ready", 30, "ready again")
+    # The walk back may be quicker than a poll: look at the events.
+    wait_for(lambda: [e for e in events(stack)[before:] if e["reason"] == "Ready"], 30, "the re-drive to end at ready")
     new = events(stack)[before:]
     reasons = [e["reason"] for e in new]
     assert "NotReady" in reasons and reasons[-1] == "Ready"
@@ -126,9 +126,10 @@ def test_policy_change_redrives_and_skips_disabled(stack):
     labels = stack.node(NODE)["metadata"]["labels"]
     assert labels["nvidia.com/gpu.deploy.container-toolkit"] == "false"
     # an administrator's label switches a component off on this node alone
+    before = len(events(stack))
     label_node(stack, **{"nvidia.com/gpu.deploy.device-plugin": "false"})
-    wait_for(lambda: any(e["reason"] == "NotReady" for e in events(stack)[len(events(stack)) - 8:]), 10, "re-drive")
-    wait_for(lambda: state(stack) == "ready", 30, "ready again")
+    wait_for(lambda: [e for e in events(stack)[before:] if e["reason"] == "Ready"], 30, "the node re-driven to ready")
+    assert "DevicePluginValidating" not in [e["reason"] for e in events(stack)[before:]]
     label_node(stack, **{"nvidia.com/gpu.deploy.device-plugin": "true"})
     apply(stack, policy(toolkit={"enabled": True}, dcgmExporter={"enabled": True}))  # apply merges
     wait_for(lambda: state(stack) == "ready" and stack.node(NODE)["metadata"]["labels"][
@@ -138,7 +139,7 @@ def test_policy_change_redrives_and_skips_disabled(stack):
 def test_mig_layout_change_drains_then_repartitions(stack):
     wait_for(lambda: state(stack) == "ready", 30, "ready")
     # A pod holds one GPU while the layout changes.
-    apply(stack, pod_manifest("holder", "sleep 4", gpus=1))
+    apply(stack, pod_manifest("holder", "sleep 8", gpus=1))
     wait_for(lambda: phase(stack.pod("holder")) == "Running", 20, "holder to run")
     label_node(stack, **{"nvidia.com/mig.config": "all-1g.5gb"})
     apply(stack, policy(migManager={"enabled": True, "drainTimeoutSeconds": 30, "config": {

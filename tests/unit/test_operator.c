@@ -283,7 +283,6 @@ static void agent_loss_and_admin_labels(void **state)
     json_t *n = get(f, "nodes/n1");
     json_object_set_new(json_object_get(json_object_get(n, "metadata"), "labels"),
                         "nvidia.com/gpu.deploy.container-toolkit", json_string("false"));
-    json_object_set_new(json_object_get(n, "metadata"), "annotations", json_object()); /* forgets it was managed */
     assert_int_equal(gs_store_update(f->st, "nodes/n1", n, 0, NULL), 0);
     json_decref(n);
     gs_operator_sync(f->op);
