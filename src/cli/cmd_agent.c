@@ -5,6 +5,7 @@
  */
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "core/log.h"
 
 #include <getopt.h>
@@ -97,11 +98,7 @@ int gs_cmd_agent(int argc, char **argv)
         return rc;
     }
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    gs_cli_block_stop_signals(&set, NULL);
     struct gs_agent *a = NULL;
     char err[512] = "";
     if ((rc = gs_agent_start(&o, &a, err, sizeof err))) {

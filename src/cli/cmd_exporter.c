@@ -11,6 +11,7 @@
  * loopback HTTP, CPU per collection and resident memory, printed as JSON.
  */
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "core/log.h"
 #include "discovery/discovery.h"
 #include "discovery/exporter.h"
@@ -299,10 +300,7 @@ int gs_cmd_exporter(int argc, char **argv)
     if (rc >= 0) return rc;
     /* Block before any thread starts, so only sigtimedwait in main sees them. */
     sigset_t set, old;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, &old);
+    gs_cli_block_stop_signals(&set, &old);
     struct gs_clock clock;
     gs_clock_init_real(&clock);
     struct gs_disc d;

@@ -3,6 +3,7 @@
  * in the foreground until SIGINT/SIGTERM; `--bench` measures it instead.
  */
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
 
@@ -92,11 +93,7 @@ int gs_cmd_server(int argc, char **argv)
     }
     /* Block the stop signals before any thread starts, so only sigwait sees them. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    gs_cli_block_stop_signals(&set, NULL);
     struct gs_server *s = NULL;
     struct gs_diags d = {0};
     int err = gs_server_start(&o, &s, &d);

@@ -13,6 +13,7 @@
  */
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
 #include "discovery/discovery.h"
@@ -190,11 +191,7 @@ int gs_cmd_up(int argc, char **argv)
         return rc;
     }
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    gs_cli_block_stop_signals(&set, NULL);
     struct gs_server *s = NULL;
     struct gs_diags d = {0};
     if (gs_server_start(&o.srv, &s, &d)) {
