@@ -116,7 +116,9 @@ static void test_sigterm_reaches_the_group(void **state)
     fx_init(&f);
     struct gs_proc p;
     char script[512];
-    snprintf(script, sizeof script, "sleep 60 & echo $! > %s/child; trap 'exit 9' TERM; wait", f.dir);
+    /* The trap is set before the child file appears, so a SIGTERM sent as soon
+     * as the file exists always finds it. */
+    snprintf(script, sizeof script, "trap 'exit 9' TERM; sleep 60 & echo $! > %s/child; wait", f.dir);
     assert_int_equal(run_sh(&f, script, &p), 0);
     char cpath[300];
     snprintf(cpath, sizeof cpath, "%s/child", f.dir);
