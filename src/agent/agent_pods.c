@@ -207,10 +207,11 @@ static long gpu_request(const json_t *pod)
 
 /* The admission decision: exactly the chosen devices, each healthy and with
  * room; fills the Allocate env. 0, -1 with why, or 1 when a chosen GPU is
- * still held by a pod that is stopping: the scheduler freed it when that pod
- * was deleted or preempted, and its processes get their grace period, so the
- * new pod waits for them rather than failing (kubelet's
- * UnexpectedAdmissionError in the same race). */
+ * still held by another pod here: the scheduler only chose it because that
+ * pod was deleted or preempted, and its deletion may not have reached this
+ * agent yet or its processes are in their grace period, so the new pod waits
+ * (bounded, see start_pod) rather than failing - kubelet answers the same
+ * race with UnexpectedAdmissionError. Two pods never share a GPU meanwhile. */
 static int admit(struct gs_agent *a, struct gs__pod *p, struct gs_alloc_resp *resp, char *why, size_t wl)
 {
     memset(resp, 0, sizeof *resp);
@@ -233,7 +234,7 @@ static int admit(struct gs_agent *a, struct gs__pod *p, struct gs_alloc_resp *re
         }
         if (slot_used(a, p, s, &by) + p->milli > 1000) {
             snprintf(why, wl, "GPU %s is in use by pod %s", a->gpus.gpu[s].uuid, by ? by->key : "?");
-            return by && (by->terminating || by->gone) ? 1 : -1;
+            return by ? 1 : -1;
         }
         bool dup = false;
         for (int j = 0; j < nids; j++) dup |= !strcmp(ids[j], a->gpus.gpu[s].uuid);
