@@ -178,7 +178,8 @@ static ssize_t lstream_read(void *cls, uint64_t pos, char *out, size_t max)
             return n;
         }
         if (!s->follow || s->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (atomic_load(&s->a->http->stopping) || client_gone(s->c)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (atomic_load(&s->a->http->stopping)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (client_gone(s->c)) return MHD_CONTENT_READER_END_OF_STREAM; /* nobody to tell */
         if (!still_running(s)) {
             s->ended = true; /* one more read: what it wrote before exiting */
             continue;

@@ -235,7 +235,8 @@ static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max)
     if (p->left == 0) return MHD_CONTENT_READER_END_OF_STREAM;
     for (int waited = 0; p->off == p->len; waited += SLICE_MS) {
         if (p->done) return p->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
-        if (atomic_load(&p->s->stopping) || client_gone(p->c)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (atomic_load(&p->s->stopping)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (client_gone(p->c)) return MHD_CONTENT_READER_END_OF_STREAM; /* nobody to tell; and quietly */
         if (waited >= 1000) return 0; /* libmicrohttpd calls again */
         pump(p, SLICE_MS);
     }

@@ -129,6 +129,7 @@ struct peer {
     int port;
     pthread_mutex_t mu;
     char last[1024]; /* the last URL with its query, as asked */
+    atomic_int closed; /* endless streams torn down */
 };
 
 struct fstream {
@@ -140,9 +141,28 @@ static ssize_t follow_read(void *cls, uint64_t pos, char *out, size_t max)
     (void)pos, (void)max;
     struct fstream *f = cls;
     if (f->sent == 3) return MHD_CONTENT_READER_END_OF_STREAM;
-    if (f->sent) usleep(300000);
+    if (f->sent) usleep(500000);
     int n = snprintf(out, max, "line %d\n", f->sent++);
     return n;
+}
+
+/* A line every 100 ms until the reader goes away. */
+struct endless {
+    struct peer *p;
+};
+
+static ssize_t endless_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)cls;
+    if (pos) usleep(100000);
+    return snprintf(out, max, "x\n");
+}
+
+static void endless_free(void *cls)
+{
+    struct endless *e = cls;
+    atomic_fetch_add(&e->p->closed, 1);
+    free(e);
 }
 
 static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -167,7 +187,11 @@ static enum MHD_Result peer_req(void *cls, struct MHD_Connection *c, const char 
     pthread_mutex_unlock(&p->mu);
     struct MHD_Response *r;
     unsigned code = 200;
-    if (strstr(url, "/follow")) {
+    if (strstr(url, "/endless")) {
+        struct endless *en = calloc(1, sizeof *en);
+        en->p = p;
+        r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, endless_read, en, endless_free);
+    } else if (strstr(url, "/follow")) {
         struct fstream *f = calloc(1, sizeof *f);
         r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1024, follow_read, f, free);
     } else if (strstr(url, "/waiting")) {
@@ -271,6 +295,7 @@ static int setup(void **state)
     pod(e, "ns", "one", "n1", one);
     pod(e, "ns", "two", "n1", "{\"name\":\"a\",\"image\":\"x\"},{\"name\":\"b\",\"image\":\"x\"}");
     pod(e, "ns", "follow", "n1", one);
+    pod(e, "ns", "endless", "n1", one);
     pod(e, "ns", "waiting", "n1", one);
     pod(e, "ns", "gone", "n1", one);
     pod(e, "ns", "unbound", NULL, one);
@@ -427,8 +452,8 @@ static void follow(void **state)
     int64_t end = now_ms();
     assert_string_equal(g.body, "line 0\nline 1\nline 2\n");
     last_asked(e, "/logs/ns/follow?container=main&follow=1");
-    /* the first line arrived while the peer was still writing (two 300 ms gaps) */
-    assert_true(end - g.first_ms >= 450);
+    /* the first line arrived while the peer was still writing (two 500 ms gaps) */
+    if (end - g.first_ms < 500) fail_msg("first line only %lld ms before the end", (long long)(end - g.first_ms));
     assert_true(end - t0 < 10000);
 }
 
@@ -464,6 +489,74 @@ static void follow_does_not_block(void **state)
         pthread_join(th[i], NULL);
         assert_int_equal(b[i].code, 200);
     }
+}
+
+static size_t stop_at_once(char *d, size_t s, size_t nm, void *arg)
+{
+    (void)d, (void)s, (void)nm, (void)arg;
+    return 0;
+}
+
+static void *bg_endless(void *arg)
+{
+    struct env *e = arg;
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v1/namespaces/ns/pods/endless/log?follow=true", e->base);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hd = curl_slist_append(NULL, "Authorization: Bearer adm");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, got_data);
+    struct got *g = calloc(1, sizeof *g);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, g);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    curl_easy_perform(h); /* ends when the server stops */
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    return g;
+}
+
+/* A follower that leaves closes the agent side; stopping the server ends
+ * the streams still open, promptly. */
+static void follow_teardown(void **state)
+{
+    struct env *e = *state;
+    char url[256];
+    snprintf(url, sizeof url, "%s/api/v1/namespaces/ns/pods/endless/log?follow=true", e->base);
+    for (int i = 0; i < 3; i++) {
+        CURL *h = curl_easy_init();
+        struct curl_slist *hd = curl_slist_append(NULL, "Authorization: Bearer adm");
+        curl_easy_setopt(h, CURLOPT_URL, url);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+        curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stop_at_once);
+        assert_int_equal(curl_easy_perform(h), CURLE_WRITE_ERROR);
+        curl_slist_free_all(hd);
+        curl_easy_cleanup(h);
+    }
+    int64_t deadline = now_ms() + 10000;
+    while (atomic_load(&e->peer.closed) < 3 && now_ms() < deadline) usleep(50000);
+    assert_int_equal(atomic_load(&e->peer.closed), 3);
+    pthread_t th;
+    pthread_create(&th, NULL, bg_endless, e);
+    while (atomic_load(&e->peer.closed) == 3 && now_ms() < deadline) {
+        pthread_mutex_lock(&e->peer.mu);
+        bool asked = strstr(e->peer.last, "endless") != NULL;
+        pthread_mutex_unlock(&e->peer.mu);
+        if (asked) break;
+        usleep(50000);
+    }
+    usleep(300000); /* lines are flowing */
+    int64_t t0 = now_ms();
+    gs_server_stop(e->srv);
+    e->srv = NULL;
+    assert_true(now_ms() - t0 < 3000);
+    struct got *g;
+    pthread_join(th, (void **)&g);
+    assert_non_null(strstr(g->body, "x\nx\n"));
+    free(g);
+    deadline = now_ms() + 10000;
+    while (atomic_load(&e->peer.closed) < 4 && now_ms() < deadline) usleep(50000);
+    assert_int_equal(atomic_load(&e->peer.closed), 4);
 }
 
 /*--- The agent's endpoint ---*/
@@ -644,6 +737,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(errors, setup, teardown),
         cmocka_unit_test_setup_teardown(follow, setup, teardown),
         cmocka_unit_test_setup_teardown(follow_does_not_block, setup, teardown),
+        cmocka_unit_test_setup_teardown(follow_teardown, setup, teardown),
         cmocka_unit_test_setup_teardown(agent_logs, agent_setup, agent_teardown),
         cmocka_unit_test_setup_teardown(agent_follow, agent_setup, agent_teardown),
         cmocka_unit_test_setup_teardown(agent_follow_client_gone, agent_setup, agent_teardown),
