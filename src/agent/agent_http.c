@@ -242,7 +242,8 @@ static enum MHD_Result serve_logs(struct gs_agent *a, struct MHD_Connection *c, 
     s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     s->off = s->fd >= 0 && fstat(s->fd, &st) == 0 ? tail_offset(s->fd, st.st_size, q->tail) : 0;
-    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, lstream_read, s, lstream_free);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, lstream_read, s, lstream_free);
     if (!r) {
         lstream_free(s);
         return MHD_NO;

@@ -42,7 +42,8 @@ static atomic_int follows;
 /* Go's strconv.ParseBool, which kube-apiserver uses for query flags. */
 static int parse_bool(const char *v, bool *out)
 {
-    static const char *yes[] = {"1", "t", "T", "true", "TRUE", "True"}, *no[] = {"0", "f", "F", "false", "FALSE", "False"};
+    static const char *yes[] = {"1", "t", "T", "true", "TRUE", "True"};
+    static const char *no[] = {"0", "f", "F", "false", "FALSE", "False"};
     for (size_t i = 0; i < 6; i++) {
         if (!strcmp(v, yes[i])) return *out = true, 0;
         if (!strcmp(v, no[i])) return *out = false, 0;
@@ -234,7 +235,8 @@ static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max)
     struct proxy *p = cls;
     if (p->left == 0) return MHD_CONTENT_READER_END_OF_STREAM;
     for (int waited = 0; p->off == p->len; waited += SLICE_MS) {
-        if (p->done) return p->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+        if (p->done)
+            return p->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
         if (atomic_load(&p->s->stopping)) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (client_gone(p->c)) return MHD_CONTENT_READER_END_OF_STREAM; /* nobody to tell; and quietly */
         if (waited >= 1000) return 0; /* libmicrohttpd calls again */
@@ -296,7 +298,8 @@ static const char *agent_text(struct proxy *p)
 
 static enum MHD_Result stream(struct gs__req *r, struct proxy *p)
 {
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, proxy_read, p, proxy_free);
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, proxy_read, p, proxy_free);
     if (!resp) {
         proxy_free(p);
         return MHD_NO;
@@ -404,7 +407,8 @@ enum MHD_Result gs__handle_log(struct gs__req *r)
         ret = gs__reply_status(r, 400, "BadRequest", r->name, "%s", why);
     else if (!node || !*node)
         ret = gs__reply_status(r, 400, "BadRequest", r->name,
-                               "container \"%s\" in pod \"%s\" is waiting to start: the pod is not scheduled to a node yet",
+                               "container \"%s\" in pod \"%s\" is waiting to start: "
+                               "the pod is not scheduled to a node yet",
                                ctr, r->name);
     else ret = proxy_to(r, pod, ctr, &q);
     json_decref(pod);
