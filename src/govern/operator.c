@@ -223,17 +223,24 @@ static void emit_now(struct gs_operator *op, const char *node, const char *reaso
 {
     char ts[32], name[400], key[600];
     wall_text(ts, sizeof ts);
-    /* Fixed-width hex: names sort in the order the events happened. */
-    snprintf(name, sizeof name, "%.200s.gpustack.%010llx%08llx", node, (unsigned long long)time(NULL),
-             (unsigned long long)++op->event_seq);
-    snprintf(key, sizeof key, "events/default/%s", name);
-    json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion",
-                           "v1", "kind", "Event", "metadata", "name", name, "namespace", "default", "involvedObject",
-                           "kind", "Node", "name", node, "apiVersion", "v1", "reason", reason, "message", msg, "type",
-                           type, "source", "component", "gpusched-operator", "firstTimestamp", ts, "lastTimestamp", ts,
-                           "count", 1);
-    if (ev && !gs_apiserver_prepare_new(ev) && !gs_store_create(op->store, key, ev, NULL)) op->st.events++;
-    json_decref(ev);
+    int64_t wall = gs_clock_now(op->clock) + op->wall_offset;
+    int err = GS_EEXIST;
+    /* Fixed-width hex of the wall time in ns: names sort in the order the
+     * events happened, and a restarted server (its counter back at zero)
+     * does not reuse a name; a clash still takes the next number. */
+    for (int tries = 0; err == GS_EEXIST && tries < 16; tries++) {
+        snprintf(name, sizeof name, "%.200s.gpustack.%016llx%06llx", node, (unsigned long long)wall,
+                 (unsigned long long)(++op->event_seq & 0xffffff));
+        snprintf(key, sizeof key, "events/default/%s", name);
+        json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion",
+                               "v1", "kind", "Event", "metadata", "name", name, "namespace", "default",
+                               "involvedObject", "kind", "Node", "name", node, "apiVersion", "v1", "reason", reason,
+                               "message", msg, "type", type, "source", "component", "gpusched-operator",
+                               "firstTimestamp", ts, "lastTimestamp", ts, "count", 1);
+        err = !ev || gs_apiserver_prepare_new(ev) ? GS_ENOMEM : gs_store_create(op->store, key, ev, NULL);
+        json_decref(ev);
+    }
+    if (!err) op->st.events++;
 }
 
 /* Queued until the node's write (flush_events). */
