@@ -216,6 +216,7 @@ void gs_stack_sm_restore(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, 
     } else if (m->step != GS_STEP_NOT_READY) {
         m->waiting = s->waiting && m->attempt > 0;
         m->requested_ns = now;
-        snprintf(m->message, sizeof m->message, "validating %s (resumed after a server restart)", gs_step_name(m->step));
+        snprintf(m->message, sizeof m->message, "validating %s (resumed after a server restart)",
+                 gs_step_name(m->step));
     }
 }

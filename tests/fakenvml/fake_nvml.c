@@ -278,7 +278,8 @@ static struct fake_gi *gi_new(int gpu, const struct gi_prof *p)
             unsigned id = p->slices >= 7 ? 0 : p->slices >= 3 ? 1 : p->slices == 2 ? 3 : 7;
             for (int busy = 1; busy; id++) {
                 busy = 0;
-                for (int k = 0; k < MAXGI; k++) busy |= S.gi[gpu][k].used && &S.gi[gpu][k] != g && S.gi[gpu][k].id == id;
+                for (int k = 0; k < MAXGI; k++)
+                    busy |= S.gi[gpu][k].used && &S.gi[gpu][k] != g && S.gi[gpu][k].id == id;
                 if (!busy) break;
             }
             g->id = id;

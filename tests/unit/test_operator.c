@@ -269,6 +269,7 @@ static void walk_with_failure_and_cleanup(void **state)
     assert_null(cond(n));
     assert_null(label(n, GS_LABEL_STACK_STATE));
     assert_null(label(n, "nvidia.com/gpu.deploy.driver"));
+    assert_null(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"), GS_ANN_STACK_MACHINE));
     assert_string_equal(label(n, "zone"), "a");
     json_decref(n);
 }
