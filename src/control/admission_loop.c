@@ -164,46 +164,50 @@ static void bury(struct gs_adm_loop *a, struct gs_object *o)
     if (o && push((void **)&a->grave, &a->ngrave, &a->capgrave, sizeof *a->grave, &o)) gs_object_free(o);
 }
 
-static int cmp_ptr(const void *x, const void *y)
+struct grave_scan {
+    struct gs_object **v; /* sorted by the pod's address */
+    uint8_t *held;
+    size_t n;
+};
+
+static int cmp_grave(const void *x, const void *y)
 {
-    uintptr_t p = (uintptr_t)*(void *const *)x, q = (uintptr_t)*(void *const *)y;
+    uintptr_t p = (uintptr_t)(*(struct gs_object *const *)x)->u.pod;
+    uintptr_t q = (uintptr_t)(*(struct gs_object *const *)y)->u.pod;
     return p < q ? -1 : p > q;
 }
 
 static void mark_held(void *arg, const struct gs_pod *pod, const struct gs_assignment *as, bool bound)
 {
     (void)as, (void)bound;
-    struct gs_adm_loop *a = arg;
-    for (size_t lo = 0, hi = a->ngrave; lo < hi;) { /* grave sorted by copy->u.pod */
+    struct grave_scan *g = arg;
+    for (size_t lo = 0, hi = g->n; lo < hi;) {
         size_t mid = (lo + hi) / 2;
-        const struct gs_pod *p = a->grave[mid]->u.pod;
-        if (p == pod) {
-            a->grave[mid] = (struct gs_object *)((uintptr_t)a->grave[mid] | 1); /* still held: tagged */
+        uintptr_t p = (uintptr_t)g->v[mid]->u.pod;
+        if (p == (uintptr_t)pod) {
+            g->held[mid] = 1;
             return;
         }
-        if ((uintptr_t)p < (uintptr_t)pod) lo = mid + 1;
+        if (p < (uintptr_t)pod) lo = mid + 1;
         else hi = mid;
     }
 }
 
-static int cmp_grave(const void *x, const void *y)
-{
-    const struct gs_pod *p = (*(struct gs_object *const *)x)->u.pod, *q = (*(struct gs_object *const *)y)->u.pod;
-    return cmp_ptr(&p, &q);
-}
-
+/* Frees the buried copies no pod in the cache is. */
 static void empty_grave(struct gs_adm_loop *a)
 {
     if (!a->ngrave) return;
+    struct grave_scan g = {a->grave, calloc(a->ngrave, 1), a->ngrave};
+    if (!g.held) return; /* no memory: tried again next cycle */
     qsort(a->grave, a->ngrave, sizeof *a->grave, cmp_grave);
-    gs_cache_foreach_pod(a->o.cache, mark_held, a);
+    gs_cache_foreach_pod(a->o.cache, mark_held, &g);
     size_t k = 0;
     for (size_t i = 0; i < a->ngrave; i++) {
-        uintptr_t p = (uintptr_t)a->grave[i];
-        if (p & 1) a->grave[k++] = (struct gs_object *)(p & ~(uintptr_t)1);
+        if (g.held[i]) a->grave[k++] = a->grave[i];
         else gs_object_free(a->grave[i]);
     }
     a->ngrave = k;
+    free(g.held);
 }
 
 /*--- Records ---*/
