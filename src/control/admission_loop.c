@@ -102,6 +102,7 @@ struct gs_adm_loop {
     size_t finished;
     uint64_t seq, suffix;
     bool dirty, changed;
+    bool some_dirty;           /* some record is dirty */
     int64_t last_ns;
     struct evicted *ev;        /* evicted during a cycle */
     size_t nev, capev;
@@ -309,7 +310,7 @@ static int wl_attach(struct gs_adm_loop *a, struct wl *w, struct member *m)
     }
     m->w = w;
     w->dirty = w->resubmit = true;
-    a->changed = true;
+    a->changed = a->some_dirty = true;
     return 0;
 }
 
@@ -342,13 +343,13 @@ static struct member *member_add(struct gs_adm_loop *a, const char *key, const s
         m->leaving = false;
         free(m->cond); /* the new pod carries no condition yet */
         m->cond = NULL;
-        m->queued = running;
+        m->queued = m->running = false; /* as the new pod is: see below */
     } else if (m && m->leaving) { /* a different pod now: the old one has left */
         gs__strmap_del(&a->members, key);
         m = NULL;
     }
     if (m) {
-        if (running && !m->running) m->running = m->queued = m->w->dirty = true, a->changed = true;
+        if (running && !m->running) m->running = m->queued = m->w->dirty = true, a->changed = a->some_dirty = true;
         return m;
     }
     struct wl *w = wl_for(a, pod);
@@ -396,7 +397,7 @@ void gs_adm_loop_group_event(struct gs_adm_loop *a, const char *key, const struc
     char wkey[GS__KEY_MAX + 16];
     snprintf(wkey, sizeof wkey, "group:%s", nsname);
     struct wl *w = gs__strmap_get(&a->wls, wkey);
-    if (w) w->dirty = true, a->changed = true;
+    if (w) w->dirty = true, a->changed = a->some_dirty = true;
     if (!pg) return;
     const char *q = gs_labels_get(&pg->meta.labels, GS_LABEL_QUEUE);
     if (!q || !*q) q = pg->queue && *pg->queue ? pg->queue : NULL;
@@ -597,7 +598,7 @@ static void settle(struct gs_adm_loop *a)
         if (!m->leaving) continue; /* came back */
         m->leaving = false;
         m->gone = true;
-        m->w->dirty = m->w->resubmit = true;
+        m->w->dirty = m->w->resubmit = a->some_dirty = true;
         if (gs__strmap_get(&a->members, m->key) == m) gs__strmap_del(&a->members, m->key);
         if (a->adm && m->w->admitted && m->w->id >= 0 && m->submitted)
             gs_admission_pod_finished(a->adm, m->w->id, pod_of(m));
@@ -608,8 +609,10 @@ static void settle(struct gs_adm_loop *a)
 /* Records that changed, in arrival order. */
 static int sync_all(struct gs_adm_loop *a, bool all)
 {
+    if (!all && !a->some_dirty) return 0; /* the common round: nothing to scan */
     struct wl **v = calloc(a->wls.n ? a->wls.n : 1, sizeof *v);
     if (!v) return GS_ENOMEM;
+    a->some_dirty = false;
     size_t n = 0;
     for (size_t s = 0; s < a->wls.cap; s++) {
         struct wl *w = a->wls.slots[s].key ? a->wls.slots[s].val : NULL;
@@ -820,7 +823,7 @@ static void carry_out_evictions(struct gs_adm_loop *a)
             const struct gs_workload *x = a->adm ? gs_admission_workload(a->adm, m->w->id) : NULL;
             const char *by = x ? strstr(x->reason, " of ") : NULL;
             m->w->admitted = false;
-            m->queued = false;
+            m->queued = m->running = false; /* pending again: never restored without checks */
             if (a->o.evict) a->o.evict(a->o.ctx, m->key, by ? by + 4 : "admission");
         }
         free(a->ev[i].key);
