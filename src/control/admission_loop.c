@@ -68,6 +68,7 @@ struct wl {
     const char *wait_reason; /* why it is not submitted (a group short of pods), NULL */
     char wait_msg[200];
     int64_t est_ns;          /* estimated run time given at submission, 0 unknown */
+    int npods;               /* pods in the submission */
     uint64_t seq;            /* arrival order, kept over rebuilds */
     char *gcond;             /* PodGroup condition last written */
 };
@@ -523,6 +524,7 @@ static void submit(struct gs_adm_loop *a, struct wl *w, bool restore)
         return;
     }
     w->id = id;
+    w->npods = (int)n;
     w->resubmit = false;
     for (size_t i = 0; i < w->n; i++) w->m[i]->submitted = !w->m[i]->gone;
     if (restore && gs_admission_restore(a->adm, id) == 0) w->admitted = true;
@@ -800,7 +802,7 @@ static void write_wl_conditions(struct gs_adm_loop *a, struct wl *w)
     const struct ginfo *g = w->group ? gs__strmap_get(&a->groups, w->group) : NULL;
     if (!g) return;
     char gmsg[300];
-    if (w->admitted) snprintf(gmsg, sizeof gmsg, "%s for %d pods", msg, live_members(w));
+    if (w->admitted) snprintf(gmsg, sizeof gmsg, "%s for %d pods", msg, w->npods);
     else snprintf(gmsg, sizeof gmsg, "%s", msg);
     write_cond(a, g->store_key, NULL, &w->gcond, "Admitted", status, w->admitted ? "Admitted" : reason, gmsg);
 }

@@ -69,8 +69,11 @@ def quota(stack, name):
 
 
 def test_groups_admitted_whole_in_turn(stack):
-    # The first group's pods state their run time, so the second's start can be estimated.
-    apply(stack, group("ga", 4), *[member("ga", i, "sleep 15", seconds=600) for i in range(4)])
+    # The first group's pods state their run time, so the second's start can be estimated;
+    # they run until the test lets them finish.
+    flag = stack.dir / "ga-may-finish"
+    hold = f"while [ ! -e {flag} ]; do sleep 0.2; done"
+    apply(stack, group("ga", 4), *[member("ga", i, hold, seconds=600) for i in range(4)])
     for i in range(4):
         wait_for(lambda: node_of(stack, f"ga-{i}"), 30, f"ga-{i} to be admitted and bound")
         assert quota(stack, f"ga-{i}")["status"] == "True"
@@ -95,6 +98,7 @@ def test_groups_admitted_whole_in_turn(stack):
     g = conditions(podgroup(stack, "gb")).get("Admitted")
     assert g and g["status"] == "False", g
 
+    flag.touch()
     for i in range(4):
         wait_for(lambda: phase(stack.pod(f"ga-{i}")) == "Succeeded", 40, f"ga-{i} to finish")
     for i in range(4):
