@@ -412,6 +412,35 @@ static void test_group_queue_from_podgroup(void **state)
     env_free(&e);
 }
 
+static void test_group_deleted_while_pending(void **state)
+{
+    (void)state;
+    struct env e;
+    env_init(&e);
+    queues(&e, 4);
+    local_queue(&e);
+    queues(&e, 0); /* no quota yet: the group waits in line */
+    podgroup(&e, "gd", 2, NULL);
+    group_pods(&e, "gd", 0, 2, 1);
+    assert_int_equal(gs_adm_loop_cycle(e.a), 0);
+    char why[512];
+    assert_string_equal(cond_at(&e, "pods/ns/gd-0", "QuotaReserved", why, sizeof why), "False");
+    assert_non_null(strstr(why, "Pending: "));
+    /* The PodGroup goes: withdrawn, its pods say why. */
+    gs_adm_loop_group_event(e.a, "podgroups.scheduling.x-k8s.io/ns/gd", NULL);
+    queues(&e, 4);
+    assert_int_equal(gs_adm_loop_cycle(e.a), 0);
+    assert_string_equal(cond_at(&e, "pods/ns/gd-1", "QuotaReserved", why, sizeof why), "False");
+    assert_string_equal(why, "PodGroupNotFound: PodGroup ns/gd not found (2 pods name it)");
+    /* Back: admitted whole. */
+    struct gs_object *o = stored(&e, "podgroups.scheduling.x-k8s.io/ns/gd");
+    gs_adm_loop_group_event(e.a, "podgroups.scheduling.x-k8s.io/ns/gd", o->u.podgroup);
+    gs_object_free(o);
+    assert_int_equal(gs_adm_loop_cycle(e.a), 1);
+    assert_int_equal(e.nadmitted, 2);
+    env_free(&e);
+}
+
 static void cohort_queues(struct env *e)
 {
     queue_doc(e, "resourceflavors.kueue.x-k8s.io/f",
@@ -534,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_quota_change_keeps_running_reservation),
         cmocka_unit_test(test_group_all_or_nothing_and_quota_release),
         cmocka_unit_test(test_group_queue_from_podgroup),
+        cmocka_unit_test(test_group_deleted_while_pending),
         cmocka_unit_test(test_reclaim_evicts_whole_group_and_holds),
         cmocka_unit_test(test_estimated_start_from_deadline),
     };
