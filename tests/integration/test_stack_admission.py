@@ -52,7 +52,8 @@ def condition(stack, name, ctype):
 
 
 def test_second_job_waits_for_quota_then_runs(stack):
-    apply(stack, queued_pod("qa-1", "sleep 4", 4, "team-a"))
+    flag = stack.dir / "qa-1-may-finish"  # qa-1 runs until the checks below are done
+    apply(stack, queued_pod("qa-1", f"while [ ! -e {flag} ]; do sleep 0.2; done", 4, "team-a"))
     wait_for(lambda: node_of(stack, "qa-1"), 20, "the first job to bind")
     assert condition(stack, "qa-1", "QuotaReserved")["status"] == "True"
     apply(stack, queued_pod("qa-2", "sleep 1", 4, "team-a"))
@@ -71,6 +72,7 @@ def test_second_job_waits_for_quota_then_runs(stack):
     ex = stack.cli("explain", "qa-2")
     assert ex.returncode == 0, ex.stderr
     assert "waiting for admission" in ex.stdout and "position in line: 1" in ex.stdout, ex.stdout
+    flag.touch()
     wait_for(lambda: phase(stack.pod("qa-1")) == "Succeeded", 30, "the first job to finish")
     wait_for(lambda: node_of(stack, "qa-2"), 20, "the second job to be admitted and bound")
     assert condition(stack, "qa-2", "QuotaReserved")["status"] == "True"
