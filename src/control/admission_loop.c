@@ -25,6 +25,7 @@
 #include "control/admission_loop.h"
 
 #include "control/api.h"
+#include "control/queue_status.h"
 #include "core/log.h"
 #include "sched/admission/admission.h"
 #include "sched/strmap.h"
@@ -36,6 +37,8 @@
 #define TICK_NS (1000LL * 1000 * 1000) /* retry everyone this often: capacity changes we do not see */
 #define REBUILD_FINISHED 4096          /* finished workloads kept before the table is compacted */
 #define GROUP_PREFIX "podgroups.scheduling.x-k8s.io/"
+#define QSTATUS_LISTED 10   /* pending workloads listed per queue in its status */
+#define QSTATUS_ESTIMATED 3 /* of which given an estimated start (each costs placement checks) */
 
 const char *const gs_adm_loop_prefixes[] = {"resourceflavors.kueue.x-k8s.io/", "clusterqueues.kueue.x-k8s.io/",
                                             "localqueues.kueue.x-k8s.io/", "queues.scheduling.gpusched.io/", NULL};
@@ -114,6 +117,7 @@ struct gs_adm_loop {
     struct gs_profile **profiles; /* scheduler profiles with AdmissionHold */
     size_t nprofiles;
     json_t *hold_args;
+    struct gs_qstatus qstatus;    /* per-queue status on the queue objects */
 };
 
 /*--- Small helpers ---*/
@@ -639,9 +643,13 @@ void gs_adm_loop_queue_event(struct gs_adm_loop *a, const char *key, const json_
         free(q->key);
         free(q);
     } else if (q) {
+        /* Our own status writes (queue_status.c) come back as events: only a
+         * changed spec or label means the tree must be rebuilt. */
+        bool same = gs_qstatus_spec_equal(q->doc, doc);
         json_decref(q->doc);
         q->doc = json_deep_copy(doc);
         q->rv = rv;
+        if (same) return;
     } else {
         q = calloc(1, sizeof *q);
         if (!q || !(q->key = strdup(key)) || gs__strmap_put(&a->queues, q->key, q)) {
@@ -852,6 +860,15 @@ static int admission_step(struct gs_adm_loop *a, bool tick)
     return admitted;
 }
 
+/* Queue objects' status: every couple of seconds, only what changed. */
+static void publish_queue_status(struct gs_adm_loop *a, int64_t now)
+{
+    if (!a->adm || now < a->qstatus.next_ns) return;
+    json_t *view = gs_admission_queues_json(a->adm, QSTATUS_LISTED, QSTATUS_ESTIMATED);
+    if (view) gs_qstatus_publish(&a->qstatus, a->o.store, view, now, false);
+    json_decref(view);
+}
+
 int gs_adm_loop_cycle(struct gs_adm_loop *a)
 {
     int64_t now = gs_clock_now(a->o.clock);
@@ -867,6 +884,7 @@ int gs_adm_loop_cycle(struct gs_adm_loop *a)
     int admitted = a->adm ? admission_step(a, tick) : 0;
     if (admitted < 0) return admitted;
     write_conditions(a);
+    publish_queue_status(a, now);
     return admitted;
 }
 
@@ -1010,6 +1028,7 @@ int gs_adm_loop_new(const struct gs_adm_loop_opts *o, struct gs_adm_loop **out)
     if (!a) return GS_ENOMEM;
     a->o = *o;
     gs__strmap_init(&a->wls);
+    gs_qstatus_init(&a->qstatus);
     gs__strmap_init(&a->members);
     gs__strmap_init(&a->groups);
     gs__strmap_init(&a->queues);
@@ -1022,6 +1041,7 @@ int gs_adm_loop_new(const struct gs_adm_loop_opts *o, struct gs_adm_loop **out)
 void gs_adm_loop_free(struct gs_adm_loop *a)
 {
     if (!a) return;
+    gs_qstatus_free(&a->qstatus);
     gs_admission_free(a->adm);
     gs_queue_tree_free(&a->tree);
     for (size_t s = 0; s < a->wls.cap; s++)
