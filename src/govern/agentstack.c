@@ -133,6 +133,14 @@ static int run_mig(struct gs_agent *a, struct gs__stack *s, const json_t *req, c
                 snprintf(names[p->slots[k]], sizeof names[0], "%s", p->key);
                 busy_pods[p->slots[k]] = names[p->slots[k]];
             }
+        /* MIG instances (agent_mig.c) pin their GPUs too: re-partitioning would pull them away. */
+        uint64_t mm = p->holds_devices ? gs__mig_gpu_mask(a, p) : 0;
+        for (int g = 0; g < GS_DISC_MAX_GPUS; g++)
+            if (mm >> g & 1) {
+                busy |= 1ull << g;
+                snprintf(names[g], sizeof names[0], "%s", p->key);
+                busy_pods[g] = names[g];
+            }
     }
     pthread_mutex_unlock(&a->mu);
     struct gs_mig_step_in in = {&s->backend, want, busy, busy_pods,
