@@ -312,3 +312,35 @@ def test_single_strategy_gpu_pods_get_mig_devices(gpusched_bin, tmp_path):
     finally:
         rc = s.stop("up")
         assert rc == 0, s.log("up")
+
+
+def test_restarted_agent_readopts_its_instances(gpusched_bin, tmp_path):
+    # The layout is the mock's own, so a restart finds the same MIG UUIDs.
+    s = Stack(gpusched_bin, tmp_path)
+    mock = "2xA100-80GB,mig=1g.10gb*7"
+
+    def ready():
+        n = s.node(NODE)
+        return (stack_state(s) == "ready" and n and
+                n["status"].get("allocatable", {}).get("nvidia.com/mig-1g.10gb") == "14")
+
+    s.up(mock, "--keep-pods")
+    try:
+        apply(s, policy("mixed", "all-1g.10gb"))
+        wait_for(ready, 60, "the node ready under the mixed strategy")
+        apply(s, mig_pod("long", "nvidia.com/mig-1g.10gb", 1, 'echo "$NVIDIA_VISIBLE_DEVICES"; sleep 12'))
+        wait_for(lambda: phase(s.pod("long")) == "Running", 30, "long to run")
+        held = wait_for(lambda: s.cli("logs", "long").stdout.strip(), 10, "long's log")
+        s.stop("up", signal.SIGKILL)
+        s.up(mock, "--keep-pods")
+        wait_for(ready, 60, "the node ready again after the restart")
+        # The re-adopted pod still holds its instance: the next pod gets another one.
+        apply(s, mig_pod("next", "nvidia.com/mig-1g.10gb", 1, 'echo "$NVIDIA_VISIBLE_DEVICES"'))
+        wait_for(lambda: phase(s.pod("next")) == "Succeeded", 30, "next to succeed")
+        got = s.cli("logs", "next").stdout.strip()
+        assert got.startswith("MIG-") and got != held
+        p = wait_for(lambda: phase(s.pod("long")) == "Succeeded" and s.pod("long"), 30, "long to end")
+        assert s.cli("logs", "long").stdout.split() == [held]  # adopted, not started again
+        assert [d["uuid"] for d in p["status"]["devices"]] == [held]
+    finally:
+        s.stop_all()
