@@ -3,7 +3,8 @@
  * pods (src/agent/agent_mig.c: free, held, unhealthy, none left, lowest GPU
  * index first, re-adoption from the checkpoint after a restart, env and
  * status) and the device plugin's resources under each MIG strategy
- * (src/node/gpus_disc.c: gs_node_resources).
+ * (src/node/gpus_disc.c: gs_node_resources), and the scheduler cache's view
+ * of a single-strategy node (src/sched/cache.c: one GPU slot per instance).
  *
  * Inventories come from the mock discovery backend, as on a `--mock` node.
  */
@@ -15,7 +16,9 @@
 
 #include "agent/agent_int.h"
 #include "core/error.h"
+#include "core/object.h"
 #include "node/gpus_disc.h"
+#include "sched/cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,6 +425,71 @@ static void test_plugin_resources_single_and_none(void **state)
     free(r);
 }
 
+/*--- The scheduler cache under the single strategy ---*/
+
+/* A node of 2 MIG GPUs (3 x 2g.20gb each) and one whole GPU; strategy label and
+ * allocatable nvidia.com/gpu as given. Returns the cache's record. */
+static const struct gs_node_info *cache_node(struct gs_cache *c, struct gs_object **o, const char *strategy,
+                                             const char *alloc)
+{
+    char doc[2048];
+    const char *mig = "\"mig\":{\"enabled\":true,\"instances\":[{\"profile\":\"2g.20gb\",\"uuid\":\"MIG-%c1\"},"
+                      "{\"profile\":\"2g.20gb\",\"uuid\":\"MIG-%c2\"},{\"profile\":\"2g.20gb\",\"uuid\":\"MIG-%c3\"}]}";
+    char m0[400], m1[400];
+    snprintf(m0, sizeof m0, mig, 'a', 'a', 'a');
+    snprintf(m1, sizeof m1, mig, 'b', 'b', 'b');
+    snprintf(doc, sizeof doc,
+             "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\",\"labels\":{%s}},"
+             "\"status\":{\"allocatable\":{\"cpu\":\"8\",\"memory\":\"64Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"%s\"},"
+             "\"devices\":[{\"index\":0,\"uuid\":\"GPU-a\",\"memoryMiB\":81920,\"numaNode\":0,%s},"
+             "{\"index\":1,\"uuid\":\"GPU-b\",\"memoryMiB\":81920,\"numaNode\":1,%s},"
+             "{\"index\":2,\"uuid\":\"GPU-c\",\"memoryMiB\":16384,\"numaNode\":1}]}}",
+             strategy ? "\"nvidia.com/mig.strategy\":\"single\"" : "", alloc, m0, m1);
+    json_t *j = json_loads(doc, 0, NULL);
+    assert_non_null(j);
+    struct gs_diags d = {0};
+    assert_int_equal(gs_object_decode(j, o, &d), 0);
+    gs_diags_free(&d);
+    json_decref(j);
+    int32_t idx = gs_cache_add_node(c, (*o)->u.node);
+    assert_true(idx >= 0);
+    return gs_cache_node(c, idx);
+}
+
+static void test_cache_single_strategy_slots(void **state)
+{
+    (void)state;
+    struct gs_clock clk;
+    gs_clock_init_real(&clk);
+    struct gs_cache *c = gs_cache_new(&clk);
+    struct gs_object *o = NULL;
+    /* 1 whole GPU + 6 MIG devices advertised as nvidia.com/gpu. */
+    const struct gs_node_info *n = cache_node(c, &o, "single", "7");
+    assert_int_equal(n->ngpus, 3 + 6);
+    assert_false(n->gpus[0].healthy || n->gpus[1].healthy); /* MIG GPUs never whole */
+    assert_true(n->gpus[2].healthy);
+    for (int s = 3; s < 9; s++) {
+        assert_true(n->gpus[s].healthy);
+        assert_int_equal(n->gpus[s].mem_total_mib, 20 * 1024);
+    }
+    assert_int_equal(n->gpus[3].numa_node, 0);
+    assert_int_equal(n->gpus[8].numa_node, 1);
+    assert_int_equal(n->gpus_whole_free, 7);
+    gs_cache_remove_node(c, "n1");
+    gs_object_free(o);
+    /* Gated (allocatable 0), or not the single strategy: no MIG slots. */
+    n = cache_node(c, &o, "single", "0");
+    assert_int_equal(n->ngpus, 3);
+    gs_cache_remove_node(c, "n1");
+    gs_object_free(o);
+    n = cache_node(c, &o, NULL, "3");
+    assert_int_equal(n->ngpus, 3);
+    assert_int_equal(n->gpus_whole_free, 1);
+    gs_cache_remove_node(c, "n1");
+    gs_object_free(o);
+    gs_cache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_env_and_status),
         cmocka_unit_test(test_plugin_resources_mixed),
         cmocka_unit_test(test_plugin_resources_single_and_none),
+        cmocka_unit_test(test_cache_single_strategy_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
