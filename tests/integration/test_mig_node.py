@@ -328,7 +328,9 @@ def test_restarted_agent_readopts_its_instances(gpusched_bin, tmp_path):
     try:
         apply(s, policy("mixed", "all-1g.10gb"))
         wait_for(ready, 60, "the node ready under the mixed strategy")
-        apply(s, mig_pod("long", "nvidia.com/mig-1g.10gb", 1, 'echo "$NVIDIA_VISIBLE_DEVICES"; sleep 12'))
+        flag = tmp_path / "let-long-finish"
+        apply(s, mig_pod("long", "nvidia.com/mig-1g.10gb", 1,
+                         f'echo "$NVIDIA_VISIBLE_DEVICES"; while [ ! -e {flag} ]; do sleep 0.2; done'))
         wait_for(lambda: phase(s.pod("long")) == "Running", 30, "long to run")
         held = wait_for(lambda: s.cli("logs", "long").stdout.strip(), 10, "long's log")
         s.stop("up", signal.SIGKILL)
@@ -339,6 +341,8 @@ def test_restarted_agent_readopts_its_instances(gpusched_bin, tmp_path):
         wait_for(lambda: phase(s.pod("next")) == "Succeeded", 30, "next to succeed")
         got = s.cli("logs", "next").stdout.strip()
         assert got.startswith("MIG-") and got != held
+        assert phase(s.pod("long")) == "Running"
+        flag.touch()
         p = wait_for(lambda: phase(s.pod("long")) == "Succeeded" and s.pod("long"), 30, "long to end")
         assert s.cli("logs", "long").stdout.split() == [held]  # adopted, not started again
         assert [d["uuid"] for d in p["status"]["devices"]] == [held]
