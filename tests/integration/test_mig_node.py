@@ -121,7 +121,11 @@ def test_mixed_registers_one_resource_per_profile(gpusched_bin, tmp, stubs):
         ids = [d for d, _, _ in one][:2]
         r = k.stub("nvidia.com/mig-1g.10gb").Allocate(
             pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)]))
-        assert r.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == ",".join(ids)
+        c = r.container_responses[0]
+        assert c.envs["NVIDIA_VISIBLE_DEVICES"] == ",".join(ids)
+        # Both instances live on GPU 0: its device node once, after the three control nodes.
+        assert [d.host_path for d in c.devices] == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                                                    "/dev/nvidia0"]
         # An ID of another resource is not this plugin's.
         other = k.by_res["nvidia.com/mig-3g.40gb"][0][0]
         import grpc
