@@ -156,6 +156,40 @@ def test_mixed_keeps_whole_gpus_that_are_not_partitioned(gpusched_bin, tmp, stub
         k.stop()
 
 
+def test_gpu_fault_marks_its_mig_devices_in_every_resource(gpusched_bin, tmp, stubs):
+    pb, pbg = stubs
+    k = make_kubelet(tmp / "dp", pb, pbg)
+    p = plugin(gpusched_bin, tmp, MOCK_MIG + ",xid=79@gpu1@t=2s", "--mig-strategy", "mixed")
+    want = ["nvidia.com/mig-1g.10gb", "nvidia.com/mig-2g.20gb", "nvidia.com/mig-3g.40gb"]
+    try:
+        assert k.wait_registered(3, 15) and k.wait_lists(want, 10)
+        first = {r: [d for d, _, _ in k.by_res[r]] for r in want}
+
+        def flipped():
+            with k.lock:
+                return all(any(h == "Unhealthy" for _, h, _ in k.by_res[r]) for r in want) and dict(k.by_res)
+
+        lists = poll(flipped, 10)
+        assert lists, "the Xid on GPU 1 never reached every resource"
+        for r in want:
+            bad = [d for d, h, _ in lists[r] if h == "Unhealthy"]
+            # GPU 1's instances: the second half of each list (GPU order), nothing of GPU 0.
+            assert bad == first[r][len(first[r]) // 2:], (r, bad)
+    finally:
+        assert stop(p) == 0
+        k.stop()
+
+
+def poll(pred, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    return pred()
+
+
 def test_single_offers_mig_devices_as_gpus(gpusched_bin, tmp, stubs):
     pb, pbg = stubs
     k = make_kubelet(tmp / "dp", pb, pbg)
