@@ -217,7 +217,7 @@ void gs__mig_env(const struct gs__pod *p, json_t *env);
 void gs__mig_save(const struct gs__pod *p, json_t *doc);
 void gs__mig_recover(struct gs__pod *p, const json_t *doc);
 /* Pod status: the MIG instances join status.devices. */
-void gs__mig_status(const struct gs__pod *p, json_t *status);
+void gs__mig_status(const struct gs__pod *p, json_t *status); /* once it started */
 /* Inventory slots of the GPUs whose instances p holds, as a mask. */
 uint64_t gs__mig_gpu_mask(const struct gs_agent *a, const struct gs__pod *p);
 

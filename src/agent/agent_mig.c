@@ -308,7 +308,8 @@ void gs__mig_recover(struct gs__pod *p, const json_t *doc)
 
 void gs__mig_status(const struct gs__pod *p, json_t *status)
 {
-    if (!p->mig || !p->mig->n || !json_is_object(status)) return;
+    /* No start time: refused at admission after its instances were picked; it never held them. */
+    if (!p->mig || !p->mig->n || !p->start_time || !json_is_object(status)) return;
     json_t *devs = json_array(), *e;
     size_t i;
     /* Keep whole GPUs; the scheduler's entries for single-strategy slots

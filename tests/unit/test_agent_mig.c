@@ -329,6 +329,10 @@ static void test_env_and_status(void **state)
     json_t *st = json_loads("{\"devices\":[{\"index\":0,\"uuid\":\"GPU-1\"},{\"index\":5,\"milli\":1000},"
                             "{\"index\":1,\"uuid\":\"MIG-old\"}]}",
                             0, NULL);
+    gs__mig_status(p, st); /* not started (refused at admission): nothing to report */
+    assert_int_equal(json_array_size(json_object_get(st, "devices")), 3);
+    assert_string_equal(gs__jstr(json_array_get(json_object_get(st, "devices"), 2), "uuid"), "MIG-old");
+    p->start_time = 1700000000;
     gs__mig_status(p, st);
     gs__mig_status(p, st); /* idempotent */
     json_t *devs = json_object_get(st, "devices");
