@@ -655,6 +655,15 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
     return 0;
 }
 
+int gs_cache_touch_node(struct gs_cache *c, int32_t node)
+{
+    struct gs_node_info *n = node_at(c, node);
+    if (!n) return GS_ENOENT;
+    n->generation++;
+    c->changes++;
+    return 0;
+}
+
 /*--- Lookups ---*/
 
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }

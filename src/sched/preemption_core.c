@@ -21,20 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct vpod {
-    const struct gs_pod *pod;
-    struct gs_assignment a;
-    char *key;
-    char *unit; /* "g:ns/group" or "p:ns/name" */
-};
-
-struct unit {
-    size_t first, n;
-    int32_t prio;
-    int64_t prio_sum;
-    bool gang, removed, eligible;
-};
-
 struct history {
     char *key;
     int32_t cls;
@@ -88,15 +74,6 @@ void gs_preempt_count_refusal(struct gs_preemption *p) { p->stats.refused_no_hel
 
 /*--- Loop guard ---*/
 
-static int evictions_in_window(const struct gs_preemption *p, const char *key, int32_t cls)
-{
-    int64_t since = gs_clock_now(p->clock) - p->o.window_ns;
-    int n = 0;
-    for (size_t i = 0; i < p->nhist; i++)
-        n += p->hist[i].t >= since && p->hist[i].cls == cls && !strcmp(p->hist[i].key, key);
-    return n;
-}
-
 void gs_preempt_record(struct gs_preemption *p, const struct gs_preempt_plan *pl, const struct gs_pod *preemptor)
 {
     int64_t now = gs_clock_now(p->clock), since = now - p->o.window_ns;
@@ -126,19 +103,153 @@ void gs_preempt_record(struct gs_preemption *p, const struct gs_preempt_plan *pl
 
 /*--- Candidates ---*/
 
+/* A bound pod below the preemptor's priority, outside its own gang. */
+struct vpod {
+    const struct gs_pod *pod;
+    struct gs_assignment a;
+    const char *ns;    /* namespace, "default" when unset */
+    const char *group; /* pod group when in one, else NULL */
+    size_t key;        /* offset of "ns/name" in search.keys */
+};
+
+struct unit {
+    size_t first, n;
+    int32_t prio;
+    int64_t prio_sum;
+    bool removed, marked;
+};
+
+/* A gang with a bound member at or above the preemptor's priority: none of it may go. */
+struct blocked {
+    uint64_t h;
+    const char *ns, *group;
+};
+
 struct search {
     struct gs_preemption *p;
+    const struct gs_preempt_fit *fit;
+    const struct gs_pod *pre;
+    bool any_lower;
     struct vpod *v;
     size_t nv, capv;
+    struct blocked *bl; /* open addressing, capbl a power of two */
+    size_t nbl, capbl;
+    char *keys;
+    size_t nkeys, capkeys;
     struct unit *u;
     size_t nu;
+    /* Units touching each node: node_units[node_first[i] .. node_first[i + 1]). */
+    int32_t nslots;
+    size_t *node_first, *node_units;
+    /* Nodes this search changed in the cache, and those the plain search
+     * (remove every candidate on every node, then give back one by one)
+     * would have changed: see touch_skipped(). */
+    uint8_t *bumped, *must_bump;
+    struct gs_node_info **cand; /* scratch: nodes for a batch fit */
+    bool *ok;
     int err;
 };
+
+static const char *ns_of(const struct gs_pod *pod) { return pod->meta.namespace_ ? pod->meta.namespace_ : "default"; }
+static const char *group_of(const struct gs_pod *pod) { return pod->pod_group && *pod->pod_group ? pod->pod_group : NULL; }
+
+struct jcur {
+    const char *seg[3];
+    int i;
+    const char *c;
+};
+
+static unsigned char jpeek(struct jcur *j)
+{
+    while (!*j->c && j->i < 2) j->c = j->seg[++j->i];
+    return (unsigned char)*j->c;
+}
+
+/* strcmp(a0 "/" a1, b0 "/" b1) in sign, without building either string:
+ * candidates are ordered by these names, as keys and unit names. */
+static int join_cmp(const char *a0, const char *a1, const char *b0, const char *b1)
+{
+    if (a0 == b0 || !strcmp(a0, b0)) return strcmp(a1, b1);
+    struct jcur x = {{a0, "/", a1}, 0, a0}, y = {{b0, "/", b1}, 0, b0};
+    for (;;) {
+        unsigned char cx = jpeek(&x), cy = jpeek(&y);
+        if (cx != cy) return cx < cy ? -1 : 1;
+        if (!cx) return 0;
+        x.c++, y.c++;
+    }
+}
+
+static const char *name_of(const struct gs_pod *pod) { return pod->meta.name ? pod->meta.name : ""; }
+
+/* Units named "g:ns/group" (gangs) before "p:ns/name" (single pods), by
+ * name, then members by key: the order the outcome is defined in. */
+static int cmp_vpod(const void *a, const void *b)
+{
+    const struct vpod *x = a, *y = b;
+    if (!x->group != !y->group) return x->group ? -1 : 1;
+    int c = join_cmp(x->ns, x->group ? x->group : name_of(x->pod), y->ns, y->group ? y->group : name_of(y->pod));
+    if (c || !x->group) return c;
+    return join_cmp(x->ns, name_of(x->pod), y->ns, name_of(y->pod));
+}
+
+static int cmp_unit(const struct vpod *x, const struct vpod *y)
+{
+    if (!x->group != !y->group) return 1;
+    return join_cmp(x->ns, x->group ? x->group : name_of(x->pod), y->ns, y->group ? y->group : name_of(y->pod));
+}
+
+static uint64_t gang_hash(const char *ns, const char *group) { return gs__mix64(gs__fnv1a(ns), gs__fnv1a(group)); }
+
+static bool blocked_find(const struct search *s, const char *ns, const char *group, uint64_t h, size_t *slot)
+{
+    size_t mask = s->capbl - 1, i = (size_t)h & mask;
+    for (; s->bl[i].ns; i = (i + 1) & mask)
+        if (s->bl[i].h == h && !strcmp(s->bl[i].group, group) && !strcmp(s->bl[i].ns, ns)) break;
+    if (slot) *slot = i;
+    return s->bl[i].ns != NULL;
+}
+
+static void block_gang(struct search *s, const char *ns, const char *group)
+{
+    if ((s->nbl + 1) * 2 > s->capbl) {
+        struct search t = *s;
+        t.capbl = s->capbl ? s->capbl * 2 : 16;
+        if (!(t.bl = calloc(t.capbl, sizeof *t.bl))) {
+            s->err = GS_ENOMEM;
+            return;
+        }
+        for (size_t i = 0; i < s->capbl; i++) {
+            size_t j;
+            if (s->bl[i].ns && !blocked_find(&t, s->bl[i].ns, s->bl[i].group, s->bl[i].h, &j)) t.bl[j] = s->bl[i];
+        }
+        free(s->bl);
+        s->bl = t.bl, s->capbl = t.capbl;
+    }
+    uint64_t h = gang_hash(ns, group);
+    size_t j;
+    if (blocked_find(s, ns, group, h, &j)) return;
+    s->bl[j] = (struct blocked){h, ns, group};
+    s->nbl++;
+}
+
+static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
+{
+    if (!a->pod_group || !b->pod_group || strcmp(a->pod_group, b->pod_group)) return false;
+    return !strcmp(ns_of(a), ns_of(b));
+}
 
 static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
 {
     struct search *s = arg;
     if (!bound || s->err) return;
+    const struct gs_pod *pre = s->pre;
+    const char *group = group_of(pod), *ns = ns_of(pod), *own = group_of(pre);
+    if (pod->priority < pre->priority && !same_group(pod, pre)) s->any_lower = true;
+    if (group && own && !strcmp(group, own) && !strcmp(ns, ns_of(pre))) return; /* never its own gang */
+    if (pod->priority >= pre->priority) {
+        if (group) block_gang(s, ns, group);
+        return;
+    }
     if (s->nv == s->capv) {
         size_t cap = s->capv ? s->capv * 2 : 64;
         struct vpod *nv = realloc(s->v, cap * sizeof *nv);
@@ -149,106 +260,247 @@ static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignm
         s->v = nv;
         s->capv = cap;
     }
-    char key[GS__KEY_MAX], unit[GS__KEY_MAX + 8];
-    gs__pod_key(pod, key, sizeof key);
-    if (pod->pod_group && *pod->pod_group)
-        snprintf(unit, sizeof unit, "g:%s/%s", pod->meta.namespace_ ? pod->meta.namespace_ : "default", pod->pod_group);
-    else snprintf(unit, sizeof unit, "p:%s", key);
-    struct vpod *v = &s->v[s->nv];
-    v->pod = pod;
-    v->a = *a;
-    v->key = strdup(key);
-    v->unit = strdup(unit);
-    if (!v->key || !v->unit) {
-        free(v->key), free(v->unit);
-        s->err = GS_ENOMEM;
-        return;
-    }
-    s->nv++;
-}
-
-static int cmp_vpod(const void *a, const void *b)
-{
-    const struct vpod *x = a, *y = b;
-    int c = strcmp(x->unit, y->unit);
-    return c ? c : strcmp(x->key, y->key);
+    s->v[s->nv++] = (struct vpod){pod, *a, ns, group, 0};
 }
 
 static void search_free(struct search *s)
 {
-    for (size_t i = 0; i < s->nv; i++) free(s->v[i].key), free(s->v[i].unit);
-    free(s->v);
-    free(s->u);
+    free(s->v), free(s->bl), free(s->keys), free(s->u);
+    free(s->node_first), free(s->node_units);
+    free(s->bumped), free(s->must_bump);
+    free(s->cand), free(s->ok);
 }
 
-static bool guard_ok(struct search *s, const struct unit *u, int32_t cls)
+static const char *key_of(const struct search *s, const struct vpod *v) { return s->keys + v->key; }
+
+static int add_key(struct search *s, struct vpod *v)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++)
-        if (evictions_in_window(s->p, s->v[i].key, cls) >= s->p->o.max_per_window) return false;
-    return true;
+    char buf[GS__KEY_MAX];
+    const char *name = name_of(v->pod);
+    size_t a = strlen(v->ns), b = strlen(name), len = a + 1 + b;
+    if (len >= GS__KEY_MAX) len = (size_t)gs__pod_key(v->pod, buf, sizeof buf), len = len < GS__KEY_MAX ? len : GS__KEY_MAX - 1;
+    if (s->nkeys + len + 1 > s->capkeys) {
+        size_t cap = s->capkeys ? s->capkeys * 2 : 4096;
+        while (cap < s->nkeys + len + 1) cap *= 2;
+        char *nk = realloc(s->keys, cap);
+        if (!nk) return GS_ENOMEM;
+        s->keys = nk, s->capkeys = cap;
+    }
+    char *k = s->keys + s->nkeys;
+    if (len < a + 1 + b) { /* gs__pod_key's truncation, kept so the key still names the cache entry */
+        memcpy(k, buf, len);
+    } else {
+        memcpy(k, v->ns, a);
+        k[a] = '/';
+        memcpy(k + a + 1, name, b);
+    }
+    k[len] = 0;
+    v->key = s->nkeys;
+    s->nkeys += len + 1;
+    return 0;
 }
 
-static int build_units(struct search *s, const struct gs_pod *preemptor)
+/* Evictions in the window per pod key, for the preemptor's class. */
+struct guard {
+    struct {
+        const char *key;
+        uint64_t h;
+        int n;
+    } *t;
+    size_t cap;
+};
+
+static int guard_build(const struct gs_preemption *p, int32_t cls, struct guard *g)
 {
-    gs_cache_foreach_pod(s->p->cache, collect, s);
-    if (s->err) return s->err;
-    qsort(s->v, s->nv, sizeof *s->v, cmp_vpod);
-    s->u = calloc(s->nv ? s->nv : 1, sizeof *s->u);
-    if (!s->u) return GS_ENOMEM;
-    char own[GS__KEY_MAX + 8] = "";
-    if (preemptor->pod_group && *preemptor->pod_group)
-        snprintf(own, sizeof own, "g:%s/%s", preemptor->meta.namespace_ ? preemptor->meta.namespace_ : "default",
-                 preemptor->pod_group);
-    for (size_t i = 0; i < s->nv;) {
-        struct unit *u = &s->u[s->nu++];
-        u->first = i;
-        u->prio = INT32_MIN;
-        u->gang = s->v[i].unit[0] == 'g';
-        for (; i < s->nv && !strcmp(s->v[i].unit, s->v[u->first].unit); i++) {
-            u->n++;
-            u->prio_sum += s->v[i].pod->priority;
-            if (s->v[i].pod->priority > u->prio) u->prio = s->v[i].pod->priority;
-        }
-        u->eligible = u->prio < preemptor->priority && strcmp(s->v[u->first].unit, own) != 0;
-        if (u->eligible && !guard_ok(s, u, preemptor->priority)) {
-            u->eligible = false;
-            s->p->stats.guard_skips++;
-        }
+    int64_t since = gs_clock_now(p->clock) - p->o.window_ns;
+    size_t n = 0;
+    for (size_t i = 0; i < p->nhist; i++) n += p->hist[i].t >= since && p->hist[i].cls == cls;
+    g->cap = 0, g->t = NULL;
+    if (!n) return 0;
+    for (g->cap = 16; g->cap < 2 * n; g->cap *= 2) {}
+    if (!(g->t = calloc(g->cap, sizeof *g->t))) return GS_ENOMEM;
+    for (size_t i = 0; i < p->nhist; i++) {
+        if (p->hist[i].t < since || p->hist[i].cls != cls) continue;
+        uint64_t h = gs__fnv1a(p->hist[i].key);
+        size_t j = (size_t)h & (g->cap - 1);
+        while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, p->hist[i].key))) j = (j + 1) & (g->cap - 1);
+        g->t[j].key = p->hist[i].key, g->t[j].h = h, g->t[j].n++;
     }
     return 0;
 }
 
+static int guard_count(const struct guard *g, const char *key)
+{
+    if (!g->cap) return 0;
+    uint64_t h = gs__fnv1a(key);
+    size_t j = (size_t)h & (g->cap - 1);
+    while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, key))) j = (j + 1) & (g->cap - 1);
+    return g->t[j].key ? g->t[j].n : 0;
+}
+
+/* Groups the candidates into units; keeps those that may be evicted. */
+static int build_units(struct search *s)
+{
+    qsort(s->v, s->nv, sizeof *s->v, cmp_vpod);
+    s->u = calloc(s->nv ? s->nv : 1, sizeof *s->u);
+    if (!s->u) return GS_ENOMEM;
+    struct guard g;
+    if (guard_build(s->p, s->pre->priority, &g) != 0) return GS_ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < s->nv && !rc;) {
+        size_t first = i;
+        struct unit u = {.first = first, .prio = INT32_MIN};
+        for (; i < s->nv && !cmp_unit(&s->v[first], &s->v[i]); i++) {
+            u.n++;
+            u.prio_sum += s->v[i].pod->priority;
+            if (s->v[i].pod->priority > u.prio) u.prio = s->v[i].pod->priority;
+        }
+        const struct vpod *v0 = &s->v[first];
+        if (v0->group && s->nbl && blocked_find(s, v0->ns, v0->group, gang_hash(v0->ns, v0->group), NULL)) continue;
+        bool spared = false;
+        for (size_t k = first; k < i && !rc; k++) {
+            if ((rc = add_key(s, &s->v[k])) != 0) break;
+            spared = spared || guard_count(&g, key_of(s, &s->v[k])) >= s->p->o.max_per_window;
+        }
+        if (spared) s->p->stats.guard_skips++;
+        else s->u[s->nu++] = u;
+    }
+    free(g.t);
+    return rc;
+}
+
+/* Per node, the units with a pod there, in unit order. */
+static int index_nodes(struct search *s)
+{
+    int32_t ns = s->nslots = gs_cache_node_count(s->p->cache);
+    size_t slots = (size_t)(ns > 0 ? ns : 1);
+    s->node_first = calloc(slots + 1, sizeof *s->node_first);
+    s->bumped = calloc(slots, 1);
+    s->must_bump = calloc(slots, 1);
+    s->cand = calloc(slots, sizeof *s->cand);
+    s->ok = calloc(slots, sizeof *s->ok);
+    size_t *pos = malloc(slots * sizeof *pos);
+    int rc = s->node_first && s->bumped && s->must_bump && s->cand && s->ok && pos ? 0 : GS_ENOMEM;
+    for (int pass = 0; !rc && pass < 2; pass++) {
+        for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
+        for (size_t i = 0; i < s->nu; i++)
+            for (size_t k = s->u[i].first; k < s->u[i].first + s->u[i].n; k++) {
+                int32_t nd = s->v[k].a.node;
+                if (nd < 0 || nd >= ns || pos[nd] == i) continue;
+                pos[nd] = i;
+                if (pass == 0) s->node_first[nd + 1]++;
+                else s->node_units[s->node_first[nd + 1]++] = i;
+            }
+        if (pass == 1) break;
+        /* node_first[i + 1] becomes the fill cursor of node i and ends as its end. */
+        for (size_t i = 0; i < slots; i++) s->node_first[i + 1] += s->node_first[i];
+        size_t total = s->node_first[slots];
+        for (size_t i = slots; i > 0; i--) s->node_first[i] = s->node_first[i - 1];
+        if (!(s->node_units = calloc(total ? total : 1, sizeof *s->node_units))) rc = GS_ENOMEM;
+    }
+    free(pos);
+    return rc;
+}
+
+static void mark(uint8_t *set, int32_t nslots, int32_t node)
+{
+    if (node >= 0 && node < nslots) set[node] = 1;
+}
+
 static void unit_remove(struct search *s, struct unit *u)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++) gs_cache_remove_pod(s->p->cache, s->v[i].key);
+    for (size_t i = u->first; i < u->first + u->n; i++) {
+        gs_cache_remove_pod(s->p->cache, key_of(s, &s->v[i]));
+        mark(s->bumped, s->nslots, s->v[i].a.node);
+    }
     u->removed = true;
 }
 
 static void unit_restore(struct search *s, struct unit *u)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++) gs_cache_add_bound(s->p->cache, s->v[i].pod, &s->v[i].a);
+    for (size_t i = u->first; i < u->first + u->n; i++) {
+        gs_cache_add_bound(s->p->cache, s->v[i].pod, &s->v[i].a);
+        mark(s->bumped, s->nslots, s->v[i].a.node);
+    }
     u->removed = false;
 }
 
-static bool touches(const struct search *s, const struct unit *u, int32_t node)
+/* The plain search takes every candidate unit off a node before testing it,
+ * which changes each node those units run on, even where nothing comes of
+ * it; memos keyed on the cache's change counts (a gang's plan, a failed
+ * search) are invalidated by that. The screens below skip most of those
+ * changes, so the nodes the plain search would have changed are recorded
+ * here and touched at the end: decisions stay exactly those of the plain search. */
+static void mark_candidates(struct search *s, size_t ui)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++)
-        if (s->v[i].a.node == node) return true;
-    return false;
+    struct unit *u = &s->u[ui];
+    if (u->marked) return;
+    u->marked = true;
+    for (size_t k = u->first; k < u->first + u->n; k++) mark(s->must_bump, s->nslots, s->v[k].a.node);
+}
+
+static void touch_skipped(struct search *s)
+{
+    for (int32_t i = 0; i < s->nslots; i++)
+        if (s->must_bump[i] && !s->bumped[i]) gs_cache_touch_node(s->p->cache, i);
 }
 
 /*--- Search ---*/
 
-/* Does m fit on n now, with a GPU set? Fills a. */
-static bool place_on(const struct gs_pod *m, struct gs_node_info *n, gs_preempt_fits_fn fits, void *ctx,
-                     struct gs_assignment *a)
+/* Necessary conditions of place_on() for m on n after the given units'
+ * pods on n leave it (sign 1) or come back (sign -1): enough GPUs with the
+ * share (gs_topo_choose's own test) and, when the fit test enforces them,
+ * CPU, memory and pod slots (NodeResourcesFit's rule). Cheap arithmetic on
+ * the node; false means place_on() would fail. */
+static bool may_fit(const struct search *s, const struct gs_pod *m, const struct gs_node_info *n,
+                    const size_t *units, size_t k, int sign)
 {
-    if (!fits(ctx, m, n)) return false;
+    const struct gs_demand *d = &m->demand;
+    int32_t ng = n->ngpus < GS_MAX_GPUS_PER_NODE ? n->ngpus : GS_MAX_GPUS_PER_NODE;
+    int32_t milli[GS_MAX_GPUS_PER_NODE];
+    int64_t mem[GS_MAX_GPUS_PER_NODE], cpu_used = n->cpu_used, mem_used = n->mem_used;
+    int32_t pods_used = n->pods_used;
+    for (int32_t g = 0; g < ng; g++) milli[g] = n->gpus[g].milli_free, mem[g] = n->gpus[g].mem_free_mib;
+    for (size_t i = 0; i < k; i++) {
+        const struct unit *u = &s->u[units[i]];
+        for (size_t j = u->first; j < u->first + u->n; j++) {
+            const struct vpod *v = &s->v[j];
+            if (v->a.node != n->idx) continue;
+            cpu_used -= sign * v->pod->demand.cpu_milli;
+            mem_used -= sign * v->pod->demand.mem_bytes;
+            pods_used -= sign;
+            for (uint64_t b = v->a.gpu_mask; b; b &= b - 1) {
+                int g = __builtin_ctzll(b);
+                if (g < ng) milli[g] += sign * v->a.milli, mem[g] += sign * v->a.mem_mib;
+            }
+        }
+    }
+    if (s->fit->checks_resources) {
+        if (n->pods_alloc > 0 && pods_used >= n->pods_alloc) return false;
+        if (d->cpu_milli > 0 && d->cpu_milli > n->cpu_alloc - cpu_used) return false;
+        if (d->mem_bytes > 0 && d->mem_bytes > n->mem_alloc - mem_used) return false;
+    }
+    if (d->gpu_count <= 0) return true;
+    int32_t fit = 0;
+    for (int32_t g = 0; g < ng; g++)
+        fit += n->gpus[g].healthy && milli[g] >= d->gpu_milli && (d->gpu_mem_mib <= 0 || mem[g] >= d->gpu_mem_mib);
+    return fit >= d->gpu_count;
+}
+
+/* A GPU set for m on n (gs_topo_choose) as an assignment. */
+static bool choose(const struct gs_node_info *n, const struct gs_pod *m, struct gs_assignment *a)
+{
     const struct gs_demand *d = &m->demand;
     struct gs_gpu_choice ch;
     if (!gs_topo_choose(n, d->gpu_count, d->gpu_milli, d->gpu_mem_mib, ~0ULL, &ch)) return false;
     *a = (struct gs_assignment){n->idx, ch.mask, d->gpu_count ? d->gpu_milli : 0, d->gpu_count ? d->gpu_mem_mib : 0};
     return true;
+}
+
+/* Does m fit on n now (every filter), with a GPU set? Fills a. */
+static bool place_on(const struct search *s, const struct gs_pod *m, struct gs_node_info *n, struct gs_assignment *a)
+{
+    return s->fit->fits(s->fit->ctx, m, n) && choose(n, m, a);
 }
 
 struct cost {
@@ -265,17 +517,15 @@ static bool cheaper(const struct cost *a, const struct cost *b)
     return a->node < b->node;
 }
 
-/* Victims on node for m: fills pick[] (unit indices) and returns how many, or -1. */
-static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_info *n, gs_preempt_fits_fn fits,
-                      void *ctx, size_t *pick, struct cost *cost)
+/* Victims on node for m: fills pick[] (unit indices) and returns how many, or -1.
+ * The k candidates are already in pick[]. */
+static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_info *n, size_t *pick, size_t k,
+                      struct cost *cost)
 {
-    size_t k = 0;
     struct gs_assignment a;
-    for (size_t i = 0; i < s->nu; i++)
-        if (s->u[i].eligible && !s->u[i].removed && touches(s, &s->u[i], n->idx)) pick[k++] = i;
-    if (!k) return -1;
+    if (!may_fit(s, m, n, pick, k, 1)) return -1;
     for (size_t i = 0; i < k; i++) unit_remove(s, &s->u[pick[i]]);
-    if (!place_on(m, n, fits, ctx, &a)) {
+    if (!place_on(s, m, n, &a)) {
         for (size_t i = 0; i < k; i++) unit_restore(s, &s->u[pick[i]]);
         return -1;
     }
@@ -289,9 +539,11 @@ static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_i
         }
     size_t w = 0;
     for (size_t i = 0; i < k; i++) {
-        unit_restore(s, &s->u[pick[i]]);
-        if (place_on(m, n, fits, ctx, &a)) continue;
-        unit_remove(s, &s->u[pick[i]]);
+        if (may_fit(s, m, n, &pick[i], 1, -1)) {
+            unit_restore(s, &s->u[pick[i]]);
+            if (place_on(s, m, n, &a)) continue;
+            unit_remove(s, &s->u[pick[i]]);
+        }
         pick[w++] = pick[i];
     }
     *cost = (struct cost){INT32_MIN, 0, 0, n->idx};
@@ -305,33 +557,75 @@ static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_i
     return (int)w;
 }
 
-/* Places member m on the simulated state (evicting when needed); 0 or -1. */
-static int place_member(struct search *s, const struct gs_pod *m, gs_preempt_fits_fn fits, void *ctx,
-                        struct gs_assignment *out, size_t *pick, size_t *best_pick)
+/* Where m fits as things are: the node with the least free GPU share
+ * (lowest index on ties), or NULL. One batch of filters over the nodes that
+ * pass the screen, which gives each node the verdict a call of its own would. */
+static struct gs_node_info *fit_now(struct search *s, const struct gs_pod *m, struct gs_assignment *out)
 {
     struct gs_cache *c = s->p->cache;
+    size_t nc = 0;
+    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
+        struct gs_node_info *n = gs_cache_node(c, i);
+        if (n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1)) s->cand[nc++] = n;
+    }
+    if (!nc) return NULL;
+    if (s->fit->fits_many) s->fit->fits_many(s->fit->ctx, m, s->cand, nc, s->ok);
+    else
+        for (size_t i = 0; i < nc; i++) s->ok[i] = s->fit->fits(s->fit->ctx, m, s->cand[i]);
     struct gs_node_info *best = NULL;
     struct gs_assignment a;
-    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
-        struct gs_node_info *n = gs_cache_node(c, i);
-        if (!n->live || !n->schedulable || !place_on(m, n, fits, ctx, &a)) continue;
+    for (size_t i = 0; i < nc; i++) {
+        struct gs_node_info *n = s->cand[i];
+        if (!s->ok[i] || !choose(n, m, &a)) continue;
         if (!best || n->gpu_milli_free < best->gpu_milli_free) best = n, *out = a;
     }
-    if (best) return 0;
-    struct cost bc = {0}, cost;
+    return best;
+}
+
+/* The candidates on node i (units not yet taken) into pick[], and the least
+ * cost any victim set drawn from them can have: a set's cost is at least
+ * that of its highest-priority unit alone (more pods only add), so at least
+ * the smallest (priority, pods, priority sum) over the candidates. */
+static size_t candidates(struct search *s, int32_t i, size_t *pick, struct cost *least)
+{
+    size_t k = 0;
+    *least = (struct cost){INT32_MAX, INT64_MAX, INT64_MAX, i};
+    for (size_t j = s->node_first[i]; j < s->node_first[i + 1]; j++) {
+        const struct unit *u = &s->u[s->node_units[j]];
+        if (u->removed) continue;
+        pick[k++] = s->node_units[j];
+        struct cost c = {u->prio, (int64_t)u->n, u->prio_sum, i};
+        if (cheaper(&c, least)) *least = c;
+    }
+    return k;
+}
+
+/* Places member m on the simulated state (evicting when needed); 0 or -1. */
+static int place_member(struct search *s, const struct gs_pod *m, struct gs_assignment *out, size_t *pick,
+                        size_t *best_pick)
+{
+    struct gs_cache *c = s->p->cache;
+    if (fit_now(s, m, out)) return 0;
+    struct cost bc = {0}, cost, least;
     int bw = -1;
     int32_t bnode = -1;
-    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
+    for (int32_t i = 0; i < gs_cache_node_count(c) && i < s->nslots; i++) {
         struct gs_node_info *n = gs_cache_node(c, i);
         if (!n->live || !n->schedulable) continue;
-        int w = victims_on(s, m, n, fits, ctx, pick, &cost);
+        size_t k = candidates(s, i, pick, &least);
+        for (size_t j = 0; j < k; j++) mark_candidates(s, pick[j]);
+        /* Evaluated from node 0 up and every victim set is non-empty (m fits
+         * nowhere as things are), so a node whose least cost is not below
+         * the best so far cannot win: ties go to the lower index. */
+        if (!k || (bw >= 0 && !cheaper(&least, &(struct cost){bc.max_prio, bc.pods, bc.sum, i}))) continue;
+        int w = victims_on(s, m, n, pick, k, &cost);
         if (w < 0 || (bw >= 0 && !cheaper(&cost, &bc))) continue;
         bw = w, bc = cost, bnode = i;
         memcpy(best_pick, pick, (size_t)w * sizeof *pick);
     }
     if (bw < 0) return -1;
     for (int i = 0; i < bw; i++) unit_remove(s, &s->u[best_pick[i]]);
-    return place_on(m, gs_cache_node(c, bnode), fits, ctx, out) ? 0 : -1;
+    return place_on(s, m, gs_cache_node(c, bnode), out) ? 0 : -1;
 }
 
 static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, struct gs_preempt_plan *out)
@@ -352,52 +646,39 @@ static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, st
     return 0;
 }
 
-struct any_ctx {
-    const struct gs_pod *pre;
-    bool any;
-};
-
-static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
+/* Collects and indexes the candidates; GS_ENOENT when nobody may be evicted. */
+static int prepare(struct search *s)
 {
-    if (!a->pod_group || !b->pod_group || strcmp(a->pod_group, b->pod_group)) return false;
-    const char *x = a->meta.namespace_ ? a->meta.namespace_ : "default";
-    const char *y = b->meta.namespace_ ? b->meta.namespace_ : "default";
-    return !strcmp(x, y);
+    gs_cache_foreach_pod(s->p->cache, collect, s);
+    if (s->err) return s->err;
+    /* Most failing pods have nobody below them: say so before building anything. */
+    if (!s->any_lower) return GS_ENOENT;
+    int rc = build_units(s);
+    if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
+    return rc ? rc : index_nodes(s);
 }
 
-static void any_lower(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
-{
-    (void)a;
-    struct any_ctx *x = arg;
-    if (!x->any && bound && pod->priority < x->pre->priority && !same_group(pod, x->pre)) x->any = true;
-}
-
-int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members, size_t n, gs_preempt_fits_fn fits,
-                    void *ctx, struct gs_preempt_plan *out)
+int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *members, size_t n,
+                         const struct gs_preempt_fit *fit, struct gs_preempt_plan *out)
 {
     memset(out, 0, sizeof *out);
     p->stats.attempts++;
-    /* Most failing pods have nobody below them: say so without building anything. */
-    struct any_ctx ax = {n ? members[0] : NULL, false};
-    if (n) gs_cache_foreach_pod(p->cache, any_lower, &ax);
-    if (!ax.any) return GS_ENOENT;
-    struct search s = {.p = p};
-    int rc = n ? build_units(&s, members[0]) : GS_ENOENT;
-    bool any = false;
-    for (size_t i = 0; !rc && i < s.nu && !any; i++) any = s.u[i].eligible;
-    if (!rc && !any) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
+    if (!n) return GS_ENOENT;
+    struct search s = {.p = p, .fit = fit, .pre = members[0]};
+    int rc = prepare(&s);
     size_t *pick = calloc(s.nu ? s.nu : 1, sizeof *pick), *best = calloc(s.nu ? s.nu : 1, sizeof *best);
-    int32_t *nodes = calloc(n ? n : 1, sizeof *nodes);
+    int32_t *nodes = calloc(n, sizeof *nodes);
     size_t placed = 0;
     if (!rc && (!pick || !best || !nodes)) rc = GS_ENOMEM;
     for (; !rc && placed < n; placed++) {
         struct gs_assignment a;
         /* Members of the preemptor compete with its priority. */
-        if (place_member(&s, members[placed], fits, ctx, &a, pick, best) != 0 ||
+        if (place_member(&s, members[placed], &a, pick, best) != 0 ||
             gs_cache_assume(p->cache, members[placed], &a, 0) != 0) {
             rc = GS_ENOENT;
             break;
         }
+        mark(s.bumped, s.nslots, a.node);
         nodes[placed] = a.node;
     }
     if (!rc) rc = make_plan(&s, n, nodes, out);
@@ -408,10 +689,18 @@ int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members
     }
     for (size_t i = 0; i < s.nu; i++)
         if (s.u[i].removed) unit_restore(&s, &s.u[i]);
+    if (s.must_bump) touch_skipped(&s);
     if (rc) gs_preempt_plan_free(out);
     free(pick), free(best), free(nodes);
     search_free(&s);
     return rc;
+}
+
+int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members, size_t n, gs_preempt_fits_fn fits,
+                    void *ctx, struct gs_preempt_plan *out)
+{
+    struct gs_preempt_fit f = {.fits = fits, .ctx = ctx};
+    return gs_preempt_find_with(p, members, n, &f, out);
 }
 
 void gs_preempt_plan_free(struct gs_preempt_plan *pl)
