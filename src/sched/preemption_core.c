@@ -34,6 +34,21 @@ struct nomination {
     int64_t t;
 };
 
+/* Evictions in the window per pod key for one class: built from the
+ * history when a search needs it and kept while it holds (no new record,
+ * no entry has left the window since). */
+struct guard {
+    struct {
+        const char *key;
+        uint64_t h;
+        int n;
+    } *t;
+    size_t cap;
+    bool valid, empty;
+    int32_t cls;
+    int64_t built, until; /* valid for clock times in [built, until] */
+};
+
 struct gs_preemption {
     struct gs_preempt_opts o;
     const struct gs_clock *clock;
@@ -43,6 +58,7 @@ struct gs_preemption {
     struct nomination *nom;
     size_t nnom, capnom;
     struct gs_preempt_stats stats;
+    struct guard guard;
 };
 
 struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const struct gs_clock *clock,
@@ -66,6 +82,7 @@ void gs_preemption_free(struct gs_preemption *p)
     for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key);
     free(p->hist);
     free(p->nom);
+    free(p->guard.t);
     free(p);
 }
 
@@ -83,6 +100,7 @@ void gs_preempt_record(struct gs_preemption *p, const struct gs_preempt_plan *pl
         else free(p->hist[i].key);
     }
     p->nhist = w;
+    p->guard.valid = false;
     p->stats.successes++;
     for (size_t i = 0; i < pl->nvictims; i++) {
         p->stats.victims++;
@@ -130,10 +148,12 @@ struct search {
     const struct gs_preempt_fit *fit;
     const struct gs_pod *pre;
     bool any_lower;
-    struct vpod *v;
+    struct vpod *v; /* candidates: below the preemptor, outside its gang */
     size_t nv, capv;
-    struct blocked *bl; /* open addressing, capbl a power of two */
-    size_t nbl, capbl;
+    struct vpod *hi; /* members of other gangs at or above it */
+    size_t nhi, caphi;
+    struct blocked *bl; /* gangs of hi: open addressing, capbl a power of two */
+    size_t capbl;
     char *keys;
     size_t nkeys, capkeys;
     struct unit *u;
@@ -198,8 +218,6 @@ static int cmp_unit(const struct vpod *x, const struct vpod *y)
     return join_cmp(x->ns, x->group ? x->group : name_of(x->pod), y->ns, y->group ? y->group : name_of(y->pod));
 }
 
-static uint64_t gang_hash(const char *ns, const char *group) { return gs__mix64(gs__fnv1a(ns), gs__fnv1a(group)); }
-
 static bool blocked_find(const struct search *s, const char *ns, const char *group, uint64_t h, size_t *slot)
 {
     size_t mask = s->capbl - 1, i = (size_t)h & mask;
@@ -209,27 +227,23 @@ static bool blocked_find(const struct search *s, const char *ns, const char *gro
     return s->bl[i].ns != NULL;
 }
 
-static void block_gang(struct search *s, const char *ns, const char *group)
+/* The gangs with a bound member at or above the preemptor's priority (from
+ * search.hi), as a set; a candidate in one of them is dropped. */
+static int block_gangs(struct search *s)
 {
-    if ((s->nbl + 1) * 2 > s->capbl) {
-        struct search t = *s;
-        t.capbl = s->capbl ? s->capbl * 2 : 16;
-        if (!(t.bl = calloc(t.capbl, sizeof *t.bl))) {
-            s->err = GS_ENOMEM;
-            return;
-        }
-        for (size_t i = 0; i < s->capbl; i++) {
-            size_t j;
-            if (s->bl[i].ns && !blocked_find(&t, s->bl[i].ns, s->bl[i].group, s->bl[i].h, &j)) t.bl[j] = s->bl[i];
-        }
-        free(s->bl);
-        s->bl = t.bl, s->capbl = t.capbl;
+    for (s->capbl = 16; s->capbl < 2 * s->nhi; s->capbl *= 2) {}
+    if (!(s->bl = calloc(s->capbl, sizeof *s->bl))) return GS_ENOMEM;
+    for (size_t i = 0; i < s->nhi; i++) {
+        uint64_t h = gs__fnv1a(s->hi[i].group);
+        size_t j;
+        if (!blocked_find(s, s->hi[i].ns, s->hi[i].group, h, &j)) s->bl[j] = (struct blocked){h, s->hi[i].ns, s->hi[i].group};
     }
-    uint64_t h = gang_hash(ns, group);
-    size_t j;
-    if (blocked_find(s, ns, group, h, &j)) return;
-    s->bl[j] = (struct blocked){h, ns, group};
-    s->nbl++;
+    return 0;
+}
+
+static bool blocked(const struct search *s, const struct vpod *v)
+{
+    return v->group && s->nhi && blocked_find(s, v->ns, v->group, gs__fnv1a(v->group), NULL);
 }
 
 static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
@@ -246,26 +260,25 @@ static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignm
     const char *group = group_of(pod), *ns = ns_of(pod), *own = group_of(pre);
     if (pod->priority < pre->priority && !same_group(pod, pre)) s->any_lower = true;
     if (group && own && !strcmp(group, own) && !strcmp(ns, ns_of(pre))) return; /* never its own gang */
-    if (pod->priority >= pre->priority) {
-        if (group) block_gang(s, ns, group);
-        return;
-    }
-    if (s->nv == s->capv) {
-        size_t cap = s->capv ? s->capv * 2 : 64;
-        struct vpod *nv = realloc(s->v, cap * sizeof *nv);
+    bool hi = pod->priority >= pre->priority;
+    if (hi && !group) return;
+    struct vpod **arr = hi ? &s->hi : &s->v;
+    size_t *n = hi ? &s->nhi : &s->nv, *cap = hi ? &s->caphi : &s->capv;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        struct vpod *nv = realloc(*arr, nc * sizeof *nv);
         if (!nv) {
             s->err = GS_ENOMEM;
             return;
         }
-        s->v = nv;
-        s->capv = cap;
+        *arr = nv, *cap = nc;
     }
-    s->v[s->nv++] = (struct vpod){pod, *a, ns, group, 0};
+    (*arr)[(*n)++] = (struct vpod){pod, *a, ns, group, 0};
 }
 
 static void search_free(struct search *s)
 {
-    free(s->v), free(s->bl), free(s->keys), free(s->u);
+    free(s->v), free(s->hi), free(s->bl), free(s->keys), free(s->u);
     free(s->node_first), free(s->node_units);
     free(s->bumped), free(s->must_bump);
     free(s->cand), free(s->ok);
@@ -300,25 +313,28 @@ static int add_key(struct search *s, struct vpod *v)
     return 0;
 }
 
-/* Evictions in the window per pod key, for the preemptor's class. */
-struct guard {
-    struct {
-        const char *key;
-        uint64_t h;
-        int n;
-    } *t;
-    size_t cap;
-};
-
-static int guard_build(const struct gs_preemption *p, int32_t cls, struct guard *g)
+static int guard_build(struct gs_preemption *p, int32_t cls)
 {
-    int64_t since = gs_clock_now(p->clock) - p->o.window_ns;
+    struct guard *g = &p->guard;
+    int64_t now = gs_clock_now(p->clock), since = now - p->o.window_ns;
+    if (g->valid && g->cls == cls && now >= g->built && now <= g->until) return 0;
     size_t n = 0;
-    for (size_t i = 0; i < p->nhist; i++) n += p->hist[i].t >= since && p->hist[i].cls == cls;
-    g->cap = 0, g->t = NULL;
-    if (!n) return 0;
-    for (g->cap = 16; g->cap < 2 * n; g->cap *= 2) {}
-    if (!(g->t = calloc(g->cap, sizeof *g->t))) return GS_ENOMEM;
+    g->valid = false;
+    g->until = INT64_MAX;
+    for (size_t i = 0; i < p->nhist; i++) {
+        if (p->hist[i].t < since || p->hist[i].cls != cls) continue;
+        n++;
+        if (p->hist[i].t + p->o.window_ns < g->until) g->until = p->hist[i].t + p->o.window_ns;
+    }
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > g->cap) {
+        free(g->t);
+        g->cap = 0;
+        if (!(g->t = malloc(cap * sizeof *g->t))) return GS_ENOMEM;
+    }
+    g->cap = cap;
+    memset(g->t, 0, cap * sizeof *g->t);
     for (size_t i = 0; i < p->nhist; i++) {
         if (p->hist[i].t < since || p->hist[i].cls != cls) continue;
         uint64_t h = gs__fnv1a(p->hist[i].key);
@@ -326,12 +342,14 @@ static int guard_build(const struct gs_preemption *p, int32_t cls, struct guard 
         while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, p->hist[i].key))) j = (j + 1) & (g->cap - 1);
         g->t[j].key = p->hist[i].key, g->t[j].h = h, g->t[j].n++;
     }
+    g->valid = true, g->cls = cls, g->built = now;
+    g->empty = n == 0;
     return 0;
 }
 
 static int guard_count(const struct guard *g, const char *key)
 {
-    if (!g->cap) return 0;
+    if (g->empty) return 0;
     uint64_t h = gs__fnv1a(key);
     size_t j = (size_t)h & (g->cap - 1);
     while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, key))) j = (j + 1) & (g->cap - 1);
@@ -344,8 +362,8 @@ static int build_units(struct search *s)
     qsort(s->v, s->nv, sizeof *s->v, cmp_vpod);
     s->u = calloc(s->nv ? s->nv : 1, sizeof *s->u);
     if (!s->u) return GS_ENOMEM;
-    struct guard g;
-    if (guard_build(s->p, s->pre->priority, &g) != 0) return GS_ENOMEM;
+    if (guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
+    const struct guard *g = &s->p->guard;
     int rc = 0;
     for (size_t i = 0; i < s->nv && !rc;) {
         size_t first = i;
@@ -355,17 +373,14 @@ static int build_units(struct search *s)
             u.prio_sum += s->v[i].pod->priority;
             if (s->v[i].pod->priority > u.prio) u.prio = s->v[i].pod->priority;
         }
-        const struct vpod *v0 = &s->v[first];
-        if (v0->group && s->nbl && blocked_find(s, v0->ns, v0->group, gang_hash(v0->ns, v0->group), NULL)) continue;
         bool spared = false;
         for (size_t k = first; k < i && !rc; k++) {
             if ((rc = add_key(s, &s->v[k])) != 0) break;
-            spared = spared || guard_count(&g, key_of(s, &s->v[k])) >= s->p->o.max_per_window;
+            spared = spared || guard_count(g, key_of(s, &s->v[k])) >= s->p->o.max_per_window;
         }
         if (spared) s->p->stats.guard_skips++;
         else s->u[s->nu++] = u;
     }
-    free(g.t);
     return rc;
 }
 
@@ -653,6 +668,13 @@ static int prepare(struct search *s)
     if (s->err) return s->err;
     /* Most failing pods have nobody below them: say so before building anything. */
     if (!s->any_lower) return GS_ENOENT;
+    if (s->nhi) {
+        if (block_gangs(s) != 0) return GS_ENOMEM;
+        size_t w = 0;
+        for (size_t i = 0; i < s->nv; i++)
+            if (!blocked(s, &s->v[i])) s->v[w++] = s->v[i];
+        s->nv = w;
+    }
     int rc = build_units(s);
     if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
     return rc ? rc : index_nodes(s);
