@@ -183,6 +183,9 @@ uint64_t gs_cache_epoch(const struct gs_cache *c);
 /* Changes whenever anything in the cache changes (any node's generation or
  * the epoch): lets plugins remember a negative answer until the cluster moves. */
 uint64_t gs_cache_changes(const struct gs_cache *c);
+/* Changes whenever gs_cache_changes does or an assumed pod is confirmed:
+ * equal values mean the same pods, bound or assumed, on the same devices. */
+uint64_t gs_cache_pod_version(const struct gs_cache *c);
 /* Live nodes whose object has taints; live schedulable nodes whose object
  * says spec.unschedulable (an override by gs_cache_set_schedulable). Plugins
  * use these to skip whole passes when nothing can be rejected. */

@@ -59,7 +59,11 @@ struct gs_preemption {
     size_t nnom, capnom;
     struct gs_preempt_stats stats;
     struct guard guard;
+    struct cands *memo[4]; /* candidates per preemptor priority */
+    unsigned memo_next;
 };
+
+static void cands_free(struct cands *c);
 
 struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const struct gs_clock *clock,
                                         struct gs_cache *cache)
@@ -83,6 +87,7 @@ void gs_preemption_free(struct gs_preemption *p)
     free(p->hist);
     free(p->nom);
     free(p->guard.t);
+    for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
     free(p);
 }
 
@@ -143,20 +148,39 @@ struct blocked {
     const char *ns, *group;
 };
 
+/* The candidates for one preemptor priority. They depend only on the pods
+ * in the cache, so they are kept between searches while
+ * gs_cache_pod_version() says those are the same: a queue of pending pods
+ * retried against an unchanged cluster collects and sorts them once. A
+ * search undoes its own changes, so it carries them over to the version it
+ * leaves behind. */
+struct cands {
+    int32_t prio;
+    uint64_t version;
+    bool valid, built;
+    struct vpod *low; /* every bound pod below prio */
+    size_t nlow, caplow;
+    struct vpod *hi; /* bound gang members at or above it */
+    size_t nhi, caphi;
+    struct blocked *bl; /* gangs of hi: open addressing, capbl a power of two */
+    size_t capbl;
+    struct vpod *v; /* built: low without the gangs of hi, in unit order */
+    size_t nv;
+    char *keys; /* built: keys of v */
+    size_t nkeys, capkeys;
+    struct unit *u; /* built: the units of v */
+    size_t nu;
+    int err;
+};
+
 struct search {
     struct gs_preemption *p;
     const struct gs_preempt_fit *fit;
     const struct gs_pod *pre;
-    bool any_lower;
-    struct vpod *v; /* candidates: below the preemptor, outside its gang */
-    size_t nv, capv;
-    struct vpod *hi; /* members of other gangs at or above it */
-    size_t nhi, caphi;
-    struct blocked *bl; /* gangs of hi: open addressing, capbl a power of two */
-    size_t capbl;
-    char *keys;
-    size_t nkeys, capkeys;
-    struct unit *u;
+    struct cands *c;
+    const struct vpod *v; /* c->v */
+    const char *keys;     /* c->keys */
+    struct unit *u;       /* the units that may be evicted by this preemptor */
     size_t nu;
     /* Units touching each node: node_units[node_first[i] .. node_first[i + 1]). */
     int32_t nslots;
@@ -167,7 +191,6 @@ struct search {
     uint8_t *bumped, *must_bump;
     struct gs_node_info **cand; /* scratch: nodes for a batch fit */
     bool *ok;
-    int err;
 };
 
 static const char *ns_of(const struct gs_pod *pod) { return pod->meta.namespace_ ? pod->meta.namespace_ : "default"; }
@@ -218,7 +241,7 @@ static int cmp_unit(const struct vpod *x, const struct vpod *y)
     return join_cmp(x->ns, x->group ? x->group : name_of(x->pod), y->ns, y->group ? y->group : name_of(y->pod));
 }
 
-static bool blocked_find(const struct search *s, const char *ns, const char *group, uint64_t h, size_t *slot)
+static bool blocked_find(const struct cands *s, const char *ns, const char *group, uint64_t h, size_t *slot)
 {
     size_t mask = s->capbl - 1, i = (size_t)h & mask;
     for (; s->bl[i].ns; i = (i + 1) & mask)
@@ -229,7 +252,7 @@ static bool blocked_find(const struct search *s, const char *ns, const char *gro
 
 /* The gangs with a bound member at or above the preemptor's priority (from
  * search.hi), as a set; a candidate in one of them is dropped. */
-static int block_gangs(struct search *s)
+static int block_gangs(struct cands *s)
 {
     for (s->capbl = 16; s->capbl < 2 * s->nhi; s->capbl *= 2) {}
     if (!(s->bl = calloc(s->capbl, sizeof *s->bl))) return GS_ENOMEM;
@@ -241,7 +264,7 @@ static int block_gangs(struct search *s)
     return 0;
 }
 
-static bool blocked(const struct search *s, const struct vpod *v)
+static bool blocked(const struct cands *s, const struct vpod *v)
 {
     return v->group && s->nhi && blocked_find(s, v->ns, v->group, gs__fnv1a(v->group), NULL);
 }
@@ -254,16 +277,13 @@ static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
 
 static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
 {
-    struct search *s = arg;
+    struct cands *s = arg;
     if (!bound || s->err) return;
-    const struct gs_pod *pre = s->pre;
-    const char *group = group_of(pod), *ns = ns_of(pod), *own = group_of(pre);
-    if (pod->priority < pre->priority && !same_group(pod, pre)) s->any_lower = true;
-    if (group && own && !strcmp(group, own) && !strcmp(ns, ns_of(pre))) return; /* never its own gang */
-    bool hi = pod->priority >= pre->priority;
+    const char *group = group_of(pod);
+    bool hi = pod->priority >= s->prio;
     if (hi && !group) return;
-    struct vpod **arr = hi ? &s->hi : &s->v;
-    size_t *n = hi ? &s->nhi : &s->nv, *cap = hi ? &s->caphi : &s->capv;
+    struct vpod **arr = hi ? &s->hi : &s->low;
+    size_t *n = hi ? &s->nhi : &s->nlow, *cap = hi ? &s->caphi : &s->caplow;
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 64;
         struct vpod *nv = realloc(*arr, nc * sizeof *nv);
@@ -273,12 +293,19 @@ static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignm
         }
         *arr = nv, *cap = nc;
     }
-    (*arr)[(*n)++] = (struct vpod){pod, *a, ns, group, 0};
+    (*arr)[(*n)++] = (struct vpod){pod, *a, ns_of(pod), group, 0};
+}
+
+static void cands_free(struct cands *c)
+{
+    if (!c) return;
+    free(c->low), free(c->hi), free(c->bl), free(c->v), free(c->keys), free(c->u);
+    free(c);
 }
 
 static void search_free(struct search *s)
 {
-    free(s->v), free(s->hi), free(s->bl), free(s->keys), free(s->u);
+    free(s->u);
     free(s->node_first), free(s->node_units);
     free(s->bumped), free(s->must_bump);
     free(s->cand), free(s->ok);
@@ -286,7 +313,7 @@ static void search_free(struct search *s)
 
 static const char *key_of(const struct search *s, const struct vpod *v) { return s->keys + v->key; }
 
-static int add_key(struct search *s, struct vpod *v)
+static int add_key(struct cands *s, struct vpod *v)
 {
     char buf[GS__KEY_MAX];
     const char *name = name_of(v->pod);
@@ -356,32 +383,51 @@ static int guard_count(const struct guard *g, const char *key)
     return g->t[j].key ? g->t[j].n : 0;
 }
 
-/* Groups the candidates into units; keeps those that may be evicted. */
-static int build_units(struct search *s)
+/* Drops the gangs of hi, sorts what is left into units, keys them. */
+static int cands_build(struct cands *c)
 {
-    qsort(s->v, s->nv, sizeof *s->v, cmp_vpod);
-    s->u = calloc(s->nv ? s->nv : 1, sizeof *s->u);
-    if (!s->u) return GS_ENOMEM;
-    if (guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
-    const struct guard *g = &s->p->guard;
-    int rc = 0;
-    for (size_t i = 0; i < s->nv && !rc;) {
-        size_t first = i;
-        struct unit u = {.first = first, .prio = INT32_MIN};
-        for (; i < s->nv && !cmp_unit(&s->v[first], &s->v[i]); i++) {
-            u.n++;
-            u.prio_sum += s->v[i].pod->priority;
-            if (s->v[i].pod->priority > u.prio) u.prio = s->v[i].pod->priority;
+    if (c->nhi && block_gangs(c) != 0) return GS_ENOMEM;
+    free(c->v), free(c->u);
+    c->v = malloc((c->nlow ? c->nlow : 1) * sizeof *c->v);
+    c->u = calloc(c->nlow ? c->nlow : 1, sizeof *c->u);
+    if (!c->v || !c->u) return GS_ENOMEM;
+    c->nv = c->nu = c->nkeys = 0;
+    for (size_t i = 0; i < c->nlow; i++)
+        if (!c->nhi || !blocked(c, &c->low[i])) c->v[c->nv++] = c->low[i];
+    qsort(c->v, c->nv, sizeof *c->v, cmp_vpod);
+    for (size_t i = 0; i < c->nv;) {
+        struct unit *u = &c->u[c->nu++];
+        *u = (struct unit){.first = i, .prio = INT32_MIN};
+        for (; i < c->nv && !cmp_unit(&c->v[u->first], &c->v[i]); i++) {
+            u->n++;
+            u->prio_sum += c->v[i].pod->priority;
+            if (c->v[i].pod->priority > u->prio) u->prio = c->v[i].pod->priority;
+            if (add_key(c, &c->v[i]) != 0) return GS_ENOMEM;
         }
-        bool spared = false;
-        for (size_t k = first; k < i && !rc; k++) {
-            if ((rc = add_key(s, &s->v[k])) != 0) break;
-            spared = spared || guard_count(g, key_of(s, &s->v[k])) >= s->p->o.max_per_window;
-        }
-        if (spared) s->p->stats.guard_skips++;
-        else s->u[s->nu++] = u;
     }
-    return rc;
+    c->built = true;
+    return 0;
+}
+
+/* The units this preemptor may evict: not its own gang, not spared by the loop guard. */
+static int select_units(struct search *s)
+{
+    const struct cands *c = s->c;
+    const char *own = group_of(s->pre), *own_ns = ns_of(s->pre);
+    s->u = calloc(c->nu ? c->nu : 1, sizeof *s->u);
+    if (!s->u || guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
+    const struct guard *g = &s->p->guard;
+    for (size_t i = 0; i < c->nu; i++) {
+        const struct unit *u = &c->u[i];
+        const struct vpod *v0 = &c->v[u->first];
+        if (own && v0->group && !strcmp(v0->group, own) && !strcmp(v0->ns, own_ns)) continue;
+        bool spared = false;
+        for (size_t k = u->first; k < u->first + u->n && !spared; k++)
+            spared = guard_count(g, c->keys + c->v[k].key) >= s->p->o.max_per_window;
+        if (spared) s->p->stats.guard_skips++;
+        else s->u[s->nu++] = *u;
+    }
+    return 0;
 }
 
 /* Per node, the units with a pod there, in unit order. */
@@ -661,23 +707,57 @@ static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, st
     return 0;
 }
 
+/* The candidates for priority prio, collected again unless the cache's
+ * pods are those they were collected from. NULL when out of memory. */
+static struct cands *cands_for(struct gs_preemption *p, int32_t prio)
+{
+    uint64_t version = gs_cache_pod_version(p->cache);
+    const size_t nmemo = sizeof p->memo / sizeof p->memo[0];
+    struct cands *c = NULL;
+    for (size_t i = 0; i < nmemo && !c; i++)
+        if (p->memo[i] && p->memo[i]->prio == prio) c = p->memo[i];
+    if (c && c->valid && c->version == version) return c;
+    if (!c) {
+        size_t slot = p->memo_next++ % nmemo;
+        if (!p->memo[slot] && !(p->memo[slot] = calloc(1, sizeof *p->memo[slot]))) return NULL;
+        c = p->memo[slot];
+    }
+    c->prio = prio, c->version = version;
+    c->valid = c->built = false;
+    c->nlow = c->nhi = c->nv = c->nu = c->nkeys = c->err = 0;
+    free(c->bl), c->bl = NULL, c->capbl = 0;
+    gs_cache_foreach_pod(p->cache, collect, c);
+    if (c->err) return NULL;
+    c->valid = true;
+    return c;
+}
+
 /* Collects and indexes the candidates; GS_ENOENT when nobody may be evicted. */
 static int prepare(struct search *s)
 {
-    gs_cache_foreach_pod(s->p->cache, collect, s);
-    if (s->err) return s->err;
+    struct cands *c = s->c = cands_for(s->p, s->pre->priority);
+    if (!c) return GS_ENOMEM;
     /* Most failing pods have nobody below them: say so before building anything. */
-    if (!s->any_lower) return GS_ENOENT;
-    if (s->nhi) {
-        if (block_gangs(s) != 0) return GS_ENOMEM;
-        size_t w = 0;
-        for (size_t i = 0; i < s->nv; i++)
-            if (!blocked(s, &s->v[i])) s->v[w++] = s->v[i];
-        s->nv = w;
+    bool any_lower = false;
+    for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i].pod, s->pre);
+    if (!any_lower) return GS_ENOENT;
+    if (!c->built && cands_build(c) != 0) {
+        c->valid = false;
+        return GS_ENOMEM;
     }
-    int rc = build_units(s);
+    s->v = c->v, s->keys = c->keys;
+    int rc = select_units(s);
     if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
     return rc ? rc : index_nodes(s);
+}
+
+/* The search left the pods as it found them: candidates taken from the
+ * version it started on hold for the version it leaves. */
+static void carry_memo(struct gs_preemption *p, uint64_t before)
+{
+    uint64_t after = gs_cache_pod_version(p->cache);
+    for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++)
+        if (p->memo[i] && p->memo[i]->valid && p->memo[i]->version == before) p->memo[i]->version = after;
 }
 
 int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *members, size_t n,
@@ -687,6 +767,7 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     p->stats.attempts++;
     if (!n) return GS_ENOENT;
     struct search s = {.p = p, .fit = fit, .pre = members[0]};
+    uint64_t version = gs_cache_pod_version(p->cache);
     int rc = prepare(&s);
     size_t *pick = calloc(s.nu ? s.nu : 1, sizeof *pick), *best = calloc(s.nu ? s.nu : 1, sizeof *best);
     int32_t *nodes = calloc(n, sizeof *nodes);
@@ -712,6 +793,7 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     for (size_t i = 0; i < s.nu; i++)
         if (s.u[i].removed) unit_restore(&s, &s.u[i]);
     if (s.must_bump) touch_skipped(&s);
+    carry_memo(p, version);
     if (rc) gs_preempt_plan_free(out);
     free(pick), free(best), free(nodes);
     search_free(&s);
