@@ -336,6 +336,38 @@ static void test_screened_search_matches_single(void **st)
     assert_true(plain_calls > 0 && fast_calls <= plain_calls);
 }
 
+/* Candidates kept between searches follow the cache: a pod confirmed
+ * (assumed -> bound) or removed since is seen by the next search. */
+static void test_candidates_follow_the_cache(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(1)};
+    struct gs_pod *l = fx_pod("l", 4, 0, NULL);
+    struct gs_assignment a = {0, 0xf, 1000, 0};
+    assert_int_equal(gs_cache_assume(e.c, l, &a, 0), 0);
+    struct gs_preempt_opts o = {0};
+    struct gs_preemption *p = gs_preemption_new(&o, &clk, e.c);
+    struct gs_pod *hp = fx_pod("hp", 4, 10, NULL);
+    const struct gs_pod *m[1] = {hp};
+    struct gs_preempt_plan plan;
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), GS_ENOENT); /* only bound pods are victims */
+    assert_int_equal(gs_cache_confirm(e.c, "default/l"), 0);
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    assert_int_equal(plan.nvictims, 1);
+    assert_ptr_equal(plan.victims[0], l);
+    gs_preempt_plan_free(&plan);
+    /* The same answer again from the kept candidates, then none once l is gone. */
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    assert_ptr_equal(plan.victims[0], l);
+    gs_preempt_plan_free(&plan);
+    assert_int_equal(gs_cache_remove_pod(e.c, "default/l"), 0);
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), GS_ENOENT); /* nobody below it now */
+    check_same(e.c, 0);
+    fx_pod_free(hp), fx_pod_free(l);
+    gs_preemption_free(p);
+    env_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -344,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_loop_guard_and_nominations),
         cmocka_unit_test(test_driver_preempts_and_nominates),
         cmocka_unit_test(test_screened_search_matches_single),
+        cmocka_unit_test(test_candidates_follow_the_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
