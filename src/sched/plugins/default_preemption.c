@@ -6,7 +6,10 @@
  * or, for a gang member of a group that has not started, for all its pending
  * members at once; the fit test is the profile's own filters run on the
  * cache with the victims taken out (gs_framework_run_filters, Coscheduling's
- * admission left out: that is what preemption resolves). Only a plan that
+ * admission left out: that is what preemption resolves), also given as a
+ * batch (one PreFilter for many nodes) with the hint that NodeResourcesFit
+ * is in it when it is, so the search can rule nodes out by arithmetic
+ * (gs_preempt_find_with). Only a plan that
  * places every member is carried out: victims are evicted through the
  * handle and each member is nominated to its node.
  *
