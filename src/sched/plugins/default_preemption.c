@@ -9,9 +9,9 @@
  * admission left out: that is what preemption resolves), also given as a
  * batch (one PreFilter for many nodes) with the hint that NodeResourcesFit
  * is in it when it is, so the search can rule nodes out by arithmetic
- * (gs_preempt_find_with). Only a plan that
- * places every member is carried out: victims are evicted through the
- * handle and each member is nominated to its node.
+ * (gs_preempt_find_with). Only a plan that places every member is carried
+ * out: victims are evicted through the handle and each member is nominated
+ * to its node.
  *
  * Filter keeps nominated capacity for its pod: a node nominated to another
  * pod of at least this priority is rejected when this pod would eat into
