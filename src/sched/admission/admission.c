@@ -729,6 +729,7 @@ static int np_nodes(struct gs_admission *a, const struct gs_workload *w, const i
         if (!ni || !ni->live) continue;
         n->usable = ni->schedulable && !(excl && excl[i]) && labels_cover(&labels, ni->labels);
         n->ngpus = ni->ngpus;
+        n->model = ni->gpu_model;
         for (int32_t g = 0; g < ni->ngpus; g++) gfree[at++] = ni->gpus[g].healthy ? ni->gpus[g].milli_free : INT32_MIN / 2;
         n->cpu_free = ni->cpu_alloc - ni->cpu_used;
         n->mem_free = ni->mem_alloc - ni->mem_used;
@@ -784,6 +785,14 @@ static int np_plan(struct gs_admission *a, struct gs_workload *w, const int64_t 
             const struct gs_demand *d = &w->pods[i]->demand;
             pods[i] = (struct gs__np_pod){.gpus = d->gpu_count > 0 ? d->gpu_count : 0, .milli = d->gpu_milli,
                                           .cpu = d->cpu_milli, .mem = d->mem_bytes};
+            for (size_t m = 0; m < d->ngpu_models; m++) { /* as the GpuModel filter: exact names */
+                int32_t id = gs_cache_model_id(a->cache, d->gpu_models[m]);
+                if (id >= 64) { /* past the mask: any node, the placement check decides */
+                    pods[i].models = 0;
+                    break;
+                }
+                if (id >= 0) pods[i].models |= 1ULL << id;
+            }
         }
         struct np_ctx x = {.a = a, .req = req, .c = c, .gone = gone, .r = contested_res(a, req)};
         struct gs__np_req r = {.nodes = nodes, .nnodes = nn, .v = v, .nv = nc, .pods = pods, .npods = w->npods,

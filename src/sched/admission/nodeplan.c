@@ -156,6 +156,9 @@ static struct cost eval_order(struct plan *p, size_t n, const struct gs__np_pod 
 
 static struct cost eval_node(struct plan *p, size_t n, const struct gs__np_pod *pod)
 {
+    int32_t model = p->r->nodes[n].model;
+    if (pod->gpus > 0 && pod->models && (model < 0 || model >= 64 || !(pod->models >> model & 1)))
+        return (struct cost){.ok = false};
     struct view w;
     view_of(p, n, NULL, 0, &w);
     if (view_fits(&w, pod)) return (struct cost){.ok = true, .prio = INT32_MIN, .slack = view_slack(&w)};

@@ -30,6 +30,7 @@
 struct gs__np_node {
     bool usable;      /* live, schedulable, not held or reserved for another, flavor labels match */
     int32_t ngpus;
+    int32_t model;    /* interned GPU model id, -1 none */
     int32_t *gfree;   /* ngpus entries: free milli per GPU (< 0: not usable) */
     int64_t cpu_free, mem_free;
 };
@@ -53,6 +54,7 @@ struct gs__np_victim {
 struct gs__np_pod {
     int32_t gpus, milli; /* gpus GPUs with milli free each; 0 GPUs: CPU/memory only */
     int64_t cpu, mem;
+    uint64_t models;     /* acceptable GPU model ids as bits; 0: any */
 };
 
 struct gs__np_req {
