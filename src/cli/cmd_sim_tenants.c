@@ -275,10 +275,12 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
                    res[r].charged_gpu_hours);
         if (!strcmp(runs[r].mode, "fair"))
             printf("      victim searches: %lld, %lld found a set (%lld node-wise; node-wise found no set in %lld, "
-                   "its set was not confirmed in %lld); evictions %lld\n",
+                   "its set was not confirmed in %lld); evictions %lld; reservations %lld (%lld times none: start "
+                   "past the horizon)\n",
                    (long long)res[r].victim_searches, (long long)res[r].victim_searches_won,
                    (long long)res[r].nodewise_won, (long long)res[r].nodewise_refused,
-                   (long long)res[r].nodewise_unproven, (long long)res[r].evictions);
+                   (long long)res[r].nodewise_unproven, (long long)res[r].evictions, (long long)res[r].reservations,
+                   (long long)res[r].reservations_beyond_horizon);
     }
 }
 

@@ -595,6 +595,8 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->nodewise_won = st.nodewise_won;
         res->nodewise_refused = st.nodewise_refused;
         res->nodewise_unproven = st.nodewise_unproven;
+        res->reservations = st.reservations;
+        res->reservations_beyond_horizon = st.reservations_beyond_horizon;
         if (s->o->want_queues && !s->snapped) s->queues = gs_admission_queues_json(s->adm, 20, 5);
     }
     res->queues = s->queues;

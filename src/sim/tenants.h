@@ -82,6 +82,7 @@ struct gs_tenants_result {
     double charged_gpu_hours;
     int64_t evictions, victim_searches, victim_searches_won; /* admission's counters */
     int64_t nodewise_won, nodewise_refused, nodewise_unproven;
+    int64_t reservations, reservations_beyond_horizon;
     double idle_share;                    /* time-averaged idle GPU share while contended */
     json_t *queues;                       /* gs_admission_queues_json snapshot when asked; caller decrefs */
 };

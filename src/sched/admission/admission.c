@@ -1057,8 +1057,10 @@ static int refresh_reservation(struct gs_admission *a)
     if (!ok || start <= now) return 0; /* fits now (the cycle admits it) or no estimate */
     if (a->o.reserve_horizon_ns > 0 && start - now > a->o.reserve_horizon_ns) {
         a->res_fail_seq = a->release_seq; /* too far off: no idle hold; retried when capacity is released */
+        a->st.reservations_beyond_horizon++;
         return 0;
     }
+    a->st.reservations++;
     a->res_wl = best->id;
     a->res_start = start;
     a->res_nodes.n = 0;
@@ -1505,8 +1507,11 @@ static json_t *stats_json(const struct gs_admission *a)
                      (json_int_t)s->prefilter_skips, "maxWorkloadPreemptions", s->max_workload_preemptions,
                      "chargedGpuHours", s->charged_gpu_hours);
     if (o)
-        json_object_update_new(o, json_pack("{s:I, s:I, s:I}", "nodewiseWon", (json_int_t)s->nodewise_won, "nodewiseRefused", (json_int_t)s->nodewise_refused,
-                                            "nodewiseUnproven", (json_int_t)s->nodewise_unproven));
+        json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I}", "reservations", (json_int_t)s->reservations,
+                                            "reservationsBeyondHorizon", (json_int_t)s->reservations_beyond_horizon,
+                                            "nodewiseWon", (json_int_t)s->nodewise_won, "nodewiseRefused",
+                                            (json_int_t)s->nodewise_refused, "nodewiseUnproven",
+                                            (json_int_t)s->nodewise_unproven));
     return o;
 }
 

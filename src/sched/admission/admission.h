@@ -240,6 +240,8 @@ struct gs_admission_stats {
     int64_t prefilter_skips;      /* placement checks avoided by the free-GPU count */
     int32_t max_workload_preemptions; /* most evictions of one workload */
     double charged_gpu_hours;     /* lost work charged to claimants */
+    int64_t reservations;         /* backfill reservations made */
+    int64_t reservations_beyond_horizon; /* starving workloads not reserved for: the start was past the horizon */
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
     int64_t nodewise_unproven;    /* node-wise plans the placement check did not confirm (fell back) */
