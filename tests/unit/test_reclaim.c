@@ -5,7 +5,7 @@
  * first) spends the borrower's fair-share budget on GPUs scattered over
  * every node and admits nothing; no victims at all when no set makes the
  * claimant fit; never a workload of a queue within its guarantee. Then the
- * planner alone on plain arrays. The test plays the scheduler (first fit).
+ * planner alone on plain arrays (node choice, allowed victims, GPU models). The test plays the scheduler (first fit).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -290,8 +290,9 @@ static void planner_prefers_room_then_the_cheapest_node(void **st)
     struct gs__np_node nodes[3] = {{.usable = true, .ngpus = 8, .gfree = g0, .cpu_free = 1000, .mem_free = 1000},
                                    {.usable = true, .ngpus = 8, .gfree = g1, .cpu_free = 1000, .mem_free = 1000},
                                    {.usable = true, .ngpus = 8, .gfree = g2, .cpu_free = 1000, .mem_free = 1000}};
-    struct gs__np_vpod p0 = {.node = 1, .gpu_mask = 0x0c, .milli = 1000}, p1 = {.node = 1, .gpu_mask = 0xf0, .milli = 1000},
-                       p2 = {.node = 2, .gpu_mask = 0xff, .milli = 1000};
+    struct gs__np_vpod p0 = {.node = 1, .gpu_mask = 0x0c, .milli = 1000};
+    struct gs__np_vpod p1 = {.node = 1, .gpu_mask = 0xf0, .milli = 1000};
+    struct gs__np_vpod p2 = {.node = 2, .gpu_mask = 0xff, .milli = 1000};
     struct gs__np_victim v[3] = {{.pods = &p0, .npods = 1, .cost = 500}, {.pods = &p1, .npods = 1, .cost = 100},
                                  {.pods = &p2, .npods = 1, .cost = 50}};
     struct gs__np_pod six = {.gpus = 6, .milli = 1000}, eight = {.gpus = 8, .milli = 1000};
@@ -322,6 +323,15 @@ static void planner_prefers_room_then_the_cheapest_node(void **st)
     assert_int_equal(gs__nodeplan(&r, out, &n), 0);
     assert_int_equal(n, 0);
     assert_int_equal(bk.n, 0);
+    /* a pod that wants another GPU model than the nodes have (all model 0) gets no node, even an empty one */
+    bk = (struct book){.allowed = {true, true, true}};
+    memcpy(g0, (int32_t[8]){1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}, sizeof g0);
+    struct gs__np_pod other_model = {.gpus = 1, .milli = 1000, .models = 1ULL << 1};
+    r.pods = &other_model;
+    assert_int_equal(gs__nodeplan(&r, out, &n), 0);
+    other_model.models = 1ULL << 0 | 1ULL << 1;
+    assert_int_equal(gs__nodeplan(&r, out, &n), 1);
+    assert_int_equal(n, 0);
 }
 
 int main(void)

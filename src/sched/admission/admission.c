@@ -730,7 +730,8 @@ static int np_nodes(struct gs_admission *a, const struct gs_workload *w, const i
         n->usable = ni->schedulable && !(excl && excl[i]) && labels_cover(&labels, ni->labels);
         n->ngpus = ni->ngpus;
         n->model = ni->gpu_model;
-        for (int32_t g = 0; g < ni->ngpus; g++) gfree[at++] = ni->gpus[g].healthy ? ni->gpus[g].milli_free : INT32_MIN / 2;
+        for (int32_t g = 0; g < ni->ngpus; g++) /* an unhealthy GPU never has room */
+            gfree[at++] = ni->gpus[g].healthy ? ni->gpus[g].milli_free : INT32_MIN / 2;
         n->cpu_free = ni->cpu_alloc - ni->cpu_used;
         n->mem_free = ni->mem_alloc - ni->mem_used;
     }
