@@ -705,16 +705,7 @@ static void np_untake(void *ctx, size_t i)
     for (int fr = 0; fr < GS_QT_NFR; fr++) x->gone[v->queue][fr] -= vreq[fr];
 }
 
-static bool labels_cover(const struct gs_labels *want, const struct gs_labels *have)
-{
-    for (size_t i = 0; want && i < want->n; i++) {
-        const char *v = gs_labels_get(have, want->v[i].key);
-        if (!v || strcmp(v, want->v[i].value)) return false;
-    }
-    return true;
-}
-
-/* The nodes as the planner sees them: free share per GPU, CPU, memory. */
+/* The nodes as the planner sees them; held, reserved and other-flavor nodes unusable. */
 static int np_nodes(struct gs_admission *a, const struct gs_workload *w, const int8_t *flav,
                     struct gs__np_node *nodes, int32_t *gfree)
 {
@@ -724,41 +715,14 @@ static int np_nodes(struct gs_admission *a, const struct gs_workload *w, const i
     size_t at = 0;
     for (int32_t i = 0; !rc && i < gs_cache_node_count(a->cache); i++) {
         const struct gs_node_info *ni = gs_cache_node(a->cache, i);
-        struct gs__np_node *n = &nodes[i];
-        *n = (struct gs__np_node){.gfree = gfree + at};
+        nodes[i] = (struct gs__np_node){.gfree = gfree + at};
         if (!ni || !ni->live) continue;
-        n->usable = ni->schedulable && !(excl && excl[i]) && labels_cover(&labels, ni->labels);
-        n->ngpus = ni->ngpus;
-        n->model = ni->gpu_model;
-        for (int32_t g = 0; g < ni->ngpus; g++) /* an unhealthy GPU never has room */
-            gfree[at++] = ni->gpus[g].healthy ? ni->gpus[g].milli_free : INT32_MIN / 2;
-        n->cpu_free = ni->cpu_alloc - ni->cpu_used;
-        n->mem_free = ni->mem_alloc - ni->mem_used;
+        bool usable = ni->schedulable && !(excl && excl[i]) && gs__labels_cover(&labels, ni->labels);
+        gs__np_node_of(ni, usable, gfree + at, &nodes[i]);
+        at += (size_t)ni->ngpus;
     }
     gs_labels_free(&labels);
     return rc;
-}
-
-/* Victims as the planner sees them: where each pod runs now and what it holds. */
-static void np_victims(struct gs_admission *a, const struct cand *c, size_t nc, struct gs__np_victim *v,
-                       struct gs__np_vpod *vp)
-{
-    int64_t now = now_ns(a);
-    size_t at = 0;
-    for (size_t i = 0; i < nc; i++) {
-        const struct gs_workload *x = a->w[c[i].wl];
-        v[i] = (struct gs__np_victim){.pods = vp + at, .npods = x->npods, .priority = x->priority,
-                                      .cost = (double)x->gpu_milli * (double)(now - x->admitted_ns) / GS_NS_PER_SEC};
-        for (size_t j = 0; j < x->npods; j++) {
-            char key[512];
-            gs_meta_key(&x->pods[j]->meta, key, sizeof key);
-            const struct gs_assignment *as = gs_cache_pod_assignment(a->cache, key);
-            const struct gs_demand *d = &x->pods[j]->demand;
-            vp[at++] = as ? (struct gs__np_vpod){.node = as->node, .gpu_mask = as->gpu_mask, .milli = as->milli,
-                                                 .cpu = d->cpu_milli, .mem = d->mem_bytes}
-                          : (struct gs__np_vpod){.node = -1};
-        }
-    }
 }
 
 /* Runs the planner; *k victims (indices into c) in pick. 1: no set of
@@ -781,20 +745,14 @@ static int np_plan(struct gs_admission *a, struct gs_workload *w, const int64_t 
     int rc = nodes && gfree && v && vp && pods && gone ? 0 : GS_ENOMEM;
     if (!rc) rc = np_nodes(a, w, flav, nodes, gfree);
     if (!rc) {
-        np_victims(a, c, nc, v, vp);
-        for (size_t i = 0; i < w->npods; i++) {
-            const struct gs_demand *d = &w->pods[i]->demand;
-            pods[i] = (struct gs__np_pod){.gpus = d->gpu_count > 0 ? d->gpu_count : 0, .milli = d->gpu_milli,
-                                          .cpu = d->cpu_milli, .mem = d->mem_bytes};
-            for (size_t m = 0; m < d->ngpu_models; m++) { /* as the GpuModel filter: exact names */
-                int32_t id = gs_cache_model_id(a->cache, d->gpu_models[m]);
-                if (id >= 64) { /* past the mask: any node, the placement check decides */
-                    pods[i].models = 0;
-                    break;
-                }
-                if (id >= 0) pods[i].models |= 1ULL << id;
-            }
+        int64_t now = now_ns(a);
+        for (size_t i = 0, at = 0; i < nc; at += a->w[c[i].wl]->npods, i++) {
+            const struct gs_workload *x = a->w[c[i].wl];
+            gs__np_vpods_of(a->cache, x->pods, x->npods, vp + at);
+            v[i] = (struct gs__np_victim){.pods = vp + at, .npods = x->npods, .priority = x->priority,
+                                          .cost = (double)x->gpu_milli * (double)(now - x->admitted_ns) / GS_NS_PER_SEC};
         }
+        for (size_t i = 0; i < w->npods; i++) gs__np_pod_of(a->cache, w->pods[i], &pods[i]);
         struct np_ctx x = {.a = a, .req = req, .c = c, .gone = gone, .r = contested_res(a, req)};
         struct gs__np_req r = {.nodes = nodes, .nnodes = nn, .v = v, .nv = nc, .pods = pods, .npods = w->npods,
                                .take = np_take, .untake = np_untake, .ctx = &x};

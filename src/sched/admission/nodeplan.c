@@ -295,3 +295,40 @@ int gs__nodeplan(const struct gs__np_req *r, size_t *out, size_t *nout)
     free(p.off), free(p.list), free(p.chosen), free(p.s), free(p.best), free(p.key), free(p.mine);
     return rc < 0 ? rc : !rc;
 }
+
+/*--- The input, read from the cache ---*/
+
+void gs__np_node_of(const struct gs_node_info *ni, bool usable, int32_t *gfree, struct gs__np_node *out)
+{
+    *out = (struct gs__np_node){.usable = usable, .ngpus = ni->ngpus, .model = ni->gpu_model, .gfree = gfree,
+                                .cpu_free = ni->cpu_alloc - ni->cpu_used, .mem_free = ni->mem_alloc - ni->mem_used};
+    for (int32_t g = 0; g < ni->ngpus; g++) gfree[g] = ni->gpus[g].healthy ? ni->gpus[g].milli_free : INT32_MIN / 2;
+}
+
+void gs__np_vpods_of(struct gs_cache *c, const struct gs_pod *const *pods, size_t npods, struct gs__np_vpod *vp)
+{
+    for (size_t j = 0; j < npods; j++) {
+        char key[512];
+        gs_meta_key(&pods[j]->meta, key, sizeof key);
+        const struct gs_assignment *as = gs_cache_pod_assignment(c, key);
+        const struct gs_demand *d = &pods[j]->demand;
+        vp[j] = as ? (struct gs__np_vpod){.node = as->node, .gpu_mask = as->gpu_mask, .milli = as->milli,
+                                          .cpu = d->cpu_milli, .mem = d->mem_bytes}
+                   : (struct gs__np_vpod){.node = -1};
+    }
+}
+
+void gs__np_pod_of(struct gs_cache *c, const struct gs_pod *pod, struct gs__np_pod *out)
+{
+    const struct gs_demand *d = &pod->demand;
+    *out = (struct gs__np_pod){.gpus = d->gpu_count > 0 ? d->gpu_count : 0, .milli = d->gpu_milli,
+                               .cpu = d->cpu_milli, .mem = d->mem_bytes};
+    for (size_t m = 0; m < d->ngpu_models; m++) {
+        int32_t id = gs_cache_model_id(c, d->gpu_models[m]);
+        if (id >= 64) {
+            out->models = 0;
+            break;
+        }
+        if (id >= 0) out->models |= 1ULL << id;
+    }
+}

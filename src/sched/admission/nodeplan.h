@@ -23,6 +23,8 @@
 #ifndef GS_SCHED_ADMISSION_NODEPLAN_H
 #define GS_SCHED_ADMISSION_NODEPLAN_H
 
+#include "sched/framework.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -75,5 +77,17 @@ struct gs__np_req {
  * (nothing is to be evicted), or GS_ENOMEM. On 1 the chosen victims stay
  * booked through take(); otherwise nothing does. */
 int gs__nodeplan(const struct gs__np_req *r, size_t *out, size_t *nout);
+
+/*--- The input, read from the cache ---*/
+
+/* Node ni: free share per GPU in gfree (room for ni->ngpus; an unhealthy
+ * GPU never has room), free CPU and memory. */
+void gs__np_node_of(const struct gs_node_info *ni, bool usable, int32_t *gfree, struct gs__np_node *out);
+/* Where each of a running workload's pods is in the cache (vp: npods
+ * entries; node -1 for a pod the cache does not have). */
+void gs__np_vpods_of(struct gs_cache *c, const struct gs_pod *const *pods, size_t npods, struct gs__np_vpod *vp);
+/* A claimant pod, with its GPU models as interned ids (exact names, as the
+ * GpuModel filter; a model past the mask's 64 bits leaves it "any"). */
+void gs__np_pod_of(struct gs_cache *c, const struct gs_pod *pod, struct gs__np_pod *out);
 
 #endif
