@@ -79,7 +79,7 @@ static int delete_one(struct gs_client *cl, const struct gs_api_resource *r, con
         json_decref(out);
         return 1;
     }
-    printf("%s \"%s\" deleted\n", r->singular, name);
+    printf("%s \"%s\" %sdeleted\n", r->singular, name, o->grace == 0 ? "force " : "");
     fflush(stdout);
     json_t *md = json_object_get(out, "metadata");
     char uid[128];
