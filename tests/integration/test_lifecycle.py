@@ -70,7 +70,7 @@ def lease(stack, node):
 
 def test_deleted_pod_gets_sigterm_then_disappears(stack):
     # The trap answers SIGTERM slowly, so the Terminating state lasts long enough to be seen.
-    cmd = "trap 'echo got TERM; sleep 4; exit 0' TERM; echo started; while true; do sleep 0.2; done"
+    cmd = "trap 'echo got TERM; sleep 10; exit 0' TERM; echo started; while true; do sleep 0.2; done"
     apply(stack, graceful_pod("polite", cmd, 1, 30))
     wait_for(lambda: phase(stack.pod("polite")) == "Running", 30, "polite to run")
     wait_for(lambda: "started" in stack.cli("logs", "polite", check=False).stdout, 10, "the command to start")
@@ -100,15 +100,22 @@ def test_pod_ignoring_sigterm_is_killed_after_its_grace(stack):
 
 def test_new_pod_never_overlaps_the_terminating_one(stack, tmp_path):
     old_exit, new_start = tmp_path / "old.exit", tmp_path / "new.start"
-    cmd = f"trap 'sleep 3; date +%s.%N > {old_exit}; exit 0' TERM; echo started; while true; do sleep 0.2; done"
+    cmd = f"trap 'sleep 6; date +%s.%N > {old_exit}; exit 0' TERM; echo started; while true; do sleep 0.2; done"
     apply(stack, graceful_pod("old", cmd, 2, 30))
     wait_for(lambda: phase(stack.pod("old")) == "Running", 30, "old to run")
     stack.cli("delete", "pod", "old", "--wait=false")
     apply(stack, pod_manifest("new", f"date +%s.%N > {new_start}; sleep 1", gpus=2))
     # While old terminates, new is not even bound: the scheduler still counts old's GPUs.
-    time.sleep(1.5)
-    assert stack.pod("old") is not None
-    assert not (stack.pod("new") or {}).get("spec", {}).get("nodeName")
+    seen_terminating = False
+    end = time.time() + 3
+    while time.time() < end:
+        new = stack.pod("new") or {}
+        if stack.pod("old") is None:
+            break
+        seen_terminating = True
+        assert not new.get("spec", {}).get("nodeName"), "bound while the old pod still terminates"
+        time.sleep(0.3)
+    assert seen_terminating
     wait_for(lambda: phase(stack.pod("new")) == "Succeeded", 60, "new to run once old is gone")
     assert float(new_start.read_text()) > float(old_exit.read_text())
     stack.cli("delete", "pod", "new")
