@@ -24,10 +24,19 @@ static const char usage_text[] =
     "  --force               with --grace-period=0: do not wait for the node to confirm\n"
     "  --timeout=SECONDS     give up waiting after this long (default: the grace period + 60)\n\n";
 
+/* An object deleted but not gone yet (Terminating, or held by finalizers). */
+struct pending {
+    const struct gs_api_resource *r;
+    char ns[256], name[256], uid[128];
+    double grace;
+};
+
 struct dopts {
     bool wait;
     long long grace;   /* -1: the server's default */
     double timeout_s;  /* 0: grace + 60 s */
+    struct pending *pend; /* waited for once every object was deleted, as kubectl does */
+    size_t npend;
 };
 
 static double now_s(void)
@@ -58,7 +67,7 @@ static int wait_gone(struct gs_client *cl, const struct gs_api_resource *r, cons
 }
 
 static int delete_one(struct gs_client *cl, const struct gs_api_resource *r, const char *ns, const char *name,
-                      const struct dopts *o)
+                      struct dopts *o)
 {
     char path[1024];
     if (gs_api_path(r, r->namespaced ? ns : NULL, name, path, sizeof path - 40) < 0) {
@@ -82,18 +91,37 @@ static int delete_one(struct gs_client *cl, const struct gs_api_resource *r, con
     printf("%s \"%s\" %sdeleted\n", r->singular, name, o->grace == 0 ? "force " : "");
     fflush(stdout);
     json_t *md = json_object_get(out, "metadata");
-    char uid[128];
-    const char *u = json_string_value(json_object_get(md, "uid"));
-    snprintf(uid, sizeof uid, "%s", u ? u : "");
-    double grace = (double)json_integer_value(json_object_get(md, "deletionGracePeriodSeconds"));
-    bool pending = json_object_get(md, "deletionTimestamp") != NULL;
+    struct pending *np = o->wait && json_object_get(md, "deletionTimestamp")
+                             ? realloc(o->pend, (o->npend + 1) * sizeof *np) : NULL;
+    if (np) {
+        o->pend = np;
+        struct pending *p = &np[o->npend++];
+        const char *u = json_string_value(json_object_get(md, "uid"));
+        p->r = r;
+        snprintf(p->ns, sizeof p->ns, "%s", ns ? ns : "");
+        snprintf(p->name, sizeof p->name, "%s", name);
+        snprintf(p->uid, sizeof p->uid, "%s", u ? u : "");
+        p->grace = (double)json_integer_value(json_object_get(md, "deletionGracePeriodSeconds"));
+    }
     json_decref(out);
-    if (!o->wait || !pending) return 0;
-    return wait_gone(cl, r, r->namespaced ? ns : NULL, name, uid[0] ? uid : NULL,
-                     o->timeout_s > 0 ? o->timeout_s : grace + 60);
+    return 0;
 }
 
-static int delete_files(struct gs_client *cl, struct gs_cli *c, const struct dopts *o)
+static int wait_all(struct gs_client *cl, struct dopts *o)
+{
+    int rc = 0;
+    for (size_t i = 0; i < o->npend; i++) {
+        struct pending *p = &o->pend[i];
+        rc |= wait_gone(cl, p->r, p->r->namespaced ? p->ns : NULL, p->name, p->uid[0] ? p->uid : NULL,
+                        o->timeout_s > 0 ? o->timeout_s : p->grace + 60);
+    }
+    free(o->pend);
+    o->pend = NULL;
+    o->npend = 0;
+    return rc;
+}
+
+static int delete_files(struct gs_client *cl, struct gs_cli *c, struct dopts *o)
 {
     struct gs_docs docs;
     if (gs_cli_read_manifests(c, "delete", &docs)) {
@@ -184,6 +212,8 @@ int gs_cmd_delete(int argc, char **argv)
         rc = 0;
         for (int i = 1; i < c.nargs; i++) rc |= delete_one(cl, r, c.ns ? c.ns : "default", c.args[i], &o);
     }
+    if (cl) rc |= wait_all(cl, &o);
+    free(o.pend);
     gs_client_free(cl);
     gs_cli_free(&c);
     free(args);
