@@ -638,6 +638,7 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
     if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return;
     if (!(p = pod_new(a, ns ? ns : "default", name, uid))) return;
     if (gs__jstr(md, "deletionTimestamp")) { /* never started here: nothing to stop, only to confirm */
+        p->restart_policy = strdup("Never");
         add_pod(a, p);
         begin_delete(a, p, md);
         return;
