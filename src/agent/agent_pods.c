@@ -482,7 +482,7 @@ static void report(struct gs_agent *a, struct gs__pod *p)
 
 /*--- Start, stop ---*/
 
-static void add_pod(struct gs_agent *a, struct gs__pod *p)
+static bool add_pod(struct gs_agent *a, struct gs__pod *p)
 {
     pthread_mutex_lock(&a->mu);
     struct gs__pod **v = realloc(a->pods, (a->npods + 1) * sizeof *v);
@@ -492,6 +492,7 @@ static void add_pod(struct gs_agent *a, struct gs__pod *p)
     }
     pthread_mutex_unlock(&a->mu);
     if (!v) gs__pod_free(p);
+    return v != NULL;
 }
 
 static struct gs__pod *pod_new(struct gs_agent *a, const char *ns, const char *name, const char *uid)
@@ -639,8 +640,7 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
     if (!(p = pod_new(a, ns ? ns : "default", name, uid))) return;
     if (gs__jstr(md, "deletionTimestamp")) { /* never started here: nothing to stop, only to confirm */
         p->restart_policy = strdup("Never");
-        add_pod(a, p);
-        begin_delete(a, p, md);
+        if (add_pod(a, p)) begin_delete(a, p, md);
         return;
     }
     p->obj = json_incref(obj);
