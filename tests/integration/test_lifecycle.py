@@ -8,7 +8,8 @@
 - each node renews a Lease in kube-node-lease, and its Node status is not
   rewritten every heartbeat;
 - with the server and the agent as separate processes: the lease alone keeps
-  the node Ready, and an agent that stops makes its node NotReady.
+  the node Ready, and an agent that stops makes its node NotReady; an agent
+  that was away confirms a deletion of a pod it never ran.
 """
 import json
 import os
@@ -201,5 +202,35 @@ def test_stopped_agent_turns_its_node_not_ready_via_the_lease(gpusched_bin, tmp_
         # Back again: the agent sees the server's Ready is not its own and writes it.
         agent()
         wait_for(lambda: ready() == ("True", False), 20, "the node to be Ready again")
+    finally:
+        s.stop_all()
+
+
+def test_agent_confirms_a_deletion_that_happened_while_it_was_away(gpusched_bin, tmp_path):
+    s = Stack(gpusched_bin, tmp_path)
+    port, aport = free_port(), free_port()
+    try:
+        s.spawn("server", "server", "--data-dir", str(s.data), "--listen", f"127.0.0.1:{port}", "--log-level", "warn",
+                env={"GPUSCHED_NODE_GRACE": "120"})
+        wait_for(lambda: (s.data / "kubeconfig").exists() and s.cli("get", "nodes", check=False, timeout=5).returncode
+                 == 0, 20, "the server")
+
+        def agent():
+            s.spawn("agent", "agent", "--kubeconfig", s.kubeconfig, "--node-name", "away", "--mock", "1xH100-80GB",
+                    "--state-dir", str(tmp_path / "agent"), "--listen", f"127.0.0.1:{aport}", "--heartbeat-ms", "500",
+                    "--log-level", "warn")
+
+        agent()
+        wait_for(lambda: s.node("away"), 20, "the node to register")
+        s.stop("agent")
+        # Bound while its agent is away, so nothing ever ran it; then deleted.
+        p = pod_manifest("orphan", "sleep 100")
+        p["spec"]["nodeName"] = "away"
+        s.cli("apply", "-f", "-", input=json.dumps(p))
+        s.cli("delete", "pod", "orphan", "--wait=false")
+        time.sleep(1)
+        assert (s.pod("orphan") or {}).get("metadata", {}).get("deletionTimestamp")
+        agent()
+        wait_for(lambda: s.pod("orphan") is None, 30, "the returning agent to confirm the deletion")
     finally:
         s.stop_all()
