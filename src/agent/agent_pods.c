@@ -63,6 +63,7 @@ void gs__pod_free(struct gs__pod *p)
     free(p->key);
     free(p->devices);
     free(p->restart_policy);
+    free(p->mig); /* MIG (agent_mig.c) */
     json_decref(p->obj);
     free(p);
 }
@@ -115,6 +116,7 @@ static void save_pod(const struct gs__pod *p)
                             p->uid, "devices", p->devices, "restartPolicy", p->restart_policy, "milli", p->milli,
                             "containers", ctrs, "phase", gs__phase_name(p->phase), "reason", p->reason, "message",
                             p->message, "startTime", (json_int_t)p->start_time);
+    gs__mig_save(p, doc); /* MIG instances (agent_mig.c) */
     char path[4096];
     snprintf(path, sizeof path, "%s/pod.json", p->dir);
     gs_mkdirs(p->dir);
@@ -163,6 +165,7 @@ static bool parse_devices(struct gs_agent *a, struct gs__pod *p, char *why, size
             *colon = 0;
             p->milli = atoi(colon + 1);
         }
+        if (gs__mig_slot_token(a, t)) continue; /* single strategy: a MIG instance (agent_mig.c) */
         int slot = gs_node_gpus_find(&a->gpus, t, NULL);
         if (slot < 0 && t[0] && strspn(t, "0123456789") == strlen(t) && atoi(t) < a->gpus.n) slot = atoi(t);
         if (slot < 0 || p->nslots == GS_NODE_MAX_GPUS) {
@@ -216,8 +219,11 @@ static int admit(struct gs_agent *a, struct gs__pod *p, struct gs_alloc_resp *re
 {
     memset(resp, 0, sizeof *resp);
     if (!parse_devices(a, p, why, wl)) return -1;
+    /* MIG instances (agent_mig.c) */
+    int mig = gs__mig_admit(a, p, why, wl);
+    if (mig) return mig;
     if (!p->nslots) {
-        if (p->obj && gpu_request(p->obj) > 0) {
+        if (p->obj && gpu_request(p->obj) > 0 && !p->mig) {
             snprintf(why, wl, "the pod requests GPUs but carries no gpusched.io/devices annotation");
             return -1;
         }
@@ -276,6 +282,7 @@ static char **env_build(struct gs_agent *a, struct gs__pod *p, const char *ctr, 
             env_add(env, "GPUSCHED_GPU_MILLI", m);
         }
     }
+    gs__mig_env(p, env); /* MIG instances (agent_mig.c) */
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(cspec, "env"), i, e) {
@@ -424,6 +431,7 @@ static void fill_status(struct gs_agent *a, struct gs__pod *p, json_t *obj)
     gs__pod_set_condition(obj, "Initialized", "True", NULL, NULL);
     gs__pod_set_condition(obj, "ContainersReady", ready, why, NULL);
     gs__pod_set_condition(obj, "Ready", ready, why, NULL);
+    gs__mig_status(p, st); /* MIG instances (agent_mig.c) */
     (void)a;
 }
 
@@ -537,7 +545,7 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
     }
     free(r);
     pthread_mutex_lock(&a->mu);
-    p->holds_devices = p->nslots > 0;
+    p->holds_devices = p->nslots > 0 || p->mig; /* MIG (agent_mig.c) */
     pthread_mutex_unlock(&a->mu);
     if (p->nslots) a->nrt_dirty = true;
     attribute(a, p, true);
@@ -898,6 +906,7 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
     p->start_time = json_integer_value(json_object_get(doc, "startTime"));
     char why[256];
     parse_devices(a, p, why, sizeof why);
+    gs__mig_recover(p, doc); /* MIG instances (agent_mig.c) */
     json_t *ctrs = json_object_get(doc, "containers");
     p->c = calloc(json_array_size(ctrs) + 1, sizeof *p->c);
     size_t i;
@@ -910,7 +919,7 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
         recover_ctr(p, x);
     }
     json_decref(doc);
-    p->holds_devices = p->phase == GS_P_RUNNING && p->nslots > 0;
+    p->holds_devices = p->phase == GS_P_RUNNING && (p->nslots > 0 || p->mig); /* MIG (agent_mig.c) */
     p->dirty = true;
     return p;
 }

@@ -396,8 +396,7 @@ static enum MHD_Result dispatch_resource(struct gs__req *r)
     if (!strcmp(r->sub, "binding") && strcmp(r->res->plural, "pods"))
         return gs__reply_status(r, 404, NULL, r->name, "only pods have a binding subresource");
     if (refused(r, verb)) return MHD_YES;
-    if (!strcmp(r->sub, "log"))
-        return gs__reply_status(r, 404, NULL, r->name, "pod logs are served by the node agent, not by this server");
+    if (!strcmp(r->sub, "log")) return gs__handle_log(r); /* api_logs.c: proxied to the node's agent */
     if (!strcmp(r->sub, "explain")) return gs__handle_explain(r);
     if (!strcmp(verb, "watch")) return gs__handle_list(r, true);
     if (!strcmp(verb, "list")) return gs__handle_list(r, false);

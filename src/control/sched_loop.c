@@ -273,9 +273,9 @@ static void pod_place(struct gs_sched_loop *l, struct entry *e)
     if (pod_terminal(pod)) e->state = P_DONE;
     else if (pod->node_name) {
         e->state = account_bound(l, e);
-        if (gs_adm_loop_wants(pod)) gs_adm_loop_pod_running(l->adm, e->key, pod); /* admission hook */
+        if (gs_adm_loop_claims(l->adm, pod)) gs_adm_loop_pod_running(l->adm, e->key, pod); /* admission hook */
     } else if ((p = profile_of(l, pod)) < 0) e->state = P_OTHER;
-    else if (gs_adm_loop_wants(pod) && gs_adm_loop_pod_add(l->adm, e->key, pod)) { /* admission hook */
+    else if (gs_adm_loop_claims(l->adm, pod) && gs_adm_loop_pod_add(l->adm, e->key, pod)) { /* admission hook */
         e->sched = p;
         e->state = P_ADMIT;
     } else {
@@ -409,6 +409,13 @@ static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
         gs_diags_free(&d);
         if (!o) return;
     }
+    /* admission hook: PodGroups are admission workloads; a status-only change (its Admitted condition) is not news */
+    if (e && o && e->digest == doc_digest(doc)) {
+        e->rv = rv;
+        gs_object_free(o);
+        return;
+    }
+    gs_adm_loop_group_event(l->adm, key, o ? o->u.podgroup : NULL);
     if (e) {
         for (size_t i = 0; i < l->nsched; i++) gs_scheduler_remove_podgroup(l->scheds[i], e->obj->u.podgroup);
         gs__strmap_del(&l->groups, key);
@@ -422,6 +429,7 @@ static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
     }
     e->obj = o;
     e->rv = rv;
+    e->digest = doc_digest(doc); /* admission hook: see above */
     for (size_t i = 0; i < l->nsched; i++) gs_scheduler_add_podgroup(l->scheds[i], o->u.podgroup);
 }
 
@@ -551,7 +559,8 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
                                   .admitted = adm_admitted, .evict = adm_evict};
     if (gs_adm_loop_new(&ao, &l->adm)) return GS_ENOMEM;
     for (size_t i = 0; i < l->cfg->nprofiles; i++) {
-        struct gs_scheduler_opts so = {.profile = &l->cfg->profiles[i], .seed = l->seed,
+        struct gs_scheduler_opts so = {.profile = gs_adm_loop_profile(l->adm, &l->cfg->profiles[i]), /* + AdmissionHold */
+                                       .seed = l->seed,
                                        .hooks = {hook_bound, hook_rejected, hook_evicted, l}};
         int err = gs_scheduler_new(&l->clock, l->cache, &so, &l->scheds[i], d);
         if (err) return err;

@@ -133,6 +133,14 @@ static int run_mig(struct gs_agent *a, struct gs__stack *s, const json_t *req, c
                 snprintf(names[p->slots[k]], sizeof names[0], "%s", p->key);
                 busy_pods[p->slots[k]] = names[p->slots[k]];
             }
+        /* MIG instances (agent_mig.c) pin their GPUs too: re-partitioning would pull them away. */
+        uint64_t mm = p->holds_devices ? gs__mig_gpu_mask(a, p) : 0;
+        for (int g = 0; g < GS_DISC_MAX_GPUS; g++)
+            if (mm >> g & 1) {
+                busy |= 1ull << g;
+                snprintf(names[g], sizeof names[0], "%s", p->key);
+                busy_pods[g] = names[g];
+            }
     }
     pthread_mutex_unlock(&a->mu);
     struct gs_mig_step_in in = {&s->backend, want, busy, busy_pods,
@@ -154,8 +162,10 @@ static bool comp_on(const json_t *req, const char *key)
     return json_is_true(json_object_get(json_object_get(req, "components"), key));
 }
 
-static int validate(struct gs_agent *a, struct gs__stack *s, const json_t *req, const json_t *node, enum gs_step step,
-                    char *msg, size_t len)
+/* The MIG strategy of every request, answered or not: an agent that restarts
+ * on a ready node gets no new request, yet must advertise (and hand out) MIG
+ * devices under the policy's strategy again. */
+static enum gs_mig_strategy follow_strategy(struct gs_agent *a, const json_t *req)
 {
     const char *strategy = gs__jstr(req, "strategy");
     enum gs_mig_strategy st = !strategy || !strcmp(strategy, "none") ? GS_MIG_NONE
@@ -165,6 +175,13 @@ static int validate(struct gs_agent *a, struct gs__stack *s, const json_t *req, 
         a->mig_strategy = st;
         atomic_store(&a->registered, false); /* advertise the resources under the new strategy */
     }
+    return st;
+}
+
+static int validate(struct gs_agent *a, struct gs__stack *s, const json_t *req, const json_t *node, enum gs_step step,
+                    char *msg, size_t len)
+{
+    enum gs_mig_strategy st = follow_strategy(a, req);
     char dirs[1200];
     snprintf(dirs, sizeof dirs, "%s:/etc/cdi:/var/run/cdi", s->cdi_dir);
     struct gs_mig_layout want;
@@ -242,6 +259,7 @@ static void answer(struct gs_agent *a, struct gs__stack *s, const json_t *node)
     const char *stepname = gs__jstr(req, "step") ?: "";
     int attempt = (int)json_integer_value(json_object_get(req, "attempt"));
     int step = gs_step_parse(stepname);
+    follow_strategy(a, req); /* MIG: also after a restart at ready */
     if (step == GS_STEP_READY && !s->seen_ready) publish_ready(a, req, node);
     s->seen_ready = step == GS_STEP_READY;
     bool same = gen == s->answered_gen && attempt == s->answered_attempt && !strcmp(stepname, s->answered_step);

@@ -82,6 +82,9 @@ static void envvar(const struct gs_node_gpus *g, struct gs_alloc_resp *out)
     add_dev(out, "/dev/nvidia-uvm-tools");
     for (int k = 0; k < out->n_gpus; k++) {
         char path[64];
+        bool seen = false; /* MIG devices of one GPU share its device node */
+        for (int j = 0; j < k; j++) seen |= g->gpu[out->gpus[j]].minor == g->gpu[out->gpus[k]].minor;
+        if (seen) continue;
         snprintf(path, sizeof path, "/dev/nvidia%d", g->gpu[out->gpus[k]].minor);
         add_dev(out, path);
     }
