@@ -7,9 +7,15 @@
  * re-bound meanwhile, is left as it is. The scan is a plain poll: a few
  * hundred nodes cost microseconds, and pods are listed only while some
  * node is lost.
+ *
+ * A node's last sign of life is the later of its Lease's renewTime (the
+ * agent renews it every heartbeat) and its Ready condition's
+ * lastHeartbeatTime (written by agents without a lease, and rarely by those
+ * with one). The node leases are listed once per scan.
  */
 #include "control/nodelifecycle.h"
 #include "control/apiserver.h"
+#include "control/resources.h"
 #include "core/log.h"
 
 #include <pthread.h>
@@ -33,11 +39,16 @@ struct gs_nodelc {
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
+/* RFC 3339 with optional fraction ("...T03:04:05.123456Z"); 0 when absent or malformed. */
 static double parse_time(const char *s)
 {
     struct tm tm = {0};
-    if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
-    return (double)timegm(&tm);
+    const char *rest = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!rest) return 0;
+    double frac = 0, scale = 0.1;
+    if (*rest == '.')
+        for (rest++; *rest >= '0' && *rest <= '9'; rest++, scale /= 10) frac += (*rest - '0') * scale;
+    return (double)timegm(&tm) + frac;
 }
 
 static void now_text(char *buf, size_t len)
@@ -71,15 +82,28 @@ static bool has_taint(const json_t *node)
 struct node_arg {
     struct gs_nodelc *l;
     double now;
-    bool lost; /* the direction of the change */
+    bool lost;       /* the direction of the change */
+    json_t *leases;  /* node name -> renewTime (seconds) */
 };
 
-static double last_seen(const struct gs_nodelc *l, const json_t *node, bool *has_hb)
+static double last_seen(const struct gs_nodelc *l, const json_t *node, const json_t *leases, bool *has_hb)
 {
     json_t *c = ready_cond(node);
     double hb = parse_time(c ? jstr(c, "lastHeartbeatTime") : NULL);
+    const char *name = jstr(json_object_get(node, "metadata"), "name");
+    double lease = name ? json_real_value(json_object_get(leases, name)) : 0;
+    if (lease > hb) hb = lease;
     *has_hb = hb > 0;
     return hb > l->start_s ? hb : l->start_s;
+}
+
+static int lease_one(const char *key, json_t *lease, void *arg)
+{
+    (void)key;
+    const char *name = jstr(json_object_get(lease, "metadata"), "name");
+    double t = parse_time(jstr(json_object_get(lease, "spec"), "renewTime"));
+    if (name && t > 0) json_object_set_new(arg, name, json_real(t));
+    return 0;
 }
 
 static int mark_node(json_t *cur, json_t **out, void *arg)
@@ -87,7 +111,7 @@ static int mark_node(json_t *cur, json_t **out, void *arg)
     struct node_arg *na = arg;
     bool has_hb;
     if (!cur) return GS_STORE_UNCHANGED;
-    bool lost = na->now - last_seen(na->l, cur, &has_hb) > na->l->grace_s;
+    bool lost = na->now - last_seen(na->l, cur, na->leases, &has_hb) > na->l->grace_s;
     if (!has_hb || lost != na->lost) return GS_STORE_UNCHANGED;
     json_t *n = json_deep_copy(cur);
     json_t *spec = json_object_get(n, "spec");
@@ -128,6 +152,7 @@ static int fix_pod(json_t *cur, json_t **out, void *arg)
     const char *phase = jstr(json_object_get(cur, "status"), "phase");
     if (!bound || strcmp(bound, node) || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
         return GS_STORE_UNCHANGED;
+    if (jstr(json_object_get(cur, "metadata"), "deletionTimestamp")) return GS_STORE_UNCHANGED; /* never re-created */
     json_t *n = json_deep_copy(cur);
     const char *policy = jstr(json_object_get(n, "spec"), "restartPolicy");
     char msg[300];
@@ -163,14 +188,15 @@ struct scan_ctx {
     double now;
     json_t *lost;    /* node name -> true */
     json_t *changes; /* key -> bool lost */
-    json_t *pods;    /* key -> {node, never} */
+    json_t *pods;    /* key -> {node, never, rv (when terminating)} */
+    json_t *leases;  /* node name -> renewTime */
 };
 
 static int scan_node(const char *key, json_t *node, void *arg)
 {
     struct scan_ctx *c = arg;
     bool has_hb;
-    double seen = last_seen(c->l, node, &has_hb);
+    double seen = last_seen(c->l, node, c->leases, &has_hb);
     if (!has_hb) return 0;
     bool lost = c->now - seen > c->l->grace_s;
     json_t *rc = ready_cond(node);
@@ -192,8 +218,22 @@ static int scan_pod(const char *key, json_t *pod, void *arg)
     const char *phase = jstr(json_object_get(pod, "status"), "phase");
     if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return 0;
     const char *policy = jstr(json_object_get(pod, "spec"), "restartPolicy");
-    json_object_set_new(c->pods, key, json_pack("{s:s,s:b}", "node", node, "never", policy && !strcmp(policy, "Never")));
+    json_t *md = json_object_get(pod, "metadata");
+    json_t *v = json_pack("{s:s,s:b}", "node", node, "never", policy && !strcmp(policy, "Never"));
+    /* Being deleted, and the node cannot confirm: deleted now (unless finalizers hold it). */
+    if (jstr(md, "deletionTimestamp") && !json_array_size(json_object_get(md, "finalizers")))
+        json_object_set_new(v, "rv", json_integer(gs_store_obj_rv(pod)));
+    json_object_set_new(c->pods, key, v);
     return 0;
+}
+
+static void force_delete(struct gs_nodelc *l, const char *key, const char *node, int64_t rv)
+{
+    if (gs_store_delete(l->store, key, rv, NULL, NULL)) return; /* changed meanwhile: the next scan looks again */
+    pthread_mutex_lock(&l->mu);
+    l->st.pods_deleted++;
+    pthread_mutex_unlock(&l->mu);
+    gs_log(GS_LOG_WARN, "node lifecycle: terminating pod deleted", "pod", key, "node", node, NULL);
 }
 
 static void fix_pods(struct scan_ctx *c)
@@ -203,6 +243,10 @@ static void fix_pods(struct scan_ctx *c)
     json_object_foreach(c->pods, key, v) {
         const char *node = jstr(v, "node");
         bool never = json_is_true(json_object_get(v, "never"));
+        if (json_object_get(v, "rv")) {
+            force_delete(c->l, key, node, json_integer_value(json_object_get(v, "rv")));
+            continue;
+        }
         json_t *out = NULL;
         if (gs_store_mutate(c->l->store, key, fix_pod, (void *)node, &out, NULL) == 0) {
             pthread_mutex_lock(&c->l->mu);
@@ -218,13 +262,16 @@ static void fix_pods(struct scan_ctx *c)
 
 void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
 {
-    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object()};
+    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object()};
     int64_t rv;
+    char prefix[128];
+    gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, NULL, prefix, sizeof prefix);
+    gs_store_list(l->store, prefix, lease_one, c.leases, &rv);
     gs_store_list(l->store, "nodes/", scan_node, &c, &rv);
     const char *key;
     json_t *v;
     json_object_foreach(c.changes, key, v) {
-        struct node_arg na = {l, now_s, json_is_true(v)};
+        struct node_arg na = {l, now_s, json_is_true(v), c.leases};
         json_t *out = NULL;
         if (gs_store_mutate(l->store, key, mark_node, &na, &out, NULL) == 0 && na.lost) {
             pthread_mutex_lock(&l->mu);
@@ -238,6 +285,7 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
     json_decref(c.pods);
     json_decref(c.lost);
     json_decref(c.changes);
+    json_decref(c.leases);
 }
 
 /*--- Thread ---*/
