@@ -148,7 +148,8 @@ def test_node_lease_renews_without_rewriting_the_node(stack):
     assert first["spec"]["leaseDurationSeconds"] > 0
     assert MICRO.match(first["spec"]["renewTime"]), first["spec"]["renewTime"]
     r = stack.cli("get", "leases", "-n", "kube-node-lease")
-    assert r.stdout.split()[:2] == ["NAME", "AGE"] and node in r.stdout
+    assert r.stdout.split()[:3] == ["NAME", "HOLDER", "AGE"], r.stdout
+    assert r.stdout.splitlines()[1].split()[:2] == [node, node], r.stdout  # kubelet's lease: held by the node
 
     def ready_hb():
         n = stack.node(node)
