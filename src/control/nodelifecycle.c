@@ -35,7 +35,12 @@ struct gs_nodelc {
     atomic_bool stop;
     pthread_mutex_t mu; /* stats */
     struct gs_nodelc_stats st;
+    json_t *missing;       /* node name -> first scan (s) that found pods bound to it but no Node */
+    double next_orphan_s;  /* next scan for such pods */
 };
+
+#define ORPHAN_PERIOD_S 20.0     /* as Kubernetes' PodGC */
+#define ORPHAN_QUARANTINE_S 40.0 /* a missing Node must stay missing this long */
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
@@ -156,7 +161,7 @@ static int fix_pod(json_t *cur, json_t **out, void *arg)
     json_t *n = json_deep_copy(cur);
     const char *policy = jstr(json_object_get(n, "spec"), "restartPolicy");
     char msg[300];
-    snprintf(msg, sizeof msg, "node %s stopped answering; the pod's processes are lost", node);
+    snprintf(msg, sizeof msg, "node %s stopped answering or was removed; the pod's processes are lost", node);
     if (policy && !strcmp(policy, "Never")) {
         json_t *st = json_object_get(n, "status");
         if (!json_is_object(st)) json_object_set_new(n, "status", st = json_object());
@@ -186,6 +191,7 @@ static int fix_pod(json_t *cur, json_t **out, void *arg)
 struct scan_ctx {
     struct gs_nodelc *l;
     double now;
+    json_t *exists;  /* node name -> true, every Node */
     json_t *lost;    /* node name -> true */
     json_t *changes; /* key -> bool lost */
     json_t *pods;    /* key -> {node, never, rv (when terminating)} */
@@ -197,12 +203,13 @@ static int scan_node(const char *key, json_t *node, void *arg)
     struct scan_ctx *c = arg;
     bool has_hb;
     double seen = last_seen(c->l, node, c->leases, &has_hb);
-    if (!has_hb) return 0;
     bool lost = c->now - seen > c->l->grace_s;
     json_t *rc = ready_cond(node);
     bool unknown = rc && jstr(rc, "status") && !strcmp(jstr(rc, "status"), "Unknown");
     bool tainted = has_taint(node);
     const char *name = jstr(json_object_get(node, "metadata"), "name");
+    if (name) json_object_set_new(c->exists, name, json_true());
+    if (!has_hb) return 0;
     if (lost && name) json_object_set_new(c->lost, name, json_true());
     if (lost && (!tainted || !unknown)) json_object_set_new(c->changes, key, json_true());
     if (!lost && tainted) json_object_set_new(c->changes, key, json_false());
@@ -260,9 +267,58 @@ static void fix_pods(struct scan_ctx *c)
     }
 }
 
+/*--- Pods bound to no Node (Kubernetes' PodGC) ---*/
+
+struct orphan_ctx {
+    struct scan_ctx *c;
+    json_t *seen; /* missing node name -> first seen (s), this pass */
+    json_t *due;  /* missing past the quarantine -> true */
+};
+
+static int orphan_pod(const char *key, json_t *pod, void *arg)
+{
+    (void)key;
+    struct orphan_ctx *o = arg;
+    const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
+    if (!node || json_object_get(o->c->exists, node) || json_object_get(o->seen, node)) return 0;
+    const json_t *before = json_object_get(o->c->l->missing, node);
+    double first = before ? json_real_value(before) : o->c->now;
+    json_object_set_new(o->seen, node, json_real(first));
+    /* Lost only after a quarantine: a node being re-registered (deleted and
+     * created again) is not condemned. */
+    if (o->c->now - first >= ORPHAN_QUARANTINE_S) json_object_set_new(o->due, node, json_true());
+    return 0;
+}
+
+/* Every ORPHAN_PERIOD_S (listing every pod is why it runs rarely): nodes
+ * whose Node object is gone while pods are still bound to them join the
+ * lost set, and those pods are handled as a lost node's are. */
+static void find_orphans(struct scan_ctx *c, int64_t *rv)
+{
+    struct gs_nodelc *l = c->l;
+    if (c->now < l->next_orphan_s) return;
+    l->next_orphan_s = c->now + ORPHAN_PERIOD_S;
+    struct orphan_ctx o = {c, json_object(), json_object()};
+    if (o.seen && o.due && gs_store_list(l->store, "pods/", orphan_pod, &o, rv) == 0) {
+        json_decref(l->missing); /* nodes that came back, or lost their pods, are forgotten */
+        l->missing = json_incref(o.seen);
+        const char *name;
+        json_t *v;
+        json_object_foreach(o.due, name, v) {
+            json_object_set_new(c->lost, name, json_true());
+            pthread_mutex_lock(&l->mu);
+            l->st.orphan_nodes++;
+            pthread_mutex_unlock(&l->mu);
+            gs_log(GS_LOG_WARN, "node lifecycle: pods bound to a node that does not exist", "node", name, NULL);
+        }
+    }
+    json_decref(o.seen);
+    json_decref(o.due);
+}
+
 void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
 {
-    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object()};
+    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object(), json_object()};
     int64_t rv;
     char prefix[128];
     gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, NULL, prefix, sizeof prefix);
@@ -281,7 +337,9 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
         }
         json_decref(out);
     }
+    find_orphans(&c, &rv);
     if (json_object_size(c.lost) && gs_store_list(l->store, "pods/", scan_pod, &c, &rv) == 0) fix_pods(&c);
+    json_decref(c.exists);
     json_decref(c.pods);
     json_decref(c.lost);
     json_decref(c.changes);
@@ -313,6 +371,7 @@ int gs_nodelc_new(const struct gs_nodelc_opts *o, double start_s, struct gs_node
     l->grace_s = grace > 0 ? grace : 40;
     l->period_ms = o->period_ms > 0 ? o->period_ms : 500;
     l->start_s = start_s;
+    l->missing = json_object();
     pthread_mutex_init(&l->mu, NULL);
     *out = l;
     return 0;
@@ -337,6 +396,7 @@ void gs_nodelc_stop(struct gs_nodelc *l)
     if (!l) return;
     atomic_store(&l->stop, true);
     if (l->started) pthread_join(l->th, NULL);
+    json_decref(l->missing);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }

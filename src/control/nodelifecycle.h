@@ -18,7 +18,10 @@
  * A fresh heartbeat lifts the taint again.
  *
  * Only nodes that ever posted a heartbeat are watched: a Node object applied
- * by hand (no agent) is left alone.
+ * by hand (no agent) is left alone. Pods bound to a node name that has no
+ * Node object at all (deleted, or never registered) are treated as a lost
+ * node's once the name has been missing for 40 s, checked every 20 s (what
+ * Kubernetes' pod garbage collector does for orphaned pods).
  */
 #ifndef GS_CONTROL_NODELIFECYCLE_H
 #define GS_CONTROL_NODELIFECYCLE_H
@@ -38,6 +41,7 @@ struct gs_nodelc_stats {
     uint64_t pods_failed;     /* pods marked Failed (NodeLost) */
     uint64_t pods_recreated;  /* pods re-created */
     uint64_t pods_deleted;    /* terminating pods deleted for their lost node */
+    uint64_t orphan_nodes;    /* node names with pods bound but no Node object */
 };
 
 struct gs_nodelc;

@@ -542,6 +542,45 @@ static void lifecycle_reads_leases(void **state)
     json_decref(n);
 }
 
+static void lifecycle_collects_orphans(void **state)
+{
+    struct fx *f = *state;
+    lc_node(f, "here", f->now);
+    lc_pod(f, "on-here", "here", false);
+    lc_pod(f, "orphan", "gone", false);            /* no Node named gone */
+    lc_pod(f, "orphan-leaving", "gone", true);
+    lc_pod(f, "early", "coming", false);           /* its Node appears within the quarantine */
+    gs_nodelc_scan(f->lc, f->now);                 /* first sighting: quarantine starts */
+    json_t *p = NULL;
+    assert_int_equal(gs_store_get(f->store, "pods/default/orphan", &p, NULL), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName")), "gone");
+    json_decref(p);
+    lc_node(f, "coming", f->now + 10);
+    lc_lease(f, "here", f->now + 24);
+    lc_lease(f, "coming", f->now + 24);
+    gs_nodelc_scan(f->lc, f->now + 25);            /* next pass, still quarantined */
+    assert_int_equal(gs_store_get(f->store, "pods/default/orphan-leaving", &p, NULL), 0);
+    json_decref(p);
+    lc_lease(f, "here", f->now + 49);              /* the existing nodes stay alive */
+    lc_lease(f, "coming", f->now + 49);
+    gs_nodelc_scan(f->lc, f->now + 50);            /* past 40 s missing: handled as a lost node's */
+    assert_int_equal(gs_store_get(f->store, "pods/default/orphan-leaving", &p, NULL), GS_ENOENT);
+    assert_int_equal(gs_store_get(f->store, "pods/default/orphan", &p, NULL), 0);
+    assert_null(json_object_get(json_object_get(p, "spec"), "nodeName")); /* re-created, unbound */
+    json_decref(p);
+    assert_int_equal(gs_store_get(f->store, "pods/default/early", &p, NULL), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName")), "coming");
+    json_decref(p);
+    assert_int_equal(gs_store_get(f->store, "pods/default/on-here", &p, NULL), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName")), "here");
+    json_decref(p);
+    struct gs_nodelc_stats st;
+    gs_nodelc_stats(f->lc, &st);
+    assert_int_equal(st.orphan_nodes, 1);
+    assert_int_equal(st.pods_recreated, 1);
+    assert_int_equal(st.pods_deleted, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +591,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(node_tokens_and_leases, setup, teardown),
         cmocka_unit_test_setup_teardown(scheduler_waits_for_termination, setup_sched, teardown),
         cmocka_unit_test_setup_teardown(lifecycle_reads_leases, lc_setup, lc_teardown),
+        cmocka_unit_test_setup_teardown(lifecycle_collects_orphans, lc_setup, lc_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
