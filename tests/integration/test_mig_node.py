@@ -397,6 +397,10 @@ def test_mixed_metrics_name_the_pod_of_each_instance(mixed):
         assert 'GPU_I_ID="' in line and f'gpu="{inst[held][0]}"' in line
         assert all(l.endswith(" 0") and "pod=" not in l for u, l in s.items() if u != held)
         assert set(mig_series(mixed, "gpusched_mig_instance_fb_total")) == set(inst)
+        # `top nodes` sums the same series: instances held / on the node.
+        top = mixed.cli("top", "nodes").stdout.splitlines()
+        assert top[0].split()[-1] == "MIG"
+        assert [l.split()[-1] for l in top[1:] if l.startswith(NODE)] == [f"1/{len(inst)}"]
         flag.touch()
         wait_for(lambda: phase(mixed.pod("metered")) == "Succeeded", 30, "metered to end")
         wait_for(lambda: mig_series(mixed, "gpusched_mig_instance_allocated")[held].endswith(" 0"), 15,
