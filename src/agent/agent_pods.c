@@ -367,6 +367,9 @@ static void attribute(struct gs_agent *a, struct gs__pod *p, bool on)
     for (int k = 0; k < p->nslots; k++)
         gs_exporter_set_pod(a->exp, a->inv.gpus[p->slots[k]].index, on ? p->ns : NULL, on ? p->name : NULL,
                             on && p->nc ? p->c[0].name : NULL);
+    for (int k = 0; p->mig && k < p->mig->n; k++) /* MIG instances (agent_mig.c): per-instance series */
+        gs_exporter_set_mig_pod(a->exp, p->mig->v[k].uuid, on ? p->ns : NULL, on ? p->name : NULL,
+                                on && p->nc ? p->c[0].name : NULL);
 }
 
 static void release(struct gs_agent *a, struct gs__pod *p)
