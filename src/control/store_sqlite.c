@@ -46,8 +46,12 @@ struct sq_store {
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     struct gs_store_mut *qhead, *qtail;
-    bool leader;
+    size_t qlen;
+    bool leader, lingering;
+    pthread_cond_t acv;     /* arrivals, for a lingering leader (CLOCK_MONOTONIC) */
+    int64_t last_commit_ns; /* when the last group finished (under qmu) */
     sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
+    sqlite3_stmt *w_begin, *w_commit; /* prepared once: every write group runs both */
     int64_t rv; /* under wmu and emu for writes; read under either */
     /* Event ring. */
     pthread_mutex_t emu;
@@ -447,12 +451,12 @@ static void publish(struct sq_store *s, struct gs_store_mut **ms, struct staged 
 static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
 {
     struct staged *sg = calloc(n, sizeof *sg);
-    int err = sg ? exec(s->w, "BEGIN IMMEDIATE") : GS_ENOMEM;
+    int err = sg ? step_done(s->w, s->w_begin, "begin") : GS_ENOMEM;
     int64_t nrv = s->rv;
     for (size_t i = 0; i < n; i++) ms[i]->err = GS_EIO; /* until applied */
     for (size_t i = 0; !err && i < n; i++) err = apply_one(s, ms[i], &nrv, &sg[i]);
     if (!err && nrv != s->rv) err = write_counter(s, nrv);
-    if (!err) err = exec(s->w, "COMMIT");
+    if (!err) err = step_done(s->w, s->w_commit, "commit");
     if (err) {
         if (sg) sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
         for (size_t i = 0; i < n; i++) {
@@ -473,6 +477,39 @@ static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
  * append) instead of queueing for one each. */
 #define GROUP_MAX 512
 
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static long env_l(const char *k, long d) { const char *v = getenv(k); return v ? atol(v) : d; }
+
+/* Under a stream of writes a new leader waits a little for more requests
+ * before it commits, as PostgreSQL's commit_delay does: each commit costs
+ * about as much CPU as a whole small write (the WAL append, the checkpoint
+ * share), so fewer, fuller groups leave more of the CPU to the requests
+ * themselves. Only while writes stream in (the last group ended moments
+ * ago), only while the group is small, and never longer than LINGER_NS. */
+static void linger(struct sq_store *s)
+{
+    static long linger_ns = -1, window_ns, min_group;
+    if (linger_ns < 0) {
+        window_ns = env_l("GS_LINGER_WINDOW_US", 2000) * 1000;
+        min_group = env_l("GS_LINGER_MIN", 4);
+        linger_ns = env_l("GS_LINGER_US", 200) * 1000;
+    }
+    int64_t now = mono_ns();
+    if (!linger_ns || s->qlen >= (size_t)min_group || now - s->last_commit_ns > window_ns) return;
+    int64_t end = now + linger_ns;
+    struct timespec dl = {end / 1000000000, end % 1000000000};
+    s->lingering = true;
+    while (s->qlen < (size_t)min_group && pthread_cond_timedwait(&s->acv, &s->qmu, &dl) != ETIMEDOUT) {
+    }
+    s->lingering = false;
+}
+
 static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
 {
     pthread_mutex_lock(&s->qmu);
@@ -485,6 +522,8 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
         else s->qhead = &m[i];
         s->qtail = &m[i];
     }
+    s->qlen += n;
+    if (s->lingering) pthread_cond_signal(&s->acv);
     for (;;) {
         bool mine = false;
         for (size_t i = 0; i < n && !mine; i++) mine = !m[i].done_;
@@ -494,12 +533,14 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
             continue;
         }
         s->leader = true;
+        linger(s);
         struct gs_store_mut *g[GROUP_MAX];
         size_t k = 0;
         while (s->qhead && k < GROUP_MAX) {
             g[k++] = s->qhead;
             s->qhead = s->qhead->next_;
         }
+        s->qlen -= k;
         if (!s->qhead) s->qtail = NULL;
         pthread_mutex_unlock(&s->qmu);
         pthread_mutex_lock(&s->wmu);
@@ -508,6 +549,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
         pthread_mutex_lock(&s->qmu);
         for (size_t i = 0; i < k; i++) g[i]->done_ = true;
         s->leader = false;
+        s->last_commit_ns = mono_ns();
         pthread_cond_broadcast(&s->qcv);
     }
     pthread_mutex_unlock(&s->qmu);
@@ -593,7 +635,8 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
 static void sq_close(struct gs_store *b)
 {
     struct sq_store *s = (struct sq_store *)b;
-    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv};
+    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv,
+                           s->w_begin, s->w_commit};
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) sqlite3_finalize(sts[i]);
     sqlite3_close(s->r);
     sqlite3_close(s->w);
@@ -606,6 +649,7 @@ static void sq_close(struct gs_store *b)
     pthread_mutex_destroy(&s->rmu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
+    pthread_cond_destroy(&s->acv);
     pthread_mutex_destroy(&s->emu);
     pthread_cond_destroy(&s->ecv);
     free(s);
@@ -671,6 +715,8 @@ static int setup(struct sq_store *s, const struct gs_store_opts *o)
     if (!err) err = prep(s->w, "UPDATE objects SET rv = ?2, value = ?3 WHERE key = ?1", &s->w_upd);
     if (!err) err = prep(s->w, "DELETE FROM objects WHERE key = ?1", &s->w_del);
     if (!err) err = prep(s->w, "UPDATE meta SET v = ?1 WHERE k = 'rv'", &s->w_rv);
+    if (!err) err = prep(s->w, "BEGIN IMMEDIATE", &s->w_begin);
+    if (!err) err = prep(s->w, "COMMIT", &s->w_commit);
     if (!err) err = prep(s->r, "SELECT rv, value FROM objects WHERE key = ?1", &s->r_get);
     if (!err) err = prep(s->r, "SELECT key, value FROM objects WHERE key >= ?1 AND key < ?2 ORDER BY key", &s->r_list);
     if (!err) err = prep(s->r, "SELECT v FROM meta WHERE k = 'rv'", &s->r_rv);
@@ -697,6 +743,7 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->ecv, &ca);
+    pthread_cond_init(&s->acv, &ca);
     pthread_condattr_destroy(&ca);
     s->ring = calloc(s->cap, sizeof *s->ring);
     int err = s->ring ? setup(s, o) : GS_ENOMEM;
