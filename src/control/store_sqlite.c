@@ -50,6 +50,7 @@ struct sq_store {
     bool leader, lingering;
     pthread_cond_t acv;     /* arrivals, for a lingering leader (CLOCK_MONOTONIC) */
     int64_t last_commit_ns; /* when the last group finished (under qmu) */
+    double avg_group;       /* requests per group, moving average (under qmu) */
     sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
     sqlite3_stmt *w_begin, *w_commit; /* prepared once: every write group runs both */
     int64_t rv; /* under wmu and emu for writes; read under either */
@@ -67,11 +68,73 @@ const char *gs_store_ev_name(enum gs_store_ev t)
     return t == GS_STORE_ADDED ? "ADDED" : t == GS_STORE_MODIFIED ? "MODIFIED" : "DELETED";
 }
 
+/*--- Stored texts ---
+ *
+ * The JSON text of a written version is made once and shared, reference
+ * counted, by the event ring, every copy of the event handed to a watcher
+ * and the reply to a create: a watch fan-out would otherwise copy each
+ * event once per watcher.
+ */
+struct text_hdr {
+    atomic_size_t refs;
+    size_t len;
+};
+
+static struct text_hdr *hdr_of(char *text) { return (struct text_hdr *)(void *)(text - sizeof(struct text_hdr)); }
+
+static char *text_ref(char *text)
+{
+    atomic_fetch_add_explicit(&hdr_of(text)->refs, 1, memory_order_relaxed);
+    return text;
+}
+
+void gs_store_text_release(char *text)
+{
+    if (text && atomic_fetch_sub_explicit(&hdr_of(text)->refs, 1, memory_order_acq_rel) == 1) free(hdr_of(text));
+}
+
+size_t gs_store_text_len(char *text) { return hdr_of(text)->len; }
+
+struct dumpbuf {
+    char *p; /* header, then text */
+    size_t len, cap;
+};
+
+static int dump_cb(const char *buf, size_t n, void *arg)
+{
+    struct dumpbuf *b = arg;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap * 2 > b->len + n + 1 ? b->cap * 2 : b->len + n + 1;
+        char *np = realloc(b->p, sizeof(struct text_hdr) + cap);
+        if (!np) return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + sizeof(struct text_hdr) + b->len, buf, n);
+    b->len += n;
+    return 0;
+}
+
+/* obj as compact JSON in a shared text (one reference), or NULL. */
+static char *dump_text(const json_t *obj)
+{
+    struct dumpbuf b = {malloc(sizeof(struct text_hdr) + 2048), 0, 2048};
+    if (!b.p || json_dump_callback(obj, dump_cb, &b, JSON_COMPACT)) {
+        free(b.p);
+        return NULL;
+    }
+    struct text_hdr *h = (struct text_hdr *)(void *)b.p;
+    atomic_init(&h->refs, 1);
+    h->len = b.len;
+    b.p[sizeof *h + b.len] = '\0';
+    return b.p + sizeof *h;
+}
+
 void gs_store_events_free(struct gs_store_event *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(ev[i].key);
-        free(ev[i].value);
+        gs_store_text_release(ev[i].value);
     }
     free(ev);
 }
@@ -131,6 +194,23 @@ static int row_get(struct sq_store *s, sqlite3_stmt *st, const char *key, int64_
     return text && !*text ? GS_ENOMEM : 0;
 }
 
+/* Row of key decoded straight from SQLite's buffer: *rv and *obj (GS_EIO when not JSON). */
+static int row_load(struct sq_store *s, sqlite3_stmt *st, const char *key, int64_t *rv, json_t **obj)
+{
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int err = rc == SQLITE_DONE ? GS_ENOENT : rc != SQLITE_ROW ? sq_err(st == s->r_get ? s->r : s->w, "get") : 0;
+    if (!err) {
+        *rv = sqlite3_column_int64(st, 0);
+        const char *t = (const char *)sqlite3_column_text(st, 1);
+        *obj = json_loadb(t ? t : "null", t ? (size_t)sqlite3_column_bytes(st, 1) : 4, JSON_DECODE_ANY, NULL);
+        if (!*obj) err = GS_EIO;
+    }
+    sqlite3_reset(st);
+    return err;
+}
+
 static int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
@@ -161,7 +241,7 @@ static void ring_push(struct sq_store *s, enum gs_store_ev type, int64_t rv, cha
         struct ring_ev *old = &s->ring[s->start];
         s->floor = old->rv;
         free(old->key);
-        free(old->value);
+        gs_store_text_release(old->value);
         s->start = (s->start + 1) % s->cap;
         s->count--;
     }
@@ -191,7 +271,7 @@ static int collect(struct sq_store *s, int64_t *after, const char *prefix, struc
         o->type = e->type;
         o->rv = e->rv;
         o->key = strdup(e->key);
-        o->value = strdup(e->value);
+        o->value = text_ref(e->value);
         (*n)++;
         if (!o->key || !o->value) return GS_ENOMEM;
     }
@@ -258,7 +338,7 @@ static int write_row(struct sq_store *s, enum wop op, const char *key, json_t *o
     if (op != W_DELETE) {
         int err = set_rv(obj, nrv);
         if (err) return err;
-        *text = json_dumps(obj, JSON_COMPACT);
+        *text = dump_text(obj);
         if (!*text) return GS_ENOMEM;
     }
     sqlite3_stmt *st = op == W_CREATE ? s->w_ins : op == W_UPDATE ? s->w_upd : s->w_del;
@@ -293,7 +373,7 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
     if (!err && op == W_DELETE) {
         old = json_loads(cur, JSON_DECODE_ANY, NULL);
         err = !old ? GS_EIO : set_rv(old, nrv);
-        if (!err && !(text = json_dumps(old, JSON_COMPACT))) err = GS_ENOMEM;
+        if (!err && !(text = dump_text(old))) err = GS_ENOMEM;
     }
     free(cur);
     if (!err) err = write_row(s, op, key, obj, nrv, &text);
@@ -301,7 +381,7 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
     if (!err) err = exec(s->w, "COMMIT");
     if (err) {
         sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
-        free(text);
+        gs_store_text_release(text);
         json_decref(old);
         return err;
     }
@@ -310,11 +390,11 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
     if (k) {
         ring_push(s, t, nrv, k, text);
     } else { /* cannot publish: make watchers relist rather than miss it */
-        free(text);
+        gs_store_text_release(text);
         pthread_mutex_lock(&s->emu);
         for (size_t i = 0; i < s->count; i++) {
             free(s->ring[(s->start + i) % s->cap].key);
-            free(s->ring[(s->start + i) % s->cap].value);
+            gs_store_text_release(s->ring[(s->start + i) % s->cap].value);
         }
         s->rv = s->floor = nrv;
         s->count = 0;
@@ -337,6 +417,7 @@ static int do_write(struct sq_store *s, enum wop op, const char *key, json_t *ob
 
 
 static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
+static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n);
 
 /* Creates and updates go through the group commit too (the API's creates are
  * the busiest writes); obj itself is what is stored, so its
@@ -361,6 +442,17 @@ static int sq_create(struct gs_store *b, const char *key, json_t *obj, int64_t *
 {
     struct put_arg p = {obj, 0, true};
     return sq_mutate(b, key, put_fn, &p, NULL, rv);
+}
+
+static int sq_create_text(struct gs_store *b, const char *key, json_t *obj, int64_t *rv, char **text)
+{
+    struct put_arg p = {obj, 0, true};
+    struct gs_store_mut m = {.key = key, .fn = put_fn, .arg = &p, .want_text = true};
+    submit((struct sq_store *)b, &m, 1);
+    json_decref(m.out);
+    if (rv && !m.err) *rv = m.rv;
+    *text = m.text;
+    return m.err;
 }
 
 static int sq_update(struct gs_store *b, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv)
@@ -390,11 +482,8 @@ struct staged {
 static int apply_one(struct sq_store *s, struct gs_store_mut *m, int64_t *nrv, struct staged *sg)
 {
     int64_t cur_rv = 0;
-    char *text = NULL;
     json_t *cur = NULL, *next = NULL;
-    int err = row_get(s, s->w_get, m->key, &cur_rv, &text);
-    if (!err && !(cur = json_loads(text, JSON_DECODE_ANY, NULL))) err = GS_EIO;
-    free(text);
+    int err = row_load(s, s->w_get, m->key, &cur_rv, &cur);
     if (err && err != GS_ENOENT) return m->err = err, err == GS_EIO ? 0 : err;
     bool exists = !err;
     err = m->fn(cur, &next, m->arg);
@@ -429,17 +518,18 @@ static void publish(struct sq_store *s, struct gs_store_mut **ms, struct staged 
 {
     for (size_t i = 0; i < n; i++) {
         if (!sg[i].text) continue;
+        if (ms[i]->want_text) ms[i]->text = text_ref(sg[i].text);
         char *k = strdup(ms[i]->key);
         if (!k) { /* cannot publish: make watchers relist rather than miss it */
             pthread_mutex_lock(&s->emu);
             for (size_t j = 0; j < s->count; j++) {
                 free(s->ring[(s->start + j) % s->cap].key);
-                free(s->ring[(s->start + j) % s->cap].value);
+                gs_store_text_release(s->ring[(s->start + j) % s->cap].value);
             }
             s->rv = s->floor = sg[i].rv;
             s->count = 0;
             pthread_mutex_unlock(&s->emu);
-            free(sg[i].text);
+            gs_store_text_release(sg[i].text);
             continue;
         }
         ring_push(s, sg[i].type, sg[i].rv, k, sg[i].text);
@@ -460,7 +550,7 @@ static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
     if (err) {
         if (sg) sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
         for (size_t i = 0; i < n; i++) {
-            if (sg) free(sg[i].text);
+            if (sg) gs_store_text_release(sg[i].text);
             if (!ms[i]->err) json_decref(ms[i]->out);
             ms[i]->out = NULL;
             ms[i]->err = err;
@@ -484,28 +574,26 @@ static int64_t mono_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-static long env_l(const char *k, long d) { const char *v = getenv(k); return v ? atol(v) : d; }
-
 /* Under a stream of writes a new leader waits a little for more requests
  * before it commits, as PostgreSQL's commit_delay does: each commit costs
- * about as much CPU as a whole small write (the WAL append, the checkpoint
- * share), so fewer, fuller groups leave more of the CPU to the requests
- * themselves. Only while writes stream in (the last group ended moments
- * ago), only while the group is small, and never longer than LINGER_NS. */
+ * about as much CPU as a whole small write (the WAL append, a share of the
+ * checkpoint), so fuller groups leave more of the CPU to the requests
+ * themselves. Only while several writers stream in (recent groups held more
+ * than one request on average and the last ended under LINGER_WINDOW_NS
+ * ago: a lone writer never waits), only while the group is smaller than
+ * LINGER_GROUP, and never longer than LINGER_NS; an arrival wakes it. */
+#define LINGER_NS 200000
+#define LINGER_WINDOW_NS 2000000
+#define LINGER_GROUP 4
+
 static void linger(struct sq_store *s)
 {
-    static long linger_ns = -1, window_ns, min_group;
-    if (linger_ns < 0) {
-        window_ns = env_l("GS_LINGER_WINDOW_US", 2000) * 1000;
-        min_group = env_l("GS_LINGER_MIN", 4);
-        linger_ns = env_l("GS_LINGER_US", 200) * 1000;
-    }
     int64_t now = mono_ns();
-    if (!linger_ns || s->qlen >= (size_t)min_group || now - s->last_commit_ns > window_ns) return;
-    int64_t end = now + linger_ns;
+    if (s->qlen >= LINGER_GROUP || s->avg_group < 1.5 || now - s->last_commit_ns > LINGER_WINDOW_NS) return;
+    int64_t end = now + LINGER_NS;
     struct timespec dl = {end / 1000000000, end % 1000000000};
     s->lingering = true;
-    while (s->qlen < (size_t)min_group && pthread_cond_timedwait(&s->acv, &s->qmu, &dl) != ETIMEDOUT) {
+    while (s->qlen < LINGER_GROUP && pthread_cond_timedwait(&s->acv, &s->qmu, &dl) != ETIMEDOUT) {
     }
     s->lingering = false;
 }
@@ -517,6 +605,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
         m[i].done_ = false; /* set under qmu once the group that holds it committed */
         m[i].out = NULL;
         m[i].rv = 0;
+        m[i].text = NULL;
         m[i].next_ = NULL;
         if (s->qtail) s->qtail->next_ = &m[i];
         else s->qhead = &m[i];
@@ -541,6 +630,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
             s->qhead = s->qhead->next_;
         }
         s->qlen -= k;
+        s->avg_group = s->avg_group * 0.875 + (double)k * 0.125;
         if (!s->qhead) s->qtail = NULL;
         pthread_mutex_unlock(&s->qmu);
         pthread_mutex_lock(&s->wmu);
@@ -580,12 +670,9 @@ static int sq_get(struct gs_store *b, const char *key, json_t **obj, int64_t *rv
     struct sq_store *s = (struct sq_store *)b;
     *obj = NULL;
     int64_t v = 0;
-    char *text = NULL;
     pthread_mutex_lock(&s->rmu);
-    int err = row_get(s, s->r_get, key, &v, &text);
+    int err = row_load(s, s->r_get, key, &v, obj);
     pthread_mutex_unlock(&s->rmu);
-    if (!err && !(*obj = json_loads(text, JSON_DECODE_ANY, NULL))) err = GS_EIO;
-    free(text);
     if (!err && rv) *rv = v;
     return err;
 }
@@ -642,7 +729,7 @@ static void sq_close(struct gs_store *b)
     sqlite3_close(s->w);
     for (size_t i = 0; i < s->count; i++) {
         free(s->ring[(s->start + i) % s->cap].key);
-        free(s->ring[(s->start + i) % s->cap].value);
+        gs_store_text_release(s->ring[(s->start + i) % s->cap].value);
     }
     free(s->ring);
     pthread_mutex_destroy(&s->wmu);
@@ -657,6 +744,7 @@ static void sq_close(struct gs_store *b)
 
 static const struct gs_store_vtbl sq_vtbl = {
     .create = sq_create,
+    .create_text = sq_create_text,
     .update = sq_update,
     .mutate = sq_mutate,
     .mutate_batch = sq_mutate_batch,
