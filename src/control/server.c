@@ -18,7 +18,6 @@
 #include "core/log.h"
 
 #include <fcntl.h>
-#include <malloc.h>
 #include <gnutls/gnutls.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,23 +223,9 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     return err;
 }
 
-/* glibc malloc for a server process: every request allocates many small
- * blocks and a few of 2-4 KiB (bodies, stored texts) on many threads. With
- * fastbins each larger malloc first consolidates them all, and the threads'
- * arenas grow and shrink (mprotect) with each burst; without fastbins
- * (tcache still serves small blocks) and with some headroom per arena the
- * create path takes about a tenth less CPU (bench/RESULTS.md). Process-wide
- * and harmless to anything else in the process. */
-static void tune_malloc(void)
-{
-    mallopt(M_MXFAST, 0);
-    mallopt(M_TOP_PAD, 4 << 20);
-}
-
 int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, struct gs_diags *d)
 {
     *out = NULL;
-    tune_malloc();
     struct gs_server *s = calloc(1, sizeof *s);
     if (!s || !(s->dir = strdup(o->data_dir ? o->data_dir : "./gpusched-data"))) {
         free(s);

@@ -47,10 +47,11 @@ struct sq_store {
     pthread_cond_t qcv;
     struct gs_store_mut *qhead, *qtail;
     size_t qlen;
-    bool leader, lingering;
+    bool leader, lingering, cut;
     pthread_cond_t acv;     /* arrivals, for a lingering leader (CLOCK_MONOTONIC) */
     int64_t last_commit_ns; /* when the last group finished (under qmu) */
-    double avg_group;       /* requests per group, moving average (under qmu) */
+    double avg_group;       /* single requests (not batches) per group, moving average (under qmu) */
+    size_t qsingles;        /* single requests queued */
     sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
     sqlite3_stmt *w_begin, *w_commit; /* prepared once: every write group runs both */
     int64_t rv; /* under wmu and emu for writes; read under either */
@@ -123,6 +124,8 @@ static char *dump_text(const json_t *obj)
         free(b.p);
         return NULL;
     }
+    char *fit = realloc(b.p, sizeof(struct text_hdr) + b.len + 1); /* the ring holds thousands */
+    if (fit) b.p = fit;
     struct text_hdr *h = (struct text_hdr *)(void *)b.p;
     atomic_init(&h->refs, 1);
     h->len = b.len;
@@ -417,7 +420,7 @@ static int do_write(struct sq_store *s, enum wop op, const char *key, json_t *ob
 
 
 static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
-static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n);
+static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool batch);
 
 /* Creates and updates go through the group commit too (the API's creates are
  * the busiest writes); obj itself is what is stored, so its
@@ -448,7 +451,7 @@ static int sq_create_text(struct gs_store *b, const char *key, json_t *obj, int6
 {
     struct put_arg p = {obj, 0, true};
     struct gs_store_mut m = {.key = key, .fn = put_fn, .arg = &p, .want_text = true};
-    submit((struct sq_store *)b, &m, 1);
+    submit((struct sq_store *)b, &m, 1, false);
     json_decref(m.out);
     if (rv && !m.err) *rv = m.rv;
     *text = m.text;
@@ -579,9 +582,11 @@ static int64_t mono_ns(void)
  * about as much CPU as a whole small write (the WAL append, a share of the
  * checkpoint), so fuller groups leave more of the CPU to the requests
  * themselves. Only while several writers stream in (recent groups held more
- * than one request on average and the last ended under LINGER_WINDOW_NS
- * ago: a lone writer never waits), only while the group is smaller than
- * LINGER_GROUP, and never longer than LINGER_NS; an arrival wakes it. */
+ * than one single request on average and the last ended under
+ * LINGER_WINDOW_NS ago: a lone writer never waits, even beside batches), only while the group is smaller than
+ * LINGER_GROUP, and never longer than LINGER_NS; an arrival wakes it. A
+ * batch (the scheduler's bindings) is a loop's critical path: it never
+ * waits, and its arrival ends a wait. */
 #define LINGER_NS 200000
 #define LINGER_WINDOW_NS 2000000
 #define LINGER_GROUP 4
@@ -593,12 +598,13 @@ static void linger(struct sq_store *s)
     int64_t end = now + LINGER_NS;
     struct timespec dl = {end / 1000000000, end % 1000000000};
     s->lingering = true;
-    while (s->qlen < LINGER_GROUP && pthread_cond_timedwait(&s->acv, &s->qmu, &dl) != ETIMEDOUT) {
+    s->cut = false;
+    while (s->qlen < LINGER_GROUP && !s->cut && pthread_cond_timedwait(&s->acv, &s->qmu, &dl) != ETIMEDOUT) {
     }
     s->lingering = false;
 }
 
-static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
+static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool batch)
 {
     pthread_mutex_lock(&s->qmu);
     for (size_t i = 0; i < n; i++) {
@@ -612,7 +618,11 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
         s->qtail = &m[i];
     }
     s->qlen += n;
-    if (s->lingering) pthread_cond_signal(&s->acv);
+    s->qsingles += !batch;
+    if (s->lingering) {
+        s->cut |= batch;
+        pthread_cond_signal(&s->acv);
+    }
     for (;;) {
         bool mine = false;
         for (size_t i = 0; i < n && !mine; i++) mine = !m[i].done_;
@@ -622,15 +632,16 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
             continue;
         }
         s->leader = true;
-        linger(s);
+        if (!batch) linger(s);
         struct gs_store_mut *g[GROUP_MAX];
         size_t k = 0;
+        s->avg_group = s->avg_group * 0.875 + (double)s->qsingles * 0.125;
+        s->qsingles = 0; /* all taken unless over GROUP_MAX: then counted once more, which only errs to waiting */
         while (s->qhead && k < GROUP_MAX) {
             g[k++] = s->qhead;
             s->qhead = s->qhead->next_;
         }
         s->qlen -= k;
-        s->avg_group = s->avg_group * 0.875 + (double)k * 0.125;
         if (!s->qhead) s->qtail = NULL;
         pthread_mutex_unlock(&s->qmu);
         pthread_mutex_lock(&s->wmu);
@@ -647,7 +658,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
 
 static int sq_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
 {
-    if (n) submit((struct sq_store *)b, m, n);
+    if (n) submit((struct sq_store *)b, m, n, true);
     for (size_t i = 0; i < n; i++)
         if (m[i].err == GS_EIO || m[i].err == GS_ENOMEM) return m[i].err;
     return 0;
@@ -656,7 +667,7 @@ static int sq_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
 static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
 {
     struct gs_store_mut m = {.key = key, .fn = fn, .arg = arg};
-    submit((struct sq_store *)b, &m, 1);
+    submit((struct sq_store *)b, &m, 1, false);
     if (out) *out = m.out;
     else json_decref(m.out);
     if (rv && !m.err) *rv = m.rv;
