@@ -636,7 +636,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool ba
         struct gs_store_mut *g[GROUP_MAX];
         size_t k = 0;
         s->avg_group = s->avg_group * 0.875 + (double)s->qsingles * 0.125;
-        s->qsingles = 0; /* all taken unless over GROUP_MAX: then counted once more, which only errs to waiting */
+        s->qsingles = 0; /* all taken unless over GROUP_MAX: the rest then go uncounted (errs to not waiting) */
         while (s->qhead && k < GROUP_MAX) {
             g[k++] = s->qhead;
             s->qhead = s->qhead->next_;
