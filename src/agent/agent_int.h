@@ -24,6 +24,8 @@
 enum gs__cstate { GS_C_WAITING, GS_C_RUNNING, GS_C_EXITED };
 enum gs__phase { GS_P_PENDING, GS_P_RUNNING, GS_P_SUCCEEDED, GS_P_FAILED };
 
+struct gs__mig_hold; /* MIG instances a pod holds (agent_mig.c) */
+
 struct gs__ctr {
     char *name;
     char **argv;             /* NULL-terminated, owned */
@@ -57,6 +59,9 @@ struct gs__pod {
     int64_t kill_at_ns;      /* SIGKILL after this (monotonic) */
     bool gone;               /* no longer wanted: remove after stopping */
     int64_t wait_dev_until_ns; /* != 0: waiting for a stopping pod to release a chosen GPU (monotonic deadline) */
+    bool deleting;           /* graceful deletion: confirm (delete with grace 0) once stopped */
+    int64_t next_delete_ns;  /* retry of that confirmation (monotonic) */
+    struct gs__mig_hold *mig; /* MIG instances chosen for it, or NULL (agent_mig.c); held while holds_devices */
     char dir[1200];
 };
 
@@ -90,6 +95,11 @@ struct gs_agent {
     atomic_bool stop;
     atomic_bool registered;
     int64_t next_heartbeat_ns, next_nrt_ns;
+    /* Node heartbeat as a Lease (agent_node.c): the last Lease written, and
+     * when the Node status is next written even though nothing changed. */
+    json_t *lease;
+    bool lease_unsupported;  /* the server has no leases: heartbeat on the Node */
+    int64_t next_status_ns;
     bool nrt_dirty;
     uint64_t alloc_mask_reported;
     /* GPU stack (src/govern/agentstack.c): validators, MIG manager, and the
@@ -146,5 +156,76 @@ void gs__stack_keep_conditions(const json_t *old_status, json_t *status);
 struct gs__agent_http;
 int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t errlen);
 void gs__http_stop(struct gs_agent *a);
+
+/* agent_mig.c: MIG instances for pods, as kubelet's device manager hands out
+ * the devices of an extended resource. Mixed strategy: a pod asking for
+ * nvidia.com/mig-<profile> gets that many free instances of the profile;
+ * single strategy: nvidia.com/gpu stands for MIG instances of any profile
+ * (the scheduler names them as numbers past the node's GPUs in
+ * gpusched.io/devices, see src/sched/cache.c). Loop thread only. */
+#define GS__MIG_RES_MAX 8 /* distinct MIG resources in one pod */
+
+struct gs__mig_dev {
+    char uuid[96];      /* "MIG-..." */
+    char profile[32];   /* "1g.10gb" */
+    char parent[96];    /* the GPU's UUID */
+    int gpu;            /* the GPU's NVML index */
+    char resource[64];  /* the resource it was given for */
+};
+
+struct gs__mig_hold {
+    int n;
+    struct gs__mig_dev v[]; /* n entries */
+};
+
+/* What a pod asks for: count instances of profile ("" = any, single strategy). */
+struct gs__mig_req {
+    char resource[64];
+    char profile[32];
+    int count;
+};
+
+/* An instance some live pod holds. */
+struct gs__mig_used {
+    const char *uuid;
+    const char *owner; /* "ns/name" */
+};
+
+struct gs__mig_pick_in {
+    const struct gs_inventory *inv;
+    uint64_t unhealthy;               /* bit i: inventory GPU i is unhealthy */
+    const struct gs__mig_used *used;  /* held by other pods */
+    size_t nused;
+    const struct gs__mig_req *reqs;
+    int nreq;
+};
+
+/* Chooses instances for every request: for each, free instances of its
+ * profile by lowest GPU index, then instance order, never a used one or one
+ * on an unhealthy GPU. Returns a new hold (caller frees) in *out; on failure
+ * *out is NULL and why names the resource and the counts: GS_EBUSY when
+ * enough healthy instances exist but other pods hold some (they may be
+ * stopping), GS_ERANGE when the node has too few healthy ones at all. */
+int gs__mig_pick(const struct gs__mig_pick_in *in, struct gs__mig_hold **out, char *why, size_t wl);
+/* The MIG requests of a pod object: nvidia.com/mig-* limits (else requests)
+ * summed over its containers, sorted by name. Returns how many (<= max). */
+int gs__mig_pod_reqs(const json_t *pod, struct gs__mig_req *reqs, int max);
+/* Whether a gpusched.io/devices token names a MIG device of the single
+ * strategy: a number at or past the node's GPU count on a node with MIG. */
+bool gs__mig_slot_token(const struct gs_agent *a, const char *t);
+/* Admission: chooses p's instances into p->mig (replacing any). 0 (also when
+ * the pod needs none), 1 when it must wait for a holder to stop, -1 refused;
+ * why says it. */
+int gs__mig_admit(struct gs_agent *a, struct gs__pod *p, char *why, size_t wl);
+/* NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES with the MIG UUIDs (after
+ * any whole GPUs the environment already names). */
+void gs__mig_env(const struct gs__pod *p, json_t *env);
+/* Checkpoint: writes p->mig into pod.json's doc; reads it back at recovery. */
+void gs__mig_save(const struct gs__pod *p, json_t *doc);
+void gs__mig_recover(struct gs__pod *p, const json_t *doc);
+/* Pod status: the MIG instances join status.devices. */
+void gs__mig_status(const struct gs__pod *p, json_t *status); /* once it started */
+/* Inventory slots of the GPUs whose instances p holds, as a mask. */
+uint64_t gs__mig_gpu_mask(const struct gs_agent *a, const struct gs__pod *p);
 
 #endif

@@ -63,6 +63,7 @@ void gs__pod_free(struct gs__pod *p)
     free(p->key);
     free(p->devices);
     free(p->restart_policy);
+    free(p->mig); /* MIG (agent_mig.c) */
     json_decref(p->obj);
     free(p);
 }
@@ -115,6 +116,7 @@ static void save_pod(const struct gs__pod *p)
                             p->uid, "devices", p->devices, "restartPolicy", p->restart_policy, "milli", p->milli,
                             "containers", ctrs, "phase", gs__phase_name(p->phase), "reason", p->reason, "message",
                             p->message, "startTime", (json_int_t)p->start_time);
+    gs__mig_save(p, doc); /* MIG instances (agent_mig.c) */
     char path[4096];
     snprintf(path, sizeof path, "%s/pod.json", p->dir);
     gs_mkdirs(p->dir);
@@ -163,6 +165,7 @@ static bool parse_devices(struct gs_agent *a, struct gs__pod *p, char *why, size
             *colon = 0;
             p->milli = atoi(colon + 1);
         }
+        if (gs__mig_slot_token(a, t)) continue; /* single strategy: a MIG instance (agent_mig.c) */
         int slot = gs_node_gpus_find(&a->gpus, t, NULL);
         if (slot < 0 && t[0] && strspn(t, "0123456789") == strlen(t) && atoi(t) < a->gpus.n) slot = atoi(t);
         if (slot < 0 || p->nslots == GS_NODE_MAX_GPUS) {
@@ -216,8 +219,11 @@ static int admit(struct gs_agent *a, struct gs__pod *p, struct gs_alloc_resp *re
 {
     memset(resp, 0, sizeof *resp);
     if (!parse_devices(a, p, why, wl)) return -1;
+    /* MIG instances (agent_mig.c) */
+    int mig = gs__mig_admit(a, p, why, wl);
+    if (mig) return mig;
     if (!p->nslots) {
-        if (p->obj && gpu_request(p->obj) > 0) {
+        if (p->obj && gpu_request(p->obj) > 0 && !p->mig) {
             snprintf(why, wl, "the pod requests GPUs but carries no gpusched.io/devices annotation");
             return -1;
         }
@@ -276,6 +282,7 @@ static char **env_build(struct gs_agent *a, struct gs__pod *p, const char *ctr, 
             env_add(env, "GPUSCHED_GPU_MILLI", m);
         }
     }
+    gs__mig_env(p, env); /* MIG instances (agent_mig.c) */
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(cspec, "env"), i, e) {
@@ -360,6 +367,9 @@ static void attribute(struct gs_agent *a, struct gs__pod *p, bool on)
     for (int k = 0; k < p->nslots; k++)
         gs_exporter_set_pod(a->exp, a->inv.gpus[p->slots[k]].index, on ? p->ns : NULL, on ? p->name : NULL,
                             on && p->nc ? p->c[0].name : NULL);
+    for (int k = 0; p->mig && k < p->mig->n; k++) /* MIG instances (agent_mig.c): per-instance series */
+        gs_exporter_set_mig_pod(a->exp, p->mig->v[k].uuid, on ? p->ns : NULL, on ? p->name : NULL,
+                                on && p->nc ? p->c[0].name : NULL);
 }
 
 static void release(struct gs_agent *a, struct gs__pod *p)
@@ -424,6 +434,7 @@ static void fill_status(struct gs_agent *a, struct gs__pod *p, json_t *obj)
     gs__pod_set_condition(obj, "Initialized", "True", NULL, NULL);
     gs__pod_set_condition(obj, "ContainersReady", ready, why, NULL);
     gs__pod_set_condition(obj, "Ready", ready, why, NULL);
+    gs__mig_status(p, st); /* MIG instances (agent_mig.c) */
     (void)a;
 }
 
@@ -482,7 +493,7 @@ static void report(struct gs_agent *a, struct gs__pod *p)
 
 /*--- Start, stop ---*/
 
-static void add_pod(struct gs_agent *a, struct gs__pod *p)
+static bool add_pod(struct gs_agent *a, struct gs__pod *p)
 {
     pthread_mutex_lock(&a->mu);
     struct gs__pod **v = realloc(a->pods, (a->npods + 1) * sizeof *v);
@@ -492,6 +503,7 @@ static void add_pod(struct gs_agent *a, struct gs__pod *p)
     }
     pthread_mutex_unlock(&a->mu);
     if (!v) gs__pod_free(p);
+    return v != NULL;
 }
 
 static struct gs__pod *pod_new(struct gs_agent *a, const char *ns, const char *name, const char *uid)
@@ -536,7 +548,7 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
     }
     free(r);
     pthread_mutex_lock(&a->mu);
-    p->holds_devices = p->nslots > 0;
+    p->holds_devices = p->nslots > 0 || p->mig; /* MIG (agent_mig.c) */
     pthread_mutex_unlock(&a->mu);
     if (p->nslots) a->nrt_dirty = true;
     attribute(a, p, true);
@@ -566,6 +578,47 @@ static void begin_stop(struct gs_agent *a, struct gs__pod *p)
     }
 }
 
+/* Graceful deletion (deletionTimestamp set): SIGTERM now, SIGKILL after the
+ * pod's deletionGracePeriodSeconds (a later, shorter one moves the kill
+ * closer), then, once every process is gone and the devices are released,
+ * the pod is deleted with grace 0 (confirm_delete in the tick). */
+static void begin_delete(struct gs_agent *a, struct gs__pod *p, const json_t *md)
+{
+    json_t *g = json_object_get(md, "deletionGracePeriodSeconds");
+    int64_t grace_ns = json_is_integer(g) && json_integer_value(g) >= 0 ? json_integer_value(g) * 1000000000LL
+                                                                         : (int64_t)a->o.grace_ms * 1000000;
+    bool was = p->terminating;
+    begin_stop(a, p);
+    int64_t at = gs__mono_ns() + grace_ns;
+    if (!was || at < p->kill_at_ns) p->kill_at_ns = at;
+    if (!p->deleting) gs_log(GS_LOG_INFO, "agent: pod terminating", "pod", p->key, NULL);
+    p->gone = p->deleting = true;
+}
+
+/* Deletes the stopped pod with grace 0 (uid as precondition, so a new pod of
+ * the same name is safe). True when it is gone from the server. */
+static bool confirm_delete(struct gs_agent *a, struct gs__pod *p, int64_t now)
+{
+    if (now < p->next_delete_ns) return false;
+    char path[1024];
+    if (gs_api_path(pods_res(), p->ns, p->name, path, sizeof path - 24) < 0) return true;
+    strcat(path, "?gracePeriodSeconds=0");
+    json_t *opts = json_pack("{s:s,s:s,s:i,s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                             "gracePeriodSeconds", 0, "preconditions", "uid", p->uid);
+    json_t *out = NULL;
+    long code = 0;
+    int err = gs_client_call(a->cl, "DELETE", path, "application/json", opts, NULL, &out, &code);
+    json_decref(opts);
+    json_decref(out);
+    /* 404: already gone; 409: the name now belongs to another pod. */
+    if (!err || err == GS_ENOENT || err == GS_ECONFLICT) {
+        gs_log(GS_LOG_INFO, "agent: pod deletion confirmed", "pod", p->key, NULL);
+        return true;
+    }
+    p->next_delete_ns = now + 1000000000LL;
+    return false;
+}
+
 static struct gs__pod *find_uid(struct gs_agent *a, const char *uid)
 {
     for (size_t i = 0; i < a->npods; i++)
@@ -585,8 +638,9 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
     if (p) {
         json_decref(p->obj);
         p->obj = json_incref(obj);
+        if (gs__jstr(md, "deletionTimestamp")) begin_delete(a, p, md);
         /* The scheduler preempted it: stop its processes, keep the server's verdict. */
-        if (gs__jstr(md, "deletionTimestamp") || preempted(obj)) {
+        else if (preempted(obj)) {
             begin_stop(a, p);
             p->gone = true;
         }
@@ -594,8 +648,12 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
     }
     const char *phase = gs__jstr(json_object_get(obj, "status"), "phase");
     if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return;
-    if (gs__jstr(md, "deletionTimestamp")) return;
     if (!(p = pod_new(a, ns ? ns : "default", name, uid))) return;
+    if (gs__jstr(md, "deletionTimestamp")) { /* never started here: nothing to stop, only to confirm */
+        p->restart_policy = strdup("Never");
+        if (add_pod(a, p)) begin_delete(a, p, md);
+        return;
+    }
     p->obj = json_incref(obj);
     const char *dev = gs__jstr(json_object_get(md, "annotations"), "gpusched.io/devices");
     const char *rp = gs__jstr(spec, "restartPolicy");
@@ -728,6 +786,10 @@ void gs__pods_tick(struct gs_agent *a)
                 continue;
             }
             release(a, p);
+            if (p->deleting && !confirm_delete(a, p, now)) {
+                i++;
+                continue;
+            }
             if (p->gone) {
                 remove_at(a, i);
                 continue;
@@ -847,6 +909,7 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
     p->start_time = json_integer_value(json_object_get(doc, "startTime"));
     char why[256];
     parse_devices(a, p, why, sizeof why);
+    gs__mig_recover(p, doc); /* MIG instances (agent_mig.c) */
     json_t *ctrs = json_object_get(doc, "containers");
     p->c = calloc(json_array_size(ctrs) + 1, sizeof *p->c);
     size_t i;
@@ -859,7 +922,7 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
         recover_ctr(p, x);
     }
     json_decref(doc);
-    p->holds_devices = p->phase == GS_P_RUNNING && p->nslots > 0;
+    p->holds_devices = p->phase == GS_P_RUNNING && (p->nslots > 0 || p->mig); /* MIG (agent_mig.c) */
     p->dirty = true;
     return p;
 }

@@ -1,7 +1,8 @@
 /*
  * fetch.h - the client side of an agent's HTTP endpoint: where a node's
- * agent listens (from its Node object) and a plain GET to it, for `logs`,
- * `top nodes` and tests. The API server does not proxy to agents.
+ * agent listens (from its Node object) and a plain GET to it, for
+ * `top nodes`, the API server's pods/log proxy (which takes the endpoint and
+ * opens its own streaming transfer) and tests.
  */
 #ifndef GS_AGENT_FETCH_H
 #define GS_AGENT_FETCH_H

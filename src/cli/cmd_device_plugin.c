@@ -5,13 +5,17 @@
  * Writes the CDI spec, serves v1beta1.DevicePlugin on a socket in the
  * device-plugin directory, registers with kubelet, follows GPU health and
  * kubelet restarts, and exits 0 on SIGTERM or SIGINT with its socket removed.
- * Logs go to stderr; nothing is printed to stdout.
+ * With --mig-strategy mixed or single the node's MIG devices are offered as
+ * NVIDIA's plugin offers them (src/node/gpus_disc.h): one plugin, socket and
+ * registration per resource. Logs go to stderr; nothing is printed to stdout.
  */
 #include "cli/commands.h"
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "discovery/discovery.h"
+#include "discovery/outputs.h"
+#include "govern/policy.h" /* gs_mig_strategy_name */
 #include "node/cdi.h"
 #include "node/deviceplugin/plugin.h"
 #include "node/gpus_disc.h"
@@ -42,6 +46,9 @@ static void usage(FILE *f)
                "  --endpoint FILE             socket file name in the directory (default gpusched-gpu.sock)\n"
                "  --device-list-strategy S    envvar, cdi-annotations, cdi-cri, or a comma list (default envvar)\n"
                "  --replicas N                time-slicing: expose each GPU as N devices UUID::0..N-1 (default 1)\n"
+               "  --mig-strategy S            none, single or mixed: how MIG devices are offered (default none)\n"
+               "  --proc-root DIR             read MIG capability minors from DIR/driver/nvidia-caps/mig-minors\n"
+               "                              (default /proc; mock nodes use fixed minors unless given)\n"
                "  --cdi-spec-dir DIR          where to write nvidia.com-gpu.json (default %s)\n"
                "  --cdi-mount HOST[:CTR]      add a read-only bind mount to the CDI spec (repeatable)\n"
                "  --log-level L               debug, info, warn, error (default info)\n"
@@ -53,7 +60,9 @@ static void usage(FILE *f)
 
 struct dp_opts {
     const char *mock, *plugin_dir, *resource, *endpoint, *cdi_dir;
+    const char *proc_root; /* MIG capability minors (node/migcaps.h) */
     unsigned strategy;
+    enum gs_mig_strategy mig;
     int replicas;
     bool cdi_dir_given;
     struct gs_cdi_mount mounts[MAX_MOUNTS];
@@ -92,6 +101,7 @@ static int parse(int argc, char **argv, struct dp_opts *o)
         {"device-list-strategy", required_argument, 0, 's'},
         {"replicas", required_argument, 0, 'n'},      {"cdi-spec-dir", required_argument, 0, 'c'},
         {"cdi-mount", required_argument, 0, 'M'},     {"log-level", required_argument, 0, 'l'},
+        {"mig-strategy", required_argument, 0, 'S'}, {"proc-root", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
     };
     enum gs_log_level lvl;
@@ -105,6 +115,7 @@ static int parse(int argc, char **argv, struct dp_opts *o)
         case 'r': o->resource = optarg; break;
         case 'e': o->endpoint = optarg; break;
         case 'c': o->cdi_dir = optarg, o->cdi_dir_given = true; break;
+        case 'P': o->proc_root = optarg; break;
         case 's':
             if (gs_dls_parse(optarg, &o->strategy)) {
                 fprintf(stderr, "device-plugin: --device-list-strategy: want envvar, cdi-annotations or cdi-cri\n");
@@ -115,6 +126,13 @@ static int parse(int argc, char **argv, struct dp_opts *o)
             o->replicas = (int)strtol(optarg, &end, 10);
             if (*end || o->replicas < 1 || o->replicas > GS_NODE_MAX_REPLICAS) {
                 fprintf(stderr, "device-plugin: --replicas: want 1..%d\n", GS_NODE_MAX_REPLICAS);
+                return 2;
+            }
+            break;
+        case 'S':
+            if (gs_mig_strategy_parse(optarg, &o->mig)) {
+                fprintf(stderr, "device-plugin: --mig-strategy: invalid value \"%s\" (want none, single or mixed)\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -159,26 +177,52 @@ static void write_cdi(const struct dp_opts *o, const struct gs_node_gpus *g)
         gs_log(GS_LOG_INFO, "wrote CDI spec", "path", path, NULL);
 }
 
-static int serve(const struct dp_opts *o, struct gs_disc *d, const struct gs_node_gpus *g)
+/* One plugin per resource; --resource-name and --endpoint rename the whole-GPU one. */
+static int serve(const struct dp_opts *o, struct gs_disc *d, int n_gpus, const struct gs_node_resource *res, int n)
 {
-    struct gs_dp_config cfg = {
-        .plugin_dir = o->plugin_dir,
-        .resource_name = o->resource,
-        .endpoint = o->endpoint,
-        .alloc = {.strategy = o->strategy},
-    };
-    struct gs_dp *dp;
+    struct gs_dp *dps[GS_NODE_MAX_RESOURCES] = {0};
+    int rc = 0, made = 0;
+    for (; !rc && made < n; made++) {
+        const struct gs_node_resource *r = &res[made];
+        bool whole = !strcmp(r->name, "nvidia.com/gpu");
+        struct gs_dp_config cfg = {
+            .plugin_dir = o->plugin_dir,
+            .resource_name = whole && o->resource ? o->resource : r->name,
+            .endpoint = whole ? o->endpoint : r->endpoint,
+            .alloc = {.strategy = o->strategy, .proc_root = o->proc_root, .mock_caps = o->mock && !o->proc_root},
+        };
+        rc = gs_dp_create(&cfg, &r->gpus, &dps[made]);
+        if (!rc) gs_log(GS_LOG_INFO, "serving", "resource", cfg.resource_name, "socket", gs_dp_socket(dps[made]), NULL);
+    }
     struct gs_node_health nh;
-    int rc = gs_dp_create(&cfg, g, &dp);
-    if (rc) return 1;
-    rc = gs_node_health_open(&nh, d, NULL, g->n, dp);
+    if (!rc) rc = gs_node_health_open(&nh, d, NULL, n_gpus, dps, n);
     if (!rc) {
-        rc = gs_dp_run(dp, gs_node_health_poll, &nh, &stop_flag);
+        rc = gs_dp_run_all(dps, n, gs_node_health_poll, &nh, &stop_flag);
         gs_node_health_close(&nh);
     }
-    gs_log(GS_LOG_INFO, rc ? "device plugin failed" : "device plugin stopped", "socket", gs_dp_socket(dp), NULL);
-    gs_dp_destroy(dp);
+    gs_log(GS_LOG_INFO, rc ? "device plugin failed" : "device plugin stopped", "dir",
+           o->plugin_dir ? o->plugin_dir : GS_DP_DEFAULT_DIR, NULL);
+    for (int i = 0; i < made; i++) gs_dp_destroy(dps[i]);
     return rc ? 1 : 0;
+}
+
+/* The resources of the MIG strategy; 0 or an exit status. */
+static int resources(const struct dp_opts *o, const struct gs_inventory *inv, struct gs_node_resource *res, int *n)
+{
+    char err[256];
+    *n = gs_node_resources(inv, o->mig, o->replicas, res, err, sizeof err);
+    if (*n < 0) {
+        fprintf(stderr, "device-plugin: --mig-strategy %s: %s\n", gs_mig_strategy_name(o->mig), err);
+        return 1;
+    }
+    for (int i = 0; i < *n; i++)
+        if (res[i].gpus.mig && res[i].gpus.n && (o->strategy & (GS_DLS_CDI_ANNOTATIONS | GS_DLS_CDI_CRI))) {
+            fprintf(stderr, "device-plugin: --device-list-strategy: cdi-annotations and cdi-cri name whole GPUs only; "
+                            "use envvar with --mig-strategy %s on a node with MIG devices\n",
+                    gs_mig_strategy_name(o->mig));
+            return 2;
+        }
+    return 0;
 }
 
 int gs_cmd_device_plugin(int argc, char **argv)
@@ -206,8 +250,14 @@ int gs_cmd_device_plugin(int argc, char **argv)
         return 1;
     }
     gs_node_gpus_from_inventory(&g, &inv, o.replicas);
-    write_cdi(&o, &g);
-    rc = serve(&o, &d, &g);
+    struct gs_node_resource *res = calloc(GS_NODE_MAX_RESOURCES, sizeof *res);
+    int n = 0;
+    rc = res ? resources(&o, &inv, res, &n) : 1;
+    if (!rc) {
+        write_cdi(&o, &g);
+        rc = serve(&o, &d, inv.n_gpus, res, n);
+    }
+    free(res);
     gs_disc_close(&d);
     return rc;
 }

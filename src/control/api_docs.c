@@ -259,8 +259,81 @@ static json_t *node_row(const json_t *o, const char *age)
                      stack ? stack : "<none>");
 }
 
+/* Queue tables read the status queue_status.c publishes. */
+static json_t *int_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(json_object_get(o, a), b);
+    return json_integer(json_integer_value(v));
+}
+
+static const char *admission_gpu(const json_t *o, const char *field)
+{
+    const json_t *a = json_object_get(json_object_get(o, "status"), "admission");
+    const char *v = json_string_value(json_object_get(json_object_get(a, field), "nvidia.com/gpu"));
+    return v ? v : "<none>";
+}
+
+static json_t *share_cell(const json_t *o)
+{
+    const json_t *a = json_object_get(json_object_get(o, "status"), "admission");
+    const json_t *w = json_object_get(a, "weightedShare");
+    char buf[32] = "<none>";
+    if (json_is_number(w)) snprintf(buf, sizeof buf, "%.3f", json_number_value(w));
+    return json_string(buf);
+}
+
+static json_t *cluster_queue_row(const json_t *o, const char *name, const char *age)
+{
+    const json_t *spec = json_object_get(o, "spec");
+    const char *cohort = json_string_value(json_object_get(spec, "cohortName"));
+    if (!cohort) cohort = json_string_value(json_object_get(spec, "cohort")); /* v1beta1 */
+    const char *strategy = json_string_value(json_object_get(spec, "queueingStrategy"));
+    return json_pack("[s, s, s, o, o, s, s, s, o]", name, cohort ? cohort : "", strategy ? strategy : "BestEffortFIFO",
+                     int_at(o, "status", "pendingWorkloads"), int_at(o, "status", "admittedWorkloads"), age,
+                     admission_gpu(o, "usage"), admission_gpu(o, "fairShare"), share_cell(o));
+}
+
+static json_t *volcano_queue_row(const json_t *o, const char *name, const char *age)
+{
+    const json_t *spec = json_object_get(o, "spec");
+    const char *parent = json_string_value(json_object_get(spec, "parent"));
+    const json_t *w = json_object_get(spec, "weight");
+    char weight[32] = "1";
+    if (json_is_number(w)) snprintf(weight, sizeof weight, "%g", json_number_value(w));
+    return json_pack("[s, s, s, o, o, s, s, s, o]", name, parent ? parent : "root", weight,
+                     int_at(o, "status", "pending"), int_at(o, "status", "running"), age, admission_gpu(o, "usage"),
+                     admission_gpu(o, "fairShare"), share_cell(o));
+}
+
+static json_t *queue_columns(bool kueue)
+{
+    const char *nd = "Name must be unique.";
+    return json_pack("[o,o,o,o,o,o,o,o,o]", col("Name", "string", "name", 0, nd),
+                     kueue ? col("Cohort", "string", "", 0, "Cohort this ClusterQueue belongs to.")
+                           : col("Parent", "string", "", 0, "Parent queue."),
+                     kueue ? col("Strategy", "string", "", 1, "Queueing strategy.")
+                           : col("Weight", "string", "", 0, "Fair-share weight."),
+                     col(kueue ? "Pending Workloads" : "Pending", "integer", "", 0, "Workloads waiting for admission."),
+                     col(kueue ? "Admitted Workloads" : "Running", "integer", "", 0, "Workloads admitted."),
+                     col("Age", "string", "", 0, "Time since creation."),
+                     col("GPUs-Used", "string", "", 1, "GPUs reserved by admitted workloads."),
+                     col("GPU-Fair-Share", "string", "", 1, "GPUs this queue deserves now (weighted, over the tree)."),
+                     col("Weighted-Share", "string", "", 1, "Usage over fair share, dominant resource."));
+}
+
+static json_t *lease_row(const json_t *o, const char *name, const char *age)
+{
+    const char *holder = str_at(o, "spec", "holderIdentity");
+    return json_pack("[s, s, s]", name, holder ? holder : "", age);
+}
+
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
+    if (which == 3 || which == 4) return queue_columns(which == 3);
+    if (which == 5)
+        return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
+                         col("Holder", "string", "", 0, "The lease's holder (spec.holderIdentity)."),
+                         col("Age", "string", "", 0, "Time since creation."));
     const char *nd = "Name must be unique within a namespace.";
     if (which == 1)
         return json_pack("[o,o,o,o,o,o,o,o]", col("Name", "string", "name", 0, nd),
@@ -293,7 +366,13 @@ static json_t *row_object(const json_t *o, enum gs__include inc)
 json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const char *list_rv, double now,
                   enum gs__include inc)
 {
-    int which = res->group[0] ? 0 : !strcmp(res->plural, "pods") ? 1 : !strcmp(res->plural, "nodes") ? 2 : 0;
+    int which = !strcmp(res->kind, "ClusterQueue") ? 3
+                : !strcmp(res->kind, "Queue")    ? 4
+                : !strcmp(res->kind, "Lease")    ? 5
+                : res->group[0]                  ? 0
+                : !strcmp(res->plural, "pods")   ? 1
+                : !strcmp(res->plural, "nodes")  ? 2
+                                                 : 0;
     json_t *rows = json_array();
     size_t i;
     json_t *o;
@@ -301,8 +380,12 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
         char age[32];
         gs__age(str_at(o, "metadata", "creationTimestamp"), now, age, sizeof age);
         const char *name = str_at(o, "metadata", "name");
-        json_t *cells = which == 1 ? pod_row(o, age) : which == 2 ? node_row(o, age)
-                                                                  : json_pack("[s, s]", name ? name : "", age);
+        json_t *cells = which == 1   ? pod_row(o, age)
+                        : which == 2 ? node_row(o, age)
+                        : which == 3 ? cluster_queue_row(o, name ? name : "", age)
+                        : which == 4 ? volcano_queue_row(o, name ? name : "", age)
+                        : which == 5 ? lease_row(o, name ? name : "", age)
+                                     : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);
         json_t *ro = row_object(o, inc);
         if (ro) json_object_set_new(row, "object", ro);

@@ -392,6 +392,7 @@ static bool refused(struct gs__req *r, const char *verb)
     struct gs_authz_req az = {verb, r->res, r->sub, r->ns, r->name};
     enum gs_authz d = gs_authorize(r->who, &az, &why);
     r->if_bound = d == GS_AUTHZ_IF_BOUND;
+    r->if_named = d == GS_AUTHZ_IF_NAMED; /* node lease: checked against the body in gs__handle_create */
     if (d != GS_AUTHZ_DENY) return false;
     gs__reply_status(r, 403, NULL, r->name,
                      "%s%s%s%s is forbidden: User \"%s\" cannot %s resource \"%s%s%s\" in API group \"%s\"%s%s%s: %s",
@@ -413,8 +414,7 @@ static enum MHD_Result dispatch_resource(struct gs__req *r)
     if (!strcmp(r->sub, "binding") && strcmp(r->res->plural, "pods"))
         return gs__reply_status(r, 404, NULL, r->name, "only pods have a binding subresource");
     if (refused(r, verb)) return MHD_YES;
-    if (!strcmp(r->sub, "log"))
-        return gs__reply_status(r, 404, NULL, r->name, "pod logs are served by the node agent, not by this server");
+    if (!strcmp(r->sub, "log")) return gs__handle_log(r); /* api_logs.c: proxied to the node's agent */
     if (!strcmp(r->sub, "explain")) return gs__handle_explain(r);
     if (!strcmp(verb, "watch")) return gs__handle_list(r, true);
     if (!strcmp(verb, "list")) return gs__handle_list(r, false);

@@ -38,6 +38,7 @@ struct gs__req {
     const struct gs_api_resource *res;
     const char *ns, *name, *sub; /* sub "" when none */
     bool if_bound;               /* node principal: only objects bound to its node */
+    bool if_named;               /* node principal: only an object named after its node (its Lease) */
 };
 
 /* What a list or watch keeps: selectors plus the caller's visibility. */
@@ -81,5 +82,28 @@ enum MHD_Result gs__handle_update(struct gs__req *r);
 enum MHD_Result gs__handle_patch(struct gs__req *r);
 enum MHD_Result gs__handle_bind(struct gs__req *r);
 enum MHD_Result gs__handle_delete(struct gs__req *r);
+
+/*--- Pod logs (api_logs.c) ---*/
+
+/* GET pods/NAME/log: proxied to the agent of the pod's node. */
+enum MHD_Result gs__handle_log(struct gs__req *r);
+
+/* The query of a log request, kube-apiserver's names. */
+struct gs__log_query {
+    const char *container;  /* NULL: the pod's only container */
+    long long tail_lines;   /* -1: all */
+    long long limit_bytes;  /* -1: no limit */
+    bool follow, previous, timestamps;
+};
+typedef const char *(*gs__arg_fn)(void *ctx, const char *key);
+/* Parses and validates (previous, sinceSeconds, sinceTime are refused);
+ * GS_EINVAL with why naming the parameter and value. */
+int gs__log_query_parse(gs__arg_fn get, void *ctx, struct gs__log_query *q, char *why, size_t len);
+/* The container to show: want when the pod has it, else its only one;
+ * GS_EINVAL with kube-apiserver's message otherwise. *name borrowed from pod. */
+int gs__log_container(const json_t *pod, const char *want, const char **name, char *why, size_t len);
+/* The agent's /logs path and query for a request. */
+int gs__log_agent_path(const char *ns, const char *pod, const char *container, const struct gs__log_query *q,
+                       char *buf, size_t len);
 
 #endif

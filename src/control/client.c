@@ -421,3 +421,54 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
     if (st && st != 200) return err_of(st, NULL);
     return cc == CURLE_OK || cc == CURLE_OPERATION_TIMEDOUT ? 0 : GS_EIO;
 }
+
+/*--- Streamed GET (pod logs) ---*/
+
+struct sstate {
+    gs_stream_fn fn;
+    void *arg;
+    CURL *h;
+    struct buf err; /* the body of a non-200 answer */
+    int stopped;
+};
+
+static size_t on_stream_data(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct sstate *s = arg;
+    size_t n = size * nmemb;
+    long code = 0;
+    curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &code);
+    if (code != 200) return s->err.n < 65536 ? on_data(data, 1, n, &s->err) : n;
+    if ((s->stopped = s->fn(data, n, s->arg))) return 0;
+    return n;
+}
+
+int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, void *arg, json_t **status)
+{
+    if (status) *status = NULL;
+    char *url = NULL;
+    if (asprintf(&url, "%s%s", c->server, path) < 0) return GS_ENOMEM;
+    CURL *h = curl_easy_init();
+    if (!h) {
+        free(url);
+        return GS_ENOMEM;
+    }
+    struct curl_slist *hd = setup(c, h, "GET", url, NULL, "text/plain, application/json");
+    struct sstate s = {.fn = fn, .arg = arg, .h = h};
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
+    CURLcode cc = curl_easy_perform(h);
+    long st = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    free(url);
+    json_t *doc = s.err.n ? json_loadb(s.err.p, s.err.n, 0, NULL) : NULL;
+    free(s.err.p);
+    int err = s.stopped ? s.stopped : st && st != 200 ? err_of(st, doc) : cc == CURLE_OK ? 0 : GS_EIO;
+    if (status) *status = doc;
+    else json_decref(doc);
+    return err;
+}
+/*--- end streamed GET ---*/

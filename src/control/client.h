@@ -76,6 +76,12 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
                     const char *label_selector, const char *field_selector, const char *resource_version,
                     int timeout_s, gs_watch_fn fn, void *arg);
 
+/* Streamed GET (pod logs): fn gets the body of a 200 answer as it arrives;
+ * nonzero from fn ends the transfer and is returned. No overall timeout.
+ * Errors as above, with the server's Status in *status (when given). */
+typedef int (*gs_stream_fn)(const char *data, size_t n, void *arg);
+int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, void *arg, json_t **status);
+
 /* The message of a Status object, or "" */
 const char *gs_client_status_message(const json_t *status);
 

@@ -273,9 +273,9 @@ static void pod_place(struct gs_sched_loop *l, struct entry *e)
     if (pod_terminal(pod)) e->state = P_DONE;
     else if (pod->node_name) {
         e->state = account_bound(l, e);
-        if (gs_adm_loop_wants(pod)) gs_adm_loop_pod_running(l->adm, e->key, pod); /* admission hook */
+        if (gs_adm_loop_claims(l->adm, pod)) gs_adm_loop_pod_running(l->adm, e->key, pod); /* admission hook */
     } else if ((p = profile_of(l, pod)) < 0) e->state = P_OTHER;
-    else if (gs_adm_loop_wants(pod) && gs_adm_loop_pod_add(l->adm, e->key, pod)) { /* admission hook */
+    else if (gs_adm_loop_claims(l->adm, pod) && gs_adm_loop_pod_add(l->adm, e->key, pod)) { /* admission hook */
         e->sched = p;
         e->state = P_ADMIT;
     } else {
@@ -311,7 +311,10 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
         return;
     }
     uint64_t digest = doc_digest(doc);
-    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && e->digest == digest &&
+    /* Graceful deletion: a terminating bound pod keeps its resources until it is gone. */
+    bool deleting = json_object_get(json_object_get(doc, "metadata"), "deletionTimestamp") != NULL;
+    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER &&
+                (e->digest == digest || (deleting && e->state == P_BOUND)) &&
                 !(e->state != P_DONE && pod_terminal(o->u.pod));
     e->digest = digest;
     e->rv = rv;
@@ -322,7 +325,8 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     if (!fresh) pod_release(l, e);
     gs_object_free(e->obj);
     e->obj = o;
-    pod_place(l, e);
+    if (deleting && !o->u.pod->node_name) e->state = P_OTHER; /* being deleted: never bound */
+    else pod_place(l, e);
 }
 
 static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
@@ -405,6 +409,13 @@ static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
         gs_diags_free(&d);
         if (!o) return;
     }
+    /* admission hook: PodGroups are admission workloads; a status-only change (its Admitted condition) is not news */
+    if (e && o && e->digest == doc_digest(doc)) {
+        e->rv = rv;
+        gs_object_free(o);
+        return;
+    }
+    gs_adm_loop_group_event(l->adm, key, o ? o->u.podgroup : NULL);
     if (e) {
         for (size_t i = 0; i < l->nsched; i++) gs_scheduler_remove_podgroup(l->scheds[i], e->obj->u.podgroup);
         gs__strmap_del(&l->groups, key);
@@ -418,6 +429,7 @@ static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
     }
     e->obj = o;
     e->rv = rv;
+    e->digest = doc_digest(doc); /* admission hook: see above */
     for (size_t i = 0; i < l->nsched; i++) gs_scheduler_add_podgroup(l->scheds[i], o->u.podgroup);
 }
 
@@ -547,7 +559,8 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
                                   .admitted = adm_admitted, .evict = adm_evict};
     if (gs_adm_loop_new(&ao, &l->adm)) return GS_ENOMEM;
     for (size_t i = 0; i < l->cfg->nprofiles; i++) {
-        struct gs_scheduler_opts so = {.profile = &l->cfg->profiles[i], .seed = l->seed,
+        struct gs_scheduler_opts so = {.profile = gs_adm_loop_profile(l->adm, &l->cfg->profiles[i]), /* + AdmissionHold */
+                                       .seed = l->seed,
                                        .hooks = {hook_bound, hook_rejected, hook_evicted, l}};
         int err = gs_scheduler_new(&l->clock, l->cache, &so, &l->scheds[i], d);
         if (err) return err;
@@ -593,6 +606,7 @@ static int bind_fn(json_t *cur, json_t **out, void *arg)
     if (b->uid && (!uid || strcmp(uid, b->uid))) return GS_ENOENT; /* a new pod of the same name */
     const char *n = json_string_value(json_object_get(spec, "nodeName"));
     if (n && *n) return GS_EEXIST;
+    if (json_object_get(md, "deletionTimestamp")) return GS_ENOENT; /* being deleted */
     json_t *next = json_incref(cur); /* the store's private copy (store.h): changed in place, not copied */
     json_object_set_new(spec, "nodeName", json_string(b->node));
     if (b->devices[0]) {

@@ -6,13 +6,25 @@
  * Applying a layout to one GPU: destroy its compute and GPU instances, set
  * MIG mode (a mode change the driver leaves pending until a GPU reset is
  * reported as such, not hidden), then create one GPU instance per wanted
- * device - the GPU instance profile whose slice count and rounded memory
- * match "<g>g.<m>gb" - each with the compute instance that spans it. NVML
+ * device - the GPU instance profile whose slice count and memory name match
+ * "<g>g.<m>gb" - each with the compute instance that spans it. NVML
  * initialises reference-counted, so this handle coexists with discovery's.
+ *
+ * Profiles are listed by index (NVML_GPU_INSTANCE_PROFILE_*, 0..) but
+ * instances are created and listed by the profile's ID, which differs
+ * (on A100 and H100 the 1-slice profile, index 0, has ID 19): every lookup
+ * goes index -> info.id. The memory part of a profile's name is worked out
+ * as NVIDIA's go-nvlib does (the instance's share of the GPU's memory
+ * rounded up to eighths, times the GPU's memory in whole GiB), so 79.25 GiB
+ * of an 80 GB H100 is "7g.80gb".
+ *
+ * Verified against the fake libnvidia-ml.so.1 of the tests (tests/fakenvml,
+ * modelled on A100-40GB and H100-80GB profile tables); not yet on real GPUs.
  */
 #include "govern/migmanager.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +39,9 @@ struct gi_info {
 struct ci_info {
     unsigned id, slices, instances, sms, ce, dec, enc, jpg, ofa;
 };
+struct mem_info {
+    unsigned long long total, free, used;
+};
 
 #define GI_PROFILES 16 /* NVML_GPU_INSTANCE_PROFILE_COUNT and some room */
 #define CI_PROFILES 8
@@ -38,6 +53,7 @@ struct nvm {
     nvret (*shutdown)(void);
     const char *(*strerr)(nvret);
     nvret (*handle)(unsigned, nvdev *);
+    nvret (*mem)(nvdev, struct mem_info *);
     nvret (*set_mode)(nvdev, unsigned, nvret *);
     nvret (*gi_profile)(nvdev, unsigned, struct gi_info *);
     nvret (*gis)(nvdev, unsigned, nvgi *, unsigned *);
@@ -65,7 +81,8 @@ static int load(struct nvm *n, const char *libpath, char *err, size_t len)
     if (!n->lib) return snprintf(err, len, "cannot load NVML: %s", dlerror()), GS_ENOENT;
     SYM(strerr, "nvmlErrorString");
     bool ok = SYM(init, "nvmlInit_v2") && SYM(shutdown, "nvmlShutdown") &&
-              SYM(handle, "nvmlDeviceGetHandleByIndex_v2") && SYM(set_mode, "nvmlDeviceSetMigMode") &&
+              SYM(handle, "nvmlDeviceGetHandleByIndex_v2") && SYM(mem, "nvmlDeviceGetMemoryInfo") &&
+              SYM(set_mode, "nvmlDeviceSetMigMode") &&
               SYM(gi_profile, "nvmlDeviceGetGpuInstanceProfileInfo") && SYM(gis, "nvmlDeviceGetGpuInstances") &&
               SYM(gi_create, "nvmlDeviceCreateGpuInstance") && SYM(gi_destroy, "nvmlGpuInstanceDestroy") &&
               SYM(ci_profile, "nvmlGpuInstanceGetComputeInstanceProfileInfo") &&
@@ -87,20 +104,32 @@ static int load(struct nvm *n, const char *libpath, char *err, size_t len)
     return 0;
 }
 
+/* Destroys every compute instance of gi. */
+static void clear_cis(struct nvm *n, nvgi gi)
+{
+    for (unsigned cp = 0; cp < CI_PROFILES; cp++) {
+        struct ci_info info;
+        memset(&info, 0, sizeof info);
+        if (n->ci_profile(gi, cp, 0, &info)) continue; /* profile absent in this instance */
+        nvci ci[MAX_INST];
+        unsigned cc = 0;
+        if (n->cis(gi, info.id, ci, &cc) || cc > MAX_INST) continue;
+        for (unsigned k = 0; k < cc; k++) n->ci_destroy(ci[k]);
+    }
+}
+
 /* Destroys every compute and GPU instance of dev. */
 static int clear(struct nvm *n, nvdev dev, char *err, size_t len)
 {
     for (unsigned p = 0; p < GI_PROFILES; p++) {
+        struct gi_info info;
+        memset(&info, 0, sizeof info);
+        if (n->gi_profile(dev, p, &info)) continue; /* profile absent on this GPU, or MIG off */
         nvgi gi[MAX_INST];
-        unsigned cnt = MAX_INST;
-        if (n->gis(dev, p, gi, &cnt) || cnt > MAX_INST) continue; /* profile absent on this GPU */
+        unsigned cnt = 0;
+        if (n->gis(dev, info.id, gi, &cnt) || cnt > MAX_INST) continue;
         for (unsigned i = 0; i < cnt; i++) {
-            for (unsigned cp = 0; cp < CI_PROFILES; cp++) {
-                nvci ci[MAX_INST];
-                unsigned cc = MAX_INST;
-                if (n->cis(gi[i], cp, ci, &cc) || cc > MAX_INST) continue;
-                for (unsigned k = 0; k < cc; k++) n->ci_destroy(ci[k]);
-            }
+            clear_cis(n, gi[i]);
             nvret r = n->gi_destroy(gi[i]);
             if (r) return snprintf(err, len, "cannot destroy a GPU instance: %s (is a process using it?)", nverr(n, r)), GS_EBUSY;
         }
@@ -108,16 +137,31 @@ static int clear(struct nvm *n, nvdev dev, char *err, size_t len)
     return 0;
 }
 
-/* The GPU instance profile for "<g>g.<m>gb": slice count g, memory rounding to m GiB. */
+/* The "<m>gb" of a profile's name (go-nvlib's getMigMemorySizeGB). */
+static unsigned long long name_gb(unsigned long long total_bytes, unsigned long long mem_mb)
+{
+    const double gib = 1024.0 * 1024 * 1024;
+    if (!total_bytes) return (mem_mb + 1023) / 1024;
+    double frac = ceil((double)mem_mb * 1024 * 1024 / (double)total_bytes * 8) / 8;
+    double total_gb = (double)((total_bytes + (unsigned long long)gib - 1) / (unsigned long long)gib);
+    return (unsigned long long)llround(frac * total_gb);
+}
+
+/* The GPU instance profile named "<g>g.<m>gb"; the first by index when
+ * several match (the plain one before its "+me" media variant). */
 static int find_gi(struct nvm *n, nvdev dev, const char *profile, struct gi_info *out)
 {
     unsigned g = 0, gb = 0;
-    if (sscanf(profile, "%ug.%ugb", &g, &gb) != 2) return GS_EINVAL;
+    char rest = 0;
+    if (sscanf(profile, "%ug.%ugb%c", &g, &gb, &rest) != 2) return GS_EINVAL;
+    struct mem_info mem;
+    memset(&mem, 0, sizeof mem);
+    n->mem(dev, &mem);
     for (unsigned p = 0; p < GI_PROFILES; p++) {
         struct gi_info info;
         memset(&info, 0, sizeof info);
         if (n->gi_profile(dev, p, &info)) continue;
-        if (info.slices == g && (info.mem_mb + 512) / 1024 == gb) {
+        if (info.slices == g && name_gb(mem.total, info.mem_mb) == gb) {
             *out = info;
             return 0;
         }
@@ -136,6 +180,7 @@ static int create_one(struct nvm *n, nvdev dev, const char *profile, char *err, 
         struct ci_info ci;
         memset(&ci, 0, sizeof ci);
         if (n->ci_profile(h, cp, 0, &ci) || ci.slices != gi.slices) continue;
+        /* ci.id, not cp: creation takes the profile's ID. */
         nvci c;
         if ((r = n->ci_create(h, ci.id, &c)))
             return snprintf(err, len, "cannot create the compute instance of %s: %s", profile, nverr(n, r)), GS_EIO;

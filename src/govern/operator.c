@@ -4,13 +4,16 @@
  * A plain poll, like the node lifecycle: each pass lists the ClusterPolicies
  * and the nodes, steps each node's state machine with what its agent
  * answered, and writes back only what differs, in one read-modify-write per
- * node that re-reads the node under the store's lock. State machines live in
- * memory: after a server restart every node is validated again, which is
- * cheap and never wrong.
+ * node that re-reads the node under the store's lock. Each machine's
+ * position is written with the rest (annotation gpusched.io/gpu-stack-machine)
+ * and read back the first time the node is seen, so a restart keeps ready
+ * nodes ready; events are created after the node write that records the
+ * move, so a crash between the two loses an event rather than repeating one.
  *
  * The policy's generation is a counter bumped whenever the spec's canonical
  * JSON changes, not its resourceVersion, so the operator's own status writes
- * on the ClusterPolicy never re-drive anything.
+ * on the ClusterPolicy never re-drive anything. It is kept in the policy's
+ * status with a hash of the spec, so it survives restarts.
  */
 #include "govern/operator.h"
 #include "govern/metrics.h"
@@ -48,6 +51,14 @@ struct gs_operator {
     struct gs_policy policy;
     char *spec_text;    /* canonical JSON of the policy's spec */
     int64_t generation;
+    char spec_hash[20]; /* FNV-1a of spec_text, hex */
+    struct gs_clock realtime;
+    const struct gs_clock *wall;
+    int64_t wall_offset; /* wall time - op->clock time, fixed at start so saved times are stable */
+    struct pend {
+        char node[256], reason[32], type[16], msg[400];
+    } pend[8];          /* events of the node being driven, created after its write */
+    int npend;
     struct node_sm *nodes;
     size_t n, cap;
     uint64_t event_seq;
@@ -62,6 +73,47 @@ static void wall_text(char *buf, size_t len)
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* "2026-11-29T17:30:01.123Z" for wall time t (ns since the epoch). */
+static void ms_text(int64_t t, char *buf, size_t len)
+{
+    time_t sec = (time_t)(t >= 0 ? t / GS_NS_PER_SEC : -((-t + GS_NS_PER_SEC - 1) / GS_NS_PER_SEC));
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03dZ", base, (int)((t - (int64_t)sec * GS_NS_PER_SEC) / GS_NS_PER_MS));
+}
+
+static int parse_ms_text(const char *s, int64_t *out)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!p) return GS_EINVAL;
+    int64_t frac = 0, scale = GS_NS_PER_SEC;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            if (scale >= 10) scale /= 10, frac += (*p - '0') * scale;
+    if (strcmp(p, "Z")) return GS_EINVAL;
+    *out = (int64_t)timegm(&tm) * GS_NS_PER_SEC + frac;
+    return 0;
+}
+
+static int64_t realtime_now(const struct gs_clock *c)
+{
+    (void)c;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * GS_NS_PER_SEC + ts.tv_nsec;
+}
+
+static void hash_text(const char *s, char *out, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    snprintf(out, len, "%016llx", (unsigned long long)h);
 }
 
 /*--- Policy ---*/
@@ -101,10 +153,13 @@ static int set_policy_status(json_t *cur, json_t **out, void *arg)
     char ts[32];
     wall_text(ts, sizeof ts);
     bool ok = !strcmp(ps->state, "ready") || !strcmp(ps->state, "notReady");
-    json_object_set_new(n, "status", json_pack("{s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:s}]}", "state", ps->state, "message",
-                                               ps->message, "conditions", "type", ok ? "Ready" : "Error", "status",
-                                               "True", "reason", ps->state, "message", ps->message,
-                                               "lastTransitionTime", ts));
+    json_t *nst = json_pack("{s:s,s:s,s:[{s:s,s:s,s:s,s:s,s:s}]}", "state", ps->state, "message", ps->message,
+                            "conditions", "type", ok ? "Ready" : "Error", "status", "True", "reason", ps->state,
+                            "message", ps->message, "lastTransitionTime", ts);
+    /* The operator's generation and spec hash (set_policy_generation) stay. */
+    if (json_object_get(st, "generation")) json_object_set(nst, "generation", json_object_get(st, "generation"));
+    if (json_object_get(st, "specHash")) json_object_set(nst, "specHash", json_object_get(st, "specHash"));
+    json_object_set_new(n, "status", nst);
     *out = n;
     return 0;
 }
@@ -115,6 +170,33 @@ static void write_policy_status(struct gs_operator *op, const char *key, const c
     json_t *out = NULL;
     gs_store_mutate(op->store, key, set_policy_status, &ps, &out, NULL);
     json_decref(out);
+}
+
+static int set_policy_generation(json_t *cur, json_t **out, void *arg)
+{
+    const struct gs_operator *op = arg;
+    if (!cur) return GS_STORE_UNCHANGED;
+    json_t *st = json_object_get(cur, "status");
+    if (json_integer_value(json_object_get(st, "generation")) == op->generation &&
+        !strcmp(jstr(st, "specHash") ?: "", op->spec_hash))
+        return GS_STORE_UNCHANGED;
+    json_t *n = json_deep_copy(cur);
+    st = json_object_get(n, "status");
+    if (!json_is_object(st)) json_object_set_new(n, "status", st = json_object());
+    json_object_set_new(st, "generation", json_integer(op->generation));
+    json_object_set_new(st, "specHash", json_string(op->spec_hash));
+    *out = n;
+    return 0;
+}
+
+/* A spec seen for the first time by this process: the generation it had
+ * before a restart when the spec is the same, else the next one. */
+static void adopt_generation(struct gs_operator *op, const json_t *obj, const char *hash)
+{
+    const json_t *st = json_object_get(obj, "status");
+    int64_t saved = json_integer_value(json_object_get(st, "generation"));
+    if (!op->spec_text && saved > 0 && !strcmp(jstr(st, "specHash") ?: "", hash)) op->generation = saved;
+    else op->generation = (saved > op->generation ? saved : op->generation) + 1;
 }
 
 static void stack_cfg(const struct gs_policy *p, const json_t *labels, struct gs_stack_cfg *c)
@@ -137,21 +219,46 @@ static void stack_cfg(const struct gs_policy *p, const json_t *labels, struct gs
 
 /*--- Events ---*/
 
-static void emit(struct gs_operator *op, const char *node, const char *reason, const char *type, const char *msg)
+static void emit_now(struct gs_operator *op, const char *node, const char *reason, const char *type, const char *msg)
 {
     char ts[32], name[400], key[600];
     wall_text(ts, sizeof ts);
-    /* Fixed-width hex: names sort in the order the events happened. */
-    snprintf(name, sizeof name, "%.200s.gpustack.%010llx%08llx", node, (unsigned long long)time(NULL),
-             (unsigned long long)++op->event_seq);
-    snprintf(key, sizeof key, "events/default/%s", name);
-    json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion",
-                           "v1", "kind", "Event", "metadata", "name", name, "namespace", "default", "involvedObject",
-                           "kind", "Node", "name", node, "apiVersion", "v1", "reason", reason, "message", msg, "type",
-                           type, "source", "component", "gpusched-operator", "firstTimestamp", ts, "lastTimestamp", ts,
-                           "count", 1);
-    if (ev && !gs_apiserver_prepare_new(ev) && !gs_store_create(op->store, key, ev, NULL)) op->st.events++;
-    json_decref(ev);
+    int64_t wall = gs_clock_now(op->clock) + op->wall_offset;
+    int err = GS_EEXIST;
+    /* Fixed-width hex of the wall time in ns: names sort in the order the
+     * events happened, and a restarted server (its counter back at zero)
+     * does not reuse a name; a clash still takes the next number. */
+    for (int tries = 0; err == GS_EEXIST && tries < 16; tries++) {
+        snprintf(name, sizeof name, "%.200s.gpustack.%016llx%06llx", node, (unsigned long long)wall,
+                 (unsigned long long)(++op->event_seq & 0xffffff));
+        snprintf(key, sizeof key, "events/default/%s", name);
+        json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion",
+                               "v1", "kind", "Event", "metadata", "name", name, "namespace", "default",
+                               "involvedObject", "kind", "Node", "name", node, "apiVersion", "v1", "reason", reason,
+                               "message", msg, "type", type, "source", "component", "gpusched-operator",
+                               "firstTimestamp", ts, "lastTimestamp", ts, "count", 1);
+        err = !ev || gs_apiserver_prepare_new(ev) ? GS_ENOMEM : gs_store_create(op->store, key, ev, NULL);
+        json_decref(ev);
+    }
+    if (!err) op->st.events++;
+}
+
+/* Queued until the node's write (flush_events). */
+static void emit(struct gs_operator *op, const char *node, const char *reason, const char *type, const char *msg)
+{
+    if (op->npend == (int)(sizeof op->pend / sizeof op->pend[0])) return; /* a pass moves a node a few times at most */
+    struct pend *e = &op->pend[op->npend++];
+    snprintf(e->node, sizeof e->node, "%s", node);
+    snprintf(e->reason, sizeof e->reason, "%s", reason);
+    snprintf(e->type, sizeof e->type, "%s", type);
+    snprintf(e->msg, sizeof e->msg, "%s", msg);
+}
+
+static void flush_events(struct gs_operator *op)
+{
+    for (int i = 0; i < op->npend; i++)
+        emit_now(op, op->pend[i].node, op->pend[i].reason, op->pend[i].type, op->pend[i].msg);
+    op->npend = 0;
 }
 
 static void publish(struct gs_operator *op, struct node_sm *ns, const struct gs_stack_change *ch)
@@ -174,13 +281,124 @@ static void publish(struct gs_operator *op, struct node_sm *ns, const struct gs_
            gs_step_name(ch->to), NULL);
 }
 
+static const json_t *condition(const json_t *node, const char *type);
+
+/*--- Saved position (annotation gpusched.io/gpu-stack-machine) ---*/
+
+static json_t *saved_json(const struct gs_operator *op, const struct node_sm *ns)
+{
+    struct gs_stack_saved sv;
+    gs_stack_sm_save(&ns->sm, &sv);
+    char entered[40], next[40];
+    ms_text(sv.entered_ns + op->wall_offset, entered, sizeof entered);
+    ms_text(sv.next_try_ns + op->wall_offset, next, sizeof next);
+    json_t *enabled = json_array();
+    for (int s = GS_STEP_DRIVER; s < GS_STEP_READY; s++)
+        if (sv.enabled & GS_STEP_BIT(s)) json_array_append_new(enabled, json_string(gs_step_name(s)));
+    return json_pack("{s:I,s:s,s:s,s:i,s:b,s:i,s:s,s:s,s:o,s:s,s:s}", "generation", (json_int_t)sv.generation,
+                     "specHash", op->spec_hash, "step", gs_step_name(sv.step), "attempt", sv.attempt, "waiting",
+                     sv.waiting, "failures", sv.failures, "enteredAt", entered, "nextTryAt", next, "enabled", enabled,
+                     "mig", ns->mig, "lastFailure", ns->last_fail);
+}
+
+struct saved {
+    struct gs_stack_saved sv;
+    const char *hash, *mig, *last_fail;
+};
+
+/* Reads the saved position; on a bad field returns GS_EINVAL with the
+ * field's name in field and the problem in why. */
+static int parse_saved(const struct gs_operator *op, const json_t *o, struct saved *out, const char **field, char *why,
+                       size_t len)
+{
+    memset(out, 0, sizeof *out);
+#define BAD(f, ...) return *field = (f), snprintf(why, len, __VA_ARGS__), GS_EINVAL
+    const json_t *v = json_object_get(o, "generation");
+    if (!json_is_integer(v) || json_integer_value(v) < 0) BAD("generation", "want a whole number >= 0");
+    out->sv.generation = json_integer_value(v);
+    if (!(out->hash = jstr(o, "specHash"))) BAD("specHash", "want a string");
+    int step = gs_step_parse(jstr(o, "step"));
+    if (step < 0) BAD("step", "\"%.40s\": not a GPU stack step", jstr(o, "step") ?: "(missing)");
+    out->sv.step = (enum gs_step)step;
+    v = json_object_get(o, "attempt");
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000000)
+        BAD("attempt", "want a whole number from 0");
+    out->sv.attempt = (int)json_integer_value(v);
+    if (!json_is_boolean(json_object_get(o, "waiting"))) BAD("waiting", "want true or false");
+    out->sv.waiting = json_is_true(json_object_get(o, "waiting"));
+    v = json_object_get(o, "failures");
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000000)
+        BAD("failures", "want a whole number from 0");
+    out->sv.failures = (int)json_integer_value(v);
+    if (parse_ms_text(jstr(o, "enteredAt"), &out->sv.entered_ns))
+        BAD("enteredAt", "\"%.40s\": want a time like 2026-01-02T03:04:05.678Z", jstr(o, "enteredAt") ?: "(missing)");
+    if (parse_ms_text(jstr(o, "nextTryAt"), &out->sv.next_try_ns))
+        BAD("nextTryAt", "\"%.40s\": want a time like 2026-01-02T03:04:05.678Z", jstr(o, "nextTryAt") ?: "(missing)");
+    out->sv.entered_ns -= op->wall_offset;
+    out->sv.next_try_ns -= op->wall_offset;
+    v = json_object_get(o, "enabled");
+    if (!json_is_array(v)) BAD("enabled", "want a list of steps");
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) {
+        int s = gs_step_parse(json_string_value(e));
+        if (s <= GS_STEP_NOT_READY || s >= GS_STEP_READY)
+            BAD("enabled", "item %zu: \"%.40s\": not a validation step", i, json_string_value(e) ?: "(not a string)");
+        out->sv.enabled |= GS_STEP_BIT(s);
+    }
+    if (!(out->mig = jstr(o, "mig"))) BAD("mig", "want a string");
+    out->last_fail = jstr(o, "lastFailure") ?: "";
+#undef BAD
+    return 0;
+}
+
+/* Puts a node's machine back where the Node says it was (a server restart).
+ * Publishes nothing: the node did not move. drive() then compares what was
+ * saved with the policy and labels of now, and re-drives on a change. */
+static void restore(struct gs_operator *op, struct node_sm *ns, const json_t *node, int64_t now)
+{
+    const json_t *md = json_object_get(node, "metadata");
+    const char *text = jstr(json_object_get(md, "annotations"), GS_ANN_STACK_MACHINE);
+    if (!text) return;
+    json_error_t jerr;
+    json_t *o = json_loads(text, 0, &jerr);
+    struct saved sd;
+    const char *field = GS_ANN_STACK_MACHINE;
+    char why[200];
+    int err = 0;
+    if (!json_is_object(o)) err = GS_EINVAL, snprintf(why, sizeof why, "not a JSON object: %s", o ? "" : jerr.text);
+    else err = parse_saved(op, o, &sd, &field, why, sizeof why);
+    if (err) {
+        op->st.restore_errors++;
+        gs_log(GS_LOG_WARN, "operator: cannot restore the node's GPU stack state; validating it again from not-ready",
+               "node", ns->name, "field", field, "reason", why, NULL);
+        json_decref(o);
+        return;
+    }
+    struct gs_stack_cfg cfg;
+    stack_cfg(&op->policy, json_object_get(md, "labels"), &cfg);
+    if (strcmp(sd.hash, op->spec_hash)) sd.sv.generation = 0; /* another spec under that number: re-driven */
+    gs_stack_sm_restore(&ns->sm, &cfg, &sd.sv, now);
+    const json_t *c = condition(node, GS_COND_GPU_STACK);
+    if (sd.sv.step != GS_STEP_READY && sd.sv.step != GS_STEP_NOT_READY && jstr(c, "message") &&
+        !strcmp(jstr(c, "reason") ?: "", gs_step_reason(sd.sv.step)))
+        snprintf(ns->sm.message, sizeof ns->sm.message, "%s", jstr(c, "message"));
+    snprintf(ns->mig, sizeof ns->mig, "%s", sd.mig);
+    snprintf(ns->last_fail, sizeof ns->last_fail, "%s", sd.last_fail);
+    op->st.restored++;
+    gs_log(GS_LOG_INFO, "operator: GPU stack state restored", "node", ns->name, "step", gs_step_name(sd.sv.step), NULL);
+    json_decref(o);
+}
+
 /*--- Node bookkeeping ---*/
 
-static struct node_sm *node_find(struct gs_operator *op, const char *name, bool create, int64_t now)
+/* The node's machine; a node seen for the first time (node non-NULL) gets
+ * one, restored from what the Node carries. */
+static struct node_sm *node_find(struct gs_operator *op, const char *name, const json_t *node, int64_t now)
 {
     for (size_t i = 0; i < op->n; i++)
         if (!strcmp(op->nodes[i].name, name)) return &op->nodes[i];
-    if (!create) return NULL;
+    if (!node) return NULL;
     if (op->n == op->cap) {
         size_t cap = op->cap ? op->cap * 2 : 16;
         struct node_sm *v = realloc(op->nodes, cap * sizeof *v);
@@ -192,6 +410,7 @@ static struct node_sm *node_find(struct gs_operator *op, const char *name, bool 
     snprintf(ns->name, sizeof ns->name, "%s", name);
     struct gs_stack_cfg c = {0};
     gs_stack_sm_init(&ns->sm, &c, op->generation, now);
+    restore(op, ns, node, now);
     return ns;
 }
 
@@ -218,6 +437,7 @@ struct want {
     bool governed;          /* false: remove what the operator wrote */
     const struct gs_stack_sm *sm;
     json_t *request;        /* the request annotation's JSON, or NULL */
+    json_t *saved;          /* the saved position's JSON, or NULL */
 };
 
 static json_t *request_json(const struct gs_operator *op, const struct gs_stack_sm *sm, const json_t *labels)
@@ -230,10 +450,28 @@ static json_t *request_json(const struct gs_operator *op, const struct gs_stack_
     json_t *comps = json_object();
     for (int c = 0; c < GS_COMP_COUNT; c++)
         json_object_set_new(comps, gs_comp_key(c), json_boolean(gs_policy_node_enabled(p, labels, c)));
+    /* At ready the request names the step checked again after a restore, if any. */
+    enum gs_step step = sm->step == GS_STEP_READY && sm->check != GS_STEP_NOT_READY ? sm->check : sm->step;
     return json_pack("{s:I,s:s,s:i,s:s,s:s,s:s?,s:b,s:f,s:o}", "generation", (json_int_t)sm->generation, "step",
-                     gs_step_name(sm->step), "attempt", sm->attempt, "strategy", gs_mig_strategy_name(p->strategy),
+                     gs_step_name(step), "attempt", sm->attempt, "strategy", gs_mig_strategy_name(p->strategy),
                      "migConfig", lname ? lname : "", "migLayout", l ? text : NULL, "migKnown", l != NULL,
                      "drainTimeoutSeconds", (double)p->drain_timeout_ms / 1000, "components", comps);
+}
+
+/* Sets (v non-NULL) or removes annotation k to v's compact JSON. */
+static bool set_json_annotation(json_t *ann, const char *k, const json_t *v)
+{
+    char *text = v ? json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    bool changed = false;
+    if (text && strcmp(jstr(ann, k) ?: "", text)) {
+        json_object_set_new(ann, k, json_string(text));
+        changed = true;
+    } else if (!text && json_object_get(ann, k)) {
+        json_object_del(ann, k);
+        changed = true;
+    }
+    free(text);
+    return changed;
 }
 
 static bool set_label(json_t *labels, const char *k, const char *v)
@@ -326,15 +564,8 @@ static int apply_want(json_t *cur, json_t **out, void *arg)
     bool changed = set_label(labels, GS_LABEL_STACK_STATE, w->governed ? gs_step_name(w->sm->step) : NULL);
     if (w->governed) changed |= set_label(labels, "nvidia.com/gpu.present", "true");
     changed |= deploy_labels(w->op, labels, ann, w->governed);
-    char *req = w->request ? json_dumps(w->request, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
-    if (req && strcmp(jstr(ann, GS_ANN_STACK_REQUEST) ?: "", req)) {
-        json_object_set_new(ann, GS_ANN_STACK_REQUEST, json_string(req));
-        changed = true;
-    } else if (!req && json_object_get(ann, GS_ANN_STACK_REQUEST)) {
-        json_object_del(ann, GS_ANN_STACK_REQUEST);
-        changed = true;
-    }
-    free(req);
+    changed |= set_json_annotation(ann, GS_ANN_STACK_REQUEST, w->request);
+    changed |= set_json_annotation(ann, GS_ANN_STACK_MACHINE, w->saved);
     changed |= set_condition(n, w);
     if (!changed) {
         json_decref(n);
@@ -393,7 +624,7 @@ static void drive(struct gs_operator *op, struct node_sm *ns, const json_t *node
 
 static void write_node(struct gs_operator *op, const char *key, const json_t *node, struct node_sm *ns)
 {
-    struct want w = {op, ns != NULL, ns ? &ns->sm : NULL, NULL};
+    struct want w = {op, ns != NULL, ns ? &ns->sm : NULL, NULL, ns ? saved_json(op, ns) : NULL};
     if (ns && ns->sm.step != GS_STEP_NOT_READY)
         w.request = request_json(op, &ns->sm, json_object_get(json_object_get(node, "metadata"), "labels"));
     json_t *out = NULL;
@@ -410,6 +641,7 @@ static void write_node(struct gs_operator *op, const char *key, const json_t *no
     if (gs_store_mutate(op->store, key, apply_want, &w, &out, &rv) == 0 && rv != rv0) op->st.writes++;
     json_decref(out);
     json_decref(w.request);
+    json_decref(w.saved);
 }
 
 /*--- Pass ---*/
@@ -452,12 +684,22 @@ static void sync_policy(struct gs_operator *op)
             op->have_policy = had;
         } else {
             if (!op->spec_text || !spec || strcmp(op->spec_text, spec)) {
-                op->generation++;
+                char hash[20];
+                hash_text(spec, hash, sizeof hash);
+                adopt_generation(op, obj, hash);
                 free(op->spec_text);
                 op->spec_text = spec;
                 spec = NULL;
-                gs_log(GS_LOG_INFO, "operator: cluster policy in force", "name", pol.name, NULL);
+                snprintf(op->spec_hash, sizeof op->spec_hash, "%s", hash);
+                char gen[24];
+                snprintf(gen, sizeof gen, "%lld", (long long)op->generation);
+                gs_log(GS_LOG_INFO, "operator: cluster policy in force", "name", pol.name, "generation", gen, NULL);
             }
+            /* Saved before any node is driven under it, so a restart never
+             * sees nodes ahead of their policy. */
+            json_t *pout = NULL;
+            gs_store_mutate(op->store, key, set_policy_generation, op, &pout, NULL);
+            json_decref(pout);
             op->policy = pol;
             op->have_policy = true;
         }
@@ -495,12 +737,13 @@ void gs_operator_sync(struct gs_operator *op)
         const char *name = jstr(json_object_get(node, "metadata"), "name");
         if (!name) continue;
         struct node_sm *ns = NULL;
-        if (op->have_policy && gpu_node(node) && (ns = node_find(op, name, true, now))) {
+        if (op->have_policy && gpu_node(node) && (ns = node_find(op, name, node, now))) {
             drive(op, ns, node, now);
             gpu_nodes++;
             ready += ns->sm.step == GS_STEP_READY;
         }
         write_node(op, key, node, ns);
+        flush_events(op);
     }
     /* Forget nodes that are gone (or no longer governed). */
     for (size_t i = 0; i < op->n;) {
@@ -537,6 +780,9 @@ int gs_operator_new(const struct gs_operator_opts *o, struct gs_operator **out)
     op->store = o->store;
     gs_clock_init_real(&op->real);
     op->clock = o->clock ? o->clock : &op->real;
+    op->realtime.now = realtime_now;
+    op->wall = o->wall ? o->wall : &op->realtime;
+    op->wall_offset = gs_clock_now(op->wall) - gs_clock_now(op->clock);
     op->period_ms = o->period_ms > 0 ? o->period_ms : 200;
     pthread_mutex_init(&op->mu, NULL);
     *out = op;

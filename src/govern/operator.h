@@ -21,8 +21,22 @@
  *               and layout, drain timeout, enabled components), as JSON;
  *   condition   GPUStackReady: True at ready, else False with reason = the
  *               step (e.g. MIGConfiguring) and message = why.
+ *   annotation  gpusched.io/gpu-stack-machine: the state machine's position
+ *               (policy generation and spec hash, step, attempt, request
+ *               out, failures, entered and retry times in wall time, enabled
+ *               steps, MIG layout, last failure), as JSON;
  * The agent answers in status.gpuStack {generation, step, attempt, ok,
  * message}; see agentstack.c.
+ *
+ * Restarts: the operator's generation counter and the spec's hash are kept
+ * in the ClusterPolicy's status (generation, specHash), the machine's
+ * position on each Node. A restarted server puts each machine back where it
+ * was, publishing nothing: a ready node stays ready (its GPUs stay
+ * schedulable) and is checked once more in the background, a node mid-walk
+ * resumes at its step with its backoff deadline, and a policy, component set
+ * or MIG layout that changed meanwhile re-drives the node as it would have
+ * live. A saved position that cannot be read is logged with the field and
+ * the node starts from not-ready.
  *
  * Scheduling: gs_stack_gate_node() is applied by the scheduler loop to each
  * node it loads: while GPUStackReady is False the node offers no GPU and
@@ -43,15 +57,18 @@
 #define GS_LABEL_STACK_STATE "gpusched.io/gpu-stack-state"
 #define GS_ANN_STACK_REQUEST "gpusched.io/gpu-stack-request"
 #define GS_ANN_DEPLOY_MANAGED "gpusched.io/gpu-deploy-managed"
+#define GS_ANN_STACK_MACHINE "gpusched.io/gpu-stack-machine"
 
 struct gs_operator_opts {
     struct gs_store *store;       /* borrowed */
     const struct gs_clock *clock; /* borrowed; NULL: the real clock */
+    const struct gs_clock *wall;  /* borrowed; wall time for what is saved; NULL: CLOCK_REALTIME */
     int64_t period_ms;            /* pass period of the thread; 0: 200 */
 };
 
 struct gs_operator_stats {
     uint64_t passes, transitions, failures, events, writes, redrives;
+    uint64_t restored, restore_errors; /* machines put back from the Node / unreadable saved positions */
     int nodes, ready;
     bool policy;                  /* a ClusterPolicy is in force */
 };

@@ -59,6 +59,7 @@ static void enter(struct gs_stack_sm *m, enum gs_step s, int64_t now, const char
     m->step = s;
     m->waiting = false; /* attempt keeps counting: an answer from before the move can never match */
     m->failures = 0;
+    m->check = GS_STEP_NOT_READY;
     m->entered_ns = m->next_try_ns = now;
     m->transitions++;
     snprintf(m->message, sizeof m->message, "%s", why);
@@ -119,18 +120,36 @@ static void failed(struct gs_stack_sm *m, int64_t now, const char *msg, struct g
     fill(ch, m->step, m->step, true, m->attempt, m->message);
 }
 
+enum gs_step gs_stack_sm_asking(const struct gs_stack_sm *m)
+{
+    return m->step == GS_STEP_READY ? m->check : m->step;
+}
+
+/* A background check after a restore failed: the node leaves ready for the
+ * step that failed, as if it had never passed it. */
+static void check_failed(struct gs_stack_sm *m, int64_t now, const char *msg, struct gs_stack_change *ch)
+{
+    char why[256];
+    snprintf(why, sizeof why, "checked again after a server restart: %.200s", msg);
+    enter(m, m->check, now, why, NULL);
+    failed(m, now, why, NULL);
+    fill(ch, GS_STEP_READY, m->step, false, m->attempt, m->message);
+}
+
 bool gs_stack_sm_tick(struct gs_stack_sm *m, int64_t now, struct gs_stack_change *ch)
 {
     if (!m->waiting || m->cfg.answer_timeout_ns <= 0 || now - m->requested_ns < m->cfg.answer_timeout_ns) return false;
     char msg[128];
     snprintf(msg, sizeof msg, "no answer from the node's agent within %.3gs", (double)m->cfg.answer_timeout_ns / 1e9);
-    failed(m, now, msg, ch);
+    if (m->step == GS_STEP_READY) check_failed(m, now, msg, ch);
+    else failed(m, now, msg, ch);
     return true;
 }
 
 bool gs_stack_sm_request(struct gs_stack_sm *m, int64_t now)
 {
-    if (m->step == GS_STEP_NOT_READY || m->step == GS_STEP_READY || m->waiting || now < m->next_try_ns) return false;
+    enum gs_step s = gs_stack_sm_asking(m);
+    if (s == GS_STEP_NOT_READY || s == GS_STEP_READY || m->waiting || now < m->next_try_ns) return false;
     m->attempt++;
     m->waiting = true;
     m->requested_ns = now;
@@ -140,7 +159,21 @@ bool gs_stack_sm_request(struct gs_stack_sm *m, int64_t now)
 bool gs_stack_sm_answer(struct gs_stack_sm *m, enum gs_step step, int attempt, bool ok, const char *message,
                         int64_t now, struct gs_stack_change *ch)
 {
-    if (!m->waiting || step != m->step || attempt != m->attempt) return false;
+    if (!m->waiting || step != gs_stack_sm_asking(m) || attempt != m->attempt) return false;
+    if (m->step == GS_STEP_READY) { /* a background check */
+        if (!ok) {
+            check_failed(m, now, message && message[0] ? message : "no reason given", ch);
+            return true;
+        }
+        m->waiting = false;
+        m->check = next_step(m, m->check);
+        if (m->check == GS_STEP_READY) {
+            m->check = GS_STEP_NOT_READY;
+            snprintf(m->message, sizeof m->message,
+                     "every enabled GPU stack component validated (checked again after a server restart)");
+        }
+        return false;
+    }
     if (!ok) {
         failed(m, now, message && message[0] ? message : "no reason given", ch);
         return true;
@@ -152,4 +185,38 @@ bool gs_stack_sm_answer(struct gs_stack_sm *m, enum gs_step step, int attempt, b
                   message && message[0] ? ": " : "", message ? message : "", gs_step_name(s));
     enter(m, s, now, why, ch);
     return true;
+}
+
+void gs_stack_sm_save(const struct gs_stack_sm *m, struct gs_stack_saved *out)
+{
+    *out = (struct gs_stack_saved){m->generation, m->cfg.enabled, m->step, m->attempt,
+                                   m->waiting && gs_stack_sm_asking(m) != GS_STEP_NOT_READY &&
+                                       gs_stack_sm_asking(m) != GS_STEP_READY,
+                                   m->failures, m->entered_ns, m->next_try_ns};
+}
+
+void gs_stack_sm_restore(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, const struct gs_stack_saved *s,
+                         int64_t now)
+{
+    gs_stack_sm_init(m, cfg, s->generation, now);
+    m->cfg.enabled = s->enabled;
+    m->step = s->step < GS_STEP_COUNT ? s->step : GS_STEP_NOT_READY;
+    m->attempt = s->attempt > 0 ? s->attempt : 0;
+    m->failures = s->failures > 0 ? s->failures : 0;
+    m->entered_ns = s->entered_ns < now ? s->entered_ns : now;
+    m->next_try_ns = s->next_try_ns;
+    if (m->step == GS_STEP_READY) {
+        /* Checked once more in the background; its state while the server
+         * was down is not known, only that nothing said it broke. */
+        m->check = next_step(m, GS_STEP_NOT_READY);
+        if (m->check == GS_STEP_READY) m->check = GS_STEP_NOT_READY;
+        m->next_try_ns = now;
+        snprintf(m->message, sizeof m->message, "every enabled GPU stack component validated%s",
+                 m->check != GS_STEP_NOT_READY ? "; checking again after a server restart" : "");
+    } else if (m->step != GS_STEP_NOT_READY) {
+        m->waiting = s->waiting && m->attempt > 0;
+        m->requested_ns = now;
+        snprintf(m->message, sizeof m->message, "validating %s (resumed after a server restart)",
+                 gs_step_name(m->step));
+    }
 }

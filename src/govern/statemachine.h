@@ -18,6 +18,12 @@
  * answer to a request made before a re-drive can never be taken for one
  * made after it.
  *
+ * A machine can be saved and restored (gs_stack_sm_save/_restore) so a
+ * server restart does not send every node back through the walk: the
+ * operator keeps the saved form on the Node. A machine restored at ready
+ * stays ready and checks each enabled step once more in the background
+ * (m->check); only a failed check takes it out of ready.
+ *
  * Pure logic on caller-supplied times (nanoseconds from a struct gs_clock):
  * no I/O, no threads, no allocation. Each change of step, and each failure,
  * fills a struct gs_stack_change for the caller to publish (event, log,
@@ -69,7 +75,20 @@ struct gs_stack_sm {
     int64_t next_try_ns;       /* no request before this (backoff) */
     uint64_t total_failures;   /* over the machine's life */
     uint64_t transitions;
+    enum gs_step check;        /* at ready: the step being checked again after a restore; not-ready: none */
     char message[256];         /* why the node is where it is */
+};
+
+/* What survives a restart. Times are on the machine's clock; the caller
+ * converts them to and from wall time. */
+struct gs_stack_saved {
+    int64_t generation;
+    uint32_t enabled;          /* cfg.enabled when saved */
+    enum gs_step step;
+    int attempt;
+    bool waiting;
+    int failures;
+    int64_t entered_ns, next_try_ns;
 };
 
 struct gs_stack_change {
@@ -101,6 +120,18 @@ bool gs_stack_sm_request(struct gs_stack_sm *m, int64_t now);
  * failure and schedules the retry. Returns true when ch was filled. */
 bool gs_stack_sm_answer(struct gs_stack_sm *m, enum gs_step step, int attempt, bool ok, const char *message,
                         int64_t now, struct gs_stack_change *ch);
+/* The step the current (or next) request is for: m->step, or m->check
+ * while a restored ready machine checks its steps again. */
+enum gs_step gs_stack_sm_asking(const struct gs_stack_sm *m);
+void gs_stack_sm_save(const struct gs_stack_sm *m, struct gs_stack_saved *out);
+/* Puts m where s says, under cfg's timing (its enabled set is s->enabled,
+ * so a caller comparing it with the node's current set re-drives on a
+ * change). Nothing is published: the node did not move. A request that was
+ * out stays out with a fresh answer window (the agent could not answer
+ * while the server was down); a backoff deadline stays; at ready the
+ * background check starts with the first enabled step. */
+void gs_stack_sm_restore(struct gs_stack_sm *m, const struct gs_stack_cfg *cfg, const struct gs_stack_saved *s,
+                         int64_t now);
 /* The backoff after the n-th consecutive failure (n >= 1). */
 int64_t gs_stack_backoff(const struct gs_stack_cfg *cfg, int n);
 

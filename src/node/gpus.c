@@ -90,6 +90,14 @@ bool gs_node_gpus_set_health(struct gs_node_gpus *g, int slot, bool healthy)
     return true;
 }
 
+bool gs_node_gpus_set_parent_health(struct gs_node_gpus *g, int parent, bool healthy)
+{
+    bool changed = false;
+    for (int i = 0; i < g->n; i++)
+        if (g->gpu[i].parent == parent) changed |= gs_node_gpus_set_health(g, i, healthy);
+    return changed;
+}
+
 /*--- Mock tables ---*/
 
 void gs_node_gpus_mock(struct gs_node_gpus *g, int n, int numa, int island, int replicas)
@@ -104,6 +112,7 @@ void gs_node_gpus_mock(struct gs_node_gpus *g, int n, int numa, int island, int 
         snprintf(d->uuid, sizeof d->uuid, "GPU-00000000-0000-0000-0000-0000000000%02d", i);
         d->index = i;
         d->minor = i;
+        d->parent = i;
         d->numa = i * numa / (n ? n : 1);
         d->healthy = true;
         for (int j = 0; j < n; j++)

@@ -11,6 +11,10 @@
  * shared by time-slicing into `replicas` schedulable units, as NVIDIA's plugin
  * names its replicas.
  *
+ * A table may also hold MIG devices instead of GPUs (the device plugin's
+ * MIG strategies, gpus_disc.h): each entry is then one MIG instance, with its
+ * MIG UUID, and the index, minor and NUMA node of the GPU it lives on.
+ *
  * Not thread-safe by itself: the device plugin guards its copy with a mutex.
  */
 #ifndef GS_NODE_GPUS_H
@@ -20,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GS_NODE_MAX_GPUS 32
+#define GS_NODE_MAX_GPUS 64  /* entries: 8 GPUs of 7 MIG instances fit */
 #define GS_NODE_MAX_REPLICAS 64
 #define GS_NODE_ID_MAX 128   /* buffer size of one device ID */
 
@@ -30,7 +34,9 @@ struct gs_node_gpu {
     int minor;       /* /dev/nvidia<minor> */
     int numa;        /* NUMA node, -1 when unknown */
     int island;      /* NVLink island (connected component), set by gs_node_gpus_finish */
+    int parent;      /* inventory slot of the physical GPU (itself for a GPU); set by the builders */
     bool healthy;
+    int gi, ci;      /* MIG device: GPU / compute instance ids (capability nodes, migcaps.h) */
 };
 
 struct gs_node_gpus {
@@ -38,6 +44,7 @@ struct gs_node_gpus {
     struct gs_node_gpu gpu[GS_NODE_MAX_GPUS];
     uint8_t nvlink[GS_NODE_MAX_GPUS][GS_NODE_MAX_GPUS]; /* links between GPU i and j, by table slot */
     int replicas;    /* >= 1; 1 = whole GPUs */
+    bool mig;        /* the entries are MIG devices */
 };
 
 /* Computes islands from the NVLink matrix and clamps replicas to >= 1. Call
@@ -58,6 +65,9 @@ int gs_node_gpus_find(const struct gs_node_gpus *g, const char *id, int *replica
 
 /* Marks the GPU with this slot healthy or not. Returns true when it changed. */
 bool gs_node_gpus_set_health(struct gs_node_gpus *g, int slot, bool healthy);
+/* Marks every entry on the physical GPU `parent` (its inventory slot): the
+ * GPU itself, or all its MIG devices. Returns true when one changed. */
+bool gs_node_gpus_set_parent_health(struct gs_node_gpus *g, int parent, bool healthy);
 
 /* Fills a table with n mock GPUs for tests and tools: UUIDs
  * "GPU-00000000-0000-0000-0000-0000000000NN", minors 0..n-1, NUMA nodes split

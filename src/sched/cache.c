@@ -90,6 +90,7 @@ struct gs_cache {
     int64_t gpus_total;
     int64_t milli_used;
     uint64_t changes; /* every node generation bump */
+    uint64_t confirms; /* gs_cache_confirm calls: see gs_cache_pod_version */
 };
 
 static const struct gs_labels empty_labels;
@@ -446,6 +447,43 @@ static void gpu_slots_blank(struct gs_gpu_slot *s, int32_t n, int64_t mem_mib)
         s[g] = (struct gs_gpu_slot){GS_GPU_MILLI, 0, mem_mib, mem_mib, -1, 0, true};
 }
 
+/*--- MIG single strategy ---
+ * nvidia.com/gpu then counts MIG devices (src/govern/validators.c,
+ * gs_stack_resources), so each instance is offered as one more GPU slot past
+ * the physical ones, in GPU order then instance order. gpusched.io/devices
+ * names such a slot by its number (the node has no GPU of that index) and the
+ * node agent turns each into a free MIG instance (src/agent/agent_mig.c).
+ * Only on nodes labelled nvidia.com/mig.strategy=single whose allocatable
+ * says so: a gated node (allocatable 0) or a layout the strategy rejects
+ * advertises no MIG devices and gets no slots. */
+static int32_t single_mig_slots(const struct gs_node *node)
+{
+    const char *st = label_get(&node->meta.labels, "nvidia.com/mig.strategy");
+    if (!st || strcmp(st, "single")) return 0;
+    int64_t whole = 0, inst = 0;
+    for (size_t g = 0; g < node->ngpus; g++) {
+        if (node->gpus[g].mig_enabled) inst += (int64_t)node->gpus[g].nmig;
+        else whole++;
+    }
+    int64_t extra = res_get(&node->allocatable, GS_RES_GPU) / 1000 - whole;
+    return extra <= 0 ? 0 : (int32_t)(extra < inst ? extra : inst);
+}
+
+static void single_mig_fill(struct gs_node_info *n, const struct gs_node *node)
+{
+    int32_t s = (int32_t)node->ngpus;
+    for (size_t g = 0; g < node->ngpus && s < n->ngpus; g++) {
+        const struct gs_gpu *src = &node->gpus[g];
+        for (size_t k = 0; src->mig_enabled && k < src->nmig && s < n->ngpus; k++, s++) {
+            const char *dot = src->mig[k].profile ? strchr(src->mig[k].profile, '.') : NULL;
+            int64_t mib = dot ? (int64_t)atoi(dot + 1) * 1024 : src->memory_mib / (int64_t)src->nmig;
+            n->gpus[s].mem_total_mib = n->gpus[s].mem_free_mib = mib;
+            n->gpus[s].numa_node = src->numa_node;
+            n->gpus[s].healthy = src->healthy;
+        }
+    }
+}
+
 /* Fills the static part of a node record from an object. */
 static int describe_from_object(struct gs_cache *c, struct node_rec *r, const struct gs_node *node)
 {
@@ -458,6 +496,7 @@ static int describe_from_object(struct gs_cache *c, struct node_rec *r, const st
     n->mem_alloc = res_get(al, GS_RES_MEMORY) / 1000;
     n->pods_alloc = (int32_t)(res_get(al, GS_RES_PODS) / 1000);
     int64_t count = node->ngpus ? (int64_t)node->ngpus : res_get(al, GS_RES_GPU) / 1000;
+    count += single_mig_slots(node); /* MIG single strategy: one slot per instance */
     if (count > GS_MAX_GPUS_PER_NODE) count = GS_MAX_GPUS_PER_NODE;
     n->ngpus = (int32_t)count;
     n->gpus = count ? calloc((size_t)count, sizeof *n->gpus) : NULL;
@@ -471,6 +510,7 @@ static int describe_from_object(struct gs_cache *c, struct node_rec *r, const st
         /* A MIG-enabled GPU is offered only as its MIG devices (extended resources nvidia.com/mig-*). */
         n->gpus[g].healthy = src->healthy && !src->mig_enabled;
     }
+    single_mig_fill(n, node); /* MIG single strategy */
     const char *model = node->ngpus && node->gpus[0].model ? node->gpus[0].model : NULL;
     if (!model) model = label_get(&node->meta.labels, GS_LABEL_GPU_PRODUCT);
     n->gpu_model = n->ngpus ? gs_cache_model_id(c, model) : -1;
@@ -655,6 +695,15 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
     return 0;
 }
 
+int gs_cache_touch_node(struct gs_cache *c, int32_t node)
+{
+    struct gs_node_info *n = node_at(c, node);
+    if (!n) return GS_ENOENT;
+    n->generation++;
+    c->changes++;
+    return 0;
+}
+
 /*--- Lookups ---*/
 
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
@@ -688,6 +737,7 @@ int32_t gs_cache_find_node(const struct gs_cache *c, const char *name)
 int32_t gs_cache_live_nodes(const struct gs_cache *c) { return c->live; }
 uint64_t gs_cache_epoch(const struct gs_cache *c) { return c->epoch; }
 uint64_t gs_cache_changes(const struct gs_cache *c) { return c->changes + c->epoch; }
+uint64_t gs_cache_pod_version(const struct gs_cache *c) { return c->changes + c->epoch + c->confirms; }
 int32_t gs_cache_tainted_nodes(const struct gs_cache *c) { return c->tainted; }
 int32_t gs_cache_cordon_overrides(const struct gs_cache *c) { return c->overrides; }
 int64_t gs_cache_gpu_count(const struct gs_cache *c) { return c->gpus_total; }
@@ -787,6 +837,7 @@ int gs_cache_confirm(struct gs_cache *c, const char *pod_key)
     p->st = POD_BOUND;
     p->deadline = 0;
     assumed_remove(c, p);
+    c->confirms++;
     return 0;
 }
 

@@ -52,7 +52,8 @@ def condition(stack, name, ctype):
 
 
 def test_second_job_waits_for_quota_then_runs(stack):
-    apply(stack, queued_pod("qa-1", "sleep 4", 4, "team-a"))
+    flag = stack.dir / "qa-1-may-finish"  # qa-1 runs until the checks below are done
+    apply(stack, queued_pod("qa-1", f"while [ ! -e {flag} ]; do sleep 0.2; done", 4, "team-a"))
     wait_for(lambda: node_of(stack, "qa-1"), 20, "the first job to bind")
     assert condition(stack, "qa-1", "QuotaReserved")["status"] == "True"
     apply(stack, queued_pod("qa-2", "sleep 1", 4, "team-a"))
@@ -71,6 +72,7 @@ def test_second_job_waits_for_quota_then_runs(stack):
     ex = stack.cli("explain", "qa-2")
     assert ex.returncode == 0, ex.stderr
     assert "waiting for admission" in ex.stdout and "position in line: 1" in ex.stdout, ex.stdout
+    flag.touch()
     wait_for(lambda: phase(stack.pod("qa-1")) == "Succeeded", 30, "the first job to finish")
     wait_for(lambda: node_of(stack, "qa-2"), 20, "the second job to be admitted and bound")
     assert condition(stack, "qa-2", "QuotaReserved")["status"] == "True"
@@ -94,3 +96,40 @@ def test_unlabelled_pod_unaffected(stack):
     wait_for(lambda: node_of(stack, "plain"), 20, "the unlabelled pod to bind")
     assert condition(stack, "plain", "QuotaReserved") is None
     wait_for(lambda: phase(stack.pod("plain")) == "Succeeded", 30, "the unlabelled pod to finish")
+
+
+def cq_status(stack):
+    r = stack.cli("get", "clusterqueues", "team-a-cq", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout).get("status") or {}
+
+
+def test_queue_status_published_on_cluster_queue(stack):
+    """The ClusterQueue carries Kueue's counters and admission's numbers,
+    kept current as workloads come and go, and `get clusterqueues` shows them."""
+    flag = stack.dir / "qs-1-may-finish"
+    apply(stack, queued_pod("qs-1", f"while [ ! -e {flag} ]; do sleep 0.2; done", 4, "team-a"),
+          queued_pod("qs-2", "sleep 1", 2, "team-a"))
+
+    def one_and_one():
+        s = cq_status(stack)
+        return s if s.get("admittedWorkloads") == 1 and s.get("pendingWorkloads") == 1 else None
+    st = wait_for(one_and_one, 30, "status 1 admitted / 1 pending on the ClusterQueue")
+    assert st["reservingWorkloads"] == 1
+    assert {c["type"]: c["status"] for c in st["conditions"]} == {"Active": "True"}
+    adm = st["admission"]
+    assert adm["nominal"]["nvidia.com/gpu"] == "4" and adm["usage"]["nvidia.com/gpu"] == "4", adm
+    assert adm["pending"][0]["workload"] == "default/qs-2" and adm["pending"][0]["position"] == 1, adm
+    table = stack.cli("get", "clusterqueues", "-o", "wide")
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()[0], table.stdout.splitlines()[1]
+    assert "PENDING-WORKLOADS" in header and "GPUS-USED" in header, table.stdout
+    cells = row.split()
+    assert cells[0] == "team-a-cq" and "1" in cells and "4" in cells, table.stdout
+    flag.touch()
+
+    def drained():
+        s = cq_status(stack)
+        return s if s.get("admittedWorkloads") == 0 and s.get("pendingWorkloads") == 0 else None
+    st = wait_for(drained, 40, "the ClusterQueue status to drain once both jobs finished")
+    assert st["admission"]["usage"]["nvidia.com/gpu"] == "0"

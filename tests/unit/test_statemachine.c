@@ -1,8 +1,8 @@
 /*
  * test_statemachine.c - the per-node GPU stack state machine: every
  * transition, failures with exponential backoff and retry, answer timeouts,
- * stale answers, disabled components, re-drives and lost agents. Time is a
- * simulated clock moved by hand.
+ * stale answers, disabled components, re-drives and lost agents, and save /
+ * restore across a restart. Time is a simulated clock moved by hand.
  */
 #include "core/clock.h"
 #include "govern/statemachine.h"
@@ -230,6 +230,75 @@ static void redrive_and_lost_agent(void **state)
     assert_int_equal(m.step, GS_STEP_MIG);
 }
 
+static void save_and_restore(void **state)
+{
+    (void)state;
+    struct gs_stack_cfg c = cfg(ALL & ~GS_STEP_BIT(GS_STEP_MIG));
+    struct gs_stack_sm m, r;
+    struct gs_stack_change ch;
+    gs_stack_sm_init(&m, &c, 4, 0);
+    gs_stack_sm_node(&m, true, 0, &ch);
+    pass(&m, 1 * S); /* driver */
+    assert_true(gs_stack_sm_request(&m, 2 * S));
+    assert_true(gs_stack_sm_answer(&m, GS_STEP_TOOLKIT, m.attempt, false, "no hook", 2 * S, &ch));
+    struct gs_stack_saved sv;
+    gs_stack_sm_save(&m, &sv);
+    assert_int_equal(sv.step, GS_STEP_TOOLKIT);
+    assert_int_equal(sv.failures, 1);
+    assert_false(sv.waiting);
+    assert_int_equal(sv.next_try_ns, 3 * S);
+    assert_int_equal(sv.entered_ns, 1 * S);
+    /* Mid-walk: same step, attempt and backoff; no retry before the deadline. */
+    gs_stack_sm_restore(&r, &c, &sv, 2 * S + S / 2);
+    assert_int_equal(r.step, GS_STEP_TOOLKIT);
+    assert_int_equal(r.generation, 4);
+    assert_int_equal(r.attempt, m.attempt);
+    assert_int_equal(r.transitions, 0);
+    assert_false(gs_stack_sm_request(&r, 2 * S + S / 2));
+    assert_true(gs_stack_sm_request(&r, 3 * S));
+    assert_int_equal(r.attempt, m.attempt + 1);
+    /* A request out when saved stays out, with a fresh answer window. */
+    gs_stack_sm_save(&r, &sv);
+    assert_true(sv.waiting);
+    gs_stack_sm_restore(&r, &c, &sv, 100 * S);
+    assert_false(gs_stack_sm_tick(&r, 129 * S, &ch));
+    assert_true(gs_stack_sm_answer(&r, GS_STEP_TOOLKIT, sv.attempt, true, "", 100 * S, &ch));
+    assert_int_equal(ch.to, GS_STEP_DEVICE_PLUGIN);
+
+    /* Ready: stays ready, checks every enabled step once, skipping disabled ones. */
+    sv = (struct gs_stack_saved){4, c.enabled, GS_STEP_READY, 9, false, 0, 50 * S, 50 * S};
+    gs_stack_sm_restore(&r, &c, &sv, 60 * S);
+    assert_int_equal(r.step, GS_STEP_READY);
+    assert_int_equal(r.entered_ns, 50 * S);
+    enum gs_step want[] = {GS_STEP_DRIVER, GS_STEP_TOOLKIT, GS_STEP_DEVICE_PLUGIN, GS_STEP_MONITORING};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(gs_stack_sm_asking(&r), want[i]);
+        assert_true(gs_stack_sm_request(&r, 60 * S));
+        assert_false(gs_stack_sm_answer(&r, GS_STEP_READY, r.attempt, true, "", 60 * S, &ch)); /* stale */
+        assert_false(gs_stack_sm_answer(&r, want[i], r.attempt, true, "", 60 * S, &ch));      /* no move */
+        assert_int_equal(r.step, GS_STEP_READY);
+    }
+    assert_false(gs_stack_sm_request(&r, 61 * S)); /* checked: nothing more to ask */
+    assert_int_equal(r.transitions, 0);
+    /* A failed check leaves ready for that step, with the backoff. */
+    gs_stack_sm_restore(&r, &c, &sv, 60 * S);
+    assert_true(gs_stack_sm_request(&r, 60 * S));
+    assert_true(gs_stack_sm_answer(&r, GS_STEP_DRIVER, r.attempt, false, "NVML: driver not loaded", 60 * S, &ch));
+    assert_false(ch.failure);
+    assert_int_equal(ch.from, GS_STEP_READY);
+    assert_int_equal(ch.to, GS_STEP_DRIVER);
+    assert_non_null(strstr(ch.message, "driver not loaded"));
+    assert_int_equal(r.failures, 1);
+    assert_false(gs_stack_sm_request(&r, 60 * S + S / 2));
+    assert_true(gs_stack_sm_request(&r, 61 * S));
+    /* An unanswered check is a failure too. */
+    gs_stack_sm_restore(&r, &c, &sv, 60 * S);
+    assert_true(gs_stack_sm_request(&r, 60 * S));
+    assert_true(gs_stack_sm_tick(&r, 90 * S, &ch));
+    assert_int_equal(r.step, GS_STEP_DRIVER);
+    assert_non_null(strstr(r.message, "no answer"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +310,7 @@ int main(void)
         cmocka_unit_test(unanswered_request_times_out_with_reason),
         cmocka_unit_test(stale_answers_are_ignored),
         cmocka_unit_test(redrive_and_lost_agent),
+        cmocka_unit_test(save_and_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

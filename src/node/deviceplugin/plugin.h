@@ -2,10 +2,14 @@
  * plugin.h - `gpusched device-plugin`: a kubelet device plugin (API v1beta1)
  * for the node's GPUs.
  *
- * struct gs_dp owns the GPU table and serves v1beta1.DevicePlugin on
- * <plugin-dir>/<endpoint> (server.c). gs_dp_run (register.c) registers with
- * kubelet, keeps the health current, re-registers when kubelet restarts, and
- * returns when asked to stop, with the socket removed.
+ * struct gs_dp owns the GPU table of one resource and serves
+ * v1beta1.DevicePlugin on <plugin-dir>/<endpoint> (server.c). gs_dp_run
+ * (register.c) registers with kubelet, keeps the health current,
+ * re-registers when kubelet restarts, and returns when asked to stop, with
+ * the socket removed. Under a MIG strategy a node has several resources
+ * (nvidia.com/gpu, nvidia.com/mig-1g.10gb, ...): one gs_dp each, each with
+ * its own socket and Register call, all run by gs_dp_run_all, as NVIDIA's
+ * plugin runs one server per resource.
  *
  * Threads: the gRPC server thread answers kubelet; the caller's thread runs
  * gs_dp_run and the health source. The GPU table is shared under a mutex;
@@ -46,6 +50,9 @@ void gs_dp_unserve(struct gs_dp *dp);
 
 /* Sets a GPU's health (by table slot); open streams get a new list. */
 void gs_dp_set_health(struct gs_dp *dp, int slot, bool healthy);
+/* Sets the health of every device on the physical GPU whose inventory slot
+ * is parent (the GPU, or its MIG devices); open streams get a new list. */
+void gs_dp_set_parent_health(struct gs_dp *dp, int parent, bool healthy);
 /* A copy of the current table. */
 void gs_dp_snapshot(struct gs_dp *dp, struct gs_node_gpus *g);
 /* Full path of the plugin socket and of kubelet's. */
@@ -69,6 +76,9 @@ typedef int (*gs_dp_health_fn)(void *ud, struct gs_dp *dp, int timeout_ms);
  * failures are retried every second. Returns 0 after a stop, with the socket
  * removed, or a negative GS_E* if serving failed. */
 int gs_dp_run(struct gs_dp *dp, gs_dp_health_fn health, void *ud, volatile sig_atomic_t *stop);
+/* The same for n plugins at once (health gets dps[0]); each serves and
+ * registers again on its own when its socket or kubelet's is replaced. */
+int gs_dp_run_all(struct gs_dp *const *dps, int n, gs_dp_health_fn health, void *ud, volatile sig_atomic_t *stop);
 
 /* How many times gs_dp_run has registered successfully (for tests and logs). */
 int gs_dp_registrations(struct gs_dp *dp);

@@ -104,24 +104,35 @@ static int bring_up(struct gs_dp *dp, volatile sig_atomic_t *stop, struct sock_i
     return 0;
 }
 
+/* One tick's look at kubelet's socket and the plugin's own. */
+static int watch(struct gs_dp *dp, volatile sig_atomic_t *stop, struct sock_id *kubelet)
+{
+    struct sock_id now = sock_id(gs_dp_kubelet_socket(dp));
+    bool mine = sock_id(gs_dp_socket(dp)).present;
+    /* Gone for a moment counts as replaced even if the inode is reused. */
+    if (!now.present) kubelet->present = false;
+    if (!now.present || (same(now, *kubelet) && mine)) return 0;
+    gs_log(GS_LOG_INFO, mine ? "kubelet restarted, registering again" : "plugin socket removed, serving again",
+           "kubelet", gs_dp_kubelet_socket(dp), "resource", gs__dp_resource(dp), NULL);
+    return bring_up(dp, stop, kubelet);
+}
+
+int gs_dp_run_all(struct gs_dp *const *dps, int n, gs_dp_health_fn health, void *ud, volatile sig_atomic_t *stop)
+{
+    struct sock_id *kubelet = calloc(n > 0 ? (size_t)n : 1, sizeof *kubelet);
+    int rc = kubelet ? 0 : GS_ENOMEM;
+    for (int i = 0; !rc && i < n; i++) rc = bring_up(dps[i], stop, &kubelet[i]);
+    while (!rc && !*stop) {
+        if (health && n) rc = health(ud, dps[0], 100);
+        else sleep_ms(100);
+        for (int i = 0; !rc && !*stop && i < n; i++) rc = watch(dps[i], stop, &kubelet[i]);
+    }
+    for (int i = 0; i < n; i++) gs_dp_unserve(dps[i]);
+    free(kubelet);
+    return rc;
+}
+
 int gs_dp_run(struct gs_dp *dp, gs_dp_health_fn health, void *ud, volatile sig_atomic_t *stop)
 {
-    struct sock_id kubelet;
-    int rc = bring_up(dp, stop, &kubelet);
-    while (!rc && !*stop) {
-        if (health) rc = health(ud, dp, 100);
-        else sleep_ms(100);
-        if (rc || *stop) break;
-        struct sock_id now = sock_id(gs_dp_kubelet_socket(dp));
-        bool mine = sock_id(gs_dp_socket(dp)).present;
-        /* Gone for a moment counts as replaced even if the inode is reused. */
-        if (!now.present) kubelet.present = false;
-        if (now.present && (!same(now, kubelet) || !mine)) {
-            gs_log(GS_LOG_INFO, mine ? "kubelet restarted, registering again" : "plugin socket removed, serving again",
-                   "kubelet", gs_dp_kubelet_socket(dp), NULL);
-            rc = bring_up(dp, stop, &kubelet);
-        }
-    }
-    gs_dp_unserve(dp);
-    return rc;
+    return gs_dp_run_all(&dp, 1, health, ud, stop);
 }

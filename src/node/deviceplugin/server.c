@@ -145,6 +145,14 @@ void gs_dp_set_health(struct gs_dp *dp, int slot, bool healthy)
     if (changed) atomic_fetch_add(&dp->version, 1);
 }
 
+void gs_dp_set_parent_health(struct gs_dp *dp, int parent, bool healthy)
+{
+    pthread_mutex_lock(&dp->mu);
+    bool changed = gs_node_gpus_set_parent_health(&dp->gpus, parent, healthy);
+    pthread_mutex_unlock(&dp->mu);
+    if (changed) atomic_fetch_add(&dp->version, 1);
+}
+
 void gs_dp_snapshot(struct gs_dp *dp, struct gs_node_gpus *g)
 {
     snapshot(dp, g);
