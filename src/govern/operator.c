@@ -634,6 +634,7 @@ static void write_node(struct gs_operator *op, const char *key, const json_t *no
      * the list is seen by the next pass. */
     if (apply_want((json_t *)node, &out, &w) == GS_STORE_UNCHANGED) {
         json_decref(w.request);
+        json_decref(w.saved);
         return;
     }
     json_decref(out);
