@@ -16,7 +16,9 @@ echo "== exporter: CPU per scrape and RSS, 8 mock GPUs"
 bash bench/exporter.sh "$BIN" 2000
 
 echo "== control plane: creates/s, watch fan-out, create-to-binding, RSS at 5k nodes / 50k pods"
-"$BIN" server --bench
+"$BIN" server --bench --only api
+"$BIN" server --bench --only e2e --runs 3
+"$BIN" server --bench --only rss
 
 echo "== whole stack: gpusched up, 1000 pods run as processes"
 bash bench/stack.sh "$BIN" 1000

@@ -290,8 +290,10 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     }
     char key[1024];
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
-    if (!err) err = gs_store_create(r->s->store, key, obj, NULL);
-    ret = err ? gs__reply_err(r, err, name) : gs__reply_json(r, 201, json_incref(obj));
+    char *text = NULL; /* the stored text is the reply */
+    if (!err) err = gs_store_create_text(r->s->store, key, obj, NULL, &text);
+    ret = err ? gs__reply_err(r, err, name) : text ? gs__reply_stored(r, 201, text)
+                                                   : gs__reply_json(r, 201, json_incref(obj));
 out:
     gs_diags_free(&d);
     json_decref(obj);

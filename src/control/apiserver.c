@@ -60,6 +60,24 @@ enum MHD_Result gs__reply_json(struct gs__req *r, int code, json_t *doc)
     return gs__reply_text(r, code, "application/json", text);
 }
 
+static void release_text(void *text) { gs_store_text_release(text); }
+
+enum MHD_Result gs__reply_stored(struct gs__req *r, int code, char *text)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer_with_free_callback(gs_store_text_len(text), text, release_text);
+    if (!resp) {
+        gs_store_text_release(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    enum MHD_Result ret = MHD_queue_response(r->c, (unsigned)code, resp);
+    MHD_destroy_response(resp);
+    r->answered = true;
+    return ret;
+}
+
 enum MHD_Result gs__reply_status(struct gs__req *r, int code, const char *reason, const char *name,
                                  const char *fmt, ...)
 {

@@ -56,6 +56,8 @@ void gs__filter_free(struct gs__filter *f);
 /* Replies: each queues a response and marks the request answered. */
 enum MHD_Result gs__reply_text(struct gs__req *r, int code, const char *ctype, char *text /* taken */);
 enum MHD_Result gs__reply_json(struct gs__req *r, int code, json_t *doc /* taken */);
+/* A stored text (store.h) as the JSON reply, without encoding it again. */
+enum MHD_Result gs__reply_stored(struct gs__req *r, int code, char *text /* taken: released */);
 enum MHD_Result gs__reply_status(struct gs__req *r, int code, const char *reason, const char *name,
                                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* A store error as its Status (404, 409 AlreadyExists/Conflict, 403, 500). */

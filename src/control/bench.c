@@ -8,7 +8,11 @@
  *     watcher has seen the last pod;
  *  3. end to end: N nodes, P pods created over HTTP by C clients, the
  *     in-server scheduler binding them through the store; pods bound per
- *     second from the first create to the last binding;
+ *     second from the first create to the last binding, each pod's time
+ *     from its create being sent to its binding's commit (p50, p99), and
+ *     the process's CPU time per pod (server and clients together: the
+ *     steadier figure on a shared machine); --runs N repeats it and prints
+ *     the median;
  *  4. memory: 5,000 nodes and 50,000 pods written to the store and loaded by
  *     the scheduler; the process's resident set size, with the server's
  *     default change-stream ring (as `gpusched server` runs).
@@ -20,7 +24,12 @@
 #include "control/server.h"
 #include "core/log.h"
 
+#include <arpa/inet.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,6 +46,8 @@ struct bopts {
     const char *dir;
     const char *only; /* one phase ("api", "e2e", "rss") or NULL for all */
     bool sync_full;
+    bool curl; /* create with the library's libcurl client instead of the raw HTTP one */
+    int runs;  /* end-to-end runs (the median is printed) */
 };
 
 static double now_s(void)
@@ -44,6 +55,14 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* CPU seconds (user + system) of the whole process so far: all threads, server and clients. */
+static double cpu_s(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
@@ -108,43 +127,148 @@ static json_t *node(int i, int gpus)
                      "devices", devs);
 }
 
-/*--- Creating pods from C threads ---*/
+/*--- Creating pods from C threads ---
+ *
+ * The load generator is a minimal HTTP/1.1 keep-alive client on a plain
+ * socket, one connection per thread, one request in flight on each: it
+ * writes a POST, reads the status line, the headers and Content-Length
+ * bytes of body, and checks for 201. It runs in the server's process on the
+ * same two cores, so it is kept cheap (no JSON decoding of the replies,
+ * bodies formatted from a template); `--client curl` uses the library's
+ * libcurl client instead (what `gpusched` commands use), to compare.
+ */
 
 struct creator {
     const char *url;
     int from, to, gpus, failures;
+    bool curl;
+    double *sent; /* per pod: when its create was sent (NULL: not kept) */
 };
 
-static void *create_pods(void *arg)
+static int pod_body(char *buf, size_t len, int i, int gpus)
 {
-    struct creator *c = arg;
+    if (gpus)
+        return snprintf(buf, len,
+                        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%d\",\"namespace\":"
+                        "\"bench\",\"annotations\":{\"gpusched.io/gpu-milli\":\"25\"}},\"spec\":{\"containers\":"
+                        "[{\"name\":\"c\",\"image\":\"busybox\",\"resources\":{\"requests\":{\"cpu\":\"100m\","
+                        "\"memory\":\"128Mi\",\"nvidia.com/gpu\":%d}}}]}}", i, gpus);
+    return snprintf(buf, len,
+                    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p%d\",\"namespace\":"
+                    "\"bench\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"busybox\",\"resources\":"
+                    "{\"requests\":{\"cpu\":\"100m\",\"memory\":\"128Mi\"}}}]}}", i);
+}
+
+static int connect_url(const char *url)
+{
+    const char *colon = strrchr(url, ':');
+    int port = colon ? atoi(colon + 1) : 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        p += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads one response; returns its status code, or -1 when the connection failed. */
+static int read_reply(int fd, char *buf, size_t cap)
+{
+    size_t have = 0;
+    char *eoh = NULL;
+    while (!eoh) {
+        if (have + 1 >= cap) return -1;
+        ssize_t r = recv(fd, buf + have, cap - 1 - have, 0);
+        if (r <= 0) return -1;
+        have += (size_t)r;
+        buf[have] = 0;
+        eoh = strstr(buf, "\r\n\r\n");
+    }
+    int code = 0;
+    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1) return -1;
+    const char *cl = strcasestr(buf, "\r\ncontent-length:");
+    if (!cl || cl > eoh) return -1; /* the server answers with a length */
+    size_t want = (size_t)strtoull(cl + 17, NULL, 10), got = have - (size_t)(eoh + 4 - buf);
+    while (got < want) {
+        ssize_t r = recv(fd, buf, cap - 1, 0);
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return got == want ? code : -1; /* nothing is pipelined: more would be a framing error */
+}
+
+static void create_raw(struct creator *c)
+{
+    int fd = connect_url(c->url);
+    char req[2048], reply[16384];
+    for (int i = c->from; i < c->to; i++) {
+        char body[1024];
+        int bn = pod_body(body, sizeof body, i, c->gpus);
+        int n = snprintf(req, sizeof req, "POST /api/v1/namespaces/bench/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         "Content-Type: application/json\r\nAccept: application/json\r\nContent-Length: %d\r\n\r\n%s",
+                         bn, body);
+        if (c->sent) c->sent[i] = now_s();
+        if (fd < 0 || write_all(fd, req, (size_t)n) || read_reply(fd, reply, sizeof reply) != 201) {
+            c->failures++;
+            if (fd >= 0) close(fd);
+            fd = connect_url(c->url); /* a fresh connection for the next one */
+        }
+    }
+    if (fd >= 0) close(fd);
+}
+
+static void create_curl(struct creator *c)
+{
     struct gs_client_opts o = {.server = c->url};
     struct gs_client *cl = NULL;
     struct gs_diags d = {0};
     if (gs_client_new(&o, &cl, &d)) {
         c->failures = c->to - c->from;
         gs_diags_free(&d);
-        return NULL;
+        return;
     }
     const struct gs_api_resource *pods = gs_api_resource_lookup("pods");
     for (int i = c->from; i < c->to; i++) {
         json_t *p = pod(i, c->gpus);
+        if (c->sent) c->sent[i] = now_s();
         if (gs_client_create(cl, pods, "bench", p, NULL)) c->failures++;
         json_decref(p);
     }
     gs_client_free(cl);
+}
+
+static void *create_pods(void *arg)
+{
+    struct creator *c = arg;
+    if (c->curl) create_curl(c);
+    else create_raw(c);
     return NULL;
 }
 
 /* Creates pods [0, n) with `clients` threads; returns the seconds taken. */
-static double create_all(const char *url, int n, int clients, int gpus, int *failures)
+static double create_all(const struct bopts *b, const char *url, int gpus, double *sent, int *failures)
 {
     pthread_t th[64];
     struct creator cr[64];
-    if (clients > 64) clients = 64;
+    int n = b->pods, clients = b->clients > 64 ? 64 : b->clients;
     double t0 = now_s();
     for (int i = 0; i < clients; i++) {
-        cr[i] = (struct creator){url, n * i / clients, n * (i + 1) / clients, gpus, 0};
+        cr[i] = (struct creator){url, n * i / clients, n * (i + 1) / clients, gpus, 0, b->curl, sent};
         pthread_create(&th[i], NULL, create_pods, &cr[i]);
     }
     *failures = 0;
@@ -195,8 +319,9 @@ static void phase_api(const struct bopts *b)
     struct gs_server *s = start(b, dir, sizeof dir, false, 200000);
     if (!s) return;
     int fail = 0;
-    double t = create_all(gs_server_url(s), b->pods, b->clients, 0, &fail);
-    printf("creates      %d pods, %d clients: %.0f pods/s (%d failed)\n", b->pods, b->clients, b->pods / t, fail);
+    double t = create_all(b, gs_server_url(s), 0, NULL, &fail);
+    printf("creates      %d pods, %d clients (%s): %.0f pods/s (%d failed)\n", b->pods, b->clients,
+           b->curl ? "libcurl" : "raw HTTP", b->pods / t, fail);
     stop(s, dir);
 
     s = start(b, dir, sizeof dir, false, 200000);
@@ -216,7 +341,7 @@ static void phase_api(const struct bopts *b)
     }
     usleep(300000);
     double t0 = now_s();
-    create_all(gs_server_url(s), b->pods, b->clients, 0, &fail);
+    create_all(b, gs_server_url(s), 0, NULL, &fail);
     double last = t0;
     long total = 0;
     for (int i = 0; i < nw; i++) {
@@ -231,7 +356,8 @@ static void phase_api(const struct bopts *b)
     stop(s, dir);
 }
 
-static void wait_bound(struct gs_server *s, uint64_t want, double limit_s)
+/* Waits until want pods are bound, limit_s passes, or stall_s pass without progress. */
+static void wait_bound(struct gs_server *s, uint64_t want, double limit_s, double stall_s)
 {
     struct gs_sched_loop_stats st;
     double t0 = now_s(), progress = t0;
@@ -240,14 +366,58 @@ static void wait_bound(struct gs_server *s, uint64_t want, double limit_s)
         usleep(2000);
         gs_server_sched_stats(s, &st);
         if (st.bound != last) last = st.bound, progress = now_s();
-    } while (st.bound < want && now_s() - t0 < limit_s && now_s() - progress < 10);
+    } while (st.bound < want && now_s() - t0 < limit_s && now_s() - progress < stall_s);
 }
 
-static void phase_e2e(const struct bopts *b)
+/* Follows the store's change stream in-process (no HTTP, so it costs the
+ * server nothing but copies of the events) and notes when each pod's
+ * binding was committed: its first MODIFIED event with a nodeName. */
+struct binds {
+    struct gs_store *st;
+    int64_t after;
+    int pods;
+    atomic_int want;
+    double *bound; /* per pod: when its binding was seen; 0 = not yet */
+    int nbound;
+    double last;
+};
+
+static void *follow_binds(void *arg)
+{
+    struct binds *f = arg;
+    double progress = now_s();
+    while (f->nbound < atomic_load(&f->want) && now_s() - progress < 10) {
+        struct gs_store_event *ev = NULL;
+        size_t n = 0;
+        if (gs_store_events(f->st, &f->after, "pods/bench/p", 100, NULL, &ev, &n)) break;
+        double t = now_s();
+        for (size_t i = 0; i < n; i++) {
+            int idx = atoi(ev[i].key + strlen("pods/bench/p"));
+            if (ev[i].type != GS_STORE_MODIFIED || idx < 0 || idx >= f->pods || f->bound[idx] > 0 ||
+                !strstr(ev[i].value, "\"nodeName\":"))
+                continue;
+            f->bound[idx] = t;
+            f->nbound++;
+            f->last = t;
+            progress = t;
+        }
+        gs_store_events_free(ev, n);
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One end-to-end run; returns its create-to-binding rate (0 when it failed). */
+static double run_e2e(const struct bopts *b)
 {
     char dir[512];
     struct gs_server *s = start(b, dir, sizeof dir, true, 200000);
-    if (!s) return;
+    if (!s) return 0;
     struct gs_store *st = gs_server_store(s);
     for (int i = 0; i < b->nodes; i++) {
         json_t *n = node(i, 8);
@@ -258,16 +428,54 @@ static void phase_e2e(const struct bopts *b)
         json_decref(n);
     }
     usleep(200000);
+    double *sent = calloc((size_t)b->pods, sizeof *sent);
+    struct binds f = {.st = st, .after = gs_store_current_rv(st), .pods = b->pods,
+                      .bound = calloc((size_t)b->pods, sizeof(double))};
+    atomic_store(&f.want, b->pods);
+    pthread_t th;
+    if (!sent || !f.bound || pthread_create(&th, NULL, follow_binds, &f)) {
+        free(sent);
+        free(f.bound);
+        stop(s, dir);
+        return 0;
+    }
     int fail = 0;
-    double t0 = now_s();
-    create_all(gs_server_url(s), b->pods, b->clients, 1, &fail);
-    wait_bound(s, (uint64_t)(b->pods - fail), 300);
-    double t = now_s() - t0;
+    double t0 = now_s(), c0 = cpu_s();
+    double tc = create_all(b, gs_server_url(s), 1, sent, &fail);
+    atomic_store(&f.want, b->pods - fail);
+    pthread_join(th, NULL);
+    wait_bound(s, (uint64_t)(b->pods - fail), 30, 10); /* the loop's own count, to cross-check */
     struct gs_sched_loop_stats ss;
     gs_server_sched_stats(s, &ss);
-    printf("end to end   %d nodes x 8 GPUs, %d 1/40-GPU pods over HTTP: %llu bound in %.2f s = %.0f pods/s "
-           "(create to binding)\n", b->nodes, b->pods, (unsigned long long)ss.bound, t, ss.bound / t);
+    double t = (f.nbound ? f.last : now_s()) - t0, cpu = cpu_s() - c0;
+    double *lat = calloc((size_t)b->pods + 1, sizeof *lat);
+    size_t nl = 0;
+    for (int i = 0; lat && i < b->pods; i++)
+        if (f.bound[i] > 0 && sent[i] > 0) lat[nl++] = (f.bound[i] - sent[i]) * 1e3;
+    if (lat) qsort(lat, nl, sizeof *lat, cmp_double);
+    double p50 = nl ? lat[nl / 2] : 0, p99 = nl ? lat[nl * 99 / 100] : 0;
+    printf("end to end   %d nodes x 8 GPUs, %d 1/40-GPU pods over HTTP (%s): %d bound in %.2f s = %.0f pods/s "
+           "(create to binding); creates %.0f/s (%d failed); create to bound p50 %.0f ms, p99 %.0f ms; "
+           "CPU %.3f ms per pod (all threads); scheduler counted %llu bound\n", b->nodes, b->pods,
+           b->curl ? "libcurl" : "raw HTTP", f.nbound, t, f.nbound / t, b->pods / tc, fail, p50, p99,
+           cpu * 1e3 / b->pods, (unsigned long long)ss.bound);
+    fflush(stdout);
+    free(lat);
+    free(sent);
+    free(f.bound);
     stop(s, dir);
+    return f.nbound == b->pods - fail && !fail ? f.nbound / t : 0;
+}
+
+static void phase_e2e(const struct bopts *b)
+{
+    int runs = b->runs > 0 ? (b->runs > 15 ? 15 : b->runs) : 1;
+    double rate[15];
+    for (int i = 0; i < runs; i++) rate[i] = run_e2e(b);
+    if (runs < 2) return;
+    qsort(rate, (size_t)runs, sizeof *rate, cmp_double);
+    printf("end to end   median of %d runs: %.0f pods/s (min %.0f, max %.0f; 0 = a run lost pods)\n", runs,
+           rate[runs / 2], rate[0], rate[runs - 1]);
 }
 
 static long rss_kib(void)
@@ -305,7 +513,9 @@ static void phase_rss(const struct bopts *b)
         gs_store_create(st, key, p, NULL);
         json_decref(p);
     }
-    wait_bound(s, (uint64_t)b->rss_pods, 600);
+    /* A scheduler that fell behind the 10,000-event ring reloads everything
+     * (tens of seconds at this size on a loaded machine) before it binds again. */
+    wait_bound(s, (uint64_t)b->rss_pods, 600, 90);
     struct gs_sched_loop_stats ss;
     gs_server_sched_stats(s, &ss);
     printf("memory       %d nodes + %d pods stored and scheduled (%llu bound) in %.1f s: RSS %.0f MiB "
@@ -324,6 +534,7 @@ int gs__server_bench(int argc, char **argv)
         {"watchers", required_argument, 0, 'w'}, {"rss-nodes", required_argument, 0, 'N'},
         {"rss-pods", required_argument, 0, 'P'}, {"dir", required_argument, 0, 'd'},
         {"sync", required_argument, 0, 's'},   {"only", required_argument, 0, 'o'},
+        {"client", required_argument, 0, 'C'}, {"runs", required_argument, 0, 'r'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -341,10 +552,18 @@ int gs__server_bench(int argc, char **argv)
         case 'd': b.dir = optarg; break;
         case 's': b.sync_full = !strcmp(optarg, "full"); break;
         case 'o': b.only = optarg; break;
+        case 'C':
+            if (strcmp(optarg, "raw") && strcmp(optarg, "curl")) {
+                fprintf(stderr, "gpusched server --bench: --client %s: want raw or curl\n", optarg);
+                return 2;
+            }
+            b.curl = !strcmp(optarg, "curl");
+            break;
+        case 'r': b.runs = atoi(optarg); break;
         case 'h':
             printf("usage: gpusched server --bench [--nodes 100] [--pods 20000] [--clients 8] [--watchers 50]\n"
                    "       [--rss-nodes 5000] [--rss-pods 50000] [--dir /tmp] [--sync normal|full]\n"
-                   "       [--only api|e2e|rss]\n");
+                   "       [--only api|e2e|rss] [--client raw|curl] [--runs 1]\n");
             return 0;
         default: return 2;
         }

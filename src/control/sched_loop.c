@@ -607,11 +607,8 @@ static int bind_fn(json_t *cur, json_t **out, void *arg)
     const char *n = json_string_value(json_object_get(spec, "nodeName"));
     if (n && *n) return GS_EEXIST;
     if (json_object_get(md, "deletionTimestamp")) return GS_ENOENT; /* being deleted */
-    json_t *next = json_deep_copy(cur);
-    if (!next) return GS_ENOMEM;
-    spec = json_object_get(next, "spec");
+    json_t *next = json_incref(cur); /* the store's private copy (store.h): changed in place, not copied */
     json_object_set_new(spec, "nodeName", json_string(b->node));
-    md = json_object_get(next, "metadata");
     if (b->devices[0]) {
         json_t *ann = json_object_get(md, "annotations");
         if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());

@@ -38,9 +38,16 @@ struct gs_store_event {
     enum gs_store_ev type;
     int64_t rv;
     char *key;
-    char *value; /* the object as JSON text (for DELETED: its last state, with the deletion's version) */
+    char *value; /* the object as JSON text (for DELETED: its last state, with the deletion's version);
+                    a shared stored text (below): read-only */
 };
 void gs_store_events_free(struct gs_store_event *ev, size_t n);
+
+/* A stored text: the compact JSON of one written version, shared by
+ * reference between the change stream, the events handed out and a
+ * create's reply. Read-only; released (not freed) by its holder. */
+void gs_store_text_release(char *text);
+size_t gs_store_text_len(char *text);
 
 /* Read-modify-write step for gs_store_mutate: cur is the stored object (a
  * private copy, NULL when absent); return 0 with *out set to the new object
@@ -52,12 +59,15 @@ typedef int (*gs_store_mutate_fn)(json_t *cur, json_t **out, void *arg);
 
 /* One request of gs_store_mutate_batch: key, fn and arg in; out (a new
  * reference or NULL), rv and err (what gs_store_mutate would have returned)
- * out. next_ and done_ are the store's. */
+ * out; with want_text, text is the stored text of what was written (NULL
+ * when nothing was; release it). next_ and done_ are the store's. */
 struct gs_store_mut {
     const char *key;
     gs_store_mutate_fn fn;
     void *arg;
+    bool want_text;
     json_t *out;
+    char *text;
     int64_t rv;
     int err;
     struct gs_store_mut *next_;
@@ -77,6 +87,7 @@ struct gs_store;
 
 struct gs_store_vtbl {
     int (*create)(struct gs_store *s, const char *key, json_t *obj, int64_t *rv);
+    int (*create_text)(struct gs_store *s, const char *key, json_t *obj, int64_t *rv, char **text); /* may be NULL */
     int (*update)(struct gs_store *s, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv);
     int (*mutate)(struct gs_store *s, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
     int (*mutate_batch)(struct gs_store *s, struct gs_store_mut *m, size_t n); /* NULL: one mutate each */
@@ -101,6 +112,14 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out);
 /* Creates key; sets obj's metadata.resourceVersion. GS_EEXIST when present. */
 static inline int gs_store_create(struct gs_store *s, const char *key, json_t *obj, int64_t *rv)
 { return s->v->create(s, key, obj, rv); }
+/* gs_store_create that also hands back the stored text (release it): the
+ * API's reply to a create is exactly that text. *text is NULL on error or
+ * when the backend cannot share it (the caller then encodes obj itself). */
+static inline int gs_store_create_text(struct gs_store *s, const char *key, json_t *obj, int64_t *rv, char **text)
+{
+    *text = NULL;
+    return s->v->create_text ? s->v->create_text(s, key, obj, rv, text) : s->v->create(s, key, obj, rv);
+}
 /* Replaces key when its version is expect_rv (0: any). GS_ENOENT, GS_ECONFLICT. Sets metadata.resourceVersion. */
 static inline int gs_store_update(struct gs_store *s, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv)
 { return s->v->update(s, key, obj, expect_rv, rv); }

@@ -46,8 +46,14 @@ struct sq_store {
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     struct gs_store_mut *qhead, *qtail;
-    bool leader;
+    size_t qlen;
+    bool leader, lingering, cut;
+    pthread_cond_t acv;     /* arrivals, for a lingering leader (CLOCK_MONOTONIC) */
+    int64_t last_commit_ns; /* when the last group finished (under qmu) */
+    double avg_group;       /* single requests (not batches) per group, moving average (under qmu) */
+    size_t qsingles;        /* single requests queued */
     sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
+    sqlite3_stmt *w_begin, *w_commit; /* prepared once: every write group runs both */
     int64_t rv; /* under wmu and emu for writes; read under either */
     /* Event ring. */
     pthread_mutex_t emu;
@@ -63,11 +69,75 @@ const char *gs_store_ev_name(enum gs_store_ev t)
     return t == GS_STORE_ADDED ? "ADDED" : t == GS_STORE_MODIFIED ? "MODIFIED" : "DELETED";
 }
 
+/*--- Stored texts ---
+ *
+ * The JSON text of a written version is made once and shared, reference
+ * counted, by the event ring, every copy of the event handed to a watcher
+ * and the reply to a create: a watch fan-out would otherwise copy each
+ * event once per watcher.
+ */
+struct text_hdr {
+    atomic_size_t refs;
+    size_t len;
+};
+
+static struct text_hdr *hdr_of(char *text) { return (struct text_hdr *)(void *)(text - sizeof(struct text_hdr)); }
+
+static char *text_ref(char *text)
+{
+    atomic_fetch_add_explicit(&hdr_of(text)->refs, 1, memory_order_relaxed);
+    return text;
+}
+
+void gs_store_text_release(char *text)
+{
+    if (text && atomic_fetch_sub_explicit(&hdr_of(text)->refs, 1, memory_order_acq_rel) == 1) free(hdr_of(text));
+}
+
+size_t gs_store_text_len(char *text) { return hdr_of(text)->len; }
+
+struct dumpbuf {
+    char *p; /* header, then text */
+    size_t len, cap;
+};
+
+static int dump_cb(const char *buf, size_t n, void *arg)
+{
+    struct dumpbuf *b = arg;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap * 2 > b->len + n + 1 ? b->cap * 2 : b->len + n + 1;
+        char *np = realloc(b->p, sizeof(struct text_hdr) + cap);
+        if (!np) return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + sizeof(struct text_hdr) + b->len, buf, n);
+    b->len += n;
+    return 0;
+}
+
+/* obj as compact JSON in a shared text (one reference), or NULL. */
+static char *dump_text(const json_t *obj)
+{
+    struct dumpbuf b = {malloc(sizeof(struct text_hdr) + 2048), 0, 2048};
+    if (!b.p || json_dump_callback(obj, dump_cb, &b, JSON_COMPACT)) {
+        free(b.p);
+        return NULL;
+    }
+    char *fit = realloc(b.p, sizeof(struct text_hdr) + b.len + 1); /* the ring holds thousands */
+    if (fit) b.p = fit;
+    struct text_hdr *h = (struct text_hdr *)(void *)b.p;
+    atomic_init(&h->refs, 1);
+    h->len = b.len;
+    b.p[sizeof *h + b.len] = '\0';
+    return b.p + sizeof *h;
+}
+
 void gs_store_events_free(struct gs_store_event *ev, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(ev[i].key);
-        free(ev[i].value);
+        gs_store_text_release(ev[i].value);
     }
     free(ev);
 }
@@ -127,6 +197,23 @@ static int row_get(struct sq_store *s, sqlite3_stmt *st, const char *key, int64_
     return text && !*text ? GS_ENOMEM : 0;
 }
 
+/* Row of key decoded straight from SQLite's buffer: *rv and *obj (GS_EIO when not JSON). */
+static int row_load(struct sq_store *s, sqlite3_stmt *st, const char *key, int64_t *rv, json_t **obj)
+{
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int err = rc == SQLITE_DONE ? GS_ENOENT : rc != SQLITE_ROW ? sq_err(st == s->r_get ? s->r : s->w, "get") : 0;
+    if (!err) {
+        *rv = sqlite3_column_int64(st, 0);
+        const char *t = (const char *)sqlite3_column_text(st, 1);
+        *obj = json_loadb(t ? t : "null", t ? (size_t)sqlite3_column_bytes(st, 1) : 4, JSON_DECODE_ANY, NULL);
+        if (!*obj) err = GS_EIO;
+    }
+    sqlite3_reset(st);
+    return err;
+}
+
 static int step_done(sqlite3 *db, sqlite3_stmt *st, const char *what)
 {
     int rc = sqlite3_step(st);
@@ -157,7 +244,7 @@ static void ring_push(struct sq_store *s, enum gs_store_ev type, int64_t rv, cha
         struct ring_ev *old = &s->ring[s->start];
         s->floor = old->rv;
         free(old->key);
-        free(old->value);
+        gs_store_text_release(old->value);
         s->start = (s->start + 1) % s->cap;
         s->count--;
     }
@@ -187,7 +274,7 @@ static int collect(struct sq_store *s, int64_t *after, const char *prefix, struc
         o->type = e->type;
         o->rv = e->rv;
         o->key = strdup(e->key);
-        o->value = strdup(e->value);
+        o->value = text_ref(e->value);
         (*n)++;
         if (!o->key || !o->value) return GS_ENOMEM;
     }
@@ -254,7 +341,7 @@ static int write_row(struct sq_store *s, enum wop op, const char *key, json_t *o
     if (op != W_DELETE) {
         int err = set_rv(obj, nrv);
         if (err) return err;
-        *text = json_dumps(obj, JSON_COMPACT);
+        *text = dump_text(obj);
         if (!*text) return GS_ENOMEM;
     }
     sqlite3_stmt *st = op == W_CREATE ? s->w_ins : op == W_UPDATE ? s->w_upd : s->w_del;
@@ -289,7 +376,7 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
     if (!err && op == W_DELETE) {
         old = json_loads(cur, JSON_DECODE_ANY, NULL);
         err = !old ? GS_EIO : set_rv(old, nrv);
-        if (!err && !(text = json_dumps(old, JSON_COMPACT))) err = GS_ENOMEM;
+        if (!err && !(text = dump_text(old))) err = GS_ENOMEM;
     }
     free(cur);
     if (!err) err = write_row(s, op, key, obj, nrv, &text);
@@ -297,7 +384,7 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
     if (!err) err = exec(s->w, "COMMIT");
     if (err) {
         sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
-        free(text);
+        gs_store_text_release(text);
         json_decref(old);
         return err;
     }
@@ -306,11 +393,11 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
     if (k) {
         ring_push(s, t, nrv, k, text);
     } else { /* cannot publish: make watchers relist rather than miss it */
-        free(text);
+        gs_store_text_release(text);
         pthread_mutex_lock(&s->emu);
         for (size_t i = 0; i < s->count; i++) {
             free(s->ring[(s->start + i) % s->cap].key);
-            free(s->ring[(s->start + i) % s->cap].value);
+            gs_store_text_release(s->ring[(s->start + i) % s->cap].value);
         }
         s->rv = s->floor = nrv;
         s->count = 0;
@@ -333,6 +420,7 @@ static int do_write(struct sq_store *s, enum wop op, const char *key, json_t *ob
 
 
 static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv);
+static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool batch);
 
 /* Creates and updates go through the group commit too (the API's creates are
  * the busiest writes); obj itself is what is stored, so its
@@ -357,6 +445,17 @@ static int sq_create(struct gs_store *b, const char *key, json_t *obj, int64_t *
 {
     struct put_arg p = {obj, 0, true};
     return sq_mutate(b, key, put_fn, &p, NULL, rv);
+}
+
+static int sq_create_text(struct gs_store *b, const char *key, json_t *obj, int64_t *rv, char **text)
+{
+    struct put_arg p = {obj, 0, true};
+    struct gs_store_mut m = {.key = key, .fn = put_fn, .arg = &p, .want_text = true};
+    submit((struct sq_store *)b, &m, 1, false);
+    json_decref(m.out);
+    if (rv && !m.err) *rv = m.rv;
+    *text = m.text;
+    return m.err;
 }
 
 static int sq_update(struct gs_store *b, const char *key, json_t *obj, int64_t expect_rv, int64_t *rv)
@@ -386,11 +485,8 @@ struct staged {
 static int apply_one(struct sq_store *s, struct gs_store_mut *m, int64_t *nrv, struct staged *sg)
 {
     int64_t cur_rv = 0;
-    char *text = NULL;
     json_t *cur = NULL, *next = NULL;
-    int err = row_get(s, s->w_get, m->key, &cur_rv, &text);
-    if (!err && !(cur = json_loads(text, JSON_DECODE_ANY, NULL))) err = GS_EIO;
-    free(text);
+    int err = row_load(s, s->w_get, m->key, &cur_rv, &cur);
     if (err && err != GS_ENOENT) return m->err = err, err == GS_EIO ? 0 : err;
     bool exists = !err;
     err = m->fn(cur, &next, m->arg);
@@ -425,17 +521,18 @@ static void publish(struct sq_store *s, struct gs_store_mut **ms, struct staged 
 {
     for (size_t i = 0; i < n; i++) {
         if (!sg[i].text) continue;
+        if (ms[i]->want_text) ms[i]->text = text_ref(sg[i].text);
         char *k = strdup(ms[i]->key);
         if (!k) { /* cannot publish: make watchers relist rather than miss it */
             pthread_mutex_lock(&s->emu);
             for (size_t j = 0; j < s->count; j++) {
                 free(s->ring[(s->start + j) % s->cap].key);
-                free(s->ring[(s->start + j) % s->cap].value);
+                gs_store_text_release(s->ring[(s->start + j) % s->cap].value);
             }
             s->rv = s->floor = sg[i].rv;
             s->count = 0;
             pthread_mutex_unlock(&s->emu);
-            free(sg[i].text);
+            gs_store_text_release(sg[i].text);
             continue;
         }
         ring_push(s, sg[i].type, sg[i].rv, k, sg[i].text);
@@ -447,16 +544,16 @@ static void publish(struct sq_store *s, struct gs_store_mut **ms, struct staged 
 static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
 {
     struct staged *sg = calloc(n, sizeof *sg);
-    int err = sg ? exec(s->w, "BEGIN IMMEDIATE") : GS_ENOMEM;
+    int err = sg ? step_done(s->w, s->w_begin, "begin") : GS_ENOMEM;
     int64_t nrv = s->rv;
     for (size_t i = 0; i < n; i++) ms[i]->err = GS_EIO; /* until applied */
     for (size_t i = 0; !err && i < n; i++) err = apply_one(s, ms[i], &nrv, &sg[i]);
     if (!err && nrv != s->rv) err = write_counter(s, nrv);
-    if (!err) err = exec(s->w, "COMMIT");
+    if (!err) err = step_done(s->w, s->w_commit, "commit");
     if (err) {
         if (sg) sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
         for (size_t i = 0; i < n; i++) {
-            if (sg) free(sg[i].text);
+            if (sg) gs_store_text_release(sg[i].text);
             if (!ms[i]->err) json_decref(ms[i]->out);
             ms[i]->out = NULL;
             ms[i]->err = err;
@@ -473,17 +570,58 @@ static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
  * append) instead of queueing for one each. */
 #define GROUP_MAX 512
 
-static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Under a stream of writes a new leader waits a little for more requests
+ * before it commits, as PostgreSQL's commit_delay does: each commit costs
+ * about as much CPU as a whole small write (the WAL append, a share of the
+ * checkpoint), so fuller groups leave more of the CPU to the requests
+ * themselves. Only while several writers stream in (recent groups held more
+ * than one single request on average and the last ended under
+ * LINGER_WINDOW_NS ago: a lone writer never waits, even beside batches), only while the group is smaller than
+ * LINGER_GROUP, and never longer than LINGER_NS; an arrival wakes it. A
+ * batch (the scheduler's bindings) is a loop's critical path: it never
+ * waits, and its arrival ends a wait. */
+#define LINGER_NS 200000
+#define LINGER_WINDOW_NS 2000000
+#define LINGER_GROUP 4
+
+static void linger(struct sq_store *s)
+{
+    int64_t now = mono_ns();
+    if (s->qlen >= LINGER_GROUP || s->avg_group < 1.5 || now - s->last_commit_ns > LINGER_WINDOW_NS) return;
+    int64_t end = now + LINGER_NS;
+    struct timespec dl = {end / 1000000000, end % 1000000000};
+    s->lingering = true;
+    s->cut = false;
+    while (s->qlen < LINGER_GROUP && !s->cut && pthread_cond_timedwait(&s->acv, &s->qmu, &dl) != ETIMEDOUT) {
+    }
+    s->lingering = false;
+}
+
+static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool batch)
 {
     pthread_mutex_lock(&s->qmu);
     for (size_t i = 0; i < n; i++) {
         m[i].done_ = false; /* set under qmu once the group that holds it committed */
         m[i].out = NULL;
         m[i].rv = 0;
+        m[i].text = NULL;
         m[i].next_ = NULL;
         if (s->qtail) s->qtail->next_ = &m[i];
         else s->qhead = &m[i];
         s->qtail = &m[i];
+    }
+    s->qlen += n;
+    s->qsingles += !batch;
+    if (s->lingering) {
+        s->cut |= batch;
+        pthread_cond_signal(&s->acv);
     }
     for (;;) {
         bool mine = false;
@@ -494,12 +632,16 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
             continue;
         }
         s->leader = true;
+        if (!batch) linger(s);
         struct gs_store_mut *g[GROUP_MAX];
         size_t k = 0;
+        s->avg_group = s->avg_group * 0.875 + (double)s->qsingles * 0.125;
+        s->qsingles = 0; /* all taken unless over GROUP_MAX: the rest then go uncounted (errs to not waiting) */
         while (s->qhead && k < GROUP_MAX) {
             g[k++] = s->qhead;
             s->qhead = s->qhead->next_;
         }
+        s->qlen -= k;
         if (!s->qhead) s->qtail = NULL;
         pthread_mutex_unlock(&s->qmu);
         pthread_mutex_lock(&s->wmu);
@@ -508,6 +650,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
         pthread_mutex_lock(&s->qmu);
         for (size_t i = 0; i < k; i++) g[i]->done_ = true;
         s->leader = false;
+        s->last_commit_ns = mono_ns();
         pthread_cond_broadcast(&s->qcv);
     }
     pthread_mutex_unlock(&s->qmu);
@@ -515,7 +658,7 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n)
 
 static int sq_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
 {
-    if (n) submit((struct sq_store *)b, m, n);
+    if (n) submit((struct sq_store *)b, m, n, true);
     for (size_t i = 0; i < n; i++)
         if (m[i].err == GS_EIO || m[i].err == GS_ENOMEM) return m[i].err;
     return 0;
@@ -524,7 +667,7 @@ static int sq_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
 static int sq_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
 {
     struct gs_store_mut m = {.key = key, .fn = fn, .arg = arg};
-    submit((struct sq_store *)b, &m, 1);
+    submit((struct sq_store *)b, &m, 1, false);
     if (out) *out = m.out;
     else json_decref(m.out);
     if (rv && !m.err) *rv = m.rv;
@@ -538,12 +681,9 @@ static int sq_get(struct gs_store *b, const char *key, json_t **obj, int64_t *rv
     struct sq_store *s = (struct sq_store *)b;
     *obj = NULL;
     int64_t v = 0;
-    char *text = NULL;
     pthread_mutex_lock(&s->rmu);
-    int err = row_get(s, s->r_get, key, &v, &text);
+    int err = row_load(s, s->r_get, key, &v, obj);
     pthread_mutex_unlock(&s->rmu);
-    if (!err && !(*obj = json_loads(text, JSON_DECODE_ANY, NULL))) err = GS_EIO;
-    free(text);
     if (!err && rv) *rv = v;
     return err;
 }
@@ -593,19 +733,21 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
 static void sq_close(struct gs_store *b)
 {
     struct sq_store *s = (struct sq_store *)b;
-    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv};
+    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv,
+                           s->w_begin, s->w_commit};
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) sqlite3_finalize(sts[i]);
     sqlite3_close(s->r);
     sqlite3_close(s->w);
     for (size_t i = 0; i < s->count; i++) {
         free(s->ring[(s->start + i) % s->cap].key);
-        free(s->ring[(s->start + i) % s->cap].value);
+        gs_store_text_release(s->ring[(s->start + i) % s->cap].value);
     }
     free(s->ring);
     pthread_mutex_destroy(&s->wmu);
     pthread_mutex_destroy(&s->rmu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
+    pthread_cond_destroy(&s->acv);
     pthread_mutex_destroy(&s->emu);
     pthread_cond_destroy(&s->ecv);
     free(s);
@@ -613,6 +755,7 @@ static void sq_close(struct gs_store *b)
 
 static const struct gs_store_vtbl sq_vtbl = {
     .create = sq_create,
+    .create_text = sq_create_text,
     .update = sq_update,
     .mutate = sq_mutate,
     .mutate_batch = sq_mutate_batch,
@@ -671,6 +814,8 @@ static int setup(struct sq_store *s, const struct gs_store_opts *o)
     if (!err) err = prep(s->w, "UPDATE objects SET rv = ?2, value = ?3 WHERE key = ?1", &s->w_upd);
     if (!err) err = prep(s->w, "DELETE FROM objects WHERE key = ?1", &s->w_del);
     if (!err) err = prep(s->w, "UPDATE meta SET v = ?1 WHERE k = 'rv'", &s->w_rv);
+    if (!err) err = prep(s->w, "BEGIN IMMEDIATE", &s->w_begin);
+    if (!err) err = prep(s->w, "COMMIT", &s->w_commit);
     if (!err) err = prep(s->r, "SELECT rv, value FROM objects WHERE key = ?1", &s->r_get);
     if (!err) err = prep(s->r, "SELECT key, value FROM objects WHERE key >= ?1 AND key < ?2 ORDER BY key", &s->r_list);
     if (!err) err = prep(s->r, "SELECT v FROM meta WHERE k = 'rv'", &s->r_rv);
@@ -697,6 +842,7 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->ecv, &ca);
+    pthread_cond_init(&s->acv, &ca);
     pthread_condattr_destroy(&ca);
     s->ring = calloc(s->cap, sizeof *s->ring);
     int err = s->ring ? setup(s, o) : GS_ENOMEM;

@@ -223,9 +223,25 @@ static bool plain_key(const char *k)
     return true;
 }
 
+/* Appends a then b, both or neither (as dec_append truncates); the plain
+ * cases of the two below, which every decoded field takes, without printf. */
+static size_t dec_put(struct gs_dec *dc, const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t mark = dc->len;
+    if (an + bn >= sizeof dc->path - dc->len) {
+        dc->path[mark] = '\0';
+        return mark;
+    }
+    memcpy(dc->path + dc->len, a, an);
+    memcpy(dc->path + dc->len + an, b, bn);
+    dc->len += an + bn;
+    dc->path[dc->len] = '\0';
+    return mark;
+}
+
 size_t gs__dec_key(struct gs_dec *dc, const char *key)
 {
-    if (plain_key(key)) return dec_append(dc, "%s%s", dc->len ? "." : "", key);
+    if (plain_key(key)) return dec_put(dc, ".", dc->len ? 1 : 0, key, strlen(key));
     size_t mark = dec_append(dc, "[\"");
     for (const char *p = key; *p; p++) dec_append(dc, (*p == '"' || *p == '\\') ? "\\%c" : "%c", *p);
     dec_append(dc, "\"]");
@@ -234,7 +250,13 @@ size_t gs__dec_key(struct gs_dec *dc, const char *key)
 
 size_t gs__dec_idx(struct gs_dec *dc, size_t i)
 {
-    return dec_append(dc, "[%zu]", i);
+    char buf[24];
+    size_t n = sizeof buf;
+    buf[--n] = ']';
+    do buf[--n] = (char)('0' + i % 10);
+    while ((i /= 10) && n > 1);
+    buf[--n] = '[';
+    return dec_put(dc, buf + n, sizeof buf - n, "", 0);
 }
 
 void gs__dec_pop(struct gs_dec *dc, size_t mark)

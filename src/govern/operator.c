@@ -629,6 +629,16 @@ static void write_node(struct gs_operator *op, const char *key, const json_t *no
         w.request = request_json(op, &ns->sm, json_object_get(json_object_get(node, "metadata"), "labels"));
     json_t *out = NULL;
     int64_t rv0 = gs_store_obj_rv(node), rv = 0;
+    /* Nothing to change in the copy just listed: no write (and no store
+     * transaction), as the read-modify-write would find; a change since
+     * the list is seen by the next pass. */
+    if (apply_want((json_t *)node, &out, &w) == GS_STORE_UNCHANGED) {
+        json_decref(w.request);
+        json_decref(w.saved);
+        return;
+    }
+    json_decref(out);
+    out = NULL;
     if (gs_store_mutate(op->store, key, apply_want, &w, &out, &rv) == 0 && rv != rv0) op->st.writes++;
     json_decref(out);
     json_decref(w.request);
