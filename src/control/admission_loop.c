@@ -736,7 +736,8 @@ static void evicted(void *ctx, const struct gs_pod *pod)
      * the freed nodes for it. Left in the cache until the hook ran after the
      * cycle, the check failed, the claimant stayed pending with no hold, and
      * any other pod could take what reclaim had freed. */
-    gs_cache_remove_pod(a->o.cache, key + 5);
+    char ckey[GS__KEY_MAX];
+    if (gs_meta_key(&pod->meta, ckey, sizeof ckey) == 0) gs_cache_remove_pod(a->o.cache, ckey); /* as the cache keys it */
 }
 
 /*--- Conditions ---*/
