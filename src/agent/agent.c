@@ -233,6 +233,7 @@ void gs_agent_stop(struct gs_agent *a, bool kill_pods)
     free(a->pods);
     json_decref(a->desired);
     json_decref(a->changed);
+    json_decref(a->lease); /* node lease (agent_node.c) */
     pthread_mutex_destroy(&a->mu);
     pthread_mutex_destroy(&a->wmu);
     free(a);

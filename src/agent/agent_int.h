@@ -59,6 +59,8 @@ struct gs__pod {
     int64_t kill_at_ns;      /* SIGKILL after this (monotonic) */
     bool gone;               /* no longer wanted: remove after stopping */
     int64_t wait_dev_until_ns; /* != 0: waiting for a stopping pod to release a chosen GPU (monotonic deadline) */
+    bool deleting;           /* graceful deletion: confirm (delete with grace 0) once stopped */
+    int64_t next_delete_ns;  /* retry of that confirmation (monotonic) */
     struct gs__mig_hold *mig; /* MIG instances chosen for it, or NULL (agent_mig.c); held while holds_devices */
     char dir[1200];
 };
@@ -93,6 +95,11 @@ struct gs_agent {
     atomic_bool stop;
     atomic_bool registered;
     int64_t next_heartbeat_ns, next_nrt_ns;
+    /* Node heartbeat as a Lease (agent_node.c): the last Lease written, and
+     * when the Node status is next written even though nothing changed. */
+    json_t *lease;
+    bool lease_unsupported;  /* the server has no leases: heartbeat on the Node */
+    int64_t next_status_ns;
     bool nrt_dirty;
     uint64_t alloc_mask_reported;
     /* GPU stack (src/govern/agentstack.c): validators, MIG manager, and the

@@ -9,10 +9,19 @@
  * so clients can fetch logs and metrics. Spec (taints, unschedulable) belongs
  * to the administrator and the node lifecycle, so a re-registration keeps it.
  *
- * The heartbeat is the Ready condition's lastHeartbeatTime, written with a
- * strategic merge patch of the status: it touches nothing else, needs no
- * resourceVersion, and is what the server's node lifecycle compares against
- * its grace period.
+ * The heartbeat is a Lease, as kubelet's: coordination.k8s.io/v1, named
+ * after the node in the namespace kube-node-lease, its spec.renewTime
+ * renewed every heartbeat period with a conditional update of the Lease we
+ * last wrote (a small object, one write). The Node itself is read each
+ * period and its status (the Ready condition and the devices, by a strategic
+ * merge patch of the status: it touches nothing else and needs no
+ * resourceVersion) is written only when the server's copy differs from what
+ * this agent would write - a GPU turned unhealthy, or the node lifecycle
+ * marked the node NotReady - and otherwise once every status report period
+ * (kubelet's nodeStatusReportFrequency: 5 minutes, or
+ * $GPUSCHED_NODE_STATUS_REPORT seconds). That turns a write of the whole
+ * Node status per node and period into a write of a Lease. Against a server
+ * without leases the agent falls back to writing the status every period.
  */
 #include "agent/agent_int.h"
 #include "control/resources.h"
@@ -22,7 +31,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#define LEASE_DURATION_S 40        /* kubelet's default */
+#define STATUS_REPORT_S 300        /* kubelet's nodeStatusReportFrequency */
 
 static const struct gs_api_resource *nodes_res(void) { return gs_api_resource_lookup("nodes"); }
 
@@ -43,6 +56,15 @@ json_t *gs__node_devices(const struct gs_agent *a)
         json_array_append_new(devs, d);
     }
     return devs;
+}
+
+/*--- Heartbeat ---*/
+
+static int64_t status_report_ns(void)
+{
+    const char *env = getenv("GPUSCHED_NODE_STATUS_REPORT");
+    double s = env && atof(env) > 0 ? atof(env) : STATUS_REPORT_S;
+    return (int64_t)(s * 1e9);
 }
 
 static json_t *ready_condition(const char *status, const char *reason, const char *msg)
@@ -147,20 +169,116 @@ int gs__node_register(struct gs_agent *a)
     }
     if (err) gs_log(GS_LOG_WARN, "agent: node registration failed", "node", a->node, "error", gs_strerror(err),
                     "message", gs_client_status_message(out), NULL);
+    else a->next_status_ns = gs__mono_ns() + status_report_ns();
     json_decref(out);
     json_decref(node);
     return err;
 }
 
-int gs__node_heartbeat(struct gs_agent *a)
+/* "2026-01-02T03:04:05.000000Z", the MicroTime of a Lease. */
+static void micro_time(char *buf, size_t len)
 {
-    json_t *patch = json_pack("{s:{s:[o],s:o}}", "status", "conditions",
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char sec[24];
+    strftime(sec, sizeof sec, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%.19s.%06dZ", sec, (int)(ts.tv_nsec / 1000) % 1000000);
+}
+
+/* Creates or renews the node's Lease. 0, or the error of the last write. */
+static int renew_lease(struct gs_agent *a)
+{
+    const struct gs_api_resource *r = gs_api_resource_lookup("leases");
+    char now[40];
+    micro_time(now, sizeof now);
+    int err = GS_ECONFLICT;
+    for (int attempt = 0; attempt < 2 && (err == GS_ECONFLICT || err == GS_ENOENT); attempt++) {
+        json_t *out = NULL;
+        if (a->lease) {
+            json_t *l = json_deep_copy(a->lease), *spec = json_object_get(l, "spec");
+            if (!json_is_object(spec)) json_object_set_new(l, "spec", spec = json_object());
+            json_object_set_new(spec, "holderIdentity", json_string(a->node));
+            json_object_set_new(spec, "leaseDurationSeconds", json_integer(LEASE_DURATION_S));
+            json_object_set_new(spec, "renewTime", json_string(now));
+            err = gs_client_update(a->cl, r, GS_NODE_LEASE_NS, a->node, NULL, l, &out);
+            json_decref(l);
+        } else {
+            json_t *l = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:i,s:s}}", "apiVersion", "coordination.k8s.io/v1",
+                                  "kind", "Lease", "metadata", "name", a->node, "namespace", GS_NODE_LEASE_NS, "spec",
+                                  "holderIdentity", a->node, "leaseDurationSeconds", LEASE_DURATION_S, "renewTime",
+                                  now);
+            err = gs_client_create(a->cl, r, GS_NODE_LEASE_NS, l, &out);
+            json_decref(l);
+            if (err == GS_EEXIST) err = GS_ECONFLICT; /* created by our previous life: read it */
+        }
+        if (!err) {
+            json_decref(a->lease);
+            a->lease = out;
+            return 0;
+        }
+        json_decref(out);
+        out = NULL;
+        json_decref(a->lease);
+        a->lease = NULL;
+        if (err == GS_ECONFLICT && gs_client_get(a->cl, r, GS_NODE_LEASE_NS, a->node, &out) == 0) a->lease = out;
+        else json_decref(out);
+    }
+    return err;
+}
+
+/* Does the server's Node already say what this agent would write? */
+static bool status_current(const json_t *node, const json_t *devices)
+{
+    json_t *st = json_object_get(node, "status"), *c;
+    size_t i;
+    bool ready = false;
+    json_array_foreach(json_object_get(st, "conditions"), i, c)
+        if (gs__jstr(c, "type") && !strcmp(gs__jstr(c, "type"), "Ready"))
+            ready = gs__jstr(c, "status") && !strcmp(gs__jstr(c, "status"), "True") && gs__jstr(c, "reason") &&
+                    !strcmp(gs__jstr(c, "reason"), "AgentReady");
+    return ready && json_equal(json_object_get(st, "devices"), devices);
+}
+
+static int write_status(struct gs_agent *a, json_t *devices)
+{
+    json_t *patch = json_pack("{s:{s:[o],s:O}}", "status", "conditions",
                               ready_condition("True", "AgentReady", "gpusched agent is posting ready status"), "devices",
-                              gs__node_devices(a));
+                              devices);
     json_t *out = NULL;
     int err = gs_client_patch(a->cl, nodes_res(), NULL, a->node, "status", true, patch, &out);
     json_decref(patch);
     json_decref(out);
+    if (!err) a->next_status_ns = gs__mono_ns() + status_report_ns();
+    return err;
+}
+
+int gs__node_heartbeat(struct gs_agent *a)
+{
+    if (!a->lease_unsupported) {
+        int err = renew_lease(a);
+        if (err == GS_ENOENT) { /* a server that serves no leases */
+            a->lease_unsupported = true;
+            gs_log(GS_LOG_WARN, "agent: the server has no leases; heartbeat on the Node status", "node", a->node, NULL);
+        } else if (err) {
+            gs_log(GS_LOG_DEBUG, "agent: lease renewal failed", "node", a->node, "error", gs_strerror(err), NULL);
+        }
+    }
+    json_t *devices = gs__node_devices(a), *node = NULL;
+    int err = 0;
+    if (!a->lease_unsupported && gs__mono_ns() < a->next_status_ns) {
+        err = gs_client_get(a->cl, nodes_res(), NULL, a->node, &node);
+        if (!err && status_current(node, devices)) {
+            json_decref(node);
+            json_decref(devices);
+            return 0;
+        }
+        json_decref(node);
+        if (err && err != GS_ENOENT) err = 0; /* unreadable: write it */
+    }
+    if (!err) err = write_status(a, devices);
+    json_decref(devices);
     return err;
 }
 

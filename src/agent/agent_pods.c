@@ -367,6 +367,9 @@ static void attribute(struct gs_agent *a, struct gs__pod *p, bool on)
     for (int k = 0; k < p->nslots; k++)
         gs_exporter_set_pod(a->exp, a->inv.gpus[p->slots[k]].index, on ? p->ns : NULL, on ? p->name : NULL,
                             on && p->nc ? p->c[0].name : NULL);
+    for (int k = 0; p->mig && k < p->mig->n; k++) /* MIG instances (agent_mig.c): per-instance series */
+        gs_exporter_set_mig_pod(a->exp, p->mig->v[k].uuid, on ? p->ns : NULL, on ? p->name : NULL,
+                                on && p->nc ? p->c[0].name : NULL);
 }
 
 static void release(struct gs_agent *a, struct gs__pod *p)
@@ -490,7 +493,7 @@ static void report(struct gs_agent *a, struct gs__pod *p)
 
 /*--- Start, stop ---*/
 
-static void add_pod(struct gs_agent *a, struct gs__pod *p)
+static bool add_pod(struct gs_agent *a, struct gs__pod *p)
 {
     pthread_mutex_lock(&a->mu);
     struct gs__pod **v = realloc(a->pods, (a->npods + 1) * sizeof *v);
@@ -500,6 +503,7 @@ static void add_pod(struct gs_agent *a, struct gs__pod *p)
     }
     pthread_mutex_unlock(&a->mu);
     if (!v) gs__pod_free(p);
+    return v != NULL;
 }
 
 static struct gs__pod *pod_new(struct gs_agent *a, const char *ns, const char *name, const char *uid)
@@ -574,6 +578,47 @@ static void begin_stop(struct gs_agent *a, struct gs__pod *p)
     }
 }
 
+/* Graceful deletion (deletionTimestamp set): SIGTERM now, SIGKILL after the
+ * pod's deletionGracePeriodSeconds (a later, shorter one moves the kill
+ * closer), then, once every process is gone and the devices are released,
+ * the pod is deleted with grace 0 (confirm_delete in the tick). */
+static void begin_delete(struct gs_agent *a, struct gs__pod *p, const json_t *md)
+{
+    json_t *g = json_object_get(md, "deletionGracePeriodSeconds");
+    int64_t grace_ns = json_is_integer(g) && json_integer_value(g) >= 0 ? json_integer_value(g) * 1000000000LL
+                                                                         : (int64_t)a->o.grace_ms * 1000000;
+    bool was = p->terminating;
+    begin_stop(a, p);
+    int64_t at = gs__mono_ns() + grace_ns;
+    if (!was || at < p->kill_at_ns) p->kill_at_ns = at;
+    if (!p->deleting) gs_log(GS_LOG_INFO, "agent: pod terminating", "pod", p->key, NULL);
+    p->gone = p->deleting = true;
+}
+
+/* Deletes the stopped pod with grace 0 (uid as precondition, so a new pod of
+ * the same name is safe). True when it is gone from the server. */
+static bool confirm_delete(struct gs_agent *a, struct gs__pod *p, int64_t now)
+{
+    if (now < p->next_delete_ns) return false;
+    char path[1024];
+    if (gs_api_path(pods_res(), p->ns, p->name, path, sizeof path - 24) < 0) return true;
+    strcat(path, "?gracePeriodSeconds=0");
+    json_t *opts = json_pack("{s:s,s:s,s:i,s:{s:s}}", "kind", "DeleteOptions", "apiVersion", "v1",
+                             "gracePeriodSeconds", 0, "preconditions", "uid", p->uid);
+    json_t *out = NULL;
+    long code = 0;
+    int err = gs_client_call(a->cl, "DELETE", path, "application/json", opts, NULL, &out, &code);
+    json_decref(opts);
+    json_decref(out);
+    /* 404: already gone; 409: the name now belongs to another pod. */
+    if (!err || err == GS_ENOENT || err == GS_ECONFLICT) {
+        gs_log(GS_LOG_INFO, "agent: pod deletion confirmed", "pod", p->key, NULL);
+        return true;
+    }
+    p->next_delete_ns = now + 1000000000LL;
+    return false;
+}
+
 static struct gs__pod *find_uid(struct gs_agent *a, const char *uid)
 {
     for (size_t i = 0; i < a->npods; i++)
@@ -593,8 +638,9 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
     if (p) {
         json_decref(p->obj);
         p->obj = json_incref(obj);
+        if (gs__jstr(md, "deletionTimestamp")) begin_delete(a, p, md);
         /* The scheduler preempted it: stop its processes, keep the server's verdict. */
-        if (gs__jstr(md, "deletionTimestamp") || preempted(obj)) {
+        else if (preempted(obj)) {
             begin_stop(a, p);
             p->gone = true;
         }
@@ -602,8 +648,12 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
     }
     const char *phase = gs__jstr(json_object_get(obj, "status"), "phase");
     if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return;
-    if (gs__jstr(md, "deletionTimestamp")) return;
     if (!(p = pod_new(a, ns ? ns : "default", name, uid))) return;
+    if (gs__jstr(md, "deletionTimestamp")) { /* never started here: nothing to stop, only to confirm */
+        p->restart_policy = strdup("Never");
+        if (add_pod(a, p)) begin_delete(a, p, md);
+        return;
+    }
     p->obj = json_incref(obj);
     const char *dev = gs__jstr(json_object_get(md, "annotations"), "gpusched.io/devices");
     const char *rp = gs__jstr(spec, "restartPolicy");
@@ -736,6 +786,10 @@ void gs__pods_tick(struct gs_agent *a)
                 continue;
             }
             release(a, p);
+            if (p->deleting && !confirm_delete(a, p, now)) {
+                i++;
+                continue;
+            }
             if (p->gone) {
                 remove_at(a, i);
                 continue;

@@ -47,6 +47,8 @@ static void usage(FILE *f)
                "  --device-list-strategy S    envvar, cdi-annotations, cdi-cri, or a comma list (default envvar)\n"
                "  --replicas N                time-slicing: expose each GPU as N devices UUID::0..N-1 (default 1)\n"
                "  --mig-strategy S            none, single or mixed: how MIG devices are offered (default none)\n"
+               "  --proc-root DIR             read MIG capability minors from DIR/driver/nvidia-caps/mig-minors\n"
+               "                              (default /proc; mock nodes use fixed minors unless given)\n"
                "  --cdi-spec-dir DIR          where to write nvidia.com-gpu.json (default %s)\n"
                "  --cdi-mount HOST[:CTR]      add a read-only bind mount to the CDI spec (repeatable)\n"
                "  --log-level L               debug, info, warn, error (default info)\n"
@@ -58,6 +60,7 @@ static void usage(FILE *f)
 
 struct dp_opts {
     const char *mock, *plugin_dir, *resource, *endpoint, *cdi_dir;
+    const char *proc_root; /* MIG capability minors (node/migcaps.h) */
     unsigned strategy;
     enum gs_mig_strategy mig;
     int replicas;
@@ -98,7 +101,7 @@ static int parse(int argc, char **argv, struct dp_opts *o)
         {"device-list-strategy", required_argument, 0, 's'},
         {"replicas", required_argument, 0, 'n'},      {"cdi-spec-dir", required_argument, 0, 'c'},
         {"cdi-mount", required_argument, 0, 'M'},     {"log-level", required_argument, 0, 'l'},
-        {"mig-strategy", required_argument, 0, 'S'},
+        {"mig-strategy", required_argument, 0, 'S'}, {"proc-root", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
     };
     enum gs_log_level lvl;
@@ -112,6 +115,7 @@ static int parse(int argc, char **argv, struct dp_opts *o)
         case 'r': o->resource = optarg; break;
         case 'e': o->endpoint = optarg; break;
         case 'c': o->cdi_dir = optarg, o->cdi_dir_given = true; break;
+        case 'P': o->proc_root = optarg; break;
         case 's':
             if (gs_dls_parse(optarg, &o->strategy)) {
                 fprintf(stderr, "device-plugin: --device-list-strategy: want envvar, cdi-annotations or cdi-cri\n");
@@ -185,7 +189,7 @@ static int serve(const struct dp_opts *o, struct gs_disc *d, int n_gpus, const s
             .plugin_dir = o->plugin_dir,
             .resource_name = whole && o->resource ? o->resource : r->name,
             .endpoint = whole ? o->endpoint : r->endpoint,
-            .alloc = {.strategy = o->strategy},
+            .alloc = {.strategy = o->strategy, .proc_root = o->proc_root, .mock_caps = o->mock && !o->proc_root},
         };
         rc = gs_dp_create(&cfg, &r->gpus, &dps[made]);
         if (!rc) gs_log(GS_LOG_INFO, "serving", "resource", cfg.resource_name, "socket", gs_dp_socket(dps[made]), NULL);

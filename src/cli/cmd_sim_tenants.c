@@ -64,6 +64,8 @@ static void usage(FILE *f)
           "  --reserve-horizon S  reserve for a starving workload only if it can start within S (default 3600; 0: any)\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
+          "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
+          "                       or in one global order (lowest priority, most recently admitted; the earlier rule)\n"
           "  --queues-json FILE   write the per-queue status of the fair run (quotas, usage, fair share,\n"
           "                       pending workloads with position and estimated start, counters)\n"
           "  --queues-at S        take that snapshot at simulated second S (default: at the end)\n"
@@ -161,6 +163,9 @@ static int parse(int argc, char **argv, struct targs *a)
         } else if (!strcmp(f, "--reclaim-from")) {
             if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return bad(f, v, "want fairshare or nominal");
             a->o.reclaim_above_nominal = !strcmp(v, "nominal");
+        } else if (!strcmp(f, "--victims")) {
+            if (strcmp(v, "nodewise") && strcmp(v, "global")) return bad(f, v, "want nodewise or global");
+            a->o.global_victims = !strcmp(v, "global");
         } else if (!strcmp(f, "--queues-json")) {
             a->queues_json = v;
             a->o.want_queues = true;
@@ -268,6 +273,14 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
                    (long long)res[r].reclaims_deferred, (long long)res[r].spared_min_runtime,
                    (long long)res[r].spared_fair_share, (long long)res[r].spared_cap, res[r].max_workload_preemptions,
                    res[r].charged_gpu_hours);
+        if (!strcmp(runs[r].mode, "fair"))
+            printf("      victim searches: %lld, %lld found a set (%lld node-wise; node-wise found no set in %lld, "
+                   "its set was not confirmed in %lld); evictions %lld; reservations %lld (%lld times none: start "
+                   "past the horizon)\n",
+                   (long long)res[r].victim_searches, (long long)res[r].victim_searches_won,
+                   (long long)res[r].nodewise_won, (long long)res[r].nodewise_refused,
+                   (long long)res[r].nodewise_unproven, (long long)res[r].evictions, (long long)res[r].reservations,
+                   (long long)res[r].reservations_beyond_horizon);
     }
 }
 
@@ -292,6 +305,11 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
                                             "spared_cap", (json_int_t)r->spared_cap, "max_workload_preemptions",
                                             r->max_workload_preemptions, "charged_gpu_hours",
                                             r->charged_gpu_hours));
+    if (o)
+        json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I}", "victim_searches", (json_int_t)r->victim_searches,
+                                            "victim_searches_won", (json_int_t)r->victim_searches_won,
+                                            "nodewise_won", (json_int_t)r->nodewise_won, "nodewise_refused",
+                                            (json_int_t)r->nodewise_refused));
     return o;
 }
 

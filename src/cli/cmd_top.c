@@ -60,11 +60,12 @@ static void metric(const char *page, const char *name, double *sum, int *n)
     }
 }
 
-static void utilisation(const json_t *node, char *util, char *mem, size_t len)
+static void utilisation(const json_t *node, char *util, char *mem, char *mig, size_t len)
 {
     char ep[512];
     snprintf(util, len, "<unknown>");
     snprintf(mem, len, "<unknown>");
+    snprintf(mig, len, "-");
     gs_agent_endpoint(node, ep, sizeof ep);
     char *body = NULL;
     size_t bl;
@@ -80,6 +81,10 @@ static void utilisation(const json_t *node, char *util, char *mem, size_t len)
     metric(body, "DCGM_FI_DEV_FB_FREE", &fr, &n2);
     if (nu) snprintf(util, len, "%.0f%%", su / nu);
     if (n1 && n2 && used + fr > 0) snprintf(mem, len, "%.0f%%", 100 * used / (used + fr));
+    double held; /* MIG instances held by pods / on the node (docs/DISCOVERY.md, "MIG instances") */
+    int ninst;
+    metric(body, "gpusched_mig_instance_allocated", &held, &ninst);
+    if (ninst) snprintf(mig, len, "%.0f/%d", held, ninst);
     free(body);
 }
 
@@ -94,8 +99,8 @@ static int top_nodes(struct gs_client *c)
         json_decref(pods);
         return 1;
     }
-    printf("%-20s %-9s %-5s %-9s %-7s %-9s %-9s %s\n", "NAME", "STATUS", "GPUS", "ALLOCATED", "ALLOC%", "GPU-UTIL",
-           "GPU-MEM", "PODS");
+    printf("%-20s %-9s %-5s %-9s %-7s %-9s %-9s %-5s %s\n", "NAME", "STATUS", "GPUS", "ALLOCATED", "ALLOC%",
+           "GPU-UTIL", "GPU-MEM", "PODS", "MIG");
     size_t i;
     json_t *n;
     json_array_foreach(json_object_get(nodes, "items"), i, n) {
@@ -109,11 +114,12 @@ static int top_nodes(struct gs_client *c)
                 status = jstr(cond, "status") && !strcmp(jstr(cond, "status"), "True") ? "Ready" : "NotReady";
         int np;
         long milli = allocated_milli(pods, name ? name : "", &np);
-        char alloc[32], pct[16], util[32], mem[32];
+        char alloc[32], pct[16], util[32], mem[32], mig[32];
         snprintf(alloc, sizeof alloc, milli % 1000 ? "%.1f" : "%.0f", milli / 1000.0);
         snprintf(pct, sizeof pct, "%.0f%%", ngpu ? milli / (10.0 * (double)ngpu) : 0.0);
-        utilisation(n, util, mem, sizeof util);
-        printf("%-20s %-9s %-5zu %-9s %-7s %-9s %-9s %d\n", name ? name : "?", status, ngpu, alloc, pct, util, mem, np);
+        utilisation(n, util, mem, mig, sizeof util);
+        printf("%-20s %-9s %-5zu %-9s %-7s %-9s %-9s %-5d %s\n", name ? name : "?", status, ngpu, alloc, pct, util, mem,
+               np, mig);
     }
     json_decref(nodes);
     json_decref(pods);

@@ -321,9 +321,19 @@ static json_t *queue_columns(bool kueue)
                      col("Weighted-Share", "string", "", 1, "Usage over fair share, dominant resource."));
 }
 
+static json_t *lease_row(const json_t *o, const char *name, const char *age)
+{
+    const char *holder = str_at(o, "spec", "holderIdentity");
+    return json_pack("[s, s, s]", name, holder ? holder : "", age);
+}
+
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
     if (which == 3 || which == 4) return queue_columns(which == 3);
+    if (which == 5)
+        return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
+                         col("Holder", "string", "", 0, "The lease's holder (spec.holderIdentity)."),
+                         col("Age", "string", "", 0, "Time since creation."));
     const char *nd = "Name must be unique within a namespace.";
     if (which == 1)
         return json_pack("[o,o,o,o,o,o,o,o]", col("Name", "string", "name", 0, nd),
@@ -358,6 +368,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
 {
     int which = !strcmp(res->kind, "ClusterQueue") ? 3
                 : !strcmp(res->kind, "Queue")    ? 4
+                : !strcmp(res->kind, "Lease")    ? 5
                 : res->group[0]                  ? 0
                 : !strcmp(res->plural, "pods")   ? 1
                 : !strcmp(res->plural, "nodes")  ? 2
@@ -373,6 +384,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                         : which == 2 ? node_row(o, age)
                         : which == 3 ? cluster_queue_row(o, name ? name : "", age)
                         : which == 4 ? volcano_queue_row(o, name ? name : "", age)
+                        : which == 5 ? lease_row(o, name ? name : "", age)
                                      : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);
         json_t *ro = row_object(o, inc);

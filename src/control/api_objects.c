@@ -277,11 +277,17 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     }
     generate_name(meta_of(obj));
     int err = gs_apiserver_prepare_new(obj);
+    json_object_del(meta_of(obj), "deletionGracePeriodSeconds");
     if (!err && validate(obj, &d)) {
         ret = reply_invalid(r, obj, &d);
         goto out;
     }
     const char *name = str(meta_of(obj), "name");
+    if (r->if_named && (!name || strcmp(name, r->who->node))) {
+        ret = gs__reply_status(r, 403, NULL, name, "%s \"%s\" is forbidden: User \"%s\" may only create the one "
+                               "named after its node", r->res->plural, name ? name : "", r->who->user);
+        goto out;
+    }
     char key[1024];
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
     if (!err) err = gs_store_create(r->s->store, key, obj, NULL);
@@ -340,9 +346,23 @@ static json_t *next_object(struct wctx *w, json_t *cur)
         else json_object_del(spec, "nodeName");
     }
     json_t *md = meta_of(next), *cmd = json_object_get(cur, "metadata");
-    const char *keep[] = {"name", "namespace", "uid", "creationTimestamp", "resourceVersion", "deletionTimestamp"};
+    const char *keep[] = {"name",          "namespace",         "uid", "creationTimestamp", "resourceVersion",
+                          "deletionTimestamp", "deletionGracePeriodSeconds"};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) copy_member(md, cmd, keep[i]);
     return next;
+}
+
+/* Does next carry a finalizer that cur does not? */
+static bool adds_finalizer(const json_t *cur, const json_t *next)
+{
+    json_t *have = json_object_get(json_object_get(cur, "metadata"), "finalizers"), *f, *g;
+    size_t i, j;
+    json_array_foreach(json_object_get(json_object_get(next, "metadata"), "finalizers"), i, f) {
+        bool found = false;
+        json_array_foreach(have, j, g) found |= json_equal(f, g);
+        if (!found) return true;
+    }
+    return false;
 }
 
 static int write_fn(json_t *cur, json_t **out, void *arg)
@@ -357,7 +377,10 @@ static int write_fn(json_t *cur, json_t **out, void *arg)
         json_decref(next);
         return GS_STORE_UNCHANGED;
     }
-    if (validate(next, &w->d)) {
+    if (str(json_object_get(cur, "metadata"), "deletionTimestamp") && adds_finalizer(cur, next))
+        gs_diags_add(&w->d, "metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being "
+                     "deleted");
+    if (w->d.n || validate(next, &w->d)) {
         w->invalid = true;
         json_decref(next);
         return GS_EINVAL;
@@ -365,6 +388,8 @@ static int write_fn(json_t *cur, json_t **out, void *arg)
     *out = next;
     return 0;
 }
+
+static void finish_deletion(struct gs__req *r, const char *key, json_t **obj);
 
 static enum MHD_Result run_write(struct wctx *w)
 {
@@ -377,7 +402,10 @@ static enum MHD_Result run_write(struct wctx *w)
     if (err == GS_EINVAL && w->invalid) ret = reply_invalid(r, w->body, &w->d);
     else if (err == GS_ENOMEM && !out) ret = gs__reply_status(r, 422, NULL, r->name, "the patch cannot be applied");
     else if (err) ret = gs__reply_err(r, err, r->name);
-    else ret = gs__reply_json(r, 200, out), out = NULL;
+    else {
+        finish_deletion(r, key, &out);
+        ret = gs__reply_json(r, 200, out), out = NULL;
+    }
     json_decref(out);
     gs_diags_free(&w->d);
     json_decref(w->body);
@@ -460,6 +488,7 @@ static int bind_fn(json_t *cur, json_t **out, void *arg)
         snprintf(b->bound_to, sizeof b->bound_to, "%s", n);
         return GS_EEXIST;
     }
+    if (str(json_object_get(cur, "metadata"), "deletionTimestamp")) return GS_ESTATE;
     json_t *next = json_deep_copy(cur);
     if (!next) return GS_ENOMEM;
     json_t *spec = json_object_get(next, "spec");
@@ -493,6 +522,9 @@ enum MHD_Result gs__handle_bind(struct gs__req *r)
         if (err == GS_EEXIST)
             ret = gs__reply_status(r, 409, "Conflict", r->name, "pod %s is already assigned to node \"%s\"", r->name,
                                    b.bound_to);
+        else if (err == GS_ESTATE)
+            ret = gs__reply_status(r, 409, "Conflict", r->name, "pod %s is being deleted, cannot be assigned to a host",
+                                   r->name);
         else if (err) ret = gs__reply_err(r, err, r->name);
         else ret = gs__reply_json(r, 201, gs__status(201, NULL, "", NULL, NULL, NULL, 0));
     }
@@ -500,7 +532,122 @@ enum MHD_Result gs__handle_bind(struct gs__req *r)
     return ret;
 }
 
-/*--- Delete ---*/
+/*--- Delete ---
+ *
+ * Graceful deletion, as Kubernetes does it. A pod bound to a node and not
+ * finished is not removed: DELETE sets metadata.deletionTimestamp (now +
+ * grace) and deletionGracePeriodSeconds and answers the object; the node
+ * agent stops the processes, releases the devices and then deletes the pod
+ * with gracePeriodSeconds=0, which removes it. Until then the scheduler
+ * keeps counting its resources, so no new pod is bound onto GPUs whose
+ * processes still run. A later DELETE may shorten the deadline, never
+ * extend it. An object with finalizers is kept (deletionTimestamp set)
+ * until an update empties them; it is then removed when its grace period
+ * is 0 (everything but a terminating pod, whose agent still has to confirm).
+ */
+
+struct dctx {
+    struct gs__req *r;
+    const char *want_uid;
+    int64_t expect;
+    long long grace;  /* -1: not given */
+    bool now;         /* remove at once, at version seen_rv */
+    int64_t seen_rv;
+};
+
+static bool has_finalizers(const json_t *obj)
+{
+    return json_array_size(json_object_get(json_object_get(obj, "metadata"), "finalizers")) > 0;
+}
+
+static bool pod_terminal(const json_t *obj)
+{
+    const char *ph = str(json_object_get(obj, "status"), "phase");
+    return ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed"));
+}
+
+static bool is_pod(const struct gs_api_resource *res)
+{
+    return !res->group[0] && !strcmp(res->plural, "pods");
+}
+
+static void rfc3339(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static time_t parse_rfc3339(const char *s)
+{
+    struct tm tm = {0};
+    return s && strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) ? timegm(&tm) : 0;
+}
+
+static int delete_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct dctx *d = arg;
+    if (!cur) return GS_ENOENT;
+    if (d->r->if_bound && !bound_to(cur, d->r->who)) return GS_EPERM;
+    const char *uid = str(json_object_get(cur, "metadata"), "uid");
+    if (d->want_uid && (!uid || strcmp(uid, d->want_uid))) return GS_ECONFLICT;
+    d->seen_rv = gs_store_obj_rv(cur);
+    if (d->expect && d->seen_rv != d->expect) return GS_ECONFLICT;
+    bool graceful = is_pod(d->r->res) && node_of(cur) && *node_of(cur) && !pod_terminal(cur);
+    long long grace = 0;
+    if (graceful) {
+        json_t *tg = json_object_get(json_object_get(cur, "spec"), "terminationGracePeriodSeconds");
+        grace = d->grace >= 0 ? d->grace : json_is_integer(tg) && json_integer_value(tg) >= 0 ? json_integer_value(tg)
+                                                                                                : 30;
+    }
+    bool fin = has_finalizers(cur);
+    if (!fin && grace == 0) {
+        d->now = true;
+        return GS_ESTATE;
+    }
+    time_t deadline = time(NULL) + (time_t)grace;
+    json_t *md = json_object_get(cur, "metadata");
+    const char *old = str(md, "deletionTimestamp");
+    json_t *old_grace = json_object_get(md, "deletionGracePeriodSeconds");
+    bool later = old && parse_rfc3339(old) <= deadline; /* never extended */
+    if (later && (grace > 0 || json_integer_value(old_grace) == 0)) return GS_STORE_UNCHANGED;
+    json_t *next = json_deep_copy(cur);
+    if (!next) return GS_ENOMEM;
+    char ts[32];
+    rfc3339(deadline, ts, sizeof ts);
+    md = meta_of(next);
+    if (!later) json_object_set_new(md, "deletionTimestamp", json_string(ts));
+    json_object_set_new(md, "deletionGracePeriodSeconds", json_integer(grace));
+    *out = next;
+    return 0;
+}
+
+/* gracePeriodSeconds from the DeleteOptions body or the query; answers 400 itself. */
+static int grace_of(struct gs__req *r, const json_t *opts, long long *grace)
+{
+    *grace = -1;
+    json_t *g = json_object_get(opts, "gracePeriodSeconds");
+    const char *q = gs__arg(r, "gracePeriodSeconds");
+    char text[64] = "";
+    if (g && !json_is_null(g)) {
+        if (json_is_integer(g) && json_integer_value(g) >= 0) return (*grace = json_integer_value(g)), 0;
+        char *dump = json_dumps(g, JSON_ENCODE_ANY | JSON_COMPACT);
+        snprintf(text, sizeof text, "%s", dump ? dump : "?");
+        free(dump);
+    } else if (q) {
+        char *end = NULL;
+        long long v = strtoll(q, &end, 10);
+        if (*q && !*end && v >= 0) return (*grace = v), 0;
+        snprintf(text, sizeof text, "\"%s\"", q);
+    } else {
+        return 0;
+    }
+    struct gs__cause c = {"gracePeriodSeconds", "must be a non-negative integer (seconds)", "FieldValueInvalid"};
+    char msg[160];
+    snprintf(msg, sizeof msg, "invalid gracePeriodSeconds %s: must be a non-negative integer (seconds)", text);
+    gs__reply_json(r, 400, gs__status(400, NULL, msg, r->res, r->name, &c, 1));
+    return GS_EINVAL;
+}
 
 enum MHD_Result gs__handle_delete(struct gs__req *r)
 {
@@ -515,24 +662,42 @@ enum MHD_Result gs__handle_delete(struct gs__req *r)
         }
     }
     json_t *pre = json_object_get(opts, "preconditions");
-    const char *want_rv = str(pre, "resourceVersion"), *want_uid = str(pre, "uid");
-    int64_t expect = want_rv ? strtoll(want_rv, NULL, 10) : 0;
+    const char *want_rv = str(pre, "resourceVersion");
+    struct dctx d = {.r = r, .want_uid = str(pre, "uid"), .expect = want_rv ? strtoll(want_rv, NULL, 10) : 0};
+    if (grace_of(r, opts, &d.grace)) {
+        json_decref(opts);
+        return MHD_YES;
+    }
     char key[1024];
     gs_api_key(r->res, r->ns, r->name, key, sizeof key);
-    int err = 0;
-    if (r->if_bound || want_uid) {
-        json_t *cur = NULL;
-        int64_t rv = 0;
-        err = gs_store_get(r->s->store, key, &cur, &rv);
-        if (!err && r->if_bound && !bound_to(cur, r->who)) err = GS_EPERM;
-        const char *uid = str(json_object_get(cur, "metadata"), "uid");
-        if (!err && want_uid && (!uid || strcmp(uid, want_uid))) err = GS_ECONFLICT;
-        if (!err && !expect) expect = rv;
-        json_decref(cur);
+    json_t *out = NULL;
+    int err = GS_ECONFLICT;
+    /* An object that changed between the look and the removal is looked at again. */
+    for (int attempt = 0; attempt < 8 && err == GS_ECONFLICT; attempt++) {
+        d.now = false;
+        err = gs_store_mutate(r->s->store, key, delete_fn, &d, &out, NULL);
+        if (err == GS_ESTATE && d.now) err = gs_store_delete(r->s->store, key, d.seen_rv, &out, NULL);
+        if (err == GS_ECONFLICT && (d.expect || d.want_uid)) break; /* the client's precondition failed */
     }
     json_decref(opts);
+    if (err) {
+        json_decref(out);
+        return gs__reply_err(r, err, r->name);
+    }
+    return gs__reply_json(r, 200, out);
+}
+
+/* After a write: an object being deleted whose finalizers are all gone and
+ * whose grace period is 0 is removed now. *obj becomes its last state. */
+static void finish_deletion(struct gs__req *r, const char *key, json_t **obj)
+{
+    json_t *md = json_object_get(*obj, "metadata");
+    if (!str(md, "deletionTimestamp") || has_finalizers(*obj)) return;
+    json_int_t grace = json_integer_value(json_object_get(md, "deletionGracePeriodSeconds"));
+    if (grace > 0) return; /* a terminating pod: its agent deletes it */
     json_t *old = NULL;
-    if (!err) err = gs_store_delete(r->s->store, key, expect, &old, NULL);
-    if (err) return gs__reply_err(r, err, r->name);
-    return gs__reply_json(r, 200, old);
+    if (gs_store_delete(r->s->store, key, gs_store_obj_rv(*obj), &old, NULL) == 0) {
+        json_decref(*obj);
+        *obj = old;
+    }
 }

@@ -374,6 +374,7 @@ static bool refused(struct gs__req *r, const char *verb)
     struct gs_authz_req az = {verb, r->res, r->sub, r->ns, r->name};
     enum gs_authz d = gs_authorize(r->who, &az, &why);
     r->if_bound = d == GS_AUTHZ_IF_BOUND;
+    r->if_named = d == GS_AUTHZ_IF_NAMED; /* node lease: checked against the body in gs__handle_create */
     if (d != GS_AUTHZ_DENY) return false;
     gs__reply_status(r, 403, NULL, r->name,
                      "%s%s%s%s is forbidden: User \"%s\" cannot %s resource \"%s%s%s\" in API group \"%s\"%s%s%s: %s",

@@ -38,6 +38,7 @@ struct gs__req {
     const struct gs_api_resource *res;
     const char *ns, *name, *sub; /* sub "" when none */
     bool if_bound;               /* node principal: only objects bound to its node */
+    bool if_named;               /* node principal: only an object named after its node (its Lease) */
 };
 
 /* What a list or watch keeps: selectors plus the caller's visibility. */

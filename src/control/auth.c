@@ -241,6 +241,15 @@ static enum gs_authz node_rule(const struct gs_principal *p, const struct gs_aut
         return GS_AUTHZ_IF_BOUND;
     }
     if (core && !strcmp(res, "events")) return GS_AUTHZ_ALLOW;
+    if (!strcmp(r->res->group, "coordination.k8s.io") && !strcmp(res, "leases") && !is_read(r->verb)) {
+        /* The node heartbeat: its own Lease, in the node lease namespace. */
+        if (!r->ns || strcmp(r->ns, GS_NODE_LEASE_NS))
+            return deny(why, "a node may only write its lease in the namespace " GS_NODE_LEASE_NS);
+        if (!strcmp(r->verb, "delete")) return deny(why, "nodes may not delete leases");
+        if (!strcmp(r->verb, "create")) return GS_AUTHZ_IF_NAMED; /* the name is in the body */
+        if (r->name && !strcmp(r->name, p->node)) return GS_AUTHZ_ALLOW;
+        return deny(why, "a node may only write its own lease");
+    }
     if (is_read(r->verb)) return GS_AUTHZ_ALLOW;
     return deny(why, "nodes may not write this resource");
 }

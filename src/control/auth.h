@@ -15,7 +15,8 @@
  *    resources, and never pods/binding (placing pods is the scheduler's job);
  *  - node: its own Node (named by the user, "system:node:" prefix optional)
  *    and its status, read on other nodes, the pods bound to it (read,
- *    status, delete), events; never binding and never creating pods.
+ *    status, delete), events, its own Lease in kube-node-lease (the
+ *    heartbeat); never binding and never creating pods.
  * The node rule on pods depends on the stored object, so the check answers
  * GS_AUTHZ_IF_BOUND and the API server finishes it with the object in hand.
  *
@@ -64,7 +65,7 @@ struct gs_principal *gs_auth_authenticate(struct gs_auth *a, const char *authori
 /* Takes one request from the principal's bucket at now_ns (monotonic). false: over the limit. */
 bool gs_auth_rate_take(struct gs_auth *a, struct gs_principal *p, int64_t now_ns);
 
-enum gs_authz { GS_AUTHZ_DENY, GS_AUTHZ_ALLOW, GS_AUTHZ_IF_BOUND };
+enum gs_authz { GS_AUTHZ_DENY, GS_AUTHZ_ALLOW, GS_AUTHZ_IF_BOUND, GS_AUTHZ_IF_NAMED };
 
 /* One request to authorise: verb is get|list|watch|create|update|patch|delete;
  * subresource "" or "status", "binding", "log"; ns NULL for cluster-scoped or
@@ -78,7 +79,8 @@ struct gs_authz_req {
 };
 
 /* The decision; *why (static text) says what was refused. GS_AUTHZ_IF_BOUND:
- * allowed only when the object's spec.nodeName is p->node. */
+ * allowed only when the object's spec.nodeName is p->node. GS_AUTHZ_IF_NAMED:
+ * a create allowed only when the new object's name is p->node (its Lease). */
 enum gs_authz gs_authorize(const struct gs_principal *p, const struct gs_authz_req *r, const char **why);
 /* May p see an object in namespace ns (list/watch narrowing)? */
 bool gs_auth_sees_namespace(const struct gs_principal *p, const char *ns);

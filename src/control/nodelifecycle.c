@@ -7,9 +7,15 @@
  * re-bound meanwhile, is left as it is. The scan is a plain poll: a few
  * hundred nodes cost microseconds, and pods are listed only while some
  * node is lost.
+ *
+ * A node's last sign of life is the later of its Lease's renewTime (the
+ * agent renews it every heartbeat) and its Ready condition's
+ * lastHeartbeatTime (written by agents without a lease, and rarely by those
+ * with one). The node leases are listed once per scan.
  */
 #include "control/nodelifecycle.h"
 #include "control/apiserver.h"
+#include "control/resources.h"
 #include "core/log.h"
 
 #include <pthread.h>
@@ -29,15 +35,25 @@ struct gs_nodelc {
     atomic_bool stop;
     pthread_mutex_t mu; /* stats */
     struct gs_nodelc_stats st;
+    json_t *missing;       /* node name -> first scan (s) that found pods bound to it but no Node */
+    double next_orphan_s;  /* next scan for such pods */
 };
+
+#define ORPHAN_PERIOD_S 20.0     /* as Kubernetes' PodGC */
+#define ORPHAN_QUARANTINE_S 40.0 /* a missing Node must stay missing this long */
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
+/* RFC 3339 with optional fraction ("...T03:04:05.123456Z"); 0 when absent or malformed. */
 static double parse_time(const char *s)
 {
     struct tm tm = {0};
-    if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm)) return 0;
-    return (double)timegm(&tm);
+    const char *rest = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+    if (!rest) return 0;
+    double frac = 0, scale = 0.1;
+    if (*rest == '.')
+        for (rest++; *rest >= '0' && *rest <= '9'; rest++, scale /= 10) frac += (*rest - '0') * scale;
+    return (double)timegm(&tm) + frac;
 }
 
 static void now_text(char *buf, size_t len)
@@ -71,15 +87,28 @@ static bool has_taint(const json_t *node)
 struct node_arg {
     struct gs_nodelc *l;
     double now;
-    bool lost; /* the direction of the change */
+    bool lost;       /* the direction of the change */
+    json_t *leases;  /* node name -> renewTime (seconds) */
 };
 
-static double last_seen(const struct gs_nodelc *l, const json_t *node, bool *has_hb)
+static double last_seen(const struct gs_nodelc *l, const json_t *node, const json_t *leases, bool *has_hb)
 {
     json_t *c = ready_cond(node);
     double hb = parse_time(c ? jstr(c, "lastHeartbeatTime") : NULL);
+    const char *name = jstr(json_object_get(node, "metadata"), "name");
+    double lease = name ? json_real_value(json_object_get(leases, name)) : 0;
+    if (lease > hb) hb = lease;
     *has_hb = hb > 0;
     return hb > l->start_s ? hb : l->start_s;
+}
+
+static int lease_one(const char *key, json_t *lease, void *arg)
+{
+    (void)key;
+    const char *name = jstr(json_object_get(lease, "metadata"), "name");
+    double t = parse_time(jstr(json_object_get(lease, "spec"), "renewTime"));
+    if (name && t > 0) json_object_set_new(arg, name, json_real(t));
+    return 0;
 }
 
 static int mark_node(json_t *cur, json_t **out, void *arg)
@@ -87,7 +116,7 @@ static int mark_node(json_t *cur, json_t **out, void *arg)
     struct node_arg *na = arg;
     bool has_hb;
     if (!cur) return GS_STORE_UNCHANGED;
-    bool lost = na->now - last_seen(na->l, cur, &has_hb) > na->l->grace_s;
+    bool lost = na->now - last_seen(na->l, cur, na->leases, &has_hb) > na->l->grace_s;
     if (!has_hb || lost != na->lost) return GS_STORE_UNCHANGED;
     json_t *n = json_deep_copy(cur);
     json_t *spec = json_object_get(n, "spec");
@@ -128,10 +157,11 @@ static int fix_pod(json_t *cur, json_t **out, void *arg)
     const char *phase = jstr(json_object_get(cur, "status"), "phase");
     if (!bound || strcmp(bound, node) || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
         return GS_STORE_UNCHANGED;
+    if (jstr(json_object_get(cur, "metadata"), "deletionTimestamp")) return GS_STORE_UNCHANGED; /* never re-created */
     json_t *n = json_deep_copy(cur);
     const char *policy = jstr(json_object_get(n, "spec"), "restartPolicy");
     char msg[300];
-    snprintf(msg, sizeof msg, "node %s stopped answering; the pod's processes are lost", node);
+    snprintf(msg, sizeof msg, "node %s stopped answering or was removed; the pod's processes are lost", node);
     if (policy && !strcmp(policy, "Never")) {
         json_t *st = json_object_get(n, "status");
         if (!json_is_object(st)) json_object_set_new(n, "status", st = json_object());
@@ -161,22 +191,25 @@ static int fix_pod(json_t *cur, json_t **out, void *arg)
 struct scan_ctx {
     struct gs_nodelc *l;
     double now;
+    json_t *exists;  /* node name -> true, every Node */
     json_t *lost;    /* node name -> true */
     json_t *changes; /* key -> bool lost */
-    json_t *pods;    /* key -> {node, never} */
+    json_t *pods;    /* key -> {node, never, rv (when terminating)} */
+    json_t *leases;  /* node name -> renewTime */
 };
 
 static int scan_node(const char *key, json_t *node, void *arg)
 {
     struct scan_ctx *c = arg;
     bool has_hb;
-    double seen = last_seen(c->l, node, &has_hb);
-    if (!has_hb) return 0;
+    double seen = last_seen(c->l, node, c->leases, &has_hb);
     bool lost = c->now - seen > c->l->grace_s;
     json_t *rc = ready_cond(node);
     bool unknown = rc && jstr(rc, "status") && !strcmp(jstr(rc, "status"), "Unknown");
     bool tainted = has_taint(node);
     const char *name = jstr(json_object_get(node, "metadata"), "name");
+    if (name) json_object_set_new(c->exists, name, json_true());
+    if (!has_hb) return 0;
     if (lost && name) json_object_set_new(c->lost, name, json_true());
     if (lost && (!tainted || !unknown)) json_object_set_new(c->changes, key, json_true());
     if (!lost && tainted) json_object_set_new(c->changes, key, json_false());
@@ -192,8 +225,22 @@ static int scan_pod(const char *key, json_t *pod, void *arg)
     const char *phase = jstr(json_object_get(pod, "status"), "phase");
     if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return 0;
     const char *policy = jstr(json_object_get(pod, "spec"), "restartPolicy");
-    json_object_set_new(c->pods, key, json_pack("{s:s,s:b}", "node", node, "never", policy && !strcmp(policy, "Never")));
+    json_t *md = json_object_get(pod, "metadata");
+    json_t *v = json_pack("{s:s,s:b}", "node", node, "never", policy && !strcmp(policy, "Never"));
+    /* Being deleted, and the node cannot confirm: deleted now (unless finalizers hold it). */
+    if (jstr(md, "deletionTimestamp") && !json_array_size(json_object_get(md, "finalizers")))
+        json_object_set_new(v, "rv", json_integer(gs_store_obj_rv(pod)));
+    json_object_set_new(c->pods, key, v);
     return 0;
+}
+
+static void force_delete(struct gs_nodelc *l, const char *key, const char *node, int64_t rv)
+{
+    if (gs_store_delete(l->store, key, rv, NULL, NULL)) return; /* changed meanwhile: the next scan looks again */
+    pthread_mutex_lock(&l->mu);
+    l->st.pods_deleted++;
+    pthread_mutex_unlock(&l->mu);
+    gs_log(GS_LOG_WARN, "node lifecycle: terminating pod deleted", "pod", key, "node", node, NULL);
 }
 
 static void fix_pods(struct scan_ctx *c)
@@ -203,6 +250,10 @@ static void fix_pods(struct scan_ctx *c)
     json_object_foreach(c->pods, key, v) {
         const char *node = jstr(v, "node");
         bool never = json_is_true(json_object_get(v, "never"));
+        if (json_object_get(v, "rv")) {
+            force_delete(c->l, key, node, json_integer_value(json_object_get(v, "rv")));
+            continue;
+        }
         json_t *out = NULL;
         if (gs_store_mutate(c->l->store, key, fix_pod, (void *)node, &out, NULL) == 0) {
             pthread_mutex_lock(&c->l->mu);
@@ -216,15 +267,67 @@ static void fix_pods(struct scan_ctx *c)
     }
 }
 
+/*--- Pods bound to no Node (Kubernetes' PodGC) ---*/
+
+struct orphan_ctx {
+    struct scan_ctx *c;
+    json_t *seen; /* missing node name -> first seen (s), this pass */
+    json_t *due;  /* missing past the quarantine -> true */
+};
+
+static int orphan_pod(const char *key, json_t *pod, void *arg)
+{
+    (void)key;
+    struct orphan_ctx *o = arg;
+    const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
+    if (!node || json_object_get(o->c->exists, node) || json_object_get(o->seen, node)) return 0;
+    const json_t *before = json_object_get(o->c->l->missing, node);
+    double first = before ? json_real_value(before) : o->c->now;
+    json_object_set_new(o->seen, node, json_real(first));
+    /* Lost only after a quarantine: a node being re-registered (deleted and
+     * created again) is not condemned. */
+    if (o->c->now - first >= ORPHAN_QUARANTINE_S) json_object_set_new(o->due, node, json_true());
+    return 0;
+}
+
+/* Every ORPHAN_PERIOD_S (listing every pod is why it runs rarely): nodes
+ * whose Node object is gone while pods are still bound to them join the
+ * lost set, and those pods are handled as a lost node's are. */
+static void find_orphans(struct scan_ctx *c, int64_t *rv)
+{
+    struct gs_nodelc *l = c->l;
+    if (c->now < l->next_orphan_s) return;
+    l->next_orphan_s = c->now + ORPHAN_PERIOD_S;
+    struct orphan_ctx o = {c, json_object(), json_object()};
+    if (o.seen && o.due && gs_store_list(l->store, "pods/", orphan_pod, &o, rv) == 0) {
+        json_decref(l->missing); /* nodes that came back, or lost their pods, are forgotten */
+        l->missing = json_incref(o.seen);
+        const char *name;
+        json_t *v;
+        json_object_foreach(o.due, name, v) {
+            json_object_set_new(c->lost, name, json_true());
+            pthread_mutex_lock(&l->mu);
+            l->st.orphan_nodes++;
+            pthread_mutex_unlock(&l->mu);
+            gs_log(GS_LOG_WARN, "node lifecycle: pods bound to a node that does not exist", "node", name, NULL);
+        }
+    }
+    json_decref(o.seen);
+    json_decref(o.due);
+}
+
 void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
 {
-    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object()};
+    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object(), json_object()};
     int64_t rv;
+    char prefix[128];
+    gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, NULL, prefix, sizeof prefix);
+    gs_store_list(l->store, prefix, lease_one, c.leases, &rv);
     gs_store_list(l->store, "nodes/", scan_node, &c, &rv);
     const char *key;
     json_t *v;
     json_object_foreach(c.changes, key, v) {
-        struct node_arg na = {l, now_s, json_is_true(v)};
+        struct node_arg na = {l, now_s, json_is_true(v), c.leases};
         json_t *out = NULL;
         if (gs_store_mutate(l->store, key, mark_node, &na, &out, NULL) == 0 && na.lost) {
             pthread_mutex_lock(&l->mu);
@@ -234,10 +337,13 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
         }
         json_decref(out);
     }
+    find_orphans(&c, &rv);
     if (json_object_size(c.lost) && gs_store_list(l->store, "pods/", scan_pod, &c, &rv) == 0) fix_pods(&c);
+    json_decref(c.exists);
     json_decref(c.pods);
     json_decref(c.lost);
     json_decref(c.changes);
+    json_decref(c.leases);
 }
 
 /*--- Thread ---*/
@@ -265,6 +371,7 @@ int gs_nodelc_new(const struct gs_nodelc_opts *o, double start_s, struct gs_node
     l->grace_s = grace > 0 ? grace : 40;
     l->period_ms = o->period_ms > 0 ? o->period_ms : 500;
     l->start_s = start_s;
+    l->missing = json_object();
     pthread_mutex_init(&l->mu, NULL);
     *out = l;
     return 0;
@@ -289,6 +396,7 @@ void gs_nodelc_stop(struct gs_nodelc *l)
     if (!l) return;
     atomic_store(&l->stop, true);
     if (l->started) pthread_join(l->th, NULL);
+    json_decref(l->missing);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }

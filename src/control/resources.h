@@ -11,6 +11,9 @@
  * "<id>/<name>" for cluster-scoped ones, where id is the plural for the core
  * group ("pods") and "<plural>.<group>" otherwise ("podgroups.scheduling.x-k8s.io"),
  * so a key prefix selects a resource, or a resource in one namespace.
+ *
+ * Node heartbeats are coordination.k8s.io/v1 Leases named after the node in
+ * the namespace GS_NODE_LEASE_NS, as kubelet writes them.
  */
 #ifndef GS_CONTROL_RESOURCES_H
 #define GS_CONTROL_RESOURCES_H
@@ -29,6 +32,8 @@ struct gs_api_resource {
     bool has_status;         /* a status subresource: main-resource writes keep status */
     const char *id;          /* store key prefix component: "pods", "podgroups.scheduling.x-k8s.io" */
 };
+
+#define GS_NODE_LEASE_NS "kube-node-lease"
 
 /* Every served resource; *n gets the count. Static. */
 const struct gs_api_resource *gs_api_resources(size_t *n);

@@ -314,7 +314,10 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
         return;
     }
     uint64_t digest = doc_digest(doc);
-    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER && e->digest == digest &&
+    /* Graceful deletion: a terminating bound pod keeps its resources until it is gone. */
+    bool deleting = json_object_get(json_object_get(doc, "metadata"), "deletionTimestamp") != NULL;
+    bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER &&
+                (e->digest == digest || (deleting && e->state == P_BOUND)) &&
                 !(e->state != P_DONE && pod_terminal(o->u.pod));
     e->digest = digest;
     e->rv = rv;
@@ -325,7 +328,8 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     if (!fresh) pod_release(l, e);
     gs_object_free(e->obj);
     e->obj = o;
-    pod_place(l, e);
+    if (deleting && !o->u.pod->node_name) e->state = P_OTHER; /* being deleted: never bound */
+    else pod_place(l, e);
 }
 
 static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
@@ -606,6 +610,7 @@ static int bind_fn(json_t *cur, json_t **out, void *arg)
     if (b->uid && (!uid || strcmp(uid, b->uid))) return GS_ENOENT; /* a new pod of the same name */
     const char *n = json_string_value(json_object_get(spec, "nodeName"));
     if (n && *n) return GS_EEXIST;
+    if (json_object_get(md, "deletionTimestamp")) return GS_ENOENT; /* being deleted */
     json_t *next = json_deep_copy(cur);
     if (!next) return GS_ENOMEM;
     spec = json_object_get(next, "spec");

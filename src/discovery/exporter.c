@@ -19,6 +19,23 @@
 #define LABEL_MAX 128  /* longest label value we emit, in bytes */
 #define WAIT_SLICE_MS 100
 
+/*--- MIG instances ---*/
+
+#define MAX_INST (GS_DISC_MAX_GPUS * GS_DISC_MAX_MIG)
+
+struct inst {
+    int gpu;              /* inventory slot of its GPU (fixed labels) */
+    char uuid[96];
+    char profile[32];
+    unsigned gi;
+    uint64_t memory_mib;
+};
+
+struct inst_pod {
+    char uuid[96];
+    char *labels;         /* ",pod=...,namespace=...,container=..." */
+};
+
 /*--- The metric table (dcgm-exporter's default-counters.csv, in its order) ---*/
 
 enum field {
@@ -129,6 +146,10 @@ struct gs_exporter {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char *pod[GS_DISC_MAX_GPUS];    /* ",pod=...,namespace=...,container=..." or NULL */
+    struct inst inst[MAX_INST];     /* MIG instances of the current layout */
+    int n_inst;
+    struct inst_pod ipod[MAX_INST]; /* pods holding MIG instances, by MIG UUID */
+    int n_ipod;
     struct gs_metrics_text *text;
     uint64_t collections, sample_errors;
     int64_t last_ns, last_cost_ns;
@@ -183,6 +204,7 @@ int gs_exporter_create(struct gs_disc *d, const struct gs_exporter_config *c, st
         e->answering[i] = true;
         if (!(e->labels[i] = fixed_labels(e, &e->inv.gpus[i]))) rc = GS_ENOMEM;
     }
+    if (!rc) gs_exporter_set_mig(e, &e->inv);
     if (rc) {
         gs_exporter_free(e);
         return rc;
@@ -286,6 +308,42 @@ static void render_series(struct gs_exporter *e, struct sb *b, const struct metr
     else sb_printf(b, "%s{%s%s} %llu\n", m->name, e->labels[i], pod, (unsigned long long)v);
 }
 
+static const char *inst_pod(const struct gs_exporter *e, const char *uuid)
+{
+    for (int i = 0; i < e->n_ipod; i++)
+        if (!strcmp(e->ipod[i].uuid, uuid)) return e->ipod[i].labels;
+    return NULL;
+}
+
+/* Per MIG instance, as dcgm-exporter labels them (GPU_I_PROFILE, GPU_I_ID on
+ * the parent GPU's labels), plus the MIG UUID and the pod holding it: which
+ * pod has which instance, and what is free. Caller holds mu. */
+static void render_mig(struct gs_exporter *e, struct sb *b)
+{
+    static const struct {
+        const char *name, *help;
+    } m[] = {
+        {"gpusched_mig_instance_allocated", "1 when a pod holds the MIG instance (named by pod, namespace, container)."},
+        {"gpusched_mig_instance_fb_total", "Framebuffer memory of the MIG instance (in MiB)."},
+    };
+    if (!e->n_inst) return;
+    for (size_t k = 0; k < sizeof m / sizeof m[0]; k++) {
+        sb_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", m[k].name, m[k].help, m[k].name);
+        for (int i = 0; i < e->n_inst; i++) {
+            const struct inst *in = &e->inst[i];
+            const char *pod = inst_pod(e, in->uuid);
+            char gi[16];
+            snprintf(gi, sizeof gi, "%u", in->gi);
+            sb_printf(b, "%s{%s", m[k].name, e->labels[in->gpu]);
+            sb_label(b, "GPU_I_PROFILE", in->profile, true);
+            sb_label(b, "GPU_I_ID", gi, true);
+            sb_label(b, "mig_uuid", in->uuid, true);
+            unsigned long long v = k == 0 ? pod != NULL : (unsigned long long)in->memory_mib;
+            sb_printf(b, "%s} %llu\n", pod ? pod : "", v);
+        }
+    }
+}
+
 static void render_self(struct gs_exporter *e, struct sb *b)
 {
     sb_printf(b, "# HELP gpusched_exporter_collections_total Collections done since start.\n"
@@ -312,6 +370,7 @@ static int render(struct gs_exporter *e)
         for (int i = 0; i < e->inv.n_gpus; i++) render_series(e, &b, m, i);
         if (b.len == head && !b.oom) b.len = mark, b.p[mark] = 0; /* no series: no header either */
     }
+    render_mig(e, &b);
     render_self(e, &b);
     struct gs_metrics_text *t = b.oom ? NULL : malloc(sizeof *t + b.len + 1);
     if (!t) {
@@ -433,6 +492,7 @@ void gs_exporter_free(struct gs_exporter *e)
         free(e->labels[i]);
         free(e->pod[i]);
     }
+    for (int i = 0; i < e->n_ipod; i++) free(e->ipod[i].labels);
     gs_metrics_text_unref(e->text);
     gs_health_free(e->health);
     pthread_cond_destroy(&e->cv);
@@ -451,26 +511,73 @@ struct gs_metrics_text *gs_exporter_text(struct gs_exporter *e)
     return t;
 }
 
+/* ",pod=...,namespace=...,container=..." (malloc'd), or NULL on no memory. */
+static char *pod_labels(const char *ns, const char *pod, const char *container)
+{
+    struct sb b = {0};
+    sb_label(&b, "pod", pod, true);
+    sb_label(&b, "namespace", ns ? ns : "", true);
+    sb_label(&b, "container", container ? container : "", true);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
 int gs_exporter_set_pod(struct gs_exporter *e, int gpu, const char *ns, const char *pod, const char *container)
 {
     if (gpu < 0 || gpu >= e->inv.n_gpus) return GS_EINVAL;
     char *text = NULL;
-    if (pod) {
-        struct sb b = {0};
-        sb_label(&b, "pod", pod, true);
-        sb_label(&b, "namespace", ns ? ns : "", true);
-        sb_label(&b, "container", container ? container : "", true);
-        if (b.oom) {
-            free(b.p);
-            return GS_ENOMEM;
-        }
-        text = b.p;
-    }
+    if (pod && !(text = pod_labels(ns, pod, container))) return GS_ENOMEM;
     pthread_mutex_lock(&e->mu);
     free(e->pod[gpu]);
     e->pod[gpu] = text;
     pthread_mutex_unlock(&e->mu);
     return 0;
+}
+
+int gs_exporter_set_mig_pod(struct gs_exporter *e, const char *mig_uuid, const char *ns, const char *pod,
+                            const char *container)
+{
+    if (!mig_uuid || !*mig_uuid || strlen(mig_uuid) >= sizeof e->ipod[0].uuid) return GS_EINVAL;
+    char *text = NULL;
+    if (pod && !(text = pod_labels(ns, pod, container))) return GS_ENOMEM;
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
+    int i = 0;
+    while (i < e->n_ipod && strcmp(e->ipod[i].uuid, mig_uuid)) i++;
+    if (i < e->n_ipod) {
+        free(e->ipod[i].labels);
+        if (text) e->ipod[i].labels = text;
+        else e->ipod[i] = e->ipod[--e->n_ipod];
+    } else if (text && e->n_ipod == MAX_INST) {
+        free(text);
+        rc = GS_ERANGE;
+    } else if (text) {
+        snprintf(e->ipod[e->n_ipod].uuid, sizeof e->ipod[0].uuid, "%s", mig_uuid);
+        e->ipod[e->n_ipod++].labels = text;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+void gs_exporter_set_mig(struct gs_exporter *e, const struct gs_inventory *inv)
+{
+    pthread_mutex_lock(&e->mu);
+    e->n_inst = 0;
+    for (int i = 0; i < inv->n_gpus && i < e->inv.n_gpus; i++) {
+        const struct gs_disc_gpu *g = &inv->gpus[i];
+        for (int k = 0; g->mig_enabled && k < g->n_mig && k < GS_DISC_MAX_MIG; k++) {
+            struct inst *in = &e->inst[e->n_inst++];
+            in->gpu = i;
+            snprintf(in->uuid, sizeof in->uuid, "%s", g->mig[k].uuid);
+            snprintf(in->profile, sizeof in->profile, "%s", g->mig[k].profile);
+            in->gi = g->mig[k].gi_id;
+            in->memory_mib = g->mig[k].memory_mib;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
 }
 
 struct gs_health *gs_exporter_health(struct gs_exporter *e)

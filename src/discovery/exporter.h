@@ -17,6 +17,11 @@
  * Cardinality is bounded by construction: one series per GPU and metric (at
  * most GS_DISC_MAX_GPUS GPUs), one pod/namespace/container per GPU, the Xid
  * labels describe only the last Xid, and label values are cut at 128 bytes.
+ *
+ * MIG: each instance of the current layout gets its own series
+ * (gpusched_mig_instance_allocated, gpusched_mig_instance_fb_total) with the
+ * parent GPU's labels, dcgm-exporter's GPU_I_PROFILE and GPU_I_ID, the MIG
+ * UUID (mig_uuid) and the pod holding it, at most GS_DISC_MAX_MIG per GPU.
  */
 #ifndef GS_DISCOVERY_EXPORTER_H
 #define GS_DISCOVERY_EXPORTER_H
@@ -65,6 +70,15 @@ struct gs_metrics_text *gs_exporter_text(struct gs_exporter *e);
 /* Marks GPU gpu as used by a container (the pod/namespace/container labels);
  * pod NULL clears it. Shown from the next collection. 0 or GS_EINVAL. */
 int gs_exporter_set_pod(struct gs_exporter *e, int gpu, const char *ns, const char *pod, const char *container);
+/* Marks the MIG instance with this UUID as used by a container; pod NULL
+ * clears it. Kept by UUID, so it survives a layout change until cleared.
+ * Shown from the next collection. 0, GS_EINVAL (no UUID), GS_ERANGE (more
+ * held instances than a node can have) or GS_ENOMEM. */
+int gs_exporter_set_mig_pod(struct gs_exporter *e, const char *mig_uuid, const char *ns, const char *pod,
+                            const char *container);
+/* Takes the MIG layout of inv (same GPUs as at create; re-read after a
+ * re-partition) for the per-instance series, from the next collection. */
+void gs_exporter_set_mig(struct gs_exporter *e, const struct gs_inventory *inv);
 /* The health machine (borrowed), to subscribe to transitions. */
 struct gs_health *gs_exporter_health(struct gs_exporter *e);
 /* Collections done so far, and the clock time of the last one (0 before any). */

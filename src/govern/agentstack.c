@@ -108,6 +108,7 @@ static void refresh_inventory(struct gs_agent *a)
     pthread_mutex_lock(&a->mu);
     a->gpus = g;
     pthread_mutex_unlock(&a->mu);
+    if (a->exp) gs_exporter_set_mig(a->exp, &a->inv); /* per-MIG-instance metrics follow the layout */
     atomic_store(&a->registered, false); /* the next upkeep re-registers capacity and devices */
     a->nrt_dirty = true;
 }
@@ -226,6 +227,26 @@ static void send_answer(struct gs_agent *a, struct gs__stack *s)
     json_decref(out);
 }
 
+/*--- Stale MIG labels (begin) ---*/
+/* Keys the GFD labels carry only under a MIG strategy: per-profile labels
+ * (mixed), the strategy itself, and the MIG attributes put on nvidia.com/gpu
+ * (single). When a publication lacks one, the node must lose it, or a policy
+ * back at migStrategy none leaves the node advertising a MIG view. Never
+ * nvidia.com/mig.config*: those are the MIG manager's, set by people. */
+static bool stale_mig_label(const char *k)
+{
+    static const char *const single_keys[] = {
+        "nvidia.com/mig.strategy",         "nvidia.com/gpu.multiprocessors", "nvidia.com/gpu.slices.gi",
+        "nvidia.com/gpu.slices.ci",        "nvidia.com/gpu.engines.copy",    "nvidia.com/gpu.engines.decoder",
+        "nvidia.com/gpu.engines.encoder",  "nvidia.com/gpu.engines.jpeg",    "nvidia.com/gpu.engines.ofa",
+    };
+    if (!strncmp(k, "nvidia.com/mig-", 15)) return true;
+    for (size_t i = 0; i < sizeof single_keys / sizeof single_keys[0]; i++)
+        if (!strcmp(k, single_keys[i])) return true;
+    return false;
+}
+/*--- Stale MIG labels (end) ---*/
+
 /* GFD labels (with the MIG strategy's) and the NodeResourceTopology, each time the node reaches ready. */
 static void publish_ready(struct gs_agent *a, const json_t *req, const json_t *node)
 {
@@ -236,11 +257,11 @@ static void publish_ready(struct gs_agent *a, const json_t *req, const json_t *n
     json_t *labels = json_object();
     for (size_t i = 0; i < l.n; i++) json_object_set_new(labels, l.v[i].key, json_string(l.v[i].value));
     gs_labels_free(&l);
-    /* MIG labels of a previous layout go (null deletes in a merge patch). */
+    /* MIG labels of a previous layout or strategy go (null deletes in a merge patch). */
     const char *k;
     json_t *v;
     json_object_foreach(json_object_get(json_object_get(node, "metadata"), "labels"), k, v)
-        if (!strncmp(k, "nvidia.com/mig-", 15) && !json_object_get(labels, k)) json_object_set_new(labels, k, json_null());
+        if (stale_mig_label(k) && !json_object_get(labels, k)) json_object_set_new(labels, k, json_null());
     json_t *patch = json_pack("{s:{s:o}}", "metadata", "labels", labels), *out = NULL;
     gs_client_patch(a->cl, nodes_res(), NULL, a->node, NULL, false, patch, &out);
     json_decref(patch);

@@ -7,6 +7,7 @@
 #include "node/allocate.h"
 
 #include "core/error.h"
+#include "node/migcaps.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -90,6 +91,43 @@ static void envvar(const struct gs_node_gpus *g, struct gs_alloc_resp *out)
     }
 }
 
+/* The capability nodes of every MIG device asked for, after their parents'
+ * nodes. Checked before anything is added, so a refusal leaves no specs. */
+static int mig_caps(const struct gs_node_gpus *g, const struct gs_alloc_opts *o, struct gs_alloc_resp *out,
+                    char *err, size_t errlen)
+{
+    struct gs_migcaps c;
+    char why[512];
+    int rc = 0;
+    if (o && o->mock_caps) gs_migcaps_mock(&c);
+    else if ((rc = gs_migcaps_load(o ? o->proc_root : NULL, &c, why, sizeof why))) {
+        snprintf(err, errlen, "MIG capability minors: %s", why);
+        return GS_EUNSUPPORTED;
+    }
+    int minors[GS_NODE_MAX_GPUS][2];
+    for (int k = 0; !rc && k < out->n_gpus; k++) {
+        const struct gs_node_gpu *d = &g->gpu[out->gpus[k]];
+        minors[k][0] = gs_migcaps_minor(&c, d->minor, d->gi, -1);
+        minors[k][1] = gs_migcaps_minor(&c, d->minor, d->gi, d->ci);
+        if (minors[k][0] < 0 || minors[k][1] < 0) {
+            char line[96];
+            if (minors[k][0] < 0) snprintf(line, sizeof line, "gpu%d/gi%d/access", d->minor, d->gi);
+            else snprintf(line, sizeof line, "gpu%d/gi%d/ci%d/access", d->minor, d->gi, d->ci);
+            snprintf(err, errlen, "MIG device %s: %s/%s has no line \"%s\"", d->uuid,
+                     o && o->proc_root ? o->proc_root : "/proc", GS_MIGCAPS_FILE, line);
+            rc = GS_EUNSUPPORTED;
+        }
+    }
+    gs_migcaps_free(&c);
+    for (int k = 0; !rc && k < out->n_gpus; k++)
+        for (int j = 0; j < 2; j++) {
+            char path[64];
+            snprintf(path, sizeof path, GS_MIGCAPS_DEV_DIR "/nvidia-cap%d", minors[k][j]);
+            add_dev(out, path);
+        }
+    return rc;
+}
+
 static void cdi_names(const struct gs_node_gpus *g, const char *kind, struct gs_alloc_resp *out)
 {
     out->n_cdi = out->n_gpus;
@@ -127,7 +165,13 @@ int gs_alloc_container(const struct gs_node_gpus *g, const struct gs_alloc_opts 
     unsigned s = o && o->strategy ? o->strategy : GS_DLS_ENVVAR;
     const char *kind = o && o->cdi_kind ? o->cdi_kind : "nvidia.com/gpu";
     const char *plugin = o && o->plugin ? o->plugin : "gpusched";
-    if (s & GS_DLS_ENVVAR) envvar(g, out);
+    if (s & GS_DLS_ENVVAR) {
+        envvar(g, out);
+        if (g->mig && (rc = mig_caps(g, o, out, err, errlen))) {
+            memset(out, 0, sizeof *out);
+            return rc;
+        }
+    }
     if (s & (GS_DLS_CDI_ANNOTATIONS | GS_DLS_CDI_CRI)) cdi_names(g, kind, out);
     if (s & GS_DLS_CDI_ANNOTATIONS) cdi_annotation(plugin, ids[0], out);
     if (!(s & GS_DLS_CDI_CRI)) out->n_cdi = 0;

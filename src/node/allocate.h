@@ -14,6 +14,14 @@
  * CDI names are "<kind>=<UUID>" (kind nvidia.com/gpu), matching the spec file
  * cdi.c writes. Replicas of one GPU collapse to that GPU.
  *
+ * MIG devices (a table with mig set) get, under envvar, the parent GPU's
+ * /dev/nvidia<minor> and the two capability nodes of each instance,
+ * /dev/nvidia-caps/nvidia-cap<minor> for its GPU instance and its compute
+ * instance (migcaps.h), read from the proc root's mig-minors file at each
+ * Allocate, or from the fixed mock layout. A missing file or line refuses
+ * the container with a message naming the file: a MIG device without its
+ * capability nodes cannot be opened.
+ *
  * Unknown, duplicate or unhealthy IDs refuse the whole container: a device
  * that failed must not reach a workload (kubelet then fails the pod).
  */
@@ -38,10 +46,12 @@ struct gs_alloc_opts {
     unsigned strategy;      /* GS_DLS_* bits; 0 means envvar */
     const char *cdi_kind;   /* NULL = "nvidia.com/gpu" */
     const char *plugin;     /* annotation key prefix; NULL = "gpusched" */
+    const char *proc_root;  /* MIG capability minors under <proc_root>/driver/...; NULL = "/proc" */
+    bool mock_caps;         /* mock node: MIG capability minors from the fixed layout */
 };
 
 #define GS_ALLOC_MAX_KV 4
-#define GS_ALLOC_MAX_DEVS (GS_NODE_MAX_GPUS + 3)
+#define GS_ALLOC_MAX_DEVS (3 * GS_NODE_MAX_GPUS + 3) /* MIG: parent node + 2 capability nodes each */
 
 struct gs_alloc_kv {
     char key[128];
@@ -66,7 +76,8 @@ struct gs_alloc_resp {
 };
 
 /* Builds the answer for `ids`. 0; GS_ENOENT for an unknown ID, GS_ESTATE for
- * an unhealthy one, GS_EINVAL for an empty or duplicate list; err says which. */
+ * an unhealthy one, GS_EINVAL for an empty or duplicate list, GS_EUNSUPPORTED
+ * when MIG capability minors cannot be read or lack a device; err says which. */
 int gs_alloc_container(const struct gs_node_gpus *g, const struct gs_alloc_opts *o, const char *const *ids,
                        size_t n, struct gs_alloc_resp *out, char *err, size_t errlen);
 

@@ -36,6 +36,7 @@ struct gs_node_gpu {
     int island;      /* NVLink island (connected component), set by gs_node_gpus_finish */
     int parent;      /* inventory slot of the physical GPU (itself for a GPU); set by the builders */
     bool healthy;
+    int gi, ci;      /* MIG device: GPU / compute instance ids (capability nodes, migcaps.h) */
 };
 
 struct gs_node_gpus {

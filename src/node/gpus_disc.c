@@ -86,6 +86,7 @@ static int mig_devices(const struct gs_inventory *inv, const char *profile, stru
             d->numa = s->numa_node;
             d->parent = i;
             d->healthy = true;
+            d->gi = (int)s->mig[k].gi_id, d->ci = (int)s->mig[k].ci_id; /* capability nodes (migcaps.h) */
         }
     }
     return 0;

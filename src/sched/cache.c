@@ -90,6 +90,7 @@ struct gs_cache {
     int64_t gpus_total;
     int64_t milli_used;
     uint64_t changes; /* every node generation bump */
+    uint64_t confirms; /* gs_cache_confirm calls: see gs_cache_pod_version */
 };
 
 static const struct gs_labels empty_labels;
@@ -694,6 +695,15 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
     return 0;
 }
 
+int gs_cache_touch_node(struct gs_cache *c, int32_t node)
+{
+    struct gs_node_info *n = node_at(c, node);
+    if (!n) return GS_ENOENT;
+    n->generation++;
+    c->changes++;
+    return 0;
+}
+
 /*--- Lookups ---*/
 
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
@@ -727,6 +737,7 @@ int32_t gs_cache_find_node(const struct gs_cache *c, const char *name)
 int32_t gs_cache_live_nodes(const struct gs_cache *c) { return c->live; }
 uint64_t gs_cache_epoch(const struct gs_cache *c) { return c->epoch; }
 uint64_t gs_cache_changes(const struct gs_cache *c) { return c->changes + c->epoch; }
+uint64_t gs_cache_pod_version(const struct gs_cache *c) { return c->changes + c->epoch + c->confirms; }
 int32_t gs_cache_tainted_nodes(const struct gs_cache *c) { return c->tainted; }
 int32_t gs_cache_cordon_overrides(const struct gs_cache *c) { return c->overrides; }
 int64_t gs_cache_gpu_count(const struct gs_cache *c) { return c->gpus_total; }
@@ -826,6 +837,7 @@ int gs_cache_confirm(struct gs_cache *c, const char *pod_key)
     p->st = POD_BOUND;
     p->deadline = 0;
     assumed_remove(c, p);
+    c->confirms++;
     return 0;
 }
 

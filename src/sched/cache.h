@@ -149,6 +149,10 @@ int gs_cache_remove_node(struct gs_cache *c, const char *name);
 /* Marks a GPU (un)healthy; bumps generation. */
 int gs_cache_set_gpu_health(struct gs_cache *c, int32_t node, int32_t gpu, bool healthy);
 int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable);
+/* Bumps a node's generation and the change count and nothing else: for a
+ * caller that skipped a change-and-undo it stands in for (the preemption
+ * search), so memos keyed on them look again as they would have. GS_ENOENT. */
+int gs_cache_touch_node(struct gs_cache *c, int32_t node);
 
 /* Node slots [0, gs_cache_node_count) - some may be !live. Borrowed. */
 int32_t gs_cache_node_count(const struct gs_cache *c);
@@ -179,6 +183,9 @@ uint64_t gs_cache_epoch(const struct gs_cache *c);
 /* Changes whenever anything in the cache changes (any node's generation or
  * the epoch): lets plugins remember a negative answer until the cluster moves. */
 uint64_t gs_cache_changes(const struct gs_cache *c);
+/* Changes whenever gs_cache_changes does or an assumed pod is confirmed:
+ * equal values mean the same pods, bound or assumed, on the same devices. */
+uint64_t gs_cache_pod_version(const struct gs_cache *c);
 /* Live nodes whose object has taints; live schedulable nodes whose object
  * says spec.unschedulable (an override by gs_cache_set_schedulable). Plugins
  * use these to skip whole passes when nothing can be rejected. */

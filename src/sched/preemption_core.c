@@ -9,8 +9,15 @@
  * this). Searching on the cache rather than on a model means the fit test is
  * the profile's own filters, whatever they are.
  *
- * Candidates are collected once per search into units sorted by key, so the
- * outcome does not depend on the cache's hash order.
+ * Candidates are sorted into units by key, so the outcome does not depend on
+ * the cache's hash order; they are kept per preemptor priority while the
+ * cache's pods are unchanged (struct cands). The search proper is the plain
+ * one (remove every candidate on a node, test, give units back from the most
+ * important) with shortcuts that each prove the skipped work would fail or
+ * lose: arithmetic screens (may_fit), one batch fit test for "fits as things
+ * are" (fit_now) and a lower bound on a node's cost (candidates). What the
+ * plain search changed as a side effect is reproduced (touch_skipped), so
+ * plans and every later decision are the same; docs/SCHED_PERFORMANCE.md.
  */
 #include "sched/preemption_core.h"
 
@@ -20,20 +27,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct vpod {
-    const struct gs_pod *pod;
-    struct gs_assignment a;
-    char *key;
-    char *unit; /* "g:ns/group" or "p:ns/name" */
-};
-
-struct unit {
-    size_t first, n;
-    int32_t prio;
-    int64_t prio_sum;
-    bool gang, removed, eligible;
-};
 
 struct history {
     char *key;
@@ -48,6 +41,21 @@ struct nomination {
     int64_t t;
 };
 
+/* Evictions in the window per pod key for one class: built from the
+ * history when a search needs it and kept while it holds (no new record,
+ * no entry has left the window since). */
+struct guard {
+    struct {
+        const char *key;
+        uint64_t h;
+        int n;
+    } *t;
+    size_t cap;
+    bool valid, empty;
+    int32_t cls;
+    int64_t built, until; /* valid for clock times in [built, until] */
+};
+
 struct gs_preemption {
     struct gs_preempt_opts o;
     const struct gs_clock *clock;
@@ -57,7 +65,12 @@ struct gs_preemption {
     struct nomination *nom;
     size_t nnom, capnom;
     struct gs_preempt_stats stats;
+    struct guard guard;
+    struct cands *memo[4]; /* candidates per preemptor priority */
+    unsigned memo_next;
 };
+
+static void cands_free(struct cands *c);
 
 struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const struct gs_clock *clock,
                                         struct gs_cache *cache)
@@ -80,6 +93,8 @@ void gs_preemption_free(struct gs_preemption *p)
     for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key);
     free(p->hist);
     free(p->nom);
+    free(p->guard.t);
+    for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
     free(p);
 }
 
@@ -87,15 +102,6 @@ const struct gs_preempt_stats *gs_preempt_stats(const struct gs_preemption *p) {
 void gs_preempt_count_refusal(struct gs_preemption *p) { p->stats.refused_no_help++; }
 
 /*--- Loop guard ---*/
-
-static int evictions_in_window(const struct gs_preemption *p, const char *key, int32_t cls)
-{
-    int64_t since = gs_clock_now(p->clock) - p->o.window_ns;
-    int n = 0;
-    for (size_t i = 0; i < p->nhist; i++)
-        n += p->hist[i].t >= since && p->hist[i].cls == cls && !strcmp(p->hist[i].key, key);
-    return n;
-}
 
 void gs_preempt_record(struct gs_preemption *p, const struct gs_preempt_plan *pl, const struct gs_pod *preemptor)
 {
@@ -106,6 +112,7 @@ void gs_preempt_record(struct gs_preemption *p, const struct gs_preempt_plan *pl
         else free(p->hist[i].key);
     }
     p->nhist = w;
+    p->guard.valid = false;
     p->stats.successes++;
     for (size_t i = 0; i < pl->nvictims; i++) {
         p->stats.victims++;
@@ -126,129 +133,442 @@ void gs_preempt_record(struct gs_preemption *p, const struct gs_preempt_plan *pl
 
 /*--- Candidates ---*/
 
-struct search {
-    struct gs_preemption *p;
-    struct vpod *v;
-    size_t nv, capv;
-    struct unit *u;
+/* A bound pod below the preemptor's priority, outside its own gang. */
+struct vpod {
+    const struct gs_pod *pod;
+    struct gs_assignment a;
+    const char *ns;    /* namespace, "default" when unset */
+    const char *group; /* pod group when in one, else NULL */
+    size_t key;        /* offset of "ns/name" in search.keys */
+};
+
+struct unit {
+    size_t first, n;
+    int32_t prio;
+    int64_t prio_sum;
+    bool removed, marked;
+};
+
+/* A gang with a bound member at or above the preemptor's priority: none of it may go. */
+struct blocked {
+    uint64_t h;
+    const char *ns, *group;
+};
+
+/* The candidates for one preemptor priority. They depend only on the pods
+ * in the cache, so they are kept between searches while
+ * gs_cache_pod_version() says those are the same: a queue of pending pods
+ * retried against an unchanged cluster collects and sorts them once. A
+ * search undoes its own changes, so it carries them over to the version it
+ * leaves behind. */
+struct cands {
+    int32_t prio;
+    uint64_t version;
+    bool valid, built;
+    struct vpod *low; /* every bound pod below prio */
+    size_t nlow, caplow;
+    struct vpod *hi; /* bound gang members at or above it */
+    size_t nhi, caphi;
+    struct blocked *bl; /* gangs of hi: open addressing, capbl a power of two */
+    size_t capbl;
+    struct vpod *v; /* built: low without the gangs of hi, in unit order */
+    size_t nv;
+    char *keys; /* built: keys of v */
+    size_t nkeys, capkeys;
+    struct unit *u; /* built: the units of v */
     size_t nu;
     int err;
 };
 
-static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+struct search {
+    struct gs_preemption *p;
+    const struct gs_preempt_fit *fit;
+    const struct gs_pod *pre;
+    struct cands *c;
+    const struct vpod *v; /* c->v */
+    const char *keys;     /* c->keys */
+    struct unit *u;       /* the units that may be evicted by this preemptor */
+    size_t nu;
+    /* Units touching each node: node_units[node_first[i] .. node_first[i + 1]). */
+    int32_t nslots;
+    size_t *node_first, *node_units;
+    /* Nodes this search changed in the cache, and those the plain search
+     * (remove every candidate on every node, then give back one by one)
+     * would have changed: see touch_skipped(). */
+    uint8_t *bumped, *must_bump;
+    struct gs_node_info **cand; /* scratch: nodes for a batch fit */
+    bool *ok;
+};
+
+static const char *ns_of(const struct gs_pod *pod) { return pod->meta.namespace_ ? pod->meta.namespace_ : "default"; }
+static const char *group_of(const struct gs_pod *pod) { return pod->pod_group && *pod->pod_group ? pod->pod_group : NULL; }
+
+struct jcur {
+    const char *seg[3];
+    int i;
+    const char *c;
+};
+
+static unsigned char jpeek(struct jcur *j)
 {
-    struct search *s = arg;
-    if (!bound || s->err) return;
-    if (s->nv == s->capv) {
-        size_t cap = s->capv ? s->capv * 2 : 64;
-        struct vpod *nv = realloc(s->v, cap * sizeof *nv);
-        if (!nv) {
-            s->err = GS_ENOMEM;
-            return;
-        }
-        s->v = nv;
-        s->capv = cap;
-    }
-    char key[GS__KEY_MAX], unit[GS__KEY_MAX + 8];
-    gs__pod_key(pod, key, sizeof key);
-    if (pod->pod_group && *pod->pod_group)
-        snprintf(unit, sizeof unit, "g:%s/%s", pod->meta.namespace_ ? pod->meta.namespace_ : "default", pod->pod_group);
-    else snprintf(unit, sizeof unit, "p:%s", key);
-    struct vpod *v = &s->v[s->nv];
-    v->pod = pod;
-    v->a = *a;
-    v->key = strdup(key);
-    v->unit = strdup(unit);
-    if (!v->key || !v->unit) {
-        free(v->key), free(v->unit);
-        s->err = GS_ENOMEM;
-        return;
-    }
-    s->nv++;
+    while (!*j->c && j->i < 2) j->c = j->seg[++j->i];
+    return (unsigned char)*j->c;
 }
 
+/* strcmp(a0 "/" a1, b0 "/" b1) in sign, without building either string:
+ * candidates are ordered by these names, as keys and unit names. */
+static int join_cmp(const char *a0, const char *a1, const char *b0, const char *b1)
+{
+    if (a0 == b0 || !strcmp(a0, b0)) return strcmp(a1, b1);
+    struct jcur x = {{a0, "/", a1}, 0, a0}, y = {{b0, "/", b1}, 0, b0};
+    for (;;) {
+        unsigned char cx = jpeek(&x), cy = jpeek(&y);
+        if (cx != cy) return cx < cy ? -1 : 1;
+        if (!cx) return 0;
+        x.c++, y.c++;
+    }
+}
+
+static const char *name_of(const struct gs_pod *pod) { return pod->meta.name ? pod->meta.name : ""; }
+
+/* Units named "g:ns/group" (gangs) before "p:ns/name" (single pods), by
+ * name, then members by key: the order the outcome is defined in. */
 static int cmp_vpod(const void *a, const void *b)
 {
     const struct vpod *x = a, *y = b;
-    int c = strcmp(x->unit, y->unit);
-    return c ? c : strcmp(x->key, y->key);
+    if (!x->group != !y->group) return x->group ? -1 : 1;
+    int c = join_cmp(x->ns, x->group ? x->group : name_of(x->pod), y->ns, y->group ? y->group : name_of(y->pod));
+    if (c || !x->group) return c;
+    return join_cmp(x->ns, name_of(x->pod), y->ns, name_of(y->pod));
 }
 
-static void search_free(struct search *s)
+static int cmp_unit(const struct vpod *x, const struct vpod *y)
 {
-    for (size_t i = 0; i < s->nv; i++) free(s->v[i].key), free(s->v[i].unit);
-    free(s->v);
-    free(s->u);
+    if (!x->group != !y->group) return 1;
+    return join_cmp(x->ns, x->group ? x->group : name_of(x->pod), y->ns, y->group ? y->group : name_of(y->pod));
 }
 
-static bool guard_ok(struct search *s, const struct unit *u, int32_t cls)
+static bool blocked_find(const struct cands *s, const char *ns, const char *group, uint64_t h, size_t *slot)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++)
-        if (evictions_in_window(s->p, s->v[i].key, cls) >= s->p->o.max_per_window) return false;
-    return true;
+    size_t mask = s->capbl - 1, i = (size_t)h & mask;
+    for (; s->bl[i].ns; i = (i + 1) & mask)
+        if (s->bl[i].h == h && !strcmp(s->bl[i].group, group) && !strcmp(s->bl[i].ns, ns)) break;
+    if (slot) *slot = i;
+    return s->bl[i].ns != NULL;
 }
 
-static int build_units(struct search *s, const struct gs_pod *preemptor)
+/* The gangs with a bound member at or above the preemptor's priority (from
+ * search.hi), as a set; a candidate in one of them is dropped. */
+static int block_gangs(struct cands *s)
 {
-    gs_cache_foreach_pod(s->p->cache, collect, s);
-    if (s->err) return s->err;
-    qsort(s->v, s->nv, sizeof *s->v, cmp_vpod);
-    s->u = calloc(s->nv ? s->nv : 1, sizeof *s->u);
-    if (!s->u) return GS_ENOMEM;
-    char own[GS__KEY_MAX + 8] = "";
-    if (preemptor->pod_group && *preemptor->pod_group)
-        snprintf(own, sizeof own, "g:%s/%s", preemptor->meta.namespace_ ? preemptor->meta.namespace_ : "default",
-                 preemptor->pod_group);
-    for (size_t i = 0; i < s->nv;) {
-        struct unit *u = &s->u[s->nu++];
-        u->first = i;
-        u->prio = INT32_MIN;
-        u->gang = s->v[i].unit[0] == 'g';
-        for (; i < s->nv && !strcmp(s->v[i].unit, s->v[u->first].unit); i++) {
-            u->n++;
-            u->prio_sum += s->v[i].pod->priority;
-            if (s->v[i].pod->priority > u->prio) u->prio = s->v[i].pod->priority;
-        }
-        u->eligible = u->prio < preemptor->priority && strcmp(s->v[u->first].unit, own) != 0;
-        if (u->eligible && !guard_ok(s, u, preemptor->priority)) {
-            u->eligible = false;
-            s->p->stats.guard_skips++;
-        }
+    for (s->capbl = 16; s->capbl < 2 * s->nhi; s->capbl *= 2) {}
+    if (!(s->bl = calloc(s->capbl, sizeof *s->bl))) return GS_ENOMEM;
+    for (size_t i = 0; i < s->nhi; i++) {
+        uint64_t h = gs__fnv1a(s->hi[i].group);
+        size_t j;
+        if (!blocked_find(s, s->hi[i].ns, s->hi[i].group, h, &j)) s->bl[j] = (struct blocked){h, s->hi[i].ns, s->hi[i].group};
     }
     return 0;
 }
 
+static bool blocked(const struct cands *s, const struct vpod *v)
+{
+    return v->group && s->nhi && blocked_find(s, v->ns, v->group, gs__fnv1a(v->group), NULL);
+}
+
+static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
+{
+    if (!a->pod_group || !b->pod_group || strcmp(a->pod_group, b->pod_group)) return false;
+    return !strcmp(ns_of(a), ns_of(b));
+}
+
+static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+{
+    struct cands *s = arg;
+    if (!bound || s->err) return;
+    const char *group = group_of(pod);
+    bool hi = pod->priority >= s->prio;
+    if (hi && !group) return;
+    struct vpod **arr = hi ? &s->hi : &s->low;
+    size_t *n = hi ? &s->nhi : &s->nlow, *cap = hi ? &s->caphi : &s->caplow;
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        struct vpod *nv = realloc(*arr, nc * sizeof *nv);
+        if (!nv) {
+            s->err = GS_ENOMEM;
+            return;
+        }
+        *arr = nv, *cap = nc;
+    }
+    (*arr)[(*n)++] = (struct vpod){pod, *a, ns_of(pod), group, 0};
+}
+
+static void cands_free(struct cands *c)
+{
+    if (!c) return;
+    free(c->low), free(c->hi), free(c->bl), free(c->v), free(c->keys), free(c->u);
+    free(c);
+}
+
+static void search_free(struct search *s)
+{
+    free(s->u);
+    free(s->node_first), free(s->node_units);
+    free(s->bumped), free(s->must_bump);
+    free(s->cand), free(s->ok);
+}
+
+static const char *key_of(const struct search *s, const struct vpod *v) { return s->keys + v->key; }
+
+static int add_key(struct cands *s, struct vpod *v)
+{
+    char buf[GS__KEY_MAX];
+    const char *name = name_of(v->pod);
+    size_t a = strlen(v->ns), b = strlen(name), len = a + 1 + b;
+    if (len >= GS__KEY_MAX) len = (size_t)gs__pod_key(v->pod, buf, sizeof buf), len = len < GS__KEY_MAX ? len : GS__KEY_MAX - 1;
+    if (s->nkeys + len + 1 > s->capkeys) {
+        size_t cap = s->capkeys ? s->capkeys * 2 : 4096;
+        while (cap < s->nkeys + len + 1) cap *= 2;
+        char *nk = realloc(s->keys, cap);
+        if (!nk) return GS_ENOMEM;
+        s->keys = nk, s->capkeys = cap;
+    }
+    char *k = s->keys + s->nkeys;
+    if (len < a + 1 + b) { /* gs__pod_key's truncation, kept so the key still names the cache entry */
+        memcpy(k, buf, len);
+    } else {
+        memcpy(k, v->ns, a);
+        k[a] = '/';
+        memcpy(k + a + 1, name, b);
+    }
+    k[len] = 0;
+    v->key = s->nkeys;
+    s->nkeys += len + 1;
+    return 0;
+}
+
+static int guard_build(struct gs_preemption *p, int32_t cls)
+{
+    struct guard *g = &p->guard;
+    int64_t now = gs_clock_now(p->clock), since = now - p->o.window_ns;
+    if (g->valid && g->cls == cls && now >= g->built && now <= g->until) return 0;
+    size_t n = 0;
+    g->valid = false;
+    g->until = INT64_MAX;
+    for (size_t i = 0; i < p->nhist; i++) {
+        if (p->hist[i].t < since || p->hist[i].cls != cls) continue;
+        n++;
+        if (p->hist[i].t + p->o.window_ns < g->until) g->until = p->hist[i].t + p->o.window_ns;
+    }
+    size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > g->cap) {
+        free(g->t);
+        g->cap = 0;
+        if (!(g->t = malloc(cap * sizeof *g->t))) return GS_ENOMEM;
+    }
+    g->cap = cap;
+    memset(g->t, 0, cap * sizeof *g->t);
+    for (size_t i = 0; i < p->nhist; i++) {
+        if (p->hist[i].t < since || p->hist[i].cls != cls) continue;
+        uint64_t h = gs__fnv1a(p->hist[i].key);
+        size_t j = (size_t)h & (g->cap - 1);
+        while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, p->hist[i].key))) j = (j + 1) & (g->cap - 1);
+        g->t[j].key = p->hist[i].key, g->t[j].h = h, g->t[j].n++;
+    }
+    g->valid = true, g->cls = cls, g->built = now;
+    g->empty = n == 0;
+    return 0;
+}
+
+static int guard_count(const struct guard *g, const char *key)
+{
+    if (g->empty) return 0;
+    uint64_t h = gs__fnv1a(key);
+    size_t j = (size_t)h & (g->cap - 1);
+    while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, key))) j = (j + 1) & (g->cap - 1);
+    return g->t[j].key ? g->t[j].n : 0;
+}
+
+/* Drops the gangs of hi, sorts what is left into units, keys them. */
+static int cands_build(struct cands *c)
+{
+    if (c->nhi && block_gangs(c) != 0) return GS_ENOMEM;
+    free(c->v), free(c->u);
+    c->v = malloc((c->nlow ? c->nlow : 1) * sizeof *c->v);
+    c->u = calloc(c->nlow ? c->nlow : 1, sizeof *c->u);
+    if (!c->v || !c->u) return GS_ENOMEM;
+    c->nv = c->nu = c->nkeys = 0;
+    for (size_t i = 0; i < c->nlow; i++)
+        if (!c->nhi || !blocked(c, &c->low[i])) c->v[c->nv++] = c->low[i];
+    qsort(c->v, c->nv, sizeof *c->v, cmp_vpod);
+    for (size_t i = 0; i < c->nv;) {
+        struct unit *u = &c->u[c->nu++];
+        *u = (struct unit){.first = i, .prio = INT32_MIN};
+        for (; i < c->nv && !cmp_unit(&c->v[u->first], &c->v[i]); i++) {
+            u->n++;
+            u->prio_sum += c->v[i].pod->priority;
+            if (c->v[i].pod->priority > u->prio) u->prio = c->v[i].pod->priority;
+            if (add_key(c, &c->v[i]) != 0) return GS_ENOMEM;
+        }
+    }
+    c->built = true;
+    return 0;
+}
+
+/* The units this preemptor may evict: not its own gang, not spared by the loop guard. */
+static int select_units(struct search *s)
+{
+    const struct cands *c = s->c;
+    const char *own = group_of(s->pre), *own_ns = ns_of(s->pre);
+    s->u = calloc(c->nu ? c->nu : 1, sizeof *s->u);
+    if (!s->u || guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
+    const struct guard *g = &s->p->guard;
+    for (size_t i = 0; i < c->nu; i++) {
+        const struct unit *u = &c->u[i];
+        const struct vpod *v0 = &c->v[u->first];
+        if (own && v0->group && !strcmp(v0->group, own) && !strcmp(v0->ns, own_ns)) continue;
+        bool spared = false;
+        for (size_t k = u->first; k < u->first + u->n && !spared; k++)
+            spared = guard_count(g, c->keys + c->v[k].key) >= s->p->o.max_per_window;
+        if (spared) s->p->stats.guard_skips++;
+        else s->u[s->nu++] = *u;
+    }
+    return 0;
+}
+
+/* Per node, the units with a pod there, in unit order. */
+static int index_nodes(struct search *s)
+{
+    int32_t ns = s->nslots = gs_cache_node_count(s->p->cache);
+    size_t slots = (size_t)(ns > 0 ? ns : 1);
+    s->node_first = calloc(slots + 1, sizeof *s->node_first);
+    s->bumped = calloc(slots, 1);
+    s->must_bump = calloc(slots, 1);
+    s->cand = calloc(slots, sizeof *s->cand);
+    s->ok = calloc(slots, sizeof *s->ok);
+    size_t *pos = malloc(slots * sizeof *pos);
+    int rc = s->node_first && s->bumped && s->must_bump && s->cand && s->ok && pos ? 0 : GS_ENOMEM;
+    for (int pass = 0; !rc && pass < 2; pass++) {
+        for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
+        for (size_t i = 0; i < s->nu; i++)
+            for (size_t k = s->u[i].first; k < s->u[i].first + s->u[i].n; k++) {
+                int32_t nd = s->v[k].a.node;
+                if (nd < 0 || nd >= ns || pos[nd] == i) continue;
+                pos[nd] = i;
+                if (pass == 0) s->node_first[nd + 1]++;
+                else s->node_units[s->node_first[nd + 1]++] = i;
+            }
+        if (pass == 1) break;
+        /* node_first[i + 1] becomes the fill cursor of node i and ends as its end. */
+        for (size_t i = 0; i < slots; i++) s->node_first[i + 1] += s->node_first[i];
+        size_t total = s->node_first[slots];
+        for (size_t i = slots; i > 0; i--) s->node_first[i] = s->node_first[i - 1];
+        if (!(s->node_units = calloc(total ? total : 1, sizeof *s->node_units))) rc = GS_ENOMEM;
+    }
+    free(pos);
+    return rc;
+}
+
+static void mark(uint8_t *set, int32_t nslots, int32_t node)
+{
+    if (node >= 0 && node < nslots) set[node] = 1;
+}
+
 static void unit_remove(struct search *s, struct unit *u)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++) gs_cache_remove_pod(s->p->cache, s->v[i].key);
+    for (size_t i = u->first; i < u->first + u->n; i++) {
+        gs_cache_remove_pod(s->p->cache, key_of(s, &s->v[i]));
+        mark(s->bumped, s->nslots, s->v[i].a.node);
+    }
     u->removed = true;
 }
 
 static void unit_restore(struct search *s, struct unit *u)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++) gs_cache_add_bound(s->p->cache, s->v[i].pod, &s->v[i].a);
+    for (size_t i = u->first; i < u->first + u->n; i++) {
+        gs_cache_add_bound(s->p->cache, s->v[i].pod, &s->v[i].a);
+        mark(s->bumped, s->nslots, s->v[i].a.node);
+    }
     u->removed = false;
 }
 
-static bool touches(const struct search *s, const struct unit *u, int32_t node)
+/* The plain search takes every candidate unit off a node before testing it,
+ * which changes each node those units run on, even where nothing comes of
+ * it; memos keyed on the cache's change counts (a gang's plan, a failed
+ * search) are invalidated by that. The screens below skip most of those
+ * changes, so the nodes the plain search would have changed are recorded
+ * here and touched at the end: decisions stay exactly those of the plain search. */
+static void mark_candidates(struct search *s, size_t ui)
 {
-    for (size_t i = u->first; i < u->first + u->n; i++)
-        if (s->v[i].a.node == node) return true;
-    return false;
+    struct unit *u = &s->u[ui];
+    if (u->marked) return;
+    u->marked = true;
+    for (size_t k = u->first; k < u->first + u->n; k++) mark(s->must_bump, s->nslots, s->v[k].a.node);
+}
+
+static void touch_skipped(struct search *s)
+{
+    for (int32_t i = 0; i < s->nslots; i++)
+        if (s->must_bump[i] && !s->bumped[i]) gs_cache_touch_node(s->p->cache, i);
 }
 
 /*--- Search ---*/
 
-/* Does m fit on n now, with a GPU set? Fills a. */
-static bool place_on(const struct gs_pod *m, struct gs_node_info *n, gs_preempt_fits_fn fits, void *ctx,
-                     struct gs_assignment *a)
+/* Necessary conditions of place_on() for m on n after the given units'
+ * pods on n leave it (sign 1) or come back (sign -1): enough GPUs with the
+ * share (gs_topo_choose's own test) and, when the fit test enforces them,
+ * CPU, memory and pod slots (NodeResourcesFit's rule). Cheap arithmetic on
+ * the node; false means place_on() would fail. */
+static bool may_fit(const struct search *s, const struct gs_pod *m, const struct gs_node_info *n,
+                    const size_t *units, size_t k, int sign)
 {
-    if (!fits(ctx, m, n)) return false;
+    const struct gs_demand *d = &m->demand;
+    int32_t ng = n->ngpus < GS_MAX_GPUS_PER_NODE ? n->ngpus : GS_MAX_GPUS_PER_NODE;
+    int32_t milli[GS_MAX_GPUS_PER_NODE];
+    int64_t mem[GS_MAX_GPUS_PER_NODE], cpu_used = n->cpu_used, mem_used = n->mem_used;
+    int32_t pods_used = n->pods_used;
+    for (int32_t g = 0; g < ng; g++) milli[g] = n->gpus[g].milli_free, mem[g] = n->gpus[g].mem_free_mib;
+    for (size_t i = 0; i < k; i++) {
+        const struct unit *u = &s->u[units[i]];
+        for (size_t j = u->first; j < u->first + u->n; j++) {
+            const struct vpod *v = &s->v[j];
+            if (v->a.node != n->idx) continue;
+            cpu_used -= sign * v->pod->demand.cpu_milli;
+            mem_used -= sign * v->pod->demand.mem_bytes;
+            pods_used -= sign;
+            for (uint64_t b = v->a.gpu_mask; b; b &= b - 1) {
+                int g = __builtin_ctzll(b);
+                if (g < ng) milli[g] += sign * v->a.milli, mem[g] += sign * v->a.mem_mib;
+            }
+        }
+    }
+    if (s->fit->checks_resources) {
+        if (n->pods_alloc > 0 && pods_used >= n->pods_alloc) return false;
+        if (d->cpu_milli > 0 && d->cpu_milli > n->cpu_alloc - cpu_used) return false;
+        if (d->mem_bytes > 0 && d->mem_bytes > n->mem_alloc - mem_used) return false;
+    }
+    if (d->gpu_count <= 0) return true;
+    int32_t fit = 0;
+    for (int32_t g = 0; g < ng; g++)
+        fit += n->gpus[g].healthy && milli[g] >= d->gpu_milli && (d->gpu_mem_mib <= 0 || mem[g] >= d->gpu_mem_mib);
+    return fit >= d->gpu_count;
+}
+
+/* A GPU set for m on n (gs_topo_choose) as an assignment. */
+static bool choose(const struct gs_node_info *n, const struct gs_pod *m, struct gs_assignment *a)
+{
     const struct gs_demand *d = &m->demand;
     struct gs_gpu_choice ch;
     if (!gs_topo_choose(n, d->gpu_count, d->gpu_milli, d->gpu_mem_mib, ~0ULL, &ch)) return false;
     *a = (struct gs_assignment){n->idx, ch.mask, d->gpu_count ? d->gpu_milli : 0, d->gpu_count ? d->gpu_mem_mib : 0};
     return true;
+}
+
+/* Does m fit on n now (every filter), with a GPU set? Fills a. */
+static bool place_on(const struct search *s, const struct gs_pod *m, struct gs_node_info *n, struct gs_assignment *a)
+{
+    return s->fit->fits(s->fit->ctx, m, n) && choose(n, m, a);
 }
 
 struct cost {
@@ -265,17 +585,15 @@ static bool cheaper(const struct cost *a, const struct cost *b)
     return a->node < b->node;
 }
 
-/* Victims on node for m: fills pick[] (unit indices) and returns how many, or -1. */
-static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_info *n, gs_preempt_fits_fn fits,
-                      void *ctx, size_t *pick, struct cost *cost)
+/* Victims on node for m: fills pick[] (unit indices) and returns how many, or -1.
+ * The k candidates are already in pick[]. */
+static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_info *n, size_t *pick, size_t k,
+                      struct cost *cost)
 {
-    size_t k = 0;
     struct gs_assignment a;
-    for (size_t i = 0; i < s->nu; i++)
-        if (s->u[i].eligible && !s->u[i].removed && touches(s, &s->u[i], n->idx)) pick[k++] = i;
-    if (!k) return -1;
+    if (!may_fit(s, m, n, pick, k, 1)) return -1;
     for (size_t i = 0; i < k; i++) unit_remove(s, &s->u[pick[i]]);
-    if (!place_on(m, n, fits, ctx, &a)) {
+    if (!place_on(s, m, n, &a)) {
         for (size_t i = 0; i < k; i++) unit_restore(s, &s->u[pick[i]]);
         return -1;
     }
@@ -289,9 +607,11 @@ static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_i
         }
     size_t w = 0;
     for (size_t i = 0; i < k; i++) {
-        unit_restore(s, &s->u[pick[i]]);
-        if (place_on(m, n, fits, ctx, &a)) continue;
-        unit_remove(s, &s->u[pick[i]]);
+        if (may_fit(s, m, n, &pick[i], 1, -1)) {
+            unit_restore(s, &s->u[pick[i]]);
+            if (place_on(s, m, n, &a)) continue;
+            unit_remove(s, &s->u[pick[i]]);
+        }
         pick[w++] = pick[i];
     }
     *cost = (struct cost){INT32_MIN, 0, 0, n->idx};
@@ -305,33 +625,75 @@ static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_i
     return (int)w;
 }
 
-/* Places member m on the simulated state (evicting when needed); 0 or -1. */
-static int place_member(struct search *s, const struct gs_pod *m, gs_preempt_fits_fn fits, void *ctx,
-                        struct gs_assignment *out, size_t *pick, size_t *best_pick)
+/* Where m fits as things are: the node with the least free GPU share
+ * (lowest index on ties), or NULL. One batch of filters over the nodes that
+ * pass the screen, which gives each node the verdict a call of its own would. */
+static struct gs_node_info *fit_now(struct search *s, const struct gs_pod *m, struct gs_assignment *out)
 {
     struct gs_cache *c = s->p->cache;
+    size_t nc = 0;
+    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
+        struct gs_node_info *n = gs_cache_node(c, i);
+        if (n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1)) s->cand[nc++] = n;
+    }
+    if (!nc) return NULL;
+    if (s->fit->fits_many) s->fit->fits_many(s->fit->ctx, m, s->cand, nc, s->ok);
+    else
+        for (size_t i = 0; i < nc; i++) s->ok[i] = s->fit->fits(s->fit->ctx, m, s->cand[i]);
     struct gs_node_info *best = NULL;
     struct gs_assignment a;
-    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
-        struct gs_node_info *n = gs_cache_node(c, i);
-        if (!n->live || !n->schedulable || !place_on(m, n, fits, ctx, &a)) continue;
+    for (size_t i = 0; i < nc; i++) {
+        struct gs_node_info *n = s->cand[i];
+        if (!s->ok[i] || !choose(n, m, &a)) continue;
         if (!best || n->gpu_milli_free < best->gpu_milli_free) best = n, *out = a;
     }
-    if (best) return 0;
-    struct cost bc = {0}, cost;
+    return best;
+}
+
+/* The candidates on node i (units not yet taken) into pick[], and the least
+ * cost any victim set drawn from them can have: a set's cost is at least
+ * that of its highest-priority unit alone (more pods only add), so at least
+ * the smallest (priority, pods, priority sum) over the candidates. */
+static size_t candidates(struct search *s, int32_t i, size_t *pick, struct cost *least)
+{
+    size_t k = 0;
+    *least = (struct cost){INT32_MAX, INT64_MAX, INT64_MAX, i};
+    for (size_t j = s->node_first[i]; j < s->node_first[i + 1]; j++) {
+        const struct unit *u = &s->u[s->node_units[j]];
+        if (u->removed) continue;
+        pick[k++] = s->node_units[j];
+        struct cost c = {u->prio, (int64_t)u->n, u->prio_sum, i};
+        if (cheaper(&c, least)) *least = c;
+    }
+    return k;
+}
+
+/* Places member m on the simulated state (evicting when needed); 0 or -1. */
+static int place_member(struct search *s, const struct gs_pod *m, struct gs_assignment *out, size_t *pick,
+                        size_t *best_pick)
+{
+    struct gs_cache *c = s->p->cache;
+    if (fit_now(s, m, out)) return 0;
+    struct cost bc = {0}, cost, least;
     int bw = -1;
     int32_t bnode = -1;
-    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
+    for (int32_t i = 0; i < gs_cache_node_count(c) && i < s->nslots; i++) {
         struct gs_node_info *n = gs_cache_node(c, i);
         if (!n->live || !n->schedulable) continue;
-        int w = victims_on(s, m, n, fits, ctx, pick, &cost);
+        size_t k = candidates(s, i, pick, &least);
+        for (size_t j = 0; j < k; j++) mark_candidates(s, pick[j]);
+        /* Evaluated from node 0 up and every victim set is non-empty (m fits
+         * nowhere as things are), so a node whose least cost is not below
+         * the best so far cannot win: ties go to the lower index. */
+        if (!k || (bw >= 0 && !cheaper(&least, &(struct cost){bc.max_prio, bc.pods, bc.sum, i}))) continue;
+        int w = victims_on(s, m, n, pick, k, &cost);
         if (w < 0 || (bw >= 0 && !cheaper(&cost, &bc))) continue;
         bw = w, bc = cost, bnode = i;
         memcpy(best_pick, pick, (size_t)w * sizeof *pick);
     }
     if (bw < 0) return -1;
     for (int i = 0; i < bw; i++) unit_remove(s, &s->u[best_pick[i]]);
-    return place_on(m, gs_cache_node(c, bnode), fits, ctx, out) ? 0 : -1;
+    return place_on(s, m, gs_cache_node(c, bnode), out) ? 0 : -1;
 }
 
 static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, struct gs_preempt_plan *out)
@@ -352,52 +714,81 @@ static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, st
     return 0;
 }
 
-struct any_ctx {
-    const struct gs_pod *pre;
-    bool any;
-};
-
-static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
+/* The candidates for priority prio, collected again unless the cache's
+ * pods are those they were collected from. NULL when out of memory. */
+static struct cands *cands_for(struct gs_preemption *p, int32_t prio)
 {
-    if (!a->pod_group || !b->pod_group || strcmp(a->pod_group, b->pod_group)) return false;
-    const char *x = a->meta.namespace_ ? a->meta.namespace_ : "default";
-    const char *y = b->meta.namespace_ ? b->meta.namespace_ : "default";
-    return !strcmp(x, y);
+    uint64_t version = gs_cache_pod_version(p->cache);
+    const size_t nmemo = sizeof p->memo / sizeof p->memo[0];
+    struct cands *c = NULL;
+    for (size_t i = 0; i < nmemo && !c; i++)
+        if (p->memo[i] && p->memo[i]->prio == prio) c = p->memo[i];
+    if (c && c->valid && c->version == version) return c;
+    if (!c) {
+        size_t slot = p->memo_next++ % nmemo;
+        if (!p->memo[slot] && !(p->memo[slot] = calloc(1, sizeof *p->memo[slot]))) return NULL;
+        c = p->memo[slot];
+    }
+    c->prio = prio, c->version = version;
+    c->valid = c->built = false;
+    c->nlow = c->nhi = c->nv = c->nu = c->nkeys = c->err = 0;
+    free(c->bl), c->bl = NULL, c->capbl = 0;
+    gs_cache_foreach_pod(p->cache, collect, c);
+    if (c->err) return NULL;
+    c->valid = true;
+    return c;
 }
 
-static void any_lower(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+/* Collects and indexes the candidates; GS_ENOENT when nobody may be evicted. */
+static int prepare(struct search *s)
 {
-    (void)a;
-    struct any_ctx *x = arg;
-    if (!x->any && bound && pod->priority < x->pre->priority && !same_group(pod, x->pre)) x->any = true;
+    struct cands *c = s->c = cands_for(s->p, s->pre->priority);
+    if (!c) return GS_ENOMEM;
+    /* Most failing pods have nobody below them: say so before building anything. */
+    bool any_lower = false;
+    for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i].pod, s->pre);
+    if (!any_lower) return GS_ENOENT;
+    if (!c->built && cands_build(c) != 0) {
+        c->valid = false;
+        return GS_ENOMEM;
+    }
+    s->v = c->v, s->keys = c->keys;
+    int rc = select_units(s);
+    if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
+    return rc ? rc : index_nodes(s);
 }
 
-int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members, size_t n, gs_preempt_fits_fn fits,
-                    void *ctx, struct gs_preempt_plan *out)
+/* The search left the pods as it found them: candidates taken from the
+ * version it started on hold for the version it leaves. */
+static void carry_memo(struct gs_preemption *p, uint64_t before)
+{
+    uint64_t after = gs_cache_pod_version(p->cache);
+    for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++)
+        if (p->memo[i] && p->memo[i]->valid && p->memo[i]->version == before) p->memo[i]->version = after;
+}
+
+int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *members, size_t n,
+                         const struct gs_preempt_fit *fit, struct gs_preempt_plan *out)
 {
     memset(out, 0, sizeof *out);
     p->stats.attempts++;
-    /* Most failing pods have nobody below them: say so without building anything. */
-    struct any_ctx ax = {n ? members[0] : NULL, false};
-    if (n) gs_cache_foreach_pod(p->cache, any_lower, &ax);
-    if (!ax.any) return GS_ENOENT;
-    struct search s = {.p = p};
-    int rc = n ? build_units(&s, members[0]) : GS_ENOENT;
-    bool any = false;
-    for (size_t i = 0; !rc && i < s.nu && !any; i++) any = s.u[i].eligible;
-    if (!rc && !any) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
+    if (!n) return GS_ENOENT;
+    struct search s = {.p = p, .fit = fit, .pre = members[0]};
+    uint64_t version = gs_cache_pod_version(p->cache);
+    int rc = prepare(&s);
     size_t *pick = calloc(s.nu ? s.nu : 1, sizeof *pick), *best = calloc(s.nu ? s.nu : 1, sizeof *best);
-    int32_t *nodes = calloc(n ? n : 1, sizeof *nodes);
+    int32_t *nodes = calloc(n, sizeof *nodes);
     size_t placed = 0;
     if (!rc && (!pick || !best || !nodes)) rc = GS_ENOMEM;
     for (; !rc && placed < n; placed++) {
         struct gs_assignment a;
         /* Members of the preemptor compete with its priority. */
-        if (place_member(&s, members[placed], fits, ctx, &a, pick, best) != 0 ||
+        if (place_member(&s, members[placed], &a, pick, best) != 0 ||
             gs_cache_assume(p->cache, members[placed], &a, 0) != 0) {
             rc = GS_ENOENT;
             break;
         }
+        mark(s.bumped, s.nslots, a.node);
         nodes[placed] = a.node;
     }
     if (!rc) rc = make_plan(&s, n, nodes, out);
@@ -408,10 +799,19 @@ int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members
     }
     for (size_t i = 0; i < s.nu; i++)
         if (s.u[i].removed) unit_restore(&s, &s.u[i]);
+    if (s.must_bump) touch_skipped(&s);
+    carry_memo(p, version);
     if (rc) gs_preempt_plan_free(out);
     free(pick), free(best), free(nodes);
     search_free(&s);
     return rc;
+}
+
+int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members, size_t n, gs_preempt_fits_fn fits,
+                    void *ctx, struct gs_preempt_plan *out)
+{
+    struct gs_preempt_fit f = {.fits = fits, .ctx = ctx};
+    return gs_preempt_find_with(p, members, n, &f, out);
 }
 
 void gs_preempt_plan_free(struct gs_preempt_plan *pl)

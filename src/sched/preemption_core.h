@@ -43,6 +43,21 @@ struct gs_preempt_stats {
 
 /* Can pod run on node as the cache is now (every filter)? */
 typedef bool (*gs_preempt_fits_fn)(void *ctx, const struct gs_pod *pod, struct gs_node_info *node);
+/* The same for n nodes at once, on the same cache: ok[i] must be what
+ * fits(nodes[i]) would answer (Filter judges each node on its own). */
+typedef void (*gs_preempt_fits_many_fn)(void *ctx, const struct gs_pod *pod, struct gs_node_info *const *nodes,
+                                        size_t n, bool *ok);
+
+struct gs_preempt_fit {
+    gs_preempt_fits_fn fits;           /* required */
+    gs_preempt_fits_many_fn fits_many; /* optional: one PreFilter for many nodes */
+    void *ctx;
+    /* fits() rejects a node short of CPU, memory or pod slots by
+     * NodeResourcesFit's rule: the search may then rule nodes out by
+     * arithmetic before calling it. GPUs are always ruled out that way
+     * (a member needs a GPU set, gs_topo_choose). */
+    bool checks_resources;
+};
 
 struct gs_preempt_plan {
     const struct gs_pod **victims; /* borrowed pods, sorted by key */
@@ -65,6 +80,9 @@ void gs_preemption_free(struct gs_preemption *p);
  * The cache is unchanged. */
 int gs_preempt_find(struct gs_preemption *p, const struct gs_pod *const *members, size_t n, gs_preempt_fits_fn fits,
                     void *ctx, struct gs_preempt_plan *out);
+/* The same with a batch fit test and the resource hint: same plan. */
+int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *members, size_t n,
+                         const struct gs_preempt_fit *fit, struct gs_preempt_plan *out);
 void gs_preempt_plan_free(struct gs_preempt_plan *pl);
 
 /* Records a plan carried out: loop-guard history and counts. */

@@ -291,7 +291,8 @@ static int setup(struct tenants *s)
                                        .reclaim_wait_ns = to_ns(o->reclaim_wait_s),
                                        .max_preemptions = o->max_preemptions, .evict_charge = o->evict_charge,
                                        .hold_ns = to_ns(o->hold_s), .reserve_horizon_ns = to_ns(o->reserve_horizon_s),
-                                       .reclaim_above_nominal = o->reclaim_above_nominal};
+                                       .reclaim_above_nominal = o->reclaim_above_nominal,
+                                       .global_victims = o->global_victims};
         rc = gs_admission_new(&s->tree, s->cache, &s->clock, &ao, &s->adm, s->d);
     }
     if (!rc) rc = build_profile(s);
@@ -588,6 +589,14 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->reclaims_deferred = st.reclaims_deferred;
         res->max_workload_preemptions = st.max_workload_preemptions;
         res->charged_gpu_hours = st.charged_gpu_hours;
+        res->evictions = st.evictions;
+        res->victim_searches = st.victim_searches;
+        res->victim_searches_won = st.victim_searches_won;
+        res->nodewise_won = st.nodewise_won;
+        res->nodewise_refused = st.nodewise_refused;
+        res->nodewise_unproven = st.nodewise_unproven;
+        res->reservations = st.reservations;
+        res->reservations_beyond_horizon = st.reservations_beyond_horizon;
         if (s->o->want_queues && !s->snapped) s->queues = gs_admission_queues_json(s->adm, 20, 5);
     }
     res->queues = s->queues;

@@ -123,9 +123,15 @@ def test_mixed_registers_one_resource_per_profile(gpusched_bin, tmp, stubs):
             pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)]))
         c = r.container_responses[0]
         assert c.envs["NVIDIA_VISIBLE_DEVICES"] == ",".join(ids)
-        # Both instances live on GPU 0: its device node once, after the three control nodes.
+        # Both instances live on GPU 0: its device node once, after the three control nodes, then the
+        # capability nodes of each instance's GPU instance and compute instance. The mock's 1g.10gb
+        # instances of GPU 0 are GI 1 and 2 (CI 0); mock minors follow the driver's layout, where
+        # gpu0/gi1/access is 12 and gpu0/gi1/ci0/access 13.
         assert [d.host_path for d in c.devices] == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
-                                                    "/dev/nvidia0"]
+                                                    "/dev/nvidia0",
+                                                    "/dev/nvidia-caps/nvidia-cap12", "/dev/nvidia-caps/nvidia-cap13",
+                                                    "/dev/nvidia-caps/nvidia-cap21", "/dev/nvidia-caps/nvidia-cap22"]
+        assert all(d.container_path == d.host_path and d.permissions == "rw" for d in c.devices)
         # An ID of another resource is not this plugin's.
         other = k.by_res["nvidia.com/mig-3g.40gb"][0][0]
         import grpc
@@ -205,6 +211,49 @@ def test_single_offers_mig_devices_as_gpus(gpusched_bin, tmp, stubs):
         r = k.stub("nvidia.com/gpu").Allocate(
             pb.AllocateRequest(container_requests=[pb.ContainerAllocateRequest(devices_ids=ids)]))
         assert r.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == ",".join(ids)
+    finally:
+        assert stop(p) == 0
+        k.stop()
+
+
+def test_allocate_reads_mig_minors_from_the_proc_root(gpusched_bin, tmp, stubs):
+    """--proc-root makes even a mock node read the driver's file: its minors are what Allocate returns,
+    and a missing file or line refuses the container, naming the file."""
+    import grpc
+    pb, pbg = stubs
+    proc = tmp / "proc"
+    k = make_kubelet(tmp / "dp", pb, pbg)
+    p = plugin(gpusched_bin, tmp, "1xA100-80GB,mig=3g.40gb*2", "--mig-strategy", "mixed", "--proc-root", str(proc))
+    res = "nvidia.com/mig-3g.40gb"
+    try:
+        assert k.wait_registered(1, 15) and k.wait_lists([res], 10)
+        ids = [d for d, _, _ in k.by_res[res]]
+
+        def allocate(i):
+            return k.stub(res).Allocate(pb.AllocateRequest(
+                container_requests=[pb.ContainerAllocateRequest(devices_ids=[ids[i]])])).container_responses[0]
+
+        with pytest.raises(grpc.RpcError) as e:
+            allocate(0)
+        assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert str(proc / "driver/nvidia-caps/mig-minors") in e.value.details()
+        minors = proc / "driver" / "nvidia-caps" / "mig-minors"
+        minors.parent.mkdir(parents=True)
+        # The mock's instances are GI 1 and GI 2 of GPU 0, each with CI 0; GI 2's CI line is missing.
+        minors.write_text("config 1\nmonitor 2\ngpu0/gi1/access 300\ngpu0/gi1/ci0/access 301\n"
+                          "gpu0/gi2/access 310\n")
+        c = allocate(0)
+        assert [d.host_path for d in c.devices][3:] == ["/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap300",
+                                                        "/dev/nvidia-caps/nvidia-cap301"]
+        with pytest.raises(grpc.RpcError) as e:
+            allocate(1)
+        assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert 'has no line "gpu0/gi2/ci0/access"' in e.value.details() and ids[1] in e.value.details()
+        # A malformed file is refused with its line.
+        minors.write_text("config 1\ngpu0/gi1/access three\n")
+        with pytest.raises(grpc.RpcError) as e:
+            allocate(0)
+        assert 'line 2 "gpu0/gi1/access three"' in e.value.details()
     finally:
         assert stop(p) == 0
         k.stop()
@@ -314,6 +363,53 @@ def test_mixed_pods_get_distinct_instances(mixed):
                d["parentUUID"].startswith("GPU-") and d["index"] == inst[d["uuid"]][0] for d in devs)
 
 
+def mig_series(stack, name):
+    """{mig_uuid: line} of one per-instance metric on the node agent's /metrics."""
+    port = [n["port"] for n in stack.info["nodes"] if n["name"] == NODE][0]
+    page = stack.agent_get(port, "/metrics")
+    out = {}
+    for line in page.splitlines():
+        if line.startswith(name + "{"):
+            u = line.split('mig_uuid="', 1)[1].split('"', 1)[0]
+            out[u] = line
+    return out
+
+
+def test_mixed_metrics_name_the_pod_of_each_instance(mixed):
+    inst = node_mig(mixed)
+    flag = pathlib.Path(tempfile.mkdtemp(prefix="gsmigm", dir="/tmp")) / "done"
+    try:
+        apply(mixed, mig_pod("metered", "nvidia.com/mig-2g.20gb", 1,
+                             f'echo "$NVIDIA_VISIBLE_DEVICES"; while [ ! -e {flag} ]; do sleep 0.2; done'))
+        wait_for(lambda: phase(mixed.pod("metered")) == "Running", 30, "metered to run")
+        held = wait_for(lambda: mixed.cli("logs", "metered").stdout.strip(), 10, "metered's log")
+        assert inst[held][1] == "2g.20gb"
+
+        def attributed():
+            s = mig_series(mixed, "gpusched_mig_instance_allocated")
+            return s if held in s and s[held].endswith(" 1") else None
+
+        s = wait_for(attributed, 15, "the exporter to attribute the MIG instance")
+        # One series per instance of the layout; only the held one names a pod.
+        assert set(s) == set(inst)
+        line = s[held]
+        assert 'pod="metered"' in line and 'namespace="default"' in line and 'GPU_I_PROFILE="2g.20gb"' in line
+        assert 'GPU_I_ID="' in line and f'gpu="{inst[held][0]}"' in line
+        assert all(l.endswith(" 0") and "pod=" not in l for u, l in s.items() if u != held)
+        assert set(mig_series(mixed, "gpusched_mig_instance_fb_total")) == set(inst)
+        # `top nodes` sums the same series: instances held / on the node.
+        top = mixed.cli("top", "nodes").stdout.splitlines()
+        assert top[0].split()[-1] == "MIG"
+        assert [l.split()[-1] for l in top[1:] if l.startswith(NODE)] == [f"1/{len(inst)}"]
+        flag.touch()
+        wait_for(lambda: phase(mixed.pod("metered")) == "Succeeded", 30, "metered to end")
+        wait_for(lambda: mig_series(mixed, "gpusched_mig_instance_allocated")[held].endswith(" 0"), 15,
+                 "the instance to show free again")
+    finally:
+        flag.touch()
+        shutil.rmtree(flag.parent, ignore_errors=True)
+
+
 def test_mixed_lowest_gpu_first_and_released(mixed):
     inst = node_mig(mixed)
     # Nothing runs now: one 3g.40gb goes to GPU 0's instance, and again after the first ended.
@@ -347,6 +443,26 @@ def test_single_strategy_gpu_pods_get_mig_devices(gpusched_bin, tmp_path):
         assert len(set(allu)) == 3 and all(u in inst for u in allu)
         devs = s.pod("m2")["status"]["devices"]
         assert sorted(d["uuid"] for d in devs) == sorted(seen["m2"])
+        labels = s.node(NODE)["metadata"]["labels"]
+        assert labels.get("nvidia.com/gpu.slices.gi") and labels.get("nvidia.com/gpu.product", "").endswith(
+            "-MIG-2g.20gb")
+        # Back to migStrategy none with MIG off: the MIG strategy label and the single strategy's MIG
+        # attributes on nvidia.com/gpu go, and the product is the whole GPU's again.
+        apply(s, policy("none", "all-disabled"))
+
+        def whole_again():
+            n = s.node(NODE)
+            lb = n["metadata"]["labels"]
+            return (stack_state(s) == "ready" and n["status"]["capacity"].get("nvidia.com/gpu") == "2" and
+                    "nvidia.com/mig.strategy" not in lb and lb)
+
+        lb = wait_for(whole_again, 90, "the node back to whole GPUs without MIG labels")
+        stale = [k for k in lb if k.startswith("nvidia.com/mig-") or k in (
+            "nvidia.com/gpu.slices.gi", "nvidia.com/gpu.slices.ci", "nvidia.com/gpu.multiprocessors",
+            "nvidia.com/gpu.engines.copy")]
+        assert not stale, stale
+        assert not lb["nvidia.com/gpu.product"].endswith("-MIG-2g.20gb")
+        assert lb.get("nvidia.com/mig.capable") == "true"
     finally:
         rc = s.stop("up")
         assert rc == 0, s.log("up")

@@ -260,8 +260,9 @@ spec:
     assert json.loads(r.stdout)["spec"]["nodeName"] == "g1"
     r = run("describe", "node", "g1", *env_args)
     assert "default/one" in r.stdout and "GPU-x" in r.stdout
-    r = run("delete", "pod", "one", *env_args)
-    assert r.stdout.strip() == 'pod "one" deleted'
+    # Bound, and no agent to confirm a graceful deletion: remove it at once.
+    r = run("delete", "pod", "one", "--grace-period=0", *env_args)
+    assert r.stdout.strip() == 'pod "one" force deleted'
     r = run("get", "pods", "one", *env_args)
     assert r.returncode == 1 and "not found" in r.stderr
     # The kubeconfig the server wrote works on its own (its first admin token, its CA).
@@ -291,8 +292,8 @@ def test_kubectl_over_https_with_a_token(server, tmp_path):
     r = k("get", "pods", "-A", "-o", "json")
     assert r.returncode == 0
     assert [p["metadata"]["name"] for p in json.loads(r.stdout)["items"]] == ["kube"]
-    r = k("delete", "pod", "kube")
-    assert r.returncode == 0 and 'pod "kube" deleted' in r.stdout, r.stderr
+    r = k("delete", "pod", "kube", "--grace-period=0", "--force")  # no agent to confirm a graceful deletion
+    assert r.returncode == 0 and 'pod "kube" force deleted' in r.stdout, r.stderr
     assert s.call("GET", PODS + "/kube").status_code == 404
     # The same with --server/--token and the CA on the command line.
     r = subprocess.run([KUBECTL, "--server", s.url, "--token", "adm", "--certificate-authority", s.ca, "get",

@@ -1,7 +1,8 @@
 """End-to-end: `gpusched sim --experiment tenants` on the openb slice, made
 to contend (arrivals 5000x faster, 30% of the nodes): both modes finish
 every workload, admission reports preemptions, the outputs are written, the
-eviction rules ration evictions, and the per-queue status can be written."""
+eviction rules ration evictions, node-wise victims are used (and can be
+switched off), and the per-queue status can be written."""
 import json
 import os
 
@@ -40,6 +41,21 @@ def test_eviction_rules_ration_evictions(run):
     assert free["preemptions"] > rationed["preemptions"]
     assert free["reclaims_deferred"] == 0 and rationed["reclaims_deferred"] > 0
     assert rationed["spared_min_runtime"] > 0 and free["spared_min_runtime"] == 0
+
+
+def test_nodewise_and_global_victims(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    nodewise, old = fair(), fair("--victims", "global")
+    for x in (nodewise, old):
+        assert x["finished"] == x["workloads"] > 0
+        assert x["victim_searches_won"] <= x["victim_searches"]
+    assert old["nodewise_won"] == old["nodewise_refused"] == 0  # the planner is not used
+    assert nodewise["nodewise_won"] + nodewise["nodewise_refused"] > 0
+    assert nodewise["nodewise_won"] <= nodewise["victim_searches_won"]
+    assert tenants(run, "--victims", "random").returncode == 2
 
 
 def test_queues_json(run, tmp_path):

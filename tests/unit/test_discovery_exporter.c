@@ -321,6 +321,73 @@ static void test_pod_labels_escaping_and_bounds(void **state)
     close_fx(f);
 }
 
+/* The series of MIG instance uuid of metric name, or NULL. */
+static const struct series *find_mig(const struct page *p, const char *name, const char *uuid)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->s[i].name, name) && label(&p->s[i], "mig_uuid") && !strcmp(label(&p->s[i], "mig_uuid"), uuid))
+            return &p->s[i];
+    return NULL;
+}
+
+static void test_mig_instances_and_pods(void **state)
+{
+    (void)state;
+    struct fx *f = open_fx("2xA100-80GB,mig=1g.10gb*2+2g.20gb", NULL);
+    static struct gs_inventory inv;
+    assert_int_equal(gs_disc_inventory(&f->d, &inv), 0);
+    const struct gs_disc_mig *m1 = &inv.gpus[1].mig[1]; /* GPU 1's second 1g.10gb */
+    assert_int_equal(gs_exporter_set_mig_pod(f->e, m1->uuid, "team-a", "train", "main"), 0);
+    assert_int_equal(gs_exporter_set_mig_pod(f->e, "", "x", "y", "z"), GS_EINVAL);
+    gs_exporter_collect(f->e);
+    snapshot(f->e, &f->pg);
+    assert_int_equal(count(&f->pg, "gpusched_mig_instance_allocated"), 6);
+    assert_int_equal(count(&f->pg, "gpusched_mig_instance_fb_total"), 6);
+    assert_string_equal(type_of(&f->pg, "gpusched_mig_instance_allocated"), "gauge");
+    const struct series *s = find_mig(&f->pg, "gpusched_mig_instance_allocated", m1->uuid);
+    assert_non_null(s);
+    assert_true(s->value == 1);
+    /* The parent GPU's labels first, then dcgm-exporter's MIG labels, then the pod. */
+    assert_string_equal(s->key[0], "gpu");
+    assert_string_equal(label(s, "gpu"), "1");
+    assert_string_equal(label(s, "UUID"), inv.gpus[1].uuid);
+    assert_string_equal(label(s, "GPU_I_PROFILE"), "1g.10gb");
+    char gi[16];
+    snprintf(gi, sizeof gi, "%u", m1->gi_id);
+    assert_string_equal(label(s, "GPU_I_ID"), gi);
+    assert_string_equal(label(s, "pod"), "train");
+    assert_string_equal(label(s, "namespace"), "team-a");
+    assert_string_equal(label(s, "container"), "main");
+    assert_string_equal(s->key[s->nlabels - 3], "pod");
+    const struct series *fb = find_mig(&f->pg, "gpusched_mig_instance_fb_total", m1->uuid);
+    assert_true(fb->value == (double)m1->memory_mib);
+    assert_string_equal(label(fb, "pod"), "train");
+    /* Every other instance is free, without pod labels. */
+    const struct gs_disc_mig *free0 = &inv.gpus[0].mig[2];
+    s = find_mig(&f->pg, "gpusched_mig_instance_allocated", free0->uuid);
+    assert_true(s->value == 0);
+    assert_null(label(s, "pod"));
+    assert_string_equal(label(s, "GPU_I_PROFILE"), "2g.20gb");
+    /* Whole-GPU series are not attributed to the MIG pod. */
+    assert_null(label(find(&f->pg, "DCGM_FI_DEV_GPU_UTIL", 1), "pod"));
+    /* Cleared: free again. */
+    assert_int_equal(gs_exporter_set_mig_pod(f->e, m1->uuid, NULL, NULL, NULL), 0);
+    assert_int_equal(gs_exporter_set_mig_pod(f->e, m1->uuid, NULL, NULL, NULL), 0); /* idempotent */
+    gs_exporter_collect(f->e);
+    snapshot(f->e, &f->pg);
+    s = find_mig(&f->pg, "gpusched_mig_instance_allocated", m1->uuid);
+    assert_true(s->value == 0);
+    assert_null(label(s, "pod"));
+    /* A new layout replaces the instances; MIG off on both GPUs: no MIG series or headers. */
+    inv.gpus[0].mig_enabled = inv.gpus[1].mig_enabled = false;
+    gs_exporter_set_mig(f->e, &inv);
+    gs_exporter_collect(f->e);
+    snapshot(f->e, &f->pg);
+    assert_int_equal(count(&f->pg, "gpusched_mig_instance_allocated"), 0);
+    assert_null(type_of(&f->pg, "gpusched_mig_instance_allocated"));
+    close_fx(f);
+}
+
 /*--- HTTP ---*/
 
 /* GET/POST path over loopback; returns the status code, body in buf. */
@@ -448,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_xid_reaches_metric_and_health),
         cmocka_unit_test(test_lost_gpu_and_recovery),
         cmocka_unit_test(test_pod_labels_escaping_and_bounds),
+        cmocka_unit_test(test_mig_instances_and_pods),
         cmocka_unit_test(test_http_endpoint),
         cmocka_unit_test(test_thread_and_events),
         cmocka_unit_test(test_fast_interval),

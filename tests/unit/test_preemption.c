@@ -229,6 +229,145 @@ static void test_driver_preempts_and_nominates(void **st)
     env_free(&e);
 }
 
+/*--- The screened search against the plain one ---*/
+
+static int nfits_calls;
+
+/* The fit test plus NodeResourcesFit's rule, so checks_resources holds. */
+static bool fits_counted(void *ctx, const struct gs_pod *pod, struct gs_node_info *n)
+{
+    (void)ctx;
+    nfits_calls++;
+    if (n->pods_alloc > 0 && n->pods_used >= n->pods_alloc) return false;
+    if (pod->demand.mem_bytes > n->mem_alloc - n->mem_used) return false;
+    return fits(NULL, pod, n);
+}
+
+static void fits_batch(void *ctx, const struct gs_pod *pod, struct gs_node_info *const *nodes, size_t n, bool *ok)
+{
+    for (size_t i = 0; i < n; i++) ok[i] = fits_counted(ctx, pod, nodes[i]);
+}
+
+/* Which nodes a search changed (generation moved). */
+static uint32_t run_search(struct gs_cache *c, struct gs_preemption *p, const struct gs_pod *const *m, size_t n,
+                           const struct gs_preempt_fit *fit, struct gs_preempt_plan *plan, int *rc)
+{
+    uint64_t gen[8];
+    int32_t nn = gs_cache_node_count(c);
+    for (int32_t i = 0; i < nn; i++) gen[i] = gs_cache_node(c, i)->generation;
+    *rc = gs_preempt_find_with(p, m, n, fit, plan);
+    uint32_t moved = 0;
+    for (int32_t i = 0; i < nn; i++) moved |= (gs_cache_node(c, i)->generation != gen[i]) << i;
+    fx_check_cache(c);
+    return moved;
+}
+
+/* Random clusters: with the batch fit test and the resource hint (more of
+ * the search decided by arithmetic) the plan is the one found with single
+ * fit calls and the GPU screen alone, the same nodes are changed (memos
+ * keyed on node generations see the same thing), never with more fit calls. */
+static void test_screened_search_matches_single(void **st)
+{
+    (void)st;
+    uint64_t seed = 12345;
+    long plain_calls = 0, fast_calls = 0, plans = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        gs_clock_init_sim(&clk, 0);
+        struct gs_cache *c = gs_cache_new(&clk);
+        for (int i = 0; i < 6; i++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "n%d", i);
+            assert_int_equal(fx_add_node(c, nm, 4, 8, 2, 2, NULL), i);
+        }
+        struct gs_pod *pods[40];
+        int np = 0;
+        uint64_t used[6] = {0};
+        for (int k = 0; k < 30; k++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            int gpus = 1 + (int)((seed >> 33) % 2), node = (int)((seed >> 40) % 6), prio = (int)((seed >> 20) % 4);
+            const char *groups[] = {NULL, NULL, "ga", "gb", "gc"};
+            const char *grp = groups[(seed >> 50) % 5];
+            uint64_t mask = 0;
+            for (int g = 0; g < 4 && __builtin_popcountll(mask) < gpus; g++)
+                if (!(used[node] >> g & 1)) mask |= 1ULL << g;
+            if (__builtin_popcountll(mask) < gpus) continue;
+            char nm[16];
+            snprintf(nm, sizeof nm, "p%02d", k);
+            struct gs_pod *pod = fx_pod(nm, gpus, prio, grp);
+            struct gs_assignment a = {node, mask, 1000, 0};
+            assert_int_equal(gs_cache_add_bound(c, pod, &a), 0);
+            used[node] |= mask;
+            pods[np++] = pod;
+        }
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        int members = 1 + (int)((seed >> 30) % 3), want = 1 + (int)((seed >> 40) % 4);
+        struct gs_pod *pre[3];
+        const struct gs_pod *m[3];
+        for (int i = 0; i < members; i++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "hp%d", i);
+            m[i] = pre[i] = fx_pod(nm, want, 3 + (int)((seed >> 50) % 3), members > 1 ? "hg" : NULL);
+        }
+        struct gs_preempt_opts o = {0};
+        struct gs_preemption *p = gs_preemption_new(&o, &clk, c);
+        struct gs_preempt_fit plain = {.fits = fits_counted}, fast = {fits_counted, fits_batch, NULL, true};
+        struct gs_preempt_plan a, b;
+        int ra, rb;
+        nfits_calls = 0;
+        uint32_t ma = run_search(c, p, m, (size_t)members, &plain, &a, &ra);
+        plain_calls += nfits_calls, nfits_calls = 0;
+        uint32_t mb = run_search(c, p, m, (size_t)members, &fast, &b, &rb);
+        fast_calls += nfits_calls;
+        assert_int_equal(ra, rb);
+        assert_int_equal(ma, mb);
+        if (ra == 0) {
+            plans++;
+            assert_int_equal(a.nvictims, b.nvictims);
+            for (size_t i = 0; i < a.nvictims; i++) assert_ptr_equal(a.victims[i], b.victims[i]);
+            for (int i = 0; i < members; i++) assert_int_equal(a.nodes[i], b.nodes[i]);
+            gs_preempt_plan_free(&a), gs_preempt_plan_free(&b);
+        }
+        gs_preemption_free(p);
+        for (int i = 0; i < members; i++) fx_pod_free(pre[i]);
+        for (int i = 0; i < np; i++) fx_pod_free(pods[i]);
+        gs_cache_free(c);
+    }
+    assert_true(plans > 30);
+    assert_true(plain_calls > 0 && fast_calls <= plain_calls);
+}
+
+/* Candidates kept between searches follow the cache: a pod confirmed
+ * (assumed -> bound) or removed since is seen by the next search. */
+static void test_candidates_follow_the_cache(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(1)};
+    struct gs_pod *l = fx_pod("l", 4, 0, NULL);
+    struct gs_assignment a = {0, 0xf, 1000, 0};
+    assert_int_equal(gs_cache_assume(e.c, l, &a, 0), 0);
+    struct gs_preempt_opts o = {0};
+    struct gs_preemption *p = gs_preemption_new(&o, &clk, e.c);
+    struct gs_pod *hp = fx_pod("hp", 4, 10, NULL);
+    const struct gs_pod *m[1] = {hp};
+    struct gs_preempt_plan plan;
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), GS_ENOENT); /* only bound pods are victims */
+    assert_int_equal(gs_cache_confirm(e.c, "default/l"), 0);
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    assert_int_equal(plan.nvictims, 1);
+    assert_ptr_equal(plan.victims[0], l);
+    gs_preempt_plan_free(&plan);
+    /* The same answer again from the kept candidates, then none once l is gone. */
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), 0);
+    assert_ptr_equal(plan.victims[0], l);
+    gs_preempt_plan_free(&plan);
+    assert_int_equal(gs_cache_remove_pod(e.c, "default/l"), 0);
+    assert_int_equal(gs_preempt_find(p, m, 1, fits, NULL, &plan), GS_ENOENT); /* nobody below it now */
+    check_same(e.c, 0);
+    fx_pod_free(hp), fx_pod_free(l);
+    gs_preemption_free(p);
+    env_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +375,8 @@ int main(void)
         cmocka_unit_test(test_gang_unit_and_no_help),
         cmocka_unit_test(test_loop_guard_and_nominations),
         cmocka_unit_test(test_driver_preempts_and_nominates),
+        cmocka_unit_test(test_screened_search_matches_single),
+        cmocka_unit_test(test_candidates_follow_the_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

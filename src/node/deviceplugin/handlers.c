@@ -178,7 +178,7 @@ static void fill_reply(struct ctr_block *b)
 static int refusal_code(int rc)
 {
     if (rc == GS_ENOENT) return GS_RPC_NOT_FOUND;
-    if (rc == GS_ESTATE) return GS_RPC_FAILED_PRECONDITION;
+    if (rc == GS_ESTATE || rc == GS_EUNSUPPORTED) return GS_RPC_FAILED_PRECONDITION; /* EUNSUPPORTED: MIG caps */
     return GS_RPC_INVALID_ARGUMENT;
 }
 

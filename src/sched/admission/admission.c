@@ -15,6 +15,7 @@
  */
 #include "sched/admission/admission.h"
 
+#include "sched/admission/nodeplan.h"
 #include "sched/admission/placement.h"
 
 #include <stdio.h>
@@ -638,12 +639,181 @@ static int fits_now(struct gs_admission *a, struct gs_workload *w, const int64_t
     return placeable(a, w, flav, false, false);
 }
 
+/* Puts back, newest first, each of rm[0..k) whose return still lets w fit;
+ * the rest go to chosen. Returns how many or an error; the state is restored. */
+static int minimal_set(struct gs_admission *a, struct gs_workload *w, const int64_t *req, const int8_t *flav,
+                       struct removed *rm, size_t k, int32_t *chosen)
+{
+    int nchosen = 0, rc = 0;
+    for (size_t i = k; i-- > 0;) {
+        int32_t id = rm[i].wl;
+        sim_restore(a, &rm[i]);
+        int f = fits_now(a, w, req, flav);
+        if (f < 0) rc = f;
+        if (f == 1) continue;
+        if (sim_remove(a, id, &rm[i])) break;
+        chosen[nchosen++] = id;
+    }
+    for (size_t i = 0; i < k; i++)
+        if (rm[i].asg) sim_restore(a, &rm[i]);
+    return rc < 0 ? rc : nchosen;
+}
+
+/*--- Node-wise victims (nodeplan.h) ---*/
+
+struct np_ctx {
+    struct gs_admission *a;
+    const int64_t *req;
+    const struct cand *c;
+    gs_qvec *gone; /* per leaf: what the victims booked so far would free */
+    int r;         /* the contested resource */
+};
+
+/* The planner's view of the reclaim rules, with the victims booked so far
+ * counted as gone: the victim's queue still borrows what the claimant asks
+ * for and stays at or above its fair share without it. */
+static bool np_take(void *ctx, size_t i)
+{
+    struct np_ctx *x = ctx;
+    struct gs_admission *a = x->a;
+    const struct gs_workload *v = a->w[x->c[i].wl];
+    gs_qvec vreq;
+    request(a, v, v->flavor, vreq);
+    if (x->c[i].other) {
+        bool borrows = false;
+        int64_t use = 0;
+        for (int fr = 0; fr < GS_QT_NFR; fr++) {
+            if (x->req[fr] > 0 && a->q.usage[v->queue][fr] - x->gone[v->queue][fr] > a->q.subtree[v->queue][fr])
+                borrows = true;
+            if (fr % GS_QT_MAX_RES == x->r) use += a->q.usage[v->queue][fr] - x->gone[v->queue][fr];
+        }
+        if (!borrows) return false;
+        if (!a->o.reclaim_above_nominal &&
+            (double)(use - (v->demand[x->r] - v->released[x->r])) < a->fs.n[v->queue].deserved[x->r] - 0.5)
+            return false;
+    }
+    for (int fr = 0; fr < GS_QT_NFR; fr++) x->gone[v->queue][fr] += vreq[fr];
+    return true;
+}
+
+static void np_untake(void *ctx, size_t i)
+{
+    struct np_ctx *x = ctx;
+    const struct gs_workload *v = x->a->w[x->c[i].wl];
+    gs_qvec vreq;
+    request(x->a, v, v->flavor, vreq);
+    for (int fr = 0; fr < GS_QT_NFR; fr++) x->gone[v->queue][fr] -= vreq[fr];
+}
+
+/* The nodes as the planner sees them; held, reserved and other-flavor nodes unusable. */
+static int np_nodes(struct gs_admission *a, const struct gs_workload *w, const int8_t *flav,
+                    struct gs__np_node *nodes, int32_t *gfree)
+{
+    struct gs_labels labels = {0};
+    int rc = flavor_labels(a, w, flav, &labels);
+    const uint8_t *excl = rc ? NULL : excluded_for(a, w);
+    size_t at = 0;
+    for (int32_t i = 0; !rc && i < gs_cache_node_count(a->cache); i++) {
+        const struct gs_node_info *ni = gs_cache_node(a->cache, i);
+        nodes[i] = (struct gs__np_node){.gfree = gfree + at};
+        if (!ni || !ni->live) continue;
+        bool usable = ni->schedulable && !(excl && excl[i]) && gs__labels_cover(&labels, ni->labels);
+        gs__np_node_of(ni, usable, gfree + at, &nodes[i]);
+        at += (size_t)ni->ngpus;
+    }
+    gs_labels_free(&labels);
+    return rc;
+}
+
+/* Runs the planner; *k victims (indices into c) in pick. 1: no set of
+ * allowed victims lets w fit by the planner's count; else 0 or an error. */
+static int np_plan(struct gs_admission *a, struct gs_workload *w, const int64_t *req, const int8_t *flav,
+                   const struct cand *c, size_t nc, size_t *pick, size_t *k)
+{
+    size_t nn = (size_t)gs_cache_node_count(a->cache), ngpu = 0, nvp = 0;
+    for (size_t i = 0; i < nn; i++) {
+        const struct gs_node_info *ni = gs_cache_node(a->cache, (int32_t)i);
+        ngpu += ni && ni->live ? (size_t)ni->ngpus : 0;
+    }
+    for (size_t i = 0; i < nc; i++) nvp += a->w[c[i].wl]->npods;
+    struct gs__np_node *nodes = calloc(nn ? nn : 1, sizeof *nodes);
+    int32_t *gfree = malloc((ngpu ? ngpu : 1) * sizeof *gfree);
+    struct gs__np_victim *v = malloc((nc ? nc : 1) * sizeof *v);
+    struct gs__np_vpod *vp = malloc((nvp ? nvp : 1) * sizeof *vp);
+    struct gs__np_pod *pods = malloc((w->npods ? w->npods : 1) * sizeof *pods);
+    gs_qvec *gone = calloc(a->t->n ? (size_t)a->t->n : 1, sizeof *gone);
+    int rc = nodes && gfree && v && vp && pods && gone ? 0 : GS_ENOMEM;
+    if (!rc) rc = np_nodes(a, w, flav, nodes, gfree);
+    if (!rc) {
+        int64_t now = now_ns(a);
+        for (size_t i = 0, at = 0; i < nc; at += a->w[c[i].wl]->npods, i++) {
+            const struct gs_workload *x = a->w[c[i].wl];
+            gs__np_vpods_of(a->cache, x->pods, x->npods, vp + at);
+            v[i] = (struct gs__np_victim){.pods = vp + at, .npods = x->npods, .priority = x->priority,
+                                          .cost = (double)x->gpu_milli * (double)(now - x->admitted_ns) / GS_NS_PER_SEC};
+        }
+        for (size_t i = 0; i < w->npods; i++) gs__np_pod_of(a->cache, w->pods[i], &pods[i]);
+        struct np_ctx x = {.a = a, .req = req, .c = c, .gone = gone, .r = contested_res(a, req)};
+        struct gs__np_req r = {.nodes = nodes, .nnodes = nn, .v = v, .nv = nc, .pods = pods, .npods = w->npods,
+                               .take = np_take, .untake = np_untake, .ctx = &x};
+        rc = gs__nodeplan(&r, pick, k);
+        rc = rc == 0 ? 1 : rc < 0 ? rc : 0;
+    }
+    free(nodes), free(gfree), free(v), free(vp), free(pods), free(gone);
+    return rc;
+}
+
+/* Node-wise victims: the planner's set, removed in simulation with the
+ * rules checked again, then the real quota and placement check. Returns the
+ * number chosen (minimal, in chosen), 0 when the planner finds no set, -2
+ * (NP_UNPROVEN) when its set did not make w fit (something the planner does
+ * not model, such as a filter plugin), or an error. The state is restored. */
+#define NP_UNPROVEN (-2)
+static int nodewise_victims(struct gs_admission *a, struct gs_workload *w, const int64_t *req, const int8_t *flav,
+                            const struct cand *c, size_t nc, struct removed *rm, int32_t *chosen)
+{
+    size_t *pick = malloc((nc ? nc : 1) * sizeof *pick), k = 0, done = 0;
+    if (!pick) return GS_ENOMEM;
+    int rc = np_plan(a, w, req, flav, c, nc, pick, &k), r = contested_res(a, req);
+    if (rc == 1) {
+        free(pick);
+        a->st.nodewise_refused++;
+        return 0;
+    }
+    if (!rc && k == 0) rc = NP_UNPROVEN; /* fits by the count without victims: not ours to explain */
+    for (size_t i = 0; !rc && i < k; i++) {
+        const struct cand *x = &c[pick[i]];
+        if (x->other && (!borrows_contested(a, a->w[x->wl]->queue, req) || !keeps_fair_share(a, a->w[x->wl], r)))
+            rc = NP_UNPROVEN;
+        else if (!(rc = sim_remove(a, x->wl, &rm[done]))) done++;
+    }
+    free(pick);
+    if (!rc && !gs_quota_fits(&a->q, w->queue, req, NULL)) rc = NP_UNPROVEN;
+    if (!rc) {
+        rc = placeable(a, w, flav, false, false);
+        if (rc == 0) rc = NP_UNPROVEN;
+    }
+    if (rc == 1) {
+        a->st.nodewise_won++;
+        return minimal_set(a, w, req, flav, rm, done, chosen);
+    }
+    for (size_t i = 0; i < done; i++) sim_restore(a, &rm[i]);
+    if (rc == NP_UNPROVEN) a->st.nodewise_unproven++;
+    return rc;
+}
+
 /* Takes victims one by one until w fits, then puts back the unneeded ones.
  * Returns the number chosen (in rm[0..k)) or 0 when none works; the state
- * is restored either way. */
+ * is restored either way. A claimant that asks for GPUs gets node-wise
+ * victims first; the global order is the fallback when the planner's set
+ * could not be proved. */
 static int search_victims(struct gs_admission *a, struct gs_workload *w, const int64_t *req, const int8_t *flav,
                           struct cand *c, size_t nc, struct removed *rm, int32_t *chosen)
 {
+    if (!a->o.quota_only && !a->o.global_victims && w->gpu_milli > 0 && w->npods) {
+        int got = nodewise_victims(a, w, req, flav, c, nc, rm, chosen);
+        if (got != NP_UNPROVEN) return got;
+    }
     size_t k = 0;
     int found = 0, checks = 0, rc = 0, r = contested_res(a, req);
     for (size_t i = 0; i < nc && !found && checks < MAX_VICTIM_CHECKS; i++) {
@@ -656,21 +826,10 @@ static int search_victims(struct gs_admission *a, struct gs_workload *w, const i
         if ((rc = placeable(a, w, flav, false, false)) < 0) break;
         found = rc;
     }
-    int nchosen = 0;
-    if (found) { /* minimal set: a victim whose return still lets w fit is spared */
-        for (size_t i = k; i-- > 0;) {
-            int32_t id = rm[i].wl;
-            sim_restore(a, &rm[i]);
-            int f = fits_now(a, w, req, flav);
-            if (f < 0) rc = f;
-            if (f == 1) continue;
-            if (sim_remove(a, id, &rm[i])) break;
-            chosen[nchosen++] = id;
-        }
-    }
+    if (found) return minimal_set(a, w, req, flav, rm, k, chosen);
     for (size_t i = 0; i < k; i++)
         if (rm[i].asg) sim_restore(a, &rm[i]);
-    return rc < 0 ? rc : nchosen;
+    return rc < 0 ? rc : 0;
 }
 
 static int preempt(struct gs_admission *a, struct gs_workload *w)
@@ -857,8 +1016,10 @@ static int refresh_reservation(struct gs_admission *a)
     if (!ok || start <= now) return 0; /* fits now (the cycle admits it) or no estimate */
     if (a->o.reserve_horizon_ns > 0 && start - now > a->o.reserve_horizon_ns) {
         a->res_fail_seq = a->release_seq; /* too far off: no idle hold; retried when capacity is released */
+        a->st.reservations_beyond_horizon++;
         return 0;
     }
+    a->st.reservations++;
     a->res_wl = best->id;
     a->res_start = start;
     a->res_nodes.n = 0;
@@ -1296,7 +1457,7 @@ json_t *gs_admission_status_json(struct gs_admission *a)
 static json_t *stats_json(const struct gs_admission *a)
 {
     const struct gs_admission_stats *s = &a->st;
-    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:f}", "admitted", (json_int_t)s->admitted,
+    json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:f}", "admitted", (json_int_t)s->admitted,
                      "evictions", (json_int_t)s->evictions, "reclaims", (json_int_t)s->reclaims, "victimSearches",
                      (json_int_t)s->victim_searches, "victimSearchesWon", (json_int_t)s->victim_searches_won,
                      "sparedMinRuntime", (json_int_t)s->spared_min_runtime, "sparedFairShare",
@@ -1304,6 +1465,13 @@ static json_t *stats_json(const struct gs_admission *a)
                      "placementChecks", (json_int_t)s->placement_checks, "prefilterSkips",
                      (json_int_t)s->prefilter_skips, "maxWorkloadPreemptions", s->max_workload_preemptions,
                      "chargedGpuHours", s->charged_gpu_hours);
+    if (o)
+        json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I}", "reservations", (json_int_t)s->reservations,
+                                            "reservationsBeyondHorizon", (json_int_t)s->reservations_beyond_horizon,
+                                            "nodewiseWon", (json_int_t)s->nodewise_won, "nodewiseRefused",
+                                            (json_int_t)s->nodewise_refused, "nodewiseUnproven",
+                                            (json_int_t)s->nodewise_unproven));
+    return o;
 }
 
 /* The first max_listed pending workloads of leaf i, in line order. */

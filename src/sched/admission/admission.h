@@ -21,10 +21,15 @@
  * workloads that its queue's policies allow - lower priority in the same
  * queue (withinClusterQueue), or workloads of queues that borrow in the same
  * tree when the claimant stays within its own nominal quota
- * (reclaimWithinCohort). Candidates are ordered (other queues first, lowest
- * priority, most recently admitted) and taken one by one, each removal
- * simulated on the quota and on the cache, until the claimant fits; then
- * victims that turn out unnecessary are put back. Only if the simulated set
+ * (reclaimWithinCohort). For a claimant that asks for GPUs the victims are
+ * chosen node-wise (nodeplan.h): per pod, the node where the cheapest set of
+ * victims makes room, so a gang gets whole nodes instead of GPUs scattered
+ * everywhere; none are chosen when no set makes it fit. Otherwise, or when
+ * that set is not confirmed by the placement check, candidates are ordered
+ * (other queues first, lowest priority, most recently admitted) and taken
+ * one by one until the claimant fits. Every removal is simulated on the
+ * quota and on the cache, and victims that turn out unnecessary are put
+ * back. Only if the simulated set
  * makes the claimant fit are they evicted (the caller's evict callback
  * removes their pods), and the claimant is admitted in the same step with
  * the nodes it will use held for it (gs_admission_hold_plugin keeps other
@@ -90,6 +95,7 @@ struct gs_admission_opts {
     int64_t preemption_window_ns; /* 0: 1 hour */
     double evict_charge;        /* share of the victims' lost GPU-hours charged to the claimant; 0: 1; <0: none */
     bool reclaim_above_nominal; /* old rule: reclaim from any queue borrowing, ignoring fair share */
+    bool global_victims;        /* old victim choice: one global order, not node-wise (nodeplan.h) */
     int max_victim_searches;    /* victim searches per cycle; 0: 8; <0: unlimited */
     int64_t reserve_horizon_ns; /* reserve only when the start is this close; 0: 1 hour; <0: any */
     int max_checks;             /* placement checks per cycle; 0: 256 */
@@ -234,6 +240,11 @@ struct gs_admission_stats {
     int64_t prefilter_skips;      /* placement checks avoided by the free-GPU count */
     int32_t max_workload_preemptions; /* most evictions of one workload */
     double charged_gpu_hours;     /* lost work charged to claimants */
+    int64_t reservations;         /* backfill reservations made */
+    int64_t reservations_beyond_horizon; /* starving workloads not reserved for: the start was past the horizon */
+    int64_t nodewise_won;         /* searches won by the node-wise plan */
+    int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
+    int64_t nodewise_unproven;    /* node-wise plans the placement check did not confirm (fell back) */
 };
 void gs_admission_stats(const struct gs_admission *a, struct gs_admission_stats *out);
 

@@ -78,7 +78,7 @@ void gs_placer_free(struct gs_placer *p)
     free(p);
 }
 
-static bool labels_match(const struct gs_labels *want, const struct gs_labels *have)
+bool gs__labels_cover(const struct gs_labels *want, const struct gs_labels *have)
 {
     for (size_t i = 0; want && i < want->n; i++) {
         const char *v = gs_labels_get(have, want->v[i].key);
@@ -108,7 +108,7 @@ static size_t filter_pod(struct gs_placer *p, const struct gs_pod *pod, const st
     for (int32_t i = 0; i < total; i++) {
         struct gs_node_info *ni = gs_cache_node(p->cache, i);
         if (!ni->live || !ni->schedulable || (r->excluded && r->excluded[i])) continue;
-        if (r->labels && r->labels->n && !labels_match(r->labels, ni->labels)) continue;
+        if (r->labels && r->labels->n && !gs__labels_cover(r->labels, ni->labels)) continue;
         p->cand[n++] = ni;
     }
     gs_cycle_state_reset(&p->cs);

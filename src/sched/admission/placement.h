@@ -44,4 +44,7 @@ struct gs_place_req {
  * unless r->keep and the answer is 1. */
 int gs_placer_try(struct gs_placer *p, const struct gs_place_req *r, char *why, size_t len);
 
+/* Does have carry every key=value of want (a flavor's node labels)? */
+bool gs__labels_cover(const struct gs_labels *want, const struct gs_labels *have);
+
 #endif

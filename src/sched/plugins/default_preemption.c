@@ -6,9 +6,12 @@
  * or, for a gang member of a group that has not started, for all its pending
  * members at once; the fit test is the profile's own filters run on the
  * cache with the victims taken out (gs_framework_run_filters, Coscheduling's
- * admission left out: that is what preemption resolves). Only a plan that
- * places every member is carried out: victims are evicted through the
- * handle and each member is nominated to its node.
+ * admission left out: that is what preemption resolves), also given as a
+ * batch (one PreFilter for many nodes) with the hint that NodeResourcesFit
+ * is in it when it is, so the search can rule nodes out by arithmetic
+ * (gs_preempt_find_with). Only a plan that places every member is carried
+ * out: victims are evicted through the handle and each member is nominated
+ * to its node.
  *
  * Filter keeps nominated capacity for its pod: a node nominated to another
  * pod of at least this priority is rejected when this pod would eat into
@@ -145,6 +148,26 @@ static bool fits(void *ctx, const struct gs_pod *pod, struct gs_node_info *node)
     return gs_framework_run_filters(f->fw, pod, &run) == 1;
 }
 
+static void fits_many(void *ctx, const struct gs_pod *pod, struct gs_node_info *const *nodes, size_t n, bool *ok)
+{
+    struct fit_ctx *f = ctx;
+    uint8_t *rej = malloc(n ? n : 1);
+    struct gs_filter_run run = {.nodes = nodes, .n = n, .reject = rej, .skip = "Coscheduling"};
+    int m = rej ? gs_framework_run_filters(f->fw, pod, &run) : GS_ENOMEM;
+    for (size_t i = 0; i < n; i++) ok[i] = m > 0 && !rej[i];
+    free(rej);
+}
+
+/* Is NodeResourcesFit's Filter always part of the fit test? */
+static bool checks_resources(struct gs_framework *fw)
+{
+    for (int i = 0; i < gs_framework_filter_count(fw); i++) {
+        const struct gs_plugin *pl = gs_framework_filter_plugin(fw, i, NULL);
+        if (pl && !strcmp(pl->name, "NodeResourcesFit") && pl->filter && !pl->pre_filter) return true;
+    }
+    return false;
+}
+
 /* The preemptor and, for a gang that has not started, its pending siblings. */
 static size_t members_of(struct pre_state *s, const struct gs_pod *pod, const struct gs_pod ***out)
 {
@@ -177,7 +200,8 @@ int gs__preempt_plan_for(void *state, struct gs_framework *fw, const struct gs_p
     *nmembers = members_of(&tmp, pod, members);
     if (!*nmembers) return GS_ENOMEM;
     struct fit_ctx f = {fw};
-    return gs_preempt_find(s->p, *members, *nmembers, fits, &f, plan);
+    struct gs_preempt_fit fit = {fits, fits_many, &f, checks_resources(fw)};
+    return gs_preempt_find_with(s->p, *members, *nmembers, &fit, plan);
 }
 
 static struct gs_status pre_post_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
