@@ -30,7 +30,7 @@ int gs__server_bench(int argc, char **argv);
 
 enum {
     A_HALFLIFE = 0x1000, A_RECLAIM_WAIT, A_MIN_RUNTIME, A_HOLD, A_STARVATION, A_HORIZON,
-    A_MAX_PREEMPT, A_WINDOW, A_CHARGE, A_FROM, A_QUOTA_ONLY,
+    A_MAX_PREEMPT, A_WINDOW, A_CHARGE, A_FROM, A_VICTIMS, A_QUOTA_ONLY,
 };
 
 static const struct option adm_options[] = {
@@ -44,6 +44,7 @@ static const struct option adm_options[] = {
     {"preemption-window", required_argument, 0, A_WINDOW},
     {"evict-charge", required_argument, 0, A_CHARGE},
     {"reclaim-from", required_argument, 0, A_FROM},
+    {"victims", required_argument, 0, A_VICTIMS},
     {"admission-quota-only", no_argument, 0, A_QUOTA_ONLY},
     {0, 0, 0, 0},
 };
@@ -58,6 +59,8 @@ const char gs__adm_usage[] =
     "  --preemption-window DUR  that window (default 1h)\n"
     "  --evict-charge F      share of a victim's lost GPU-hours charged to the reclaiming queue (default 1; 0: none)\n"
     "  --reclaim-from fairshare|nominal  victims from queues above their fair share (default) or above nominal\n"
+    "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default) or in\n"
+    "                        one global order\n"
     "  --admission-halflife DUR  half-life of the fair-share usage history (default 1h)\n"
     "  --starvation-wait DUR|never  wait before a workload of 8+ GPUs gets a reservation (default 30m; 0: at once)\n"
     "  --reserve-horizon DUR|any  reserve only for a start this close (default 1h)\n"
@@ -145,6 +148,10 @@ int gs__adm_option(struct gs_admission_opts *o, int code, const char *v, const c
     case A_FROM:
         if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return adm_bad(cmd, f->name, v, "want fairshare or nominal");
         o->reclaim_above_nominal = !strcmp(v, "nominal");
+        return 0;
+    case A_VICTIMS:
+        if (strcmp(v, "nodewise") && strcmp(v, "global")) return adm_bad(cmd, f->name, v, "want nodewise or global");
+        o->global_victims = !strcmp(v, "global");
         return 0;
     case A_QUOTA_ONLY: o->quota_only = true; return 0;
     }

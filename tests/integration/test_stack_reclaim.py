@@ -235,6 +235,7 @@ def test_bad_admission_flags_are_refused(run, tmp_path, cmd):
         (["--starvation-wait", "sometime"], '--starvation-wait "sometime": want a duration'),
         (["--evict-charge", "-1"], '--evict-charge "-1": must not be negative'),
         (["--reclaim-from", "anyone"], '--reclaim-from "anyone": want fairshare or nominal'),
+        (["--victims", "some"], '--victims "some": want nodewise or global'),
     ]
     for args, msg in cases:
         r = run(cmd, "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", *args, cwd=tmp_path)
