@@ -17,6 +17,7 @@
 #include "control/server.h"
 #include "core/log.h"
 #include "discovery/discovery.h"
+#include "sched/admission/admission.h"
 
 #include <getopt.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@
 
 struct up_opts {
     struct gs_server_opts srv;
+    struct gs_admission_opts adm; /* the server's admission flags (cmd_server.c) */
     const char *mock;
     const char *node_prefix;
     int grace_ms, heartbeat_ms;
@@ -55,13 +57,14 @@ static void usage(FILE *f)
                "  --info FILE           write {server, token, kubeconfig, nodes} as JSON once ready\n"
                "  --keep-pods           leave pods running on exit (a later `up` re-adopts them)\n"
                "  --log-level LEVEL     debug|info|warn|error (default warn)\n");
+    fputs(gs__adm_usage, f);
 }
 
 enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG };
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {
-    static const struct option opts[] = {
+    static const struct option base[] = {
         {"data-dir", required_argument, 0, O_DATA},   {"listen", required_argument, 0, O_LISTEN},
         {"mock", required_argument, 0, O_MOCK},       {"node-prefix", required_argument, 0, O_PREFIX},
         {"insecure", no_argument, 0, O_INSECURE},     {"config", required_argument, 0, O_CONFIG},
@@ -70,8 +73,10 @@ static int parse(int argc, char **argv, struct up_opts *o)
         {"log-level", required_argument, 0, O_LOG},   {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
+    struct option opts[40];
+    gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
     optind = 1;
-    int c;
+    int c, rc;
     enum gs_log_level lvl;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -86,14 +91,24 @@ static int parse(int argc, char **argv, struct up_opts *o)
         case O_INFO: o->info_file = optarg; break;
         case O_KEEP: o->keep_pods = true; break;
         case O_LOG:
-            if (gs_log_level_parse(optarg, &lvl)) return 2;
+            if (gs_log_level_parse(optarg, &lvl)) {
+                fprintf(stderr, "gpusched up: --log-level \"%s\": want debug, info, warn or error\n", optarg);
+                return 2;
+            }
             gs_log_set_level(lvl);
             break;
         case 'h': usage(stdout); return 0;
-        default: return 2;
+        case '?': usage(stderr); return 2; /* getopt said which option */
+        default: /* admission flags */
+            if ((rc = gs__adm_option(&o->adm, c, optarg, "gpusched up"))) return rc;
+            break;
         }
     }
-    return optind < argc ? 2 : -1;
+    if (optind < argc) {
+        fprintf(stderr, "gpusched up: unexpected argument \"%s\"\n", argv[optind]);
+        return 2;
+    }
+    return -1;
 }
 
 /* Does NVML see a GPU here? Otherwise up needs --mock to have GPUs at all. */
@@ -183,13 +198,11 @@ static void wait_registered(struct agents *ag)
 
 int gs_cmd_up(int argc, char **argv)
 {
-    struct up_opts o = {0};
+    struct up_opts o = {.adm = {.history_weight = -1}}; /* admission: the library's defaults */
+    o.srv.admission = &o.adm;
     gs_log_set_level(GS_LOG_WARN);
     int rc = parse(argc, argv, &o);
-    if (rc >= 0) {
-        if (rc == 2) usage(stderr);
-        return rc;
-    }
+    if (rc >= 0) return rc;
     sigset_t set;
     gs_cli_block_stop_signals(&set, NULL);
     struct gs_server *s = NULL;

@@ -9,6 +9,8 @@
 #ifndef GS_CLI_COMMANDS_H
 #define GS_CLI_COMMANDS_H
 
+#include <stddef.h>
+
 /* Manifests and the scheduler offline. */
 int gs_cmd_version(int argc, char **argv);
 int gs_cmd_validate(int argc, char **argv);
@@ -32,5 +34,16 @@ int gs_cmd_agent(int argc, char **argv);
 int gs_cmd_up(int argc, char **argv);
 int gs_cmd_logs(int argc, char **argv);
 int gs_cmd_top(int argc, char **argv);
+
+/* Admission flags of `server` and `up` (cmd_server.c): their help text; one
+ * flag (a getopt code from the merged table) applied to o -> 0, or 2 after
+ * saying on stderr what is wrong with the value, prefixed by cmd; base (a
+ * terminated getopt_long table) + these options into out (cap entries,
+ * terminated). */
+struct gs_admission_opts;
+struct option;
+extern const char gs__adm_usage[];
+int gs__adm_option(struct gs_admission_opts *o, int code, const char *value, const char *cmd);
+void gs__adm_options_merge(const struct option *base, struct option *out, size_t cap);
 
 #endif

@@ -118,6 +118,7 @@ struct gs_adm_loop {
     size_t nprofiles;
     json_t *hold_args;
     struct gs_qstatus qstatus;    /* per-queue status on the queue objects */
+    struct gs_admission_opts tuning; /* server options (o.tuning copied), for every rebuild */
 };
 
 /*--- Small helpers ---*/
@@ -713,7 +714,8 @@ static int rebuild(struct gs_adm_loop *a)
     }
     if (a->tree_ok) {
         struct gs_diags d = {0};
-        struct gs_admission_opts ao = {.profile = a->o.profile, .evict = evicted, .ctx = a};
+        struct gs_admission_opts ao = a->tuning; /* server options */
+        ao.profile = a->o.profile, ao.evict = evicted, ao.ctx = a;
         if (gs_admission_new(&a->tree, a->o.cache, a->o.clock, &ao, &a->adm, &d)) a->adm = NULL;
         gs_diags_free(&d);
     }
@@ -729,6 +731,13 @@ static void evicted(void *ctx, const struct gs_pod *pod)
     snprintf(key, sizeof key, "pods/%s/%s", ns_of(pod), pod->meta.name);
     struct evicted e = {strdup(key), pod};
     if (!e.key || push((void **)&a->ev, &a->nev, &a->capev, sizeof *a->ev, &e)) free(e.key);
+    /* Out of the cache now, as the library's contract asks: it checks right
+     * after the evictions that the claimant fits, then admits it and holds
+     * the freed nodes for it. Left in the cache until the hook ran after the
+     * cycle, the check failed, the claimant stayed pending with no hold, and
+     * any other pod could take what reclaim had freed. */
+    char ckey[GS__KEY_MAX];
+    if (gs_meta_key(&pod->meta, ckey, sizeof ckey) == 0) gs_cache_remove_pod(a->o.cache, ckey); /* as the cache keys it */
 }
 
 /*--- Conditions ---*/
@@ -1027,6 +1036,9 @@ int gs_adm_loop_new(const struct gs_adm_loop_opts *o, struct gs_adm_loop **out)
     struct gs_adm_loop *a = calloc(1, sizeof *a);
     if (!a) return GS_ENOMEM;
     a->o = *o;
+    /* server options; without them history weighs 0.5, the library's default */
+    a->tuning = o->tuning ? *o->tuning : (struct gs_admission_opts){.history_weight = -1};
+    a->o.tuning = NULL;
     gs__strmap_init(&a->wls);
     gs_qstatus_init(&a->qstatus);
     gs__strmap_init(&a->members);

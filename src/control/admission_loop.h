@@ -51,6 +51,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+struct gs_admission_opts;
+
 struct gs_adm_loop_opts {
     struct gs_store *store;           /* borrowed: QuotaReserved conditions are written here */
     struct gs_cache *cache;           /* borrowed: the placement check runs on it */
@@ -61,6 +63,10 @@ struct gs_adm_loop_opts {
     void (*admitted)(void *ctx, const char *key);
     /* Admission evicted the pod (reclaim or preemption by workload `by`). */
     void (*evict)(void *ctx, const char *key, const char *by);
+    /* Tuning for every admission built (patience, minimum runtime, hold,
+     * caps...), copied at creation; its profile, evict and ctx are replaced
+     * by the loop's own. NULL: the library's defaults, history weight 0.5. */
+    const struct gs_admission_opts *tuning;
 };
 
 struct gs_adm_loop;

@@ -18,6 +18,7 @@
  */
 #include "control/sched_loop.h"
 #include "control/admission_loop.h" /* multi-tenant admission */
+#include "sched/admission/admission.h"  /* admission tuning (server options) */
 #include "govern/metrics.h"  /* metrics hook */
 #include "govern/operator.h" /* GPU stack gate */
 
@@ -78,6 +79,8 @@ struct gs_sched_loop {
     struct gs_scheduler **scheds;
     size_t nsched;
     struct gs_adm_loop *adm; /* admission in front of the queues (admission_loop.h) */
+    struct gs_admission_opts adm_opts; /* admission tuning (server options), kept for reloads */
+    bool has_adm_opts;
     struct gs__strmap pods, nodes, groups, nrts;
     int64_t rv;
     struct victim *victims;
@@ -556,7 +559,8 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
     if (!l->cache || !l->scheds) return GS_ENOMEM;
     struct gs_adm_loop_opts ao = {.store = l->store, .cache = l->cache, .clock = &l->clock,
                                   .profile = &l->cfg->profiles[0], .ctx = l,
-                                  .admitted = adm_admitted, .evict = adm_evict};
+                                  .admitted = adm_admitted, .evict = adm_evict,
+                                  .tuning = l->has_adm_opts ? &l->adm_opts : NULL}; /* server options */
     if (gs_adm_loop_new(&ao, &l->adm)) return GS_ENOMEM;
     for (size_t i = 0; i < l->cfg->nprofiles; i++) {
         struct gs_scheduler_opts so = {.profile = gs_adm_loop_profile(l->adm, &l->cfg->profiles[i]), /* + AdmissionHold */
@@ -904,7 +908,10 @@ static void adm_evict(void *ctx, const char *key, const char *by)
     char pkey[GS__KEY_MAX];
     gs_meta_key(&e->obj->u.pod->meta, pkey, sizeof pkey);
     if (e->state == P_QUEUED) gs_scheduler_delete_pod(l->scheds[e->sched], pkey);
-    else if (e->state == P_BOUND && gs_cache_remove_pod(l->cache, pkey) == 0) notify_all(l, GS_EV_POD_DELETED);
+    else if (e->state == P_BOUND) { /* admission took it out of the cache already, during its cycle */
+        gs_cache_remove_pod(l->cache, pkey);
+        notify_all(l, GS_EV_POD_DELETED);
+    }
     write_eviction(l, e, by);
     e->state = P_OTHER; /* the store's next version decides its fate */
     e->rv = 0;
@@ -1071,6 +1078,7 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     l->store = o->store;
     l->seed = o->seed;
     l->cycle_latency = o->cycle_latency;
+    if (o->admission) l->adm_opts = *o->admission, l->has_adm_opts = true; /* server options */
     gs_clock_init_real(&l->clock);
     gs__strmap_init(&l->pods);
     gs__strmap_init(&l->nodes);

@@ -40,11 +40,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct gs_admission_opts;
+
 struct gs_sched_loop_opts {
     struct gs_store *store;               /* borrowed */
     const struct gs_sched_config *config; /* borrowed; NULL: the built-in default profile */
     uint64_t seed;
     struct gs_hist *cycle_latency;        /* optional (govern/metrics.h): each cycle's seconds are observed */
+    const struct gs_admission_opts *admission; /* admission tuning, copied; NULL: defaults (admission_loop.h) */
 };
 
 struct gs_sched_loop_stats {

@@ -194,7 +194,8 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     }
     if (o->sched_config && (err = load_sched_config(s, o->sched_config, d))) return err;
     if (!o->no_scheduler) {
-        struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed, &s->cycle_hist};
+        struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed, &s->cycle_hist,
+                                        o->admission}; /* admission server options */
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
         /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
         struct gs_nodelc_opts no = {.store = s->store};

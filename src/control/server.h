@@ -22,6 +22,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+struct gs_admission_opts;
+
 struct gs_server_opts {
     const char *data_dir;     /* NULL: "./gpusched-data" */
     const char *listen;       /* NULL: "127.0.0.1:6443"; port 0: any free port */
@@ -35,6 +37,10 @@ struct gs_server_opts {
     bool sync_full;           /* fsync every commit */
     size_t ring_events;       /* watch history kept in memory; 0: default */
     uint64_t seed;
+    /* Admission tuning (sched/admission/admission.h), copied at start; NULL:
+     * the library's defaults with history weight 0.5. profile/evict/ctx are
+     * the server's own and ignored here. */
+    const struct gs_admission_opts *admission;
 };
 
 struct gs_server;
