@@ -37,6 +37,8 @@ struct plan_entry {
 
 struct gs_gang_group {
     char *key;
+    const char *name; /* inside key, after "namespace/" */
+    size_t nslen;
     const struct gs_podgroup *pg;
     int64_t created_ns;
     int64_t backoff_until;
@@ -54,6 +56,43 @@ struct gs_gang_group {
     struct gs_status fail_status;
 };
 
+/* Pod -> group for registered pods: QueueSort asks for both pods' groups on
+ * every comparison, and hashing a pointer beats building and hashing
+ * "namespace/name". An entry is only a hint: it is used when the group's
+ * namespace and name still equal the pod's (so a stale or reused pointer
+ * falls back to the lookup by name). Open addressing, backward shift. */
+struct pod_slot {
+    const struct gs_pod *pod; /* NULL: empty */
+    struct gs_gang_group *gr;
+};
+
+struct pod_index {
+    struct pod_slot *slots;
+    size_t cap, n; /* cap a power of two */
+};
+
+/* Preemptible capacity by priority: sums over bound pods, rebuilt only when
+ * the bound pods change (gs_cache_bound_version), so admitting a group is a
+ * lookup instead of a walk over every pod in the cache. */
+struct prio_sum {
+    int32_t prio;
+    int64_t cpu, mem, milli;
+};
+
+struct prio_sums {
+    struct prio_sum *v; /* sorted by prio */
+    size_t n, cap;
+};
+
+struct pre_index {
+    bool valid;
+    uint64_t version;
+    struct prio_sums all;           /* every bound pod */
+    struct gs__strmap by_name;      /* pod group name -> index in names (keys borrowed from bound pods) */
+    struct prio_sums *names;        /* bound pods naming that pod group */
+    size_t nnames, capnames;
+};
+
 struct gs_gang {
     struct gs_gang_opts o;
     const struct gs_clock *clock;
@@ -63,6 +102,8 @@ struct gs_gang {
     size_t nlist, caplist;
     struct gs_gang_stats stats;
     bool planning;
+    struct pod_index pods;
+    struct pre_index pre;
 };
 
 /*--- Registry ---*/
@@ -103,7 +144,66 @@ void gs_gang_free(struct gs_gang *g)
     for (size_t i = 0; i < g->nlist; i++) group_free(g->list[i]);
     free(g->list);
     gs__strmap_free(&g->groups);
+    free(g->pods.slots);
+    free(g->pre.all.v);
+    for (size_t i = 0; i < g->pre.capnames; i++) free(g->pre.names[i].v);
+    free(g->pre.names);
+    gs__strmap_free(&g->pre.by_name);
     free(g);
+}
+
+/*--- Pod index ---*/
+
+static size_t pod_hash(const struct gs_pod *pod) { return (size_t)gs__mix64((uint64_t)(uintptr_t)pod, 0); }
+
+static struct pod_slot *pod_slot_find(const struct pod_index *ix, const struct gs_pod *pod)
+{
+    if (!ix->cap) return NULL;
+    for (size_t i = pod_hash(pod) & (ix->cap - 1);; i = (i + 1) & (ix->cap - 1)) {
+        if (ix->slots[i].pod == pod) return &ix->slots[i];
+        if (!ix->slots[i].pod) return NULL;
+    }
+}
+
+static void pod_slot_put_raw(struct pod_index *ix, const struct gs_pod *pod, struct gs_gang_group *gr)
+{
+    size_t i = pod_hash(pod) & (ix->cap - 1);
+    while (ix->slots[i].pod && ix->slots[i].pod != pod) i = (i + 1) & (ix->cap - 1);
+    if (!ix->slots[i].pod) ix->n++;
+    ix->slots[i] = (struct pod_slot){pod, gr};
+}
+
+/* A failure only loses the hint: lookups fall back to the name. */
+static void pod_index_put(struct pod_index *ix, const struct gs_pod *pod, struct gs_gang_group *gr)
+{
+    if (2 * (ix->n + 1) > ix->cap) {
+        size_t cap = ix->cap ? ix->cap * 2 : 64;
+        struct pod_slot *nv = calloc(cap, sizeof *nv);
+        if (!nv) return;
+        struct pod_index old = *ix;
+        *ix = (struct pod_index){nv, cap, 0};
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.slots[i].pod) pod_slot_put_raw(ix, old.slots[i].pod, old.slots[i].gr);
+        free(old.slots);
+    }
+    pod_slot_put_raw(ix, pod, gr);
+}
+
+static void pod_index_del(struct pod_index *ix, const struct gs_pod *pod)
+{
+    struct pod_slot *s = pod_slot_find(ix, pod);
+    if (!s) return;
+    size_t mask = ix->cap - 1, i = (size_t)(s - ix->slots);
+    for (size_t j = (i + 1) & mask; ix->slots[j].pod; j = (j + 1) & mask) {
+        size_t home = pod_hash(ix->slots[j].pod) & mask;
+        /* j's entry may move back to i when i lies cyclically in [home, j). */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            ix->slots[i] = ix->slots[j];
+            i = j;
+        }
+    }
+    ix->slots[i] = (struct pod_slot){0};
+    ix->n--;
 }
 
 static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const char *name, bool create)
@@ -130,6 +230,8 @@ static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const 
         free(gr);
         return NULL;
     }
+    gr->nslen = a;
+    gr->name = gr->key + a + 1;
     gr->created_ns = gs_clock_now(g->clock);
     g->list[g->nlist++] = gr;
     return gr;
@@ -149,9 +251,18 @@ void gs_gang_remove_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
     if (gr && gr->pg == pg) gr->pg = NULL;
 }
 
+/* Is gr the group named by pod's namespace and pod group? */
+static bool group_is(const struct gs_gang_group *gr, const struct gs_pod *pod)
+{
+    const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
+    return !strcmp(gr->name, pod->pod_group) && !strncmp(gr->key, ns, gr->nslen) && !ns[gr->nslen];
+}
+
 struct gs_gang_group *gs_gang_group_of(struct gs_gang *g, const struct gs_pod *pod)
 {
     if (!pod->pod_group || !*pod->pod_group) return NULL;
+    const struct pod_slot *s = pod_slot_find(&g->pods, pod);
+    if (s && group_is(s->gr, pod)) return s->gr;
     return group_get(g, pod->meta.namespace_, pod->pod_group, false);
 }
 
@@ -165,7 +276,9 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
     size_t at = 0;
     while (at < gr->npods && strcmp(gr->keys[at], key) < 0) at++;
     if (at < gr->npods && !strcmp(gr->keys[at], key)) {
+        if (gr->pods[at] != pod) pod_index_del(&g->pods, gr->pods[at]);
         gr->pods[at] = pod;
+        pod_index_put(&g->pods, pod, gr);
         return 0;
     }
     if (gr->npods == gr->cap) {
@@ -185,12 +298,14 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
     gr->pods[at] = pod;
     gr->keys[at] = dup;
     gr->npods++;
+    pod_index_put(&g->pods, pod, gr);
     return 0;
 }
 
 void gs_gang_remove_pod(struct gs_gang *g, const struct gs_pod *pod)
 {
     struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    pod_index_del(&g->pods, pod);
     if (!gr) return;
     for (size_t i = 0; i < gr->npods; i++) {
         if (gr->pods[i] != pod) continue;
@@ -230,17 +345,32 @@ const struct gs_gang_stats *gs_gang_stats(const struct gs_gang *g) { return &g->
 
 /*--- QueueSort ---*/
 
+/* The pod's key, as gs__pod_key writes it, without going through printf. */
+static const char *pod_key_fast(const struct gs_pod *pod, char *buf)
+{
+    const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
+    const char *name = pod->meta.name ? pod->meta.name : "";
+    size_t a = strlen(ns), b = strlen(name);
+    if (a + b + 2 > GS__KEY_MAX) {
+        gs__pod_key(pod, buf, GS__KEY_MAX); /* truncates like it always did */
+        return buf;
+    }
+    memcpy(buf, ns, a);
+    buf[a] = '/';
+    memcpy(buf + a + 1, name, b + 1);
+    return buf;
+}
+
 bool gs_gang_less(struct gs_gang *g, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
 {
     if (a->pod->priority != b->pod->priority) return a->pod->priority > b->pod->priority;
     struct gs_gang_group *ga = gs_gang_group_of(g, a->pod), *gb = gs_gang_group_of(g, b->pod);
     int64_t ta = ga ? ga->created_ns : a->enqueued_ns, tb = gb ? gb->created_ns : b->enqueued_ns;
     if (ta != tb) return ta < tb;
-    char ka[GS__KEY_MAX], kb[GS__KEY_MAX];
-    if (ga) snprintf(ka, sizeof ka, "%s", ga->key);
-    else gs__pod_key(a->pod, ka, sizeof ka);
-    if (gb) snprintf(kb, sizeof kb, "%s", gb->key);
-    else gs__pod_key(b->pod, kb, sizeof kb);
+    if (ga && ga == gb) return a->seq < b->seq; /* same key */
+    char ba[GS__KEY_MAX], bb[GS__KEY_MAX];
+    const char *ka = ga ? ga->key : pod_key_fast(a->pod, ba); /* group keys are shorter than GS__KEY_MAX */
+    const char *kb = gb ? gb->key : pod_key_fast(b->pod, bb);
     int c = strcmp(ka, kb);
     if (c) return c < 0;
     return a->seq < b->seq;
@@ -281,6 +411,93 @@ static struct cap free_capacity(struct gs_gang *g)
     return c;
 }
 
+static int sums_add(struct prio_sums *s, int32_t prio, const struct cap *c)
+{
+    size_t i = 0;
+    while (i < s->n && s->v[i].prio < prio) i++;
+    if (i == s->n || s->v[i].prio != prio) {
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 4;
+            struct prio_sum *nv = realloc(s->v, cap * sizeof *nv);
+            if (!nv) return GS_ENOMEM;
+            s->v = nv;
+            s->cap = cap;
+        }
+        memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof *s->v);
+        s->v[i] = (struct prio_sum){.prio = prio};
+        s->n++;
+    }
+    s->v[i].cpu += c->cpu, s->v[i].mem += c->mem, s->v[i].milli += c->milli;
+    return 0;
+}
+
+/* Adds (sign 1) or takes away (sign -1) the sums of priorities below prio. */
+static void sums_below(const struct prio_sums *s, int32_t prio, int sign, struct cap *c)
+{
+    for (size_t i = 0; i < s->n && s->v[i].prio < prio; i++)
+        c->cpu += sign * s->v[i].cpu, c->mem += sign * s->v[i].mem, c->milli += sign * s->v[i].milli;
+}
+
+struct pre_build {
+    struct pre_index *p;
+    int err;
+};
+
+static struct prio_sums *name_sums(struct pre_index *p, const char *name)
+{
+    uintptr_t at = (uintptr_t)gs__strmap_get(&p->by_name, name);
+    if (at) return &p->names[at - 1];
+    if (p->nnames == p->capnames) {
+        size_t cap = p->capnames ? p->capnames * 2 : 64;
+        struct prio_sums *nv = realloc(p->names, cap * sizeof *nv);
+        if (!nv) return NULL;
+        memset(nv + p->capnames, 0, (cap - p->capnames) * sizeof *nv);
+        p->names = nv;
+        p->capnames = cap;
+    }
+    if (gs__strmap_put(&p->by_name, name, (void *)(uintptr_t)(p->nnames + 1)) != 0) return NULL;
+    p->names[p->nnames].n = 0;
+    return &p->names[p->nnames++];
+}
+
+static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+{
+    struct pre_build *b = arg;
+    if (!bound || b->err) return;
+    struct cap c = {pod->demand.cpu_milli, pod->demand.mem_bytes, (int64_t)a->milli * __builtin_popcountll(a->gpu_mask)};
+    struct prio_sums *ns = pod->pod_group && *pod->pod_group ? name_sums(b->p, pod->pod_group) : NULL;
+    if (sums_add(&b->p->all, pod->priority, &c) != 0 || (pod->pod_group && *pod->pod_group && !ns) ||
+        (ns && sums_add(ns, pod->priority, &c) != 0))
+        b->err = GS_ENOMEM;
+}
+
+/* Preemptible capacity for gr at prio from the sums (rebuilt when the bound
+ * pods changed): every bound pod below prio, less those naming gr's group
+ * (by name, in any namespace, as the walk in add_preemptible does). Integer
+ * sums, so the total equals the walk's. False when the sums could not be
+ * built: the caller walks the pods instead. */
+static bool preemptible(struct gs_gang *g, const struct gs_gang_group *gr, int32_t prio, struct cap *out)
+{
+    struct pre_index *p = &g->pre;
+    uint64_t v = gs_cache_bound_version(g->cache);
+    if (!p->valid || p->version != v) {
+        p->all.n = 0;
+        p->nnames = 0;
+        if (p->by_name.cap) memset(p->by_name.slots, 0, p->by_name.cap * sizeof *p->by_name.slots);
+        p->by_name.n = 0;
+        struct pre_build b = {p, 0};
+        gs_cache_foreach_pod(g->cache, collect_bound, &b);
+        p->valid = !b.err;
+        p->version = v;
+        if (!p->valid) return false;
+    }
+    *out = (struct cap){0};
+    sums_below(&p->all, prio, 1, out);
+    uintptr_t at = (uintptr_t)gs__strmap_get(&p->by_name, gr->name);
+    if (at) sums_below(&p->names[at - 1], prio, -1, out);
+    return true;
+}
+
 static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *gr, const struct gs_pod *pod)
 {
     struct cap need = {0};
@@ -299,8 +516,10 @@ static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *
         if ((v = gs_resources_get(mr, GS_RES_GPU)) > need.milli) need.milli = v;
     }
     struct cap fr = free_capacity(g), pre = {0};
-    struct preempt_ctx pc = {gr, pod->priority, &pre};
-    gs_cache_foreach_pod(g->cache, add_preemptible, &pc);
+    if (!preemptible(g, gr, pod->priority, &pre)) {
+        struct preempt_ctx pc = {gr, pod->priority, &pre};
+        gs_cache_foreach_pod(g->cache, add_preemptible, &pc);
+    }
     const char *what = need.milli > fr.milli + pre.milli ? "GPU"
                        : need.cpu > fr.cpu + pre.cpu    ? "CPU"
                        : need.mem > fr.mem + pre.mem    ? "memory"
