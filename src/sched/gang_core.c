@@ -46,6 +46,16 @@ struct gs_gang_group {
     char **keys;
     size_t npods, cap;
     bool unwinding;
+    /* Which members are in the cache, as of pod version placed_ver (the
+     * cache's answer, remembered until its pods or the members change). */
+    uint8_t *in_cache;
+    int32_t nplaced;
+    uint64_t placed_ver;
+    bool placed_ok;
+    /* The last capacity rejection: the same numbers give the same status. */
+    bool cap_memo;
+    int64_t cap_in[9];
+    struct gs_status cap_st;
     /* The plan. */
     struct plan_entry *plan;
     size_t nplan;
@@ -104,6 +114,16 @@ struct gs_gang {
     bool planning;
     struct pod_index pods;
     struct pre_index pre;
+    /* Free capacity over live schedulable nodes as of gs_cache_changes. */
+    bool free_ok;
+    uint64_t free_changes;
+    int64_t free_cpu, free_mem, free_milli;
+    /* Per node slot, the value of label dom_key, as of cache epoch
+     * dom_epoch (labels change only with the epoch: node add, update, removal). */
+    char *dom_key;
+    const char **dom_vals;
+    int32_t dom_n;
+    uint64_t dom_epoch;
 };
 
 /*--- Registry ---*/
@@ -134,6 +154,7 @@ static void group_free(struct gs_gang_group *gr)
     for (size_t i = 0; i < gr->npods; i++) free(gr->keys[i]);
     free(gr->keys);
     free(gr->pods);
+    free(gr->in_cache);
     free(gr->key);
     free(gr);
 }
@@ -149,6 +170,8 @@ void gs_gang_free(struct gs_gang *g)
     for (size_t i = 0; i < g->pre.capnames; i++) free(g->pre.names[i].v);
     free(g->pre.names);
     gs__strmap_free(&g->pre.by_name);
+    free(g->dom_key);
+    free(g->dom_vals);
     free(g);
 }
 
@@ -289,6 +312,9 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
         char **nk = realloc(gr->keys, cap * sizeof *nk);
         if (!nk) return GS_ENOMEM;
         gr->keys = nk;
+        uint8_t *nf = realloc(gr->in_cache, cap);
+        if (!nf) return GS_ENOMEM;
+        gr->in_cache = nf;
         gr->cap = cap;
     }
     char *dup = strdup(key);
@@ -298,6 +324,7 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
     gr->pods[at] = pod;
     gr->keys[at] = dup;
     gr->npods++;
+    gr->placed_ok = false;
     pod_index_put(&g->pods, pod, gr);
     return 0;
 }
@@ -313,6 +340,7 @@ void gs_gang_remove_pod(struct gs_gang *g, const struct gs_pod *pod)
         memmove(gr->pods + i, gr->pods + i + 1, (gr->npods - i - 1) * sizeof *gr->pods);
         memmove(gr->keys + i, gr->keys + i + 1, (gr->npods - i - 1) * sizeof *gr->keys);
         gr->npods--;
+        gr->placed_ok = false;
         return;
     }
 }
@@ -328,11 +356,25 @@ size_t gs_gang_members(const struct gs_gang_group *gr, const struct gs_pod *cons
 
 static bool placed(const struct gs_gang *g, const char *key) { return gs_cache_pod_assignment(g->cache, key) != NULL; }
 
+/* Brings gr's in_cache flags up to date. The cache's pod version changes
+ * whenever a pod enters or leaves it, and member changes clear placed_ok,
+ * so equal versions mean the same answers as asking the cache again. */
+static void placed_sync(const struct gs_gang *g, struct gs_gang_group *gr)
+{
+    uint64_t v = gs_cache_pod_version(g->cache);
+    if (gr->placed_ok && gr->placed_ver == v) return;
+    int32_t n = 0;
+    for (size_t i = 0; i < gr->npods; i++) n += gr->in_cache[i] = placed(g, gr->keys[i]);
+    gr->nplaced = n;
+    gr->placed_ver = v;
+    gr->placed_ok = true;
+}
+
 int32_t gs_gang_placed(const struct gs_gang *g, const struct gs_gang_group *gr)
 {
-    int32_t n = 0;
-    for (size_t i = 0; i < gr->npods; i++) n += placed(g, gr->keys[i]);
-    return n;
+    struct gs_gang_group *m = (struct gs_gang_group *)gr; /* the memo only; groups are never const objects */
+    placed_sync(g, m);
+    return m->nplaced;
 }
 
 int64_t gs_gang_timeout_ns(const struct gs_gang *g, const struct gs_gang_group *gr)
@@ -400,6 +442,8 @@ static void add_preemptible(void *arg, const struct gs_pod *pod, const struct gs
 
 static struct cap free_capacity(struct gs_gang *g)
 {
+    uint64_t v = gs_cache_changes(g->cache); /* every node change moves it */
+    if (g->free_ok && g->free_changes == v) return (struct cap){g->free_cpu, g->free_mem, g->free_milli};
     struct cap c = {0};
     for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
         const struct gs_node_info *n = gs_cache_node(g->cache, i);
@@ -408,6 +452,9 @@ static struct cap free_capacity(struct gs_gang *g)
         c.mem += n->mem_alloc - n->mem_used;
         c.milli += n->gpu_milli_free;
     }
+    g->free_ok = true;
+    g->free_changes = v;
+    g->free_cpu = c.cpu, g->free_mem = c.mem, g->free_milli = c.milli;
     return c;
 }
 
@@ -501,8 +548,9 @@ static bool preemptible(struct gs_gang *g, const struct gs_gang_group *gr, int32
 static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *gr, const struct gs_pod *pod)
 {
     struct cap need = {0};
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods; i++) {
-        if (placed(g, gr->keys[i])) continue;
+        if (gr->in_cache[i]) continue;
         const struct gs_demand *d = &gr->pods[i]->demand;
         need.cpu += d->cpu_milli;
         need.mem += d->mem_bytes;
@@ -526,9 +574,16 @@ static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *
                                                         : NULL;
     if (!what) return (struct gs_status){0};
     g->stats.rejected_capacity++;
-    return gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
-                          "pod group %s needs %.1f GPUs, %.1f free and %.1f preemptible (%s short)", gr->key,
-                          (double)need.milli / 1000, (double)fr.milli / 1000, (double)pre.milli / 1000, what);
+    /* Retries of a group that stays short mostly see the same numbers: the
+     * reason is a function of them (and the group's key), so reuse it. */
+    int64_t in[9] = {need.cpu, need.mem, need.milli, fr.cpu, fr.mem, fr.milli, pre.cpu, pre.mem, pre.milli};
+    if (gr->cap_memo && !memcmp(in, gr->cap_in, sizeof in)) return gr->cap_st;
+    gr->cap_st = gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                "pod group %s needs %.1f GPUs, %.1f free and %.1f preemptible (%s short)", gr->key,
+                                (double)need.milli / 1000, (double)fr.milli / 1000, (double)pre.milli / 1000, what);
+    memcpy(gr->cap_in, in, sizeof in);
+    gr->cap_memo = true;
+    return gr->cap_st;
 }
 
 struct gs_status gs_gang_admit(struct gs_gang *g, const struct gs_pod *pod)
@@ -573,7 +628,9 @@ const char *gs_gang_domain(struct gs_gang *g, const struct gs_pod *pod, bool *re
     }
     if (!key && g->o.topology_key) key = g->o.topology_key, *required = g->o.topology_required;
     if (!key) return NULL;
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods && !*domain; i++) {
+        if (!gr->in_cache[i]) continue;
         const struct gs_assignment *a = gs_cache_pod_assignment(g->cache, gr->keys[i]);
         if (a) *domain = gs_topo_domain(gs_cache_node(g->cache, a->node), key);
     }
@@ -631,16 +688,34 @@ static bool try_plan(struct gs_gang *g, struct gs_gang_group *gr, gs_gang_place_
     return true;
 }
 
+const char *const *gs__gang_node_domains(struct gs_gang *g, const char *key)
+{
+    int32_t n = gs_cache_node_count(g->cache);
+    uint64_t e = gs_cache_epoch(g->cache);
+    if (g->dom_key && g->dom_n == n && g->dom_epoch == e && !strcmp(g->dom_key, key)) return g->dom_vals;
+    free(g->dom_key);
+    g->dom_key = NULL;
+    const char **v = realloc(g->dom_vals, (size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return NULL;
+    g->dom_vals = v;
+    if (!(g->dom_key = strdup(key))) return NULL;
+    for (int32_t i = 0; i < n; i++) v[i] = gs_topo_domain(gs_cache_node(g->cache, i), key);
+    g->dom_n = n;
+    g->dom_epoch = e;
+    return v;
+}
+
 /* Domains of key in node order, most free GPU share first. */
 static size_t domains(struct gs_gang *g, const char *key, const char **out, int64_t *free_milli, size_t max)
 {
     size_t n = 0;
+    const char *const *dv = gs__gang_node_domains(g, key);
     for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
         const struct gs_node_info *ni = gs_cache_node(g->cache, i);
-        const char *v = ni->live && ni->schedulable ? gs_topo_domain(ni, key) : NULL;
+        const char *v = !ni->live || !ni->schedulable ? NULL : dv ? dv[i] : gs_topo_domain(ni, key);
         if (!v) continue;
         size_t k = 0;
-        while (k < n && strcmp(out[k], v)) k++;
+        while (k < n && out[k] != v && strcmp(out[k], v)) k++;
         if (k == n) {
             if (n == max) continue;
             out[n] = v, free_milli[n++] = 0;
@@ -708,8 +783,9 @@ bool gs_gang_plan_valid(const struct gs_gang *g, const struct gs_pod *pod)
 {
     struct gs_gang_group *gr = gs_gang_group_of((struct gs_gang *)g, pod);
     if (!gr || !gr->nplan) return false;
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods; i++)
-        if (!placed(g, gr->keys[i]) && !plan_find(gr, gr->keys[i])) return false;
+        if (!gr->in_cache[i] && !plan_find(gr, gr->keys[i])) return false;
     return plan_sum(g, gr) == gr->plan_stamp + gr->plan_bumps;
 }
 
@@ -741,8 +817,9 @@ static char **siblings(struct gs_gang *g, struct gs_gang_group *gr, const struct
     *n = 0;
     char **out = calloc(gr->npods ? gr->npods : 1, sizeof *out);
     if (!out) return NULL;
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods; i++)
-        if (gr->pods[i] != pod && placed(g, gr->keys[i]) && (out[*n] = strdup(gr->keys[i]))) (*n)++;
+        if (gr->pods[i] != pod && gr->in_cache[i] && (out[*n] = strdup(gr->keys[i]))) (*n)++;
     return out;
 }
 

@@ -121,6 +121,11 @@ void gs_gang_set_unwinding(struct gs_gang *g, const struct gs_pod *pod, bool on)
 
 const struct gs_gang_stats *gs_gang_stats(const struct gs_gang *g);
 
+/* Per node slot (gs_cache_node_count entries), the value of node label key
+ * or NULL; kept until the cache's epoch moves. Borrowed: valid until the next
+ * call. NULL on allocation failure (then ask gs_topo_domain per node). */
+const char *const *gs__gang_node_domains(struct gs_gang *g, const char *key);
+
 /* The core behind an enabled "Coscheduling" plugin's state
  * (gs_framework_plugin_state), or NULL. For preemption and explain. */
 struct gs_gang *gs__gang_of(void *coscheduling_state);

@@ -120,12 +120,13 @@ static int place(void *ctx, const struct gs_pod *pod, const char *dkey, const ch
     int rc = -1;
     if (!nodes || !rej) goto out;
     size_t n = 0;
+    const char *const *dv = domain ? gs__gang_node_domains(s->g, dkey) : NULL;
     for (int32_t i = 0; i < slots; i++) {
         struct gs_node_info *ni = gs_cache_node(c, i);
         if (!ni->live || !ni->schedulable) continue;
         if (domain) {
-            const char *v = gs_topo_domain(ni, dkey);
-            if (!v || strcmp(v, domain)) continue;
+            const char *v = dv ? dv[i] : gs_topo_domain(ni, dkey);
+            if (!v || (v != domain && strcmp(v, domain))) continue;
         }
         nodes[n++] = ni;
     }
