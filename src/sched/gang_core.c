@@ -35,8 +35,11 @@ struct plan_entry {
     int32_t node;
 };
 
+struct name_rec;
+
 struct gs_gang_group {
     char *key;
+    struct name_rec *nr; /* sums of bound pods naming this group's name; NULL: look it up */
     const char *name; /* inside key, after "namespace/" */
     size_t nslen;
     const struct gs_podgroup *pg;
@@ -68,12 +71,14 @@ struct gs_gang_group {
 
 /* Pod -> group for registered pods: QueueSort asks for both pods' groups on
  * every comparison, and hashing a pointer beats building and hashing
- * "namespace/name". An entry is only a hint: it is used when the group's
- * namespace and name still equal the pod's (so a stale or reused pointer
+ * "namespace/name". An entry is only a hint: it is used while the pod still
+ * holds the same namespace and group name strings it was registered with
+ * (objects are not edited in place while borrowed; a pod given new strings
  * falls back to the lookup by name). Open addressing, backward shift. */
 struct pod_slot {
     const struct gs_pod *pod; /* NULL: empty */
     struct gs_gang_group *gr;
+    const char *ns, *pod_group; /* the pod's strings when registered */
 };
 
 struct pod_index {
@@ -94,13 +99,20 @@ struct prio_sums {
     size_t n, cap;
 };
 
+/* Bound pods naming one pod group name (in any namespace). Records live as
+ * long as the core; sums count only when stamp equals the current build. */
+struct name_rec {
+    char *name;
+    struct prio_sums s;
+    uint64_t stamp;
+};
+
 struct pre_index {
     bool valid;
     uint64_t version;
+    uint64_t build;                 /* numbers the rebuilds, from 1 */
     struct prio_sums all;           /* every bound pod */
-    struct gs__strmap by_name;      /* pod group name -> index in names (keys borrowed from bound pods) */
-    struct prio_sums *names;        /* bound pods naming that pod group */
-    size_t nnames, capnames;
+    struct gs__strmap by_name;      /* name -> struct name_rec (key owned by the record) */
 };
 
 struct gs_gang {
@@ -167,8 +179,13 @@ void gs_gang_free(struct gs_gang *g)
     gs__strmap_free(&g->groups);
     free(g->pods.slots);
     free(g->pre.all.v);
-    for (size_t i = 0; i < g->pre.capnames; i++) free(g->pre.names[i].v);
-    free(g->pre.names);
+    for (size_t i = 0; i < g->pre.by_name.cap; i++) {
+        struct name_rec *nr = g->pre.by_name.slots[i].key ? g->pre.by_name.slots[i].val : NULL;
+        if (!nr) continue;
+        free(nr->name);
+        free(nr->s.v);
+        free(nr);
+    }
     gs__strmap_free(&g->pre.by_name);
     free(g->dom_key);
     free(g->dom_vals);
@@ -188,12 +205,12 @@ static struct pod_slot *pod_slot_find(const struct pod_index *ix, const struct g
     }
 }
 
-static void pod_slot_put_raw(struct pod_index *ix, const struct gs_pod *pod, struct gs_gang_group *gr)
+static void pod_slot_put_raw(struct pod_index *ix, struct pod_slot e)
 {
-    size_t i = pod_hash(pod) & (ix->cap - 1);
-    while (ix->slots[i].pod && ix->slots[i].pod != pod) i = (i + 1) & (ix->cap - 1);
+    size_t i = pod_hash(e.pod) & (ix->cap - 1);
+    while (ix->slots[i].pod && ix->slots[i].pod != e.pod) i = (i + 1) & (ix->cap - 1);
     if (!ix->slots[i].pod) ix->n++;
-    ix->slots[i] = (struct pod_slot){pod, gr};
+    ix->slots[i] = e;
 }
 
 /* A failure only loses the hint: lookups fall back to the name. */
@@ -206,10 +223,10 @@ static void pod_index_put(struct pod_index *ix, const struct gs_pod *pod, struct
         struct pod_index old = *ix;
         *ix = (struct pod_index){nv, cap, 0};
         for (size_t i = 0; i < old.cap; i++)
-            if (old.slots[i].pod) pod_slot_put_raw(ix, old.slots[i].pod, old.slots[i].gr);
+            if (old.slots[i].pod) pod_slot_put_raw(ix, old.slots[i]);
         free(old.slots);
     }
-    pod_slot_put_raw(ix, pod, gr);
+    pod_slot_put_raw(ix, (struct pod_slot){pod, gr, pod->meta.namespace_, pod->pod_group});
 }
 
 static void pod_index_del(struct pod_index *ix, const struct gs_pod *pod)
@@ -227,6 +244,19 @@ static void pod_index_del(struct pod_index *ix, const struct gs_pod *pod)
     }
     ix->slots[i] = (struct pod_slot){0};
     ix->n--;
+}
+
+static struct name_rec *name_rec_get(struct gs_gang *g, const char *name, bool create)
+{
+    struct name_rec *nr = gs__strmap_get(&g->pre.by_name, name);
+    if (nr || !create) return nr;
+    nr = calloc(1, sizeof *nr);
+    if (!nr || !(nr->name = strdup(name)) || gs__strmap_put(&g->pre.by_name, nr->name, nr) != 0) {
+        if (nr) free(nr->name);
+        free(nr);
+        return NULL;
+    }
+    return nr;
 }
 
 static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const char *name, bool create)
@@ -255,6 +285,7 @@ static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const 
     }
     gr->nslen = a;
     gr->name = gr->key + a + 1;
+    gr->nr = name_rec_get(g, gr->name, true); /* NULL only costs a lookup later */
     gr->created_ns = gs_clock_now(g->clock);
     g->list[g->nlist++] = gr;
     return gr;
@@ -274,18 +305,11 @@ void gs_gang_remove_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
     if (gr && gr->pg == pg) gr->pg = NULL;
 }
 
-/* Is gr the group named by pod's namespace and pod group? */
-static bool group_is(const struct gs_gang_group *gr, const struct gs_pod *pod)
-{
-    const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
-    return !strcmp(gr->name, pod->pod_group) && !strncmp(gr->key, ns, gr->nslen) && !ns[gr->nslen];
-}
-
 struct gs_gang_group *gs_gang_group_of(struct gs_gang *g, const struct gs_pod *pod)
 {
     if (!pod->pod_group || !*pod->pod_group) return NULL;
     const struct pod_slot *s = pod_slot_find(&g->pods, pod);
-    if (s && group_is(s->gr, pod)) return s->gr;
+    if (s && s->ns == pod->meta.namespace_ && s->pod_group == pod->pod_group) return s->gr;
     return group_get(g, pod->meta.namespace_, pod->pod_group, false);
 }
 
@@ -486,25 +510,17 @@ static void sums_below(const struct prio_sums *s, int32_t prio, int sign, struct
 }
 
 struct pre_build {
-    struct pre_index *p;
+    struct gs_gang *g;
     int err;
 };
 
-static struct prio_sums *name_sums(struct pre_index *p, const char *name)
+/* The name record of a pod's group name: through the pod index for a
+ * registered pod (no string hashing), else by name. */
+static struct name_rec *name_rec_of_pod(struct gs_gang *g, const struct gs_pod *pod)
 {
-    uintptr_t at = (uintptr_t)gs__strmap_get(&p->by_name, name);
-    if (at) return &p->names[at - 1];
-    if (p->nnames == p->capnames) {
-        size_t cap = p->capnames ? p->capnames * 2 : 64;
-        struct prio_sums *nv = realloc(p->names, cap * sizeof *nv);
-        if (!nv) return NULL;
-        memset(nv + p->capnames, 0, (cap - p->capnames) * sizeof *nv);
-        p->names = nv;
-        p->capnames = cap;
-    }
-    if (gs__strmap_put(&p->by_name, name, (void *)(uintptr_t)(p->nnames + 1)) != 0) return NULL;
-    p->names[p->nnames].n = 0;
-    return &p->names[p->nnames++];
+    const struct pod_slot *s = pod_slot_find(&g->pods, pod);
+    if (s && s->ns == pod->meta.namespace_ && s->pod_group == pod->pod_group && s->gr->nr) return s->gr->nr;
+    return name_rec_get(g, pod->pod_group, true);
 }
 
 static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
@@ -512,10 +528,15 @@ static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_a
     struct pre_build *b = arg;
     if (!bound || b->err) return;
     struct cap c = {pod->demand.cpu_milli, pod->demand.mem_bytes, (int64_t)a->milli * __builtin_popcountll(a->gpu_mask)};
-    struct prio_sums *ns = pod->pod_group && *pod->pod_group ? name_sums(b->p, pod->pod_group) : NULL;
-    if (sums_add(&b->p->all, pod->priority, &c) != 0 || (pod->pod_group && *pod->pod_group && !ns) ||
-        (ns && sums_add(ns, pod->priority, &c) != 0))
+    if (sums_add(&b->g->pre.all, pod->priority, &c) != 0) b->err = GS_ENOMEM;
+    if (b->err || !pod->pod_group || !*pod->pod_group) return;
+    struct name_rec *nr = name_rec_of_pod(b->g, pod);
+    if (!nr) {
         b->err = GS_ENOMEM;
+        return;
+    }
+    if (nr->stamp != b->g->pre.build) nr->stamp = b->g->pre.build, nr->s.n = 0;
+    if (sums_add(&nr->s, pod->priority, &c) != 0) b->err = GS_ENOMEM;
 }
 
 /* Preemptible capacity for gr at prio from the sums (rebuilt when the bound
@@ -529,10 +550,8 @@ static bool preemptible(struct gs_gang *g, const struct gs_gang_group *gr, int32
     uint64_t v = gs_cache_bound_version(g->cache);
     if (!p->valid || p->version != v) {
         p->all.n = 0;
-        p->nnames = 0;
-        if (p->by_name.cap) memset(p->by_name.slots, 0, p->by_name.cap * sizeof *p->by_name.slots);
-        p->by_name.n = 0;
-        struct pre_build b = {p, 0};
+        p->build++;
+        struct pre_build b = {g, 0};
         gs_cache_foreach_pod(g->cache, collect_bound, &b);
         p->valid = !b.err;
         p->version = v;
@@ -540,8 +559,8 @@ static bool preemptible(struct gs_gang *g, const struct gs_gang_group *gr, int32
     }
     *out = (struct cap){0};
     sums_below(&p->all, prio, 1, out);
-    uintptr_t at = (uintptr_t)gs__strmap_get(&p->by_name, gr->name);
-    if (at) sums_below(&p->names[at - 1], prio, -1, out);
+    const struct name_rec *nr = gr->nr ? gr->nr : name_rec_get(g, gr->name, false);
+    if (nr && nr->stamp == p->build) sums_below(&nr->s, prio, -1, out);
     return true;
 }
 
