@@ -12,7 +12,9 @@
  * the adapter which siblings to allow or reject at Permit and Unreserve.
  *
  * Membership in the cache (assumed or bound) is the source of truth for
- * "reserved": the core keeps no counters the cache could contradict.
+ * "reserved": what the core remembers from the cache (placed members,
+ * preemptible and free capacity, node label domains) is keyed on the
+ * cache's version counters, so it is dropped as soon as the cache moves.
  *
  * The adapter (plugins/gang.c) maps this onto the framework; unit tests
  * drive it directly with a cache and a clock.
