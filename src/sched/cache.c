@@ -91,6 +91,7 @@ struct gs_cache {
     int64_t milli_used;
     uint64_t changes; /* every node generation bump */
     uint64_t confirms; /* gs_cache_confirm calls: see gs_cache_pod_version */
+    uint64_t bound_changes; /* see gs_cache_bound_version */
 };
 
 static const struct gs_labels empty_labels;
@@ -651,6 +652,7 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
     n->idx = idx;
     n->live = true;
     n->generation = gen;
+    c->bound_changes++; /* masks below may shrink */
     for (size_t i = 0; i < c->pods.cap; i++) {
         struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
         if (!p || p->a.node != idx) continue;
@@ -738,6 +740,7 @@ int32_t gs_cache_live_nodes(const struct gs_cache *c) { return c->live; }
 uint64_t gs_cache_epoch(const struct gs_cache *c) { return c->epoch; }
 uint64_t gs_cache_changes(const struct gs_cache *c) { return c->changes + c->epoch; }
 uint64_t gs_cache_pod_version(const struct gs_cache *c) { return c->changes + c->epoch + c->confirms; }
+uint64_t gs_cache_bound_version(const struct gs_cache *c) { return c->bound_changes; }
 int32_t gs_cache_tainted_nodes(const struct gs_cache *c) { return c->tainted; }
 int32_t gs_cache_cordon_overrides(const struct gs_cache *c) { return c->overrides; }
 int64_t gs_cache_gpu_count(const struct gs_cache *c) { return c->gpus_total; }
@@ -817,6 +820,7 @@ static int insert_pod(struct gs_cache *c, const struct gs_pod *pod, const struct
         c->assumed[c->nassumed++] = p;
     }
     apply(c, n, pod, &p->a, 1);
+    if (st == POD_BOUND) c->bound_changes++;
     return 0;
 }
 
@@ -838,11 +842,13 @@ int gs_cache_confirm(struct gs_cache *c, const char *pod_key)
     p->deadline = 0;
     assumed_remove(c, p);
     c->confirms++;
+    c->bound_changes++;
     return 0;
 }
 
 static void release(struct gs_cache *c, struct pod_rec *p)
 {
+    if (p->st == POD_BOUND) c->bound_changes++;
     gs__strmap_del(&c->pods, p->key);
     assumed_remove(c, p);
     struct gs_node_info *n = node_at(c, p->a.node);

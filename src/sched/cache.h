@@ -186,6 +186,10 @@ uint64_t gs_cache_changes(const struct gs_cache *c);
 /* Changes whenever gs_cache_changes does or an assumed pod is confirmed:
  * equal values mean the same pods, bound or assumed, on the same devices. */
 uint64_t gs_cache_pod_version(const struct gs_cache *c);
+/* Changes whenever a pod becomes bound, a bound pod leaves or a bound pod's
+ * devices change (not on assume/forget): equal values mean the same bound
+ * pods on the same devices, so sums over them can be kept between cycles. */
+uint64_t gs_cache_bound_version(const struct gs_cache *c);
 /* Live nodes whose object has taints; live schedulable nodes whose object
  * says spec.unschedulable (an override by gs_cache_set_schedulable). Plugins
  * use these to skip whole passes when nothing can be rejected. */

@@ -35,8 +35,13 @@ struct plan_entry {
     int32_t node;
 };
 
+struct name_rec;
+
 struct gs_gang_group {
     char *key;
+    struct name_rec *nr; /* sums of bound pods naming this group's name; NULL: look it up */
+    const char *name; /* inside key, after "namespace/" */
+    size_t nslen;
     const struct gs_podgroup *pg;
     int64_t created_ns;
     int64_t backoff_until;
@@ -44,6 +49,16 @@ struct gs_gang_group {
     char **keys;
     size_t npods, cap;
     bool unwinding;
+    /* Which members are in the cache, as of pod version placed_ver (the
+     * cache's answer, remembered until its pods or the members change). */
+    uint8_t *in_cache;
+    int32_t nplaced;
+    uint64_t placed_ver;
+    bool placed_ok;
+    /* The last capacity rejection: the same numbers give the same status. */
+    bool cap_memo;
+    int64_t cap_in[9];
+    struct gs_status cap_st;
     /* The plan. */
     struct plan_entry *plan;
     size_t nplan;
@@ -52,6 +67,52 @@ struct gs_gang_group {
     uint64_t fail_changes;
     bool failed;
     struct gs_status fail_status;
+};
+
+/* Pod -> group for registered pods: QueueSort asks for both pods' groups on
+ * every comparison, and hashing a pointer beats building and hashing
+ * "namespace/name". An entry is only a hint: it is used while the pod still
+ * holds the same namespace and group name strings it was registered with
+ * (objects are not edited in place while borrowed; a pod given new strings
+ * falls back to the lookup by name). Open addressing, backward shift. */
+struct pod_slot {
+    const struct gs_pod *pod; /* NULL: empty */
+    struct gs_gang_group *gr;
+    const char *ns, *pod_group; /* the pod's strings when registered */
+};
+
+struct pod_index {
+    struct pod_slot *slots;
+    size_t cap, n; /* cap a power of two */
+};
+
+/* Preemptible capacity by priority: sums over bound pods, rebuilt only when
+ * the bound pods change (gs_cache_bound_version), so admitting a group is a
+ * lookup instead of a walk over every pod in the cache. */
+struct prio_sum {
+    int32_t prio;
+    int64_t cpu, mem, milli;
+};
+
+struct prio_sums {
+    struct prio_sum *v; /* sorted by prio */
+    size_t n, cap;
+};
+
+/* Bound pods naming one pod group name (in any namespace). Records live as
+ * long as the core; sums count only when stamp equals the current build. */
+struct name_rec {
+    char *name;
+    struct prio_sums s;
+    uint64_t stamp;
+};
+
+struct pre_index {
+    bool valid;
+    uint64_t version;
+    uint64_t build;                 /* numbers the rebuilds, from 1 */
+    struct prio_sums all;           /* every bound pod */
+    struct gs__strmap by_name;      /* name -> struct name_rec (key owned by the record) */
 };
 
 struct gs_gang {
@@ -63,6 +124,18 @@ struct gs_gang {
     size_t nlist, caplist;
     struct gs_gang_stats stats;
     bool planning;
+    struct pod_index pods;
+    struct pre_index pre;
+    /* Free capacity over live schedulable nodes as of gs_cache_changes. */
+    bool free_ok;
+    uint64_t free_changes;
+    int64_t free_cpu, free_mem, free_milli;
+    /* Per node slot, the value of label dom_key, as of cache epoch
+     * dom_epoch (labels change only with the epoch: node add, update, removal). */
+    char *dom_key;
+    const char **dom_vals;
+    int32_t dom_n;
+    uint64_t dom_epoch;
 };
 
 /*--- Registry ---*/
@@ -93,6 +166,7 @@ static void group_free(struct gs_gang_group *gr)
     for (size_t i = 0; i < gr->npods; i++) free(gr->keys[i]);
     free(gr->keys);
     free(gr->pods);
+    free(gr->in_cache);
     free(gr->key);
     free(gr);
 }
@@ -103,7 +177,86 @@ void gs_gang_free(struct gs_gang *g)
     for (size_t i = 0; i < g->nlist; i++) group_free(g->list[i]);
     free(g->list);
     gs__strmap_free(&g->groups);
+    free(g->pods.slots);
+    free(g->pre.all.v);
+    for (size_t i = 0; i < g->pre.by_name.cap; i++) {
+        struct name_rec *nr = g->pre.by_name.slots[i].key ? g->pre.by_name.slots[i].val : NULL;
+        if (!nr) continue;
+        free(nr->name);
+        free(nr->s.v);
+        free(nr);
+    }
+    gs__strmap_free(&g->pre.by_name);
+    free(g->dom_key);
+    free(g->dom_vals);
     free(g);
+}
+
+/*--- Pod index ---*/
+
+static size_t pod_hash(const struct gs_pod *pod) { return (size_t)gs__mix64((uint64_t)(uintptr_t)pod, 0); }
+
+static struct pod_slot *pod_slot_find(const struct pod_index *ix, const struct gs_pod *pod)
+{
+    if (!ix->cap) return NULL;
+    for (size_t i = pod_hash(pod) & (ix->cap - 1);; i = (i + 1) & (ix->cap - 1)) {
+        if (ix->slots[i].pod == pod) return &ix->slots[i];
+        if (!ix->slots[i].pod) return NULL;
+    }
+}
+
+static void pod_slot_put_raw(struct pod_index *ix, struct pod_slot e)
+{
+    size_t i = pod_hash(e.pod) & (ix->cap - 1);
+    while (ix->slots[i].pod && ix->slots[i].pod != e.pod) i = (i + 1) & (ix->cap - 1);
+    if (!ix->slots[i].pod) ix->n++;
+    ix->slots[i] = e;
+}
+
+/* A failure only loses the hint: lookups fall back to the name. */
+static void pod_index_put(struct pod_index *ix, const struct gs_pod *pod, struct gs_gang_group *gr)
+{
+    if (2 * (ix->n + 1) > ix->cap) {
+        size_t cap = ix->cap ? ix->cap * 2 : 64;
+        struct pod_slot *nv = calloc(cap, sizeof *nv);
+        if (!nv) return;
+        struct pod_index old = *ix;
+        *ix = (struct pod_index){nv, cap, 0};
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.slots[i].pod) pod_slot_put_raw(ix, old.slots[i]);
+        free(old.slots);
+    }
+    pod_slot_put_raw(ix, (struct pod_slot){pod, gr, pod->meta.namespace_, pod->pod_group});
+}
+
+static void pod_index_del(struct pod_index *ix, const struct gs_pod *pod)
+{
+    struct pod_slot *s = pod_slot_find(ix, pod);
+    if (!s) return;
+    size_t mask = ix->cap - 1, i = (size_t)(s - ix->slots);
+    for (size_t j = (i + 1) & mask; ix->slots[j].pod; j = (j + 1) & mask) {
+        size_t home = pod_hash(ix->slots[j].pod) & mask;
+        /* j's entry may move back to i when i lies cyclically in [home, j). */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            ix->slots[i] = ix->slots[j];
+            i = j;
+        }
+    }
+    ix->slots[i] = (struct pod_slot){0};
+    ix->n--;
+}
+
+static struct name_rec *name_rec_get(struct gs_gang *g, const char *name, bool create)
+{
+    struct name_rec *nr = gs__strmap_get(&g->pre.by_name, name);
+    if (nr || !create) return nr;
+    nr = calloc(1, sizeof *nr);
+    if (!nr || !(nr->name = strdup(name)) || gs__strmap_put(&g->pre.by_name, nr->name, nr) != 0) {
+        if (nr) free(nr->name);
+        free(nr);
+        return NULL;
+    }
+    return nr;
 }
 
 static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const char *name, bool create)
@@ -130,6 +283,9 @@ static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const 
         free(gr);
         return NULL;
     }
+    gr->nslen = a;
+    gr->name = gr->key + a + 1;
+    gr->nr = name_rec_get(g, gr->name, true); /* NULL only costs a lookup later */
     gr->created_ns = gs_clock_now(g->clock);
     g->list[g->nlist++] = gr;
     return gr;
@@ -152,6 +308,8 @@ void gs_gang_remove_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
 struct gs_gang_group *gs_gang_group_of(struct gs_gang *g, const struct gs_pod *pod)
 {
     if (!pod->pod_group || !*pod->pod_group) return NULL;
+    const struct pod_slot *s = pod_slot_find(&g->pods, pod);
+    if (s && s->ns == pod->meta.namespace_ && s->pod_group == pod->pod_group) return s->gr;
     return group_get(g, pod->meta.namespace_, pod->pod_group, false);
 }
 
@@ -165,7 +323,9 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
     size_t at = 0;
     while (at < gr->npods && strcmp(gr->keys[at], key) < 0) at++;
     if (at < gr->npods && !strcmp(gr->keys[at], key)) {
+        if (gr->pods[at] != pod) pod_index_del(&g->pods, gr->pods[at]);
         gr->pods[at] = pod;
+        pod_index_put(&g->pods, pod, gr);
         return 0;
     }
     if (gr->npods == gr->cap) {
@@ -176,6 +336,9 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
         char **nk = realloc(gr->keys, cap * sizeof *nk);
         if (!nk) return GS_ENOMEM;
         gr->keys = nk;
+        uint8_t *nf = realloc(gr->in_cache, cap);
+        if (!nf) return GS_ENOMEM;
+        gr->in_cache = nf;
         gr->cap = cap;
     }
     char *dup = strdup(key);
@@ -185,12 +348,15 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
     gr->pods[at] = pod;
     gr->keys[at] = dup;
     gr->npods++;
+    gr->placed_ok = false;
+    pod_index_put(&g->pods, pod, gr);
     return 0;
 }
 
 void gs_gang_remove_pod(struct gs_gang *g, const struct gs_pod *pod)
 {
     struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    pod_index_del(&g->pods, pod);
     if (!gr) return;
     for (size_t i = 0; i < gr->npods; i++) {
         if (gr->pods[i] != pod) continue;
@@ -198,6 +364,7 @@ void gs_gang_remove_pod(struct gs_gang *g, const struct gs_pod *pod)
         memmove(gr->pods + i, gr->pods + i + 1, (gr->npods - i - 1) * sizeof *gr->pods);
         memmove(gr->keys + i, gr->keys + i + 1, (gr->npods - i - 1) * sizeof *gr->keys);
         gr->npods--;
+        gr->placed_ok = false;
         return;
     }
 }
@@ -213,11 +380,25 @@ size_t gs_gang_members(const struct gs_gang_group *gr, const struct gs_pod *cons
 
 static bool placed(const struct gs_gang *g, const char *key) { return gs_cache_pod_assignment(g->cache, key) != NULL; }
 
+/* Brings gr's in_cache flags up to date. The cache's pod version changes
+ * whenever a pod enters or leaves it, and member changes clear placed_ok,
+ * so equal versions mean the same answers as asking the cache again. */
+static void placed_sync(const struct gs_gang *g, struct gs_gang_group *gr)
+{
+    uint64_t v = gs_cache_pod_version(g->cache);
+    if (gr->placed_ok && gr->placed_ver == v) return;
+    int32_t n = 0;
+    for (size_t i = 0; i < gr->npods; i++) n += gr->in_cache[i] = placed(g, gr->keys[i]);
+    gr->nplaced = n;
+    gr->placed_ver = v;
+    gr->placed_ok = true;
+}
+
 int32_t gs_gang_placed(const struct gs_gang *g, const struct gs_gang_group *gr)
 {
-    int32_t n = 0;
-    for (size_t i = 0; i < gr->npods; i++) n += placed(g, gr->keys[i]);
-    return n;
+    struct gs_gang_group *m = (struct gs_gang_group *)gr; /* the memo only; groups are never const objects */
+    placed_sync(g, m);
+    return m->nplaced;
 }
 
 int64_t gs_gang_timeout_ns(const struct gs_gang *g, const struct gs_gang_group *gr)
@@ -230,17 +411,32 @@ const struct gs_gang_stats *gs_gang_stats(const struct gs_gang *g) { return &g->
 
 /*--- QueueSort ---*/
 
+/* The pod's key, as gs__pod_key writes it, without going through printf. */
+static const char *pod_key_fast(const struct gs_pod *pod, char *buf)
+{
+    const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
+    const char *name = pod->meta.name ? pod->meta.name : "";
+    size_t a = strlen(ns), b = strlen(name);
+    if (a + b + 2 > GS__KEY_MAX) {
+        gs__pod_key(pod, buf, GS__KEY_MAX); /* truncates like it always did */
+        return buf;
+    }
+    memcpy(buf, ns, a);
+    buf[a] = '/';
+    memcpy(buf + a + 1, name, b + 1);
+    return buf;
+}
+
 bool gs_gang_less(struct gs_gang *g, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
 {
     if (a->pod->priority != b->pod->priority) return a->pod->priority > b->pod->priority;
     struct gs_gang_group *ga = gs_gang_group_of(g, a->pod), *gb = gs_gang_group_of(g, b->pod);
     int64_t ta = ga ? ga->created_ns : a->enqueued_ns, tb = gb ? gb->created_ns : b->enqueued_ns;
     if (ta != tb) return ta < tb;
-    char ka[GS__KEY_MAX], kb[GS__KEY_MAX];
-    if (ga) snprintf(ka, sizeof ka, "%s", ga->key);
-    else gs__pod_key(a->pod, ka, sizeof ka);
-    if (gb) snprintf(kb, sizeof kb, "%s", gb->key);
-    else gs__pod_key(b->pod, kb, sizeof kb);
+    if (ga && ga == gb) return a->seq < b->seq; /* same key */
+    char ba[GS__KEY_MAX], bb[GS__KEY_MAX];
+    const char *ka = ga ? ga->key : pod_key_fast(a->pod, ba); /* group keys are shorter than GS__KEY_MAX */
+    const char *kb = gb ? gb->key : pod_key_fast(b->pod, bb);
     int c = strcmp(ka, kb);
     if (c) return c < 0;
     return a->seq < b->seq;
@@ -270,6 +466,8 @@ static void add_preemptible(void *arg, const struct gs_pod *pod, const struct gs
 
 static struct cap free_capacity(struct gs_gang *g)
 {
+    uint64_t v = gs_cache_changes(g->cache); /* every node change moves it */
+    if (g->free_ok && g->free_changes == v) return (struct cap){g->free_cpu, g->free_mem, g->free_milli};
     struct cap c = {0};
     for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
         const struct gs_node_info *n = gs_cache_node(g->cache, i);
@@ -278,14 +476,100 @@ static struct cap free_capacity(struct gs_gang *g)
         c.mem += n->mem_alloc - n->mem_used;
         c.milli += n->gpu_milli_free;
     }
+    g->free_ok = true;
+    g->free_changes = v;
+    g->free_cpu = c.cpu, g->free_mem = c.mem, g->free_milli = c.milli;
     return c;
+}
+
+static int sums_add(struct prio_sums *s, int32_t prio, const struct cap *c)
+{
+    size_t i = 0;
+    while (i < s->n && s->v[i].prio < prio) i++;
+    if (i == s->n || s->v[i].prio != prio) {
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 4;
+            struct prio_sum *nv = realloc(s->v, cap * sizeof *nv);
+            if (!nv) return GS_ENOMEM;
+            s->v = nv;
+            s->cap = cap;
+        }
+        memmove(s->v + i + 1, s->v + i, (s->n - i) * sizeof *s->v);
+        s->v[i] = (struct prio_sum){.prio = prio};
+        s->n++;
+    }
+    s->v[i].cpu += c->cpu, s->v[i].mem += c->mem, s->v[i].milli += c->milli;
+    return 0;
+}
+
+/* Adds (sign 1) or takes away (sign -1) the sums of priorities below prio. */
+static void sums_below(const struct prio_sums *s, int32_t prio, int sign, struct cap *c)
+{
+    for (size_t i = 0; i < s->n && s->v[i].prio < prio; i++)
+        c->cpu += sign * s->v[i].cpu, c->mem += sign * s->v[i].mem, c->milli += sign * s->v[i].milli;
+}
+
+struct pre_build {
+    struct gs_gang *g;
+    int err;
+};
+
+/* The name record of a pod's group name: through the pod index for a
+ * registered pod (no string hashing), else by name. */
+static struct name_rec *name_rec_of_pod(struct gs_gang *g, const struct gs_pod *pod)
+{
+    const struct pod_slot *s = pod_slot_find(&g->pods, pod);
+    if (s && s->ns == pod->meta.namespace_ && s->pod_group == pod->pod_group && s->gr->nr) return s->gr->nr;
+    return name_rec_get(g, pod->pod_group, true);
+}
+
+static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+{
+    struct pre_build *b = arg;
+    if (!bound || b->err) return;
+    struct cap c = {pod->demand.cpu_milli, pod->demand.mem_bytes, (int64_t)a->milli * __builtin_popcountll(a->gpu_mask)};
+    if (sums_add(&b->g->pre.all, pod->priority, &c) != 0) b->err = GS_ENOMEM;
+    if (b->err || !pod->pod_group || !*pod->pod_group) return;
+    struct name_rec *nr = name_rec_of_pod(b->g, pod);
+    if (!nr) {
+        b->err = GS_ENOMEM;
+        return;
+    }
+    if (nr->stamp != b->g->pre.build) nr->stamp = b->g->pre.build, nr->s.n = 0;
+    if (sums_add(&nr->s, pod->priority, &c) != 0) b->err = GS_ENOMEM;
+}
+
+/* Preemptible capacity for gr at prio from the sums (rebuilt when the bound
+ * pods changed): every bound pod below prio, less those naming gr's group
+ * (by name, in any namespace, as the walk in add_preemptible does). Integer
+ * sums, so the total equals the walk's. False when the sums could not be
+ * built: the caller walks the pods instead. */
+static bool preemptible(struct gs_gang *g, const struct gs_gang_group *gr, int32_t prio, struct cap *out)
+{
+    struct pre_index *p = &g->pre;
+    uint64_t v = gs_cache_bound_version(g->cache);
+    if (!p->valid || p->version != v) {
+        p->all.n = 0;
+        p->build++;
+        struct pre_build b = {g, 0};
+        gs_cache_foreach_pod(g->cache, collect_bound, &b);
+        p->valid = !b.err;
+        p->version = v;
+        if (!p->valid) return false;
+    }
+    *out = (struct cap){0};
+    sums_below(&p->all, prio, 1, out);
+    const struct name_rec *nr = gr->nr ? gr->nr : name_rec_get(g, gr->name, false);
+    if (nr && nr->stamp == p->build) sums_below(&nr->s, prio, -1, out);
+    return true;
 }
 
 static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *gr, const struct gs_pod *pod)
 {
     struct cap need = {0};
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods; i++) {
-        if (placed(g, gr->keys[i])) continue;
+        if (gr->in_cache[i]) continue;
         const struct gs_demand *d = &gr->pods[i]->demand;
         need.cpu += d->cpu_milli;
         need.mem += d->mem_bytes;
@@ -299,17 +583,26 @@ static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *
         if ((v = gs_resources_get(mr, GS_RES_GPU)) > need.milli) need.milli = v;
     }
     struct cap fr = free_capacity(g), pre = {0};
-    struct preempt_ctx pc = {gr, pod->priority, &pre};
-    gs_cache_foreach_pod(g->cache, add_preemptible, &pc);
+    if (!preemptible(g, gr, pod->priority, &pre)) {
+        struct preempt_ctx pc = {gr, pod->priority, &pre};
+        gs_cache_foreach_pod(g->cache, add_preemptible, &pc);
+    }
     const char *what = need.milli > fr.milli + pre.milli ? "GPU"
                        : need.cpu > fr.cpu + pre.cpu    ? "CPU"
                        : need.mem > fr.mem + pre.mem    ? "memory"
                                                         : NULL;
     if (!what) return (struct gs_status){0};
     g->stats.rejected_capacity++;
-    return gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
-                          "pod group %s needs %.1f GPUs, %.1f free and %.1f preemptible (%s short)", gr->key,
-                          (double)need.milli / 1000, (double)fr.milli / 1000, (double)pre.milli / 1000, what);
+    /* Retries of a group that stays short mostly see the same numbers: the
+     * reason is a function of them (and the group's key), so reuse it. */
+    int64_t in[9] = {need.cpu, need.mem, need.milli, fr.cpu, fr.mem, fr.milli, pre.cpu, pre.mem, pre.milli};
+    if (gr->cap_memo && !memcmp(in, gr->cap_in, sizeof in)) return gr->cap_st;
+    gr->cap_st = gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                "pod group %s needs %.1f GPUs, %.1f free and %.1f preemptible (%s short)", gr->key,
+                                (double)need.milli / 1000, (double)fr.milli / 1000, (double)pre.milli / 1000, what);
+    memcpy(gr->cap_in, in, sizeof in);
+    gr->cap_memo = true;
+    return gr->cap_st;
 }
 
 struct gs_status gs_gang_admit(struct gs_gang *g, const struct gs_pod *pod)
@@ -354,7 +647,9 @@ const char *gs_gang_domain(struct gs_gang *g, const struct gs_pod *pod, bool *re
     }
     if (!key && g->o.topology_key) key = g->o.topology_key, *required = g->o.topology_required;
     if (!key) return NULL;
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods && !*domain; i++) {
+        if (!gr->in_cache[i]) continue;
         const struct gs_assignment *a = gs_cache_pod_assignment(g->cache, gr->keys[i]);
         if (a) *domain = gs_topo_domain(gs_cache_node(g->cache, a->node), key);
     }
@@ -412,16 +707,34 @@ static bool try_plan(struct gs_gang *g, struct gs_gang_group *gr, gs_gang_place_
     return true;
 }
 
+const char *const *gs__gang_node_domains(struct gs_gang *g, const char *key)
+{
+    int32_t n = gs_cache_node_count(g->cache);
+    uint64_t e = gs_cache_epoch(g->cache);
+    if (g->dom_key && g->dom_n == n && g->dom_epoch == e && !strcmp(g->dom_key, key)) return g->dom_vals;
+    free(g->dom_key);
+    g->dom_key = NULL;
+    const char **v = realloc(g->dom_vals, (size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return NULL;
+    g->dom_vals = v;
+    if (!(g->dom_key = strdup(key))) return NULL;
+    for (int32_t i = 0; i < n; i++) v[i] = gs_topo_domain(gs_cache_node(g->cache, i), key);
+    g->dom_n = n;
+    g->dom_epoch = e;
+    return v;
+}
+
 /* Domains of key in node order, most free GPU share first. */
 static size_t domains(struct gs_gang *g, const char *key, const char **out, int64_t *free_milli, size_t max)
 {
     size_t n = 0;
+    const char *const *dv = gs__gang_node_domains(g, key);
     for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
         const struct gs_node_info *ni = gs_cache_node(g->cache, i);
-        const char *v = ni->live && ni->schedulable ? gs_topo_domain(ni, key) : NULL;
+        const char *v = !ni->live || !ni->schedulable ? NULL : dv ? dv[i] : gs_topo_domain(ni, key);
         if (!v) continue;
         size_t k = 0;
-        while (k < n && strcmp(out[k], v)) k++;
+        while (k < n && out[k] != v && strcmp(out[k], v)) k++;
         if (k == n) {
             if (n == max) continue;
             out[n] = v, free_milli[n++] = 0;
@@ -489,8 +802,9 @@ bool gs_gang_plan_valid(const struct gs_gang *g, const struct gs_pod *pod)
 {
     struct gs_gang_group *gr = gs_gang_group_of((struct gs_gang *)g, pod);
     if (!gr || !gr->nplan) return false;
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods; i++)
-        if (!placed(g, gr->keys[i]) && !plan_find(gr, gr->keys[i])) return false;
+        if (!gr->in_cache[i] && !plan_find(gr, gr->keys[i])) return false;
     return plan_sum(g, gr) == gr->plan_stamp + gr->plan_bumps;
 }
 
@@ -522,8 +836,9 @@ static char **siblings(struct gs_gang *g, struct gs_gang_group *gr, const struct
     *n = 0;
     char **out = calloc(gr->npods ? gr->npods : 1, sizeof *out);
     if (!out) return NULL;
+    placed_sync(g, gr);
     for (size_t i = 0; i < gr->npods; i++)
-        if (gr->pods[i] != pod && placed(g, gr->keys[i]) && (out[*n] = strdup(gr->keys[i]))) (*n)++;
+        if (gr->pods[i] != pod && gr->in_cache[i] && (out[*n] = strdup(gr->keys[i]))) (*n)++;
     return out;
 }
 

@@ -12,7 +12,9 @@
  * the adapter which siblings to allow or reject at Permit and Unreserve.
  *
  * Membership in the cache (assumed or bound) is the source of truth for
- * "reserved": the core keeps no counters the cache could contradict.
+ * "reserved": what the core remembers from the cache (placed members,
+ * preemptible and free capacity, node label domains) is keyed on the
+ * cache's version counters, so it is dropped as soon as the cache moves.
  *
  * The adapter (plugins/gang.c) maps this onto the framework; unit tests
  * drive it directly with a cache and a clock.
@@ -120,6 +122,11 @@ void gs_gang_keys_free(char **keys, size_t n);
 void gs_gang_set_unwinding(struct gs_gang *g, const struct gs_pod *pod, bool on);
 
 const struct gs_gang_stats *gs_gang_stats(const struct gs_gang *g);
+
+/* Per node slot (gs_cache_node_count entries), the value of node label key
+ * or NULL; kept until the cache's epoch moves. Borrowed: valid until the next
+ * call. NULL on allocation failure (then ask gs_topo_domain per node). */
+const char *const *gs__gang_node_domains(struct gs_gang *g, const char *key);
 
 /* The core behind an enabled "Coscheduling" plugin's state
  * (gs_framework_plugin_state), or NULL. For preemption and explain. */

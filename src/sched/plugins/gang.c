@@ -34,6 +34,10 @@ struct gang_state {
     struct gs_handle h;
     struct gs_gang *g;
     char *topology_key;
+    /* place()'s node list and verdicts, kept between calls (one per member planned). */
+    struct gs_node_info **nodes;
+    uint8_t *rej;
+    int32_t cap;
 };
 
 struct cyc {
@@ -98,6 +102,8 @@ static void gang_fini(void *state)
     if (!s) return;
     gs_gang_free(s->g);
     free(s->topology_key);
+    free(s->nodes);
+    free(s->rej);
     free(s);
 }
 
@@ -114,23 +120,31 @@ static int place(void *ctx, const struct gs_pod *pod, const char *dkey, const ch
 {
     struct gang_state *s = ctx;
     struct gs_cache *c = s->h.cache;
-    int32_t slots = gs_cache_node_count(c);
-    struct gs_node_info **nodes = malloc((size_t)(slots ? slots : 1) * sizeof *nodes);
-    uint8_t *rej = malloc((size_t)(slots ? slots : 1));
-    int rc = -1;
-    if (!nodes || !rej) goto out;
+    int32_t slots = gs_cache_node_count(c), want = slots ? slots : 1;
+    if (want > s->cap) {
+        struct gs_node_info **nv = realloc(s->nodes, (size_t)want * sizeof *nv);
+        if (!nv) return -1;
+        s->nodes = nv;
+        uint8_t *nr = realloc(s->rej, (size_t)want);
+        if (!nr) return -1;
+        s->rej = nr;
+        s->cap = want;
+    }
+    struct gs_node_info **nodes = s->nodes;
+    uint8_t *rej = s->rej;
     size_t n = 0;
+    const char *const *dv = domain ? gs__gang_node_domains(s->g, dkey) : NULL;
     for (int32_t i = 0; i < slots; i++) {
         struct gs_node_info *ni = gs_cache_node(c, i);
         if (!ni->live || !ni->schedulable) continue;
         if (domain) {
-            const char *v = gs_topo_domain(ni, dkey);
-            if (!v || strcmp(v, domain)) continue;
+            const char *v = dv ? dv[i] : gs_topo_domain(ni, dkey);
+            if (!v || (v != domain && strcmp(v, domain))) continue;
         }
         nodes[n++] = ni;
     }
     struct gs_filter_run run = {.nodes = nodes, .n = n, .reject = rej, .skip = NAME};
-    if (gs_framework_run_filters(s->h.fw, pod, &run) <= 0) goto out;
+    if (gs_framework_run_filters(s->h.fw, pod, &run) <= 0) return -1;
     const struct gs_demand *d = &pod->demand;
     struct gs_node_info *best = NULL;
     for (size_t i = 0; i < n; i++) {
@@ -140,15 +154,11 @@ static int place(void *ctx, const struct gs_pod *pod, const char *dkey, const ch
                                    : ni->cpu_alloc - ni->cpu_used < best->cpu_alloc - best->cpu_used))
             best = ni;
     }
-    if (!best) goto out;
+    if (!best) return -1;
     struct gs_gpu_choice ch;
-    if (!gs_topo_choose(best, d->gpu_count, d->gpu_milli, d->gpu_mem_mib, ~0ULL, &ch)) goto out;
+    if (!gs_topo_choose(best, d->gpu_count, d->gpu_milli, d->gpu_mem_mib, ~0ULL, &ch)) return -1;
     *a = (struct gs_assignment){best->idx, ch.mask, d->gpu_count ? d->gpu_milli : 0, d->gpu_count ? d->gpu_mem_mib : 0};
-    rc = 0;
-out:
-    free(nodes);
-    free(rej);
-    return rc;
+    return 0;
 }
 
 /*--- Scheduling cycle ---*/
