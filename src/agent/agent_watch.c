@@ -6,8 +6,10 @@
  * of events, only "this key now looks like that", so a missed event costs
  * nothing more than a delay until the next relist. A relist happens at
  * start, after any watch failure (server restarted, 410 Expired) and every
- * resync period, which also catches pods that left the selection without a
- * DELETED event (re-created elsewhere by the node lifecycle).
+ * resync period. A pod that leaves the selection (re-created off this node
+ * by the node lifecycle or by reclaim) arrives as DELETED, since the
+ * server's filtered watch says so; the resync covers the few changes
+ * between a list and the watch that follows it.
  */
 #include "agent/agent_int.h"
 #include "control/resources.h"

@@ -181,6 +181,11 @@ struct watch {
     bool table, ended;
     char *buf;           /* pending output */
     size_t len, off, cap;
+    /* Filtered watches: keys of objects the client holds as matching. An
+     * object that stops matching (a pod re-created off this node, a label
+     * removed) is then sent as DELETED, as Kubernetes' watch cache does, so
+     * the client drops it at once instead of on its next list. */
+    json_t *seen;
 };
 
 static int wbuf_add(struct watch *w, const char *text, size_t n)
@@ -220,11 +225,25 @@ static int wbuf_event(struct watch *w, const char *type, const char *raw, json_t
     return err;
 }
 
+static void seen_mark(struct watch *w, const char *key, bool present)
+{
+    if (!w->seen) return;
+    if (present) json_object_set_new(w->seen, key, json_true());
+    else json_object_del(w->seen, key);
+}
+
+static int seed_one(const char *key, json_t *obj, void *arg)
+{
+    struct watch *w = arg;
+    if (gs__filter_matches(&w->f, obj)) seen_mark(w, key, true);
+    return 0;
+}
+
 static int replay_one(const char *key, json_t *obj, void *arg)
 {
-    (void)key;
     struct watch *w = arg;
     if (!gs__filter_matches(&w->f, obj)) return 0;
+    seen_mark(w, key, true);
     char *text = json_dumps(obj, JSON_COMPACT);
     int err = text ? wbuf_event(w, "ADDED", text, obj) : GS_ENOMEM;
     free(text);
@@ -253,11 +272,16 @@ static void watch_fill(struct watch *w)
     for (size_t i = 0; i < n; i++) {
         bool parse = w->table || gs__filter_needs_object(&w->f);
         json_t *obj = parse ? json_loads(evs[i].value, 0, NULL) : NULL;
+        const char *type = gs_store_ev_name(evs[i].type);
         if (parse && (!obj || !gs__filter_matches(&w->f, obj))) {
+            bool held = obj && w->seen && json_object_get(w->seen, evs[i].key);
+            if (held) wbuf_event(w, "DELETED", evs[i].value, obj); /* it left the client's view */
+            seen_mark(w, evs[i].key, false);
             json_decref(obj);
             continue;
         }
-        wbuf_event(w, gs_store_ev_name(evs[i].type), evs[i].value, obj);
+        seen_mark(w, evs[i].key, evs[i].type != GS_STORE_DELETED);
+        wbuf_event(w, type, evs[i].value, obj);
         json_decref(obj);
     }
     gs_store_events_free(evs, n);
@@ -284,6 +308,7 @@ static void watch_free(void *cls)
 {
     struct watch *w = cls;
     gs__filter_free(&w->f);
+    json_decref(w->seen);
     free(w->buf);
     free(w);
 }
@@ -306,9 +331,16 @@ enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const c
         watch_free(w);
         return gs__reply_status(r, 400, NULL, NULL, "invalid resourceVersion \"%s\"", rvs);
     }
-    int err = 0;
-    if (rv == 0) err = gs_store_list(r->s->store, prefix, replay_one, w, &w->rv);
-    else w->rv = rv;
+    int err = gs__filter_needs_object(&w->f) && !(w->seen = json_object()) ? GS_ENOMEM : 0;
+    if (!err && rv == 0) {
+        err = gs_store_list(r->s->store, prefix, replay_one, w, &w->rv);
+    } else if (!err) {
+        /* The client listed at rv: what matches now is what it holds, up to
+         * the few changes between its list and this watch. */
+        w->rv = rv;
+        int64_t now_rv;
+        if (w->seen) err = gs_store_list(r->s->store, prefix, seed_one, w, &now_rv);
+    }
     if (err) {
         watch_free(w);
         return gs__reply_err(r, err, NULL);

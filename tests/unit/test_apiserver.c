@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 /*--- Pure parts ---*/
@@ -432,6 +433,48 @@ static void watch_streams_changes(void **state)
     json_decref(n);
 }
 
+/* An object that stops matching a filtered watch leaves it as DELETED. */
+struct relabel_ctx {
+    struct gs_client *cl; /* its own connection: clients are not shared between threads */
+};
+
+static void *relabel_later(void *arg)
+{
+    struct relabel_ctx *c = arg;
+    usleep(300 * 1000); /* the watch is open by then */
+    json_t *relabel = J("{\"metadata\":{\"labels\":{\"pool\":\"b\"}}}");
+    gs_client_patch(c->cl, R("nodes"), NULL, "ln", NULL, true, relabel, NULL);
+    json_decref(relabel);
+    return NULL;
+}
+
+static void watch_sends_deleted_when_object_leaves_filter(void **state)
+{
+    struct env *e = *state;
+    json_t *n = node("ln", 0), *out = NULL;
+    json_object_set_new(json_object_get(n, "metadata"), "labels", json_pack("{s:s}", "pool", "a"));
+    assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, n, NULL), 0);
+    assert_int_equal(gs_client_list(e->adm, R("nodes"), NULL, "pool=a", NULL, false, &out), 0);
+    char rv[32];
+    snprintf(rv, sizeof rv, "%s", json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion")));
+    json_decref(out);
+    struct relabel_ctx c = {client_as(e, "adm")};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, relabel_later, &c), 0);
+    struct seen s = {0};
+    int wr = gs_client_watch(e->adm, R("nodes"), NULL, "pool=a", NULL, rv, 10, on_event, &s);
+    pthread_join(th, NULL);
+    gs_client_free(c.cl);
+    assert_int_equal(wr, 1);
+    assert_int_equal(s.n, 1);
+    assert_string_equal(s.types[0], "DELETED");
+    /* A watch that never held it says nothing about it. */
+    struct seen s2 = {0};
+    assert_int_equal(gs_client_watch(e->adm, R("nodes"), NULL, "pool=c", NULL, rv, 1, on_event, &s2), 0);
+    assert_int_equal(s2.n, 0);
+    json_decref(n);
+}
+
 static json_t *wait_for(struct env *e, const char *name, bool (*done)(const json_t *))
 {
     for (int i = 0; i < 200; i++) {
@@ -507,6 +550,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(malformed_and_oversized_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(tokens_and_roles_over_http, setup, teardown),
         cmocka_unit_test_setup_teardown(watch_streams_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(watch_sends_deleted_when_object_leaves_filter, setup, teardown),
         cmocka_unit_test_setup_teardown(scheduler_binds_and_explains, setup_sched, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
