@@ -298,18 +298,7 @@ static const char *agent_text(struct proxy *p)
 
 static enum MHD_Result stream(struct gs__req *r, struct proxy *p)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32 * 1024, proxy_read, p, proxy_free);
-    if (!resp) {
-        proxy_free(p);
-        return MHD_NO;
-    }
-    MHD_add_response_header(resp, "Content-Type", "text/plain");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
-    enum MHD_Result ret = MHD_queue_response(r->c, 200, resp);
-    MHD_destroy_response(resp);
-    r->answered = true;
-    return ret;
+    return gs__reply_stream(r, "text/plain", 32 * 1024, proxy_read, p, proxy_free);
 }
 
 /* Maps what the agent said (or that it said nothing) to the caller's answer. */

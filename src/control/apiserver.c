@@ -345,12 +345,18 @@ enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const c
         watch_free(w);
         return gs__reply_err(r, err, NULL);
     }
-    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, watch_read, w, watch_free);
+    return gs__reply_stream(r, "application/json", 64 * 1024, watch_read, w, watch_free);
+}
+
+enum MHD_Result gs__reply_stream(struct gs__req *r, const char *ctype, size_t block, MHD_ContentReaderCallback read,
+                                 void *arg, MHD_ContentReaderFreeCallback done)
+{
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block, read, arg, done);
     if (!resp) {
-        watch_free(w);
+        done(arg);
         return MHD_NO;
     }
-    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
     enum MHD_Result ret = MHD_queue_response(r->c, 200, resp);
     MHD_destroy_response(resp);

@@ -73,6 +73,10 @@ enum MHD_Result gs__handle_explain(struct gs__req *r);
 
 /* Starts a watch stream (takes f's contents). */
 enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const char *prefix);
+/* A 200 answer streamed from read(arg) until it ends; done(arg) frees arg
+ * in every case, also when the response cannot be made. */
+enum MHD_Result gs__reply_stream(struct gs__req *r, const char *ctype, size_t block, MHD_ContentReaderCallback read,
+                                 void *arg, MHD_ContentReaderFreeCallback done);
 
 /* Handlers (api_objects.c). */
 enum MHD_Result gs__handle_list(struct gs__req *r, bool watch);

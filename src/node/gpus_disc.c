@@ -11,6 +11,17 @@
 #include <string.h>
 #include <time.h>
 
+/* The node-layer entry of discovered GPU s, inventory position i. */
+static void whole_gpu(struct gs_node_gpu *d, const struct gs_disc_gpu *s, int i)
+{
+    snprintf(d->uuid, sizeof d->uuid, "%s", s->uuid);
+    d->index = s->index;
+    d->minor = s->minor >= 0 ? s->minor : s->index;
+    d->numa = s->numa_node;
+    d->parent = i;
+    d->healthy = true;
+}
+
 void gs_node_gpus_from_inventory(struct gs_node_gpus *g, const struct gs_inventory *inv, int replicas)
 {
     memset(g, 0, sizeof *g);
@@ -18,13 +29,7 @@ void gs_node_gpus_from_inventory(struct gs_node_gpus *g, const struct gs_invento
     g->replicas = replicas;
     for (int i = 0; i < g->n; i++) {
         const struct gs_disc_gpu *s = &inv->gpus[i];
-        struct gs_node_gpu *d = &g->gpu[i];
-        snprintf(d->uuid, sizeof d->uuid, "%s", s->uuid);
-        d->index = s->index;
-        d->minor = s->minor >= 0 ? s->minor : s->index;
-        d->numa = s->numa_node;
-        d->parent = i;
-        d->healthy = true;
+        whole_gpu(&g->gpu[i], s, i);
         for (int j = 0; j < g->n; j++) g->nvlink[i][j] = s->nvlink[j];
     }
     gs_node_gpus_finish(g);
@@ -56,13 +61,7 @@ static int whole_gpus(const struct gs_inventory *inv, bool all_gpus, struct gs_n
         slot_of[i] = -1;
         if (!all_gpus && s->mig_enabled) continue;
         if (g->n == GS_NODE_MAX_GPUS) return GS_EINVAL;
-        struct gs_node_gpu *d = &g->gpu[slot_of[i] = g->n++];
-        snprintf(d->uuid, sizeof d->uuid, "%s", s->uuid);
-        d->index = s->index;
-        d->minor = s->minor >= 0 ? s->minor : s->index;
-        d->numa = s->numa_node;
-        d->parent = i;
-        d->healthy = true;
+        whole_gpu(&g->gpu[slot_of[i] = g->n++], s, i);
     }
     for (int i = 0; i < inv->n_gpus && i < GS_DISC_MAX_GPUS; i++)
         for (int j = 0; j < inv->n_gpus && j < GS_DISC_MAX_GPUS; j++)
