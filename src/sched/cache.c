@@ -28,6 +28,7 @@
 
 #include "core/error.h"
 #include "sched/strmap.h"
+#include "sched/topology_core.h" /* gs_topo_memo_islands */
 
 #include <limits.h>
 #include <stdarg.h>
@@ -445,7 +446,7 @@ static int node_slot(struct gs_cache *c)
 static void gpu_slots_blank(struct gs_gpu_slot *s, int32_t n, int64_t mem_mib)
 {
     for (int32_t g = 0; g < n; g++)
-        s[g] = (struct gs_gpu_slot){GS_GPU_MILLI, 0, mem_mib, mem_mib, -1, 0, true};
+        s[g] = (struct gs_gpu_slot){GS_GPU_MILLI, 0, mem_mib, mem_mib, -1, 0, true, 0};
 }
 
 /*--- MIG single strategy ---
@@ -518,6 +519,7 @@ static int describe_from_object(struct gs_cache *c, struct node_rec *r, const st
     for (size_t i = 0; i < al->n; i++)
         if (!is_core_resource(al->v[i].name) && res_add(&n->ext_alloc, al->v[i].name, al->v[i].milli) != 0)
             return GS_ENOMEM;
+    gs_topo_memo_islands(n); /* ngpus and nvlink are final: the islands follow from them alone */
     return 0;
 }
 
@@ -540,6 +542,7 @@ static int describe_from_spec(struct gs_cache *c, struct node_rec *r, const stru
     }
     const char *model = s->gpu_model ? s->gpu_model : label_get(s->labels, GS_LABEL_GPU_PRODUCT);
     n->gpu_model = n->ngpus ? gs_cache_model_id(c, model) : -1;
+    gs_topo_memo_islands(n); /* ngpus and nvlink are final: the islands follow from them alone */
     return 0;
 }
 

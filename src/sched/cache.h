@@ -53,6 +53,11 @@ struct gs_gpu_slot {
     int32_t numa_node;    /* -1 unknown */
     uint64_t nvlink;      /* peers by index */
     bool healthy;
+    /* The NVLink island holding this GPU (its bit included), derived from
+     * ngpus and every nvlink above whenever the cache writes them (node
+     * add/update), so placement need not flood-fill per pod; 0 = not derived
+     * (gs_topo_islands then computes). See sched/topology_core.h. */
+    uint64_t island;
 };
 
 struct gs_node_info {

@@ -294,7 +294,7 @@ bool gs_topo_admit(const struct gs_node_info *n, const struct gs_pod *pod, enum 
 
 /*--- Islands and the GPU choice ---*/
 
-int gs_topo_islands(const struct gs_node_info *n, uint64_t *islands, int max)
+int gs_topo_islands_fresh(const struct gs_node_info *n, uint64_t *islands, int max)
 {
     uint64_t seen = 0;
     int k = 0;
@@ -315,6 +315,37 @@ int gs_topo_islands(const struct gs_node_info *n, uint64_t *islands, int max)
         islands[k++] = isl;
     }
     return k;
+}
+
+/*
+ * Every GPU's stored island is its connected component, the same whichever
+ * GPU a flood fill starts from; walking GPUs upwards and emitting the island
+ * of each one not yet seen therefore gives exactly the fresh computation's
+ * masks in its order, in O(ngpus) instead of O(ngpus^2) per call. A GPU
+ * whose stored island lacks its own bit was never derived (a record the
+ * cache did not build): compute instead.
+ */
+int gs_topo_islands(const struct gs_node_info *n, uint64_t *islands, int max)
+{
+    uint64_t seen = 0;
+    int k = 0;
+    for (int32_t g = 0; g < n->ngpus && k < max; g++) {
+        if (seen & (1ULL << g)) continue;
+        uint64_t isl = n->gpus[g].island;
+        if (!(isl & (1ULL << g))) return gs_topo_islands_fresh(n, islands, max);
+        seen |= isl;
+        islands[k++] = isl;
+    }
+    return k;
+}
+
+void gs_topo_memo_islands(struct gs_node_info *n)
+{
+    uint64_t isl[GS_MAX_GPUS_PER_NODE];
+    for (int32_t g = 0; g < n->ngpus; g++) n->gpus[g].island = 0; /* not derived: the fresh path below */
+    int k = gs_topo_islands_fresh(n, isl, GS_MAX_GPUS_PER_NODE);
+    for (int i = 0; i < k; i++)
+        for (uint64_t m = isl[i]; m; m &= m - 1) n->gpus[__builtin_ctzll(m)].island = isl[i];
 }
 
 uint64_t gs_topo_fit_mask(const struct gs_node_info *n, int32_t milli, int64_t mem_mib)

@@ -94,9 +94,17 @@ bool gs_topo_admit(const struct gs_node_info *n, const struct gs_pod *pod, enum 
 
 enum gs_link_level { GS_LINK_NONE = 0, GS_LINK_ANY = 1, GS_LINK_NUMA = 2, GS_LINK_NVLINK = 3 };
 
-/* Connected groups of NVLink peers (GPUs without links are their own group).
- * Returns how many masks were written. */
+/* Connected groups of NVLink peers (GPUs without links are their own group),
+ * in the order of each group's lowest GPU. Returns how many masks were
+ * written. Reads the per-GPU islands the cache derived (gs_topo_memo_islands)
+ * and flood-fills only when they are absent. */
 int gs_topo_islands(const struct gs_node_info *n, uint64_t *islands, int max);
+/* The same, always computed from ngpus and the nvlink masks (no memo). */
+int gs_topo_islands_fresh(const struct gs_node_info *n, uint64_t *islands, int max);
+/* Stores each GPU's island in n->gpus[g].island. The cache calls it whenever
+ * it writes a node's ngpus or nvlink masks (node add and update), the only
+ * inputs of the islands, so the stored ones always match a fresh computation. */
+void gs_topo_memo_islands(struct gs_node_info *n);
 /* GPUs of n with share milli and mem_mib free (healthy). */
 uint64_t gs_topo_fit_mask(const struct gs_node_info *n, int32_t milli, int64_t mem_mib);
 /* Most GPUs with the share free inside one NVLink island. */

@@ -3,7 +3,8 @@
  * packing, never splitting the last whole island when avoidable),
  * NodeResourceTopology parsing, TopologyManager admission (single-numa-node
  * with pod and container scope, restricted), and the plugin's filter,
- * reasons and reserve through a framework.
+ * reasons and reserve through a framework; the islands the cache keeps per
+ * GPU follow node updates and equal a fresh flood fill on random topologies.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,6 +67,7 @@ static void test_last_whole_island(void **st)
     struct gs_node_info *n = gs_cache_node(c, 0);
     for (int g = 0; g < 4; g++) n->gpus[g].nvlink = 0x0f & ~(1ULL << g);
     n->gpus[4].nvlink = 1ULL << 5, n->gpus[5].nvlink = 1ULL << 4;
+    gs_topo_memo_islands(n); /* written past the cache: derive the islands as the cache would */
     struct gs_gpu_choice ch;
     /* A 2-GPU pod takes the 2-island (fewest free), not half of the 4-island. */
     assert_true(gs_topo_choose(n, 2, 1000, 0, ~0ULL, &ch));
@@ -215,11 +217,136 @@ static void test_plugin_filter_reserve(void **st)
     gs_cache_free(c);
 }
 
+/* A Node object with ngpus GPUs linked by links[g] (borrowed by the cache). */
+static void link_node(struct gs_node *node, struct gs_gpu *gpus, int ngpus, const uint64_t *links)
+{
+    memset(node, 0, sizeof *node);
+    node->meta.name = "dgx";
+    for (int g = 0; g < ngpus; g++)
+        gpus[g] = (struct gs_gpu){.index = g, .memory_mib = 81920, .numa_node = g / 4, .nvlink_peers = links[g],
+                                  .healthy = true};
+    node->gpus = gpus;
+    node->ngpus = (size_t)ngpus;
+}
+
+static void assert_islands(const struct gs_node_info *n, const uint64_t *want, int nwant)
+{
+    uint64_t isl[64], fresh[64];
+    int k = gs_topo_islands(n, isl, 64);
+    assert_int_equal(k, nwant);
+    assert_int_equal(gs_topo_islands_fresh(n, fresh, 64), nwant);
+    for (int i = 0; i < k; i++) {
+        assert_int_equal(isl[i], want[i]);
+        assert_int_equal(fresh[i], want[i]);
+    }
+}
+
+static void test_islands_follow_node_update(void **st)
+{
+    (void)st;
+    gs_clock_init_sim(&clk, 0);
+    struct gs_cache *c = gs_cache_new(&clk);
+    uint64_t quads[8], pairs[8], none[8] = {0};
+    for (int g = 0; g < 8; g++) {
+        quads[g] = (0x0fULL << (g / 4 * 4)) & ~(1ULL << g);
+        pairs[g] = 1ULL << (g ^ 1);
+    }
+    struct gs_node v1, v2, v3;
+    struct gs_gpu g1[8], g2[8], g3[8];
+    link_node(&v1, g1, 8, quads);
+    link_node(&v2, g2, 8, pairs);
+    link_node(&v3, g3, 8, none);
+    assert_int_equal(gs_cache_add_node(c, &v1), 0);
+    struct gs_node_info *n = gs_cache_node(c, 0);
+    assert_islands(n, (uint64_t[]){0x0f, 0xf0}, 2);
+    /* Same node, new links: the islands are the new ones, and the choice uses them. */
+    assert_int_equal(gs_cache_update_node(c, &v2), 0);
+    assert_ptr_equal(gs_cache_node(c, 0), n);
+    assert_islands(n, (uint64_t[]){0x03, 0x0c, 0x30, 0xc0}, 4);
+    struct gs_gpu_choice ch;
+    assert_true(gs_topo_choose(n, 2, 1000, 0, ~1ULL, &ch));
+    assert_int_equal(ch.level, GS_LINK_NVLINK);
+    assert_int_equal(ch.mask, 0x0c); /* GPU 0 not allowed: the next pair, not 1+2 across pairs */
+    assert_int_equal(gs_topo_largest_free_island(n, 1000, 0), 2);
+    assert_int_equal(gs_cache_update_node(c, &v3), 0);
+    assert_islands(n, (uint64_t[]){1, 2, 4, 8, 16, 32, 64, 128}, 8);
+    assert_true(gs_topo_choose(n, 2, 1000, 0, ~0ULL, &ch));
+    assert_int_equal(ch.level, GS_LINK_NUMA);
+    assert_int_equal(gs_cache_update_node(c, &v1), 0);
+    assert_islands(n, (uint64_t[]){0x0f, 0xf0}, 2);
+    fx_check_cache(c);
+    gs_cache_free(c);
+}
+
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13, rnd_state ^= rnd_state >> 7, rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* Sparse random links: each bit with probability 1/2^density (density 6: none
+ * most of the time); bits past ngpus and one-sided links included on purpose. */
+static void random_links(uint64_t *links, int ngpus, int density)
+{
+    for (int g = 0; g < ngpus; g++) {
+        uint64_t m = ~0ULL;
+        for (int d = 0; d < density; d++) m &= rnd();
+        links[g] = density >= 6 ? 0 : m;
+    }
+}
+
+static void compare_with_fresh(const struct gs_node_info *n)
+{
+    uint64_t a[64], b[64];
+    for (int max = 1; max <= 64; max = max < 4 ? max + 1 : max * 2) {
+        int k = gs_topo_islands(n, a, max);
+        assert_int_equal(k, gs_topo_islands_fresh(n, b, max));
+        assert_memory_equal(a, b, (size_t)k * sizeof *a);
+    }
+    uint64_t all = 0;
+    for (int g = 0; g < n->ngpus; g++) {
+        assert_true(n->gpus[g].island & (1ULL << g));
+        all |= n->gpus[g].island;
+    }
+    assert_int_equal(all, n->ngpus == 64 ? ~0ULL : (1ULL << n->ngpus) - 1);
+}
+
+static void test_islands_memo_random(void **st)
+{
+    (void)st;
+    for (int it = 0; it < 400; it++) {
+        gs_clock_init_sim(&clk, 0);
+        struct gs_cache *c = gs_cache_new(&clk);
+        int ngpus = it % 5 == 0 ? 64 : (int)(rnd() % 65);
+        uint64_t links[64], links2[64];
+        int32_t numa[64] = {0};
+        random_links(links, ngpus, (int)(rnd() % 7));
+        struct gs_node_spec sp = {.name = "r", .cpu_milli = 64000, .mem_bytes = 1LL << 36, .gpu_model = "A100",
+                                  .ngpus = ngpus, .gpu_mem_mib = 81920, .gpu_numa = numa, .gpu_nvlink = links};
+        assert_int_equal(gs_cache_add_node_spec(c, &sp), 0);
+        compare_with_fresh(gs_cache_node(c, 0));
+        /* An update through a Node object with other links (and maybe another GPU count). */
+        int ng2 = (int)(rnd() % 65);
+        random_links(links2, ng2, (int)(rnd() % 7));
+        struct gs_node v;
+        struct gs_gpu gpus[64];
+        link_node(&v, gpus, ng2, links2);
+        v.meta.name = "r";
+        assert_int_equal(gs_cache_update_node(c, &v), 0);
+        assert_int_equal(gs_cache_node(c, 0)->ngpus, ng2);
+        compare_with_fresh(gs_cache_node(c, 0));
+        gs_cache_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_islands_and_choice),
         cmocka_unit_test(test_last_whole_island),
+        cmocka_unit_test(test_islands_follow_node_update),
+        cmocka_unit_test(test_islands_memo_random),
         cmocka_unit_test(test_nrt_parse),
         cmocka_unit_test(test_admission),
         cmocka_unit_test(test_plugin_filter_reserve),
