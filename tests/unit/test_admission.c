@@ -17,64 +17,22 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "admission_fuzz.h"
-#include "plugins/recorder.h"
+#include "admission_fixture.h"
 
 #define GPU(n) ((int64_t)(n) * 1000)
 #define SEC GS_NS_PER_SEC
 
-struct env {
-    struct gs_clock clk;
-    struct gs_cache *cache;
-    struct gs_queue_tree t;
-    struct gs_admission *a;
-    struct gs_pod *pods[64];
-    int npods;
-    struct gs_admission_result res;
-};
-
 /* A cluster of nnodes nodes with ngpus GPUs each, and the queues in yaml. */
-static void env_init(struct env *e, int nnodes, int ngpus, const char *yaml, const struct gs_admission_opts *o)
+static void env_init(struct adm_env *e, int nnodes, int ngpus, const char *yaml, const struct gs_admission_opts *o)
 {
-    memset(e, 0, sizeof *e);
-    gs_clock_init_sim(&e->clk, 0);
-    e->cache = gs_cache_new(&e->clk);
-    for (int i = 0; i < nnodes; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "node%d", i);
-        struct gs_node_spec s = {.name = name, .cpu_milli = 64000, .mem_bytes = 1LL << 38, .gpu_model = "H100",
-                                 .ngpus = ngpus, .gpu_mem_mib = 81920};
-        assert_true(gs_cache_add_node_spec(e->cache, &s) >= 0);
-    }
-    gs_queue_tree_init(&e->t);
-    struct gs_diags d = {0};
-    struct gs_docs docs = {0};
-    assert_int_equal(gs_decode_stream(yaml, strlen(yaml), &docs, &d, NULL), 0);
-    for (size_t i = 0; i < docs.n; i++) {
-        struct gs_object *obj = NULL;
-        assert_int_equal(gs_object_decode(docs.docs[i], &obj, &d), 0);
-        assert_int_equal(gs_queue_tree_add_object(&e->t, obj, &d), 0);
-        gs_object_free(obj);
-    }
-    gs_docs_free(&docs);
-    assert_int_equal(gs_queue_tree_finalize(&e->t, &d), 0);
     /* The behaviour tests below run at small clock values: no minimum runtime unless a test asks. */
     struct gs_admission_opts def = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
                                     .reclaim_wait_ns = -1};
-    assert_int_equal(gs_admission_new(&e->t, e->cache, &e->clk, o ? o : &def, &e->a, &d), 0);
-    gs_diags_free(&d);
-}
-
-static void env_free(struct env *e)
-{
-    gs_admission_free(e->a);
-    gs_cache_free(e->cache);
-    gs_queue_tree_free(&e->t);
-    for (int i = 0; i < e->npods; i++) test_pod_free(e->pods[i]);
+    adm_env_init(e, nnodes, ngpus, yaml, o ? o : &def);
 }
 
 /* A workload of npods pods with gpus GPUs (milli share each) in queue q. */
-static int submit(struct env *e, const char *name, const char *q, int npods, int gpus, int milli, int prio,
+static int submit(struct adm_env *e, const char *name, const char *q, int npods, int gpus, int milli, int prio,
                   int64_t est_s)
 {
     const struct gs_pod *pods[8];
@@ -92,7 +50,7 @@ static int submit(struct env *e, const char *name, const char *q, int npods, int
 }
 
 /* One cycle; binds what was admitted; returns how many were admitted. */
-static size_t cycle(struct env *e)
+static size_t cycle(struct adm_env *e)
 {
     assert_int_equal(gs_admission_cycle(e->a, &e->res), 0);
     for (size_t i = 0; i < e->res.nadmitted; i++) {
@@ -106,15 +64,15 @@ static size_t cycle(struct env *e)
     return e->res.nadmitted;
 }
 
-static void finish(struct env *e, int id)
+static void finish(struct adm_env *e, int id)
 {
     adm_unbind_workload(e->cache, gs_admission_workload(e->a, id));
     assert_int_equal(gs_admission_finish(e->a, id), 0);
 }
 
-static enum gs_wl_state state(struct env *e, int id) { return gs_admission_workload(e->a, id)->state; }
+static enum gs_wl_state state(struct adm_env *e, int id) { return gs_admission_workload(e->a, id)->state; }
 
-static int64_t usage_gpu(struct env *e, const char *q)
+static int64_t usage_gpu(struct adm_env *e, const char *q)
 {
     struct gs_queue_status s;
     int32_t i = gs_queue_tree_find(&e->t, q);
@@ -132,7 +90,7 @@ static int64_t usage_gpu(struct env *e, const char *q)
 static void gang_is_admitted_all_or_nothing(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 4, 8, CQ("cq", "co", "6", "") "---\n" LQ("lq", "cq"), NULL);
     int g = submit(&e, "gang", "lq", 4, 2, 1000, 0, 0); /* 8 GPUs > quota 6 */
     assert_true(g >= 0);
@@ -144,7 +102,7 @@ static void gang_is_admitted_all_or_nothing(void **st)
     assert_int_equal(cycle(&e), 1);
     assert_int_equal(state(&e, s), GS_WL_ADMITTED);
     assert_int_equal(usage_gpu(&e, "cq"), GPU(6));
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 /* Two nodes with 3 of 4 GPUs taken each: 2 GPUs free but no node has 2. */
@@ -152,7 +110,7 @@ static void placement_check_keeps_scattered_jobs_out(void **st)
 {
     (void)st;
     for (int quota_only = 0; quota_only < 2; quota_only++) {
-        struct env e;
+        struct adm_env e;
         struct gs_admission_opts o = {.starvation_wait_ns = -1, .quota_only = quota_only};
         env_init(&e, 2, 4, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), &o);
         submit(&e, "fill1", "lq", 1, 3, 1000, 0, 0);
@@ -170,7 +128,7 @@ static void placement_check_keeps_scattered_jobs_out(void **st)
             assert_int_equal(gs_admission_cycle(e.a, &e.res), 0);
             assert_int_equal(state(&e, big), GS_WL_ADMITTED);
         }
-        env_free(&e);
+        adm_env_free(&e);
     }
 }
 
@@ -180,7 +138,7 @@ static const char *const RECLAIM = CQ("a", "co", "4", "  preemption: {reclaimWit
 static void reclaim_chooses_the_right_victim_and_holds_the_space(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 1, 8, RECLAIM, NULL);
     int b1 = submit(&e, "b1", "qb", 1, 2, 1000, 0, 0);
     assert_int_equal(cycle(&e), 1);
@@ -213,13 +171,13 @@ static void reclaim_chooses_the_right_victim_and_holds_the_space(void **st)
     assert_int_equal(s.preemptions, 1);
     gs_admission_queue_status(e.a, gs_queue_tree_find(&e.t, "a"), &s);
     assert_int_equal(s.lent[gs_queue_tree_res(&e.t, "nvidia.com/gpu")], GPU(2));
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void hold_keeps_other_pods_off_until_the_claimant_binds(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 1, 8, RECLAIM, NULL);
     for (int i = 0; i < 4; i++) {
         char n[8];
@@ -252,13 +210,13 @@ static void hold_keeps_other_pods_off_until_the_claimant_binds(void **st)
     cycle(&e);
     assert_false(gs_admission_node_held(e.a, 0, other));
     test_pod_free(other);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void no_ping_pong_after_reclaim(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 1, 8, RECLAIM, NULL);
     int b[4];
     for (int i = 0; i < 4; i++) {
@@ -280,13 +238,13 @@ static void no_ping_pong_after_reclaim(void **st)
     finish(&e, a1);
     assert_int_equal(cycle(&e), 1);
     assert_int_equal(state(&e, b[3]), GS_WL_ADMITTED);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void higher_priority_preempts_lower_within_a_queue(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 1, 8,
              CQ("cq", "co", "4", "  preemption: {withinClusterQueue: LowerPriority}\n") "---\n" LQ("lq", "cq"), NULL);
     int lo1 = submit(&e, "lo1", "lq", 1, 2, 1000, 0, 0);
@@ -303,14 +261,14 @@ static void higher_priority_preempts_lower_within_a_queue(void **st)
     assert_int_equal(e.res.nevicted, 1);
     assert_int_equal(e.res.evicted[0], lo2); /* the more recently admitted */
     assert_int_equal(state(&e, lo1), GS_WL_ADMITTED);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void strict_fifo_head_blocks(void **st)
 {
     (void)st;
     for (int strict = 0; strict < 2; strict++) {
-        struct env e;
+        struct adm_env e;
         const char *y = strict ? CQ("cq", "co", "4", "  queueingStrategy: StrictFIFO\n") "---\n" LQ("lq", "cq")
                                : CQ("cq", "co", "4", "") "---\n" LQ("lq", "cq");
         env_init(&e, 1, 8, y, NULL);
@@ -320,14 +278,14 @@ static void strict_fifo_head_blocks(void **st)
         assert_int_equal(state(&e, big), GS_WL_PENDING);
         assert_int_equal(state(&e, small), strict ? GS_WL_PENDING : GS_WL_ADMITTED);
         assert_int_equal(gs_admission_position(e.a, big), 1);
-        env_free(&e);
+        adm_env_free(&e);
     }
 }
 
 static void uncovered_resource_is_inadmissible(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 1, 8, CQ("cq", "co", "4", "") "---\n" LQ("lq", "cq"), NULL);
     e.pods[e.npods] = test_pod("ns", "cpu-pod", 2000, 0, 0, 0);
     const struct gs_pod *p = e.pods[e.npods++];
@@ -338,13 +296,13 @@ static void uncovered_resource_is_inadmissible(void **st)
     s.queue = "missing";
     s.key = "ns/other";
     assert_int_equal(gs_admission_submit(e.a, &s), GS_ENOENT);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void starving_large_job_gets_a_backfill_reservation(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     struct gs_admission_opts o = {.starvation_wait_ns = 10 * SEC, .large_gpu_milli = GPU(8)};
     env_init(&e, 1, 8, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), &o);
     int r1 = submit(&e, "r1", "lq", 1, 4, 1000, 0, 100);
@@ -373,13 +331,13 @@ static void starving_large_job_gets_a_backfill_reservation(void **st)
     cycle(&e);
     assert_int_equal(state(&e, big), GS_WL_ADMITTED);
     assert_int_equal(gs_admission_reservation(e.a, NULL), -1);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void status_json_reports_every_queue(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 1, 8, RECLAIM, NULL);
     submit(&e, "b1", "qb", 1, 2, 1000, 0, 0);
     submit(&e, "b2", "qb", 1, 8, 1000, 0, 0);
@@ -404,7 +362,7 @@ static void status_json_reports_every_queue(void **st)
     assert_string_equal(json_string_value(json_object_get(x, "state")), "Pending");
     json_decref(x);
     assert_null(gs_admission_explain_json(e.a, "ns/none"));
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 /*--- Eviction rationing ---*/
@@ -413,7 +371,7 @@ static const struct gs_admission_opts RATION = {.starvation_wait_ns = -1, .histo
                                                 .reclaim_min_runtime_ns = 600 * SEC, .reclaim_wait_ns = -1};
 
 /* b fills the 8-GPU node with four 2-GPU workloads at t = 0..3 s. */
-static void fill_b(struct env *e, int *b)
+static void fill_b(struct adm_env *e, int *b)
 {
     for (int i = 0; i < 4; i++) {
         char n[8];
@@ -424,14 +382,20 @@ static void fill_b(struct env *e, int *b)
     }
 }
 
+/* One node, queues from RECLAIM with options o, b filling it (fill_b); the clock then set to now. */
+static void filled(struct adm_env *e, const struct gs_admission_opts *o, int *b, int64_t now)
+{
+    env_init(e, 1, 8, RECLAIM, o);
+    fill_b(e, b);
+    e->clk.sim_now = now;
+}
+
 static void no_reclaim_before_the_minimum_runtime(void **st)
 {
     (void)st;
-    struct env e;
-    env_init(&e, 1, 8, RECLAIM, &RATION);
+    struct adm_env e;
     int b[4];
-    fill_b(&e, b);
-    e.clk.sim_now = 300 * SEC; /* every b has run under 600 s */
+    filled(&e, &RATION, b, 300 * SEC); /* every b has run under 600 s */
     int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
     assert_int_equal(cycle(&e), 0);
     assert_int_equal(state(&e, a1), GS_WL_PENDING);
@@ -450,7 +414,7 @@ static void no_reclaim_before_the_minimum_runtime(void **st)
     gs_admission_stats(e.a, &s);
     assert_int_equal(s.evictions, 1);
     assert_int_equal(s.reclaims, 1);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void a_claimant_reclaims_only_after_waiting(void **st)
@@ -459,11 +423,9 @@ static void a_claimant_reclaims_only_after_waiting(void **st)
     struct gs_admission_opts o = RATION;
     o.reclaim_min_runtime_ns = -1;
     o.reclaim_wait_ns = 300 * SEC;
-    struct env e;
-    env_init(&e, 1, 8, RECLAIM, &o);
+    struct adm_env e;
     int b[4];
-    fill_b(&e, b);
-    e.clk.sim_now = 10 * SEC;
+    filled(&e, &o, b, 10 * SEC);
     int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
     assert_int_equal(cycle(&e), 0);
     e.clk.sim_now = 309 * SEC; /* pending 299 s */
@@ -478,7 +440,7 @@ static void a_claimant_reclaims_only_after_waiting(void **st)
     assert_int_equal(cycle(&e), 1);
     assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
     assert_int_equal(e.res.nevicted, 1);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void reclaim_spares_a_queue_at_its_fair_share(void **st)
@@ -492,7 +454,7 @@ static void reclaim_spares_a_queue_at_its_fair_share(void **st)
         struct gs_admission_opts o = RATION;
         o.reclaim_min_runtime_ns = -1;
         o.reclaim_above_nominal = old_rule;
-        struct env e;
+        struct adm_env e;
         env_init(&e, 1, 8, Y, &o);
         int b1 = submit(&e, "b1", "qb", 1, 6, 1000, 0, 0);
         int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
@@ -512,7 +474,7 @@ static void reclaim_spares_a_queue_at_its_fair_share(void **st)
             assert_int_equal(s.evictions, 0);
         }
         assert_int_equal(state(&e, a1), GS_WL_ADMITTED);
-        env_free(&e);
+        adm_env_free(&e);
     }
 }
 
@@ -523,11 +485,9 @@ static void a_workload_is_evicted_at_most_max_preemptions_per_window(void **st)
     o.reclaim_min_runtime_ns = -1;
     o.max_preemptions = 1;
     o.preemption_window_ns = 3600 * SEC;
-    struct env e;
-    env_init(&e, 1, 8, RECLAIM, &o);
+    struct adm_env e;
     int b[4];
-    fill_b(&e, b);
-    e.clk.sim_now = 10 * SEC;
+    filled(&e, &o, b, 10 * SEC);
     int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
     assert_int_equal(cycle(&e), 1);
     assert_int_equal(state(&e, b[3]), GS_WL_PENDING);
@@ -558,7 +518,7 @@ static void a_workload_is_evicted_at_most_max_preemptions_per_window(void **st)
     assert_int_equal(e.res.nevicted, 1);
     assert_int_equal(e.res.evicted[0], b[2]); /* readmitted last, at 40 s: the most recent again */
     assert_int_equal(gs_admission_workload(e.a, b[2])->preemptions, 2);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void the_claimant_pays_for_the_lost_work(void **st)
@@ -569,11 +529,9 @@ static void the_claimant_pays_for_the_lost_work(void **st)
         o.reclaim_min_runtime_ns = -1;
         o.evict_charge = charge ? 1 : -1;
         o.halflife_ns = 1000000 * SEC; /* practically no decay over the test */
-        struct env e;
-        env_init(&e, 1, 8, RECLAIM, &o);
+        struct adm_env e;
         int b[4];
-        fill_b(&e, b);
-        e.clk.sim_now = 3 * SEC + 3600 * SEC; /* b3 ran exactly one hour */
+        filled(&e, &o, b, 3 * SEC + 3600 * SEC); /* b3 ran exactly one hour */
         submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
         assert_int_equal(cycle(&e), 1);
         assert_int_equal(e.res.evicted[0], b[3]);
@@ -584,7 +542,7 @@ static void the_claimant_pays_for_the_lost_work(void **st)
         struct gs_admission_stats st;
         gs_admission_stats(e.a, &st);
         assert_true(charge ? st.charged_gpu_hours > 1.99 : st.charged_gpu_hours == 0);
-        env_free(&e);
+        adm_env_free(&e);
     }
 }
 
@@ -594,11 +552,9 @@ static void victim_searches_per_cycle_are_capped(void **st)
     struct gs_admission_opts o = RATION;
     o.reclaim_min_runtime_ns = -1;
     o.max_victim_searches = 1;
-    struct env e;
-    env_init(&e, 1, 8, RECLAIM, &o);
+    struct adm_env e;
     int b[4];
-    fill_b(&e, b);
-    e.clk.sim_now = 10 * SEC;
+    filled(&e, &o, b, 10 * SEC);
     int a1 = submit(&e, "a1", "qa", 1, 2, 1000, 0, 0);
     int a2 = submit(&e, "a2", "qa", 1, 2, 1000, 0, 0);
     assert_int_equal(cycle(&e), 1); /* one search this cycle */
@@ -611,7 +567,7 @@ static void victim_searches_per_cycle_are_capped(void **st)
     gs_admission_stats(e.a, &s);
     assert_int_equal(s.victim_searches, 2);
     assert_int_equal(s.victim_searches_won, 2);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void no_reservation_beyond_the_horizon(void **st)
@@ -620,7 +576,7 @@ static void no_reservation_beyond_the_horizon(void **st)
     for (int far = 0; far < 2; far++) {
         struct gs_admission_opts o = {.starvation_wait_ns = 10 * SEC, .large_gpu_milli = GPU(8),
                                       .reserve_horizon_ns = 1000 * SEC, .reclaim_min_runtime_ns = -1};
-        struct env e;
+        struct adm_env e;
         env_init(&e, 1, 8, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), &o);
         submit(&e, "r1", "lq", 1, 4, 1000, 0, far ? 5000 : 500);
         assert_int_equal(cycle(&e), 1);
@@ -632,14 +588,14 @@ static void no_reservation_beyond_the_horizon(void **st)
         int s1 = submit(&e, "s1", "lq", 1, 2, 1000, 0, 3000);
         cycle(&e);
         assert_int_equal(state(&e, s1), far ? GS_WL_ADMITTED : GS_WL_PENDING);
-        env_free(&e);
+        adm_env_free(&e);
     }
 }
 
 static void free_gpu_count_skips_hopeless_placement_checks(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 2, 4, CQ("cq", "co", "100", "") "---\n" LQ("lq", "cq"), NULL);
     submit(&e, "s", "lq", 1, 3, 1000, 0, 0);
     assert_int_equal(cycle(&e), 1);
@@ -656,13 +612,13 @@ static void free_gpu_count_skips_hopeless_placement_checks(void **st)
     assert_int_equal(state(&e, big), GS_WL_PENDING);
     assert_int_equal(state(&e, odd), GS_WL_PENDING);
     assert_non_null(strstr(gs_admission_workload(e.a, big)->reason, "free GPUs"));
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void a_finished_gang_member_gives_its_quota_back(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 2, 4, CQ("cq", "co", "6", "") "---\n" LQ("lq", "cq"), NULL);
     int g = submit(&e, "gang", "lq", 2, 3, 1000, 0, 0);
     assert_int_equal(cycle(&e), 1);
@@ -685,13 +641,13 @@ static void a_finished_gang_member_gives_its_quota_back(void **st)
     assert_int_equal(usage_gpu(&e, "cq"), GPU(3));
     char why[256];
     assert_int_equal(gs_admission_check(e.a, why, sizeof why), 0);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void queues_json_lists_pending_workloads_in_line(void **st)
 {
     (void)st;
-    struct env e;
+    struct adm_env e;
     env_init(&e, 1, 8, RECLAIM, NULL);
     submit(&e, "b1", "qb", 1, 6, 1000, 0, 100);
     cycle(&e);
@@ -720,7 +676,7 @@ static void queues_json_lists_pending_workloads_in_line(void **st)
     assert_true(json_is_object(json_object_get(j, "stats")));
     assert_non_null(json_object_get(json_object_get(j, "stats"), "sparedMinRuntime"));
     json_decref(j);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 int main(void)

@@ -17,17 +17,11 @@
 
 #include "control/admission_loop.h"
 #include "core/codec.h"
+#include "tmpdir_fixture.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
 
 struct env {
     char dir[64];
@@ -80,7 +74,7 @@ static void env_free(struct env *e)
     for (int i = 0; i < e->npods; i++) gs_object_free(e->pods[i]);
     gs_cache_free(e->cache);
     gs_store_close(e->store);
-    nftw(e->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    fx_rm_tree(e->dir);
 }
 
 static void queue_doc(struct env *e, const char *key, const char *json)
@@ -108,6 +102,14 @@ static void local_queue(struct env *e)
     queue_doc(e, "localqueues.kueue.x-k8s.io/ns/lq",
               "{\"apiVersion\":\"kueue.x-k8s.io/v1beta1\",\"kind\":\"LocalQueue\",\"metadata\":{\"name\":\"lq\","
               "\"namespace\":\"ns\"},\"spec\":{\"clusterQueue\":\"cq\"}}");
+}
+
+/* The usual start: a ClusterQueue cq of gpus GPUs and LocalQueue ns/lq pointing at it. */
+static void env_with_queue(struct env *e, int gpus)
+{
+    env_init(e);
+    queues(e, gpus);
+    local_queue(e);
 }
 
 /* Stores a pod asking gpus GPUs in LocalQueue q (group: member of that
@@ -175,9 +177,7 @@ static void test_waits_for_quota_then_admitted(void **state)
 {
     (void)state;
     struct env e;
-    env_init(&e);
-    queues(&e, 4);
-    local_queue(&e);
+    env_with_queue(&e, 4);
     pod(&e, "a", 4, "lq");
     pod(&e, "b", 4, "lq");
     assert_int_equal(gs_adm_loop_cycle(e.a), 1);
@@ -236,9 +236,7 @@ static void test_quota_change_keeps_running_reservation(void **state)
 {
     (void)state;
     struct env e;
-    env_init(&e);
-    queues(&e, 4);
-    local_queue(&e);
+    env_with_queue(&e, 4);
     pod(&e, "a", 4, "lq");
     assert_int_equal(gs_adm_loop_cycle(e.a), 1);
     pod(&e, "b", 4, "lq");
@@ -337,9 +335,7 @@ static void test_group_all_or_nothing_and_quota_release(void **state)
 {
     (void)state;
     struct env e;
-    env_init(&e);
-    queues(&e, 8);
-    local_queue(&e);
+    env_with_queue(&e, 8);
     podgroup(&e, "g1", 4, NULL);
     group_pods(&e, "g1", 0, 3, 2);
     /* 3 of minMember 4: not submitted, though quota and GPUs are free. */
@@ -399,9 +395,7 @@ static void test_group_queue_from_podgroup(void **state)
 {
     (void)state;
     struct env e;
-    env_init(&e);
-    queues(&e, 8);
-    local_queue(&e);
+    env_with_queue(&e, 8);
     const struct gs_pod *p = store_pod(&e, "u-0", 1, NULL, "u", 0);
     assert_false(gs_adm_loop_claims(e.a, p)); /* no label, group unknown */
     podgroup(&e, "u", 1, "{\"" GS_LABEL_QUEUE "\": \"lq\"}");
@@ -416,9 +410,7 @@ static void test_group_deleted_while_pending(void **state)
 {
     (void)state;
     struct env e;
-    env_init(&e);
-    queues(&e, 4);
-    local_queue(&e);
+    env_with_queue(&e, 4);
     queues(&e, 0); /* no quota yet: the group waits in line */
     podgroup(&e, "gd", 2, NULL);
     group_pods(&e, "gd", 0, 2, 1);
@@ -538,9 +530,7 @@ static void test_estimated_start_from_deadline(void **state)
 {
     (void)state;
     struct env e;
-    env_init(&e);
-    queues(&e, 4);
-    local_queue(&e);
+    env_with_queue(&e, 4);
     gpod(&e, "a", 4, "lq", NULL, 100);
     assert_int_equal(gs_adm_loop_cycle(e.a), 1);
     gpod(&e, "b", 4, "lq", NULL, 0);

@@ -13,8 +13,7 @@
 
 #include "agent/agent.h"
 #include "agent/fetch.h"
-#include "control/nodelifecycle.h"
-#include "control/store.h"
+#include "nodelc_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,13 +59,6 @@ static void test_endpoint(void **state)
 
 /*--- Node lifecycle on a store ---*/
 
-struct fx {
-    char dir[64];
-    struct gs_store *store;
-    struct gs_nodelc *lc;
-    double now;
-};
-
 static void stamp(double t, char *buf, size_t len)
 {
     time_t tt = (time_t)t;
@@ -75,7 +67,7 @@ static void stamp(double t, char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void put_node(struct fx *f, const char *name, double hb)
+static void put_node(struct lc_fx *f, const char *name, double hb)
 {
     char ts[32], key[128];
     stamp(hb, ts, sizeof ts);
@@ -94,7 +86,7 @@ static void put_node(struct fx *f, const char *name, double hb)
     json_decref(n);
 }
 
-static void put_pod(struct fx *f, const char *name, const char *node, const char *policy, const char *phase)
+static void put_pod(struct lc_fx *f, const char *name, const char *node, const char *policy, const char *phase)
 {
     char key[128];
     json_t *p = json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:{s:s}},s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind", "Pod",
@@ -106,39 +98,14 @@ static void put_pod(struct fx *f, const char *name, const char *node, const char
     json_decref(p);
 }
 
-static json_t *get(struct fx *f, const char *key)
+static json_t *get(struct lc_fx *f, const char *key)
 {
     json_t *o = NULL;
     assert_int_equal(gs_store_get(f->store, key, &o, NULL), 0);
     return o;
 }
 
-static int setup(void **state)
-{
-    struct fx *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/gs-test-nodelc-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    struct gs_store_opts so = {.dir = f->dir};
-    assert_int_equal(gs_store_open_sqlite(&so, &f->store), 0);
-    f->now = (double)time(NULL);
-    struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
-    /* The controller started long ago, so an old heartbeat counts as old. */
-    assert_int_equal(gs_nodelc_new(&o, f->now - 3600, &f->lc), 0);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    gs_nodelc_stop(f->lc);
-    gs_store_close(f->store);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return lc_fx_setup(state, "/tmp/gs-test-nodelc-XXXXXX"); }
 
 static bool tainted(json_t *node)
 {
@@ -157,7 +124,7 @@ static const char *ready_status(json_t *node)
 
 static void test_lost_node(void **state)
 {
-    struct fx *f = *state;
+    struct lc_fx *f = *state;
     put_node(f, "lost", f->now - 60);
     put_node(f, "alive", f->now - 2);
     put_pod(f, "never", "lost", "Never", "Running");
@@ -223,7 +190,7 @@ static void test_lost_node(void **state)
 
 static void test_grace_counts_from_controller_start(void **state)
 {
-    struct fx *f = *state;
+    struct lc_fx *f = *state;
     struct gs_nodelc *fresh;
     struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
     assert_int_equal(gs_nodelc_new(&o, f->now, &fresh), 0);
@@ -241,7 +208,7 @@ static void test_grace_counts_from_controller_start(void **state)
 
 static void test_nodes_without_heartbeat_are_ignored(void **state)
 {
-    struct fx *f = *state;
+    struct lc_fx *f = *state;
     json_t *n = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Node", "metadata", "name", "manual");
     assert_int_equal(gs_store_create(f->store, "nodes/manual", n, NULL), 0);
     json_decref(n);
@@ -257,9 +224,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mock_nodes),
         cmocka_unit_test(test_endpoint),
-        cmocka_unit_test_setup_teardown(test_lost_node, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_grace_counts_from_controller_start, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nodes_without_heartbeat_are_ignored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost_node, setup, lc_fx_teardown),
+        cmocka_unit_test_setup_teardown(test_grace_counts_from_controller_start, setup, lc_fx_teardown),
+        cmocka_unit_test_setup_teardown(test_nodes_without_heartbeat_are_ignored, setup, lc_fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

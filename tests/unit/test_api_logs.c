@@ -17,9 +17,8 @@
 #include <cmocka.h>
 
 #include "agent/agent_int.h"
+#include "api_fixture.h"
 #include "control/apiserver_int.h"
-#include "control/client.h"
-#include "control/server.h"
 
 #include <curl/curl.h>
 #include <ftw.h>
@@ -224,12 +223,6 @@ static const char tokens[] = "adm,admin,,,admin\n"
                              "ten,alice,,team-a,tenant\n"
                              "nod,system:node:n2,,,node\n";
 
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
-
 static void create(struct env *e, const char *path, const char *json)
 {
     json_t *obj = json_loads(json, 0, NULL), *out = NULL;
@@ -265,20 +258,10 @@ static void node(struct env *e, const char *name, const char *endpoint)
 static int setup(void **state)
 {
     struct env *e = calloc(1, sizeof *e);
-    snprintf(e->dir, sizeof e->dir, "/tmp/gs-logs-XXXXXX");
-    assert_non_null(mkdtemp(e->dir));
-    char tok[128];
-    snprintf(tok, sizeof tok, "%s/tokens.csv", e->dir);
-    FILE *f = fopen(tok, "w");
-    fputs(tokens, f);
-    fclose(f);
-    struct gs_server_opts o = {.data_dir = e->dir, .listen = "127.0.0.1:0", .insecure = true, .tokens_file = tok,
-                               .qps = -1, .no_scheduler = true};
-    struct gs_diags d = {0};
-    assert_int_equal(gs_server_start(&o, &e->srv, &d), 0);
+    struct gs_server_opts o = {.no_scheduler = true};
+    e->srv = fx_server_start(e->dir, sizeof e->dir, "/tmp/gs-logs-XXXXXX", tokens, o);
     snprintf(e->base, sizeof e->base, "http://127.0.0.1:%d", gs_server_port(e->srv));
-    struct gs_client_opts co = {.server = e->base, .token = "adm", .timeout_ms = 10000};
-    assert_int_equal(gs_client_new(&co, &e->adm, &d), 0);
+    e->adm = fx_client(e->srv, "adm");
     pthread_mutex_init(&e->peer.mu, NULL);
     e->peer.d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
                                  peer_req, &e->peer, MHD_OPTION_END);
@@ -313,7 +296,7 @@ static int teardown(void **state)
     gs_server_stop(e->srv);
     MHD_stop_daemon(e->peer.d);
     pthread_mutex_destroy(&e->peer.mu);
-    nftw(e->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    fx_rm_tree(e->dir);
     free(e);
     return 0;
 }
@@ -606,7 +589,7 @@ static int agent_teardown(void **state)
     struct afx *f = *state;
     gs__http_stop(&f->a);
     pthread_mutex_destroy(&f->a.mu);
-    nftw(f->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    fx_rm_tree(f->dir);
     free(f);
     return 0;
 }

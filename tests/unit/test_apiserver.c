@@ -12,14 +12,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "api_fixture.h"
 #include "control/api.h"
-#include "control/client.h"
 #include "control/sched_loop.h"
-#include "control/server.h"
 #include "core/codec.h"
 #include "core/object.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,65 +133,15 @@ static const char tokens[] = "adm,admin,,,admin\n"
                              "ten,alice,,team-a,tenant\n"
                              "nod,system:node:n1,,,node\n";
 
-struct env {
-    char dir[64];
-    struct gs_server *srv;
-    struct gs_client *adm, *ten, *nod;
-};
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
-
-static struct gs_client *client_as(struct env *e, const char *token)
-{
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", gs_server_port(e->srv));
-    struct gs_client_opts o = {.server = url, .token = token, .timeout_ms = 10000};
-    struct gs_client *c = NULL;
-    struct gs_diags d = {0};
-    assert_int_equal(gs_client_new(&o, &c, &d), 0);
-    return c;
-}
-
 static int start(void **state, bool scheduler)
 {
-    struct env *e = calloc(1, sizeof *e);
-    snprintf(e->dir, sizeof e->dir, "/tmp/gs-api-XXXXXX");
-    assert_non_null(mkdtemp(e->dir));
-    char tok[128];
-    snprintf(tok, sizeof tok, "%s/tokens.csv", e->dir);
-    FILE *f = fopen(tok, "w");
-    fputs(tokens, f);
-    fclose(f);
-    struct gs_server_opts o = {.data_dir = e->dir, .listen = "127.0.0.1:0", .insecure = true, .tokens_file = tok,
-                               .qps = -1, .max_body = 64 * 1024, .no_scheduler = !scheduler};
-    struct gs_diags d = {0};
-    assert_int_equal(gs_server_start(&o, &e->srv, &d), 0);
-    e->adm = client_as(e, "adm");
-    e->ten = client_as(e, "ten");
-    e->nod = client_as(e, "nod");
-    *state = e;
-    return 0;
+    struct gs_server_opts o = {.max_body = 64 * 1024, .no_scheduler = !scheduler};
+    return api_env_start(state, "/tmp/gs-api-XXXXXX", tokens, true, o);
 }
 
 /* The scheduler writes to pods it cannot place; most tests want the API alone. */
 static int setup(void **state) { return start(state, false); }
 static int setup_sched(void **state) { return start(state, true); }
-
-static int teardown(void **state)
-{
-    struct env *e = *state;
-    gs_client_free(e->adm);
-    gs_client_free(e->ten);
-    gs_client_free(e->nod);
-    gs_server_stop(e->srv);
-    nftw(e->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-    free(e);
-    return 0;
-}
 
 static const struct gs_api_resource *R(const char *name)
 {
@@ -223,7 +171,7 @@ static json_t *node(const char *name, int ngpus)
 
 static void crud_and_conflicts(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *p = pod("web", "0"), *out = NULL;
     assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, &out), 0);
     assert_string_equal(json_string_value(json_object_get(json_object_get(out, "status"), "phase")), "Pending");
@@ -278,7 +226,7 @@ static void crud_and_conflicts(void **state)
 
 static void invalid_objects_name_the_field(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *p = pod("bad", "lots"), *out = NULL;
     assert_int_equal(gs_client_create(e->adm, R("pods"), "default", p, &out), GS_EINVAL);
     assert_int_equal(json_integer_value(json_object_get(out, "code")), 422);
@@ -302,7 +250,7 @@ static void invalid_objects_name_the_field(void **state)
 
 static void malformed_and_oversized_requests(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     long code = 0;
     json_t *out = NULL;
     /* Not JSON at all: the raw call sends a JSON string "{{{", which is not an object. */
@@ -348,10 +296,10 @@ static void malformed_and_oversized_requests(void **state)
 
 static void tokens_and_roles_over_http(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *out = NULL;
     long code = 0;
-    struct gs_client *anon = client_as(e, NULL);
+    struct gs_client *anon = fx_client(e->srv, NULL);
     assert_int_equal(gs_client_call(anon, "GET", "/api/v1/pods", NULL, NULL, NULL, &out, &code), GS_EPERM);
     assert_int_equal(code, 401);
     json_decref(out);
@@ -406,7 +354,7 @@ static int on_event(const char *type, json_t *obj, void *arg)
 
 static void watch_streams_changes(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *n = node("wn", 0), *out = NULL, *seed = node("seed", 0);
     assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, seed, NULL), 0);
     assert_int_equal(gs_client_list(e->adm, R("nodes"), NULL, NULL, NULL, false, &out), 0);
@@ -450,7 +398,7 @@ static void *relabel_later(void *arg)
 
 static void watch_sends_deleted_when_object_leaves_filter(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *n = node("ln", 0), *out = NULL;
     json_object_set_new(json_object_get(n, "metadata"), "labels", json_pack("{s:s}", "pool", "a"));
     assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, n, NULL), 0);
@@ -458,7 +406,7 @@ static void watch_sends_deleted_when_object_leaves_filter(void **state)
     char rv[32];
     snprintf(rv, sizeof rv, "%s", json_string_value(json_object_get(json_object_get(out, "metadata"), "resourceVersion")));
     json_decref(out);
-    struct relabel_ctx c = {client_as(e, "adm")};
+    struct relabel_ctx c = {fx_client(e->srv, "adm")};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, relabel_later, &c), 0);
     struct seen s = {0};
@@ -475,7 +423,7 @@ static void watch_sends_deleted_when_object_leaves_filter(void **state)
     json_decref(n);
 }
 
-static json_t *wait_for(struct env *e, const char *name, bool (*done)(const json_t *))
+static json_t *wait_for(struct api_env *e, const char *name, bool (*done)(const json_t *))
 {
     for (int i = 0; i < 200; i++) {
         json_t *out = NULL;
@@ -499,7 +447,7 @@ static bool has_condition(const json_t *p)
 
 static void scheduler_binds_and_explains(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *n = node("g1", 2);
     assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, n, NULL), 0);
     json_t *p = pod("train", "2"), *big = pod("huge", "4");
@@ -545,13 +493,13 @@ int main(void)
         cmocka_unit_test(field_selectors),
         cmocka_unit_test(merge_patches),
         cmocka_unit_test(devices_annotation_round_trip),
-        cmocka_unit_test_setup_teardown(crud_and_conflicts, setup, teardown),
-        cmocka_unit_test_setup_teardown(invalid_objects_name_the_field, setup, teardown),
-        cmocka_unit_test_setup_teardown(malformed_and_oversized_requests, setup, teardown),
-        cmocka_unit_test_setup_teardown(tokens_and_roles_over_http, setup, teardown),
-        cmocka_unit_test_setup_teardown(watch_streams_changes, setup, teardown),
-        cmocka_unit_test_setup_teardown(watch_sends_deleted_when_object_leaves_filter, setup, teardown),
-        cmocka_unit_test_setup_teardown(scheduler_binds_and_explains, setup_sched, teardown),
+        cmocka_unit_test_setup_teardown(crud_and_conflicts, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(invalid_objects_name_the_field, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(malformed_and_oversized_requests, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(tokens_and_roles_over_http, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(watch_streams_changes, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(watch_sends_deleted_when_object_leaves_filter, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(scheduler_binds_and_explains, setup_sched, api_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

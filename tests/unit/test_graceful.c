@@ -16,12 +16,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "api_fixture.h"
 #include "control/api.h"
-#include "control/client.h"
-#include "control/nodelifecycle.h"
-#include "control/server.h"
+#include "nodelc_fixture.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,62 +29,14 @@
 static const char tokens[] = "adm,admin,,,admin\n"
                              "nod,system:node:n1,,,node\n";
 
-struct env {
-    char dir[64];
-    struct gs_server *srv;
-    struct gs_client *adm, *nod;
-};
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
-
-static struct gs_client *client_as(struct env *e, const char *token)
-{
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", gs_server_port(e->srv));
-    struct gs_client_opts o = {.server = url, .token = token, .timeout_ms = 10000};
-    struct gs_client *c = NULL;
-    struct gs_diags d = {0};
-    assert_int_equal(gs_client_new(&o, &c, &d), 0);
-    return c;
-}
-
 static int start(void **state, bool scheduler)
 {
-    struct env *e = calloc(1, sizeof *e);
-    snprintf(e->dir, sizeof e->dir, "/tmp/gs-grace-XXXXXX");
-    assert_non_null(mkdtemp(e->dir));
-    char tok[128];
-    snprintf(tok, sizeof tok, "%s/tokens.csv", e->dir);
-    FILE *f = fopen(tok, "w");
-    fputs(tokens, f);
-    fclose(f);
-    struct gs_server_opts o = {.data_dir = e->dir, .listen = "127.0.0.1:0", .insecure = true, .tokens_file = tok,
-                               .qps = -1, .no_scheduler = !scheduler};
-    struct gs_diags d = {0};
-    assert_int_equal(gs_server_start(&o, &e->srv, &d), 0);
-    e->adm = client_as(e, "adm");
-    e->nod = client_as(e, "nod");
-    *state = e;
-    return 0;
+    struct gs_server_opts o = {.no_scheduler = !scheduler};
+    return api_env_start(state, "/tmp/gs-grace-XXXXXX", tokens, false, o);
 }
 
 static int setup(void **state) { return start(state, false); }
 static int setup_sched(void **state) { return start(state, true); }
-
-static int teardown(void **state)
-{
-    struct env *e = *state;
-    gs_client_free(e->adm);
-    gs_client_free(e->nod);
-    gs_server_stop(e->srv);
-    nftw(e->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-    free(e);
-    return 0;
-}
 
 static const struct gs_api_resource *R(const char *name) { return gs_api_resource_lookup(name); }
 
@@ -110,7 +60,7 @@ static time_t parse_ts(const char *s)
 }
 
 /* A pod (grace < 0: no terminationGracePeriodSeconds), created, and bound to node when given. */
-static void make_pod(struct env *e, const char *name, int grace, const char *gpus, const char *node)
+static void make_pod(struct api_env *e, const char *name, int grace, const char *gpus, const char *node)
 {
     json_t *p = json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:s,s:s,s:{s:{s:s}}}]}}", "apiVersion", "v1", "kind", "Pod",
                           "metadata", "name", name, "spec", "containers", "name", "c", "image", "busybox", "resources",
@@ -135,7 +85,7 @@ static long del(struct gs_client *c, const char *name, const char *query, const 
     return code;
 }
 
-static bool exists(struct env *e, const char *name)
+static bool exists(struct api_env *e, const char *name)
 {
     json_t *o = NULL;
     int err = gs_client_get(e->adm, R("pods"), "default", name, &o);
@@ -157,7 +107,7 @@ static int on_event(const char *type, json_t *obj, void *arg)
     return s->n == 8;
 }
 
-static char *current_rv(struct env *e)
+static char *current_rv(struct api_env *e)
 {
     json_t *l = NULL;
     assert_int_equal(gs_client_list(e->adm, R("pods"), "default", NULL, NULL, false, &l), 0);
@@ -170,7 +120,7 @@ static char *current_rv(struct env *e)
 
 static void bound_pod_terminates(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     make_pod(e, "web", 20, "0", "n1");
     char *rv = current_rv(e);
     time_t before = time(NULL);
@@ -221,7 +171,7 @@ static void bound_pod_terminates(void **state)
 
 static void immediate_deletions(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     /* Unbound: at once. */
     make_pod(e, "queued", 20, "0", NULL);
     assert_int_equal(del(e->adm, "queued", NULL, NULL, NULL), 200);
@@ -255,7 +205,7 @@ static void immediate_deletions(void **state)
 
 static void bad_grace_periods(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     make_pod(e, "p", 20, "0", "n1");
     struct { const char *query, *body; } bad[] = {
         {"?gracePeriodSeconds=-1", NULL}, {"?gracePeriodSeconds=abc", NULL}, {"?gracePeriodSeconds=", NULL},
@@ -280,7 +230,7 @@ static void bad_grace_periods(void **state)
 
 static void finalizers_hold_objects(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *q = J("{\"apiVersion\":\"scheduling.gpusched.io/v1alpha1\",\"kind\":\"Queue\",\"metadata\":{\"name\":\"q2\","
                   "\"finalizers\":[\"example.com/a\",\"example.com/b\"]},\"spec\":{\"weight\":1}}");
     assert_int_equal(gs_client_create(e->adm, R("queues"), NULL, q, NULL), 0);
@@ -336,7 +286,7 @@ static json_t *lease(const char *name, const char *ns)
 
 static void node_tokens_and_leases(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     const struct gs_api_resource *L = R("leases");
     assert_non_null(L);
     assert_string_equal(L->group, "coordination.k8s.io");
@@ -385,7 +335,7 @@ static json_t *gpu_node(const char *name)
                      "110", "devices", "index", 0, "uuid", "GPU-only", "model", "H100", "memoryMiB", 81920);
 }
 
-static bool bound(struct env *e, const char *name)
+static bool bound(struct api_env *e, const char *name)
 {
     json_t *o = NULL;
     bool b = gs_client_get(e->adm, R("pods"), "default", name, &o) == 0 &&
@@ -396,7 +346,7 @@ static bool bound(struct env *e, const char *name)
 
 static void scheduler_waits_for_termination(void **state)
 {
-    struct env *e = *state;
+    struct api_env *e = *state;
     json_t *n = gpu_node("n1");
     assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, n, NULL), 0);
     make_pod(e, "old", 30, "1", NULL);
@@ -417,36 +367,7 @@ static void scheduler_waits_for_termination(void **state)
 
 /*--- Node lifecycle on leases ---*/
 
-struct fx {
-    char dir[64];
-    struct gs_store *store;
-    struct gs_nodelc *lc;
-    double now;
-};
-
-static int lc_setup(void **state)
-{
-    struct fx *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/gs-grace-lc-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    struct gs_store_opts so = {.dir = f->dir};
-    assert_int_equal(gs_store_open_sqlite(&so, &f->store), 0);
-    f->now = (double)time(NULL);
-    struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
-    assert_int_equal(gs_nodelc_new(&o, f->now - 3600, &f->lc), 0);
-    *state = f;
-    return 0;
-}
-
-static int lc_teardown(void **state)
-{
-    struct fx *f = *state;
-    gs_nodelc_stop(f->lc);
-    gs_store_close(f->store);
-    nftw(f->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
-    free(f);
-    return 0;
-}
+static int lc_setup(void **state) { return lc_fx_setup(state, "/tmp/gs-grace-lc-XXXXXX"); }
 
 static void stamp(double t, bool micro, char *buf, size_t len)
 {
@@ -458,7 +379,7 @@ static void stamp(double t, bool micro, char *buf, size_t len)
     snprintf(buf, len, micro ? "%s.250000Z" : "%sZ", s);
 }
 
-static void lc_node(struct fx *f, const char *name, double hb)
+static void lc_node(struct lc_fx *f, const char *name, double hb)
 {
     char ts[40], key[128];
     stamp(hb, false, ts, sizeof ts);
@@ -470,7 +391,7 @@ static void lc_node(struct fx *f, const char *name, double hb)
     json_decref(n);
 }
 
-static void lc_lease(struct fx *f, const char *name, double renew)
+static void lc_lease(struct lc_fx *f, const char *name, double renew)
 {
     char ts[40], key[160];
     stamp(renew, true, ts, sizeof ts);
@@ -484,7 +405,7 @@ static void lc_lease(struct fx *f, const char *name, double renew)
     json_decref(l);
 }
 
-static void lc_pod(struct fx *f, const char *name, const char *node, bool terminating)
+static void lc_pod(struct lc_fx *f, const char *name, const char *node, bool terminating)
 {
     char key[128];
     json_t *p = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind", "Pod",
@@ -499,7 +420,7 @@ static void lc_pod(struct fx *f, const char *name, const char *node, bool termin
     json_decref(p);
 }
 
-static const char *ready(struct fx *f, const char *name, json_t **keep)
+static const char *ready(struct lc_fx *f, const char *name, json_t **keep)
 {
     char key[128];
     snprintf(key, sizeof key, "nodes/%s", name);
@@ -510,7 +431,7 @@ static const char *ready(struct fx *f, const char *name, json_t **keep)
 
 static void lifecycle_reads_leases(void **state)
 {
-    struct fx *f = *state;
+    struct lc_fx *f = *state;
     /* Old Ready heartbeats everywhere; a fresh lease keeps leased alive, nothing keeps silent alive. */
     lc_node(f, "leased", f->now - 300);
     lc_lease(f, "leased", f->now - 1);
@@ -544,7 +465,7 @@ static void lifecycle_reads_leases(void **state)
 
 static void lifecycle_collects_orphans(void **state)
 {
-    struct fx *f = *state;
+    struct lc_fx *f = *state;
     lc_node(f, "here", f->now);
     lc_pod(f, "on-here", "here", false);
     lc_pod(f, "orphan", "gone", false);            /* no Node named gone */
@@ -584,14 +505,14 @@ static void lifecycle_collects_orphans(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(bound_pod_terminates, setup, teardown),
-        cmocka_unit_test_setup_teardown(immediate_deletions, setup, teardown),
-        cmocka_unit_test_setup_teardown(bad_grace_periods, setup, teardown),
-        cmocka_unit_test_setup_teardown(finalizers_hold_objects, setup, teardown),
-        cmocka_unit_test_setup_teardown(node_tokens_and_leases, setup, teardown),
-        cmocka_unit_test_setup_teardown(scheduler_waits_for_termination, setup_sched, teardown),
-        cmocka_unit_test_setup_teardown(lifecycle_reads_leases, lc_setup, lc_teardown),
-        cmocka_unit_test_setup_teardown(lifecycle_collects_orphans, lc_setup, lc_teardown),
+        cmocka_unit_test_setup_teardown(bound_pod_terminates, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(immediate_deletions, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(bad_grace_periods, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(finalizers_hold_objects, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(node_tokens_and_leases, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(scheduler_waits_for_termination, setup_sched, api_env_teardown),
+        cmocka_unit_test_setup_teardown(lifecycle_reads_leases, lc_setup, lc_fx_teardown),
+        cmocka_unit_test_setup_teardown(lifecycle_collects_orphans, lc_setup, lc_fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,20 +12,14 @@
 #include <cmocka.h>
 
 #include "control/queue_status.h"
+#include "tmpdir_fixture.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define SEC 1000000000LL
-
-static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st, (void)flag, (void)f;
-    return remove(p);
-}
 
 struct env {
     char dir[64];
@@ -50,7 +44,7 @@ static int teardown(void **state)
     struct env *e = *state;
     gs_qstatus_free(&e->q);
     gs_store_close(e->s);
-    nftw(e->dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+    fx_rm_tree(e->dir);
     free(e);
     return 0;
 }

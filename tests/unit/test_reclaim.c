@@ -13,59 +13,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "admission_fuzz.h"
-#include "plugins/recorder.h"
+#include "admission_fixture.h"
 #include "sched/admission/nodeplan.h"
 
 #define SEC GS_NS_PER_SEC
 
-struct env {
-    struct gs_clock clk;
-    struct gs_cache *cache;
-    struct gs_queue_tree t;
-    struct gs_admission *a;
-    struct gs_pod *pods[64];
-    int npods;
-    struct gs_admission_result res;
-};
-
-static void env_init(struct env *e, int nnodes, const char *yaml, const struct gs_admission_opts *o)
+static void env_init(struct adm_env *e, int nnodes, const char *yaml, const struct gs_admission_opts *o)
 {
-    memset(e, 0, sizeof *e);
-    gs_clock_init_sim(&e->clk, 0);
-    e->cache = gs_cache_new(&e->clk);
-    for (int i = 0; i < nnodes; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "node%d", i);
-        struct gs_node_spec s = {.name = name, .cpu_milli = 64000, .mem_bytes = 1LL << 38, .gpu_model = "H100",
-                                 .ngpus = 8, .gpu_mem_mib = 81920};
-        assert_true(gs_cache_add_node_spec(e->cache, &s) >= 0);
-    }
-    gs_queue_tree_init(&e->t);
-    struct gs_diags d = {0};
-    struct gs_docs docs = {0};
-    assert_int_equal(gs_decode_stream(yaml, strlen(yaml), &docs, &d, NULL), 0);
-    for (size_t i = 0; i < docs.n; i++) {
-        struct gs_object *obj = NULL;
-        assert_int_equal(gs_object_decode(docs.docs[i], &obj, &d), 0);
-        assert_int_equal(gs_queue_tree_add_object(&e->t, obj, &d), 0);
-        gs_object_free(obj);
-    }
-    gs_docs_free(&docs);
-    assert_int_equal(gs_queue_tree_finalize(&e->t, &d), 0);
-    assert_int_equal(gs_admission_new(&e->t, e->cache, &e->clk, o, &e->a, &d), 0);
-    gs_diags_free(&d);
+    adm_env_init(e, nnodes, 8, yaml, o);
 }
 
-static void env_free(struct env *e)
-{
-    gs_admission_free(e->a);
-    gs_cache_free(e->cache);
-    gs_queue_tree_free(&e->t);
-    for (int i = 0; i < e->npods; i++) test_pod_free(e->pods[i]);
-}
-
-static int submit(struct env *e, const char *name, const char *q, int npods, int gpus)
+static int submit(struct adm_env *e, const char *name, const char *q, int npods, int gpus)
 {
     const struct gs_pod *pods[8];
     for (int i = 0; i < npods; i++) {
@@ -81,7 +39,7 @@ static int submit(struct env *e, const char *name, const char *q, int npods, int
 }
 
 /* One cycle; binds what was admitted (first fit) and checks the invariants. */
-static size_t cycle(struct env *e)
+static size_t cycle(struct adm_env *e)
 {
     assert_int_equal(gs_admission_cycle(e->a, &e->res), 0);
     for (size_t i = 0; i < e->res.nadmitted; i++) {
@@ -95,7 +53,7 @@ static size_t cycle(struct env *e)
 }
 
 /* Submits a one-GPU workload at second t and binds it. */
-static int one_gpu(struct env *e, const char *q, const char *name, int t)
+static int one_gpu(struct adm_env *e, const char *q, const char *name, int t)
 {
     e->clk.sim_now = t * SEC;
     int id = submit(e, name, q, 1, 1);
@@ -104,7 +62,7 @@ static int one_gpu(struct env *e, const char *q, const char *name, int t)
     return id;
 }
 
-static int node_of(struct env *e, int id)
+static int node_of(struct adm_env *e, int id)
 {
     const struct gs_workload *w = gs_admission_workload(e->a, id);
     char key[256];
@@ -113,7 +71,7 @@ static int node_of(struct env *e, int id)
     return as ? as->node : -1;
 }
 
-static enum gs_wl_state state(struct env *e, int id) { return gs_admission_workload(e->a, id)->state; }
+static enum gs_wl_state state(struct adm_env *e, int id) { return gs_admission_workload(e->a, id)->state; }
 
 #define CQ(name, nominal, extra)                                                                           \
     "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: " name "}\nspec:\n"          \
@@ -128,7 +86,7 @@ static const char *const TWO = CQ("a", "12", RECLAIMS) "---\n" CQ("b", "12", "")
 
 /* Three 8-GPU nodes full of b's one-GPU workloads (b borrows all of a's 12),
  * the three most recent ones on three different nodes. */
-static void fill_three_nodes(struct env *e, int *b)
+static void fill_three_nodes(struct adm_env *e, int *b)
 {
     for (int i = 0; i < 24; i++) {
         char n[8];
@@ -154,7 +112,7 @@ static void nodewise_victims_empty_one_node_for_a_gang(void **st)
     for (int global = 0; global < 2; global++) {
         struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
                                       .reclaim_wait_ns = -1, .global_victims = global};
-        struct env e;
+        struct adm_env e;
         env_init(&e, 3, TWO, &o);
         int b[27];
         fill_three_nodes(&e, b);
@@ -171,7 +129,7 @@ static void nodewise_victims_empty_one_node_for_a_gang(void **st)
             assert_int_equal(admitted, 0);
             assert_int_equal(state(&e, g), GS_WL_PENDING);
             assert_int_equal(s.evictions, 0);
-            env_free(&e);
+            adm_env_free(&e);
             continue;
         }
         assert_int_equal(admitted, 1);
@@ -188,7 +146,7 @@ static void nodewise_victims_empty_one_node_for_a_gang(void **st)
         for (int i = 0; i < 27; i++)
             if (where[i] >= 0 && where[i] != 2) assert_int_equal(state(&e, b[i]), GS_WL_ADMITTED);
         assert_int_equal(node_of(&e, g), 2);
-        env_free(&e);
+        adm_env_free(&e);
     }
 }
 
@@ -198,7 +156,7 @@ static void no_victims_when_no_set_makes_the_gang_fit(void **st)
     /* The newest workload on each node is too young to evict: no node can be emptied for an 8-GPU pod. */
     struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = 50 * SEC,
                                   .reclaim_wait_ns = -1};
-    struct env e;
+    struct adm_env e;
     env_init(&e, 3, TWO, &o);
     int b[27];
     fill_three_nodes(&e, b);
@@ -219,7 +177,7 @@ static void no_victims_when_no_set_makes_the_gang_fit(void **st)
     assert_int_equal(cycle(&e), 1);
     assert_int_equal(state(&e, g), GS_WL_ADMITTED);
     assert_int_equal(e.res.nevicted, 8);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 static void never_a_queue_within_its_guarantee(void **st)
@@ -231,7 +189,7 @@ static void never_a_queue_within_its_guarantee(void **st)
         "qa", "a") "---\n" LQ("qb", "b") "---\n" LQ("qc", "c");
     struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
                                   .reclaim_wait_ns = -1};
-    struct env e;
+    struct adm_env e;
     env_init(&e, 2, Y, &o);
     int c[12], b[4];
     for (int i = 0; i < 12; i++) {
@@ -256,7 +214,7 @@ static void never_a_queue_within_its_guarantee(void **st)
     int evicted_c = 0;
     for (int i = 0; i < 12; i++) evicted_c += state(&e, c[i]) == GS_WL_PENDING;
     assert_int_equal(evicted_c, 4);
-    env_free(&e);
+    adm_env_free(&e);
 }
 
 /*--- The planner alone ---*/

@@ -23,6 +23,14 @@ static struct gs_stack_cfg cfg(uint32_t enabled)
     return (struct gs_stack_cfg){enabled, 1 * S, 8 * S, 30 * S};
 }
 
+/* Every step enabled and the node's agent up at time 0: the machine waits at the driver step. */
+static void started(struct gs_stack_sm *m, struct gs_stack_change *ch)
+{
+    struct gs_stack_cfg c = cfg(ALL);
+    gs_stack_sm_init(m, &c, 1, 0);
+    gs_stack_sm_node(m, true, 0, ch);
+}
+
 /* Requests and answers ok at the current step; returns the change. */
 static struct gs_stack_change pass(struct gs_stack_sm *m, int64_t now)
 {
@@ -102,10 +110,8 @@ static void failure_keeps_step_and_backs_off(void **state)
 {
     (void)state;
     struct gs_stack_sm m;
-    struct gs_stack_cfg c = cfg(ALL);
     struct gs_stack_change ch;
-    gs_stack_sm_init(&m, &c, 1, 0);
-    gs_stack_sm_node(&m, true, 0, &ch);
+    started(&m, &ch);
     pass(&m, 0); /* driver ok: at toolkit */
     int64_t now = 10 * S;
     int64_t waits[] = {1 * S, 2 * S, 4 * S, 8 * S, 8 * S}; /* doubled, capped at 8 s */
@@ -152,10 +158,8 @@ static void unanswered_request_times_out_with_reason(void **state)
 {
     (void)state;
     struct gs_stack_sm m;
-    struct gs_stack_cfg c = cfg(ALL);
     struct gs_stack_change ch;
-    gs_stack_sm_init(&m, &c, 1, 0);
-    gs_stack_sm_node(&m, true, 0, &ch);
+    started(&m, &ch);
     assert_true(gs_stack_sm_request(&m, 0));
     assert_false(gs_stack_sm_tick(&m, 30 * S - 1, &ch));
     assert_true(gs_stack_sm_tick(&m, 30 * S, &ch));
@@ -176,10 +180,8 @@ static void stale_answers_are_ignored(void **state)
 {
     (void)state;
     struct gs_stack_sm m;
-    struct gs_stack_cfg c = cfg(ALL);
     struct gs_stack_change ch;
-    gs_stack_sm_init(&m, &c, 1, 0);
-    gs_stack_sm_node(&m, true, 0, &ch);
+    started(&m, &ch);
     assert_false(gs_stack_sm_answer(&m, GS_STEP_DRIVER, 1, true, "", 0, &ch)); /* nothing asked */
     gs_stack_sm_request(&m, 0);
     assert_false(gs_stack_sm_answer(&m, GS_STEP_TOOLKIT, 1, true, "", 0, &ch)); /* another step */
@@ -193,10 +195,8 @@ static void redrive_and_lost_agent(void **state)
 {
     (void)state;
     struct gs_stack_sm m;
-    struct gs_stack_cfg c = cfg(ALL);
     struct gs_stack_change ch;
-    gs_stack_sm_init(&m, &c, 1, 0);
-    gs_stack_sm_node(&m, true, 0, &ch);
+    started(&m, &ch);
     for (int i = 0; i < 5; i++) pass(&m, i);
     assert_int_equal(m.step, GS_STEP_READY);
     /* A new policy: back to not-ready, then the walk again under the new set. */

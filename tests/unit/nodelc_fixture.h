@@ -1,0 +1,52 @@
+/*
+ * nodelc_fixture.h - a node lifecycle controller on a real SQLite store in
+ * a scratch directory, shared by the agent and graceful-deletion tests that
+ * write Nodes, Leases and Pods straight into the store and step the
+ * controller by hand. Include after <cmocka.h>: the helpers assert. Static
+ * functions: each test executable includes its own copy.
+ */
+#ifndef GS_TEST_NODELC_FIXTURE_H
+#define GS_TEST_NODELC_FIXTURE_H
+
+#include "control/nodelifecycle.h"
+#include "control/store.h"
+#include "tmpdir_fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct lc_fx {
+    char dir[64];
+    struct gs_store *store;
+    struct gs_nodelc *lc;
+    double now;
+};
+
+/* A cmocka setup body: store and controller in a directory from the mkdtemp template tmpl. */
+__attribute__((unused)) static int lc_fx_setup(void **state, const char *tmpl)
+{
+    struct lc_fx *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "%s", tmpl);
+    assert_non_null(mkdtemp(f->dir));
+    struct gs_store_opts so = {.dir = f->dir};
+    assert_int_equal(gs_store_open_sqlite(&so, &f->store), 0);
+    f->now = (double)time(NULL);
+    struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
+    /* The controller started long ago, so an old heartbeat counts as old. */
+    assert_int_equal(gs_nodelc_new(&o, f->now - 3600, &f->lc), 0);
+    *state = f;
+    return 0;
+}
+
+__attribute__((unused)) static int lc_fx_teardown(void **state)
+{
+    struct lc_fx *f = *state;
+    gs_nodelc_stop(f->lc);
+    gs_store_close(f->store);
+    fx_rm_tree(f->dir);
+    free(f);
+    return 0;
+}
+
+#endif
