@@ -151,26 +151,33 @@ static void gpod(struct env *e, const char *name, int gpus, const char *q, const
 
 static void pod(struct env *e, const char *name, int gpus, const char *q) { gpod(e, name, gpus, q, NULL, 0); }
 
+/* Condition type on the object at key: its status ("" when none), "reason: message" in why, the object's version in rv
+ * (NULL: not wanted). */
+static const char *cond_rv(struct env *e, const char *key, const char *type, char *why, size_t len, int64_t *rv)
+{
+    json_t *doc = NULL;
+    assert_int_equal(gs_store_get(e->store, key, &doc, rv), 0);
+    static char status[16];
+    status[0] = why[0] = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(doc, "status"), "conditions"), i, c)
+        if (!strcmp(json_string_value(json_object_get(c, "type")), type)) {
+            snprintf(status, sizeof status, "%s", json_string_value(json_object_get(c, "status")));
+            const char *r = json_string_value(json_object_get(c, "reason"));
+            const char *m = json_string_value(json_object_get(c, "message"));
+            snprintf(why, len, "%s: %s", r ? r : "", m ? m : "");
+        }
+    json_decref(doc);
+    return status;
+}
+
 /* The QuotaReserved condition stored on pod name ("" when none) and its version. */
 static const char *cond(struct env *e, const char *name, char *reason, size_t len, int64_t *rv)
 {
     char key[128];
     snprintf(key, sizeof key, "pods/ns/%s", name);
-    json_t *doc = NULL;
-    assert_int_equal(gs_store_get(e->store, key, &doc, rv), 0);
-    static char status[16];
-    status[0] = reason[0] = 0;
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(json_object_get(doc, "status"), "conditions"), i, c)
-        if (!strcmp(json_string_value(json_object_get(c, "type")), "QuotaReserved")) {
-            snprintf(status, sizeof status, "%s", json_string_value(json_object_get(c, "status")));
-            const char *r = json_string_value(json_object_get(c, "reason"));
-            const char *m = json_string_value(json_object_get(c, "message"));
-            snprintf(reason, len, "%s: %s", r ? r : "", m ? m : "");
-        }
-    json_decref(doc);
-    return status;
+    return cond_rv(e, key, "QuotaReserved", reason, len, rv);
 }
 
 static void test_waits_for_quota_then_admitted(void **state)
@@ -280,23 +287,9 @@ static void podgroup(struct env *e, const char *name, int min, const char *label
     json_decref(doc);
 }
 
-/* Condition type on the object at key: its status ("" when none), "reason: message" in why. */
 static const char *cond_at(struct env *e, const char *key, const char *type, char *why, size_t len)
 {
-    json_t *doc = NULL;
-    assert_int_equal(gs_store_get(e->store, key, &doc, NULL), 0);
-    static char status[16];
-    status[0] = why[0] = 0;
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(json_object_get(doc, "status"), "conditions"), i, c)
-        if (!strcmp(json_string_value(json_object_get(c, "type")), type)) {
-            snprintf(status, sizeof status, "%s", json_string_value(json_object_get(c, "status")));
-            snprintf(why, len, "%s: %s", json_string_value(json_object_get(c, "reason")),
-                     json_string_value(json_object_get(c, "message")));
-        }
-    json_decref(doc);
-    return status;
+    return cond_rv(e, key, type, why, len, NULL);
 }
 
 /* The object stored at key, decoded (as the scheduler loop holds it). */
