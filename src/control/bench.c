@@ -412,6 +412,19 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Writes n 8-GPU nodes straight into the store (no HTTP: not what is measured). */
+static void store_nodes(struct gs_store *st, int n)
+{
+    for (int i = 0; i < n; i++) {
+        json_t *node_obj = node(i, 8);
+        char key[64];
+        snprintf(key, sizeof key, "nodes/n%d", i);
+        gs_apiserver_prepare_new(node_obj);
+        gs_store_create(st, key, node_obj, NULL);
+        json_decref(node_obj);
+    }
+}
+
 /* One end-to-end run; returns its create-to-binding rate (0 when it failed). */
 static double run_e2e(const struct bopts *b)
 {
@@ -419,14 +432,7 @@ static double run_e2e(const struct bopts *b)
     struct gs_server *s = start(b, dir, sizeof dir, true, 200000);
     if (!s) return 0;
     struct gs_store *st = gs_server_store(s);
-    for (int i = 0; i < b->nodes; i++) {
-        json_t *n = node(i, 8);
-        char key[64];
-        snprintf(key, sizeof key, "nodes/n%d", i);
-        gs_apiserver_prepare_new(n);
-        gs_store_create(st, key, n, NULL);
-        json_decref(n);
-    }
+    store_nodes(st, b->nodes);
     usleep(200000);
     double *sent = calloc((size_t)b->pods, sizeof *sent);
     struct binds f = {.st = st, .after = gs_store_current_rv(st), .pods = b->pods,
@@ -497,14 +503,7 @@ static void phase_rss(const struct bopts *b)
     if (!s) return;
     struct gs_store *st = gs_server_store(s);
     double t0 = now_s();
-    for (int i = 0; i < b->rss_nodes; i++) {
-        json_t *n = node(i, 8);
-        char key[64];
-        snprintf(key, sizeof key, "nodes/n%d", i);
-        gs_apiserver_prepare_new(n);
-        gs_store_create(st, key, n, NULL);
-        json_decref(n);
-    }
+    store_nodes(st, b->rss_nodes);
     for (int i = 0; i < b->rss_pods; i++) {
         json_t *p = pod(i, 0);
         char key[64];
