@@ -124,6 +124,10 @@ json_t *gs__node_devices(const struct gs_agent *a);
 
 /* agent_watch.c */
 void *gs__watch_main(void *arg);
+/* Lists the pods bound to a->node and makes them the desired map, marking
+ * what changed; rv_out gets the list's resourceVersion. On any error
+ * (unreachable, unreadable or cut-short answer) the map is left untouched. */
+int gs__agent_relist(struct gs_agent *a, struct gs_client *c, char *rv_out, size_t rv_len);
 
 /* agent_pods.c */
 /* Reconciles one desired pod (obj NULL: gone). Loop thread. */

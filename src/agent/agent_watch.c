@@ -10,6 +10,14 @@
  * by the node lifecycle or by reclaim) arrives as DELETED, since the
  * server's filtered watch says so; the resync covers the few changes
  * between a list and the watch that follows it.
+ *
+ * Each watch asks the server to end it at the next resync (timeoutSeconds)
+ * and allows bookmarks: a BOOKMARK only moves the resourceVersion the next
+ * watch starts from, and a watch that ends normally is followed by another
+ * from there; only an ERROR (410 Expired) or a failed watch leads to a
+ * relist. A relist that fails - the server unreachable, an answer cut short
+ * or unreadable - changes nothing: the desired map, and so every running
+ * pod, stays as it was until a list succeeds (retried with back-off).
  */
 #include "agent/agent_int.h"
 #include "control/resources.h"
@@ -50,6 +58,11 @@ static int on_event(const char *type, json_t *obj, void *arg)
         w->broken = true;
         return 1;
     }
+    if (!strcmp(type, "BOOKMARK")) { /* only a version to resume from, never a pod */
+        const char *rv = gs__jstr(json_object_get(obj, "metadata"), "resourceVersion");
+        if (rv) snprintf(w->rv, sizeof w->rv, "%s", rv);
+        return 0;
+    }
     char key[512];
     if (!key_of(obj, key, sizeof key)) return 0;
     const char *rv = gs__jstr(json_object_get(obj, "metadata"), "resourceVersion");
@@ -68,12 +81,15 @@ static const char *rv_of(const json_t *obj)
     return rv ? rv : "";
 }
 
-/* Replaces the desired map with a fresh list. */
-static int relist(struct gs_agent *a, struct gs_client *c, const char *fs, struct wctx *w)
+int gs__agent_relist(struct gs_agent *a, struct gs_client *c, char *rv_out, size_t rv_len)
 {
+    char fs[256];
+    snprintf(fs, sizeof fs, "spec.nodeName=%s", a->node);
     json_t *list = NULL;
     int err = gs_client_list(c, gs_api_resource_lookup("pods"), NULL, NULL, fs, false, &list);
-    if (err) {
+    if (err) { /* the client never hands back an unreadable list as an empty one */
+        gs_log(GS_LOG_WARN, "agent: relist failed, keeping the pods as they are", "error", gs_strerror(err),
+               "message", gs_client_status_message(list), NULL);
         json_decref(list);
         return err;
     }
@@ -97,9 +113,15 @@ static int relist(struct gs_agent *a, struct gs_client *c, const char *fs, struc
     a->desired_synced = true;
     pthread_mutex_unlock(&a->wmu);
     const char *rv = gs__jstr(json_object_get(list, "metadata"), "resourceVersion");
-    snprintf(w->rv, sizeof w->rv, "%s", rv ? rv : "");
+    snprintf(rv_out, rv_len, "%s", rv ? rv : "");
     json_decref(list);
     return 0;
+}
+
+/* Sleeps ms in short steps, so a stop is seen promptly. */
+static void nap(struct gs_agent *a, int ms)
+{
+    for (int t = 0; t < ms && !atomic_load(&a->stop); t += 100) usleep(100 * 1000);
 }
 
 void *gs__watch_main(void *arg)
@@ -110,23 +132,28 @@ void *gs__watch_main(void *arg)
     char fs[256];
     snprintf(fs, sizeof fs, "spec.nodeName=%s", a->node);
     struct wctx w = {.a = a};
+    int backoff_ms = 300;
     while (!atomic_load(&a->stop)) {
         if (!c && gs_client_new(&a->o.conn, &c, &d)) {
             gs_diags_free(&d);
-            usleep(500000);
+            nap(a, 500);
             continue;
         }
-        if (relist(a, c, fs, &w)) {
-            usleep(300000);
+        gs_client_set_cancel(c, &a->stop);
+        if (gs__agent_relist(a, c, w.rv, sizeof w.rv)) {
+            nap(a, backoff_ms);
+            backoff_ms = backoff_ms * 2 > 10000 ? 10000 : backoff_ms * 2;
             continue;
         }
+        backoff_ms = 300;
         int64_t until = gs__mono_ns() + (int64_t)a->o.resync_ms * 1000000;
         w.broken = false;
-        while (!atomic_load(&a->stop) && !w.broken && gs__mono_ns() < until) {
-            int err = gs_client_watch(c, gs_api_resource_lookup("pods"), NULL, NULL, fs, w.rv, 1, on_event, &w);
+        for (int64_t left; !atomic_load(&a->stop) && !w.broken && (left = until - gs__mono_ns()) > 0;) {
+            int secs = (int)((left + 999999999) / 1000000000); /* the server ends it at the resync */
+            int err = gs_client_watch(c, gs_api_resource_lookup("pods"), NULL, NULL, fs, w.rv, secs, on_event, &w);
             if (err < 0) w.broken = true;
         }
-        if (w.broken && !atomic_load(&a->stop)) usleep(200000);
+        if (w.broken && !atomic_load(&a->stop)) nap(a, 200);
     }
     gs_client_free(c);
     gs_diags_free(&d);

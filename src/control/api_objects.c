@@ -150,10 +150,24 @@ enum MHD_Result gs__handle_get(struct gs__req *r)
 /*--- Bodies and identity ---*/
 
 /* The request body as one JSON object; answers 400 itself when it is not. */
+/* Refuses a body nested deeper than GS_JSON_MAX_DEPTH: the clients could not
+ * read it back inside a list or a watch event (see codec.h). */
+static bool too_deep(struct gs__req *r, int depth, int line, int col)
+{
+    if (depth <= GS_JSON_MAX_DEPTH) return false;
+    char where[64] = "";
+    if (line) snprintf(where, sizeof where, " at line %d column %d", line, col);
+    gs__reply_status(r, 422, "Invalid", r->name,
+                     "the body is nested deeper than %d levels%s: objects are limited to %d levels of nesting",
+                     GS_JSON_MAX_DEPTH, where, GS_JSON_MAX_DEPTH);
+    return true;
+}
+
 static json_t *parse_body(struct gs__req *r)
 {
     struct gs_diags d = {0};
     json_t *doc = NULL;
+    int line = 0, col = 0;
     const char *ct = gs__header(r, "Content-Type");
     if (!r->body || !r->len) {
         gs__reply_status(r, 400, NULL, r->name, "the request has no body");
@@ -166,8 +180,15 @@ static json_t *parse_body(struct gs__req *r)
         gs_docs_free(&docs);
     } else if (memchr(r->body, 0, r->len)) {
         gs_diags_add(&d, "", "NUL byte in the body");
+    } else if (too_deep(r, gs_json_text_depth(r->body, r->len, GS_JSON_MAX_DEPTH, &line, &col), line, col)) {
+        return NULL;
     } else {
         gs_json_decode(r->body, r->len, &doc, &d);
+    }
+    if (doc && too_deep(r, gs_json_depth(doc), 0, 0)) { /* a YAML body */
+        json_decref(doc);
+        gs_diags_free(&d);
+        return NULL;
     }
     if (doc && !json_is_object(doc)) {
         json_decref(doc);

@@ -11,14 +11,26 @@
  * callback blocks on the store's change stream for at most a second at a
  * time, so shutdown (a flag plus gs_store_interrupt) ends every stream
  * promptly and libmicrohttpd can join the connection threads.
+ *
+ * A watch also has a lifecycle of its own (see "Watch lifecycle" in
+ * docs/CONTROL_PLANE.md): between waits the callback looks at the client's
+ * socket and ends the stream as soon as the peer has closed it, since
+ * libmicrohttpd would only notice on a failed write, which an idle or
+ * never-matching watch never makes; it ends after timeoutSeconds (a random
+ * 5-10 minutes by default) with a final BOOKMARK; and an idle one gets a
+ * keep-alive (a BOOKMARK when the client allows them, else a blank line)
+ * so a peer that vanished without closing is found by a failed write.
  */
 #include "control/apiserver_int.h"
 
+#include "core/codec.h"
 #include "core/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +39,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_MAX_BODY (3u << 20)
+#define DEFAULT_MAX_BODY GS_JSON_MAX_BODY_DEFAULT
 #define WATCH_WAIT_MS 1000
+/* A watch without timeoutSeconds ends after a random time in this range,
+ * as kube-apiserver spreads its own (--min-request-timeout and twice it),
+ * so the clients of a restarted server do not all come back at once. */
+#define WATCH_DEFAULT_MIN_S 300
+#define WATCH_DEFAULT_MAX_S 600
+#define WATCH_KEEPALIVE_DEFAULT_MS 30000
 
 static struct gs_principal anonymous_admin = {.user = "admin", .role = GS_ROLE_ADMIN};
 
@@ -177,8 +195,11 @@ struct watch {
     struct gs__filter f;
     char prefix[512];
     int64_t rv;
-    int64_t deadline_ns; /* 0: none */
+    int64_t deadline_ns;   /* the stream ends then (timeoutSeconds or the default) */
+    int64_t keepalive_ns;  /* next keep-alive when nothing was sent before it */
+    int fd;                /* the client's socket, -1 when unknown */
     bool table, ended;
+    bool bookmarks;        /* allowWatchBookmarks=true */
     char *buf;           /* pending output */
     size_t len, off, cap;
     /* Filtered watches: keys of objects the client holds as matching. An
@@ -260,11 +281,44 @@ static void watch_error(struct watch *w, int code, const char *msg)
     w->ended = true;
 }
 
-static void watch_fill(struct watch *w)
+/* {"type":"BOOKMARK","object":{"kind":K,"apiVersion":V,"metadata":{"resourceVersion":"N"}}}: every
+ * event up to N that matches has been sent, so the client may resume from N. */
+static int watch_bookmark(struct watch *w)
+{
+    const struct gs_api_resource *res = w->f.res;
+    char text[320];
+    int n = snprintf(text, sizeof text,
+                     "{\"kind\":\"%s\",\"apiVersion\":\"%s%s%s\",\"metadata\":{\"resourceVersion\":\"%lld\"}}",
+                     res->kind, res->group, res->group[0] ? "/" : "", res->version, (long long)w->rv);
+    if (n < 0 || (size_t)n >= sizeof text) return GS_ERANGE;
+    return wbuf_event(w, "BOOKMARK", text, NULL);
+}
+
+/* True when the client has closed its end (or the socket failed): the
+ * stream is then torn down at once rather than on the next write. Data the
+ * client sent (a pipelined request, a TLS alert) is left for libmicrohttpd. */
+static bool peer_gone(const struct watch *w)
+{
+    if (w->fd < 0) return false;
+    struct pollfd p = {.fd = w->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return true;
+    char b;
+    return (p.revents & POLLIN) && recv(w->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static int watch_wait_ms(const struct watch *w, int64_t now)
+{
+    int64_t until = w->deadline_ns < w->keepalive_ns ? w->deadline_ns : w->keepalive_ns;
+    int64_t ms = (until - now) / 1000000 + 1;
+    return ms < 1 ? 1 : ms > WATCH_WAIT_MS ? WATCH_WAIT_MS : (int)ms;
+}
+
+static void watch_fill(struct watch *w, int wait_ms)
 {
     struct gs_store_event *evs = NULL;
     size_t n = 0;
-    int err = gs_store_events(w->s->store, &w->rv, w->prefix, WATCH_WAIT_MS, &w->s->stopping, &evs, &n);
+    int err = gs_store_events(w->s->store, &w->rv, w->prefix, wait_ms, &w->s->stopping, &evs, &n);
     if (err == GS_ERANGE) {
         watch_error(w, 410, "too old resource version: the watch must start from a fresh list");
         return;
@@ -294,9 +348,21 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
     if (w->off == w->len) {
         w->off = w->len = 0;
         if (w->ended || atomic_load(&w->s->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (w->deadline_ns && mono_ns() >= w->deadline_ns) return MHD_CONTENT_READER_END_OF_STREAM;
-        watch_fill(w);
-        if (w->len == 0) return 0; /* waited a second for nothing: libmicrohttpd calls again */
+        if (peer_gone(w)) return MHD_CONTENT_READER_END_WITH_ERROR; /* closes the connection, ends its thread */
+        int64_t now = mono_ns();
+        if (now >= w->deadline_ns) { /* timeoutSeconds: the client re-watches from the bookmark's version */
+            w->ended = true;
+            if (!w->bookmarks || watch_bookmark(w) || w->len == 0) return MHD_CONTENT_READER_END_OF_STREAM;
+        } else {
+            watch_fill(w, watch_wait_ms(w, now));
+            now = mono_ns();
+            if (w->len == 0 && now >= w->keepalive_ns) {
+                if (w->bookmarks) watch_bookmark(w);
+                else wbuf_add(w, "\n", 1); /* blank lines are skipped by JSON stream readers */
+            }
+        }
+        if (w->len == 0) return 0; /* waited for nothing: libmicrohttpd calls again */
+        w->keepalive_ns = now + w->s->watch_keepalive_ns;
     }
     size_t n = w->len - w->off < max ? w->len - w->off : max;
     memcpy(out, w->buf + w->off, n);
@@ -313,6 +379,54 @@ static void watch_free(void *cls)
     free(w);
 }
 
+/* The idle watch keep-alive period: GPUSCHED_WATCH_KEEPALIVE (seconds) or
+ * 30 s; GS_EINVAL (logged) when the variable is not a sane number. */
+static int watch_keepalive_env(int64_t *out_ns)
+{
+    const char *env = getenv("GPUSCHED_WATCH_KEEPALIVE");
+    *out_ns = (int64_t)WATCH_KEEPALIVE_DEFAULT_MS * 1000000;
+    if (!env) return 0;
+    char *end = NULL;
+    double sec = strtod(env, &end);
+    if (end == env || *end || !isfinite(sec) || sec < 0.05 || sec > 3600) {
+        gs_log(GS_LOG_ERROR, "api: GPUSCHED_WATCH_KEEPALIVE must be seconds between 0.05 and 3600", "value", env,
+               NULL);
+        return GS_EINVAL;
+    }
+    *out_ns = (int64_t)(sec * 1e9);
+    return 0;
+}
+
+/* timeoutSeconds (0 or absent: the random default) and allowWatchBookmarks;
+ * nonzero with why on a bad value. */
+static int watch_options(struct gs__req *r, struct watch *w, char *why, size_t len)
+{
+    const char *tos = gs__arg(r, "timeoutSeconds");
+    const char *bms = gs__arg(r, "allowWatchBookmarks");
+    char *end = NULL;
+    long long to = tos && *tos ? strtoll(tos, &end, 10) : 0;
+    if (tos && (!*tos || *end || to < 0 || to > 365LL * 86400)) {
+        snprintf(why, len, "invalid timeoutSeconds \"%.40s\": want a whole number of seconds, 0 to 31536000", tos);
+        return GS_EINVAL;
+    }
+    if (bms && strcmp(bms, "true") && strcmp(bms, "1") && strcmp(bms, "false") && strcmp(bms, "0")) {
+        snprintf(why, len, "invalid allowWatchBookmarks \"%.40s\": want true or false", bms);
+        return GS_EINVAL;
+    }
+    w->bookmarks = bms && (!strcmp(bms, "true") || !strcmp(bms, "1"));
+    if (to == 0) {
+        uint32_t rnd = 0;
+        if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) rnd = (uint32_t)mono_ns();
+        to = WATCH_DEFAULT_MIN_S + rnd % (WATCH_DEFAULT_MAX_S - WATCH_DEFAULT_MIN_S + 1);
+    }
+    int64_t now = mono_ns();
+    w->deadline_ns = now + (int64_t)to * 1000000000;
+    w->keepalive_ns = now + w->s->watch_keepalive_ns;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    w->fd = ci ? ci->connect_fd : -1;
+    return 0;
+}
+
 enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const char *prefix)
 {
     struct watch *w = calloc(1, sizeof *w);
@@ -323,13 +437,16 @@ enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const c
     w->table = gs__wants_table(r);
     snprintf(w->prefix, sizeof w->prefix, "%s", prefix);
     const char *rvs = gs__arg(r, "resourceVersion");
-    const char *tos = gs__arg(r, "timeoutSeconds");
-    if (tos && atoi(tos) > 0) w->deadline_ns = mono_ns() + (int64_t)atoi(tos) * 1000000000;
     char *end = NULL;
     long long rv = rvs && *rvs ? strtoll(rvs, &end, 10) : 0;
     if (rvs && *rvs && (*end || rv < 0)) {
         watch_free(w);
         return gs__reply_status(r, 400, NULL, NULL, "invalid resourceVersion \"%s\"", rvs);
+    }
+    char why[160];
+    if (watch_options(r, w, why, sizeof why)) {
+        watch_free(w);
+        return gs__reply_status(r, 400, NULL, NULL, "%s", why);
     }
     int err = gs__filter_needs_object(&w->f) && !(w->seen = json_object()) ? GS_ENOMEM : 0;
     if (!err && rv == 0) {
@@ -623,6 +740,10 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->explain = o->explain;
     s->explain_ctx = o->explain_ctx;
+    if (watch_keepalive_env(&s->watch_keepalive_ns)) {
+        free(s);
+        return GS_EINVAL;
+    }
     int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
     if (fd < 0) {
         free(s);

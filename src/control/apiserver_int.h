@@ -23,6 +23,7 @@ struct gs_apiserver {
     void *metrics_arg;
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
+    int64_t watch_keepalive_ns; /* an idle watch gets a keep-alive this often */
 };
 
 /* One request in flight. */

@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 #include <gnutls/gnutls.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@ struct gs_client {
     long timeout_ms;
     CURL *h;
     char *auth_header;
+    const atomic_bool *cancel; /* set: transfers end (see gs_client_set_cancel) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -164,6 +166,16 @@ void gs_client_free(struct gs_client *c)
 
 const char *gs_client_server(const struct gs_client *c) { return c->server; }
 
+void gs_client_set_cancel(struct gs_client *c, const atomic_bool *cancel) { c->cancel = cancel; }
+
+/* libcurl calls this about once a second even on an idle transfer. */
+static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt, (void)dn, (void)ut, (void)un;
+    const atomic_bool *cancel = arg;
+    return atomic_load(cancel) ? 1 : 0;
+}
+
 /*--- Requests ---*/
 
 struct buf {
@@ -212,7 +224,22 @@ static struct curl_slist *setup(struct gs_client *c, CURL *h, const char *method
     hd = curl_slist_append(hd, "Expect:");
     hd = curl_slist_append(hd, "User-Agent: gpusched/" GS_VERSION);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    if (c->cancel) {
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->cancel);
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    }
     return hd;
+}
+
+/* A Status object for an answer the client could not use, so callers print
+ * it like the server's own (gs_client_status_message). */
+static json_t *local_status(const char *method, const char *path, const char *why)
+{
+    char msg[768];
+    snprintf(msg, sizeof msg, "cannot read the server's answer to %s %.300s: %s", method, path, why);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s}", "kind", "Status", "apiVersion", "v1", "status", "Failure", "reason",
+                     "InternalError", "message", msg);
 }
 
 static int err_of(long code, const json_t *body)
@@ -257,10 +284,17 @@ int gs_client_call(struct gs_client *c, const char *method, const char *path, co
     free(url);
     free(text);
     int err = 0;
-    json_t *doc = b.n ? json_loadb(b.p, b.n, 0, NULL) : NULL;
+    json_error_t je;
+    json_t *doc = b.n ? json_loadb(b.p, b.n, 0, &je) : NULL;
     free(b.p);
-    if (cc != CURLE_OK) err = GS_EIO;
+    if (cc != CURLE_OK) err = GS_EIO; /* a body cut short is CURLE_PARTIAL_FILE */
     else err = err_of(st, doc);
+    if (!err && b.n && !doc) { /* a success that cannot be read is never taken as empty */
+        char why[300];
+        snprintf(why, sizeof why, "not JSON: line %d column %d: %s", je.line, je.column, je.text);
+        doc = local_status(method, path, why);
+        err = GS_EPARSE;
+    }
     if (code) *code = st;
     if (out) *out = doc;
     else json_decref(doc);
@@ -278,12 +312,31 @@ static int path_of(const struct gs_api_resource *r, const char *ns, const char *
     return 0;
 }
 
+/* A successful read must hold an object (a list: with its items or rows
+ * array); anything else is GS_EPARSE with a local Status in *out. */
+static int want_shape(const char *path, const char *array, int err, json_t **out)
+{
+    const char *why = NULL;
+    if (err) return err;
+    if (!json_is_object(*out)) why = "no JSON object in the answer";
+    else if (array && !json_is_array(json_object_get(*out, array)))
+        why = !strcmp(array, "rows") ? "a Table without a rows array" : "a list without an items array";
+    if (!why) return 0;
+    json_decref(*out);
+    *out = local_status("GET", path, why);
+    return GS_EPARSE;
+}
+
 int gs_client_get(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const char *name,
                   json_t **out)
 {
     char p[1024];
+    json_t *doc = NULL;
     int err = path_of(r, ns, name, NULL, p, sizeof p);
-    return err ? err : gs_client_call(c, "GET", p, NULL, NULL, NULL, out, NULL);
+    if (!err) err = want_shape(p, NULL, gs_client_call(c, "GET", p, NULL, NULL, NULL, &doc, NULL), &doc);
+    if (out) *out = doc;
+    else json_decref(doc);
+    return err;
 }
 
 static void add_query(char *p, size_t len, const char *key, const char *val, CURL *h)
@@ -303,8 +356,13 @@ int gs_client_list(struct gs_client *c, const struct gs_api_resource *r, const c
     if (err) return err;
     add_query(p, sizeof p, "labelSelector", label_selector, c->h);
     add_query(p, sizeof p, "fieldSelector", field_selector, c->h);
-    return gs_client_call(c, "GET", p, NULL, NULL,
-                          table ? "application/json;as=Table;v=v1;g=meta.k8s.io,application/json" : NULL, out, NULL);
+    json_t *doc = NULL;
+    err = gs_client_call(c, "GET", p, NULL, NULL,
+                         table ? "application/json;as=Table;v=v1;g=meta.k8s.io,application/json" : NULL, &doc, NULL);
+    err = want_shape(p, table ? "rows" : "items", err, &doc);
+    if (out) *out = doc;
+    else json_decref(doc);
+    return err;
 }
 
 int gs_client_create(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const json_t *obj,
@@ -364,27 +422,55 @@ const char *gs_client_status_message(const json_t *status)
 
 /*--- Watch ---*/
 
+/* A watch without timeoutSeconds ends on the server within 10 minutes
+ * (apiserver.c); the client gives up a little after that, or after
+ * timeoutSeconds plus this grace, so a server that vanished is noticed. */
+#define WATCH_CLIENT_GRACE_S 15
+#define WATCH_SERVER_MAX_S 600
+/* The longest event line taken: an object is at most the server's
+ * --max-body; this leaves room for servers started with a larger one. */
+#define WATCH_MAX_LINE ((size_t)64 << 20)
+
 struct wstate {
     struct buf line;
     gs_watch_fn fn;
     void *arg;
     int stopped;
+    int broken; /* GS_EPARSE: an event that cannot be read ends the watch */
 };
+
+/* One line of the stream: blank (a keep-alive) or one event. */
+static int watch_line(struct wstate *w, const char *text)
+{
+    if (!text[strspn(text, " \t\r")]) return 0;
+    json_t *ev = json_loads(text, 0, NULL);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *obj = json_object_get(ev, "object");
+    if (!type || !json_is_object(obj)) {
+        json_decref(ev);
+        w->broken = GS_EPARSE;
+        return 1;
+    }
+    w->stopped = w->fn(type, obj, w->arg);
+    json_decref(ev);
+    return w->stopped;
+}
 
 static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *arg)
 {
     struct wstate *w = arg;
     size_t n = size * nmemb;
+    if (w->line.n + n > WATCH_MAX_LINE) {
+        w->broken = GS_ERANGE;
+        return 0;
+    }
     if (on_data(data, 1, n, &w->line) != n) return 0;
     char *start = w->line.p, *nl;
     while ((nl = memchr(start, '\n', w->line.n - (size_t)(start - w->line.p)))) {
         *nl = 0;
-        json_t *ev = json_loads(start, 0, NULL);
-        const char *type = json_string_value(json_object_get(ev, "type"));
-        if (type && !w->stopped) w->stopped = w->fn(type, json_object_get(ev, "object"), w->arg);
-        json_decref(ev);
+        int stop = watch_line(w, start);
         start = nl + 1;
-        if (w->stopped) return 0; /* aborts the transfer */
+        if (stop) return 0; /* aborts the transfer */
     }
     size_t rest = w->line.n - (size_t)(start - w->line.p);
     memmove(w->line.p, start, rest);
@@ -401,7 +487,8 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
     if (err) return err;
     CURL *h = curl_easy_init();
     if (!h) return GS_ENOMEM;
-    snprintf(p + strlen(p), sizeof p - strlen(p), "?watch=true");
+    snprintf(p + strlen(p), sizeof p - strlen(p), "?watch=true&allowWatchBookmarks=true");
+    if (timeout_s > 0) snprintf(p + strlen(p), sizeof p - strlen(p), "&timeoutSeconds=%d", timeout_s);
     add_query(p, sizeof p, "resourceVersion", resource_version, h);
     add_query(p, sizeof p, "labelSelector", label_selector, h);
     add_query(p, sizeof p, "fieldSelector", field_selector, h);
@@ -410,16 +497,20 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
     struct wstate w = {.fn = fn, .arg = arg};
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
-    if (timeout_s > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)timeout_s);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)(timeout_s > 0 ? timeout_s : WATCH_SERVER_MAX_S) + WATCH_CLIENT_GRACE_S);
     CURLcode cc = curl_easy_perform(h);
     long st = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
     curl_slist_free_all(hd);
     curl_easy_cleanup(h);
+    bool partial = w.line.n && w.line.p[strspn(w.line.p, " \t\r")];
     free(w.line.p);
     if (w.stopped) return w.stopped;
     if (st && st != 200) return err_of(st, NULL);
-    return cc == CURLE_OK || cc == CURLE_OPERATION_TIMEDOUT ? 0 : GS_EIO;
+    if (w.broken) return w.broken;
+    if (cc == CURLE_OPERATION_TIMEDOUT) return 0;
+    /* The server ends a stream between events; one that stops inside an event was cut short. */
+    return cc == CURLE_OK && !partial ? 0 : GS_EIO;
 }
 
 /*--- Streamed GET (pod logs) ---*/

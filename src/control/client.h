@@ -11,9 +11,11 @@
  *
  * Calls return 0 or a negative GS_E* mapped from the HTTP answer: 404
  * GS_ENOENT, 409 AlreadyExists GS_EEXIST, 409 Conflict GS_ECONFLICT, 401/403
- * GS_EPERM, 400/422 GS_EINVAL, 429 GS_EBUSY, anything else GS_EIO. On an
- * error *out (when given) holds the server's Status object, so callers can
- * print its message. A client is one connection: use it from one thread at
+ * GS_EPERM, 400/422 GS_EINVAL, 429 GS_EBUSY, anything else GS_EIO. A
+ * success whose body is not JSON (or, for get and list, not an object / a
+ * list with its items) is GS_EPARSE, never an empty answer. On an error
+ * *out (when given) holds the server's Status object, or one made here
+ * saying why the answer could not be read, so callers can print it. A client is one connection: use it from one thread at
  * a time (a watch opens its own).
  */
 #ifndef GS_CONTROL_CLIENT_H
@@ -23,6 +25,7 @@
 #include "core/error.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 struct gs_client_opts {
@@ -41,6 +44,10 @@ struct gs_client;
 int gs_client_new(const struct gs_client_opts *o, struct gs_client **out, struct gs_diags *d);
 void gs_client_free(struct gs_client *c);
 const char *gs_client_server(const struct gs_client *c);
+/* When *cancel becomes true (another thread's stop flag, borrowed for the
+ * client's life), every transfer of c ends within about a second with
+ * GS_EIO: a long watch need not be short to be stoppable. NULL: never. */
+void gs_client_set_cancel(struct gs_client *c, const atomic_bool *cancel);
 
 /* One request: path with query ("/api/v1/pods?limit=1"), optional body and
  * content type, optional Accept. *out: the JSON answer (NULL when not JSON),
@@ -67,11 +74,19 @@ int gs_client_delete(struct gs_client *c, const struct gs_api_resource *r, const
 int gs_client_bind(struct gs_client *c, const char *ns, const char *name, const char *node,
                    const json_t *annotations, json_t **out);
 
-/* Called per watch event; type "ADDED", "MODIFIED", "DELETED" or "ERROR";
- * obj borrowed. Nonzero ends the watch (and is returned by gs_client_watch). */
+/* Called per watch event; type "ADDED", "MODIFIED", "DELETED", "ERROR" or
+ * "BOOKMARK"; obj borrowed. A BOOKMARK's obj is not an object of the
+ * resource: it holds only kind, apiVersion and metadata.resourceVersion, the
+ * version to resume from; take nothing else from it. Nonzero ends the watch
+ * (and is returned by gs_client_watch). */
 typedef int (*gs_watch_fn)(const char *type, json_t *obj, void *arg);
 /* Streams events from resource_version ("" or "0": current objects first)
- * until fn says stop, the server closes the stream, or timeout_s passes (0: none). */
+ * until fn says stop or the server ends the stream: after timeout_s (sent as
+ * timeoutSeconds; 0: the server's default, 5 to 10 minutes) with a final
+ * BOOKMARK (allowWatchBookmarks is always sent). 0 when it ended that way (the
+ * caller re-watches from the last resourceVersion it saw); GS_EPARSE when an
+ * event could not be read, GS_EIO when the stream was cut inside an event or
+ * the server went away - the caller must then relist, never guess. */
 int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const char *ns,
                     const char *label_selector, const char *field_selector, const char *resource_version,
                     int timeout_s, gs_watch_fn fn, void *arg);

@@ -274,6 +274,62 @@ int gs_json_decode(const char *buf, size_t len, json_t **out, struct gs_diags *d
     return 0;
 }
 
+/*--- Depth limits ---*/
+
+/* The client reads answers with jansson: the limit plus any envelope must fit its parser. */
+_Static_assert(GS_JSON_MAX_DEPTH + GS_JSON_ENVELOPE_DEPTH <= JSON_PARSER_MAX_DEPTH,
+               "objects the server accepts must stay readable by jansson inside a list or watch event");
+
+int gs_json_text_depth(const char *buf, size_t len, int max, int *line, int *col)
+{
+    int depth = 0, deepest = 0, ln = 1;
+    size_t bol = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = buf[i];
+        if (ch == '\n') {
+            ln++;
+            bol = i + 1;
+        }
+        if (in_str) {
+            if (ch == '\\') i++; /* the escaped byte cannot end the string */
+            else if (ch == '"') in_str = false;
+            continue;
+        }
+        if (ch == '"') in_str = true;
+        else if (ch == '}' || ch == ']') depth -= depth > 0;
+        else if ((ch == '{' || ch == '[') && ++depth > deepest && (deepest = depth) > max) {
+            if (line) *line = ln;
+            if (col) *col = (int)(i - bol) + 1;
+            return deepest;
+        }
+    }
+    return deepest;
+}
+
+int gs_json_depth(const json_t *v)
+{
+    int deepest = 0;
+    size_t i;
+    const char *k;
+    json_t *e;
+    if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, k, e) {
+            int d = gs_json_depth(e);
+            if (d > deepest) deepest = d;
+        }
+        return deepest + 1;
+    }
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, e) {
+            int d = gs_json_depth(e);
+            if (d > deepest) deepest = d;
+        }
+        return deepest + 1;
+    }
+    return 0;
+}
+
 static int count_lines(const char *buf, size_t upto)
 {
     int n = 0;

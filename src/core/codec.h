@@ -39,6 +39,27 @@ int gs_json_decode(const char *buf, size_t len, json_t **out, struct gs_diags *d
  * A JSON array or a {"kind":"List","items":[...]} yields one document per item. */
 int gs_decode_stream(const char *buf, size_t len, struct gs_docs *out, struct gs_diags *d, size_t *err_doc);
 
+/*--- Limits shared by the server and its clients ---*/
+
+/* The deepest nesting of objects and arrays an object may have: the server
+ * refuses a create, update or patch body deeper than this (422, naming the
+ * limit), so everything it stores can be read back. Real manifests stay
+ * under 20 (a pod's affinity terms are about 10). */
+#define GS_JSON_MAX_DEPTH 64
+/* What an answer adds around an object: a watch event of a Table row
+ * ({"object":{"rows":[{"object":OBJ}]}}) is the deepest, 4 levels. */
+#define GS_JSON_ENVELOPE_DEPTH 4
+/* The server's default --max-body: the size limit of one object written. */
+#define GS_JSON_MAX_BODY_DEFAULT ((size_t)3 << 20)
+
+/* The nesting depth of JSON text (0 for a scalar, 1 for {} or [], strings
+ * skipped), counted up to max + 1. When it exceeds max, *line and *col
+ * (1-based, when given) say where. No syntax checking: run before a parse,
+ * it bounds what the parser will be asked to build. */
+int gs_json_text_depth(const char *buf, size_t len, int max, int *line, int *col);
+/* The nesting depth of a tree, as above (0 for a scalar). */
+int gs_json_depth(const json_t *v);
+
 /* Encoders: new malloc'd NUL-terminated text, or NULL when out of memory.
  * Key order is preserved from decode. YAML output re-parses to the same json_t. */
 char *gs_json_encode(const json_t *v, int pretty);
