@@ -348,7 +348,10 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *out, size_t max)
     if (w->off == w->len) {
         w->off = w->len = 0;
         if (w->ended || atomic_load(&w->s->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (peer_gone(w)) return MHD_CONTENT_READER_END_WITH_ERROR; /* closes the connection, ends its thread */
+        /* The end of the stream, not _WITH_ERROR (which libmicrohttpd logs for
+         * every dropped watch): the last chunk's write or the next read then
+         * fails on the closed socket and the connection and its thread end. */
+        if (peer_gone(w)) return MHD_CONTENT_READER_END_OF_STREAM;
         int64_t now = mono_ns();
         if (now >= w->deadline_ns) { /* timeoutSeconds: the client re-watches from the bookmark's version */
             w->ended = true;
