@@ -3,7 +3,10 @@
  *
  * Whatever the input, decoding must not crash, leak or trip a sanitizer, and
  * a document that decodes must survive both encoders: its JSON and YAML text
- * read back to an equal tree (the round trip validate -o relies on).
+ * read back to an equal tree (the round trip validate -o relies on). The
+ * server's depth pre-check (gs_json_text_depth, run on raw bodies before they
+ * are parsed) must agree with the depth of the tree whenever the text parses,
+ * so the limit it enforces is the one the tree really has.
  */
 #include "core/codec.h"
 #include "core/object.h"
@@ -31,7 +34,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     json_t *doc = NULL;
     struct gs_diags d = {0};
+    int line = 0, col = 0;
+    int text_depth = gs_json_text_depth((const char *)data, size, 1 << 20, &line, &col);
+    if (gs_json_text_depth((const char *)data, size, GS_JSON_MAX_DEPTH, &line, &col) > GS_JSON_MAX_DEPTH &&
+        (line < 1 || col < 1))
+        abort();
     if (gs_json_decode((const char *)data, size, &doc, &d) == 0) {
+        if (gs_json_depth(doc) != text_depth) abort();
         struct gs_object *o = NULL;
         if (gs_object_decode(doc, &o, &d) == 0) {
             round_trip(gs_object_to_json(o));

@@ -226,6 +226,34 @@ static void test_depth_limit(void **state)
     free(deep);
 }
 
+/* The server's pre-parse depth check: brackets in strings do not count, and
+ * the first place past the limit is named. */
+static void test_text_depth(void **state)
+{
+    (void)state;
+    const char *t1 = "{\"a\":\"[[[{\",\"b\":\"\\\"[\",\"c\":[{}]}";
+    assert_int_equal(gs_json_text_depth("7", 1, 64, NULL, NULL), 0);
+    assert_int_equal(gs_json_text_depth("{}", 2, 64, NULL, NULL), 1);
+    assert_int_equal(gs_json_text_depth(t1, strlen(t1), 64, NULL, NULL), 3);
+    json_t *v = json_loads(t1, 0, NULL);
+    assert_non_null(v);
+    assert_int_equal(gs_json_depth(v), 3);
+    json_decref(v);
+    int line = 0, col = 0;
+    assert_int_equal(gs_json_text_depth("{\n  \"x\": [[1]]}", 15, 2, &line, &col), 3);
+    assert_int_equal(line, 2);
+    assert_int_equal(col, 9);
+    /* Deeper than jansson parses: counted only up to the limit plus one. */
+    char *deep = malloc(100000);
+    memset(deep, '[', 100000);
+    assert_int_equal(gs_json_text_depth(deep, 100000, GS_JSON_MAX_DEPTH, &line, &col), GS_JSON_MAX_DEPTH + 1);
+    assert_int_equal(col, GS_JSON_MAX_DEPTH + 1);
+    free(deep);
+    json_t *one = json_integer(1);
+    assert_int_equal(gs_json_depth(one), 0);
+    json_decref(one);
+}
+
 static const char *unknown_fields_yaml =
     "apiVersion: v1\n"
     "kind: Pod\n"
@@ -332,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_alias_errors),
         cmocka_unit_test(test_duplicate_keys_and_syntax),
         cmocka_unit_test(test_depth_limit),
+        cmocka_unit_test(test_text_depth),
         cmocka_unit_test(test_round_trip_unknown_fields),
         cmocka_unit_test(test_yaml_encode_quoting),
         cmocka_unit_test(test_read_file),
