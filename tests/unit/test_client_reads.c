@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "agent/agent_int.h"
+#include "agent/fetch.h"
 #include "control/client.h"
 #include "fake_http.h"
 
@@ -203,12 +204,35 @@ static void failed_relist_keeps_pods(void **state)
     fake_http_stop(f);
 }
 
+/* The agent endpoint GET (fetch.c): an answer cut short is an error, not a shorter page. */
+static void agent_fetch_cut_short_is_an_error(void **state)
+{
+    (void)state;
+    struct fake_http *f = fake_http_start();
+    char ep[64];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", f->port);
+    const char cut[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\ngpu_util 1\n";
+    fake_http_set(f, cut, sizeof cut - 1);
+    char *body = NULL;
+    size_t len = 0;
+    long code = 0;
+    assert_int_equal(gs_agent_get(ep, "/metrics", 3000, &body, &len, &code), GS_EIO);
+    assert_null(body);
+    fake_http_set_body(f, "gpu_util 1\n");
+    assert_int_equal(gs_agent_get(ep, "/metrics", 3000, &body, &len, &code), 0);
+    assert_int_equal(code, 200);
+    assert_string_equal(body, "gpu_util 1\n");
+    free(body);
+    fake_http_stop(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(unreadable_lists_are_errors),
         cmocka_unit_test(unreadable_watch_streams_are_errors),
         cmocka_unit_test(failed_relist_keeps_pods),
+        cmocka_unit_test(agent_fetch_cut_short_is_an_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,8 +55,10 @@ static int count_dir(const char *path)
     return n - (strcmp(path, "/proc/self/fd") == 0); /* the one opendir holds */
 }
 
-/* Sends a GET for path and reads the answer's headers; the socket, ready for the body. */
-static int open_get(struct api_env *e, const char *path, char *head, size_t len)
+/* Sends a request (body with its content type, or none) and reads the
+ * answer's headers; the socket, ready for the rest. */
+static int open_req(struct api_env *e, const char *method, const char *path, const char *ctype, const char *body,
+                    char *head, size_t len)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     assert_true(fd >= 0);
@@ -66,8 +68,12 @@ static int open_get(struct api_env *e, const char *path, char *head, size_t len)
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     char req[1024];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer adm\r\n\r\n", path);
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer adm\r\n", method, path);
+    if (body) n += snprintf(req + n, sizeof req - (size_t)n, "Content-Type: %s\r\nContent-Length: %zu\r\n", ctype,
+                            strlen(body));
+    n += snprintf(req + n, sizeof req - (size_t)n, "\r\n");
     assert_int_equal(write(fd, req, (size_t)n), n);
+    if (body) assert_int_equal(write(fd, body, strlen(body)), (ssize_t)strlen(body));
     size_t got = 0;
     head[0] = 0;
     while (!strstr(head, "\r\n\r\n")) {
@@ -77,6 +83,11 @@ static int open_get(struct api_env *e, const char *path, char *head, size_t len)
         head[got] = 0;
     }
     return fd;
+}
+
+static int open_get(struct api_env *e, const char *path, char *head, size_t len)
+{
+    return open_req(e, "GET", path, NULL, NULL, head, len);
 }
 
 /* Reads from fd for secs seconds (or until it closes) into buf. */
@@ -255,6 +266,18 @@ static void bodies_too_deep_to_read_back_are_refused(void **state)
     assert_int_equal(code, 422);
     json_decref(st);
     json_decref(patch);
+    /* A YAML body: checked on the parsed tree. */
+    char yaml[2048], head[4096], rest[4096];
+    int n = snprintf(yaml, sizeof yaml, "apiVersion: v1\nkind: Pod\nmetadata: {name: yaml}\nspec:\n  containers: "
+                                        "[{name: c, image: b}]\n  x: ");
+    for (int i = 0; i < GS_JSON_MAX_DEPTH; i++) yaml[n++] = '[';
+    for (int i = 0; i < GS_JSON_MAX_DEPTH; i++) yaml[n++] = ']';
+    yaml[n] = 0;
+    int fd = open_req(e, "POST", "/api/v1/namespaces/default/pods", "application/yaml", yaml, head, sizeof head);
+    read_for(fd, 0.5, rest, sizeof rest);
+    close(fd);
+    const char *why = "limited to 64 levels of nesting"; /* the body may come with the headers */
+    if (!strstr(head, " 422 ") || (!strstr(head, why) && !strstr(rest, why))) fail_msg("%s%s", head, rest);
     /* Everything stored reads back in a list. */
     json_t *out = NULL;
     assert_int_equal(gs_client_list(e->adm, R("pods"), "default", NULL, NULL, false, &out), 0);
