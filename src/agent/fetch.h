@@ -16,7 +16,8 @@
 void gs_agent_endpoint(const json_t *node, char *buf, size_t len);
 
 /* GET endpoint+path (timeout_ms; 0 = 10 s). 0 with *body (malloc'd,
- * NUL-terminated) and *code, or GS_EIO when the agent cannot be reached. */
+ * NUL-terminated) and *code, or GS_EIO when the agent cannot be reached or
+ * its answer is cut short (fewer bytes than announced): never a partial body. */
 int gs_agent_get(const char *endpoint, const char *path, long timeout_ms, char **body, size_t *len, long *code);
 
 #endif
