@@ -142,7 +142,7 @@ void *gs__watch_main(void *arg)
         gs_client_set_cancel(c, &a->stop);
         if (gs__agent_relist(a, c, w.rv, sizeof w.rv)) {
             nap(a, backoff_ms);
-            backoff_ms = backoff_ms * 2 > 10000 ? 10000 : backoff_ms * 2;
+            backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
             continue;
         }
         backoff_ms = 300;
