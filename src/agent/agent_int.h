@@ -37,6 +37,9 @@ struct gs__ctr {
     int64_t started, finished; /* wall seconds */
     int64_t next_start_ns;   /* restart backoff (monotonic) */
     char *reason;            /* terminated reason ("Completed", "Error", "Lost"), owned */
+    bool set_ids;            /* run as uid/gid (the agent is root) */
+    uid_t uid;
+    gid_t gid;
 };
 
 struct gs__pod {

@@ -287,7 +287,7 @@ int gs_cmd_server(int argc, char **argv)
     printf("gpusched server listening on %s\nkubeconfig: %s\n", gs_server_url(s), gs_server_kubeconfig(s));
     fflush(stdout);
     if (port_file) {
-        FILE *f = fopen(port_file, "w");
+        FILE *f = fopen(port_file, "we");
         if (f) {
             fprintf(f, "%d\n", gs_server_port(s));
             fclose(f);

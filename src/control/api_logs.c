@@ -278,6 +278,7 @@ static struct proxy *proxy_open(struct gs__req *r, const char *url, const struct
     curl_easy_setopt(p->h, CURLOPT_HEADERDATA, p);
     curl_easy_setopt(p->h, CURLOPT_ERRORBUFFER, p->err);
     curl_easy_setopt(p->h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(p->h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_multi_add_handle(p->m, p->h);
     int64_t deadline = mono_ms() + ANSWER_MS;
     while (!p->headers && !p->done && !atomic_load(&r->s->stopping) && mono_ms() < deadline) pump(p, SLICE_MS);

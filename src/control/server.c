@@ -45,7 +45,7 @@ struct gs_server {
 
 static int write_private(const char *path, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return GS_EIO;
     size_t len = strlen(text);
     bool ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
