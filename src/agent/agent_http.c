@@ -20,9 +20,16 @@
  * It reads the pod table under a->mu and copies what it needs (a log path,
  * a state) before touching the disk, so the sync loop is never held up by a
  * reader. Logs are served from the file, finished pods included, until the
- * pod is deleted on the server. Bound to loopback by default: it has no auth.
+ * pod is deleted on the server.
+ *
+ * Every route but /metrics and /healthz wants "Authorization: Bearer T"
+ * with the agent's token (gs_agent_opts.http_token: the API server's
+ * <data-dir>/agent.token, which its log proxy sends); otherwise any local
+ * user could read any pod's log. /metrics stays open for Prometheus and
+ * `gpusched top`: it shows GPU figures and pod names, no pod output.
  */
 #include "agent/agent_int.h"
+#include "control/secret.h"
 #include "core/log.h"
 
 #include <arpa/inet.h>
@@ -296,6 +303,13 @@ static enum MHD_Result serve_metrics(struct gs_agent *a, struct MHD_Connection *
     return reply_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", buf, len);
 }
 
+static bool authorized(struct gs_agent *a, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) || !a->http_token[0]) return false;
+    return gs_secret_equal(h + 7, a->http_token);
+}
+
 /* Splits "/a/b/c" after prefix into at most 3 segments. */
 static int segments(const char *url, const char *prefix, char seg[3][256])
 {
@@ -326,6 +340,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     int n;
     if (!strcmp(url, "/metrics")) return serve_metrics(a, c);
     if (!strcmp(url, "/healthz")) return reply(c, MHD_HTTP_OK, "ok\n");
+    if (!authorized(a, c)) return reply(c, MHD_HTTP_UNAUTHORIZED, "unauthorized: this route needs the agent's bearer token\n");
     if (!strcmp(url, "/pods")) {
         json_t *r = gs_agent_report(a);
         char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;

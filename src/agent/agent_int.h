@@ -73,6 +73,7 @@ struct gs_agent {
     char node[128];
     char state_dir[1024];
     char endpoint[320];
+    char http_token[128];    /* required by the HTTP endpoint (agent_http.c) */
     struct gs_clock clock;
     struct gs_disc disc;
     bool disc_open;

@@ -358,6 +358,9 @@ enum MHD_Result gs__reply_stream(struct gs__req *r, const char *ctype, size_t bl
     }
     MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    /* A stream may stay silent for long (a watch with no changes, a quiet log):
+     * the idle timeout is for clients that have not been answered. */
+    MHD_set_connection_option(r->c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     enum MHD_Result ret = MHD_queue_response(r->c, 200, resp);
     MHD_destroy_response(resp);
     r->answered = true;
@@ -510,7 +513,16 @@ static enum MHD_Result authenticate(struct gs__req *r)
         return MHD_NO;
     }
     r->who = gs_auth_authenticate(r->s->auth, gs__header(r, "Authorization"));
-    if (!r->who && !public_path(r->url)) return gs__reply_status(r, 401, NULL, NULL, "Unauthorized");
+    if (!r->who && !public_path(r->url)) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+        if (!gs_netguard_fail_take(r->s->guard, sa, mono_ns())) {
+            char ip[64];
+            gs_netguard_addr_text(sa, ip, sizeof ip);
+            return gs__reply_status(r, 429, NULL, NULL, "too many failed authentications from %s: slow down", ip);
+        }
+        return gs__reply_status(r, 401, NULL, NULL, "Unauthorized");
+    }
     if (r->who && !gs_auth_rate_take(r->s->auth, r->who, mono_ns()))
         return gs__reply_status(r, 429, NULL, NULL, "too many requests from \"%s\": slow down", r->who->user);
     return MHD_NO;
@@ -623,8 +635,15 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->explain = o->explain;
     s->explain_ctx = o->explain_ctx;
+    if (o->agent_token) snprintf(s->agent_token, sizeof s->agent_token, "%s", o->agent_token);
+    struct gs_netguard_opts go = {.fail_qps = o->fail_qps};
+    if (gs_netguard_new(&go, &s->guard)) {
+        free(s);
+        return GS_ENOMEM;
+    }
     int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
     if (fd < 0) {
+        gs_netguard_free(s->guard);
         free(s);
         return fd;
     }
@@ -638,13 +657,20 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     /* The connection pool holds only headers and the read buffer (bodies are
      * copied out, see append_body); libmicrohttpd zeroes it between requests,
      * so a large one costs every request on a kept-alive connection. */
+    /* One thread per connection: the limits bound threads as well as sockets;
+     * the idle timeout frees those held by clients that never finish a request. */
+    unsigned max_conn = o->max_connections ? o->max_connections : 1024;
+    unsigned per_ip = o->max_per_ip ? o->max_per_ip : 512;
+    unsigned idle = o->idle_timeout_s ? o->idle_timeout_s : 30;
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, 0u,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                            MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_ARRAY,
                             o->tls ? tls_opts : tls_opts + 2, MHD_OPTION_END);
     if (!s->d) {
         gs_log(GS_LOG_ERROR, "api: libmicrohttpd failed to start", NULL);
         close(fd);
+        gs_netguard_free(s->guard);
         free(s);
         return GS_EIO;
     }
@@ -665,5 +691,6 @@ void gs_apiserver_stop(struct gs_apiserver *s)
     gs_store_interrupt(s->store);
     MHD_stop_daemon(s->d);
     close(s->fd);
+    gs_netguard_free(s->guard);
     free(s);
 }

@@ -7,6 +7,7 @@
 
 #include "control/api.h"
 #include "control/apiserver.h"
+#include "control/netguard.h"
 
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -23,6 +24,8 @@ struct gs_apiserver {
     void *metrics_arg;
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
+    char agent_token[128];        /* sent to agents by the log proxy; "" none */
+    struct gs_netguard *guard;    /* connection limits and pre-auth rate limit (netguard.c) */
 };
 
 /* One request in flight. */

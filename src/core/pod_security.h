@@ -17,6 +17,11 @@
 
 struct gs_dec;
 
+/* Longest grace period accepted (terminationGracePeriodSeconds, a delete's
+ * gracePeriodSeconds): one year. Larger values would overflow the deletion
+ * deadline (now + grace) into a date in the past. */
+#define GS_GRACE_MAX_S 31536000LL
+
 /* True when name is set by the agent for every container (NVIDIA_VISIBLE_DEVICES,
  * CUDA_VISIBLE_DEVICES, GPUSCHED_POD, ...) and a pod's env may not set it. */
 bool gs_pod_env_reserved(const char *name);
@@ -29,7 +34,7 @@ struct gs_run_as {
 };
 void gs_pod_run_as(const json_t *spec, const json_t *ctr, struct gs_run_as *out);
 
-/* Checks env names and securityContext of spec (at the decoder's current
+/* Checks env names, securityContext and terminationGracePeriodSeconds of spec (at the decoder's current
  * path, "spec"); problems go to the decoder's diagnostics. */
 void gs__pod_check_security(struct gs_dec *dc, const json_t *spec);
 
