@@ -13,6 +13,7 @@
  * promptly and libmicrohttpd can join the connection threads.
  */
 #include "control/apiserver_int.h"
+#include "control/api_route.h"
 
 #include "core/log.h"
 
@@ -123,8 +124,7 @@ const char *gs__header(struct gs__req *r, const char *key)
 
 bool gs__wants_table(struct gs__req *r)
 {
-    const char *accept = gs__header(r, "Accept");
-    return accept && strstr(accept, "as=Table");
+    return gs__accept_table(gs__header(r, "Accept"));
 }
 
 double gs__wall_now(void)
@@ -382,48 +382,9 @@ static enum MHD_Result discovery(struct gs__req *r, char **seg, int n)
     return gs__reply_json(r, 200, doc);
 }
 
-static bool segment_ok(const char *s)
-{
-    size_t n = strlen(s);
-    return n > 0 && n <= 253 && strcmp(s, ".") && strcmp(s, "..");
-}
-
-/* /api/v1/... or /apis/g/v/...: fills r->res, ns, name, sub; false when no such resource. */
-static bool route_resource(struct gs__req *r, char **seg, int n)
-{
-    int base = !strcmp(seg[0], "api") ? 2 : 3;
-    if (n <= base) return false;
-    const char *group = base == 2 ? "" : seg[1], *version = seg[base - 1];
-    char **rest = seg + base;
-    int nr = n - base;
-    if (nr >= 3 && !strcmp(rest[0], "namespaces")) {
-        r->ns = rest[1];
-        rest += 2;
-        nr -= 2;
-    }
-    if (nr > 3) return false;
-    r->res = gs_api_resource_find(group, version, rest[0]);
-    if (!r->res || (r->ns && !r->res->namespaced)) return false;
-    r->name = nr > 1 ? rest[1] : NULL;
-    r->sub = nr > 2 ? rest[2] : "";
-    if (r->name && r->res->namespaced && !r->ns) return false;
-    if ((r->ns && !segment_ok(r->ns)) || (r->name && !segment_ok(r->name))) return false;
-    return true;
-}
-
 static const char *verb_of(struct gs__req *r)
 {
-    const char *m = r->method;
-    if (!strcmp(m, "GET")) {
-        const char *w = gs__arg(r, "watch");
-        if (!r->name && w && (!strcmp(w, "true") || !strcmp(w, "1"))) return "watch";
-        return r->name ? "get" : "list";
-    }
-    if (!strcmp(m, "POST")) return "create";
-    if (!strcmp(m, "PUT")) return "update";
-    if (!strcmp(m, "PATCH")) return "patch";
-    if (!strcmp(m, "DELETE")) return "delete";
-    return NULL;
+    return gs__route_verb(r->method, r->name != NULL, gs__arg(r, "watch"));
 }
 
 /* Applies the role rules; true when the request was refused (answered). */
@@ -475,32 +436,30 @@ static bool public_path(const char *url)
 
 static enum MHD_Result route(struct gs__req *r)
 {
-    if (!strcmp(r->url, "/healthz") || !strcmp(r->url, "/livez") || !strcmp(r->url, "/readyz"))
-        return gs__reply_text(r, 200, "text/plain", strdup("ok"));
-    if (!strcmp(r->url, "/metrics") && r->s->metrics) { /* /metrics hook: Prometheus text from govern/ */
-        char *page = r->s->metrics(r->s->metrics_arg);
-        if (!page) return gs__reply_status(r, 503, NULL, NULL, "metrics are not available");
-        return gs__reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", page);
-    }
-    if (!strcmp(r->url, "/openapi/v2")) /* empty: kubectl then skips client-side validation */
+    struct gs_route rt; /* api_route.c; r's ns/name/sub point into it while the request is routed */
+    gs__route_parse(r->url, &rt);
+    switch (rt.kind) {
+    case GS_RT_HEALTH: return gs__reply_text(r, 200, "text/plain", strdup("ok"));
+    case GS_RT_METRICS:
+        if (!r->s->metrics) break;
+        { /* /metrics hook: Prometheus text from govern/ */
+            char *page = r->s->metrics(r->s->metrics_arg);
+            if (!page) return gs__reply_status(r, 503, NULL, NULL, "metrics are not available");
+            return gs__reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", page);
+        }
+    case GS_RT_OPENAPI: /* empty: kubectl then skips client-side validation */
         return gs__reply_text(r, 200, "application/octet-stream", NULL);
-    char path[2048];
-    if (snprintf(path, sizeof path, "%s", r->url) >= (int)sizeof path)
-        return gs__reply_status(r, 414, "RequestURITooLong", NULL, "URL too long");
-    char *seg[12];
-    int n = 0;
-    for (char *save = NULL, *t = strtok_r(path, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-        if (n == 12) return gs__reply_status(r, 404, NULL, NULL, "the server could not find the requested resource");
-        seg[n++] = t;
-    }
-    if (n == 0) return gs__reply_json(r, 200, json_pack("{s:[s,s,s,s]}", "paths", "/api", "/api/v1", "/apis", "/version"));
-    bool api = !strcmp(seg[0], "api") && (n == 1 || !strcmp(seg[1], "v1"));
-    bool apis = !strcmp(seg[0], "apis");
-    if (!strcmp(seg[0], "version") || ((api && n <= 2) || (apis && n <= 3))) {
+    case GS_RT_TOO_LONG: return gs__reply_status(r, 414, "RequestURITooLong", NULL, "URL too long");
+    case GS_RT_ROOT:
+        return gs__reply_json(r, 200, json_pack("{s:[s,s,s,s]}", "paths", "/api", "/api/v1", "/apis", "/version"));
+    case GS_RT_DISCOVERY:
         if (strcmp(r->method, "GET")) return gs__reply_status(r, 405, NULL, NULL, "method %s not allowed", r->method);
-        return discovery(r, seg, n);
+        return discovery(r, rt.seg, rt.n);
+    case GS_RT_RESOURCE:
+        r->res = rt.res, r->ns = rt.ns, r->name = rt.name, r->sub = rt.sub;
+        return dispatch_resource(r);
+    case GS_RT_NOT_FOUND: r->res = rt.res, r->ns = rt.ns, r->name = rt.name, r->sub = rt.sub; break;
     }
-    if ((api || apis) && route_resource(r, seg, n)) return dispatch_resource(r);
     return gs__reply_status(r, 404, NULL, NULL, "the server could not find the requested resource");
 }
 
