@@ -34,6 +34,7 @@ int gs_endpoint_check(const char *ep, char *why, size_t wl)
     if (!strncmp(ep, "http://", 7)) p = ep + 7;
     else if (!strncmp(ep, "https://", 8)) p = ep + 8;
     else return fail(why, wl, ep, "must start with http:// or https://");
+    if (strchr(p, '@')) return fail(why, wl, ep, "may not carry user information");
     const char *h = p;
     if (*p == '[') {
         for (p++; hex6_char(*p); p++) {}
@@ -46,7 +47,6 @@ int gs_endpoint_check(const char *ep, char *why, size_t wl)
     }
     if (p - h > 253) return fail(why, wl, ep, "the host is longer than 253 characters");
     if (*p != ':') {
-        if (*p == '@') return fail(why, wl, ep, "may not carry user information");
         if (!*p) return fail(why, wl, ep, "must end with :PORT");
         return fail(why, wl, ep, "must be exactly http(s)://HOST:PORT (no user information, path, query or fragment)");
     }
