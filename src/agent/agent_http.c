@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +52,7 @@
 
 struct gs__agent_http {
     struct MHD_Daemon *mhd;
+    int fd; /* the listening socket, ours to close after the daemon stops */
     atomic_bool stopping;
     atomic_int follows;
 };
@@ -363,35 +365,42 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     gs_log(routine ? GS_LOG_DEBUG : GS_LOG_WARN, "agent http", "detail", line, NULL);
 }
 
-int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t errlen)
+int gs__http_start(struct gs_agent *a, const char *addr, char *err, size_t errlen)
 {
     char host[256] = "";
-    const char *colon = strrchr(listen, ':');
-    if (!colon || (size_t)(colon - listen) >= sizeof host) {
-        snprintf(err, errlen, "listen address \"%.64s\" is not HOST:PORT", listen);
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+        snprintf(err, errlen, "listen address \"%.64s\" is not HOST:PORT", addr);
         return GS_EINVAL;
     }
-    memcpy(host, listen, (size_t)(colon - listen));
+    memcpy(host, addr, (size_t)(colon - addr));
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
                     *res = NULL;
     if (getaddrinfo(*host ? host : "0.0.0.0", colon + 1, &hints, &res) || !res) {
-        snprintf(err, errlen, "cannot resolve \"%.64s\"", listen);
+        snprintf(err, errlen, "cannot resolve \"%.64s\"", addr);
         return GS_EINVAL;
     }
-    struct gs__agent_http *h = calloc(1, sizeof *h);
+    /* Our own socket: close-on-exec, and SO_REUSEADDR so a restarted agent
+     * binds its port at once (libmicrohttpd's own socket has neither here). */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    bool bound = fd >= 0 && !bind(fd, res->ai_addr, res->ai_addrlen) && !listen(fd, 64);
+    freeaddrinfo(res);
+    struct gs__agent_http *h = bound ? calloc(1, sizeof *h) : NULL;
     a->http = h; /* before the first request can arrive */
     if (h)
         h->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                                   0, NULL, NULL, on_request, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                                  MHD_OPTION_SOCK_ADDR, res->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 64u,
+                                  MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 64u,
                                   MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-    freeaddrinfo(res);
     if (!h || !h->mhd) {
+        if (fd >= 0) close(fd);
         free(h);
         a->http = NULL;
-        snprintf(err, errlen, "cannot listen on %.64s (address in use or not permitted)", listen);
+        snprintf(err, errlen, "cannot addr on %.64s (address in use or not permitted)", addr);
         return GS_EIO;
     }
+    h->fd = fd;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
     a->port = info ? info->port : 0;
     return 0;
@@ -402,6 +411,7 @@ void gs__http_stop(struct gs_agent *a)
     if (!a->http) return;
     atomic_store(&a->http->stopping, true);
     MHD_stop_daemon(a->http->mhd);
+    close(a->http->fd);
     free(a->http);
     a->http = NULL;
 }

@@ -2,6 +2,7 @@
  * fetch.c - GET from a node agent's endpoint with libcurl; see fetch.h.
  */
 #include "agent/fetch.h"
+#include "control/curlfd.h"
 #include "core/endpoint.h"
 #include "core/error.h"
 
@@ -72,6 +73,7 @@ int gs_agent_get_auth(const char *endpoint, const char *path, const char *token,
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, gs_curl_sockopt_cloexec);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 10000L);

@@ -20,6 +20,7 @@
  */
 #include "agent/fetch.h"
 #include "control/apiserver_int.h"
+#include "control/curlfd.h"
 #include "core/endpoint.h"
 
 #include <curl/curl.h>
@@ -282,6 +283,7 @@ static struct proxy *proxy_open(struct gs__req *r, const char *url, const struct
     curl_easy_setopt(p->h, CURLOPT_ERRORBUFFER, p->err);
     curl_easy_setopt(p->h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(p->h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(p->h, CURLOPT_SOCKOPTFUNCTION, gs_curl_sockopt_cloexec);
     if (r->s->agent_token[0]) {
         char line[300];
         snprintf(line, sizeof line, "Authorization: Bearer %s", r->s->agent_token);

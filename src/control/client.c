@@ -8,6 +8,7 @@
  */
 #include "control/client.h"
 
+#include "control/curlfd.h"
 #include "core/codec.h"
 
 #include <curl/curl.h>
@@ -196,6 +197,7 @@ static struct curl_slist *setup(struct gs_client *c, CURL *h, const char *method
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https"); /* never file:// or others from a kubeconfig */
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, gs_curl_sockopt_cloexec); /* no socket reaches a pod */
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     if (c->ca_file) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
