@@ -11,6 +11,7 @@
  * until the server answers, so an agent may start before its server.
  */
 #include "agent/agent_int.h"
+#include "core/endpoint.h"
 #include "core/log.h"
 #include "node/gpus_disc.h"
 
@@ -202,6 +203,11 @@ static int setup(struct gs_agent *a, char *err, size_t errlen)
     if (a->o.advertise) snprintf(host, sizeof host, "%s", a->o.advertise);
     if (!host[0] || !strcmp(host, "0.0.0.0")) snprintf(host, sizeof host, "127.0.0.1");
     snprintf(a->endpoint, sizeof a->endpoint, "http://%s:%d", host, a->port);
+    char why[400];
+    if (gs_endpoint_check(a->endpoint, why, sizeof why)) { /* the server would refuse the Node (422) */
+        snprintf(err, errlen, "--advertise \"%.200s\": %s", host, why);
+        return GS_EINVAL;
+    }
     gs__pods_recover(a);
     return 0;
 }
