@@ -11,6 +11,11 @@
  * callback blocks on the store's change stream for at most a second at a
  * time, so shutdown (a flag plus gs_store_interrupt) ends every stream
  * promptly and libmicrohttpd can join the connection threads.
+ *
+ * Before authentication a client is held to libmicrohttpd's connection
+ * limits (total, per address) and idle timeout - lifted for answered
+ * streams - and to netguard.c's bucket of failed authentications. Routing
+ * itself is api_route.c, pure functions the request fuzzer drives.
  */
 #include "control/apiserver_int.h"
 #include "control/api_route.h"
