@@ -11,6 +11,7 @@
  * until the server answers, so an agent may start before its server.
  */
 #include "agent/agent_int.h"
+#include "core/endpoint.h"
 #include "core/log.h"
 #include "node/gpus_disc.h"
 
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -164,6 +166,14 @@ static void defaults(struct gs_agent *a)
     if (!a->o.metrics_interval_ns) a->o.metrics_interval_ns = 5000000000LL;
 }
 
+static int random_hex(char *buf, size_t len)
+{
+    unsigned char b[24];
+    if (len < 2 * sizeof b + 1 || getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return GS_EIO;
+    for (size_t i = 0; i < sizeof b; i++) snprintf(buf + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
 static int setup(struct gs_agent *a, char *err, size_t errlen)
 {
     int rc = open_discovery(a, err, errlen);
@@ -182,6 +192,9 @@ static int setup(struct gs_agent *a, char *err, size_t errlen)
         return rc;
     }
     gs_diags_free(&d);
+    if (a->o.http_token) snprintf(a->http_token, sizeof a->http_token, "%s", a->o.http_token);
+    else if ((rc = random_hex(a->http_token, sizeof a->http_token))) return rc; /* only /metrics is open */
+    a->o.http_token = NULL; /* borrowed: the copy is what counts */
     const char *listen = a->o.listen ? a->o.listen : "127.0.0.1:0";
     if ((rc = gs__http_start(a, listen, err, errlen))) return rc;
     char host[256];
@@ -190,6 +203,11 @@ static int setup(struct gs_agent *a, char *err, size_t errlen)
     if (a->o.advertise) snprintf(host, sizeof host, "%s", a->o.advertise);
     if (!host[0] || !strcmp(host, "0.0.0.0")) snprintf(host, sizeof host, "127.0.0.1");
     snprintf(a->endpoint, sizeof a->endpoint, "http://%s:%d", host, a->port);
+    char why[400];
+    if (gs_endpoint_check(a->endpoint, why, sizeof why)) { /* the server would refuse the Node (422) */
+        snprintf(err, errlen, "--advertise \"%.200s\": %s", host, why);
+        return GS_EINVAL;
+    }
     gs__pods_recover(a);
     return 0;
 }

@@ -53,6 +53,13 @@ struct gs_agent_opts {
     int grace_ms;              /* SIGTERM -> SIGKILL; 0: 3000 */
     int64_t metrics_interval_ns; /* exporter collections; 0: 5 s */
     const char *extra_labels;  /* "k=v,k2=v2" added to the node's labels, or NULL */
+    /* Pods' uid/gid when the agent runs as root and the pod asks for none
+     * (securityContext.runAsUser/runAsGroup); 0: 65534 (nobody). */
+    long long pod_uid, pod_gid;
+    /* Bearer token the HTTP endpoint requires on every route but /metrics
+     * and /healthz (the server's log proxy sends it); borrowed, copied at
+     * start. NULL: a random one, so only /metrics is open. */
+    const char *http_token;
 };
 
 struct gs_agent;

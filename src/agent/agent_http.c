@@ -20,9 +20,16 @@
  * It reads the pod table under a->mu and copies what it needs (a log path,
  * a state) before touching the disk, so the sync loop is never held up by a
  * reader. Logs are served from the file, finished pods included, until the
- * pod is deleted on the server. Bound to loopback by default: it has no auth.
+ * pod is deleted on the server.
+ *
+ * Every route but /metrics and /healthz wants "Authorization: Bearer T"
+ * with the agent's token (gs_agent_opts.http_token: the API server's
+ * <data-dir>/agent.token, which its log proxy sends); otherwise any local
+ * user could read any pod's log. /metrics stays open for Prometheus and
+ * `gpusched top`: it shows GPU figures and pod names, no pod output.
  */
 #include "agent/agent_int.h"
+#include "control/secret.h"
 #include "core/log.h"
 
 #include <arpa/inet.h>
@@ -35,6 +42,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +52,7 @@
 
 struct gs__agent_http {
     struct MHD_Daemon *mhd;
+    int fd; /* the listening socket, ours to close after the daemon stops */
     atomic_bool stopping;
     atomic_int follows;
 };
@@ -296,6 +305,13 @@ static enum MHD_Result serve_metrics(struct gs_agent *a, struct MHD_Connection *
     return reply_buf(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", buf, len);
 }
 
+static bool authorized(struct gs_agent *a, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) || !a->http_token[0]) return false;
+    return gs_secret_equal(h + 7, a->http_token);
+}
+
 /* Splits "/a/b/c" after prefix into at most 3 segments. */
 static int segments(const char *url, const char *prefix, char seg[3][256])
 {
@@ -326,6 +342,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     int n;
     if (!strcmp(url, "/metrics")) return serve_metrics(a, c);
     if (!strcmp(url, "/healthz")) return reply(c, MHD_HTTP_OK, "ok\n");
+    if (!authorized(a, c)) return reply(c, MHD_HTTP_UNAUTHORIZED, "unauthorized: this route needs the agent's bearer token\n");
     if (!strcmp(url, "/pods")) {
         json_t *r = gs_agent_report(a);
         char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
@@ -348,35 +365,42 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     gs_log(routine ? GS_LOG_DEBUG : GS_LOG_WARN, "agent http", "detail", line, NULL);
 }
 
-int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t errlen)
+int gs__http_start(struct gs_agent *a, const char *addr, char *err, size_t errlen)
 {
     char host[256] = "";
-    const char *colon = strrchr(listen, ':');
-    if (!colon || (size_t)(colon - listen) >= sizeof host) {
-        snprintf(err, errlen, "listen address \"%.64s\" is not HOST:PORT", listen);
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+        snprintf(err, errlen, "listen address \"%.64s\" is not HOST:PORT", addr);
         return GS_EINVAL;
     }
-    memcpy(host, listen, (size_t)(colon - listen));
+    memcpy(host, addr, (size_t)(colon - addr));
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
                     *res = NULL;
     if (getaddrinfo(*host ? host : "0.0.0.0", colon + 1, &hints, &res) || !res) {
-        snprintf(err, errlen, "cannot resolve \"%.64s\"", listen);
+        snprintf(err, errlen, "cannot resolve \"%.64s\"", addr);
         return GS_EINVAL;
     }
-    struct gs__agent_http *h = calloc(1, sizeof *h);
+    /* Our own socket: close-on-exec, and SO_REUSEADDR so a restarted agent
+     * binds its port at once (libmicrohttpd's own socket has neither here). */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    bool bound = fd >= 0 && !bind(fd, res->ai_addr, res->ai_addrlen) && !listen(fd, 64);
+    freeaddrinfo(res);
+    struct gs__agent_http *h = bound ? calloc(1, sizeof *h) : NULL;
     a->http = h; /* before the first request can arrive */
     if (h)
         h->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                                   0, NULL, NULL, on_request, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                                  MHD_OPTION_SOCK_ADDR, res->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 64u,
+                                  MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 64u,
                                   MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-    freeaddrinfo(res);
     if (!h || !h->mhd) {
+        if (fd >= 0) close(fd);
         free(h);
         a->http = NULL;
-        snprintf(err, errlen, "cannot listen on %.64s (address in use or not permitted)", listen);
+        snprintf(err, errlen, "cannot addr on %.64s (address in use or not permitted)", addr);
         return GS_EIO;
     }
+    h->fd = fd;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
     a->port = info ? info->port : 0;
     return 0;
@@ -387,6 +411,7 @@ void gs__http_stop(struct gs_agent *a)
     if (!a->http) return;
     atomic_store(&a->http->stopping, true);
     MHD_stop_daemon(a->http->mhd);
+    close(a->http->fd);
     free(a->http);
     a->http = NULL;
 }

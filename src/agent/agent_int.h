@@ -37,6 +37,9 @@ struct gs__ctr {
     int64_t started, finished; /* wall seconds */
     int64_t next_start_ns;   /* restart backoff (monotonic) */
     char *reason;            /* terminated reason ("Completed", "Error", "Lost"), owned */
+    bool set_ids;            /* run as uid/gid (the agent is root) */
+    uid_t uid;
+    gid_t gid;
 };
 
 struct gs__pod {
@@ -70,6 +73,7 @@ struct gs_agent {
     char node[128];
     char state_dir[1024];
     char endpoint[320];
+    char http_token[128];    /* required by the HTTP endpoint (agent_http.c) */
     struct gs_clock clock;
     struct gs_disc disc;
     bool disc_open;

@@ -18,6 +18,7 @@
 #include "control/api.h"
 #include "control/resources.h"
 #include "core/log.h"
+#include "core/pod_security.h"
 #include "node/allocate.h"
 
 #include <dirent.h>
@@ -110,8 +111,10 @@ static void save_pod(const struct gs__pod *p)
 {
     json_t *ctrs = json_array();
     for (size_t i = 0; i < p->nc; i++)
-        json_array_append_new(ctrs, json_pack("{s:s,s:o,s:o}", "name", p->c[i].name, "argv", strv_to_json(p->c[i].argv),
-                                              "env", strv_to_json(p->c[i].env)));
+        json_array_append_new(ctrs, json_pack("{s:s,s:o,s:o,s:b,s:I,s:I}", "name", p->c[i].name, "argv",
+                                              strv_to_json(p->c[i].argv), "env", strv_to_json(p->c[i].env),
+                                              "setIds", p->c[i].set_ids, "uid", (json_int_t)p->c[i].uid, "gid",
+                                              (json_int_t)p->c[i].gid));
     json_t *doc = json_pack("{s:s,s:s,s:s,s:s?,s:s,s:i,s:o,s:s,s:s,s:s,s:I}", "namespace", p->ns, "name", p->name, "uid",
                             p->uid, "devices", p->devices, "restartPolicy", p->restart_policy, "milli", p->milli,
                             "containers", ctrs, "phase", gs__phase_name(p->phase), "reason", p->reason, "message",
@@ -262,6 +265,14 @@ static char **env_build(struct gs_agent *a, struct gs__pod *p, const char *ctr, 
     env_add(env, "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     env_add(env, "HOME", workdir);
     env_add(env, "HOSTNAME", p->name);
+    /* The pod's own variables first: what the agent sets below wins. The
+     * API refuses reserved names; a pod stored before that rule is filtered here. */
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(cspec, "env"), i, e) {
+        const char *k = gs__jstr(e, "name"), *v = gs__jstr(e, "value");
+        if (k && *k && !gs_pod_env_reserved(k)) env_add(env, k, v ? v : "");
+    }
     env_add(env, "GPUSCHED_POD", p->name);
     env_add(env, "GPUSCHED_NAMESPACE", p->ns);
     env_add(env, "GPUSCHED_POD_UID", p->uid);
@@ -270,7 +281,7 @@ static char **env_build(struct gs_agent *a, struct gs__pod *p, const char *ctr, 
     /* Processes run on the host: a pod without GPUs must see none. */
     env_add(env, "NVIDIA_VISIBLE_DEVICES", "void");
     env_add(env, "CUDA_VISIBLE_DEVICES", "");
-    for (int i = 0; i < r->n_env; i++) env_add(env, r->env[i].key, r->env[i].value);
+    for (int k = 0; k < r->n_env; k++) env_add(env, r->env[k].key, r->env[k].value);
     const char *nvd = gs__jstr(env, "NVIDIA_VISIBLE_DEVICES");
     if (p->nslots && nvd) {
         /* UUIDs, not indices: CUDA's own order need not be NVML's. */
@@ -283,12 +294,6 @@ static char **env_build(struct gs_agent *a, struct gs__pod *p, const char *ctr, 
         }
     }
     gs__mig_env(p, env); /* MIG instances (agent_mig.c) */
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(cspec, "env"), i, e) {
-        const char *k = gs__jstr(e, "name"), *v = gs__jstr(e, "value");
-        if (k && *k) env_add(env, k, v ? v : "");
-    }
     char **v = calloc(json_object_size(env) + 1, sizeof *v);
     size_t n = 0;
     const char *k;
@@ -310,6 +315,22 @@ static char **argv_build(const json_t *cspec)
     char **v = json_array_size(all) ? strv_from_json(all) : NULL;
     json_decref(all);
     return v;
+}
+
+/* The uid/gid container cs runs as (runtime.h gs_proc_pick_ids). -1 with why. */
+static int pick_ids(struct gs_agent *a, struct gs__pod *p, const json_t *cs, struct gs__ctr *c, char *why, size_t wl)
+{
+    struct gs_run_as ra;
+    gs_pod_run_as(json_object_get(p->obj, "spec"), cs, &ra);
+    struct gs_ids_req q = {ra.user, ra.group, ra.non_root, a->o.pod_uid ? (uid_t)a->o.pod_uid : 65534,
+                           a->o.pod_gid ? (gid_t)a->o.pod_gid : 65534, geteuid(), getegid()};
+    char w[400];
+    if (gs_proc_pick_ids(&q, &c->uid, &c->gid, w, sizeof w)) {
+        snprintf(why, wl, "container %.40s: %.200s", c->name, w);
+        return -1;
+    }
+    c->set_ids = q.self_uid == 0;
+    return 0;
 }
 
 /* Containers from the pod spec. false with why when one has nothing to run. */
@@ -334,6 +355,7 @@ static bool build_containers(struct gs_agent *a, struct gs__pod *p, const struct
         snprintf(work, sizeof work, "%s/%s/work", p->dir, c->name);
         c->argv = argv_build(cs);
         c->env = env_build(a, p, c->name, cs, r, work);
+        if (pick_ids(a, p, cs, c, why, wl)) return false;
         if (!c->argv) {
             snprintf(why, wl, "container %s has no command (this agent runs commands, not images)", c->name);
             return false;
@@ -351,7 +373,7 @@ static int start_ctr(struct gs__pod *p, struct gs__ctr *c)
     ctr_path(p, c, "log", logp, sizeof logp);
     ctr_path(p, c, "exit", exitp, sizeof exitp);
     ctr_path(p, c, "shim.pid", pidp, sizeof pidp);
-    struct gs_proc_spec s = {c->argv, c->env, work, logp, exitp, pidp};
+    struct gs_proc_spec s = {c->argv, c->env, work, logp, exitp, pidp, c->set_ids, c->uid, c->gid};
     int err = gs_proc_start(&s, &c->proc);
     if (err) return err;
     c->state = GS_C_RUNNING;
@@ -919,6 +941,9 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
         x->name = strdup(gs__jstr(c, "name") ? gs__jstr(c, "name") : "c");
         x->argv = strv_from_json(json_object_get(c, "argv"));
         x->env = strv_from_json(json_object_get(c, "env"));
+        x->set_ids = json_is_true(json_object_get(c, "setIds"));
+        x->uid = (uid_t)json_integer_value(json_object_get(c, "uid"));
+        x->gid = (gid_t)json_integer_value(json_object_get(c, "gid"));
         recover_ctr(p, x);
     }
     json_decref(doc);

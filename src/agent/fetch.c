@@ -2,6 +2,8 @@
  * fetch.c - GET from a node agent's endpoint with libcurl; see fetch.h.
  */
 #include "agent/fetch.h"
+#include "control/curlfd.h"
+#include "core/endpoint.h"
 #include "core/error.h"
 
 #include <curl/curl.h>
@@ -53,20 +55,38 @@ void gs_agent_endpoint(const json_t *node, char *buf, size_t len)
 
 int gs_agent_get(const char *endpoint, const char *path, long timeout_ms, char **body, size_t *len, long *code)
 {
+    return gs_agent_get_auth(endpoint, path, NULL, timeout_ms, body, len, code);
+}
+
+int gs_agent_get_auth(const char *endpoint, const char *path, const char *token, long timeout_ms, char **body,
+                      size_t *len, long *code)
+{
     *body = NULL;
     *len = 0;
     *code = 0;
-    char url[2048];
+    char url[2048], why[400];
+    if (gs_endpoint_check(endpoint, why, sizeof why)) return GS_EINVAL;
     if (snprintf(url, sizeof url, "%s%s", endpoint, path) >= (int)sizeof url) return GS_EINVAL;
     CURL *h = curl_easy_init();
     if (!h) return GS_ENOMEM;
     struct acc a = {calloc(1, 1), 0};
     curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, gs_curl_sockopt_cloexec);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 10000L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    struct curl_slist *hd = NULL;
+    if (token) {
+        char line[300];
+        snprintf(line, sizeof line, "Authorization: Bearer %s", token);
+        hd = curl_slist_append(hd, line);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    }
     CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(hd);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
     curl_easy_cleanup(h);
     if (cc != CURLE_OK || !a.p) {

@@ -19,5 +19,9 @@ void gs_agent_endpoint(const json_t *node, char *buf, size_t len);
  * NUL-terminated) and *code, or GS_EIO when the agent cannot be reached or
  * its answer is cut short (fewer bytes than announced): never a partial body. */
 int gs_agent_get(const char *endpoint, const char *path, long timeout_ms, char **body, size_t *len, long *code);
+/* Same with "Authorization: Bearer token" (token NULL: none). Both refuse
+ * (GS_EINVAL) an endpoint that is not http(s)://host:port (core/endpoint.h). */
+int gs_agent_get_auth(const char *endpoint, const char *path, const char *token, long timeout_ms, char **body,
+                      size_t *len, long *code);
 
 #endif

@@ -7,6 +7,19 @@
  * that allocates (building argv and env, making directories) happens in the
  * agent before the fork.
  *
+ * The shim is a fork of the agent, so it starts with every descriptor the
+ * agent (or `gpusched up`'s server) holds: listening sockets, the store and
+ * its WAL, client connections. O_CLOEXEC alone does not help, the shim never
+ * execs; so its first act is to close everything above stderr
+ * (close_range, else a getdents64 walk of /proc/self/fd, both
+ * async-signal-safe). Otherwise a pod outliving a killed `up` would keep
+ * its port bound and could write the store through /proc/self/fd.
+ *
+ * The command drops to the container's uid/gid (supplementary groups
+ * cleared) after entering its working directory and before exec; the
+ * directory is made its own beforehand, since the path above it (the
+ * agent's state, under the 0700 data directory) is not reachable for it.
+ *
  * The shim ignores SIGTERM through a do-nothing handler rather than SIG_IGN:
  * handlers are reset by exec, ignored dispositions are inherited, and the
  * command must still die of the SIGTERM sent to its group. The shim itself
@@ -22,7 +35,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -78,6 +94,48 @@ static void say(int fd, const char *a, const char *b)
 
 /*--- The shim (runs in the forked child) ---*/
 
+struct linux_dirent64 {
+    unsigned long long d_ino;
+    long long d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* Closes every descriptor >= 3. Async-signal-safe: raw syscalls, a stack
+ * buffer, no allocation. The walk restarts after each batch of closes,
+ * since closing while reading a directory may skip entries. */
+void gs_proc_close_inherited(void)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
+#endif
+    for (int round = 0; round < 64; round++) {
+        int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) break;
+        char buf[4096];
+        int closed = 0;
+        long n;
+        while ((n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+            for (long off = 0; off < n;) {
+                struct linux_dirent64 *e = (struct linux_dirent64 *)(buf + off);
+                off += e->d_reclen;
+                int fd = 0;
+                const char *c = e->d_name;
+                if (*c < '0' || *c > '9') continue;
+                while (*c >= '0' && *c <= '9') fd = fd * 10 + (*c++ - '0');
+                if (fd >= 3 && fd != dfd && close(fd) == 0) closed++;
+            }
+        }
+        close(dfd);
+        if (!closed) return;
+    }
+    /* /proc not mounted: the slow, sure way. */
+    struct rlimit rl;
+    long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
+    for (long fd = 3; fd < max; fd++) close((int)fd);
+}
+
 static void nothing(int sig) { (void)sig; }
 
 static int wait_code(int st)
@@ -92,13 +150,24 @@ static void exec_command(const struct gs_proc_spec *s, int logfd)
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    int nul = open("/dev/null", O_RDONLY);
+    int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (nul >= 0) dup2(nul, 0);
     dup2(logfd, 1);
     dup2(logfd, 2);
     if (chdir(s->workdir) != 0) {
         say(2, "gpusched: cannot enter working directory ", s->workdir);
         _exit(126);
+    }
+    if (s->set_ids) {
+        /* gid first: after setuid we may no longer change it. */
+        if (setgroups(0, NULL) != 0 && getuid() == 0) {
+            say(2, "gpusched: cannot clear supplementary groups", "");
+            _exit(126);
+        }
+        if (setgid(s->gid) != 0 || setuid(s->uid) != 0) {
+            say(2, "gpusched: cannot switch to the container's uid/gid", "");
+            _exit(126);
+        }
     }
     execvpe(s->argv[0], s->argv, s->env);
     say(2, "gpusched: cannot run ", s->argv[0]);
@@ -107,6 +176,7 @@ static void exec_command(const struct gs_proc_spec *s, int logfd)
 
 static _Noreturn void shim(const struct gs_proc_spec *s)
 {
+    gs_proc_close_inherited();
     setsid();
     if (s->pid_path) write_num(s->pid_path, (long long)getpid());
     struct sigaction sa = {0};
@@ -139,6 +209,7 @@ int gs_proc_start(const struct gs_proc_spec *s, struct gs_proc *out)
     memset(out, 0, sizeof *out);
     if (!s->argv || !s->argv[0]) return GS_EINVAL;
     if (gs_mkdirs(s->workdir)) return GS_EIO;
+    if (s->set_ids && (chown(s->workdir, s->uid, s->gid) || chmod(s->workdir, 0700))) return GS_EIO;
     unlink(s->exit_path);
     pid_t pid = fork();
     if (pid < 0) return GS_EIO;
@@ -157,7 +228,7 @@ int gs_proc_start(const struct gs_proc_spec *s, struct gs_proc *out)
 
 int gs_read_int_file(const char *path, long long *out)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) return GS_ENOENT;
     long long v;
     int ok = fscanf(f, "%lld", &v) == 1;
@@ -212,7 +283,7 @@ static bool group_gone(pid_t pgid)
         if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
         char path[300], buf[512];
         snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
+        FILE *f = fopen(path, "re");
         if (!f) continue;
         size_t n = fread(buf, 1, sizeof buf - 1, f);
         fclose(f);
@@ -256,7 +327,7 @@ uint64_t gs_proc_start_ticks(pid_t pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) return 0;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
@@ -275,7 +346,7 @@ bool gs_proc_alive(pid_t pid, uint64_t start_ticks)
     if (pid <= 0) return false;
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) return false;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
@@ -283,4 +354,34 @@ bool gs_proc_alive(pid_t pid, uint64_t start_ticks)
     char *p = strrchr(buf, ')');
     if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X') return false; /* zombies are gone */
     return !start_ticks || gs_proc_start_ticks(pid) == start_ticks;
+}
+
+int gs_proc_pick_ids(const struct gs_ids_req *r, uid_t *uid, gid_t *gid, char *why, size_t wl)
+{
+    if (r->self_uid == 0) {
+        *uid = r->run_as_user >= 0 ? (uid_t)r->run_as_user : r->default_uid;
+        *gid = r->run_as_group >= 0 ? (gid_t)r->run_as_group : r->default_gid;
+    } else {
+        if (r->run_as_user >= 0 && (uid_t)r->run_as_user != r->self_uid) {
+            snprintf(why, wl,
+                     "securityContext.runAsUser %lld: the agent runs as uid %u, not root, and can only run "
+                     "containers as itself",
+                     r->run_as_user, (unsigned)r->self_uid);
+            return -1;
+        }
+        if (r->run_as_group >= 0 && (gid_t)r->run_as_group != r->self_gid) {
+            snprintf(why, wl,
+                     "securityContext.runAsGroup %lld: the agent runs as gid %u, not root, and can only run "
+                     "containers with its own group",
+                     r->run_as_group, (unsigned)r->self_gid);
+            return -1;
+        }
+        *uid = r->self_uid;
+        *gid = r->self_gid;
+    }
+    if (r->run_as_non_root && *uid == 0) {
+        snprintf(why, wl, "securityContext.runAsNonRoot is true but the container would run as uid 0 (root)");
+        return -1;
+    }
+    return 0;
 }

@@ -32,6 +32,9 @@ struct gs_proc_spec {
     const char *log_path;   /* stdout+stderr, appended */
     const char *exit_path;  /* the shim writes the exit code here */
     const char *pid_path;   /* the shim writes its pid here first thing (may be NULL) */
+    bool set_ids;           /* run the command as uid/gid (workdir chowned to them) */
+    uid_t uid;
+    gid_t gid;
 };
 
 struct gs_proc {
@@ -61,6 +64,27 @@ bool gs_proc_stop(struct gs_proc *p, int grace_ms);
 bool gs_proc_alive(pid_t pid, uint64_t start_ticks);
 /* Start time of pid in clock ticks since boot, or 0. */
 uint64_t gs_proc_start_ticks(pid_t pid);
+
+/* Closes every descriptor >= 3 (close_range, else a walk of /proc/self/fd).
+ * Async-signal-safe; the shim calls it first thing after fork. */
+void gs_proc_close_inherited(void);
+
+/* Who a container runs as: what the pod asks (-1: not asked), the agent's
+ * default for pods (used when the agent is root) and the agent's own ids. */
+struct gs_ids_req {
+    long long run_as_user, run_as_group; /* securityContext; -1 when absent */
+    bool run_as_non_root;                /* securityContext.runAsNonRoot */
+    uid_t default_uid;                   /* --pod-uid (65534) */
+    gid_t default_gid;                   /* --pod-gid (65534) */
+    uid_t self_uid;                      /* geteuid() of the agent */
+    gid_t self_gid;
+};
+
+/* Picks the uid/gid of a container. A root agent runs it as asked, else as
+ * the default; an agent that is not root can only run it as itself, so
+ * another uid or gid is refused. runAsNonRoot with uid 0 is refused.
+ * 0, or -1 with why filled. */
+int gs_proc_pick_ids(const struct gs_ids_req *r, uid_t *uid, gid_t *gid, char *why, size_t wl);
 
 /* mkdir -p. 0, GS_ERANGE (too long) or GS_EIO. */
 int gs_mkdirs(const char *path);

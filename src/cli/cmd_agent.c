@@ -5,6 +5,9 @@
  */
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/net_flags.h"
+#include "control/secret.h"
+#include "core/error.h"
 #include "cli/signals.h"
 #include "core/log.h"
 
@@ -36,11 +39,16 @@ static void usage(FILE *f)
                "  --metrics-interval-ms N  GPU metric collection period (default 5000)\n"
                "  --labels k=v,...      extra node labels\n"
                "  --kill-pods-on-exit   stop every pod when the agent stops\n"
+               "  --agent-token-file FILE  bearer token required on every route but /metrics and\n"
+               "                        /healthz: the server's DATA/agent.token, so its log proxy\n"
+               "                        gets in (default: a random one; logs then unreachable)\n"
+               "  --pod-uid N --pod-gid N  ids pods run as when the agent is root and the pod asks\n"
+               "                        for none (securityContext.runAsUser; default 65534)\n"
                "  --log-level LEVEL     debug|info|warn|error\n");
 }
 
 enum { O_SERVER = 256, O_TOKEN, O_KUBECONFIG, O_CA, O_INSECURE, O_NODE, O_MOCK, O_BACKEND, O_STATE, O_LISTEN,
-       O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG };
+       O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG, O_TOKEN_FILE, O_POD_UID, O_POD_GID };
 
 static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods)
 {
@@ -54,6 +62,8 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         {"grace-ms", required_argument, 0, O_GRACE},      {"metrics-interval-ms", required_argument, 0, O_METRICS},
         {"labels", required_argument, 0, O_LABELS},       {"kill-pods-on-exit", no_argument, 0, O_KILL},
         {"log-level", required_argument, 0, O_LOG},       {"help", no_argument, 0, 'h'},
+        {"agent-token-file", required_argument, 0, O_TOKEN_FILE}, {"pod-uid", required_argument, 0, O_POD_UID},
+        {"pod-gid", required_argument, 0, O_POD_GID},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -77,6 +87,23 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         case O_METRICS: o->metrics_interval_ns = atoll(optarg) * 1000000LL; break;
         case O_LABELS: o->extra_labels = optarg; break;
         case O_KILL: *kill_pods = true; break;
+        case O_TOKEN_FILE: {
+            static char tok[128];
+            int err = gs_secret_read(optarg, tok, sizeof tok);
+            if (err) {
+                fprintf(stderr, "gpusched agent: --agent-token-file \"%s\": %s\n", optarg,
+                        err == GS_EPARSE ? "want one line of printable characters (at most 127)" : gs_strerror(err));
+                return 1;
+            }
+            o->http_token = tok;
+            break;
+        }
+        case O_POD_UID:
+            if (gs__pod_id_flag("agent", "pod-uid", optarg, &o->pod_uid)) return 2;
+            break;
+        case O_POD_GID:
+            if (gs__pod_id_flag("agent", "pod-gid", optarg, &o->pod_gid)) return 2;
+            break;
         case O_LOG:
             if (gs_log_level_parse(optarg, &lvl)) return 2;
             gs_log_set_level(lvl);

@@ -98,7 +98,7 @@ static int read_events(const char *dir, struct evlist *l)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/events.jsonl", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) {
         fprintf(stderr, "gpusched explain: --from %s: cannot read %s\n", dir, path);
         return GS_EIO;
@@ -339,7 +339,7 @@ static int explain_server(int argc, char **argv)
 static bool wants_sim(int argc, char **argv)
 {
     bool server = getenv("GPUSCHED_SERVER") || getenv("KUBECONFIG");
-    FILE *kc = fopen("gpusched-data/kubeconfig", "r");
+    FILE *kc = fopen("gpusched-data/kubeconfig", "re");
     if (kc) {
         server = true;
         fclose(kc);

@@ -209,7 +209,7 @@ static int serve(struct gs_disc *d, const struct opts *o)
 /* One HTTP/1.0 GET of /metrics over loopback; returns the bytes read or -1. */
 static long scrape_once(int port, char *buf, size_t len)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -239,7 +239,7 @@ static double mono_seconds(clockid_t id)
 
 static long status_kib(const char *key)
 {
-    FILE *f = fopen("/proc/self/status", "r");
+    FILE *f = fopen("/proc/self/status", "re");
     char line[256];
     long v = -1;
     size_t kl = strlen(key);

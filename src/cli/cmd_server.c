@@ -9,6 +9,7 @@
  * would read a zero as "the default"; a zero that means nothing (a hold of 0) is refused.
  */
 #include "cli/commands.h"
+#include "cli/net_flags.h"
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -188,6 +189,7 @@ static void usage(FILE *f)
                "  --log-level LEVEL     debug|info|warn|error (default info)\n"
                "  --bench               measure the API and the scheduler instead (see --bench --help)\n");
     fputs(gs__adm_usage, f);
+    fputs(gs__net_usage, f);
 }
 
 static int bad(const char *flag, const char *v, const char *why)
@@ -217,8 +219,9 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         {"log-level", required_argument, 0, 'L'}, {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
-    struct option opts[40];
+    struct option opts[48];
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
+    gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
     optind = 1;
     int c, rc = 0;
     double x;
@@ -250,7 +253,9 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
             break;
         case 'h': usage(stdout); return 0;
         case '?': usage(stderr); return 2; /* getopt said which option */
-        default: rc = gs__adm_option(adm, c, optarg, "gpusched server"); break;
+        default:
+            if ((rc = gs__net_option(o, c, optarg, "server")) < 0) rc = gs__adm_option(adm, c, optarg, "gpusched server");
+            break;
         }
         if (rc) return rc;
     }
@@ -287,7 +292,7 @@ int gs_cmd_server(int argc, char **argv)
     printf("gpusched server listening on %s\nkubeconfig: %s\n", gs_server_url(s), gs_server_kubeconfig(s));
     fflush(stdout);
     if (port_file) {
-        FILE *f = fopen(port_file, "w");
+        FILE *f = fopen(port_file, "we");
         if (f) {
             fprintf(f, "%d\n", gs_server_port(s));
             fclose(f);

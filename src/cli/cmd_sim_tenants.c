@@ -318,7 +318,7 @@ static FILE *open_out(const char *dir, const char *name)
     char path[4096];
     mkdir(dir, 0755);
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "we");
     if (!f) fprintf(stderr, "gpusched sim: cannot write %s: %s\n", path, strerror(errno));
     return f;
 }

@@ -6,6 +6,7 @@
  * be reached shows "<unknown>" utilisation rather than failing the table.
  */
 #include "agent/fetch.h"
+#include "core/endpoint.h"
 #include "cli/commands.h"
 #include "control/cli_common.h"
 
@@ -67,9 +68,13 @@ static void utilisation(const json_t *node, char *util, char *mem, char *mig, si
     snprintf(mem, len, "<unknown>");
     snprintf(mig, len, "-");
     gs_agent_endpoint(node, ep, sizeof ep);
-    char *body = NULL;
+    char *body = NULL, why[400];
     size_t bl;
     long code;
+    if (ep[0] && gs_endpoint_check(ep, why, sizeof why)) { /* never follow file:// or a path someone wrote */
+        snprintf(util, len, "<invalid endpoint>");
+        return;
+    }
     if (!ep[0] || gs_agent_get(ep, "/metrics", 3000, &body, &bl, &code) || code != 200) {
         free(body);
         return;

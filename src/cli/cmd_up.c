@@ -13,6 +13,7 @@
  */
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/net_flags.h"
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -38,6 +39,7 @@ struct up_opts {
     int64_t metrics_ns;
     bool keep_pods;
     const char *info_file;
+    long long pod_uid, pod_gid; /* 0: the agent's default (65534) */
 };
 
 static void usage(FILE *f)
@@ -56,11 +58,15 @@ static void usage(FILE *f)
                "  --metrics-interval-ms N  GPU metric collection period (default 2000)\n"
                "  --info FILE           write {server, token, kubeconfig, nodes} as JSON once ready\n"
                "  --keep-pods           leave pods running on exit (a later `up` re-adopts them)\n"
+               "  --pod-uid N --pod-gid N  ids pods run as when up runs as root and the pod asks\n"
+               "                        for none (securityContext.runAsUser; default 65534)\n"
                "  --log-level LEVEL     debug|info|warn|error (default warn)\n");
     fputs(gs__adm_usage, f);
+    fputs(gs__net_usage, f);
 }
 
-enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG };
+enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG,
+       O_POD_UID, O_POD_GID };
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {
@@ -71,10 +77,12 @@ static int parse(int argc, char **argv, struct up_opts *o)
         {"grace-ms", required_argument, 0, O_GRACE},  {"metrics-interval-ms", required_argument, 0, O_METRICS},
         {"info", required_argument, 0, O_INFO},       {"keep-pods", no_argument, 0, O_KEEP},
         {"log-level", required_argument, 0, O_LOG},   {"help", no_argument, 0, 'h'},
+        {"pod-uid", required_argument, 0, O_POD_UID}, {"pod-gid", required_argument, 0, O_POD_GID},
         {0, 0, 0, 0},
     };
-    struct option opts[40];
+    struct option opts[48];
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
+    gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
     optind = 1;
     int c, rc;
     enum gs_log_level lvl;
@@ -90,6 +98,12 @@ static int parse(int argc, char **argv, struct up_opts *o)
         case O_METRICS: o->metrics_ns = atoll(optarg) * 1000000LL; break;
         case O_INFO: o->info_file = optarg; break;
         case O_KEEP: o->keep_pods = true; break;
+        case O_POD_UID:
+            if ((rc = gs__pod_id_flag("up", "pod-uid", optarg, &o->pod_uid))) return rc;
+            break;
+        case O_POD_GID:
+            if ((rc = gs__pod_id_flag("up", "pod-gid", optarg, &o->pod_gid))) return rc;
+            break;
         case O_LOG:
             if (gs_log_level_parse(optarg, &lvl)) {
                 fprintf(stderr, "gpusched up: --log-level \"%s\": want debug, info, warn or error\n", optarg);
@@ -99,8 +113,9 @@ static int parse(int argc, char **argv, struct up_opts *o)
             break;
         case 'h': usage(stdout); return 0;
         case '?': usage(stderr); return 2; /* getopt said which option */
-        default: /* admission flags */
-            if ((rc = gs__adm_option(&o->adm, c, optarg, "gpusched up"))) return rc;
+        default: /* hardening, then admission flags */
+            if ((rc = gs__net_option(&o->srv, c, optarg, "up")) < 0) rc = gs__adm_option(&o->adm, c, optarg, "gpusched up");
+            if (rc) return rc;
             break;
         }
     }
@@ -158,6 +173,10 @@ static int start_agents(struct up_opts *o, struct gs_server *s, struct agents *a
         ao.state_dir = ag->dirs[i];
         ao.conn.kubeconfig = gs_server_kubeconfig(s);
         ao.grace_ms = o->grace_ms;
+        ao.pod_uid = o->pod_uid;
+        ao.pod_gid = o->pod_gid;
+        const char *tok = gs_server_agent_token(s); /* what the server's log proxy sends */
+        ao.http_token = tok && *tok ? tok : NULL;
         ao.metrics_interval_ns = o->metrics_ns ? o->metrics_ns : 2000000000LL;
         char err[512] = "";
         if (gs_agent_start(&ao, &ag->v[i], err, sizeof err)) {

@@ -20,6 +20,8 @@
  */
 #include "agent/fetch.h"
 #include "control/apiserver_int.h"
+#include "control/curlfd.h"
+#include "core/endpoint.h"
 
 #include <curl/curl.h>
 #include <poll.h>
@@ -158,6 +160,7 @@ struct proxy {
     size_t len, off, cap;
     long long left; /* limitBytes still to send; -1: none */
     bool headers, done, follow;
+    struct curl_slist *hd; /* the server's own token for the agent, never the caller's */
     CURLcode result;
     char err[CURL_ERROR_SIZE];
 };
@@ -217,6 +220,7 @@ static void proxy_free(void *cls)
     if (p->m && p->h) curl_multi_remove_handle(p->m, p->h);
     if (p->h) curl_easy_cleanup(p->h);
     if (p->m) curl_multi_cleanup(p->m);
+    curl_slist_free_all(p->hd);
     free(p->buf);
     free(p);
 }
@@ -278,6 +282,14 @@ static struct proxy *proxy_open(struct gs__req *r, const char *url, const struct
     curl_easy_setopt(p->h, CURLOPT_HEADERDATA, p);
     curl_easy_setopt(p->h, CURLOPT_ERRORBUFFER, p->err);
     curl_easy_setopt(p->h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(p->h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(p->h, CURLOPT_SOCKOPTFUNCTION, gs_curl_sockopt_cloexec);
+    if (r->s->agent_token[0]) {
+        char line[300];
+        snprintf(line, sizeof line, "Authorization: Bearer %s", r->s->agent_token);
+        p->hd = curl_slist_append(NULL, line);
+        curl_easy_setopt(p->h, CURLOPT_HTTPHEADER, p->hd);
+    }
     curl_multi_add_handle(p->m, p->h);
     int64_t deadline = mono_ms() + ANSWER_MS;
     while (!p->headers && !p->done && !atomic_load(&r->s->stopping) && mono_ms() < deadline) pump(p, SLICE_MS);
@@ -355,6 +367,9 @@ static enum MHD_Result proxy_to(struct gs__req *r, const json_t *pod, const char
         return gs__reply_status(r, 503, "ServiceUnavailable", r->name,
                                 "node \"%s\" of pod \"%s\" has no agent endpoint (%s): its agent is not registered",
                                 node, r->name, err ? "no such Node" : "no gpusched.io/agent-endpoint annotation");
+    char why[400];
+    if (gs_endpoint_check(ep, why, sizeof why)) /* never a URL someone else chose (core/endpoint.h) */
+        return gs__reply_status(r, 502, "BadGateway", r->name, "node \"%s\" of pod \"%s\": %s", node, r->name, why);
     if (gs__log_agent_path(r->ns, r->name, ctr, q, path, sizeof path) ||
         snprintf(url, sizeof url, "%s%s", ep, path) >= (int)sizeof url)
         return gs__reply_status(r, 400, "BadRequest", r->name, "log request too long");

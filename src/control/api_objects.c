@@ -14,6 +14,7 @@
 
 #include "core/codec.h"
 #include "core/object.h"
+#include "core/pod_security.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -622,6 +623,7 @@ static int delete_fn(json_t *cur, json_t **out, void *arg)
         json_t *tg = json_object_get(json_object_get(cur, "spec"), "terminationGracePeriodSeconds");
         grace = d->grace >= 0 ? d->grace : json_is_integer(tg) && json_integer_value(tg) >= 0 ? json_integer_value(tg)
                                                                                                 : 30;
+        if (grace > GS_GRACE_MAX_S) grace = GS_GRACE_MAX_S; /* a pod stored before the limit: no overflow */
     }
     bool fin = has_finalizers(cur);
     if (!fin && grace == 0) {
@@ -645,7 +647,7 @@ static int delete_fn(json_t *cur, json_t **out, void *arg)
     return 0;
 }
 
-/* gracePeriodSeconds from the DeleteOptions body or the query; answers 400 itself. */
+/* gracePeriodSeconds from the DeleteOptions body or the query (0..GS_GRACE_MAX_S); answers 400 itself. */
 static int grace_of(struct gs__req *r, const json_t *opts, long long *grace)
 {
     *grace = -1;
@@ -653,21 +655,24 @@ static int grace_of(struct gs__req *r, const json_t *opts, long long *grace)
     const char *q = gs__arg(r, "gracePeriodSeconds");
     char text[64] = "";
     if (g && !json_is_null(g)) {
-        if (json_is_integer(g) && json_integer_value(g) >= 0) return (*grace = json_integer_value(g)), 0;
+        if (json_is_integer(g) && json_integer_value(g) >= 0 && json_integer_value(g) <= GS_GRACE_MAX_S)
+            return (*grace = json_integer_value(g)), 0;
         char *dump = json_dumps(g, JSON_ENCODE_ANY | JSON_COMPACT);
         snprintf(text, sizeof text, "%s", dump ? dump : "?");
         free(dump);
     } else if (q) {
         char *end = NULL;
         long long v = strtoll(q, &end, 10);
-        if (*q && !*end && v >= 0) return (*grace = v), 0;
+        if (*q && !*end && v >= 0 && v <= GS_GRACE_MAX_S) return (*grace = v), 0;
         snprintf(text, sizeof text, "\"%s\"", q);
     } else {
         return 0;
     }
-    struct gs__cause c = {"gracePeriodSeconds", "must be a non-negative integer (seconds)", "FieldValueInvalid"};
-    char msg[160];
-    snprintf(msg, sizeof msg, "invalid gracePeriodSeconds %s: must be a non-negative integer (seconds)", text);
+    struct gs__cause c = {"gracePeriodSeconds", "must be a non-negative integer (seconds) of at most 31536000 (one year)",
+                          "FieldValueInvalid"};
+    char msg[200];
+    snprintf(msg, sizeof msg, "invalid gracePeriodSeconds %s: must be a non-negative integer (seconds) of at most 31536000 (one year)",
+             text);
     gs__reply_json(r, 400, gs__status(400, NULL, msg, r->res, r->name, &c, 1));
     return GS_EINVAL;
 }

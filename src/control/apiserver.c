@@ -20,8 +20,13 @@
  * 5-10 minutes by default) with a final BOOKMARK; and an idle one gets a
  * keep-alive (a BOOKMARK when the client allows them, else a blank line)
  * so a peer that vanished without closing is found by a failed write.
+ * Before authentication a client is held to libmicrohttpd's connection
+ * limits (total, per address) and idle timeout - lifted for answered
+ * streams - and to netguard.c's bucket of failed authentications. Routing
+ * itself is api_route.c, pure functions the request fuzzer drives.
  */
 #include "control/apiserver_int.h"
+#include "control/api_route.h"
 
 #include "core/codec.h"
 #include "core/log.h"
@@ -141,8 +146,7 @@ const char *gs__header(struct gs__req *r, const char *key)
 
 bool gs__wants_table(struct gs__req *r)
 {
-    const char *accept = gs__header(r, "Accept");
-    return accept && strstr(accept, "as=Table");
+    return gs__accept_table(gs__header(r, "Accept"));
 }
 
 double gs__wall_now(void)
@@ -478,6 +482,9 @@ enum MHD_Result gs__reply_stream(struct gs__req *r, const char *ctype, size_t bl
     }
     MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    /* A stream may stay silent for long (a watch with no changes, a quiet log):
+     * the idle timeout is for clients that have not been answered. */
+    MHD_set_connection_option(r->c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     enum MHD_Result ret = MHD_queue_response(r->c, 200, resp);
     MHD_destroy_response(resp);
     r->answered = true;
@@ -499,48 +506,9 @@ static enum MHD_Result discovery(struct gs__req *r, char **seg, int n)
     return gs__reply_json(r, 200, doc);
 }
 
-static bool segment_ok(const char *s)
-{
-    size_t n = strlen(s);
-    return n > 0 && n <= 253 && strcmp(s, ".") && strcmp(s, "..");
-}
-
-/* /api/v1/... or /apis/g/v/...: fills r->res, ns, name, sub; false when no such resource. */
-static bool route_resource(struct gs__req *r, char **seg, int n)
-{
-    int base = !strcmp(seg[0], "api") ? 2 : 3;
-    if (n <= base) return false;
-    const char *group = base == 2 ? "" : seg[1], *version = seg[base - 1];
-    char **rest = seg + base;
-    int nr = n - base;
-    if (nr >= 3 && !strcmp(rest[0], "namespaces")) {
-        r->ns = rest[1];
-        rest += 2;
-        nr -= 2;
-    }
-    if (nr > 3) return false;
-    r->res = gs_api_resource_find(group, version, rest[0]);
-    if (!r->res || (r->ns && !r->res->namespaced)) return false;
-    r->name = nr > 1 ? rest[1] : NULL;
-    r->sub = nr > 2 ? rest[2] : "";
-    if (r->name && r->res->namespaced && !r->ns) return false;
-    if ((r->ns && !segment_ok(r->ns)) || (r->name && !segment_ok(r->name))) return false;
-    return true;
-}
-
 static const char *verb_of(struct gs__req *r)
 {
-    const char *m = r->method;
-    if (!strcmp(m, "GET")) {
-        const char *w = gs__arg(r, "watch");
-        if (!r->name && w && (!strcmp(w, "true") || !strcmp(w, "1"))) return "watch";
-        return r->name ? "get" : "list";
-    }
-    if (!strcmp(m, "POST")) return "create";
-    if (!strcmp(m, "PUT")) return "update";
-    if (!strcmp(m, "PATCH")) return "patch";
-    if (!strcmp(m, "DELETE")) return "delete";
-    return NULL;
+    return gs__route_verb(r->method, r->name != NULL, gs__arg(r, "watch"));
 }
 
 /* Applies the role rules; true when the request was refused (answered). */
@@ -592,32 +560,30 @@ static bool public_path(const char *url)
 
 static enum MHD_Result route(struct gs__req *r)
 {
-    if (!strcmp(r->url, "/healthz") || !strcmp(r->url, "/livez") || !strcmp(r->url, "/readyz"))
-        return gs__reply_text(r, 200, "text/plain", strdup("ok"));
-    if (!strcmp(r->url, "/metrics") && r->s->metrics) { /* /metrics hook: Prometheus text from govern/ */
-        char *page = r->s->metrics(r->s->metrics_arg);
-        if (!page) return gs__reply_status(r, 503, NULL, NULL, "metrics are not available");
-        return gs__reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", page);
-    }
-    if (!strcmp(r->url, "/openapi/v2")) /* empty: kubectl then skips client-side validation */
+    struct gs_route rt; /* api_route.c; r's ns/name/sub point into it while the request is routed */
+    gs__route_parse(r->url, &rt);
+    switch (rt.kind) {
+    case GS_RT_HEALTH: return gs__reply_text(r, 200, "text/plain", strdup("ok"));
+    case GS_RT_METRICS:
+        if (!r->s->metrics) break;
+        { /* /metrics hook: Prometheus text from govern/ */
+            char *page = r->s->metrics(r->s->metrics_arg);
+            if (!page) return gs__reply_status(r, 503, NULL, NULL, "metrics are not available");
+            return gs__reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", page);
+        }
+    case GS_RT_OPENAPI: /* empty: kubectl then skips client-side validation */
         return gs__reply_text(r, 200, "application/octet-stream", NULL);
-    char path[2048];
-    if (snprintf(path, sizeof path, "%s", r->url) >= (int)sizeof path)
-        return gs__reply_status(r, 414, "RequestURITooLong", NULL, "URL too long");
-    char *seg[12];
-    int n = 0;
-    for (char *save = NULL, *t = strtok_r(path, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-        if (n == 12) return gs__reply_status(r, 404, NULL, NULL, "the server could not find the requested resource");
-        seg[n++] = t;
-    }
-    if (n == 0) return gs__reply_json(r, 200, json_pack("{s:[s,s,s,s]}", "paths", "/api", "/api/v1", "/apis", "/version"));
-    bool api = !strcmp(seg[0], "api") && (n == 1 || !strcmp(seg[1], "v1"));
-    bool apis = !strcmp(seg[0], "apis");
-    if (!strcmp(seg[0], "version") || ((api && n <= 2) || (apis && n <= 3))) {
+    case GS_RT_TOO_LONG: return gs__reply_status(r, 414, "RequestURITooLong", NULL, "URL too long");
+    case GS_RT_ROOT:
+        return gs__reply_json(r, 200, json_pack("{s:[s,s,s,s]}", "paths", "/api", "/api/v1", "/apis", "/version"));
+    case GS_RT_DISCOVERY:
         if (strcmp(r->method, "GET")) return gs__reply_status(r, 405, NULL, NULL, "method %s not allowed", r->method);
-        return discovery(r, seg, n);
+        return discovery(r, rt.seg, rt.n);
+    case GS_RT_RESOURCE:
+        r->res = rt.res, r->ns = rt.ns, r->name = rt.name, r->sub = rt.sub;
+        return dispatch_resource(r);
+    case GS_RT_NOT_FOUND: r->res = rt.res, r->ns = rt.ns, r->name = rt.name, r->sub = rt.sub; break;
     }
-    if ((api || apis) && route_resource(r, seg, n)) return dispatch_resource(r);
     return gs__reply_status(r, 404, NULL, NULL, "the server could not find the requested resource");
 }
 
@@ -630,7 +596,16 @@ static enum MHD_Result authenticate(struct gs__req *r)
         return MHD_NO;
     }
     r->who = gs_auth_authenticate(r->s->auth, gs__header(r, "Authorization"));
-    if (!r->who && !public_path(r->url)) return gs__reply_status(r, 401, NULL, NULL, "Unauthorized");
+    if (!r->who && !public_path(r->url)) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+        if (!gs_netguard_fail_take(r->s->guard, sa, mono_ns())) {
+            char ip[64];
+            gs_netguard_addr_text(sa, ip, sizeof ip);
+            return gs__reply_status(r, 429, NULL, NULL, "too many failed authentications from %s: slow down", ip);
+        }
+        return gs__reply_status(r, 401, NULL, NULL, "Unauthorized");
+    }
     if (r->who && !gs_auth_rate_take(r->s->auth, r->who, mono_ns()))
         return gs__reply_status(r, 429, NULL, NULL, "too many requests from \"%s\": slow down", r->who->user);
     return MHD_NO;
@@ -747,8 +722,15 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         free(s);
         return GS_EINVAL;
     }
+    if (o->agent_token) snprintf(s->agent_token, sizeof s->agent_token, "%s", o->agent_token);
+    struct gs_netguard_opts go = {.fail_qps = o->fail_qps};
+    if (gs_netguard_new(&go, &s->guard)) {
+        free(s);
+        return GS_ENOMEM;
+    }
     int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
     if (fd < 0) {
+        gs_netguard_free(s->guard);
         free(s);
         return fd;
     }
@@ -762,13 +744,20 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     /* The connection pool holds only headers and the read buffer (bodies are
      * copied out, see append_body); libmicrohttpd zeroes it between requests,
      * so a large one costs every request on a kept-alive connection. */
+    /* One thread per connection: the limits bound threads as well as sockets;
+     * the idle timeout frees those held by clients that never finish a request. */
+    unsigned max_conn = o->max_connections ? o->max_connections : 1024;
+    unsigned per_ip = o->max_per_ip ? o->max_per_ip : 512;
+    unsigned idle = o->idle_timeout_s ? o->idle_timeout_s : 30;
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, 0u,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+                            MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_ARRAY,
                             o->tls ? tls_opts : tls_opts + 2, MHD_OPTION_END);
     if (!s->d) {
         gs_log(GS_LOG_ERROR, "api: libmicrohttpd failed to start", NULL);
         close(fd);
+        gs_netguard_free(s->guard);
         free(s);
         return GS_EIO;
     }
@@ -789,5 +778,6 @@ void gs_apiserver_stop(struct gs_apiserver *s)
     gs_store_interrupt(s->store);
     MHD_stop_daemon(s->d);
     close(s->fd);
+    gs_netguard_free(s->guard);
     free(s);
 }

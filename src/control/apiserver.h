@@ -14,7 +14,10 @@
  * comes back as 422 Invalid with one cause per field. Requests pass
  * authentication (bearer token), the per-token rate limit and the role rules
  * of auth.h before they touch the store; bodies over max_body are refused
- * with 413 without being read.
+ * with 413 without being read. Before authentication a client is bounded by
+ * connection counts (total and per address), an idle timeout (watches and
+ * log follows, answered streams, are exempt) and a per-address rate of
+ * failed authentications (netguard.h).
  */
 #ifndef GS_CONTROL_APISERVER_H
 #define GS_CONTROL_APISERVER_H
@@ -39,6 +42,12 @@ struct gs_apiserver_opts {
      * text (*text freed by the server). NULL: the subresource answers 404. */
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
+    /* Hardening (docs/CONTROL_PLANE.md "Limits and hardening"); 0: default. */
+    const char *agent_token;   /* bearer the pods/log proxy sends to agents; NULL: none */
+    unsigned max_connections;  /* open connections in all; 0: 1024 */
+    unsigned max_per_ip;       /* open connections per source address; 0: 512 */
+    unsigned idle_timeout_s;   /* a connection silent this long is closed (streams exempt); 0: 30 */
+    double fail_qps;           /* failed authentications per second per address; 0: 10, < 0: off */
 };
 
 struct gs_apiserver;

@@ -7,6 +7,7 @@
 
 #include "control/api.h"
 #include "control/apiserver.h"
+#include "control/netguard.h"
 
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -24,6 +25,8 @@ struct gs_apiserver {
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
     int64_t watch_keepalive_ns; /* an idle watch gets a keep-alive this often */
+    char agent_token[128];        /* sent to agents by the log proxy; "" none */
+    struct gs_netguard *guard;    /* connection limits and pre-auth rate limit (netguard.c) */
 };
 
 /* One request in flight. */

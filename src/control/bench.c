@@ -486,7 +486,7 @@ static void phase_e2e(const struct bopts *b)
 
 static long rss_kib(void)
 {
-    FILE *f = fopen("/proc/self/status", "r");
+    FILE *f = fopen("/proc/self/status", "re");
     char line[256];
     long kib = -1;
     while (f && fgets(line, sizeof line, f))

@@ -8,9 +8,11 @@
  */
 #include "control/client.h"
 
+#include "control/curlfd.h"
 #include "core/codec.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -53,7 +55,7 @@ static int write_ca_temp(struct gs_client *c, const char *b64)
     gnutls_datum_t in = {(unsigned char *)b64, (unsigned)strlen(b64)}, out;
     if (gnutls_base64_decode2(&in, &out) < 0) return GS_EINVAL;
     char path[] = "/tmp/gpusched-ca-XXXXXX";
-    int fd = mkstemp(path);
+    int fd = mkostemp(path, O_CLOEXEC);
     int err = fd < 0 || write(fd, out.data, out.size) != (ssize_t)out.size ? GS_EIO : 0;
     gnutls_free(out.data);
     if (fd >= 0) close(fd);
@@ -205,6 +207,9 @@ static struct curl_slist *setup(struct gs_client *c, CURL *h, const char *method
                                 const char *ctype, const char *accept)
 {
     curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https"); /* never file:// or others from a kubeconfig */
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, gs_curl_sockopt_cloexec); /* no socket reaches a pod */
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     if (c->ca_file) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);

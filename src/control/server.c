@@ -10,6 +10,7 @@
 #include "control/apiserver.h"
 #include "control/auth.h"
 #include "control/sched_loop.h"
+#include "control/secret.h"
 #include "control/nodelifecycle.h" /* node lifecycle hook */
 #include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
 #include "govern/operator.h"
@@ -17,12 +18,14 @@
 #include "core/codec.h"
 #include "core/log.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct gs_server {
@@ -41,11 +44,12 @@ struct gs_server {
     struct gs_apiserver *api;
     char url[300];
     char kubeconfig[4200];
+    char agent_token[128];
 };
 
 static int write_private(const char *path, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return GS_EIO;
     size_t len = strlen(text);
     bool ok = write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
@@ -176,10 +180,37 @@ static char *metrics_page(void *arg)
     return b.buf;
 }
 
+/* The data directory holds the tokens, keys and kubeconfig: its owner only
+ * (pods run as another uid and cannot enter it), and the proxy's token. */
+static int private_dir(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
+{
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", s->dir);
+    for (char *p = parent + 1; *p; p++) { /* parents as mkdir -p would make them */
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(parent, 0755) && errno != EEXIST) break;
+        *p = '/';
+    }
+    if ((mkdir(s->dir, 0700) && errno != EEXIST) || chmod(s->dir, 0700)) {
+        gs_diags_add(d, s->dir, "cannot create the data directory with mode 0700: %s", strerror(errno));
+        return GS_EIO;
+    }
+    if (o->no_auth) return 0;
+    char path[4200];
+    if (o->agent_token_file) snprintf(path, sizeof path, "%s", o->agent_token_file);
+    else snprintf(path, sizeof path, "%s/agent.token", s->dir);
+    int err = gs_secret_ensure(path, s->agent_token, sizeof s->agent_token);
+    if (err) gs_diags_add(d, path, "cannot read or create the agent token: %s", gs_strerror(err));
+    return err;
+}
+
 static int start_parts(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
 {
+    int err = private_dir(s, o, d);
+    if (err) return err;
     struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events};
-    int err = gs_store_open_sqlite(&so, &s->store);
+    err = gs_store_open_sqlite(&so, &s->store);
     if (err) {
         gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
         return err;
@@ -205,7 +236,8 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         if ((err = gs_operator_start(&oo, &s->op))) return err;
     }
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
-                                   s->has_tls ? &s->tls : NULL, o->max_body, metrics_page, s, NULL, NULL};
+                                   s->has_tls ? &s->tls : NULL, o->max_body, metrics_page, s, NULL, NULL,
+                                   s->agent_token, o->max_connections, o->max_per_ip, o->idle_timeout_s, o->fail_qps};
     if (s->loop) {
         ao.explain = server_explain;
         ao.explain_ctx = s->loop;
@@ -262,6 +294,7 @@ void gs_server_stop(struct gs_server *s)
 int gs_server_port(const struct gs_server *s) { return gs_apiserver_port(s->api); }
 const char *gs_server_url(const struct gs_server *s) { return s->url; }
 const char *gs_server_kubeconfig(const struct gs_server *s) { return s->kubeconfig; }
+const char *gs_server_agent_token(const struct gs_server *s) { return s->agent_token; }
 struct gs_store *gs_server_store(struct gs_server *s) { return s->store; }
 
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out)

@@ -41,6 +41,10 @@ struct gs_server_opts {
      * the library's defaults with history weight 0.5. profile/evict/ctx are
      * the server's own and ignored here. */
     const struct gs_admission_opts *admission;
+    /* Hardening (docs/CONTROL_PLANE.md "Limits and hardening"); 0: default. */
+    const char *agent_token_file; /* NULL: <data_dir>/agent.token, created if absent */
+    unsigned max_connections, max_per_ip, idle_timeout_s;
+    double fail_qps;
 };
 
 struct gs_server;
@@ -54,6 +58,8 @@ int gs_server_port(const struct gs_server *s);
 const char *gs_server_url(const struct gs_server *s);
 /* The first admin token of the tokens file, or NULL (borrowed). */
 const char *gs_server_admin_token(const struct gs_server *s);
+/* The token the log proxy presents to agents (borrowed); "" with --no-auth. */
+const char *gs_server_agent_token(const struct gs_server *s);
 /* <data_dir>/kubeconfig (borrowed). */
 const char *gs_server_kubeconfig(const struct gs_server *s);
 struct gs_store *gs_server_store(struct gs_server *s);

@@ -23,7 +23,7 @@ static int write_file(const char *dir, const char *name, const char *text, mode_
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0) return GS_EIO;
     size_t len = strlen(text), off = 0;
     while (off < len) {

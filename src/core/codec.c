@@ -77,7 +77,7 @@ static int docs_push(struct gs_docs *d, json_t *v, int line)
 
 int gs_read_file(const char *path, char **buf, size_t *len)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    FILE *f = strcmp(path, "-") ? fopen(path, "rbe") : stdin;
     if (!f) return errno == ENOENT ? GS_ENOENT : GS_EIO;
     char *b = NULL;
     size_t n = 0, cap = 0;

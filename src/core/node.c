@@ -24,6 +24,7 @@
  * Peer indices are kept as a 64-bit mask, which is why indices stop at 63.
  */
 #include "core/decode.h"
+#include "core/endpoint.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -148,9 +149,22 @@ static void dec_gpus(struct gs_dec *dc, const json_t *status, struct gs_node *n)
 
 /*--- The node ---*/
 
+static void check_endpoint(struct gs_dec *dc, const struct gs_meta *meta)
+{
+    const char *ep = gs_labels_get(&meta->annotations, GS_ANN_AGENT_ENDPOINT);
+    char why[400];
+    if (!ep || !gs_endpoint_check(ep, why, sizeof why)) return;
+    size_t m = gs__dec_key(dc, "metadata");
+    gs__dec_key(dc, "annotations");
+    gs__dec_key(dc, GS_ANN_AGENT_ENDPOINT);
+    gs__dec_err(dc, "%s", why);
+    gs__dec_pop(dc, m);
+}
+
 int gs__node_decode(json_t *doc, struct gs_node *n, struct gs_dec *dc)
 {
     gs__dec_meta(dc, doc, false, &n->meta);
+    check_endpoint(dc, &n->meta); /* agent endpoint: http(s)://host:port only (endpoint.c) */
     json_t *spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT);
     size_t m = gs__dec_key(dc, "spec");
     gs__dec_bool(dc, spec, "unschedulable", &n->unschedulable);

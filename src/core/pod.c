@@ -22,6 +22,7 @@
  * where it fits. gpusched.io/gpu-model restricts the GPU models.
  */
 #include "core/decode.h"
+#include "core/pod_security.h"
 #include "core/quantity.h"
 
 #include <inttypes.h>
@@ -437,6 +438,7 @@ static void dec_pod_spec(struct gs_dec *dc, const json_t *spec, struct gs_pod *p
     gs__dec_tolerations(dc, spec, "tolerations", &p->tolerations, &p->ntolerations);
     dec_spread(dc, spec, p);
     gs__dec_resources(dc, spec, "overhead", overhead);
+    gs__pod_check_security(dc, spec); /* reserved env, securityContext (pod_security.c) */
     gs__dec_pop(dc, m);
 }
 

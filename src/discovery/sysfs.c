@@ -25,7 +25,7 @@ static int read_line(const char *root, const char *rel, char *buf, size_t len)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", root, rel);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) return GS_ENOENT;
     if (!fgets(buf, (int)len, f)) buf[0] = 0;
     fclose(f);

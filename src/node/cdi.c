@@ -115,7 +115,7 @@ int gs_cdi_write(const char *dir, const struct gs_node_gpus *g, const struct gs_
     snprintf(final, sizeof final, "%s/%s", dir, name);
     /* A leading dot and no .json suffix: CDI scanners skip the temporary file. */
     snprintf(tmp, sizeof tmp, "%s/.%s.tmpXXXXXX", dir, name);
-    int fd = mkdirs(dir) ? -1 : mkstemp(tmp);
+    int fd = mkdirs(dir) ? -1 : mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         free(text);
         return GS_EIO;

@@ -55,7 +55,7 @@ int gs__dm_save(struct gs_dm *dm)
 {
     char tmp[400];
     snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", dm->checkpoint);
-    int fd = mkstemp(tmp);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) return GS_EIO;
     json_t *root = json_pack("{s:i, s:O}", "version", 1, "allocations", dm->allocs);
     char *text = json_dumps(root, JSON_INDENT(1));

@@ -161,7 +161,7 @@ int gs_migcaps_load(const char *proc_root, struct gs_migcaps *c, char *err, size
     c->config = c->monitor = -1;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", proc_root ? proc_root : "/proc", GS_MIGCAPS_FILE);
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) {
         int e = errno;
         snprintf(err, errlen, "cannot read %s: %s", path, strerror(e));

@@ -149,7 +149,7 @@ static FILE *open_in(const char *dir, const char *name)
     char *path = malloc(len);
     if (!path) return NULL;
     snprintf(path, len, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "we");
     free(path);
     return f;
 }

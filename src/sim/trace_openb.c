@@ -374,7 +374,7 @@ int gs__openb_parse_pods(const char *buf, size_t len, const char *fname, struct 
 
 static int read_file(const char *path, char **buf, size_t *len, struct gs_diags *d)
 {
-    FILE *f = fopen(path, "rb");
+    FILE *f = fopen(path, "rbe");
     if (!f) {
         gs_diags_add(d, path, "cannot open: %s", strerror(errno));
         return GS_ENOENT;

@@ -96,18 +96,30 @@ class Stack:
         r = self.cli("get", "node", name, "-o", "json", check=False)
         return json.loads(r.stdout) if r.returncode == 0 else None
 
+    @property
+    def agent_token(self):
+        """The server's token for agents (every agent route but /metrics wants it)."""
+        return (self.data / "agent.token").read_text().strip()
+
     def agent_get(self, port, path):
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as f:
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                     headers={"Authorization": f"Bearer {self.agent_token}"})
+        with urllib.request.urlopen(req, timeout=5) as f:
             return f.read().decode()
 
 
-def pod_manifest(name, cmd, gpus=0, ns="default", restart="Never", annotations=None):
+def pod_manifest(name, cmd, gpus=0, ns="default", restart="Never", annotations=None, run_as_root=False):
+    """run_as_root: for pods that write into the test's own (root-owned) directory;
+    others run as the agent's unprivileged default uid."""
     res = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    spec = {"restartPolicy": restart,
+            "containers": [{"name": "main", "command": ["sh", "-c", cmd], "resources": res}]}
+    if run_as_root:
+        spec["securityContext"] = {"runAsUser": 0, "runAsGroup": 0}
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
-        "spec": {"restartPolicy": restart,
-                 "containers": [{"name": "main", "command": ["sh", "-c", cmd], "resources": res}]},
+        "spec": spec,
     }
 
 

@@ -52,11 +52,14 @@ class Cluster(Stack):
     def agent(self, node):
         self.spawn(f"agent-{node}", "agent", "--kubeconfig", self.kubeconfig, "--node-name", node, "--mock", self.mock,
                    "--state-dir", str(self.dir / "agents" / node), "--listen", f"127.0.0.1:{self.agent_ports[node]}",
-                   "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "warn")
+                   "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "warn",
+                   "--agent-token-file", str(self.data / "agent.token"))
 
     def agent_report(self, node):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.agent_ports[node]}/pods", timeout=2) as f:
+            req = urllib.request.Request(f"http://127.0.0.1:{self.agent_ports[node]}/pods",
+                                         headers={"Authorization": f"Bearer {self.agent_token}"})
+            with urllib.request.urlopen(req, timeout=2) as f:
                 return json.loads(f.read())
         except OSError:
             return None
@@ -100,7 +103,7 @@ def test_server_and_agent_killed_during_a_workload(gpusched_bin, tmp_path):
         for n in nodes:
             c.agent(n)
         wait_for(lambda: all(c.node(n) for n in nodes), 20, "nodes to register")
-        docs = [pod_manifest(f"w{i:04d}", f'echo "$GPUSCHED_POD_UID" >> {ran}/$GPUSCHED_POD', gpus=1)
+        docs = [pod_manifest(f"w{i:04d}", f'echo "$GPUSCHED_POD_UID" >> {ran}/$GPUSCHED_POD', gpus=1, run_as_root=True)
                 for i in range(PODS)]
         c.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs), timeout=120)
         violations, stop = [], threading.Event()

@@ -41,8 +41,8 @@ def apply(stack, *docs):
     stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
-def graceful_pod(name, cmd, gpus, grace):
-    p = pod_manifest(name, cmd, gpus=gpus)
+def graceful_pod(name, cmd, gpus, grace, run_as_root=False):
+    p = pod_manifest(name, cmd, gpus=gpus, run_as_root=run_as_root)
     p["spec"]["terminationGracePeriodSeconds"] = grace
     return p
 
@@ -102,10 +102,10 @@ def test_pod_ignoring_sigterm_is_killed_after_its_grace(stack):
 def test_new_pod_never_overlaps_the_terminating_one(stack, tmp_path):
     old_exit, new_start = tmp_path / "old.exit", tmp_path / "new.start"
     cmd = f"trap 'sleep 6; date +%s.%N > {old_exit}; exit 0' TERM; echo started; while true; do sleep 0.2; done"
-    apply(stack, graceful_pod("old", cmd, 2, 30))
+    apply(stack, graceful_pod("old", cmd, 2, 30, run_as_root=True))
     wait_for(lambda: phase(stack.pod("old")) == "Running", 30, "old to run")
     stack.cli("delete", "pod", "old", "--wait=false")
-    apply(stack, pod_manifest("new", f"date +%s.%N > {new_start}; sleep 1", gpus=2))
+    apply(stack, pod_manifest("new", f"date +%s.%N > {new_start}; sleep 1", gpus=2, run_as_root=True))
     # While old terminates, new is not even bound: the scheduler still counts old's GPUs.
     seen_terminating = False
     end = time.time() + 3

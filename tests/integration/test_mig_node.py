@@ -378,6 +378,7 @@ def mig_series(stack, name):
 def test_mixed_metrics_name_the_pod_of_each_instance(mixed):
     inst = node_mig(mixed)
     flag = pathlib.Path(tempfile.mkdtemp(prefix="gsmigm", dir="/tmp")) / "done"
+    flag.parent.chmod(0o755)  # the pod runs as nobody and must see the flag
     try:
         apply(mixed, mig_pod("metered", "nvidia.com/mig-2g.20gb", 1,
                              f'echo "$NVIDIA_VISIBLE_DEVICES"; while [ ! -e {flag} ]; do sleep 0.2; done'))
@@ -482,7 +483,8 @@ def test_restarted_agent_readopts_its_instances(gpusched_bin, tmp_path):
     try:
         apply(s, policy("mixed", "all-1g.10gb"))
         wait_for(ready, 60, "the node ready under the mixed strategy")
-        flag = tmp_path / "let-long-finish"
+        flag = pathlib.Path(tempfile.mkdtemp(prefix="gsmigl", dir="/tmp")) / "let-long-finish"
+        flag.parent.chmod(0o755)  # the pod runs as nobody and must see the flag
         apply(s, mig_pod("long", "nvidia.com/mig-1g.10gb", 1,
                          f'echo "$NVIDIA_VISIBLE_DEVICES"; while [ ! -e {flag} ]; do sleep 0.2; done'))
         wait_for(lambda: phase(s.pod("long")) == "Running", 30, "long to run")
@@ -502,3 +504,5 @@ def test_restarted_agent_readopts_its_instances(gpusched_bin, tmp_path):
         assert [d["uuid"] for d in p["status"]["devices"]] == [held]
     finally:
         s.stop_all()
+        if "flag" in locals():
+            shutil.rmtree(flag.parent, ignore_errors=True)

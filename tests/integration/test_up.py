@@ -75,7 +75,7 @@ def test_exit_code_makes_the_pod_fail(stack):
 def test_running_then_delete_kills_the_process_group(stack, tmp_path):
     marker = tmp_path / "child.pid"
     cmd = f"sleep 300 & echo $! > {marker}; echo started; wait"
-    apply(stack, pod_manifest("long", cmd, gpus=1))
+    apply(stack, pod_manifest("long", cmd, gpus=1, run_as_root=True))
     wait_for(lambda: phase(stack.pod("long")) == "Running", 20, "long to run")
     wait_for(marker.exists, 10, "the child pid")
     child = int(marker.read_text())

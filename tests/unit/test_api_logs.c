@@ -128,6 +128,7 @@ struct peer {
     int port;
     pthread_mutex_t mu;
     char last[1024]; /* the last URL with its query, as asked */
+    char auth[256];  /* its Authorization header */
     atomic_int closed; /* endless streams torn down */
 };
 
@@ -181,8 +182,10 @@ static enum MHD_Result peer_req(void *cls, struct MHD_Connection *c, const char 
     char last[1024];
     snprintf(last, sizeof last, "%s", url);
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_arg, last);
+    const char *au = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     pthread_mutex_lock(&p->mu);
     snprintf(p->last, sizeof p->last, "%s", last);
+    snprintf(p->auth, sizeof p->auth, "%s", au ? au : "");
     pthread_mutex_unlock(&p->mu);
     struct MHD_Response *r;
     unsigned code = 200;
@@ -285,6 +288,15 @@ static int setup(void **state)
     pod(e, "ns", "dark", "n2", one);
     pod(e, "ns", "noagent", "n3", one);
     pod(e, "team-a", "mine", "n1", one);
+    /* A Node stored before endpoints were validated (the API refuses it now). */
+    json_t *bad = json_loads("{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n4\",\"annotations\":"
+                             "{\"gpusched.io/agent-endpoint\":\"http://127.0.0.1:1/admin#\"}}}",
+                             0, NULL);
+    char nkey[256];
+    gs_api_key(gs_api_resource_lookup("nodes"), NULL, "n4", nkey, sizeof nkey);
+    assert_int_equal(gs_store_create(gs_server_store(e->srv), nkey, bad, NULL), 0);
+    json_decref(bad);
+    pod(e, "ns", "forged", "n4", one);
     *state = e;
     return 0;
 }
@@ -374,6 +386,13 @@ static void proxies(void **state)
     assert_string_equal(g.body, "a\nb\n");
     assert_string_equal(g.ctype, "text/plain");
     last_asked(e, "/logs/ns/one?container=main");
+    /* The agent gets the server's own token, never the caller's. */
+    char want[300];
+    snprintf(want, sizeof want, "Bearer %s", gs_server_agent_token(e->srv));
+    assert_true(strlen(gs_server_agent_token(e->srv)) >= 32);
+    pthread_mutex_lock(&e->peer.mu);
+    assert_string_equal(e->peer.auth, want);
+    pthread_mutex_unlock(&e->peer.mu);
     assert_int_equal(get(e, "adm", "/api/v1/namespaces/ns/pods/one/log?tailLines=1&timestamps=true", &g), 200);
     last_asked(e, "/logs/ns/one?container=main&tailLines=1");
     /* limitBytes is also enforced here, whatever the agent sends */
@@ -414,6 +433,8 @@ static void errors(void **state)
     status_is(&g, 502, "cannot reach the agent of node \"n2\" at http://127.0.0.1:1");
     assert_int_equal(get(e, "adm", "/api/v1/namespaces/ns/pods/noagent/log", &g), 503);
     status_is(&g, 503, "node \"n3\" of pod \"noagent\" has no agent endpoint");
+    assert_int_equal(get(e, "adm", "/api/v1/namespaces/ns/pods/forged/log", &g), 502);
+    status_is(&g, 502, "invalid agent endpoint \"http://127.0.0.1:1/admin#\": must be exactly http(s)://HOST:PORT");
     assert_int_equal(get(e, "adm", "/api/v1/namespaces/ns/pods/one/log?previous=true", &g), 400);
     status_is(&g, 400, "previous=true is not supported");
     assert_int_equal(get(e, "adm", "/api/v1/namespaces/ns/pods/one/log?tailLines=x", &g), 400);
@@ -577,6 +598,7 @@ static int agent_setup(void **state)
     FILE *l = fopen(f->log, "w");
     fputs("one\ntwo\nthree\n", l);
     fclose(l);
+    snprintf(f->a.http_token, sizeof f->a.http_token, "agent-secret");
     char err[256];
     assert_int_equal(gs__http_start(&f->a, "127.0.0.1:0", err, sizeof err), 0);
     snprintf(f->base, sizeof f->base, "http://127.0.0.1:%d", f->a.port);
@@ -594,12 +616,19 @@ static int agent_teardown(void **state)
     return 0;
 }
 
-static long aget(struct afx *f, const char *path, struct got *g)
+static struct curl_slist *agent_auth(void)
+{
+    return curl_slist_append(NULL, "Authorization: Bearer agent-secret");
+}
+
+static long aget_as(struct afx *f, const char *path, const char *auth, struct got *g)
 {
     memset(g, 0, sizeof *g);
     char url[512];
     snprintf(url, sizeof url, "%s%s", f->base, path);
     CURL *h = curl_easy_init();
+    struct curl_slist *hd = auth ? curl_slist_append(NULL, auth) : NULL;
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, got_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, g);
@@ -608,7 +637,31 @@ static long aget(struct afx *f, const char *path, struct got *g)
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_cleanup(h);
+    curl_slist_free_all(hd);
     return code;
+}
+
+static long aget(struct afx *f, const char *path, struct got *g)
+{
+    return aget_as(f, path, "Authorization: Bearer agent-secret", g);
+}
+
+/* Every route but /metrics and /healthz wants the agent's token. */
+static void agent_needs_token(void **state)
+{
+    struct afx *f = *state;
+    struct got g;
+    const char *paths[] = {"/logs/ns/p", "/containerLogs/ns/p/main", "/pods", "/nothing"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        assert_int_equal(aget_as(f, paths[i], NULL, &g), 401);
+        assert_non_null(strstr(g.body, "bearer token"));
+        assert_int_equal(aget_as(f, paths[i], "Authorization: Bearer agent-secreT", &g), 401);
+        assert_int_equal(aget_as(f, paths[i], "Authorization: Bearer agent-secret-and-more", &g), 401);
+        assert_int_equal(aget_as(f, paths[i], "Authorization: Basic agent-secret", &g), 401);
+    }
+    assert_int_equal(aget_as(f, "/healthz", NULL, &g), 200);
+    assert_int_not_equal(aget_as(f, "/metrics", NULL, &g), 401); /* 503 here: no exporter */
+    assert_int_equal(aget(f, "/logs/ns/p", &g), 200);
 }
 
 static void agent_logs(void **state)
@@ -692,8 +745,10 @@ static void agent_follow_client_gone(void **state)
     struct afx *f = *state;
     char url[256];
     snprintf(url, sizeof url, "%s/logs/ns/p?follow=1", f->base);
+    struct curl_slist *hd = agent_auth();
     for (int i = 0; i < 40; i++) { /* more than the follow cap: closed streams give their slot back */
         CURL *h = curl_easy_init();
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
         curl_easy_setopt(h, CURLOPT_URL, url);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, abort_after_first);
         assert_int_equal(curl_easy_perform(h), CURLE_WRITE_ERROR);
@@ -707,6 +762,7 @@ static void agent_follow_client_gone(void **state)
     assert_int_equal(code, 200);
     assert_string_equal(g.body, "one");
     assert_int_equal(aget(f, "/healthz", &g), 200);
+    curl_slist_free_all(hd);
 }
 
 int main(void)
@@ -721,6 +777,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(follow, setup, teardown),
         cmocka_unit_test_setup_teardown(follow_does_not_block, setup, teardown),
         cmocka_unit_test_setup_teardown(follow_teardown, setup, teardown),
+        cmocka_unit_test_setup_teardown(agent_needs_token, agent_setup, agent_teardown),
         cmocka_unit_test_setup_teardown(agent_logs, agent_setup, agent_teardown),
         cmocka_unit_test_setup_teardown(agent_follow, agent_setup, agent_teardown),
         cmocka_unit_test_setup_teardown(agent_follow_client_gone, agent_setup, agent_teardown),
