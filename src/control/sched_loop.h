@@ -48,6 +48,7 @@ struct gs_sched_loop_opts {
     uint64_t seed;
     struct gs_hist *cycle_latency;        /* optional (govern/metrics.h): each cycle's seconds are observed */
     const struct gs_admission_opts *admission; /* admission tuning, copied; NULL: defaults (admission_loop.h) */
+    struct gs_recorder *events;           /* borrowed (events.h): Scheduled, FailedScheduling, Preempted; NULL: none */
 };
 
 struct gs_sched_loop_stats {

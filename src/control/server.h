@@ -41,6 +41,7 @@ struct gs_server_opts {
      * the library's defaults with history weight 0.5. profile/evict/ctx are
      * the server's own and ignored here. */
     const struct gs_admission_opts *admission;
+    int64_t event_ttl_s;      /* Events expire this long after their last write (events.h); 0: 1 h */
 };
 
 struct gs_server;
@@ -57,6 +58,10 @@ const char *gs_server_admin_token(const struct gs_server *s);
 /* <data_dir>/kubeconfig (borrowed). */
 const char *gs_server_kubeconfig(const struct gs_server *s);
 struct gs_store *gs_server_store(struct gs_server *s);
+
+struct gs_recorder;
+/* The server's Event recorder (events.h; borrowed), for embedded producers. */
+struct gs_recorder *gs_server_events(struct gs_server *s);
 
 struct gs_sched_loop_stats;
 /* Scheduler counters (zeros when it does not run). */
