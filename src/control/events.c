@@ -95,6 +95,7 @@ struct gs_recorder {
     json_t *agg;         /* agg_key -> {ns, name, count, first, last} */
     json_t *buckets;     /* spam_key -> {tokens, t} */
     int64_t ttl, sweep, next_sweep;
+    int64_t last_name_t; /* time in the last name given (under wmu) */
     struct gs_recorder_stats st;
 };
 
@@ -203,7 +204,10 @@ static json_t *full_event(const struct item *it, const char *name, int64_t first
 static int create_new(struct gs_recorder *r, const struct item *it, char *name, size_t len)
 {
     int err = GS_EEXIST;
-    for (int64_t t = it->t, tries = 0; err == GS_EEXIST && tries < 8; t++, tries++) {
+    /* Names from one recorder never repeat; a clash with another writer takes the next nanosecond. */
+    int64_t t = it->t > r->last_name_t ? it->t : r->last_name_t + 1;
+    for (int tries = 0; err == GS_EEXIST && tries < 8; t++, tries++) {
+        r->last_name_t = t;
         snprintf(name, len, "%s.%llx", it->obj_name, (unsigned long long)t);
         json_t *ev = full_event(it, name, it->t, it->t, 1);
         err = ev ? r->sink.write(r->sink.ctx, it->ns, name, ev, false) : GS_ENOMEM;
@@ -498,9 +502,9 @@ static int64_t last_write(const json_t *ev)
                            json_string_value(json_object_get(json_object_get(ev, "series"), "lastObservedTime")),
                            json_string_value(json_object_get(ev, "eventTime")),
                            json_string_value(json_object_get(json_object_get(ev, "metadata"), "creationTimestamp"))};
-    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++)
+    for (size_t i = 0; i < 3; i++)
         if ((v = ts_parse(cands[i])) > t) t = v;
-    return t;
+    return t ? t : ts_parse(cands[3]); /* an Event written without times */
 }
 
 static int expire_one(const char *key, json_t *obj, void *arg)
@@ -554,9 +558,11 @@ static json_t *rename_fields(const json_t *in, int from, const char *api)
     json_t *v;
     json_object_foreach((json_t *)in, k, v) {
         const char *name = k;
-        for (size_t i = 0; i < NRENAMES; i++)
+        for (size_t i = 0; i < NRENAMES; i++) {
             if (!strcmp(k, renames[i][from])) name = renames[i][1 - from];
-        json_object_set(out, name, v);
+            else if (!strcmp(k, renames[i][1 - from])) name = NULL; /* the other group's name: not a field here */
+        }
+        if (name) json_object_set(out, name, v);
     }
     json_object_set_new(out, "apiVersion", json_string(api));
     json_object_set_new(out, "kind", json_string("Event"));
