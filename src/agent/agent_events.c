@@ -43,7 +43,9 @@ static int client_write(void *ctx, const char *ns, const char *name, const json_
 int gs__agent_events_start(struct gs_agent *a)
 {
     struct gs_diags d = {0};
-    int err = gs_client_new(&a->o.conn, &a->ev_cl, &d);
+    struct gs_client_opts co = a->o.conn;
+    co.timeout_ms = 5000; /* an Event is not worth the default 30 s wait */
+    int err = gs_client_new(&co, &a->ev_cl, &d);
     gs_diags_free(&d);
     if (err) return err;
     struct gs_recorder_opts ro = {.sink = {client_write, a->ev_cl}};

@@ -90,6 +90,7 @@ struct gs_recorder {
     size_t cap, head, n;
     uint64_t queued, done;
     bool stop, started;
+    uint64_t errors_at_stop; /* write errors when stop was asked */
     pthread_t th;
     pthread_mutex_t wmu; /* correlator tables and the sink */
     json_t *agg;         /* agg_key -> {ns, name, count, first, last} */
@@ -285,8 +286,12 @@ static void *run(void *arg)
             struct item *it = r->q[r->head];
             r->head = (r->head + 1) % r->cap;
             r->n--;
+            /* Stopping with a failing sink (the agent's server gone): what is
+             * left is dropped, not tried for a client timeout each. */
+            bool give_up = r->stop && r->st.write_errors > r->errors_at_stop;
             pthread_mutex_unlock(&r->mu);
-            process(r, it);
+            if (give_up) count(r, &r->st.dropped_full);
+            else process(r, it);
             item_free(it);
             pthread_mutex_lock(&r->mu);
             r->done++;
@@ -358,6 +363,7 @@ void gs_recorder_free(struct gs_recorder *r)
     if (r->started) {
         pthread_mutex_lock(&r->mu);
         r->stop = true;
+        r->errors_at_stop = r->st.write_errors;
         pthread_cond_signal(&r->cv);
         pthread_mutex_unlock(&r->mu);
         pthread_join(r->th, NULL);
