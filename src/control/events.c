@@ -37,6 +37,7 @@
 #define QUEUE_DEFAULT 1024
 #define TABLE_MAX 4096
 #define SWEEP_MAX_NS (60 * GS_NS_PER_SEC)
+#define BATCH 128 /* records the thread takes from the queue at once */
 
 /*--- Times ---*/
 
@@ -111,13 +112,6 @@ static void item_free(struct item *it)
     free(it->obj_name);
     free(it->ns);
     free(it);
-}
-
-static void count(struct gs_recorder *r, uint64_t *field)
-{
-    pthread_mutex_lock(&r->mu);
-    (*field)++;
-    pthread_mutex_unlock(&r->mu);
 }
 
 /*--- Store sink ---*/
@@ -201,15 +195,20 @@ static json_t *full_event(const struct item *it, const char *name, int64_t first
     return ev;
 }
 
-/* A new Event named "<object>.<hex ns>" (the next nanosecond on a clash). */
-static int create_new(struct gs_recorder *r, const struct item *it, char *name, size_t len)
+/* The next name "<object>.<hex ns>": names from one recorder never repeat. */
+static void next_name(struct gs_recorder *r, const struct item *it, char *name, size_t len)
+{
+    r->last_name_t = it->t > r->last_name_t ? it->t : r->last_name_t + 1;
+    snprintf(name, len, "%s.%llx", it->obj_name, (unsigned long long)r->last_name_t);
+}
+
+/* A new Event, one write at a time: a clash with another writer's name
+ * takes the next nanosecond. */
+static int create_one(struct gs_recorder *r, const struct item *it, char *name, size_t len)
 {
     int err = GS_EEXIST;
-    /* Names from one recorder never repeat; a clash with another writer takes the next nanosecond. */
-    int64_t t = it->t > r->last_name_t ? it->t : r->last_name_t + 1;
-    for (int tries = 0; err == GS_EEXIST && tries < 8; t++, tries++) {
-        r->last_name_t = t;
-        snprintf(name, len, "%s.%llx", it->obj_name, (unsigned long long)t);
+    for (int tries = 0; err == GS_EEXIST && tries < 8; tries++) {
+        next_name(r, it, name, len);
         json_t *ev = full_event(it, name, it->t, it->t, 1);
         err = ev ? r->sink.write(r->sink.ctx, it->ns, name, ev, false) : GS_ENOMEM;
         json_decref(ev);
@@ -217,50 +216,112 @@ static int create_new(struct gs_recorder *r, const struct item *it, char *name, 
     return err;
 }
 
-static void process(struct gs_recorder *r, struct item *it)
+enum { P_DROP, P_CREATE, P_UPDATE };
+
+/* What one record becomes: dropped, a new Event, or count + 1 of one. */
+struct plan {
+    int kind;
+    char name[600];
+    json_t *ev;
+    int err;
+};
+
+static void set_agg(struct gs_recorder *r, const struct item *it, const char *name)
 {
-    pthread_mutex_lock(&r->wmu);
+    if (json_object_size(r->agg) >= TABLE_MAX) prune_agg(r, it->t);
+    json_object_set_new(r->agg, it->agg_key,
+                        json_pack("{s:s, s:I, s:I, s:I}", "name", name, "count", (json_int_t)1, "first",
+                                  (json_int_t)it->t, "last", (json_int_t)it->t));
+}
+
+/* The correlator, under wmu. The table is updated as if the write will
+ * succeed (a later record of the same batch aggregates into it); settle()
+ * repairs it when it did not. */
+static void decide(struct gs_recorder *r, const struct item *it, struct plan *p)
+{
     bool distinct = it->flags & GS_EVENT_DISTINCT;
+    p->ev = NULL;
+    p->err = 0;
     if (!distinct && !spam_allow(r, it)) {
-        pthread_mutex_unlock(&r->wmu);
-        count(r, &r->st.dropped_rate);
+        p->kind = P_DROP;
         return;
     }
     json_t *a = distinct ? NULL : json_object_get(r->agg, it->agg_key);
-    int err = 0;
     if (a && it->t - json_integer_value(json_object_get(a, "last")) <= GS_EVENT_WINDOW_NS) {
         json_int_t n = json_integer_value(json_object_get(a, "count")) + 1;
-        const char *name = json_string_value(json_object_get(a, "name"));
-        json_t *ev = full_event(it, name, json_integer_value(json_object_get(a, "first")), it->t, n);
-        err = ev ? r->sink.write(r->sink.ctx, it->ns, name, ev, true) : GS_ENOMEM;
-        json_decref(ev);
-        if (!err) {
-            json_object_set_new(a, "count", json_integer(n));
-            json_object_set_new(a, "last", json_integer(it->t));
-            pthread_mutex_unlock(&r->wmu);
-            count(r, &r->st.aggregated);
+        p->kind = P_UPDATE;
+        snprintf(p->name, sizeof p->name, "%s", json_string_value(json_object_get(a, "name")));
+        p->ev = full_event(it, p->name, json_integer_value(json_object_get(a, "first")), it->t, n);
+        json_object_set_new(a, "count", json_integer(n));
+        json_object_set_new(a, "last", json_integer(it->t));
+        return;
+    }
+    p->kind = P_CREATE;
+    next_name(r, it, p->name, sizeof p->name);
+    p->ev = full_event(it, p->name, it->t, it->t, 1);
+    if (!distinct) set_agg(r, it, p->name);
+}
+
+/* One write each: a store create joins the group commit of the API's
+ * concurrent writers (store.h), where a batch of its own would end their
+ * commit delay early and cost more commits than it saves (measured). */
+static void write_plans(struct gs_recorder *r, const struct item *const *its, struct plan *ps, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].kind != P_DROP)
+            ps[i].err = ps[i].ev ? r->sink.write(r->sink.ctx, its[i]->ns, ps[i].name, ps[i].ev,
+                                                 ps[i].kind == P_UPDATE)
+                                 : GS_ENOMEM;
+}
+
+/* After the writes, under wmu: counts, and the slow path for what failed. */
+static void settle(struct gs_recorder *r, const struct item *it, struct plan *p, struct gs_recorder_stats *st)
+{
+    if (p->kind == P_DROP) {
+        st->dropped_rate++;
+        return;
+    }
+    if (!p->err) {
+        if (p->kind == P_UPDATE) st->aggregated++;
+        else st->created++;
+        return;
+    }
+    bool distinct = it->flags & GS_EVENT_DISTINCT;
+    if (!distinct) json_object_del(r->agg, it->agg_key);
+    /* Gone (expired) before its update, or a name another writer took: a new one. */
+    if ((p->kind == P_UPDATE && p->err == GS_ENOENT) || (p->kind == P_CREATE && p->err == GS_EEXIST)) {
+        p->err = create_one(r, it, p->name, sizeof p->name);
+        if (!p->err) {
+            if (!distinct) set_agg(r, it, p->name);
+            st->created++;
             return;
         }
-        json_object_del(r->agg, it->agg_key); /* gone (expired): start a new one */
-        if (err != GS_ENOENT) goto failed;
     }
-    char name[600];
-    err = create_new(r, it, name, sizeof name);
-    if (err) goto failed;
-    if (!distinct) {
-        if (json_object_size(r->agg) >= TABLE_MAX) prune_agg(r, it->t);
-        json_object_set_new(r->agg, it->agg_key,
-                            json_pack("{s:s, s:I, s:I, s:I}", "name", name, "count", (json_int_t)1, "first",
-                                      (json_int_t)it->t, "last", (json_int_t)it->t));
-    }
-    pthread_mutex_unlock(&r->wmu);
-    count(r, &r->st.created);
-    return;
-failed:
-    pthread_mutex_unlock(&r->wmu);
-    count(r, &r->st.write_errors);
+    st->write_errors++;
     gs_log(GS_LOG_DEBUG, "events: write failed", "object", it->obj_name, "reason",
-           json_string_value(json_object_get(it->ev, "reason")), "error", gs_strerror(err), NULL);
+           json_string_value(json_object_get(it->ev, "reason")), "error", gs_strerror(p->err), NULL);
+}
+
+static void process(struct gs_recorder *r, struct item *const *its, size_t n)
+{
+    struct plan *ps = calloc(n, sizeof *ps);
+    struct gs_recorder_stats st = {0};
+    pthread_mutex_lock(&r->wmu);
+    for (size_t i = 0; ps && i < n; i++) decide(r, its[i], &ps[i]);
+    if (ps) write_plans(r, (const struct item *const *)its, ps, n);
+    for (size_t i = 0; ps && i < n; i++) {
+        settle(r, its[i], &ps[i], &st);
+        json_decref(ps[i].ev);
+    }
+    pthread_mutex_unlock(&r->wmu);
+    if (!ps) st.write_errors = n;
+    free(ps);
+    pthread_mutex_lock(&r->mu);
+    r->st.created += st.created;
+    r->st.aggregated += st.aggregated;
+    r->st.dropped_rate += st.dropped_rate;
+    r->st.write_errors += st.write_errors;
+    pthread_mutex_unlock(&r->mu);
 }
 
 void gs_recorder_sweep(struct gs_recorder *r)
@@ -283,18 +344,21 @@ static void *run(void *arg)
     pthread_mutex_lock(&r->mu);
     for (;;) {
         if (r->n) {
-            struct item *it = r->q[r->head];
-            r->head = (r->head + 1) % r->cap;
-            r->n--;
+            struct item *its[BATCH];
+            size_t k = 0;
+            for (; r->n && k < BATCH; k++, r->n--) {
+                its[k] = r->q[r->head];
+                r->head = (r->head + 1) % r->cap;
+            }
             /* Stopping with a failing sink (the agent's server gone): what is
              * left is dropped, not tried for a client timeout each. */
             bool give_up = r->stop && r->st.write_errors > r->errors_at_stop;
+            if (give_up) r->st.dropped_full += k;
             pthread_mutex_unlock(&r->mu);
-            if (give_up) count(r, &r->st.dropped_full);
-            else process(r, it);
-            item_free(it);
+            if (!give_up) process(r, its, k);
+            for (size_t i = 0; i < k; i++) item_free(its[i]);
             pthread_mutex_lock(&r->mu);
-            r->done++;
+            r->done += k;
             pthread_cond_broadcast(&r->idle);
             continue;
         }
@@ -483,7 +547,7 @@ void gs_event_record(const struct gs_event_source *src, const struct gs_event_re
     r->st.recorded++;
     if (r->sync) {
         pthread_mutex_unlock(&r->mu);
-        process(r, it);
+        process(r, &it, 1);
         item_free(it);
         return;
     }

@@ -318,6 +318,71 @@ static void expiry_after_last_write(void **state)
     fx_rm_tree(dir);
 }
 
+static int collect_scheduled(const char *key, json_t *obj, void *arg)
+{
+    const char *reason = json_string_value(json_object_get(obj, "reason"));
+    if (reason && !strcmp(reason, "Scheduled")) json_object_set_new(arg, key, json_true());
+    return 0;
+}
+
+/* The store sink under a burst: a name taken by another writer, or an
+ * Event deleted before its update, falls back to creating one more. */
+static void store_batches_and_recovers(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/gs-events-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    struct gs_store *s;
+    struct gs_store_opts so = {.dir = dir};
+    assert_int_equal(gs_store_open_sqlite(&so, &s), 0);
+    struct gs_clock clk;
+    gs_clock_init_sim(&clk, T0);
+    char key[128];
+    snprintf(key, sizeof key, "events/team/a.%llx", (unsigned long long)T0);
+    json_t *squatter = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "v1", "kind", "Event", "metadata", "name",
+                                 key + strlen("events/team/"), "namespace", "team");
+    assert_int_equal(gs_store_create(s, key, squatter, NULL), 0);
+    json_decref(squatter);
+    struct gs_recorder *r;
+    struct gs_recorder_opts o = {.store = s, .clock = &clk};
+    assert_int_equal(gs_recorder_new(&o, &r), 0);
+    struct gs_event_source src = {r, "default-scheduler", NULL, 0};
+    for (int i = 0; i < 40; i++) {
+        struct gs_event_ref ref = pod_a;
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        if (i) ref.name = name; /* the first takes the squatted name */
+        gs_event_record(&src, &ref, "Normal", "Scheduled", NULL, "Successfully assigned team/%s to n1", ref.name);
+    }
+    gs_recorder_flush(r);
+    assert_int_equal(stored_events(s), 41);
+    struct gs_recorder_stats st;
+    gs_recorder_stats(r, &st);
+    assert_int_equal(st.created, 40);
+    assert_int_equal(st.write_errors, 0);
+    /* The squatter stays as it was; pod a's Event took a later name. */
+    json_t *mine = json_object();
+    int64_t rv;
+    assert_int_equal(gs_store_list(s, "events/team/a.", collect_scheduled, mine, &rv), 0);
+    assert_int_equal(json_object_size(mine), 1);
+    const char *k = json_object_iter_key(json_object_iter(mine));
+    assert_string_not_equal(k, key);
+    snprintf(key, sizeof key, "%s", k);
+    json_decref(mine);
+    /* Deleted before the next occurrence: created again, count 1. */
+    assert_int_equal(gs_store_delete(s, key, 0, NULL, NULL), 0);
+    gs_event_record(&src, &pod_a, "Normal", "Scheduled", NULL, "Successfully assigned team/a to n1");
+    gs_recorder_flush(r);
+    gs_recorder_stats(r, &st);
+    assert_int_equal(st.created, 41);
+    assert_int_equal(st.aggregated, 0);
+    assert_int_equal(stored_events(s), 41);
+    gs_recorder_free(r);
+    gs_store_close(s);
+    fx_rm_tree(dir);
+}
+
 /*--- events.k8s.io/v1 ---*/
 
 static void conversion_to_events_v1(void **state)
@@ -449,6 +514,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(source_host_and_field_path, setup, teardown),
         cmocka_unit_test_setup_teardown(full_queue_drops_and_counts, setup, teardown),
         cmocka_unit_test(expiry_after_last_write),
+        cmocka_unit_test(store_batches_and_recovers),
         cmocka_unit_test_setup_teardown(conversion_to_events_v1, setup, teardown),
         cmocka_unit_test(events_v1_errors_name_the_field),
         cmocka_unit_test_setup_teardown(table_row_shows_counts, setup, teardown),
