@@ -162,6 +162,49 @@ def test_gpusched_describe_and_killing(stack):
     assert "Events:" in node
 
 
+def test_admission_records_quota_reserved_and_admitted(stack):
+    apply(stack,
+          {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}},
+          {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "ev-cq"},
+           "spec": {"namespaceSelector": {}, "resourceGroups": [
+               {"coveredResources": ["nvidia.com/gpu"],
+                "flavors": [{"name": "default-flavor",
+                             "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 2}]}]}]}},
+          {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+           "metadata": {"name": "ev-lq", "namespace": "default"}, "spec": {"clusterQueue": "ev-cq"}})
+    p = pod_manifest("queued", "sleep 0.2", gpus=1)
+    p["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "ev-lq"}
+    apply(stack, p)
+    wait_for(lambda: phase(stack.pod("queued")) == "Succeeded", 30, "the queued pod to run")
+    evs = wait_for(lambda: len(about(events(stack), "queued")) >= 4 and about(events(stack), "queued"), 20,
+                   "admission, scheduler and agent events")
+    by = {e["reason"]: e for e in evs}
+    assert by["QuotaReserved"]["message"] == "Quota reserved in queue ev-cq", by["QuotaReserved"]
+    assert by["Admitted"]["source"]["component"] == "kueue-admission"
+    assert by["Admitted"]["involvedObject"]["uid"] == stack.pod("queued")["metadata"]["uid"]
+    first = lambda e: (e["eventTime"], e["metadata"]["name"])  # noqa: E731
+    assert first(by["QuotaReserved"]) <= first(by["Scheduled"]) <= first(by["Started"])
+
+
+def test_describe_node_lists_its_events(stack):
+    """Node Events live in default with no involvedObject.namespace; kubectl
+    selects them by kind and name with the Node's uid or its name (kubelet's)."""
+    node = stack.node("gpu-node-2")
+    for name, uid in (("gpu-node-2.a", node["metadata"]["uid"]), ("gpu-node-2.b", "gpu-node-2")):
+        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": "default"},
+                "involvedObject": {"kind": "Node", "name": "gpu-node-2", "uid": uid, "apiVersion": "v1"},
+                "reason": "Checked" + name[-1].upper(), "message": "looked at " + name, "type": "Normal",
+                "source": {"component": "tester"}, "count": 1,
+                "firstTimestamp": "2026-01-02T03:04:05Z", "lastTimestamp": "2026-01-02T03:04:05Z"}
+        r = subprocess.run([KUBECTL, "--kubeconfig", stack.kubeconfig, "create", "-f", "-"],
+                           input=json.dumps(body), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    out = kubectl(stack, "describe", "node", "gpu-node-2").stdout
+    assert "CheckedA" in out and "CheckedB" in out, out
+    mine = stack.cli("describe", "node", "gpu-node-2").stdout.split("Events:", 1)[1]
+    assert "CheckedA" in mine and "CheckedB" in mine and "tester" in mine, mine
+
+
 def test_metrics_count_events(stack):
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
