@@ -500,16 +500,14 @@ static struct item *make_item(const struct gs_event_source *src, const struct gs
     }
     json_t *source = json_pack("{s:s}", "component", src->component);
     if (source) set_str(source, "host", src->host);
-    it->ev = io && source ? json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "apiVersion", "v1",
+    it->ev = io && source ? json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:O, s:s, s:s}", "apiVersion", "v1",
                                       "kind", "Event", "involvedObject", io, "reason", reason, "message", msg,
                                       "type", type, "action", action ? action : reason, "source", source,
                                       "reportingComponent", src->component, "reportingInstance",
                                       src->host ? src->host : src->component)
                           : NULL;
-    if (!it->ev) {
-        json_decref(io);
-        json_decref(source);
-    }
+    json_decref(io);
+    json_decref(source);
     const char *parts[] = {src->component, src->host,   obj->kind, cluster ? "" : obj->ns, obj->name,
                            obj->field_path, obj->uid,   api,       type,                   reason,
                            msg};
