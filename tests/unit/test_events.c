@@ -1,8 +1,8 @@
 /*
  * test_events.c - the Event recorder (control/events.h): aggregation by
  * key, the spam filter, the bounded queue, expiry on a simulated clock, the
- * events.k8s.io/v1 conversion both ways with its error messages, and the
- * table row.
+ * events.k8s.io/v1 conversion both ways with its error messages, the
+ * table row, and one producer (the node lifecycle) on a real store.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "control/events.h"
+#include "control/nodelifecycle.h"
 #include "control/resources.h"
 #include "control/store.h"
 #include "tmpdir_fixture.h"
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define T0 (1790000000LL * GS_NS_PER_SEC) /* a wall time in 2026, as ns */
 
@@ -383,6 +385,66 @@ static void store_batches_and_recovers(void **state)
     fx_rm_tree(dir);
 }
 
+/*--- A producer: the node lifecycle ---*/
+
+static int collect_reasons(const char *key, json_t *obj, void *arg)
+{
+    (void)key;
+    json_array_append_new(arg, json_pack("{s:s, s:s, s:s}", "reason", json_string_value(json_object_get(obj, "reason")),
+                                         "kind", json_string_value(json_object_get(json_object_get(obj,
+                                         "involvedObject"), "kind")), "name", json_string_value(json_object_get(
+                                         json_object_get(obj, "involvedObject"), "name"))));
+    return 0;
+}
+
+static void lost_node_is_recorded(void **state)
+{
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/gs-events-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    struct gs_store *s;
+    struct gs_store_opts so = {.dir = dir};
+    assert_int_equal(gs_store_open_sqlite(&so, &s), 0);
+    struct gs_recorder *r;
+    struct gs_recorder_opts ro = {.store = s, .sync = true};
+    assert_int_equal(gs_recorder_new(&ro, &r), 0);
+    double now = (double)time(NULL);
+    time_t hb = (time_t)now - 60;
+    struct tm tm;
+    gmtime_r(&hb, &tm);
+    char ts[32];
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_t *n = json_pack("{s:s,s:s,s:{s:s,s:s},s:{},s:{s:[{s:s,s:s,s:s}]}}", "apiVersion", "v1", "kind", "Node",
+                          "metadata", "name", "lost", "uid", "node-uid", "spec", "status", "conditions", "type",
+                          "Ready", "status", "True", "lastHeartbeatTime", ts);
+    assert_int_equal(gs_store_create(s, "nodes/lost", n, NULL), 0);
+    json_decref(n);
+    json_t *p = json_pack("{s:s,s:s,s:{s:s,s:s,s:s},s:{s:s,s:s},s:{s:s}}", "apiVersion", "v1", "kind", "Pod",
+                          "metadata", "name", "job", "namespace", "default", "uid", "job-uid", "spec", "nodeName",
+                          "lost", "restartPolicy", "Never", "status", "phase", "Running");
+    assert_int_equal(gs_store_create(s, "pods/default/job", p, NULL), 0);
+    json_decref(p);
+    struct gs_nodelc *lc;
+    struct gs_nodelc_opts o = {.store = s, .grace_ms = 10000, .events = r};
+    assert_int_equal(gs_nodelc_new(&o, now - 3600, &lc), 0);
+    gs_nodelc_scan(lc, now);
+    gs_nodelc_scan(lc, now + 1); /* nothing new to say */
+    json_t *all = json_array();
+    int64_t rv;
+    assert_int_equal(gs_store_list(s, "events/", collect_reasons, all, &rv), 0);
+    char *text = json_dumps(all, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_int_equal(json_array_size(all), 2);
+    assert_non_null(strstr(text, "{\"kind\":\"Node\",\"name\":\"lost\",\"reason\":\"NodeNotReady\"}"));
+    assert_non_null(strstr(text, "{\"kind\":\"Pod\",\"name\":\"job\",\"reason\":\"NodeControllerEviction\"}"));
+    free(text);
+    json_decref(all);
+    gs_nodelc_stop(lc);
+    gs_recorder_free(r);
+    gs_store_close(s);
+    fx_rm_tree(dir);
+}
+
 /*--- events.k8s.io/v1 ---*/
 
 static void conversion_to_events_v1(void **state)
@@ -515,6 +577,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(full_queue_drops_and_counts, setup, teardown),
         cmocka_unit_test(expiry_after_last_write),
         cmocka_unit_test(store_batches_and_recovers),
+        cmocka_unit_test(lost_node_is_recorded),
         cmocka_unit_test_setup_teardown(conversion_to_events_v1, setup, teardown),
         cmocka_unit_test(events_v1_errors_name_the_field),
         cmocka_unit_test_setup_teardown(table_row_shows_counts, setup, teardown),
