@@ -707,7 +707,7 @@ enum MHD_Result gs__handle_delete(struct gs__req *r)
         json_decref(out);
         return gs__reply_err(r, err, r->name);
     }
-    return gs__reply_json(r, 200, out);
+    return gs__reply_json(r, 200, gs_event_serve(r->res, out));
 }
 
 /* After a write: an object being deleted whose finalizers are all gone and

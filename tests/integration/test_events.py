@@ -145,6 +145,11 @@ def test_events_k8s_io_serves_the_same_events(stack):
     got = json.loads(kubectl(stack, "get", "event", "fits.custom", "-o", "json").stdout)
     assert got["apiVersion"] == "v1" and got["message"] == "checked by hand"
     assert got["involvedObject"]["name"] == "fits" and got["reportingComponent"] == "example.com/ctl"
+    r = kubectl(stack, "patch", "events.v1.events.k8s.io", "fits.custom", "--type=merge", "-p", '{"note":"x"}',
+                check=False)
+    assert r.returncode != 0 and "not patched in place" in r.stderr, r.stderr
+    r = kubectl(stack, "delete", "events.v1.events.k8s.io", "fits.custom")
+    assert kubectl(stack, "get", "event", "fits.custom", check=False).returncode != 0
     bad = dict(body, type="Fatal", metadata={"name": "fits.bad", "namespace": "default"})
     r = subprocess.run([KUBECTL, "--kubeconfig", stack.kubeconfig, "create", "-f", "-"], input=json.dumps(bad),
                        capture_output=True, text=True, timeout=60)
