@@ -61,7 +61,8 @@ static void usage(FILE *f)
     fputs(gs__adm_usage, f);
 }
 
-enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG, O_EVENT_TTL };
+enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG,
+       O_EVENT_TTL };
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {

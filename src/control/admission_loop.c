@@ -841,8 +841,7 @@ static void member_event(struct gs_adm_loop *a, const struct member *m, const ch
 {
     const struct gs_pod *p = pod_of(m);
     struct gs_event_source src = {a->o.events, "kueue-admission", NULL, 0};
-    gs_event_record(&src, &(struct gs_event_ref){.kind = "Pod", .api_version = "v1", .ns = ns_of(p), .name = p->meta.name, .uid = m->uid}, type, reason, reason,
-                    "%s", msg);
+    gs_event_record(&src, GS_EVENT_POD(ns_of(p), p->meta.name, m->uid), type, reason, reason, "%s", msg);
 }
 
 static void admitted_events(struct gs_adm_loop *a, const struct wl *w)

@@ -62,6 +62,13 @@ struct gs_event_ref {
     const char *field_path;       /* NULL: none; "spec.containers{main}" for a container */
 };
 
+/* A Pod, a Node (core v1) as the object of gs_event_record (a pointer to a
+ * compound literal: valid in the enclosing block). */
+#define GS_EVENT_POD(ns_, name_, uid_) \
+    (&(struct gs_event_ref){.kind = "Pod", .api_version = "v1", .ns = (ns_), .name = (name_), .uid = (uid_)})
+#define GS_EVENT_NODE(name_, uid_) \
+    (&(struct gs_event_ref){.kind = "Node", .api_version = "v1", .name = (name_), .uid = (uid_)})
+
 #define GS_EVENT_DISTINCT 1u /* every record its own Event: no aggregation, no spam filter */
 
 struct gs_recorder;

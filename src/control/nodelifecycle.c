@@ -242,8 +242,9 @@ static void lc_event(struct gs_nodelc *l, const char *kind, const json_t *obj, c
 {
     const json_t *md = json_object_get(obj, "metadata");
     if (!jstr(md, "name")) return;
-    gs_event_record(&l->ev, &(struct gs_event_ref){.kind = kind, .api_version = "v1", .ns = jstr(md, "namespace"), .name = jstr(md, "name"), .uid = jstr(md, "uid")},
-                    type, reason, reason, "%s", msg);
+    struct gs_event_ref ref = {.kind = kind, .ns = jstr(md, "namespace"), .name = jstr(md, "name"),
+                               .uid = jstr(md, "uid")};
+    gs_event_record(&l->ev, &ref, type, reason, reason, "%s", msg);
 }
 
 static void force_delete(struct gs_nodelc *l, const char *key, const char *node, int64_t rv)

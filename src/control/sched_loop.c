@@ -669,10 +669,6 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
         return;
     }
     e->state = P_BOUND;
-    const struct gs_pod *pod = e->obj->u.pod;
-    const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
-    gs_event_record(&l->ev, &(struct gs_event_ref){.kind = "Pod", .api_version = "v1", .ns = ns, .name = pod->meta.name, .uid = pod->meta.uid}, "Normal",
-                    "Scheduled", "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, p->b.node);
     e->digest = doc_digest(m->out);
     json_decref(m->out);
     e->rv = m->rv;
@@ -695,6 +691,13 @@ static void flush_bindings(struct gs_sched_loop *l)
     l->st.bound += ok;
     l->st.write_failures += l->npend - ok;
     pthread_mutex_unlock(&l->mu);
+    for (size_t i = 0; i < l->npend; i++) { /* events hook: after the counters, as kube-scheduler after binding */
+        const struct gs_pod *pod = l->pend[i].e->obj->u.pod;
+        const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
+        if (!m[i].err)
+            gs_event_record(&l->ev, GS_EVENT_POD(ns, pod->meta.name, pod->meta.uid), "Normal", "Scheduled",
+                            "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, l->pend[i].b.node);
+    }
     l->npend = 0;
 }
 
@@ -735,8 +738,8 @@ static int unsched_fn(json_t *cur, json_t **out, void *arg)
 static void write_unschedulable(struct gs_sched_loop *l, struct entry *e, const char *msg)
 {
     const struct gs_pod *pod = e->obj->u.pod; /* every attempt: the recorder aggregates repeats */
-    gs_event_record(&l->ev, &(struct gs_event_ref){.kind = "Pod", .api_version = "v1", .ns = pod->meta.namespace_, .name = pod->meta.name, .uid = pod->meta.uid},
-                    "Warning", "FailedScheduling", "Scheduling", "%s", msg);
+    gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Warning",
+                    "FailedScheduling", "Scheduling", "%s", msg);
     if (e->msg && !strcmp(e->msg, msg)) return;
     struct cond_ctx c = {e->obj->u.pod->meta.uid, msg};
     if (gs_store_mutate(l->store, e->key, unsched_fn, &c, NULL, NULL) != 0) return;
@@ -854,8 +857,8 @@ static void write_eviction(struct gs_sched_loop *l, struct entry *e, const char 
     struct evict_ctx c = {pod->meta.uid, preemptor, false};
     /* The Event on the victim, as kube-scheduler records one (admission records its own). */
     if (gs_store_mutate(l->store, e->key, evict_fn, &c, NULL, NULL) == 0 && scheduler)
-        gs_event_record(&l->ev, &(struct gs_event_ref){.kind = "Pod", .api_version = "v1", .ns = pod->meta.namespace_, .name = pod->meta.name, .uid = pod->meta.uid},
-                        "Normal", "Preempted", "Preempting", "Preempted by pod %s", preemptor);
+        gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Normal",
+                        "Preempted", "Preempting", "Preempted by pod %s", preemptor);
     gs_log(GS_LOG_INFO, "scheduler: preempted", "pod", e->key, "by", preemptor, NULL);
 }
 

@@ -225,7 +225,7 @@ static void emit_now(struct gs_operator *op, const json_t *node, const char *nam
                      const char *type, const char *msg)
 {
     const char *uid = jstr(json_object_get(node, "metadata"), "uid");
-    gs_event_record(&op->ev, &(struct gs_event_ref){.kind = "Node", .api_version = "v1", .ns = NULL, .name = name, .uid = uid}, type, reason, reason, "%s", msg);
+    gs_event_record(&op->ev, GS_EVENT_NODE(name, uid), type, reason, reason, "%s", msg);
     op->st.events++;
 }
 
