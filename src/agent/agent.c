@@ -195,6 +195,10 @@ static int setup(struct gs_agent *a, char *err, size_t errlen)
     if (a->o.http_token) snprintf(a->http_token, sizeof a->http_token, "%s", a->o.http_token);
     else if ((rc = random_hex(a->http_token, sizeof a->http_token))) return rc; /* only /metrics is open */
     a->o.http_token = NULL; /* borrowed: the copy is what counts */
+    if ((rc = gs__agent_events_start(a))) { /* Events hook */
+        snprintf(err, errlen, "events: %s", gs_strerror(rc));
+        return rc;
+    }
     const char *listen = a->o.listen ? a->o.listen : "127.0.0.1:0";
     if ((rc = gs__http_start(a, listen, err, errlen))) return rc;
     char host[256];
@@ -242,6 +246,7 @@ void gs_agent_stop(struct gs_agent *a, bool kill_pods)
     if (a->loop_started) pthread_join(a->loop_th, NULL);
     if (a->watch_started) pthread_join(a->watch_th, NULL);
     if (kill_pods) gs__pods_kill_all(a);
+    gs__agent_events_stop(a); /* Events hook */
     gs__http_stop(a);
     gs__stack_free(a); /* GPU stack */
     gs_exporter_free(a->exp);

@@ -110,6 +110,9 @@ struct gs_agent {
      * MIG strategy the Node's resources and labels are advertised under. */
     struct gs__stack *stack;
     int mig_strategy;        /* enum gs_mig_strategy; GS_MIG_NONE (0) until a policy says */
+    /* Events (agent_events.c): a recorder writing through a client of its own. */
+    struct gs_client *ev_cl;
+    struct gs_recorder *events;
 };
 
 int64_t gs__mono_ns(void);
@@ -132,6 +135,13 @@ void *gs__watch_main(void *arg);
  * what changed; rv_out gets the list's resourceVersion. On any error
  * (unreachable, unreadable or cut-short answer) the map is left untouched. */
 int gs__agent_relist(struct gs_agent *a, struct gs_client *c, char *rv_out, size_t rv_len);
+
+/* agent_events.c */
+int gs__agent_events_start(struct gs_agent *a);
+void gs__agent_events_stop(struct gs_agent *a);
+/* An Event about pod p (its container c, or NULL), from "kubelet" on this node. */
+void gs__pod_event(struct gs_agent *a, const struct gs__pod *p, const struct gs__ctr *c, const char *type,
+                   const char *reason, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* agent_pods.c */
 /* Reconciles one desired pod (obj NULL: gone). Loop thread. */

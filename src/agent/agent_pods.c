@@ -566,6 +566,7 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
         free(r);
         gs_log(GS_LOG_WARN, "agent: pod refused", "pod", p->key, "why", why, NULL);
         fail_pod(p, "UnexpectedAdmissionError", why[0] ? why : "out of memory");
+        gs__pod_event(a, p, NULL, "Warning", "UnexpectedAdmissionError", "Allocate failed: %s", p->message);
         return;
     }
     free(r);
@@ -578,10 +579,16 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
     p->phase = GS_P_RUNNING;
     save_pod(p);
     for (size_t i = 0; i < p->nc; i++) {
-        if (start_ctr(p, &p->c[i]) == 0) continue;
+        int err = start_ctr(p, &p->c[i]);
+        if (err == 0) {
+            gs__pod_event(a, p, &p->c[i], "Normal", "Started", "Started container %s", p->c[i].name);
+            continue;
+        }
         p->c[i].state = GS_C_EXITED;
         p->c[i].exit_code = 128;
         set_reason(&p->c[i], "StartError");
+        gs__pod_event(a, p, &p->c[i], "Warning", "Failed", "Error: cannot start container %s: %s", p->c[i].name,
+                      gs_strerror(err));
     }
     gs_log(GS_LOG_INFO, "agent: pod started", "pod", p->key, "devices", p->devices ? p->devices : "", NULL);
     p->dirty = true;
@@ -595,6 +602,8 @@ static void begin_stop(struct gs_agent *a, struct gs__pod *p)
     p->terminating = true;
     p->kill_at_ns = gs__mono_ns() + (int64_t)a->o.grace_ms * 1000000;
     for (size_t i = 0; i < p->nc; i++) {
+        if (p->c[i].state == GS_C_RUNNING)
+            gs__pod_event(a, p, &p->c[i], "Normal", "Killing", "Stopping container %s", p->c[i].name);
         if (p->c[i].state == GS_C_RUNNING) gs_proc_signal(&p->c[i].proc, SIGTERM);
         else if (p->c[i].state == GS_C_WAITING) p->c[i].state = GS_C_EXITED;
     }
@@ -703,8 +712,12 @@ static void poll_ctr(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c, i
 {
     if (c->state == GS_C_WAITING && !p->terminating && now >= c->next_start_ns) {
         c->restarts++;
-        if (start_ctr(p, c) == 0) p->dirty = true;
-        else c->next_start_ns = now + RESTART_BACKOFF_MAX_NS;
+        if (start_ctr(p, c) == 0) {
+            p->dirty = true;
+            gs__pod_event(a, p, c, "Normal", "Started", "Started container %s", c->name);
+        } else {
+            c->next_start_ns = now + RESTART_BACKOFF_MAX_NS;
+        }
         return;
     }
     if (c->state != GS_C_RUNNING) return;
@@ -722,10 +735,11 @@ static void poll_ctr(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c, i
         int64_t backoff = 1000000000LL << (c->restarts < 4 ? c->restarts : 4);
         c->state = GS_C_WAITING;
         c->next_start_ns = now + (backoff < RESTART_BACKOFF_MAX_NS ? backoff : RESTART_BACKOFF_MAX_NS);
+        gs__pod_event(a, p, c, "Warning", "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)",
+                      c->name, p->name, p->ns, p->uid);
         return;
     }
     c->state = GS_C_EXITED;
-    (void)a;
 }
 
 /* After polling: has the pod ended? */

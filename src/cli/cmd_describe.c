@@ -4,13 +4,16 @@
  * Pods: node, phase, the devices the scheduler chose, conditions (a pending
  * pod's PodScheduled message is the scheduler's diagnosis) and events.
  * Nodes: capacity, GPUs, conditions and the pods bound there with their
- * devices. Other kinds: their spec and status as YAML.
+ * devices. Both end with their Events in kubectl's table. Other kinds:
+ * their spec and status as YAML.
  */
 #include "cli/commands.h"
 #include "control/cli_common.h"
 #include "core/object.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char usage_text[] = "usage: gpusched describe KIND NAME [-n NS]\n\n";
 
@@ -47,21 +50,70 @@ static void print_conditions(const json_t *status)
         printf("  %-16s %-7s %-16s %s\n", s(c, "type"), s(c, "status"), s(c, "reason"), s(c, "message"));
 }
 
-static void print_events(struct gs_client *cl, const char *ns, const char *kind, const char *name)
+/* Age of an RFC 3339 time as kubectl prints it ("5m", "2d"); "<unknown>" without one. */
+static void age_of(const char *ts, char *buf, size_t len)
+{
+    struct tm tm = {0};
+    if (!ts || !*ts || !strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm)) {
+        snprintf(buf, len, "<unknown>");
+        return;
+    }
+    long long d = (long long)(time(NULL) - timegm(&tm));
+    if (d < 0) d = 0;
+    if (d < 120) snprintf(buf, len, "%llds", d);
+    else if (d < 3600 * 3) snprintf(buf, len, "%lldm", d / 60);
+    else if (d < 86400 * 2) snprintf(buf, len, "%lldh", d / 3600);
+    else snprintf(buf, len, "%lldd", d / 86400);
+}
+
+static int by_last_seen(const void *x, const void *y)
+{
+    const json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
+    const char *ta = *s(a, "lastTimestamp") ? s(a, "lastTimestamp") : s(a, "eventTime");
+    const char *tb = *s(b, "lastTimestamp") ? s(b, "lastTimestamp") : s(b, "eventTime");
+    return strcmp(ta, tb);
+}
+
+/* kubectl's Events table: Type Reason Age From Message, "(x3 over 5m)" when aggregated. */
+static void print_events(struct gs_client *cl, const char *ns, const char *kind, const char *name, const char *uid)
 {
     const struct gs_api_resource *ev = gs_api_resource_lookup("events");
-    char fs[600];
-    snprintf(fs, sizeof fs, "involvedObject.kind=%s,involvedObject.name=%s", kind, name);
+    char fs[900];
+    /* As kubectl: the object's name, namespace and uid (nodes: by kind and name, as
+     * their Events carry either the Node's uid or its name). */
+    if (ns) snprintf(fs, sizeof fs, "involvedObject.name=%s,involvedObject.namespace=%s%s%s", name, ns,
+                     uid && *uid ? ",involvedObject.uid=" : "", uid && *uid ? uid : "");
+    else snprintf(fs, sizeof fs, "involvedObject.kind=%s,involvedObject.name=%s", kind, name);
     json_t *out = NULL;
-    printf("Events:\n");
-    if (gs_client_list(cl, ev, ns, NULL, fs, false, &out) == 0 && json_array_size(json_object_get(out, "items"))) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(out, "items"), i, e)
-            printf("  %-8s %-20s %s\n", s(e, "type"), s(e, "reason"), s(e, "message"));
-    } else {
-        printf("  <none>\n");
+    json_t *items = gs_client_list(cl, ev, ns, NULL, fs, false, &out) == 0 ? json_object_get(out, "items") : NULL;
+    size_t n = json_array_size(items);
+    if (!n) {
+        printf("Events:        <none>\n");
+        json_decref(out);
+        return;
     }
+    json_t **v = malloc(n * sizeof *v);
+    for (size_t i = 0; v && i < n; i++) v[i] = json_array_get(items, i);
+    if (v) qsort(v, n, sizeof *v, by_last_seen);
+    printf("Events:\n  %-8s %-24s %-18s %-20s %s\n  %-8s %-24s %-18s %-20s %s\n", "Type", "Reason", "Age", "From",
+           "Message", "----", "------", "----", "----", "-------");
+    for (size_t i = 0; v && i < n; i++) {
+        const json_t *e = v[i];
+        const char *first = *s(e, "firstTimestamp") ? s(e, "firstTimestamp") : s(e, "eventTime");
+        const char *last = *s(e, "lastTimestamp") ? s(e, "lastTimestamp") : first;
+        char fa[32], la[32], age[96];
+        age_of(first, fa, sizeof fa);
+        age_of(last, la, sizeof la);
+        json_int_t count = json_integer_value(json_object_get(e, "count"));
+        if (count > 1) snprintf(age, sizeof age, "%s (x%lld over %s)", la, (long long)count, fa);
+        else snprintf(age, sizeof age, "%s", la);
+        const json_t *src = json_object_get(e, "source");
+        char from[300];
+        snprintf(from, sizeof from, "%s%s%s", *s(src, "component") ? s(src, "component") : s(e, "reportingComponent"),
+                 *s(src, "host") ? ", " : "", s(src, "host"));
+        printf("  %-8s %-24s %-18s %-20s %s\n", s(e, "type"), s(e, "reason"), age, from, s(e, "message"));
+    }
+    free(v);
     json_decref(out);
 }
 
@@ -88,7 +140,7 @@ static void describe_pod(struct gs_client *cl, const json_t *o)
         free(res);
     }
     print_conditions(st);
-    print_events(cl, s(md, "namespace"), "Pod", s(md, "name"));
+    print_events(cl, *s(md, "namespace") ? s(md, "namespace") : "default", "Pod", s(md, "name"), s(md, "uid"));
 }
 
 static void describe_node(struct gs_client *cl, const json_t *o)
@@ -123,6 +175,7 @@ static void describe_node(struct gs_client *cl, const json_t *o)
         }
     }
     json_decref(pods);
+    print_events(cl, NULL, "Node", s(md, "name"), s(md, "uid"));
 }
 
 int gs_cmd_describe(int argc, char **argv)

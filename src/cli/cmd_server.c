@@ -159,6 +159,14 @@ int gs__adm_option(struct gs_admission_opts *o, int code, const char *v, const c
     return 2;
 }
 
+int gs__event_ttl_option(const char *cmd, const char *v, int64_t *seconds)
+{
+    int64_t ns = 0;
+    int rc = adm_duration(cmd, "event-ttl", v, GS_NS_PER_SEC, "must be at least 1s (Events are kept this long)", &ns);
+    *seconds = rc ? 0 : ns / GS_NS_PER_SEC;
+    return rc;
+}
+
 void gs__adm_options_merge(const struct option *base, struct option *out, size_t cap)
 {
     size_t n = 0;
@@ -187,6 +195,7 @@ static void usage(FILE *f)
                "  --sync full|normal    fsync every commit (full) or survive process crashes only (default)\n"
                "  --port-file FILE      write the bound port there once serving\n"
                "  --log-level LEVEL     debug|info|warn|error (default info)\n"
+               "  --event-ttl DUR       delete Events this long after their last occurrence (default 1h)\n"
                "  --bench               measure the API and the scheduler instead (see --bench --help)\n");
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
@@ -217,6 +226,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         {"burst", required_argument, 0, 'b'},    {"max-body", required_argument, 0, 'm'},
         {"sync", required_argument, 0, 's'},     {"port-file", required_argument, 0, 'p'},
         {"log-level", required_argument, 0, 'L'}, {"help", no_argument, 0, 'h'},
+        {"event-ttl", required_argument, 0, 'E'},
         {0, 0, 0, 0},
     };
     struct option opts[48];
@@ -247,6 +257,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
             o->sync_full = !strcmp(optarg, "full");
             break;
         case 'p': *port_file = optarg; break;
+        case 'E': rc = gs__event_ttl_option("gpusched server", optarg, &o->event_ttl_s); break;
         case 'L':
             if (gs_log_level_parse(optarg, &lvl)) rc = bad("log-level", optarg, "want debug, info, warn or error");
             else gs_log_set_level(lvl);

@@ -60,13 +60,14 @@ static void usage(FILE *f)
                "  --keep-pods           leave pods running on exit (a later `up` re-adopts them)\n"
                "  --pod-uid N --pod-gid N  ids pods run as when up runs as root and the pod asks\n"
                "                        for none (securityContext.runAsUser; default 65534)\n"
-               "  --log-level LEVEL     debug|info|warn|error (default warn)\n");
+               "  --log-level LEVEL     debug|info|warn|error (default warn)\n"
+               "  --event-ttl DUR       delete Events this long after their last occurrence (default 1h)\n");
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
 }
 
 enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG,
-       O_POD_UID, O_POD_GID };
+       O_POD_UID, O_POD_GID, O_EVENT_TTL };
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {
@@ -78,6 +79,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
         {"info", required_argument, 0, O_INFO},       {"keep-pods", no_argument, 0, O_KEEP},
         {"log-level", required_argument, 0, O_LOG},   {"help", no_argument, 0, 'h'},
         {"pod-uid", required_argument, 0, O_POD_UID}, {"pod-gid", required_argument, 0, O_POD_GID},
+        {"event-ttl", required_argument, 0, O_EVENT_TTL},
         {0, 0, 0, 0},
     };
     struct option opts[48];
@@ -103,6 +105,9 @@ static int parse(int argc, char **argv, struct up_opts *o)
             break;
         case O_POD_GID:
             if ((rc = gs__pod_id_flag("up", "pod-gid", optarg, &o->pod_gid))) return rc;
+            break;
+        case O_EVENT_TTL:
+            if ((rc = gs__event_ttl_option("gpusched up", optarg, &o->srv.event_ttl_s))) return rc;
             break;
         case O_LOG:
             if (gs_log_level_parse(optarg, &lvl)) {

@@ -10,6 +10,7 @@
 #define GS_CLI_COMMANDS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Manifests and the scheduler offline. */
 int gs_cmd_version(int argc, char **argv);
@@ -45,5 +46,7 @@ struct option;
 extern const char gs__adm_usage[];
 int gs__adm_option(struct gs_admission_opts *o, int code, const char *value, const char *cmd);
 void gs__adm_options_merge(const struct option *base, struct option *out, size_t cap);
+/* --event-ttl DUR of server and up (cmd_server.c): 0 or 2 (said why). */
+int gs__event_ttl_option(const char *cmd, const char *value, int64_t *seconds);
 
 #endif

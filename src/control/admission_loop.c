@@ -23,6 +23,7 @@
  * out, admitted pods handed to the scheduler, conditions written.
  */
 #include "control/admission_loop.h"
+#include "control/events.h" /* Kueue's Events on the pods */
 
 #include "control/api.h"
 #include "control/queue_status.h"
@@ -834,6 +835,28 @@ static void write_conditions(struct gs_adm_loop *a)
 
 /*--- The cycle ---*/
 
+/* An Event on a member pod, from "kueue-admission" as Kueue records them. */
+static void member_event(struct gs_adm_loop *a, const struct member *m, const char *type, const char *reason,
+                         const char *msg)
+{
+    const struct gs_pod *p = pod_of(m);
+    struct gs_event_source src = {a->o.events, "kueue-admission", NULL, 0};
+    gs_event_record(&src, GS_EVENT_POD(ns_of(p), p->meta.name, m->uid), type, reason, reason, "%s", msg);
+}
+
+static void admitted_events(struct gs_adm_loop *a, const struct wl *w)
+{
+    char msg[320];
+    const char *q = queue_node_name(a, w);
+    for (size_t i = 0; i < w->n; i++) {
+        if (w->m[i]->gone || w->m[i]->leaving) continue;
+        snprintf(msg, sizeof msg, "Quota reserved in queue %s", q);
+        member_event(a, w->m[i], "Normal", "QuotaReserved", msg);
+        snprintf(msg, sizeof msg, "Admitted by queue %s", q);
+        member_event(a, w->m[i], "Normal", "Admitted", msg);
+    }
+}
+
 static void carry_out_evictions(struct gs_adm_loop *a)
 {
     for (size_t i = 0; i < a->nev; i++) {
@@ -843,6 +866,9 @@ static void carry_out_evictions(struct gs_adm_loop *a)
             const char *by = x ? strstr(x->reason, " of ") : NULL;
             m->w->admitted = false;
             m->queued = m->running = false; /* pending again: never restored without checks */
+            char msg[400];
+            snprintf(msg, sizeof msg, "Preempted to accommodate workload %s", by ? by + 4 : "of a higher claim");
+            member_event(a, m, "Warning", "Preempted", msg);
             if (a->o.evict) a->o.evict(a->o.ctx, m->key, by ? by + 4 : "admission");
         }
         free(a->ev[i].key);
@@ -864,6 +890,7 @@ static int admission_step(struct gs_adm_loop *a, bool tick)
         w->admitted = true;
         admitted++;
         write_wl_conditions(a, w); /* QuotaReserved=True before the pods can bind */
+        admitted_events(a, w);
         queue_members(a, w);
     }
     return admitted;

@@ -67,6 +67,7 @@ struct gs_adm_loop_opts {
      * caps...), copied at creation; its profile, evict and ctx are replaced
      * by the loop's own. NULL: the library's defaults, history weight 0.5. */
     const struct gs_admission_opts *tuning;
+    struct gs_recorder *events; /* borrowed (events.h): QuotaReserved, Admitted, Preempted; NULL: none */
 };
 
 struct gs_adm_loop;

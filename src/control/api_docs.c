@@ -9,6 +9,7 @@
  * (+ GPUS in wide) for nodes, NAME AGE for the rest.
  */
 #include "control/api.h"
+#include "control/events.h" /* Event tables */
 
 #include "core/object.h"
 
@@ -135,7 +136,8 @@ static json_t *resource_entry(const struct gs_api_resource *r, const char *sub)
 {
     char name[128];
     snprintf(name, sizeof name, "%s%s%s", r->plural, sub ? "/" : "", sub ? sub : "");
-    json_t *verbs = !sub ? json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update", "watch")
+    json_t *verbs = !sub && gs_event_res_is_v1(r) ? json_pack("[s,s,s,s,s]", "create", "delete", "get", "list", "watch")
+                    : !sub ? json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update", "watch")
                     : !strcmp(sub, "binding") ? json_pack("[s]", "create")
                                               : json_pack("[s,s,s]", "get", "patch", "update");
     json_t *e = json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", name, "singularName", sub ? "" : r->singular,
@@ -329,6 +331,7 @@ static json_t *lease_row(const json_t *o, const char *name, const char *age)
 
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
+    if (which == 6) return gs_event_table_columns();
     if (which == 3 || which == 4) return queue_columns(which == 3);
     if (which == 5)
         return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
@@ -366,7 +369,8 @@ static json_t *row_object(const json_t *o, enum gs__include inc)
 json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const char *list_rv, double now,
                   enum gs__include inc)
 {
-    int which = !strcmp(res->kind, "ClusterQueue") ? 3
+    int which = !strcmp(res->kind, "Event")          ? 6 /* both groups: events.h */
+                : !strcmp(res->kind, "ClusterQueue") ? 3
                 : !strcmp(res->kind, "Queue")    ? 4
                 : !strcmp(res->kind, "Lease")    ? 5
                 : res->group[0]                  ? 0
@@ -380,7 +384,8 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
         char age[32];
         gs__age(str_at(o, "metadata", "creationTimestamp"), now, age, sizeof age);
         const char *name = str_at(o, "metadata", "name");
-        json_t *cells = which == 1   ? pod_row(o, age)
+        json_t *cells = which == 6   ? gs_event_table_row(o, now)
+                        : which == 1 ? pod_row(o, age)
                         : which == 2 ? node_row(o, age)
                         : which == 3 ? cluster_queue_row(o, name ? name : "", age)
                         : which == 4 ? volcano_queue_row(o, name ? name : "", age)

@@ -12,6 +12,8 @@
  */
 #include "control/apiserver_int.h"
 
+#include "control/events.h" /* events.k8s.io view */
+
 #include "core/codec.h"
 #include "core/object.h"
 #include "core/pod_security.h"
@@ -122,6 +124,8 @@ enum MHD_Result gs__handle_list(struct gs__req *r, bool watch)
         return gs__reply_json(r, 200, t);
     }
     snprintf(kind, sizeof kind, "%sList", r->res->kind);
+    for (size_t i = 0; gs_event_res_is_v1(r->res) && i < json_array_size(c.items); i++)
+        json_array_set_new(c.items, i, gs_event_serve(r->res, json_incref(json_array_get(c.items, i))));
     return gs__reply_json(r, 200,
                           json_pack("{s:s, s:s, s:{s:s}, s:o}", "kind", kind, "apiVersion",
                                     gs_api_resource_gv(r->res, gv, sizeof gv), "metadata", "resourceVersion", rvs,
@@ -145,7 +149,7 @@ enum MHD_Result gs__handle_get(struct gs__req *r)
         json_decref(arr);
         return gs__reply_json(r, 200, t);
     }
-    return gs__reply_json(r, 200, obj);
+    return gs__reply_json(r, 200, gs_event_serve(r->res, obj));
 }
 
 /*--- Bodies and identity ---*/
@@ -297,6 +301,16 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
         json_decref(obj);
         return MHD_YES;
     }
+    bool ev1 = gs_event_res_is_v1(r->res);
+    if (ev1) { /* stored as the core v1 Event it converts to */
+        json_t *core = NULL;
+        if (gs_event_from_events_v1(obj, &core, &d)) {
+            ret = reply_invalid(r, obj, &d);
+            goto out;
+        }
+        json_decref(obj);
+        obj = core;
+    }
     generate_name(meta_of(obj));
     int err = gs_apiserver_prepare_new(obj);
     json_object_del(meta_of(obj), "deletionGracePeriodSeconds");
@@ -314,8 +328,9 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
     char *text = NULL; /* the stored text is the reply */
     if (!err) err = gs_store_create_text(r->s->store, key, obj, NULL, &text);
+    if (text && ev1) gs_store_text_release(text), text = NULL;
     ret = err ? gs__reply_err(r, err, name) : text ? gs__reply_stored(r, 201, text)
-                                                   : gs__reply_json(r, 201, json_incref(obj));
+                                                   : gs__reply_json(r, 201, gs_event_serve(r->res, json_incref(obj)));
 out:
     gs_diags_free(&d);
     json_decref(obj);
@@ -440,6 +455,9 @@ enum MHD_Result gs__handle_update(struct gs__req *r)
 {
     if (strcmp(r->sub, "") && strcmp(r->sub, "status"))
         return gs__reply_status(r, 405, NULL, r->name, "cannot update %s", r->sub);
+    if (gs_event_res_is_v1(r->res))
+        return gs__reply_status(r, 405, NULL, r->name, "events.k8s.io/v1 Events are not updated in place: update "
+                                "the same Event as v1 (/api/v1/namespaces/%s/events/%s)", r->ns, r->name);
     json_t *obj = parse_body(r);
     if (!obj) return MHD_YES;
     if (check_identity(r, obj)) {
@@ -454,6 +472,9 @@ enum MHD_Result gs__handle_patch(struct gs__req *r)
 {
     if (strcmp(r->sub, "") && strcmp(r->sub, "status"))
         return gs__reply_status(r, 405, NULL, r->name, "cannot patch %s", r->sub);
+    if (gs_event_res_is_v1(r->res))
+        return gs__reply_status(r, 405, NULL, r->name, "events.k8s.io/v1 Events are not patched in place: patch "
+                                "the same Event as v1 (/api/v1/namespaces/%s/events/%s)", r->ns, r->name);
     const char *ct = gs__header(r, "Content-Type");
     enum wkind k;
     if (ct && !strncmp(ct, "application/merge-patch+json", 28)) k = W_MERGE;
@@ -712,7 +733,7 @@ enum MHD_Result gs__handle_delete(struct gs__req *r)
         json_decref(out);
         return gs__reply_err(r, err, r->name);
     }
-    return gs__reply_json(r, 200, out);
+    return gs__reply_json(r, 200, gs_event_serve(r->res, out));
 }
 
 /* After a write: an object being deleted whose finalizers are all gone and

@@ -29,6 +29,8 @@
 #include "control/api_route.h"
 
 #include "core/codec.h"
+#include "control/events.h" /* events.k8s.io view of watch lines */
+
 #include "core/log.h"
 
 #include <arpa/inet.h>
@@ -233,8 +235,9 @@ static int wbuf_event(struct watch *w, const char *type, const char *raw, json_t
 {
     char head[48];
     int hn = snprintf(head, sizeof head, "{\"type\":\"%s\",\"object\":", type);
-    char *text = NULL;
-    if (w->table && obj) {
+    char *text = !w->table && strcmp(type, "ERROR") ? gs_event_text_for(w->f.res, raw) : NULL;
+    if (text) raw = text;
+    else if (w->table && obj) {
         json_t *arr = json_pack("[O]", obj);
         json_t *t = gs__table(w->f.res, arr, NULL, gs__wall_now(), GS_INCLUDE_METADATA);
         text = t ? json_dumps(t, JSON_COMPACT) : NULL;

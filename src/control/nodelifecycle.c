@@ -14,6 +14,7 @@
  * with one). The node leases are listed once per scan.
  */
 #include "control/nodelifecycle.h"
+#include "control/events.h" /* NodeNotReady, evictions */
 #include "control/apiserver.h"
 #include "control/resources.h"
 #include "core/log.h"
@@ -28,6 +29,7 @@
 
 struct gs_nodelc {
     struct gs_store *store;
+    struct gs_event_source ev; /* events hook */
     double grace_s, start_s;
     int64_t period_ms;
     pthread_t th;
@@ -234,9 +236,25 @@ static int scan_pod(const char *key, json_t *pod, void *arg)
     return 0;
 }
 
+/* An Event from "node-controller" on the object stored under key, as obj (its latest state) names it. */
+static void lc_event(struct gs_nodelc *l, const char *kind, const json_t *obj, const char *type, const char *reason,
+                     const char *msg)
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    if (!jstr(md, "name")) return;
+    struct gs_event_ref ref = {.kind = kind, .ns = jstr(md, "namespace"), .name = jstr(md, "name"),
+                               .uid = jstr(md, "uid")};
+    gs_event_record(&l->ev, &ref, type, reason, reason, "%s", msg);
+}
+
 static void force_delete(struct gs_nodelc *l, const char *key, const char *node, int64_t rv)
 {
-    if (gs_store_delete(l->store, key, rv, NULL, NULL)) return; /* changed meanwhile: the next scan looks again */
+    json_t *old = NULL;
+    if (gs_store_delete(l->store, key, rv, &old, NULL)) return; /* changed meanwhile: the next scan looks again */
+    char msg[400];
+    snprintf(msg, sizeof msg, "Deleting terminating pod: node %s cannot confirm it stopped", node);
+    lc_event(l, "Pod", old, "Normal", "NodeControllerEviction", msg);
+    json_decref(old);
     pthread_mutex_lock(&l->mu);
     l->st.pods_deleted++;
     pthread_mutex_unlock(&l->mu);
@@ -262,6 +280,13 @@ static void fix_pods(struct scan_ctx *c)
             pthread_mutex_unlock(&c->l->mu);
             gs_log(GS_LOG_WARN, never ? "node lifecycle: pod failed" : "node lifecycle: pod re-created", "pod", key,
                    "node", node, NULL);
+            char msg[400];
+            snprintf(msg, sizeof msg, never ? "Pod failed: node %s stopped answering" :
+                     "Pod re-created unbound: node %s stopped answering", node);
+            const char *bound = jstr(json_object_get(out, "spec"), "nodeName"); /* not a pod left unchanged */
+            const char *why = jstr(json_object_get(out, "status"), "reason");
+            if (!bound || (why && !strcmp(why, "NodeLost")))
+                lc_event(c->l, "Pod", out, "Warning", "NodeControllerEviction", msg);
         }
         json_decref(out);
     }
@@ -334,6 +359,9 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
             l->st.not_ready++;
             pthread_mutex_unlock(&l->mu);
             gs_log(GS_LOG_WARN, "node lifecycle: node NotReady", "node", key, NULL);
+            char msg[400];
+            snprintf(msg, sizeof msg, "Node %s status is now: NodeNotReady", key + strlen("nodes/"));
+            lc_event(l, "Node", out, "Normal", "NodeNotReady", msg);
         }
         json_decref(out);
     }
@@ -371,6 +399,7 @@ int gs_nodelc_new(const struct gs_nodelc_opts *o, double start_s, struct gs_node
     l->grace_s = grace > 0 ? grace : 40;
     l->period_ms = o->period_ms > 0 ? o->period_ms : 500;
     l->start_s = start_s;
+    l->ev = (struct gs_event_source){o->events, "node-controller", NULL, 0}; /* events hook */
     l->missing = json_object();
     pthread_mutex_init(&l->mu, NULL);
     *out = l;

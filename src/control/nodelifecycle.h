@@ -34,6 +34,7 @@ struct gs_nodelc_opts {
     struct gs_store *store;   /* borrowed */
     int64_t grace_ms;         /* 0: $GPUSCHED_NODE_GRACE (seconds, may be fractional) or 40 s */
     int64_t period_ms;        /* scan period; 0: 500 ms */
+    struct gs_recorder *events; /* borrowed (events.h): NodeNotReady, pod evictions; NULL: none */
 };
 
 struct gs_nodelc_stats {

@@ -28,6 +28,8 @@ static const struct gs_api_resource table[] = {
     RES("resource.k8s.io", "v1beta1", "deviceclasses", "deviceclass", "DeviceClass", NULL, false, false),
     RES("resource.k8s.io", "v1beta1", "resourceslices", "resourceslice", "ResourceSlice", NULL, false, false),
     RES("coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, true, false),
+    /* The same stored Events as core v1's (id "events"), served converted (events.h). */
+    {"events.k8s.io", "v1", "events", "event", "Event", "ev", true, false, "events"},
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

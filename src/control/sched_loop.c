@@ -24,6 +24,7 @@
 
 #include "control/api.h"
 #include "control/apiserver.h"
+#include "control/events.h" /* Scheduled, FailedScheduling, Preempted */
 #include "core/log.h"
 #include "sched/cache.h"
 #include "sched/explain.h"
@@ -93,6 +94,7 @@ struct gs_sched_loop {
     struct pending_bind *pend; /* this round's bindings, written when it ends */
     size_t npend;
     struct gs_sched_loop_stats st;
+    struct gs_event_source ev; /* events hook */
 };
 
 /*--- Devices annotation ---*/
@@ -560,7 +562,8 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
     struct gs_adm_loop_opts ao = {.store = l->store, .cache = l->cache, .clock = &l->clock,
                                   .profile = &l->cfg->profiles[0], .ctx = l,
                                   .admitted = adm_admitted, .evict = adm_evict,
-                                  .tuning = l->has_adm_opts ? &l->adm_opts : NULL}; /* server options */
+                                  .tuning = l->has_adm_opts ? &l->adm_opts : NULL, /* server options */
+                                  .events = l->ev.rec};                                 /* events hook */
     if (gs_adm_loop_new(&ao, &l->adm)) return GS_ENOMEM;
     for (size_t i = 0; i < l->cfg->nprofiles; i++) {
         struct gs_scheduler_opts so = {.profile = gs_adm_loop_profile(l->adm, &l->cfg->profiles[i]), /* + AdmissionHold */
@@ -688,6 +691,13 @@ static void flush_bindings(struct gs_sched_loop *l)
     l->st.bound += ok;
     l->st.write_failures += l->npend - ok;
     pthread_mutex_unlock(&l->mu);
+    for (size_t i = 0; i < l->npend; i++) { /* events hook: after the counters, as kube-scheduler after binding */
+        const struct gs_pod *pod = l->pend[i].e->obj->u.pod;
+        const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
+        if (!m[i].err)
+            gs_event_record(&l->ev, GS_EVENT_POD(ns, pod->meta.name, pod->meta.uid), "Normal", "Scheduled",
+                            "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, l->pend[i].b.node);
+    }
     l->npend = 0;
 }
 
@@ -727,6 +737,9 @@ static int unsched_fn(json_t *cur, json_t **out, void *arg)
 
 static void write_unschedulable(struct gs_sched_loop *l, struct entry *e, const char *msg)
 {
+    const struct gs_pod *pod = e->obj->u.pod; /* every attempt: the recorder aggregates repeats */
+    gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Warning",
+                    "FailedScheduling", "Scheduling", "%s", msg);
     if (e->msg && !strcmp(e->msg, msg)) return;
     struct cond_ctx c = {e->obj->u.pod->meta.uid, msg};
     if (gs_store_mutate(l->store, e->key, unsched_fn, &c, NULL, NULL) != 0) return;
@@ -836,33 +849,16 @@ static int evict_fn(json_t *cur, json_t **out, void *arg)
     return 0;
 }
 
-/* An Event on the victim, as kube-scheduler records one. */
-static void write_event(struct gs_sched_loop *l, const struct gs_pod *pod, const char *reason, const char *msg)
-{
-    static atomic_uint_fast64_t seq;
-    const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
-    char name[GS__KEY_MAX + 40], key[2 * GS__KEY_MAX + 64];
-    snprintf(name, sizeof name, "%s.%llx%04llx", pod->meta.name, (unsigned long long)gs_clock_now(&l->clock),
-             (unsigned long long)(atomic_fetch_add(&seq, 1) & 0xffff));
-    snprintf(key, sizeof key, "events/%s/%s", ns, name);
-    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s}, s:i}",
-                           "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", ns,
-                           "involvedObject", "kind", "Pod", "namespace", ns, "name", pod->meta.name, "uid",
-                           pod->meta.uid ? pod->meta.uid : "", "reason", reason, "message", msg, "type", "Normal",
-                           "source", "component", "gpusched-scheduler", "count", 1);
-    if (ev && !gs_apiserver_prepare_new(ev)) gs_store_create(l->store, key, ev, NULL);
-    json_decref(ev);
-}
-
 /* Writes the evictions preemption chose in the last cycle. */
 /* Writes one eviction back (Failed or re-created, and the Event). */
-static void write_eviction(struct gs_sched_loop *l, struct entry *e, const char *preemptor)
+static void write_eviction(struct gs_sched_loop *l, struct entry *e, const char *preemptor, bool scheduler)
 {
     const struct gs_pod *pod = e->obj->u.pod;
     struct evict_ctx c = {pod->meta.uid, preemptor, false};
-    char msg[GS__KEY_MAX + 64];
-    snprintf(msg, sizeof msg, "Preempted by pod %s", preemptor);
-    if (gs_store_mutate(l->store, e->key, evict_fn, &c, NULL, NULL) == 0) write_event(l, pod, "Preempted", msg);
+    /* The Event on the victim, as kube-scheduler records one (admission records its own). */
+    if (gs_store_mutate(l->store, e->key, evict_fn, &c, NULL, NULL) == 0 && scheduler)
+        gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Normal",
+                        "Preempted", "Preempting", "Preempted by pod %s", preemptor);
     gs_log(GS_LOG_INFO, "scheduler: preempted", "pod", e->key, "by", preemptor, NULL);
 }
 
@@ -873,7 +869,7 @@ static void after_cycle(struct gs_sched_loop *l)
         struct entry *e = gs__strmap_get(&l->pods, v->key);
         if (e) {
             const struct gs_pod *pod = e->obj->u.pod;
-            write_eviction(l, e, v->preemptor);
+            write_eviction(l, e, v->preemptor, true);
             /* The driver queued it again; the store's next version decides its fate. */
             char key[GS__KEY_MAX];
             gs_meta_key(&pod->meta, key, sizeof key);
@@ -912,7 +908,7 @@ static void adm_evict(void *ctx, const char *key, const char *by)
         gs_cache_remove_pod(l->cache, pkey);
         notify_all(l, GS_EV_POD_DELETED);
     }
-    write_eviction(l, e, by);
+    write_eviction(l, e, by, false);
     e->state = P_OTHER; /* the store's next version decides its fate */
     e->rv = 0;
 }
@@ -1078,6 +1074,7 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     l->store = o->store;
     l->seed = o->seed;
     l->cycle_latency = o->cycle_latency;
+    l->ev = (struct gs_event_source){o->events, "default-scheduler", NULL, 0}; /* events hook */
     if (o->admission) l->adm_opts = *o->admission, l->has_adm_opts = true; /* server options */
     gs_clock_init_real(&l->clock);
     gs__strmap_init(&l->pods);

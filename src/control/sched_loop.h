@@ -25,7 +25,9 @@
  * Permit stage releases later are bound through the driver's hooks; pods
  * that preemption evicts are marked Failed, reason Preempted
  * (restartPolicy Never) or re-created unbound under a new uid, with an
- * Event "Preempted" either way.
+ * Event "Preempted" either way. Each binding and each failed attempt is
+ * also recorded as an Event (Scheduled, FailedScheduling with the
+ * diagnosis) through opts.events, which never blocks the loop (events.h).
  *
  * Pods labelled kueue.x-k8s.io/queue-name pass admission first
  * (admission_loop.h): they enter the queue only once their ClusterQueue or
@@ -48,6 +50,7 @@ struct gs_sched_loop_opts {
     uint64_t seed;
     struct gs_hist *cycle_latency;        /* optional (govern/metrics.h): each cycle's seconds are observed */
     const struct gs_admission_opts *admission; /* admission tuning, copied; NULL: defaults (admission_loop.h) */
+    struct gs_recorder *events;           /* borrowed (events.h): Scheduled, FailedScheduling, Preempted; NULL: none */
 };
 
 struct gs_sched_loop_stats {

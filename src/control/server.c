@@ -8,6 +8,7 @@
 #include "control/server.h"
 
 #include "control/apiserver.h"
+#include "control/events.h" /* Event recorder and TTL sweep */
 #include "control/auth.h"
 #include "control/sched_loop.h"
 #include "control/secret.h"
@@ -42,6 +43,7 @@ struct gs_server {
     struct gs_operator *op;   /* GPU stack operator hook */
     struct gs_hist cycle_hist; /* scheduling cycle latency for /metrics */
     struct gs_apiserver *api;
+    struct gs_recorder *events; /* Event recorder hook */
     char url[300];
     char kubeconfig[4200];
     char agent_token[128];
@@ -173,6 +175,18 @@ static char *metrics_page(void *arg)
         gs_hist_write(&s->cycle_hist, &b, "gpusched_scheduler_scheduling_attempt_duration_seconds",
                       "Duration of one scheduling cycle (queue pop to decision).");
     }
+    struct gs_recorder_stats es; /* Event recorder hook */
+    gs_recorder_stats(s->events, &es);
+    gs_mbuf_help(&b, "gpusched_events_total", "counter", "Event records, by what became of them.");
+    gs_mbuf_printf(&b, "gpusched_events_total{result=\"created\"} %llu\n"
+                       "gpusched_events_total{result=\"aggregated\"} %llu\n"
+                       "gpusched_events_total{result=\"dropped_queue_full\"} %llu\n"
+                       "gpusched_events_total{result=\"dropped_rate_limited\"} %llu\n"
+                       "gpusched_events_total{result=\"write_error\"} %llu\n"
+                       "gpusched_events_total{result=\"expired\"} %llu\n",
+                   (unsigned long long)es.created, (unsigned long long)es.aggregated,
+                   (unsigned long long)es.dropped_full, (unsigned long long)es.dropped_rate,
+                   (unsigned long long)es.write_errors, (unsigned long long)es.expired);
     if (b.err || !b.buf) {
         free(b.buf);
         return NULL;
@@ -224,15 +238,23 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         s->has_tls = true;
     }
     if (o->sched_config && (err = load_sched_config(s, o->sched_config, d))) return err;
+    /* Event recorder hook: one queue and thread for every producer, plus the TTL sweep. */
+    if (o->event_ttl_s < 0) {
+        gs_diags_add(d, "event-ttl", "must be > 0 seconds, got %lld", (long long)o->event_ttl_s);
+        return GS_EINVAL;
+    }
+    struct gs_recorder_opts ro = {.store = s->store,
+                                  .ttl_ns = (o->event_ttl_s ? o->event_ttl_s : GS_EVENT_TTL_DEFAULT_S) * GS_NS_PER_SEC};
+    if ((err = gs_recorder_new(&ro, &s->events))) return err;
     if (!o->no_scheduler) {
         struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed, &s->cycle_hist,
-                                        o->admission}; /* admission server options */
+                                        o->admission, s->events}; /* admission server options, events */
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
         /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
-        struct gs_nodelc_opts no = {.store = s->store};
+        struct gs_nodelc_opts no = {.store = s->store, .events = s->events};
         if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
         /* GPU stack operator hook: ClusterPolicy, per-node state machines */
-        struct gs_operator_opts oo = {.store = s->store};
+        struct gs_operator_opts oo = {.store = s->store, .events = s->events};
         if ((err = gs_operator_start(&oo, &s->op))) return err;
     }
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
@@ -282,6 +304,7 @@ void gs_server_stop(struct gs_server *s)
     gs_operator_stop(s->op);   /* GPU stack operator hook */
     gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
     gs_sched_loop_stop(s->loop);
+    gs_recorder_free(s->events); /* writes what its producers queued */
     gs_store_close(s->store);
     gs_hist_destroy(&s->cycle_hist);
     if (s->has_cfg) gs_sched_config_free(&s->cfg);
@@ -296,6 +319,7 @@ const char *gs_server_url(const struct gs_server *s) { return s->url; }
 const char *gs_server_kubeconfig(const struct gs_server *s) { return s->kubeconfig; }
 const char *gs_server_agent_token(const struct gs_server *s) { return s->agent_token; }
 struct gs_store *gs_server_store(struct gs_server *s) { return s->store; }
+struct gs_recorder *gs_server_events(struct gs_server *s) { return s->events; }
 
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out)
 {

@@ -45,6 +45,7 @@ struct gs_server_opts {
     const char *agent_token_file; /* NULL: <data_dir>/agent.token, created if absent */
     unsigned max_connections, max_per_ip, idle_timeout_s;
     double fail_qps;
+    int64_t event_ttl_s;      /* Events expire this long after their last write (events.h); 0: 1 h */
 };
 
 struct gs_server;
@@ -63,6 +64,10 @@ const char *gs_server_agent_token(const struct gs_server *s);
 /* <data_dir>/kubeconfig (borrowed). */
 const char *gs_server_kubeconfig(const struct gs_server *s);
 struct gs_store *gs_server_store(struct gs_server *s);
+
+struct gs_recorder;
+/* The server's Event recorder (events.h; borrowed), for embedded producers. */
+struct gs_recorder *gs_server_events(struct gs_server *s);
 
 struct gs_sched_loop_stats;
 /* Scheduler counters (zeros when it does not run). */

@@ -21,6 +21,7 @@
 #include "govern/statemachine.h"
 
 #include "control/apiserver.h"
+#include "control/events.h" /* an Event per transition */
 #include "core/log.h"
 
 #include <pthread.h>
@@ -61,7 +62,8 @@ struct gs_operator {
     int npend;
     struct node_sm *nodes;
     size_t n, cap;
-    uint64_t event_seq;
+    struct gs_event_source ev; /* GS_EVENT_DISTINCT: one Event per transition, in order */
+    struct gs_recorder *own_events; /* when the options named none */
     struct gs_operator_stats st;
 };
 
@@ -219,28 +221,12 @@ static void stack_cfg(const struct gs_policy *p, const json_t *labels, struct gs
 
 /*--- Events ---*/
 
-static void emit_now(struct gs_operator *op, const char *node, const char *reason, const char *type, const char *msg)
+static void emit_now(struct gs_operator *op, const json_t *node, const char *name, const char *reason,
+                     const char *type, const char *msg)
 {
-    char ts[32], name[400], key[600];
-    wall_text(ts, sizeof ts);
-    int64_t wall = gs_clock_now(op->clock) + op->wall_offset;
-    int err = GS_EEXIST;
-    /* Fixed-width hex of the wall time in ns: names sort in the order the
-     * events happened, and a restarted server (its counter back at zero)
-     * does not reuse a name; a clash still takes the next number. */
-    for (int tries = 0; err == GS_EEXIST && tries < 16; tries++) {
-        snprintf(name, sizeof name, "%.200s.gpustack.%016llx%06llx", node, (unsigned long long)wall,
-                 (unsigned long long)(++op->event_seq & 0xffffff));
-        snprintf(key, sizeof key, "events/default/%s", name);
-        json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s},s:s,s:s,s:s,s:{s:s},s:s,s:s,s:i}", "apiVersion",
-                               "v1", "kind", "Event", "metadata", "name", name, "namespace", "default",
-                               "involvedObject", "kind", "Node", "name", node, "apiVersion", "v1", "reason", reason,
-                               "message", msg, "type", type, "source", "component", "gpusched-operator",
-                               "firstTimestamp", ts, "lastTimestamp", ts, "count", 1);
-        err = !ev || gs_apiserver_prepare_new(ev) ? GS_ENOMEM : gs_store_create(op->store, key, ev, NULL);
-        json_decref(ev);
-    }
-    if (!err) op->st.events++;
+    const char *uid = jstr(json_object_get(node, "metadata"), "uid");
+    gs_event_record(&op->ev, GS_EVENT_NODE(name, uid), type, reason, reason, "%s", msg);
+    op->st.events++;
 }
 
 /* Queued until the node's write (flush_events). */
@@ -254,10 +240,10 @@ static void emit(struct gs_operator *op, const char *node, const char *reason, c
     snprintf(e->msg, sizeof e->msg, "%s", msg);
 }
 
-static void flush_events(struct gs_operator *op)
+static void flush_events(struct gs_operator *op, const json_t *node)
 {
     for (int i = 0; i < op->npend; i++)
-        emit_now(op, op->pend[i].node, op->pend[i].reason, op->pend[i].type, op->pend[i].msg);
+        emit_now(op, node, op->pend[i].node, op->pend[i].reason, op->pend[i].type, op->pend[i].msg);
     op->npend = 0;
 }
 
@@ -744,7 +730,7 @@ void gs_operator_sync(struct gs_operator *op)
             ready += ns->sm.step == GS_STEP_READY;
         }
         write_node(op, key, node, ns);
-        flush_events(op);
+        flush_events(op, node);
     }
     /* Forget nodes that are gone (or no longer governed). */
     for (size_t i = 0; i < op->n;) {
@@ -785,6 +771,13 @@ int gs_operator_new(const struct gs_operator_opts *o, struct gs_operator **out)
     op->wall = o->wall ? o->wall : &op->realtime;
     op->wall_offset = gs_clock_now(op->wall) - gs_clock_now(op->clock);
     op->period_ms = o->period_ms > 0 ? o->period_ms : 200;
+    struct gs_recorder_opts ro = {.store = op->store, .clock = op->wall, .sync = true};
+    if (!o->events && gs_recorder_new(&ro, &op->own_events)) {
+        free(op);
+        return GS_ENOMEM;
+    }
+    op->ev = (struct gs_event_source){o->events ? o->events : op->own_events, "gpusched-operator", NULL,
+                                      GS_EVENT_DISTINCT};
     pthread_mutex_init(&op->mu, NULL);
     *out = op;
     return 0;
@@ -809,6 +802,7 @@ void gs_operator_stop(struct gs_operator *op)
     if (!op) return;
     atomic_store(&op->stop, true);
     if (op->started) pthread_join(op->th, NULL);
+    gs_recorder_free(op->own_events);
     pthread_mutex_destroy(&op->mu);
     free(op->spec_text);
     free(op->nodes);

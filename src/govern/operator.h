@@ -64,6 +64,7 @@ struct gs_operator_opts {
     const struct gs_clock *clock; /* borrowed; NULL: the real clock */
     const struct gs_clock *wall;  /* borrowed; wall time for what is saved; NULL: CLOCK_REALTIME */
     int64_t period_ms;            /* pass period of the thread; 0: 200 */
+    struct gs_recorder *events;   /* borrowed (control/events.h); NULL: a private one writing at once */
 };
 
 struct gs_operator_stats {
