@@ -136,7 +136,7 @@ static json_t *resource_entry(const struct gs_api_resource *r, const char *sub)
     char name[128];
     snprintf(name, sizeof name, "%s%s%s", r->plural, sub ? "/" : "", sub ? sub : "");
     json_t *verbs = !sub ? json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update", "watch")
-                    : !strcmp(sub, "binding") ? json_pack("[s]", "create")
+                    : !strcmp(sub, "binding") || !strcmp(sub, "eviction") ? json_pack("[s]", "create")
                                               : json_pack("[s,s,s]", "get", "patch", "update");
     json_t *e = json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", name, "singularName", sub ? "" : r->singular,
                           "namespaced", r->namespaced, "kind", !sub || strcmp(sub, "binding") ? r->kind : "Binding",
@@ -165,6 +165,13 @@ json_t *gs__doc_resource_list(const char *group, const char *version)
         json_array_append_new(res, resource_entry(&t[i], NULL));
         if (t[i].has_status) json_array_append_new(res, resource_entry(&t[i], "status"));
         if (!strcmp(t[i].plural, "pods") && !t[i].group[0]) json_array_append_new(res, resource_entry(&t[i], "binding"));
+        if (!strcmp(t[i].plural, "pods") && !t[i].group[0]) { /* policy/v1 Eviction, what kubectl drain looks for */
+            json_t *e = resource_entry(&t[i], "eviction");
+            json_object_set_new(e, "kind", json_string("Eviction"));
+            json_object_set_new(e, "group", json_string("policy"));
+            json_object_set_new(e, "version", json_string("v1"));
+            json_array_append_new(res, e);
+        }
     }
     if (!gv[0]) {
         json_decref(res);
