@@ -167,15 +167,16 @@ static json_t *parse_body(struct gs__req *r)
         gs_docs_free(&docs);
     } else if (memchr(r->body, 0, r->len)) {
         gs_diags_add(&d, "", "NUL byte in the body");
-    } else {
-        gs_json_decode(r->body, r->len, &doc, &d);
+    } else if (gs_json_decode(r->body, r->len, &doc, &d) == GS_EPARSE && (doc = gs__body_with_duplicates(r, &d))) {
+        gs_diags_free(&d);
     }
     if (doc && !json_is_object(doc)) {
         json_decref(doc);
         doc = NULL;
         gs_diags_add(&d, "", "the body must be a JSON object");
     }
-    if (!doc) gs__reply_status(r, 400, NULL, r->name, "malformed body: %s", d.n ? d.v[0].msg : "cannot parse");
+    if (!doc && !r->answered)
+        gs__reply_status(r, 400, NULL, r->name, "malformed body: %s", d.n ? d.v[0].msg : "cannot parse");
     gs_diags_free(&d);
     return doc;
 }

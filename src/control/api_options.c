@@ -124,6 +124,23 @@ int gs__check_fields(struct gs__req *r, const json_t *body, bool patch)
     return GS_EINVAL;
 }
 
+json_t *gs__body_with_duplicates(struct gs__req *r, const struct gs_diags *d)
+{
+    const char *m = d->n ? strstr(d->v[0].msg, "duplicate object key near '\"") : NULL;
+    if (!m) return NULL;
+    char key[256];
+    const char *k = m + strlen("duplicate object key near '\""), *end = strstr(k, "\"'");
+    snprintf(key, sizeof key, "%.*s", end ? (int)(end - k) : 0, k);
+    if (r->fv == GS_FV_STRICT) {
+        gs__reply_status(r, 400, NULL, r->name, "%s in version \"%s\" cannot be handled as a %s: strict decoding "
+                         "error: duplicate field \"%s\"", r->res->kind, r->res->version, r->res->kind, key);
+        return NULL;
+    }
+    json_t *doc = json_loadb(r->body, r->len, JSON_DECODE_ANY, NULL); /* the last value wins, as in Go */
+    if (doc && r->fv == GS_FV_WARN) gs__warn(r, "duplicate field \"%s\"", key);
+    return doc;
+}
+
 static bool has_diag(const struct gs_diags *d, const struct gs_diag *x)
 {
     for (size_t i = 0; i < d->n; i++)

@@ -107,6 +107,11 @@ void gs__add_warnings(struct gs__req *r, struct MHD_Response *resp);
  * under r->fv: Ignore nothing, Warn one Warning each, Strict 400 (answered;
  * GS_EINVAL returned). */
 int gs__check_fields(struct gs__req *r, const json_t *body, bool patch);
+/* A JSON body that failed to parse (d) only for a duplicate key: under
+ * Strict answered 400 (NULL returned, r->answered); under Warn and Ignore
+ * the body parsed with the last value winning, Warn adding a warning.
+ * NULL for any other failure. */
+json_t *gs__body_with_duplicates(struct gs__req *r, const struct gs_diags *d);
 /* Enum violations of obj that were not already in old (NULL: none), into d
  * (values stored before the check existed stay writable). */
 int gs__check_enums(const json_t *obj, const json_t *old, struct gs_diags *d);

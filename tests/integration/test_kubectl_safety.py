@@ -168,7 +168,19 @@ def test_field_validation_and_enums(stack):
         assert 'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "Never", ' \
                '"OnFailure"' in r.stderr, r.stderr
     assert stack.pod("sometimes") is None
-    for name in ("typo", "typo2"):
+    # duplicate fields (raw JSON: kubectl never sends them): Strict refuses, Warn keeps the last with a warning
+    body = ('{"apiVersion":"v1","kind":"Pod","metadata":{"name":"dup","name":"dup"},"spec":{"restartPolicy":"Never",'
+            '"containers":[{"name":"c","image":"busybox","command":["sleep","600"]}]}}')
+    url = stack.info["server"] + "/api/v1/namespaces/default/pods"
+    hdr = {"Authorization": "Bearer " + stack.info["token"], "Content-Type": "application/json"}
+    r = requests.post(url + "?fieldValidation=Strict", data=body, headers=hdr, verify=False, timeout=10)
+    assert r.status_code == 400
+    assert r.json()["message"] == ('Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+                                   'duplicate field "name"')
+    r = requests.post(url, data=body, headers=hdr, verify=False, timeout=10)
+    assert r.status_code == 201, r.text
+    assert r.headers["Warning"] == '299 - "duplicate field \\"name\\""'
+    for name in ("typo", "typo2", "dup"):
         kubectl(stack, "delete", "pod", name, "--grace-period=0", "--force")
 
 
