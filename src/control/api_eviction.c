@@ -72,8 +72,12 @@ static json_t *eviction_body(struct gs__req *r)
         gs__reply_status(r, 400, NULL, r->name, "name in URL does not match name in Eviction object");
     else if (ns && strcmp(ns, r->ns))
         gs__reply_status(r, 400, NULL, r->name, "namespace in URL does not match namespace in Eviction object");
-    else if (!gs__check_fields(r, ev, false) && !gs__check_delete_options(r, json_object_get(ev, "deleteOptions")))
-        return ev;
+    else {
+        if (!kind) json_object_set_new(ev, "kind", json_string("Eviction")); /* so the fields checked are an Eviction's */
+        if (!api) json_object_set_new(ev, "apiVersion", json_string("policy/v1"));
+        if (!gs__check_fields(r, ev, false) && !gs__check_delete_options(r, json_object_get(ev, "deleteOptions")))
+            return ev;
+    }
     json_decref(ev);
     return NULL;
 }

@@ -160,6 +160,11 @@ static json_t *parse_body(struct gs__req *r)
         gs__reply_status(r, 400, NULL, r->name, "the request has no body");
         return NULL;
     }
+    if (ct && strstr(ct, "protobuf")) { /* api_proto.c reads only DeleteOptions and Eviction */
+        gs__reply_status(r, 415, NULL, r->name, "protobuf bodies are accepted only for DeleteOptions and Eviction; "
+                         "send JSON or YAML");
+        return NULL;
+    }
     if (ct && strstr(ct, "yaml")) {
         struct gs_docs docs = {0};
         if (gs_decode_stream(r->body, r->len, &docs, &d, NULL) == 0 && docs.n == 1) doc = json_incref(docs.docs[0]);
