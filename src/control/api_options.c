@@ -214,6 +214,10 @@ int gs__check_delete_options(struct gs__req *r, const json_t *o)
 int gs__delete_options(struct gs__req *r, const char *body, size_t len, const char *ctype, json_t **opts)
 {
     *opts = NULL;
+    const char *pp = gs__arg(r, "propagationPolicy");
+    if (pp && strcmp(pp, "Orphan") && strcmp(pp, "Background") && strcmp(pp, "Foreground"))
+        return bad_options(r, "invalid propagationPolicy \"%s\": supported values: \"Background\", \"Foreground\", "
+                           "\"Orphan\"", pp);
     if (!len) return 0;
     json_t *o = NULL;
     char why[256] = "";

@@ -262,6 +262,11 @@ static void delete_options_encodings(void **state)
     assert_string_equal(S(out, "message", NULL), "invalid DeleteOptions: propagationPolicy: Unsupported value: \"Sideways\": "
                                            "supported values: \"Background\", \"Foreground\", \"Orphan\"");
     json_decref(out);
+    assert_int_equal(call(e->adm, "DELETE", "/api/v1/namespaces/default/pods/keep?propagationPolicy=Up", NULL, NULL,
+                          &out), 400);
+    assert_string_equal(S(out, "message", NULL), "invalid propagationPolicy \"Up\": supported values: \"Background\", "
+                                                 "\"Foreground\", \"Orphan\"");
+    json_decref(out);
     assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "keep", NULL), 0);
     json_decref(prop);
     json_decref(wrong);
