@@ -22,7 +22,8 @@ from stack import Stack, phase, wait_for
 
 KUBECTL = "/usr/bin/kubectl"
 
-urllib3.disable_warnings()
+# the server's certificate is self-signed: requests talks to it unverified
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 
 
 @pytest.fixture(scope="module")
