@@ -198,6 +198,12 @@ def test_drain_with_budget_and_without_eviction(stack):
         wait_for(lambda: running(stack, n), 30, f"{n} to run")
     wait_for(lambda: all(c["status"] == "True" for n in ("w1", "w2") for c in stack.pod(n)["status"]["conditions"]
                          if c["type"] == "Ready"), 30, "pods ready")
+    # a server dry run of the whole drain: cordon and evictions answered, nothing done
+    r = kubectl(stack, "drain", "gpu-node-1", "--ignore-daemonsets", "--force", "--dry-run=server")
+    assert r.returncode == 0 and "node/gpu-node-1 drained (server dry run)" in r.stdout, r.stdout + r.stderr
+    assert "evicting pod default/w1 (server dry run)" in r.stdout, r.stdout
+    assert not stack.node("gpu-node-1")["spec"].get("unschedulable")
+    assert all("deletionTimestamp" not in stack.pod(n)["metadata"] for n in ("w1", "w2"))
     pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "w-pdb"},
            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "w"}}}}
     r = kubectl(stack, "apply", "-f", write(stack, "pdb.json", pdb))
