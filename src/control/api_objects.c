@@ -270,7 +270,10 @@ static enum MHD_Result reply_invalid(struct gs__req *r, const json_t *obj, const
                       d->v[i].path[0] ? ": " : "", d->v[i].msg);
         if (nc < 32) causes[nc++] = (struct gs__cause){d->v[i].path, d->v[i].msg, NULL};
     }
-    return gs__reply_json(r, 422, gs__status(422, NULL, msg, r->res, name, causes, nc));
+    json_t *st = gs__status(422, NULL, msg, r->res, name, causes, nc);
+    /* kube-apiserver names the kind here (kubectl: `The Pod "x" is invalid`), the resource elsewhere */
+    json_object_set_new(json_object_get(st, "details"), "kind", json_string(r->res->kind));
+    return gs__reply_json(r, 422, st);
 }
 
 /*--- Create ---*/

@@ -166,8 +166,8 @@ def test_field_validation_and_enums(stack):
     for mode in ("strict", "warn", "false"):
         r = kubectl(stack, "apply", f"--validate={mode}", "-f", write(stack, "some.json", some))
         assert r.returncode != 0
-        assert 'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "Never", ' \
-               '"OnFailure"' in r.stderr, r.stderr
+        assert 'The Pod "sometimes" is invalid: spec.restartPolicy: Unsupported value: "Sometimes": supported ' \
+               'values: "Always", "Never", "OnFailure"' in r.stderr, r.stderr
     assert stack.pod("sometimes") is None
     # duplicate fields (raw JSON: kubectl never sends them): Strict refuses, Warn keeps the last with a warning
     body = ('{"apiVersion":"v1","kind":"Pod","metadata":{"name":"dup","name":"dup"},"spec":{"restartPolicy":"Never",'
