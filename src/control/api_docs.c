@@ -334,8 +334,30 @@ static json_t *lease_row(const json_t *o, const char *name, const char *age)
     return json_pack("[s, s, s]", name, holder ? holder : "", age);
 }
 
+/* kubectl's PodDisruptionBudget columns: an int-or-percent as text, N/A when unset. */
+static json_t *pdb_row(const json_t *o, const char *name, const char *age)
+{
+    const json_t *spec = json_object_get(o, "spec");
+    char v[2][32];
+    const char *keys[] = {"minAvailable", "maxUnavailable"};
+    for (int i = 0; i < 2; i++) {
+        const json_t *x = json_object_get(spec, keys[i]);
+        if (json_is_integer(x)) snprintf(v[i], sizeof v[i], "%lld", (long long)json_integer_value(x));
+        else snprintf(v[i], sizeof v[i], "%s", json_is_string(x) ? json_string_value(x) : "N/A");
+    }
+    json_t *allowed = json_object_get(json_object_get(o, "status"), "disruptionsAllowed");
+    return json_pack("[s, s, s, I, s]", name, v[0], v[1], (json_int_t)json_integer_value(allowed), age);
+}
+
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
+    if (which == 6)
+        return json_pack("[o,o,o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
+                         col("Min Available", "string", "", 0, "spec.minAvailable."),
+                         col("Max Unavailable", "string", "", 0, "spec.maxUnavailable."),
+                         col("Allowed Disruptions", "integer", "", 0, "status.disruptionsAllowed (as of the last "
+                             "eviction)."),
+                         col("Age", "string", "", 0, "Time since creation."));
     if (which == 3 || which == 4) return queue_columns(which == 3);
     if (which == 5)
         return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
@@ -376,6 +398,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
     int which = !strcmp(res->kind, "ClusterQueue") ? 3
                 : !strcmp(res->kind, "Queue")    ? 4
                 : !strcmp(res->kind, "Lease")    ? 5
+                : !strcmp(res->kind, "PodDisruptionBudget") ? 6
                 : res->group[0]                  ? 0
                 : !strcmp(res->plural, "pods")   ? 1
                 : !strcmp(res->plural, "nodes")  ? 2
@@ -392,6 +415,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                         : which == 3 ? cluster_queue_row(o, name ? name : "", age)
                         : which == 4 ? volcano_queue_row(o, name ? name : "", age)
                         : which == 5 ? lease_row(o, name ? name : "", age)
+                        : which == 6 ? pdb_row(o, name ? name : "", age)
                                      : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);
         json_t *ro = row_object(o, inc);

@@ -218,6 +218,10 @@ def test_drain_with_budget_and_without_eviction(stack):
     assert all("deletionTimestamp" not in stack.pod(n)["metadata"] for n in ("w1", "w2"))
     st = json.loads(kubectl(stack, "get", "pdb", "w-pdb", "-o", "json").stdout)["status"]
     assert (st["expectedPods"], st["currentHealthy"], st["desiredHealthy"], st["disruptionsAllowed"]) == (2, 2, 2, 0)
+    r = kubectl(stack, "get", "pdb")
+    assert r.stdout.split("\n")[0].split() == ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED",
+                                               "DISRUPTIONS", "AGE"], r.stdout
+    assert r.stdout.split("\n")[1].split()[:4] == ["w-pdb", "2", "N/A", "0"], r.stdout
     # cordoned: a new pod for that node stays pending
     assert stack.node("gpu-node-1")["spec"].get("unschedulable") is True
     r = kubectl(stack, "apply", "-f", write(stack, "late.json", manifest("late", node="gpu-node-1")))
