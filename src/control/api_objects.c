@@ -307,8 +307,10 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
     char *text = NULL; /* the stored text is the reply */
     json_t *have = NULL;
-    if (!err && r->dry_run) /* everything but the write: an existing object is still a conflict */
-        err = gs_store_get(r->s->store, key, &have, NULL) == 0 ? GS_EEXIST : 0;
+    if (!err && r->dry_run) { /* everything but the write: an existing object is still a conflict */
+        err = gs_store_get(r->s->store, key, &have, NULL);
+        err = err == 0 ? GS_EEXIST : err == GS_ENOENT ? 0 : err;
+    }
     else if (!err) err = gs_store_create_text(r->s->store, key, obj, NULL, &text);
     json_decref(have);
     ret = err ? gs__reply_err(r, err, name) : text ? gs__reply_stored(r, 201, text)
