@@ -49,6 +49,9 @@ static int apply_one(struct gs_client *cl, struct gs_cli *c, json_t *doc, size_t
         err = merge(cl, r, ns, name, doc, cur, &changed, &out);
         verb = changed ? "configured" : "unchanged";
     }
+    const char *w;
+    for (size_t i = 0; i < gs_client_warnings(cl, i, &w) && w; i++) /* as kubectl prints them */
+        fprintf(stderr, "Warning: %s\n", w);
     if (err) gs_cli_report("apply", err, out ? out : cur);
     else printf("%s/%s %s\n", r->singular, name, verb);
     json_decref(cur);

@@ -86,6 +86,14 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
 /* Age text as kubectl prints it ("45s", "12m", "3h", "5d"). */
 void gs__age(const char *rfc3339, double now, char *buf, size_t len);
 
+/*--- Protobuf bodies (api_proto.c) ---*/
+
+/* A k8s protobuf body ("k8s\0" + runtime.Unknown) holding a DeleteOptions
+ * or a policy Eviction, as the same JSON object the JSON body would be
+ * (kind and apiVersion from the envelope). Anything else is GS_EINVAL with
+ * why saying so. *out: new reference. */
+int gs__proto_decode(const char *buf, size_t len, json_t **out, char *why, size_t whylen);
+
 /*--- Pods (api_objects.c) ---*/
 
 /* Sets (or adds) status.conditions[type] with a fresh lastTransitionTime when

@@ -138,7 +138,7 @@ static json_t *resource_entry(const struct gs_api_resource *r, const char *sub)
     snprintf(name, sizeof name, "%s%s%s", r->plural, sub ? "/" : "", sub ? sub : "");
     json_t *verbs = !sub && gs_event_res_is_v1(r) ? json_pack("[s,s,s,s,s]", "create", "delete", "get", "list", "watch")
                     : !sub ? json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update", "watch")
-                    : !strcmp(sub, "binding") ? json_pack("[s]", "create")
+                    : !strcmp(sub, "binding") || !strcmp(sub, "eviction") ? json_pack("[s]", "create")
                                               : json_pack("[s,s,s]", "get", "patch", "update");
     json_t *e = json_pack("{s:s, s:s, s:b, s:s, s:o}", "name", name, "singularName", sub ? "" : r->singular,
                           "namespaced", r->namespaced, "kind", !sub || strcmp(sub, "binding") ? r->kind : "Binding",
@@ -167,6 +167,13 @@ json_t *gs__doc_resource_list(const char *group, const char *version)
         json_array_append_new(res, resource_entry(&t[i], NULL));
         if (t[i].has_status) json_array_append_new(res, resource_entry(&t[i], "status"));
         if (!strcmp(t[i].plural, "pods") && !t[i].group[0]) json_array_append_new(res, resource_entry(&t[i], "binding"));
+        if (!strcmp(t[i].plural, "pods") && !t[i].group[0]) { /* policy/v1 Eviction, what kubectl drain looks for */
+            json_t *e = resource_entry(&t[i], "eviction");
+            json_object_set_new(e, "kind", json_string("Eviction"));
+            json_object_set_new(e, "group", json_string("policy"));
+            json_object_set_new(e, "version", json_string("v1"));
+            json_array_append_new(res, e);
+        }
     }
     if (!gv[0]) {
         json_decref(res);
@@ -329,9 +336,31 @@ static json_t *lease_row(const json_t *o, const char *name, const char *age)
     return json_pack("[s, s, s]", name, holder ? holder : "", age);
 }
 
+/* kubectl's PodDisruptionBudget columns: an int-or-percent as text, N/A when unset. */
+static json_t *pdb_row(const json_t *o, const char *name, const char *age)
+{
+    const json_t *spec = json_object_get(o, "spec");
+    char v[2][32];
+    const char *keys[] = {"minAvailable", "maxUnavailable"};
+    for (int i = 0; i < 2; i++) {
+        const json_t *x = json_object_get(spec, keys[i]);
+        if (json_is_integer(x)) snprintf(v[i], sizeof v[i], "%lld", (long long)json_integer_value(x));
+        else snprintf(v[i], sizeof v[i], "%s", json_is_string(x) ? json_string_value(x) : "N/A");
+    }
+    json_t *allowed = json_object_get(json_object_get(o, "status"), "disruptionsAllowed");
+    return json_pack("[s, s, s, I, s]", name, v[0], v[1], (json_int_t)json_integer_value(allowed), age);
+}
+
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
     if (which == 6) return gs_event_table_columns();
+    if (which == 7)
+        return json_pack("[o,o,o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
+                         col("Min Available", "string", "", 0, "spec.minAvailable."),
+                         col("Max Unavailable", "string", "", 0, "spec.maxUnavailable."),
+                         col("Allowed Disruptions", "integer", "", 0, "status.disruptionsAllowed (as of the last "
+                             "eviction)."),
+                         col("Age", "string", "", 0, "Time since creation."));
     if (which == 3 || which == 4) return queue_columns(which == 3);
     if (which == 5)
         return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
@@ -373,6 +402,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                 : !strcmp(res->kind, "ClusterQueue") ? 3
                 : !strcmp(res->kind, "Queue")    ? 4
                 : !strcmp(res->kind, "Lease")    ? 5
+                : !strcmp(res->kind, "PodDisruptionBudget") ? 7
                 : res->group[0]                  ? 0
                 : !strcmp(res->plural, "pods")   ? 1
                 : !strcmp(res->plural, "nodes")  ? 2
@@ -390,6 +420,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                         : which == 3 ? cluster_queue_row(o, name ? name : "", age)
                         : which == 4 ? volcano_queue_row(o, name ? name : "", age)
                         : which == 5 ? lease_row(o, name ? name : "", age)
+                        : which == 7 ? pdb_row(o, name ? name : "", age)
                                      : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);
         json_t *ro = row_object(o, inc);

@@ -13,7 +13,7 @@
 #include "control/apiserver_int.h"
 
 #include "control/events.h" /* events.k8s.io view */
-
+#include "control/pdb.h"
 #include "core/codec.h"
 #include "core/object.h"
 #include "core/pod_security.h"
@@ -178,6 +178,11 @@ static json_t *parse_body(struct gs__req *r)
         gs__reply_status(r, 400, NULL, r->name, "the request has no body");
         return NULL;
     }
+    if (ct && strstr(ct, "protobuf")) { /* api_proto.c reads only DeleteOptions and Eviction */
+        gs__reply_status(r, 415, NULL, r->name, "protobuf bodies are accepted only for DeleteOptions and Eviction; "
+                         "send JSON or YAML");
+        return NULL;
+    }
     if (ct && strstr(ct, "yaml")) {
         struct gs_docs docs = {0};
         if (gs_decode_stream(r->body, r->len, &docs, &d, NULL) == 0 && docs.n == 1) doc = json_incref(docs.docs[0]);
@@ -187,8 +192,8 @@ static json_t *parse_body(struct gs__req *r)
         gs_diags_add(&d, "", "NUL byte in the body");
     } else if (too_deep(r, gs_json_text_depth(r->body, r->len, GS_JSON_MAX_DEPTH, &line, &col), line, col)) {
         return NULL;
-    } else {
-        gs_json_decode(r->body, r->len, &doc, &d);
+    } else if (gs_json_decode(r->body, r->len, &doc, &d) == GS_EPARSE && (doc = gs__body_with_duplicates(r, &d))) {
+        gs_diags_free(&d);
     }
     if (doc && too_deep(r, gs_json_depth(doc), 0, 0)) { /* a YAML body */
         json_decref(doc);
@@ -200,7 +205,8 @@ static json_t *parse_body(struct gs__req *r)
         doc = NULL;
         gs_diags_add(&d, "", "the body must be a JSON object");
     }
-    if (!doc) gs__reply_status(r, 400, NULL, r->name, "malformed body: %s", d.n ? d.v[0].msg : "cannot parse");
+    if (!doc && !r->answered)
+        gs__reply_status(r, 400, NULL, r->name, "malformed body: %s", d.n ? d.v[0].msg : "cannot parse");
     gs_diags_free(&d);
     return doc;
 }
@@ -263,13 +269,18 @@ static void generate_name(json_t *md)
     json_object_set_new(md, "name", json_string(name));
 }
 
-/* Decodes obj with the core decoders; fills d and returns GS_EINVAL when invalid. */
-static int validate(json_t *obj, struct gs_diags *d)
+/* Decodes obj with the core decoders and checks its enum fields (those
+ * already wrong in old, the stored version, are let pass); fills d and
+ * returns GS_EINVAL when invalid. */
+static int validate(json_t *obj, const json_t *old, struct gs_diags *d)
 {
     struct gs_object *o = NULL;
     int err = gs_object_decode(obj, &o, d);
     gs_object_free(o);
-    return err;
+    const char *kind = str(obj, "kind");
+    if (kind && !strcmp(kind, "PodDisruptionBudget") && gs_pdb_validate(obj, d) == GS_ENOMEM) return GS_ENOMEM;
+    if (err == GS_ENOMEM || gs__check_enums(obj, old, d)) return GS_ENOMEM;
+    return err ? err : d->n ? GS_EINVAL : 0;
 }
 
 static enum MHD_Result reply_invalid(struct gs__req *r, const json_t *obj, const struct gs_diags *d)
@@ -284,7 +295,10 @@ static enum MHD_Result reply_invalid(struct gs__req *r, const json_t *obj, const
                       d->v[i].path[0] ? ": " : "", d->v[i].msg);
         if (nc < 32) causes[nc++] = (struct gs__cause){d->v[i].path, d->v[i].msg, NULL};
     }
-    return gs__reply_json(r, 422, gs__status(422, NULL, msg, r->res, name, causes, nc));
+    json_t *st = gs__status(422, NULL, msg, r->res, name, causes, nc);
+    /* kube-apiserver names the kind here (kubectl: `The Pod "x" is invalid`), the resource elsewhere */
+    json_object_set_new(json_object_get(st, "details"), "kind", json_string(r->res->kind));
+    return gs__reply_json(r, 422, st);
 }
 
 /*--- Create ---*/
@@ -297,7 +311,7 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     if (!obj) return MHD_YES;
     struct gs_diags d = {0};
     enum MHD_Result ret;
-    if (check_identity(r, obj)) {
+    if (check_identity(r, obj) || gs__check_fields(r, obj, false)) {
         json_decref(obj);
         return MHD_YES;
     }
@@ -314,7 +328,7 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     generate_name(meta_of(obj));
     int err = gs_apiserver_prepare_new(obj);
     json_object_del(meta_of(obj), "deletionGracePeriodSeconds");
-    if (!err && validate(obj, &d)) {
+    if (!err && validate(obj, NULL, &d)) {
         ret = reply_invalid(r, obj, &d);
         goto out;
     }
@@ -327,7 +341,13 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     char key[1024];
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
     char *text = NULL; /* the stored text is the reply */
-    if (!err) err = gs_store_create_text(r->s->store, key, obj, NULL, &text);
+    json_t *have = NULL;
+    if (!err && r->dry_run) { /* everything but the write: an existing object is still a conflict */
+        err = gs_store_get(r->s->store, key, &have, NULL);
+        err = err == 0 ? GS_EEXIST : err == GS_ENOENT ? 0 : err;
+    }
+    else if (!err) err = gs_store_create_text(r->s->store, key, obj, NULL, &text);
+    json_decref(have);
     if (text && ev1) gs_store_text_release(text), text = NULL;
     ret = err ? gs__reply_err(r, err, name) : text ? gs__reply_stored(r, 201, text)
                                                    : gs__reply_json(r, 201, gs_event_serve(r->res, json_incref(obj)));
@@ -348,6 +368,7 @@ struct wctx {
     int64_t expect;
     struct gs_diags d;
     bool invalid;
+    json_t *preview; /* dry run: what would have been written */
 };
 
 static void copy_member(json_t *dst, const json_t *src, const char *key)
@@ -419,10 +440,14 @@ static int write_fn(json_t *cur, json_t **out, void *arg)
     if (str(json_object_get(cur, "metadata"), "deletionTimestamp") && adds_finalizer(cur, next))
         gs_diags_add(&w->d, "metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being "
                      "deleted");
-    if (w->d.n || validate(next, &w->d)) {
+    if (w->d.n || validate(next, cur, &w->d)) {
         w->invalid = true;
         json_decref(next);
         return GS_EINVAL;
+    }
+    if (w->r->dry_run) { /* answered, never written */
+        w->preview = next;
+        return GS_STORE_UNCHANGED;
     }
     *out = next;
     return 0;
@@ -441,10 +466,13 @@ static enum MHD_Result run_write(struct wctx *w)
     if (err == GS_EINVAL && w->invalid) ret = reply_invalid(r, w->body, &w->d);
     else if (err == GS_ENOMEM && !out) ret = gs__reply_status(r, 422, NULL, r->name, "the patch cannot be applied");
     else if (err) ret = gs__reply_err(r, err, r->name);
-    else {
-        finish_deletion(r, key, &out);
+    else if (w->preview) {
+        ret = gs__reply_json(r, 200, w->preview), w->preview = NULL;
+    } else {
+        if (!r->dry_run) finish_deletion(r, key, &out);
         ret = gs__reply_json(r, 200, out), out = NULL;
     }
+    json_decref(w->preview);
     json_decref(out);
     gs_diags_free(&w->d);
     json_decref(w->body);
@@ -460,7 +488,7 @@ enum MHD_Result gs__handle_update(struct gs__req *r)
                                 "the same Event as v1 (/api/v1/namespaces/%s/events/%s)", r->ns, r->name);
     json_t *obj = parse_body(r);
     if (!obj) return MHD_YES;
-    if (check_identity(r, obj)) {
+    if (check_identity(r, obj) || gs__check_fields(r, obj, false)) {
         json_decref(obj);
         return MHD_YES;
     }
@@ -484,6 +512,10 @@ enum MHD_Result gs__handle_patch(struct gs__req *r)
                                 "strategic-merge-patch)", ct ? ct : "");
     json_t *patch = parse_body(r);
     if (!patch) return MHD_YES;
+    if (gs__check_fields(r, patch, true)) {
+        json_decref(patch);
+        return MHD_YES;
+    }
     struct wctx w = {.r = r, .kind = k, .body = patch, .expect = gs_store_obj_rv(patch)};
     return run_write(&w);
 }
@@ -522,6 +554,7 @@ struct bctx {
     const char *node;
     json_t *annotations;
     char bound_to[256];
+    bool dry_run;
 };
 
 static int bind_fn(json_t *cur, json_t **out, void *arg)
@@ -545,6 +578,10 @@ static int bind_fn(json_t *cur, json_t **out, void *arg)
         json_object_update(ann, b->annotations);
     }
     gs__pod_set_condition(next, "PodScheduled", "True", NULL, NULL);
+    if (b->dry_run) {
+        json_decref(next);
+        return GS_STORE_UNCHANGED;
+    }
     *out = next;
     return 0;
 }
@@ -560,7 +597,7 @@ enum MHD_Result gs__handle_bind(struct gs__req *r)
         ret = gs__reply_json(r, 422, gs__status(422, NULL, "Binding is invalid: target.name: Required value", r->res,
                                                 r->name, &c, 1));
     } else {
-        struct bctx b = {node, json_object_get(json_object_get(body, "metadata"), "annotations"), ""};
+        struct bctx b = {node, json_object_get(json_object_get(body, "metadata"), "annotations"), "", r->dry_run};
         char key[1024];
         gs_api_key(r->res, r->ns, r->name, key, sizeof key);
         int err = gs_store_mutate(r->s->store, key, bind_fn, &b, NULL, NULL);
@@ -598,6 +635,7 @@ struct dctx {
     long long grace;  /* -1: not given */
     bool now;         /* remove at once, at version seen_rv */
     int64_t seen_rv;
+    json_t *preview;  /* dry run: the answer */
 };
 
 static bool has_finalizers(const json_t *obj)
@@ -647,6 +685,10 @@ static int delete_fn(json_t *cur, json_t **out, void *arg)
         if (grace > GS_GRACE_MAX_S) grace = GS_GRACE_MAX_S; /* a pod stored before the limit: no overflow */
     }
     bool fin = has_finalizers(cur);
+    if (!fin && grace == 0 && d->r->dry_run) { /* would be removed: its last state is the answer */
+        d->preview = json_incref(cur);
+        return GS_STORE_UNCHANGED;
+    }
     if (!fin && grace == 0) {
         d->now = true;
         return GS_ESTATE;
@@ -664,6 +706,10 @@ static int delete_fn(json_t *cur, json_t **out, void *arg)
     md = meta_of(next);
     if (!later) json_object_set_new(md, "deletionTimestamp", json_string(ts));
     json_object_set_new(md, "deletionGracePeriodSeconds", json_integer(grace));
+    if (d->r->dry_run) {
+        d->preview = next;
+        return GS_STORE_UNCHANGED;
+    }
     *out = next;
     return 0;
 }
@@ -698,25 +744,13 @@ static int grace_of(struct gs__req *r, const json_t *opts, long long *grace)
     return GS_EINVAL;
 }
 
-enum MHD_Result gs__handle_delete(struct gs__req *r)
+int gs__delete_object(struct gs__req *r, const json_t *opts, json_t **out_obj)
 {
-    json_t *opts = NULL;
-    if (r->len) {
-        struct gs_diags d = {0};
-        gs_json_decode(r->body, r->len, &opts, &d);
-        gs_diags_free(&d);
-        if (!json_is_object(opts)) {
-            json_decref(opts);
-            return gs__reply_status(r, 400, NULL, r->name, "the body of a delete must be DeleteOptions");
-        }
-    }
+    *out_obj = NULL;
     json_t *pre = json_object_get(opts, "preconditions");
     const char *want_rv = str(pre, "resourceVersion");
     struct dctx d = {.r = r, .want_uid = str(pre, "uid"), .expect = want_rv ? strtoll(want_rv, NULL, 10) : 0};
-    if (grace_of(r, opts, &d.grace)) {
-        json_decref(opts);
-        return MHD_YES;
-    }
+    if (grace_of(r, opts, &d.grace)) return GS_EINVAL;
     char key[1024];
     gs_api_key(r->res, r->ns, r->name, key, sizeof key);
     json_t *out = NULL;
@@ -724,15 +758,30 @@ enum MHD_Result gs__handle_delete(struct gs__req *r)
     /* An object that changed between the look and the removal is looked at again. */
     for (int attempt = 0; attempt < 8 && err == GS_ECONFLICT; attempt++) {
         d.now = false;
+        json_decref(d.preview);
+        d.preview = NULL;
         err = gs_store_mutate(r->s->store, key, delete_fn, &d, &out, NULL);
         if (err == GS_ESTATE && d.now) err = gs_store_delete(r->s->store, key, d.seen_rv, &out, NULL);
         if (err == GS_ECONFLICT && (d.expect || d.want_uid)) break; /* the client's precondition failed */
     }
-    json_decref(opts);
-    if (err) {
+    if (!err && d.preview) {
         json_decref(out);
-        return gs__reply_err(r, err, r->name);
+        out = d.preview, d.preview = NULL;
     }
+    json_decref(d.preview);
+    if (err) json_decref(out);
+    else *out_obj = out;
+    return err;
+}
+
+enum MHD_Result gs__handle_delete(struct gs__req *r)
+{
+    json_t *opts = NULL, *out = NULL;
+    if (gs__delete_options(r, r->body, r->len, gs__header(r, "Content-Type"), &opts)) return MHD_YES;
+    int err = gs__delete_object(r, opts, &out);
+    json_decref(opts);
+    if (err == GS_EINVAL && r->answered) return MHD_YES;
+    if (err) return gs__reply_err(r, err, r->name);
     return gs__reply_json(r, 200, gs_event_serve(r->res, out));
 }
 

@@ -70,6 +70,7 @@ enum MHD_Result gs__reply_text(struct gs__req *r, int code, const char *ctype, c
     MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
     if (code == 429) MHD_add_response_header(resp, "Retry-After", "1");
+    gs__add_warnings(r, resp);
     enum MHD_Result ret = MHD_queue_response(r->c, (unsigned)code, resp);
     MHD_destroy_response(resp);
     r->answered = true;
@@ -97,6 +98,7 @@ enum MHD_Result gs__reply_stored(struct gs__req *r, int code, char *text)
     }
     MHD_add_response_header(resp, "Content-Type", "application/json");
     MHD_add_response_header(resp, "Cache-Control", "no-cache, private");
+    gs__add_warnings(r, resp);
     enum MHD_Result ret = MHD_queue_response(r->c, (unsigned)code, resp);
     MHD_destroy_response(resp);
     r->answered = true;
@@ -536,13 +538,17 @@ static enum MHD_Result dispatch_resource(struct gs__req *r)
     const char *verb = verb_of(r);
     if (!verb) return gs__reply_status(r, 405, NULL, NULL, "method %s not allowed", r->method);
     if (r->sub[0] && strcmp(r->sub, "status") && strcmp(r->sub, "binding") && strcmp(r->sub, "log") &&
-        strcmp(r->sub, "explain"))
+        strcmp(r->sub, "explain") && strcmp(r->sub, "eviction"))
         return gs__reply_status(r, 404, NULL, r->name, "no subresource \"%s\"", r->sub);
     if (!strcmp(r->sub, "status") && !r->res->has_status)
         return gs__reply_status(r, 404, NULL, r->name, "%s have no status subresource", r->res->plural);
     if (!strcmp(r->sub, "binding") && strcmp(r->res->plural, "pods"))
         return gs__reply_status(r, 404, NULL, r->name, "only pods have a binding subresource");
+    if (!strcmp(r->sub, "eviction") && (strcmp(r->res->plural, "pods") || r->res->group[0]))
+        return gs__reply_status(r, 404, NULL, r->name, "only pods have an eviction subresource");
     if (refused(r, verb)) return MHD_YES;
+    if (strcmp(r->method, "GET") && gs__write_options(r)) return MHD_YES; /* dryRun, fieldValidation */
+    if (!strcmp(verb, "create") && !strcmp(r->sub, "eviction") && r->name) return gs__handle_eviction(r);
     if (!strcmp(r->sub, "log")) return gs__handle_log(r); /* api_logs.c: proxied to the node's agent */
     if (!strcmp(r->sub, "explain")) return gs__handle_explain(r);
     if (!strcmp(verb, "watch")) return gs__handle_list(r, true);
@@ -679,6 +685,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
     struct gs__req *r = *con_cls;
     if (!r) return;
     free(r->body);
+    json_decref(r->warnings);
     free(r);
     *con_cls = NULL;
 }

@@ -29,6 +29,8 @@ struct gs_apiserver {
     struct gs_netguard *guard;    /* connection limits and pre-auth rate limit (netguard.c) */
 };
 
+enum gs__field_validation { GS_FV_WARN = 0, GS_FV_STRICT, GS_FV_IGNORE };
+
 /* One request in flight. */
 struct gs__req {
     struct gs_apiserver *s;
@@ -43,6 +45,11 @@ struct gs__req {
     const char *ns, *name, *sub; /* sub "" when none */
     bool if_bound;               /* node principal: only objects bound to its node */
     bool if_named;               /* node principal: only an object named after its node (its Lease) */
+    /* Write options (api_options.c): dryRun=All, fieldValidation, and the
+     * Warning headers the answer carries (an array of texts, or NULL). */
+    bool dry_run;
+    enum gs__field_validation fv;
+    json_t *warnings;
 };
 
 /* What a list or watch keeps: selectors plus the caller's visibility. */
@@ -90,6 +97,40 @@ enum MHD_Result gs__handle_update(struct gs__req *r);
 enum MHD_Result gs__handle_patch(struct gs__req *r);
 enum MHD_Result gs__handle_bind(struct gs__req *r);
 enum MHD_Result gs__handle_delete(struct gs__req *r);
+
+/*--- Write options, warnings, eviction (api_options.c, api_eviction.c) ---*/
+
+/* dryRun and fieldValidation of a write (POST, PUT, PATCH, DELETE) into r;
+ * answers 422 itself and returns GS_EINVAL for a value kube-apiserver refuses. */
+int gs__write_options(struct gs__req *r);
+/* Adds a Warning header text to the answer (kube's "299 - \"text\"" form is made when sent). */
+void gs__warn(struct gs__req *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Adds r's warnings to a response. */
+void gs__add_warnings(struct gs__req *r, struct MHD_Response *resp);
+/* Unknown fields of a body (a whole object, or a patch when patch is set),
+ * under r->fv: Ignore nothing, Warn one Warning each, Strict 400 (answered;
+ * GS_EINVAL returned). */
+int gs__check_fields(struct gs__req *r, const json_t *body, bool patch);
+/* A JSON body that failed to parse (d) only for a duplicate key: under
+ * Strict answered 400 (NULL returned, r->answered); under Warn and Ignore
+ * the body parsed with the last value winning, Warn adding a warning.
+ * NULL for any other failure. */
+json_t *gs__body_with_duplicates(struct gs__req *r, const struct gs_diags *d);
+/* Enum violations of obj that were not already in old (NULL: none), into d
+ * (values stored before the check existed stay writable). */
+int gs__check_enums(const json_t *obj, const json_t *old, struct gs_diags *d);
+/* A DeleteOptions body (JSON, protobuf or empty; *opts NULL when empty) with
+ * its kind, apiVersion, propagationPolicy and dryRun checked; a body
+ * dryRun ["All"] sets r->dry_run. Answers 400 itself (GS_EINVAL). */
+int gs__delete_options(struct gs__req *r, const char *body, size_t len, const char *ctype, json_t **opts);
+/* The checks of gs__delete_options on a parsed object (an Eviction's deleteOptions). */
+int gs__check_delete_options(struct gs__req *r, const json_t *opts);
+/* Deletes r's object with the options (may be NULL): graceful for bound
+ * pods, finalizers, preconditions, dry run. 0 with *out the answer's object,
+ * or a store error; GS_EINVAL when it answered the request itself (400). */
+int gs__delete_object(struct gs__req *r, const json_t *opts, json_t **out);
+/* POST pods/NAME/eviction (policy/v1 Eviction). */
+enum MHD_Result gs__handle_eviction(struct gs__req *r);
 
 /*--- Pod logs (api_logs.c) ---*/
 

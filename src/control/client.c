@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 struct gs_client {
@@ -31,6 +32,7 @@ struct gs_client {
     CURL *h;
     char *auth_header;
     const atomic_bool *cancel; /* set: transfers end (see gs_client_set_cancel) */
+    json_t *warnings; /* Warning headers of the last answer (texts) */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -163,6 +165,7 @@ void gs_client_free(struct gs_client *c)
     free(c->server);
     free(c->token);
     free(c->auth_header);
+    json_decref(c->warnings);
     free(c);
 }
 
@@ -264,6 +267,33 @@ static int err_of(long code, const json_t *body)
     }
 }
 
+/* A `Warning: 299 - "text"` header line: text (unquoted) joins c->warnings. */
+static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+    struct gs_client *c = arg;
+    size_t n = size * nmemb;
+    if (n < 9 || strncasecmp(data, "Warning:", 8)) return n;
+    const char *q = memchr(data, '"', n), *end = data + n;
+    while (end > data && end[-1] != '"') end--;
+    if (!q || end <= q + 1) return n;
+    char text[1024];
+    size_t k = 0;
+    for (const char *p = q + 1; p < end - 1 && k + 1 < sizeof text; p++) {
+        if (*p == '\\' && p + 1 < end - 1) p++;
+        text[k++] = *p;
+    }
+    text[k] = 0;
+    if (!c->warnings) c->warnings = json_array();
+    if (c->warnings) json_array_append_new(c->warnings, json_string(text));
+    return n;
+}
+
+size_t gs_client_warnings(const struct gs_client *c, size_t i, const char **text)
+{
+    *text = json_string_value(json_array_get(c->warnings, i));
+    return json_array_size(c->warnings);
+}
+
 int gs_client_call(struct gs_client *c, const char *method, const char *path, const char *content_type,
                    const json_t *body, const char *accept, json_t **out, long *code)
 {
@@ -281,6 +311,9 @@ int gs_client_call(struct gs_client *c, const char *method, const char *path, co
     }
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    json_array_clear(c->warnings);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
     CURLcode cc = curl_easy_perform(h);
     long st = 0;

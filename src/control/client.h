@@ -97,6 +97,11 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
 typedef int (*gs_stream_fn)(const char *data, size_t n, void *arg);
 int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, void *arg, json_t **status);
 
+/* The Warning headers of the last answer (kube's `299 - "text"`, unquoted):
+ * returns how many there are and sets *text to the i-th (borrowed, valid
+ * until the next call; NULL past the end). */
+size_t gs_client_warnings(const struct gs_client *c, size_t i, const char **text);
+
 /* The message of a Status object, or "" */
 const char *gs_client_status_message(const json_t *status);
 

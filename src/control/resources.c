@@ -30,6 +30,7 @@ static const struct gs_api_resource table[] = {
     RES("coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, true, false),
     /* The same stored Events as core v1's (id "events"), served converted (events.h). */
     {"events.k8s.io", "v1", "events", "event", "Event", "ev", true, false, "events"},
+    RES("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb", true, true),
 };
 #define NTABLE (sizeof table / sizeof table[0])
 
