@@ -26,6 +26,7 @@
 #include "core/log.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -35,6 +36,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -348,6 +350,28 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     gs_log(routine ? GS_LOG_DEBUG : GS_LOG_WARN, "agent http", "detail", line, NULL);
 }
 
+/* The listening socket, opened here rather than by libmicrohttpd so that it
+ * is close-on-exec (a pod's processes must never hold the agent's port: a
+ * restarted agent could not bind it again while they run) and reuses the
+ * address (connections of the previous agent may linger in TIME_WAIT). */
+static int listen_fd(const struct sockaddr *sa, socklen_t len, const char *addr, char *err, size_t errlen)
+{
+    const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+    int port = ntohs(in->sin_port), one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, sa, len) ||
+        listen(fd, 64)) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        char ps[16];
+        snprintf(ps, sizeof ps, "%d", port);
+        snprintf(err, errlen, "cannot listen on %.64s (port %d): %s", addr, port, strerror(e));
+        gs_log(GS_LOG_ERROR, "agent: cannot listen", "addr", addr, "port", ps, "error", strerror(e), NULL);
+        return -1;
+    }
+    return fd;
+}
+
 int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t errlen)
 {
     char host[256] = "";
@@ -363,22 +387,26 @@ int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t err
         snprintf(err, errlen, "cannot resolve \"%.64s\"", listen);
         return GS_EINVAL;
     }
+    int fd = listen_fd(res->ai_addr, res->ai_addrlen, listen, err, errlen);
+    freeaddrinfo(res);
+    if (fd < 0) return GS_EIO;
+    struct sockaddr_in bound = {0};
+    socklen_t bl = sizeof bound;
+    a->port = getsockname(fd, (struct sockaddr *)&bound, &bl) == 0 ? ntohs(bound.sin_port) : 0;
     struct gs__agent_http *h = calloc(1, sizeof *h);
     a->http = h; /* before the first request can arrive */
     if (h)
         h->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
                                   0, NULL, NULL, on_request, a, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                                  MHD_OPTION_SOCK_ADDR, res->ai_addr, MHD_OPTION_CONNECTION_LIMIT, 64u,
+                                  MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 64u,
                                   MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-    freeaddrinfo(res);
     if (!h || !h->mhd) {
+        close(fd); /* not adopted by a daemon that did not start */
         free(h);
         a->http = NULL;
-        snprintf(err, errlen, "cannot listen on %.64s (address in use or not permitted)", listen);
+        snprintf(err, errlen, "cannot serve HTTP on %.64s (port %d)", listen, a->port);
         return GS_EIO;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    a->port = info ? info->port : 0;
     return 0;
 }
 

@@ -623,6 +623,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->explain = o->explain;
     s->explain_ctx = o->explain_ctx;
+    gs_admit_defaults_init(&s->admit_defaults, o->admit_defaults); /* admit_defaults.c */
     int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
     if (fd < 0) {
         free(s);

@@ -25,6 +25,8 @@
 
 #include <stddef.h>
 
+struct gs_admit_defaults;
+
 struct gs_apiserver_opts {
     const char *listen;        /* "127.0.0.1:6443"; port 0 picks a free one (see gs_apiserver_port) */
     struct gs_store *store;    /* borrowed; must outlive the server */
@@ -39,6 +41,8 @@ struct gs_apiserver_opts {
      * text (*text freed by the server). NULL: the subresource answers 404. */
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
+    /* Default NoExecute toleration seconds added to new pods; NULL: 300 s each. */
+    const struct gs_admit_defaults *admit_defaults;
 };
 
 struct gs_apiserver;

@@ -5,6 +5,7 @@
 #ifndef GS_CONTROL_APISERVER_INT_H
 #define GS_CONTROL_APISERVER_INT_H
 
+#include "control/admit_defaults.h"
 #include "control/api.h"
 #include "control/apiserver.h"
 
@@ -23,6 +24,7 @@ struct gs_apiserver {
     void *metrics_arg;
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
+    struct gs_admit_defaults admit_defaults; /* default tolerations at pod create (admit_defaults.c) */
 };
 
 /* One request in flight. */

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 struct gs_admission_opts;
+struct gs_admit_defaults;
 
 struct gs_server_opts {
     const char *data_dir;     /* NULL: "./gpusched-data" */
@@ -41,6 +42,12 @@ struct gs_server_opts {
      * the library's defaults with history weight 0.5. profile/evict/ctx are
      * the server's own and ignored here. */
     const struct gs_admission_opts *admission;
+    /* Node lifecycle (nodelifecycle.h, admit_defaults.h): the tolerationSeconds
+     * given to new pods for the not-ready/unreachable NoExecute taints (NULL:
+     * 300 s each), and how long after an eviction a silent node is declared
+     * lost (0: 5 minutes). */
+    const struct gs_admit_defaults *admit_defaults;
+    double node_lost_timeout_s;
 };
 
 struct gs_server;

@@ -448,19 +448,34 @@ static void lifecycle_reads_leases(void **state)
     json_decref(n);
     assert_string_equal(ready(f, "silent", &n), "Unknown");
     json_decref(n);
-    /* The terminating pod of the lost node is gone (its node cannot confirm); the other stays. */
+    /* The terminating pod of the silent node is evicted but stays: only its
+     * node can confirm that its processes stopped. The other is untouched. */
     json_t *p = NULL;
-    assert_int_equal(gs_store_get(f->store, "pods/default/leaving", &p, NULL), GS_ENOENT);
+    assert_int_equal(gs_store_get(f->store, "pods/default/leaving", &p, NULL), 0);
+    assert_true(gs_nodelc_eviction_pending_json(p));
+    json_decref(p);
     assert_int_equal(gs_store_get(f->store, "pods/default/staying", &p, NULL), 0);
+    assert_false(gs_nodelc_eviction_pending_json(p));
     json_decref(p);
     struct gs_nodelc_stats st;
     gs_nodelc_stats(f->lc, &st);
-    assert_int_equal(st.pods_deleted, 1);
+    assert_int_equal(st.pods_evicted, 1);
+    assert_int_equal(st.pods_deleted, 0);
     assert_int_equal(st.pods_recreated, 0);
     /* Later, the stale lease goes stale too. */
     gs_nodelc_scan(f->lc, f->now + 20);
     assert_string_equal(ready(f, "leased", &n), "Unknown");
     json_decref(n);
+    /* Past the node-lost timeout (5 minutes after the eviction) the silent node is
+     * declared lost and the terminating pod deleted; the later eviction still waits. */
+    gs_nodelc_scan(f->lc, f->now + 301);
+    assert_int_equal(gs_store_get(f->store, "pods/default/leaving", &p, NULL), GS_ENOENT);
+    assert_int_equal(gs_store_get(f->store, "pods/default/staying", &p, NULL), 0);
+    assert_true(gs_nodelc_eviction_pending_json(p));
+    json_decref(p);
+    gs_nodelc_stats(f->lc, &st);
+    assert_int_equal(st.pods_deleted, 1);
+    assert_int_equal(st.declared_lost, 1);
 }
 
 static void lifecycle_collects_orphans(void **state)
