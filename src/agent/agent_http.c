@@ -35,6 +35,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -350,6 +351,38 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     gs_log(routine ? GS_LOG_DEBUG : GS_LOG_WARN, "agent http", "detail", line, NULL);
 }
 
+/*--- The listening socket ---*/
+
+/* The shims are forked without an exec (runtime.c), so close-on-exec alone
+ * does not keep the listening socket out of them: a child of fork() closes
+ * every agent listening socket at once (pthread_atfork), under a lock the
+ * parent holds across the fork so the list is never half-written. */
+#define LISTEN_MAX 1024
+static pthread_mutex_t listen_mu = PTHREAD_MUTEX_INITIALIZER;
+static int listen_fds[LISTEN_MAX];
+static int listen_n;
+static pthread_once_t listen_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void) { pthread_mutex_lock(&listen_mu); }
+static void atfork_parent(void) { pthread_mutex_unlock(&listen_mu); }
+static void atfork_child(void)
+{
+    for (int i = 0; i < listen_n; i++) close(listen_fds[i]);
+    listen_n = 0;
+    pthread_mutex_unlock(&listen_mu);
+}
+static void atfork_register(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+static void listen_track(int fd, bool add)
+{
+    pthread_once(&listen_once, atfork_register);
+    pthread_mutex_lock(&listen_mu);
+    for (int i = 0; i < listen_n; i++)
+        if (listen_fds[i] == fd) listen_fds[i--] = listen_fds[--listen_n];
+    if (add && listen_n < LISTEN_MAX) listen_fds[listen_n++] = fd;
+    pthread_mutex_unlock(&listen_mu);
+}
+
 /* The listening socket, opened here rather than by libmicrohttpd so that it
  * is close-on-exec (a pod's processes must never hold the agent's port: a
  * restarted agent could not bind it again while they run) and reuses the
@@ -390,6 +423,7 @@ int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t err
     int fd = listen_fd(res->ai_addr, res->ai_addrlen, listen, err, errlen);
     freeaddrinfo(res);
     if (fd < 0) return GS_EIO;
+    listen_track(fd, true);
     struct sockaddr_in bound = {0};
     socklen_t bl = sizeof bound;
     a->port = getsockname(fd, (struct sockaddr *)&bound, &bl) == 0 ? ntohs(bound.sin_port) : 0;
@@ -401,6 +435,7 @@ int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t err
                                   MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 64u,
                                   MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
     if (!h || !h->mhd) {
+        listen_track(fd, false);
         close(fd); /* not adopted by a daemon that did not start */
         free(h);
         a->http = NULL;
@@ -414,6 +449,8 @@ void gs__http_stop(struct gs_agent *a)
 {
     if (!a->http) return;
     atomic_store(&a->http->stopping, true);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->http->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+    if (info) listen_track(info->listen_fd, false); /* before the daemon closes it: the number may be reused */
     MHD_stop_daemon(a->http->mhd);
     free(a->http);
     a->http = NULL;

@@ -6,7 +6,8 @@
  * of events, only "this key now looks like that", so a missed event costs
  * nothing more than a delay until the next relist. A relist happens at
  * start, after any watch failure (server restarted, 410 Expired) and every
- * resync period. A pod that leaves the selection (re-created off this node
+ * resync period, and when the sync loop asks (a->relist_now: it was paused).
+ * A pod that leaves the selection (re-created off this node
  * by the node lifecycle or by reclaim) arrives as DELETED, since the
  * server's filtered watch says so; the resync covers the few changes
  * between a list and the watch that follows it.
@@ -45,7 +46,7 @@ static int on_event(const char *type, json_t *obj, void *arg)
 {
     struct wctx *w = arg;
     struct gs_agent *a = w->a;
-    if (atomic_load(&a->stop)) return 1;
+    if (atomic_load(&a->stop) || atomic_load(&a->relist_now)) return 1;
     if (!strcmp(type, "ERROR")) {
         w->broken = true;
         return 1;
@@ -95,6 +96,7 @@ static int relist(struct gs_agent *a, struct gs_client *c, const char *fs, struc
     json_decref(a->desired);
     a->desired = fresh;
     a->desired_synced = true;
+    a->list_gen++; /* the reconcile gate (agent.c) */
     pthread_mutex_unlock(&a->wmu);
     const char *rv = gs__jstr(json_object_get(list, "metadata"), "resourceVersion");
     snprintf(w->rv, sizeof w->rv, "%s", rv ? rv : "");
@@ -116,13 +118,14 @@ void *gs__watch_main(void *arg)
             usleep(500000);
             continue;
         }
+        atomic_store(&a->relist_now, false); /* this list answers the request */
         if (relist(a, c, fs, &w)) {
             usleep(300000);
             continue;
         }
         int64_t until = gs__mono_ns() + (int64_t)a->o.resync_ms * 1000000;
         w.broken = false;
-        while (!atomic_load(&a->stop) && !w.broken && gs__mono_ns() < until) {
+        while (!atomic_load(&a->stop) && !w.broken && !atomic_load(&a->relist_now) && gs__mono_ns() < until) {
             int err = gs_client_watch(c, gs_api_resource_lookup("pods"), NULL, NULL, fs, w.rv, 1, on_event, &w);
             if (err < 0) w.broken = true;
         }

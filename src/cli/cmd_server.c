@@ -9,6 +9,7 @@
  * would read a zero as "the default"; a zero that means nothing (a hold of 0) is refused.
  */
 #include "cli/commands.h"
+#include "cli/cmd_server_lc.h" /* node lifecycle flags */
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -188,6 +189,7 @@ static void usage(FILE *f)
                "  --log-level LEVEL     debug|info|warn|error (default info)\n"
                "  --bench               measure the API and the scheduler instead (see --bench --help)\n");
     fputs(gs__adm_usage, f);
+    fputs(gs__lc_usage, f);
 }
 
 static int bad(const char *flag, const char *v, const char *why)
@@ -205,7 +207,7 @@ static int number(const char *flag, const char *v, double *out)
 }
 
 static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admission_opts *adm,
-                 const char **port_file)
+                 struct gs__lc_flags *lc, const char **port_file)
 {
     static const struct option base[] = {
         {"data-dir", required_argument, 0, 'd'}, {"listen", required_argument, 0, 'l'},
@@ -219,6 +221,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
     };
     struct option opts[40];
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
+    gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
     optind = 1;
     int c, rc = 0;
     double x;
@@ -250,7 +253,10 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
             break;
         case 'h': usage(stdout); return 0;
         case '?': usage(stderr); return 2; /* getopt said which option */
-        default: rc = gs__adm_option(adm, c, optarg, "gpusched server"); break;
+        default:
+            if ((rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0) /* node lifecycle flags */
+                rc = gs__adm_option(adm, c, optarg, "gpusched server");
+            break;
         }
         if (rc) return rc;
     }
@@ -269,7 +275,9 @@ int gs_cmd_server(int argc, char **argv)
     struct gs_admission_opts adm = {.history_weight = -1}; /* the library's defaults */
     o.admission = &adm;
     const char *port_file = NULL;
-    int rc = parse(argc, argv, &o, &adm, &port_file);
+    struct gs__lc_flags lc;
+    gs__lc_flags_init(&lc, &o);
+    int rc = parse(argc, argv, &o, &adm, &lc, &port_file);
     if (rc >= 0) return rc;
     /* Block the stop signals before any thread starts, so only sigwait sees them. */
     sigset_t set;

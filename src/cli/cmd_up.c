@@ -13,6 +13,7 @@
  */
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/cmd_server_lc.h" /* node lifecycle flags */
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -32,6 +33,7 @@
 struct up_opts {
     struct gs_server_opts srv;
     struct gs_admission_opts adm; /* the server's admission flags (cmd_server.c) */
+    struct gs__lc_flags lc;       /* the server's node lifecycle flags (cmd_server_lc.c) */
     const char *mock;
     const char *node_prefix;
     int grace_ms, heartbeat_ms;
@@ -58,6 +60,7 @@ static void usage(FILE *f)
                "  --keep-pods           leave pods running on exit (a later `up` re-adopts them)\n"
                "  --log-level LEVEL     debug|info|warn|error (default warn)\n");
     fputs(gs__adm_usage, f);
+    fputs(gs__lc_usage, f);
 }
 
 enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG };
@@ -75,6 +78,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
     };
     struct option opts[40];
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
+    gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
     optind = 1;
     int c, rc;
     enum gs_log_level lvl;
@@ -99,8 +103,10 @@ static int parse(int argc, char **argv, struct up_opts *o)
             break;
         case 'h': usage(stdout); return 0;
         case '?': usage(stderr); return 2; /* getopt said which option */
-        default: /* admission flags */
-            if ((rc = gs__adm_option(&o->adm, c, optarg, "gpusched up"))) return rc;
+        default: /* node lifecycle, then admission flags */
+            if ((rc = gs__lc_option(&o->lc, &o->srv, c, optarg, "gpusched up")) < 0)
+                rc = gs__adm_option(&o->adm, c, optarg, "gpusched up");
+            if (rc) return rc;
             break;
         }
     }
@@ -200,6 +206,7 @@ int gs_cmd_up(int argc, char **argv)
 {
     struct up_opts o = {.adm = {.history_weight = -1}}; /* admission: the library's defaults */
     o.srv.admission = &o.adm;
+    gs__lc_flags_init(&o.lc, &o.srv);
     gs_log_set_level(GS_LOG_WARN);
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;
