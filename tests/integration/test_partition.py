@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import time
 import urllib.request
 
@@ -211,6 +212,11 @@ def test_partition_evicts_after_toleration_without_a_double_run(gpusched_bin, tm
         assert phase(short) == "Failed" and short["status"]["reason"] == "NodeLost", short["status"]
         log = c.log("agent-a")
         assert log.index("agent: reconciled, admitting pods", log.index("resumed after a pause")) > 0
+        # A terminal phase is final, also for kubectl.
+        r = subprocess.run(["kubectl", "--kubeconfig", c.kubeconfig, "patch", "pod", "short", "--subresource=status",
+                            "--type=merge", "-p", '{"status":{"phase":"Succeeded"}}'], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode != 0 and "status.phase" in r.stderr and "terminal phase Failed" in r.stderr, r
         print(f"partition: taint {t_taint:.1f}s, eviction {t_evict:.1f}s after SIGSTOP; after SIGCONT: orphans "
               f"dead {t_dead:.1f}s, confirmed {t_confirm:.1f}s, replacement running {t_new:.1f}s, "
               f"newcomer running {t_newcomer:.1f}s")
