@@ -24,8 +24,9 @@ int gs_admit_seconds_parse(const char *flag, const char *text, int64_t *out, cha
 {
     char *end = NULL;
     errno = 0;
-    long long v = text && *text ? strtoll(text, &end, 10) : 0;
-    if (!text || !*text || *end || errno) {
+    bool digits = text && ((text[0] >= '0' && text[0] <= '9') || (text[0] == '-' && text[1] >= '0' && text[1] <= '9'));
+    long long v = digits ? strtoll(text, &end, 10) : 0;
+    if (!digits || *end || errno) {
         snprintf(err, errlen, "--%s: \"%.64s\" is not a whole number of seconds", flag, text ? text : "");
         return GS_EINVAL;
     }

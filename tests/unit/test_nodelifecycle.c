@@ -332,6 +332,8 @@ static void test_seconds_flags(void **state)
                      GS_EINVAL);
     assert_string_equal(err, "--default-not-ready-toleration-seconds: -3 must be 0 or more seconds");
     assert_int_equal(gs_admit_seconds_parse("x", "", &v, err, sizeof err), GS_EINVAL);
+    assert_int_equal(gs_admit_seconds_parse("x", " 5", &v, err, sizeof err), GS_EINVAL);
+    assert_int_equal(gs_admit_seconds_parse("x", "-", &v, err, sizeof err), GS_EINVAL);
     assert_int_equal(gs_admit_seconds_parse("x", "99999999999999999999", &v, err, sizeof err), GS_EINVAL);
     assert_int_equal(v, 45);
 }
