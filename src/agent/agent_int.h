@@ -143,7 +143,8 @@ void *gs__watch_main(void *arg);
 /* Reconciles one desired pod (obj NULL: gone). Loop thread. False when it
  * is a pod new here and a->reconciling holds admissions back: call again later. */
 bool gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj);
-/* Pods still stopping because the server no longer wants them here. */
+/* Pods still stopping because the server no longer wants them here (evicted,
+ * finished there, gone or re-created elsewhere; not graceful deletions). */
 int gs__pods_stopping(struct gs_agent *a);
 /* Sweeps processes, restarts, terminations and status reports. Loop thread. */
 void gs__pods_tick(struct gs_agent *a);

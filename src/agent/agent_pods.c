@@ -755,7 +755,8 @@ int gs__pods_stopping(struct gs_agent *a)
     int n = 0;
     for (size_t i = 0; i < a->npods; i++) {
         const struct gs__pod *q = a->pods[i];
-        n += q->terminating && (q->gone || q->evicted || q->deleting);
+        /* Not graceful deletions: the server holds their GPUs until they confirm. */
+        n += q->terminating && !q->deleting && (q->gone || q->evicted);
     }
     return n;
 }
