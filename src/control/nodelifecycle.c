@@ -393,17 +393,16 @@ static double evict_at(const json_t *pod, const json_t *taints)
     json_t *added;
     json_object_foreach((json_t *)taints, key, added) {
         struct gs_taint t = {.key = (char *)key, .effect = GS_EFFECT_NOEXECUTE};
-        bool tolerated = false, forever = false;
+        bool tolerated = false;
         double secs = INFINITY;
         for (size_t i = 0; p && i < p->ntolerations; i++) {
             if (!gs_toleration_tolerates(&p->tolerations[i], &t)) continue;
             tolerated = true;
-            if (!p->tolerations[i].has_seconds) forever = true;
-            else if ((double)p->tolerations[i].toleration_seconds < secs)
+            /* One without seconds (forever) does not lift the bound of one with them. */
+            if (p->tolerations[i].has_seconds && (double)p->tolerations[i].toleration_seconds < secs)
                 secs = (double)p->tolerations[i].toleration_seconds;
         }
         double due = !tolerated ? 0 : secs < INFINITY ? json_real_value(added) + (secs > 0 ? secs : 0) : INFINITY;
-        (void)forever; /* a matching toleration with seconds bounds it even beside one without */
         if (due < at) at = due;
     }
     gs_object_free(o);
