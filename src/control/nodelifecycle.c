@@ -507,11 +507,11 @@ static void act(struct scan_ctx *c, const char *key, const json_t *v)
         } else {
             struct settle_arg sa = {a == A_CONFIRMED ? "node confirmed the processes stopped" : "node lost", c->now};
             if (mutate(l, key, settle_pod, &sa)) return;
-            if (!never) recreate(l, key, node, false);
         }
         count(l, a == A_CONFIRMED ? &l->st.confirmed : &l->st.declared_lost);
         gs_log(GS_LOG_WARN, "node lifecycle: eviction settled, devices released", "pod", key, "node", node, "how",
                a == A_CONFIRMED ? "confirmed" : "lost", NULL);
+        if (!rv && !never) recreate(l, key, node, false);
         return;
     }
 }
