@@ -1,6 +1,7 @@
 """Partitions and agent restarts, with the server and agents as separate
 processes:
 
+- bad node lifecycle flags refused by `server` and `up`, naming the flag;
 - an agent on a fixed --listen port killed -9 and restarted five times while
   its pods run: every restart listens at once (the pods' shims do not hold
   its socket), running pods are re-adopted, finished ones stay Succeeded,
@@ -234,3 +235,16 @@ def test_partition_evicts_after_toleration_without_a_double_run(gpusched_bin, tm
             if name.startswith("agent") and p.poll() is None:
                 os.kill(p.pid, signal.SIGCONT)
         c.stop_all()
+
+
+def test_bad_lifecycle_flags_are_refused(run):
+    for cmd in ("server", "up"):
+        r = run(cmd, "--default-unreachable-toleration-seconds", "abc")
+        assert r.returncode == 2, r
+        assert (f'gpusched {cmd}: --default-unreachable-toleration-seconds: "abc" is not a whole number of seconds'
+                in r.stderr), r.stderr
+        r = run(cmd, "--default-not-ready-toleration-seconds", "-5")
+        assert r.returncode == 2 and "--default-not-ready-toleration-seconds: -5 must be 0 or more seconds" in r.stderr
+        r = run(cmd, "--node-lost-timeout", "0")
+        assert r.returncode == 2 and '--node-lost-timeout "0": want a duration above 0' in r.stderr, r.stderr
+        assert "--node-lost-timeout DUR" in run(cmd, "--help").stdout
