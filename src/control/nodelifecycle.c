@@ -494,7 +494,7 @@ static void act(struct scan_ctx *c, const char *key, const json_t *v)
         struct evict_arg ea = {node, jstr(v, "uid"), c->now};
         if (mutate(l, key, evict_pod, &ea)) return;
         count(l, &l->st.pods_evicted);
-        if (never) count(l, &l->st.pods_failed);
+        if (never && !rv) count(l, &l->st.pods_failed); /* a terminating pod is not failed */
         c->pending++;
         gs_log(GS_LOG_WARN, "node lifecycle: pod evicted, its devices held until the node confirms or is lost", "pod",
                key, "node", node, NULL);
