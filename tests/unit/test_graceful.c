@@ -385,23 +385,34 @@ static void scheduler_holds_evicted_devices(void **state)
         defaults += json_integer_value(json_object_get(t, "tolerationSeconds")) == 300 &&
                     !strcmp(json_string_value(json_object_get(t, "effect")), "NoExecute");
     assert_int_equal(defaults, 2);
-    json_t *ann = json_object_get(md_of(p), "annotations");
-    json_object_set_new(ann, GS_ANN_EVICTED_AT, json_string("2026-01-02T03:04:05Z"));
-    json_t *out = NULL;
-    assert_int_equal(gs_client_update(e->adm, R("pods"), "default", "old", NULL, p, &out), 0);
     json_decref(p);
-    json_t *st = json_object_get(out, "status");
-    json_object_set_new(st, "phase", json_string("Failed"));
-    json_object_set_new(st, "reason", json_string("NodeLost"));
-    assert_int_equal(gs_client_update(e->adm, R("pods"), "default", "old", "status", out, NULL), 0);
-    json_decref(out);
+    /* Retried on 409: the scheduler may still be writing the pod after binding it. */
+    int err = GS_ECONFLICT;
+    for (int k = 0; k < 20 && err == GS_ECONFLICT; k++) {
+        assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+        json_object_set_new(json_object_get(md_of(p), "annotations"), GS_ANN_EVICTED_AT,
+                            json_string("2026-01-02T03:04:05Z"));
+        err = gs_client_update(e->adm, R("pods"), "default", "old", NULL, p, NULL);
+        json_decref(p);
+    }
+    assert_int_equal(err, 0);
+    err = GS_ECONFLICT;
+    for (int k = 0; k < 20 && err == GS_ECONFLICT; k++) {
+        assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+        json_t *st = json_object_get(p, "status");
+        json_object_set_new(st, "phase", json_string("Failed"));
+        json_object_set_new(st, "reason", json_string("NodeLost"));
+        err = gs_client_update(e->adm, R("pods"), "default", "old", "status", p, NULL);
+        json_decref(p);
+    }
+    assert_int_equal(err, 0);
     make_pod(e, "new", 30, "1", NULL);
     usleep(1500000);
     assert_false(bound(e, "new"));
     /* Out of Failed: refused, naming the field. */
     assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
     json_object_set_new(json_object_get(p, "status"), "phase", json_string("Succeeded"));
-    out = NULL;
+    json_t *out = NULL;
     long code = 0;
     assert_int_equal(gs_client_call(e->adm, "PUT", "/api/v1/namespaces/default/pods/old/status", "application/json", p,
                                     NULL, &out, &code),
@@ -411,11 +422,17 @@ static void scheduler_holds_evicted_devices(void **state)
     assert_non_null(msg);
     assert_non_null(strstr(msg, "status.phase: Invalid value: \"Succeeded\": the pod is in the terminal phase Failed"));
     json_decref(out);
-    /* The eviction settles: the GPU is free. */
-    json_object_set_new(json_object_get(md_of(p), "annotations"), GS_ANN_DEVICES_RELEASED, json_string("node lost"));
-    json_object_set_new(json_object_get(p, "status"), "phase", json_string("Failed"));
-    assert_int_equal(gs_client_update(e->adm, R("pods"), "default", "old", NULL, p, NULL), 0);
     json_decref(p);
+    /* The eviction settles: the GPU is free. */
+    err = GS_ECONFLICT;
+    for (int k = 0; k < 20 && err == GS_ECONFLICT; k++) {
+        assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+        json_object_set_new(json_object_get(md_of(p), "annotations"), GS_ANN_DEVICES_RELEASED,
+                            json_string("node lost"));
+        err = gs_client_update(e->adm, R("pods"), "default", "old", NULL, p, NULL);
+        json_decref(p);
+    }
+    assert_int_equal(err, 0);
     for (int k = 0; k < 250 && !bound(e, "new"); k++) usleep(20000);
     assert_true(bound(e, "new"));
     json_decref(n);
