@@ -51,7 +51,7 @@ class Cluster(Stack):
         port = self.agent_ports.setdefault(node, free_port())
         return self.spawn(f"agent-{node}", "agent", "--kubeconfig", self.kubeconfig, "--node-name", node, "--mock",
                           mock, "--state-dir", str(self.dir / "agents" / node), "--listen", f"127.0.0.1:{port}",
-                          "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "info")
+                          "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "info", "--kill-pods-on-exit")
 
     def report(self, node):
         try:
