@@ -9,6 +9,14 @@
  * renews the heartbeat when due and republishes the NodeResourceTopology
  * when allocations or health changed. Registration is retried on the loop
  * until the server answers, so an agent may start before its server.
+ *
+ * Reconcile first: at start, and when the loop finds it did not run for
+ * PAUSE_NS (the process was stopped, the machine froze - a partition as
+ * the server saw it), the agent admits no new pod until a fresh list of its
+ * pods was applied and every process the server no longer wants here
+ * (deleted, finished or evicted there, re-created elsewhere) has stopped
+ * and, for evictions, been confirmed. Only then do the GPUs those processes
+ * held go to new pods.
  */
 #include "agent/agent_int.h"
 #include "core/endpoint.h"
@@ -71,8 +79,9 @@ int gs_agent_mock_nodes(const char *spec, int *nodes, const char **spec_out)
 static void take_changes(struct gs_agent *a)
 {
     pthread_mutex_lock(&a->wmu);
-    json_t *changed = a->changed, *objs = json_object();
+    json_t *changed = a->changed, *objs = json_object(), *later = json_object();
     a->changed = json_object();
+    a->applied_gen = a->list_gen;
     const char *k;
     json_t *v;
     json_object_foreach(changed, k, v) {
@@ -80,9 +89,43 @@ static void take_changes(struct gs_agent *a)
         if (o) json_object_set(objs, k, o);
     }
     pthread_mutex_unlock(&a->wmu);
-    json_object_foreach(changed, k, v) gs__pods_reconcile(a, k, json_object_get(objs, k));
+    json_object_foreach(changed, k, v)
+        if (!gs__pods_reconcile(a, k, json_object_get(objs, k))) json_object_set_new(later, k, json_true());
+    if (json_object_size(later)) { /* held back by the reconcile: taken again next time */
+        pthread_mutex_lock(&a->wmu);
+        json_object_update_missing(a->changed, later);
+        pthread_mutex_unlock(&a->wmu);
+    }
     json_decref(changed);
     json_decref(objs);
+    json_decref(later);
+}
+
+/*--- Reconcile first ---*/
+
+#define PAUSE_NS (3LL * 1000000000) /* a loop that did not run this long was paused */
+
+/* Holds admissions back until a list newer than now was applied and the
+ * processes the server no longer wants here have stopped. */
+static void begin_reconcile(struct gs_agent *a, const char *why)
+{
+    pthread_mutex_lock(&a->wmu);
+    a->gate_gen = a->list_gen + 1;
+    pthread_mutex_unlock(&a->wmu);
+    atomic_store(&a->relist_now, true);
+    atomic_store(&a->watch_cancel, true);
+    a->reconciling = true;
+    a->reconcile_stops = 0;
+    gs_log(GS_LOG_INFO, "agent: reconciling before admitting pods", "node", a->node, "why", why, NULL);
+}
+
+static void end_reconcile(struct gs_agent *a)
+{
+    if (!a->reconciling || a->applied_gen < a->gate_gen || gs__pods_stopping(a)) return;
+    a->reconciling = false;
+    char n[16];
+    snprintf(n, sizeof n, "%d", a->reconcile_stops);
+    gs_log(GS_LOG_INFO, "agent: reconciled, admitting pods", "node", a->node, "stopped", n, NULL);
 }
 
 static void node_upkeep(struct gs_agent *a, int64_t now)
@@ -117,10 +160,13 @@ static void *loop_main(void *arg)
     struct gs_agent *a = arg;
     while (!atomic_load(&a->stop)) {
         int64_t now = gs__mono_ns();
+        if (a->last_loop_ns && now - a->last_loop_ns > PAUSE_NS) begin_reconcile(a, "resumed after a pause");
+        a->last_loop_ns = now;
         node_upkeep(a, now);
         if (atomic_load(&a->registered)) gs__stack_tick(a, now); /* GPU stack validators */
         take_changes(a);
         gs__pods_tick(a);
+        end_reconcile(a);
         usleep(LOOP_MS * 1000);
     }
     return NULL;
@@ -213,6 +259,7 @@ static int setup(struct gs_agent *a, char *err, size_t errlen)
         return GS_EINVAL;
     }
     gs__pods_recover(a);
+    begin_reconcile(a, "start"); /* before the threads: the first list is the gate */
     return 0;
 }
 
@@ -243,6 +290,7 @@ void gs_agent_stop(struct gs_agent *a, bool kill_pods)
 {
     if (!a) return;
     atomic_store(&a->stop, true);
+    atomic_store(&a->watch_cancel, true);
     if (a->loop_started) pthread_join(a->loop_th, NULL);
     if (a->watch_started) pthread_join(a->watch_th, NULL);
     if (kill_pods) gs__pods_kill_all(a);

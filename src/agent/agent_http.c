@@ -33,6 +33,7 @@
 #include "core/log.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -41,6 +42,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -52,7 +54,6 @@
 
 struct gs__agent_http {
     struct MHD_Daemon *mhd;
-    int fd; /* the listening socket, ours to close after the daemon stops */
     atomic_bool stopping;
     atomic_int follows;
 };
@@ -365,28 +366,83 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     gs_log(routine ? GS_LOG_DEBUG : GS_LOG_WARN, "agent http", "detail", line, NULL);
 }
 
-int gs__http_start(struct gs_agent *a, const char *addr, char *err, size_t errlen)
+/*--- The listening socket ---*/
+
+/* The shims are forked without an exec (runtime.c), so close-on-exec alone
+ * does not keep the listening socket out of them: a child of fork() closes
+ * every agent listening socket at once (pthread_atfork), under a lock the
+ * parent holds across the fork so the list is never half-written. */
+#define LISTEN_MAX 1024
+static pthread_mutex_t listen_mu = PTHREAD_MUTEX_INITIALIZER;
+static int listen_fds[LISTEN_MAX];
+static int listen_n;
+static pthread_once_t listen_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void) { pthread_mutex_lock(&listen_mu); }
+static void atfork_parent(void) { pthread_mutex_unlock(&listen_mu); }
+static void atfork_child(void)
+{
+    for (int i = 0; i < listen_n; i++) close(listen_fds[i]);
+    listen_n = 0;
+    pthread_mutex_unlock(&listen_mu);
+}
+static void atfork_register(void) { pthread_atfork(atfork_prepare, atfork_parent, atfork_child); }
+
+static void listen_track(int fd, bool add)
+{
+    pthread_once(&listen_once, atfork_register);
+    pthread_mutex_lock(&listen_mu);
+    for (int i = 0; i < listen_n; i++)
+        if (listen_fds[i] == fd) listen_fds[i--] = listen_fds[--listen_n];
+    if (add && listen_n < LISTEN_MAX) listen_fds[listen_n++] = fd;
+    pthread_mutex_unlock(&listen_mu);
+}
+
+/* The listening socket, opened here rather than by libmicrohttpd so that it
+ * is close-on-exec (a pod's processes must never hold the agent's port: a
+ * restarted agent could not bind it again while they run) and reuses the
+ * address (connections of the previous agent may linger in TIME_WAIT). */
+static int listen_fd(const struct sockaddr *sa, socklen_t len, const char *addr, char *err, size_t errlen)
+{
+    const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+    int port = ntohs(in->sin_port), one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) || bind(fd, sa, len) ||
+        listen(fd, 64)) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        char ps[16];
+        snprintf(ps, sizeof ps, "%d", port);
+        snprintf(err, errlen, "cannot listen on %.64s (port %d): %s", addr, port, strerror(e));
+        gs_log(GS_LOG_ERROR, "agent: cannot listen", "addr", addr, "port", ps, "error", strerror(e), NULL);
+        return -1;
+    }
+    return fd;
+}
+
+int gs__http_start(struct gs_agent *a, const char *listen, char *err, size_t errlen)
 {
     char host[256] = "";
-    const char *colon = strrchr(addr, ':');
-    if (!colon || (size_t)(colon - addr) >= sizeof host) {
-        snprintf(err, errlen, "listen address \"%.64s\" is not HOST:PORT", addr);
+    const char *colon = strrchr(listen, ':');
+    if (!colon || (size_t)(colon - listen) >= sizeof host) {
+        snprintf(err, errlen, "listen address \"%.64s\" is not HOST:PORT", listen);
         return GS_EINVAL;
     }
-    memcpy(host, addr, (size_t)(colon - addr));
+    memcpy(host, listen, (size_t)(colon - listen));
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
                     *res = NULL;
     if (getaddrinfo(*host ? host : "0.0.0.0", colon + 1, &hints, &res) || !res) {
-        snprintf(err, errlen, "cannot resolve \"%.64s\"", addr);
+        snprintf(err, errlen, "cannot resolve \"%.64s\"", listen);
         return GS_EINVAL;
     }
-    /* Our own socket: close-on-exec, and SO_REUSEADDR so a restarted agent
-     * binds its port at once (libmicrohttpd's own socket has neither here). */
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    bool bound = fd >= 0 && !bind(fd, res->ai_addr, res->ai_addrlen) && !listen(fd, 64);
+    int fd = listen_fd(res->ai_addr, res->ai_addrlen, listen, err, errlen);
     freeaddrinfo(res);
-    struct gs__agent_http *h = bound ? calloc(1, sizeof *h) : NULL;
+    if (fd < 0) return GS_EIO;
+    listen_track(fd, true);
+    struct sockaddr_in bound = {0};
+    socklen_t bl = sizeof bound;
+    a->port = getsockname(fd, (struct sockaddr *)&bound, &bl) == 0 ? ntohs(bound.sin_port) : 0;
+    struct gs__agent_http *h = calloc(1, sizeof *h);
     a->http = h; /* before the first request can arrive */
     if (h)
         h->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG,
@@ -394,15 +450,13 @@ int gs__http_start(struct gs_agent *a, const char *addr, char *err, size_t errle
                                   MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, 64u,
                                   MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
     if (!h || !h->mhd) {
-        if (fd >= 0) close(fd);
+        listen_track(fd, false);
+        close(fd); /* not adopted by a daemon that did not start */
         free(h);
         a->http = NULL;
-        snprintf(err, errlen, "cannot addr on %.64s (address in use or not permitted)", addr);
+        snprintf(err, errlen, "cannot serve HTTP on %.64s (port %d)", listen, a->port);
         return GS_EIO;
     }
-    h->fd = fd;
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
-    a->port = info ? info->port : 0;
     return 0;
 }
 
@@ -410,8 +464,9 @@ void gs__http_stop(struct gs_agent *a)
 {
     if (!a->http) return;
     atomic_store(&a->http->stopping, true);
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->http->mhd, MHD_DAEMON_INFO_LISTEN_FD);
+    if (info) listen_track(info->listen_fd, false); /* before the daemon closes it: the number may be reused */
     MHD_stop_daemon(a->http->mhd);
-    close(a->http->fd);
     free(a->http);
     a->http = NULL;
 }

@@ -64,6 +64,8 @@ struct gs__pod {
     int64_t wait_dev_until_ns; /* != 0: waiting for a stopping pod to release a chosen GPU (monotonic deadline) */
     bool deleting;           /* graceful deletion: confirm (delete with grace 0) once stopped */
     int64_t next_delete_ns;  /* retry of that confirmation (monotonic) */
+    bool evicted;            /* the server evicted it (nodelifecycle.h): stop, then confirm ProcessesStopped */
+    int64_t next_confirm_ns; /* retry of that confirmation (monotonic) */
     struct gs__mig_hold *mig; /* MIG instances chosen for it, or NULL (agent_mig.c); held while holds_devices */
     char dir[1200];
 };
@@ -93,6 +95,19 @@ struct gs_agent {
     json_t *desired;         /* key -> pod object */
     json_t *changed;         /* key -> true */
     bool desired_synced;     /* a full list arrived at least once */
+    uint64_t list_gen;       /* full lists applied so far */
+    atomic_bool relist_now;  /* the loop asks the watch thread for a fresh list */
+    atomic_bool watch_cancel; /* set with stop or relist_now: the watch thread's transfers end */
+
+    /* Reconcile first (agent.c): at start and after the agent was paused
+     * (SIGSTOP, a frozen machine) no new pod is admitted until a list newer
+     * than the pause was applied and every process the server no longer
+     * wants here (deleted, terminal, evicted, re-created elsewhere) stopped. */
+    bool reconciling;
+    uint64_t gate_gen;       /* the list_gen that must have been applied */
+    uint64_t applied_gen;    /* list_gen of the changes the loop last took */
+    int64_t last_loop_ns;
+    int reconcile_stops;     /* pods stopped during this reconcile */
 
     pthread_t loop_th, watch_th;
     bool loop_started, watch_started;
@@ -144,8 +159,12 @@ void gs__pod_event(struct gs_agent *a, const struct gs__pod *p, const struct gs_
                    const char *reason, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* agent_pods.c */
-/* Reconciles one desired pod (obj NULL: gone). Loop thread. */
-void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj);
+/* Reconciles one desired pod (obj NULL: gone). Loop thread. False when it
+ * is a pod new here and a->reconciling holds admissions back: call again later. */
+bool gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj);
+/* Pods still stopping because the server no longer wants them here (evicted,
+ * finished there, gone or re-created elsewhere; not graceful deletions). */
+int gs__pods_stopping(struct gs_agent *a);
 /* Sweeps processes, restarts, terminations and status reports. Loop thread. */
 void gs__pods_tick(struct gs_agent *a);
 /* Reads <state>/pods/ at start: re-adopts or marks lost. */

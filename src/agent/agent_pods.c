@@ -16,6 +16,7 @@
  */
 #include "agent/agent_int.h"
 #include "control/api.h"
+#include "control/nodelifecycle.h"
 #include "control/resources.h"
 #include "core/log.h"
 #include "core/pod_security.h"
@@ -478,6 +479,41 @@ static bool preempted(const json_t *obj)
     return why && ph && !strcmp(why, "Preempted") && !strcmp(ph, "Failed");
 }
 
+static bool server_terminal(const json_t *obj)
+{
+    const char *ph = gs__jstr(json_object_get(obj, "status"), "phase");
+    return ph && (!strcmp(ph, "Succeeded") || !strcmp(ph, "Failed"));
+}
+
+/* What the server's object says about this pod beyond its spec: evicted by
+ * the node lifecycle (stop, then confirm), or finished there while it still
+ * runs here (an orphan of a partition: stop it, never report over the
+ * server's verdict). True when the pod is no longer reported. */
+static bool server_verdict(struct gs_agent *a, struct gs__pod *p, const json_t *obj)
+{
+    if (gs_nodelc_eviction_pending_json(obj)) {
+        if (!p->evicted) {
+            gs_log(GS_LOG_WARN, "agent: pod evicted by the server, stopping it", "pod", p->key, NULL);
+            a->reconcile_stops += p->phase == GS_P_RUNNING;
+        }
+        begin_stop(a, p);
+        p->evicted = true;
+        p->dirty = false;
+        return true;
+    }
+    if (!server_terminal(obj)) return p->evicted;
+    if (!terminal(p->phase) || p->terminating) {
+        if (!p->gone) {
+            gs_log(GS_LOG_WARN, "agent: pod finished on the server but running here, stopping it", "pod", p->key, NULL);
+            a->reconcile_stops++;
+        }
+        begin_stop(a, p);
+        p->gone = true;
+    }
+    p->dirty = false; /* a terminal phase is final: the server keeps its own */
+    return true;
+}
+
 static void report(struct gs_agent *a, struct gs__pod *p)
 {
     for (int attempt = 0; attempt < 2 && p->dirty && p->obj; attempt++) {
@@ -487,6 +523,7 @@ static void report(struct gs_agent *a, struct gs__pod *p)
             p->dirty = false;
             return;
         }
+        if (server_verdict(a, p, p->obj)) return;
         json_t *obj = json_deep_copy(p->obj), *out = NULL;
         fill_status(a, p, obj);
         int err = gs_client_update(a->cl, pods_res(), p->ns, p->name, "status", obj, &out);
@@ -499,7 +536,8 @@ static void report(struct gs_agent *a, struct gs__pod *p)
         }
         json_decref(out);
         out = NULL;
-        if (err == GS_ECONFLICT) err = gs_client_get(a->cl, pods_res(), p->ns, p->name, &out);
+        /* 409: stale; 422: refused (a terminal phase on the server): read it again. */
+        if (err == GS_ECONFLICT || err == GS_EINVAL) err = gs_client_get(a->cl, pods_res(), p->ns, p->name, &out);
         if (err == GS_ENOENT || (out && !still_ours(a, p, out))) {
             json_decref(out);
             begin_stop(a, p);
@@ -657,14 +695,14 @@ static struct gs__pod *find_uid(struct gs_agent *a, const char *uid)
     return NULL;
 }
 
-void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
+bool gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
 {
     (void)key;
-    if (!obj) return; /* the sweep in gs__pods_tick stops pods nobody wants */
+    if (!obj) return true; /* the sweep in gs__pods_tick stops pods nobody wants */
     json_t *md = json_object_get(obj, "metadata"), *spec = json_object_get(obj, "spec");
     const char *uid = gs__jstr(md, "uid"), *ns = gs__jstr(md, "namespace"), *name = gs__jstr(md, "name");
     const char *node = gs__jstr(spec, "nodeName");
-    if (!uid || !name || !node || strcmp(node, a->node)) return;
+    if (!uid || !name || !node || strcmp(node, a->node)) return true;
     struct gs__pod *p = find_uid(a, uid);
     if (p) {
         json_decref(p->obj);
@@ -674,17 +712,26 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
         else if (preempted(obj)) {
             begin_stop(a, p);
             p->gone = true;
+        } else server_verdict(a, p, obj); /* evicted, or finished on the server */
+        return true;
+    }
+    bool evicted = gs_nodelc_eviction_pending_json(obj), deleting = gs__jstr(md, "deletionTimestamp") != NULL;
+    if (server_terminal(obj) && !evicted) return true;
+    /* Admissions wait for the reconcile; confirmations do not. */
+    if (a->reconciling && !evicted && !deleting) return false;
+    if (!(p = pod_new(a, ns ? ns : "default", name, uid))) return true;
+    if (deleting || evicted) { /* never started here: nothing to stop, only to confirm */
+        p->restart_policy = strdup("Never");
+        p->obj = json_incref(obj);
+        if (!add_pod(a, p)) return true;
+        if (deleting) begin_delete(a, p, md);
+        else {
+            p->evicted = true;
+            begin_stop(a, p);
         }
-        return;
+        return true;
     }
     const char *phase = gs__jstr(json_object_get(obj, "status"), "phase");
-    if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return;
-    if (!(p = pod_new(a, ns ? ns : "default", name, uid))) return;
-    if (gs__jstr(md, "deletionTimestamp")) { /* never started here: nothing to stop, only to confirm */
-        p->restart_policy = strdup("Never");
-        if (add_pod(a, p)) begin_delete(a, p, md);
-        return;
-    }
     p->obj = json_incref(obj);
     const char *dev = gs__jstr(json_object_get(md, "annotations"), "gpusched.io/devices");
     const char *rp = gs__jstr(spec, "restartPolicy");
@@ -695,9 +742,54 @@ void gs__pods_reconcile(struct gs_agent *a, const char *key, json_t *obj)
         /* Running on the server but unknown here: its state went with the agent's. */
         fail_pod(p, "Lost", "the node agent restarted without a record of this pod");
         save_pod(p);
-        return;
+        return true;
     }
     start_pod(a, p);
+    return true;
+}
+
+/* Confirms an eviction once the pod's processes are gone: the condition
+ * ProcessesStopped=True on the server's status (its phase kept), which lets
+ * the node lifecycle release the devices and re-create the pod. True when
+ * done - also when the server no longer waits for it. */
+static bool confirm_evicted(struct gs_agent *a, struct gs__pod *p, int64_t now)
+{
+    if (now < p->next_confirm_ns) return false;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!p->obj || !still_ours(a, p, p->obj) || !gs_nodelc_eviction_pending_json(p->obj)) return true;
+        json_t *obj = json_deep_copy(p->obj), *out = NULL;
+        gs__pod_set_condition(obj, GS_COND_PROCESSES_STOPPED, "True", "StoppedByNode",
+                              "the node agent stopped the pod's processes after its eviction");
+        int err = gs_client_update(a->cl, pods_res(), p->ns, p->name, "status", obj, &out);
+        json_decref(obj);
+        if (!err) {
+            json_decref(out);
+            gs_log(GS_LOG_INFO, "agent: eviction confirmed, processes stopped", "pod", p->key, NULL);
+            return true;
+        }
+        json_decref(out);
+        out = NULL;
+        if (err == GS_ENOENT) return true;
+        if (err != GS_ECONFLICT || gs_client_get(a->cl, pods_res(), p->ns, p->name, &out)) {
+            json_decref(out);
+            break;
+        }
+        json_decref(p->obj);
+        p->obj = out;
+    }
+    p->next_confirm_ns = now + 1000000000LL;
+    return false;
+}
+
+int gs__pods_stopping(struct gs_agent *a)
+{
+    int n = 0;
+    for (size_t i = 0; i < a->npods; i++) {
+        const struct gs__pod *q = a->pods[i];
+        /* Not graceful deletions: the server holds their GPUs until they confirm. */
+        n += q->terminating && !q->deleting && (q->gone || q->evicted);
+    }
+    return n;
 }
 
 /*--- The tick ---*/
@@ -825,6 +917,13 @@ void gs__pods_tick(struct gs_agent *a)
             if (p->deleting && !confirm_delete(a, p, now)) {
                 i++;
                 continue;
+            }
+            if (p->evicted && !p->gone) {
+                if (!confirm_evicted(a, p, now)) {
+                    i++;
+                    continue;
+                }
+                p->gone = true;
             }
             if (p->gone) {
                 remove_at(a, i);

@@ -6,7 +6,8 @@
  * of events, only "this key now looks like that", so a missed event costs
  * nothing more than a delay until the next relist. A relist happens at
  * start, after any watch failure (server restarted, 410 Expired) and every
- * resync period. A pod that leaves the selection (re-created off this node
+ * resync period, and when the sync loop asks (a->relist_now: it was paused).
+ * A pod that leaves the selection (re-created off this node
  * by the node lifecycle or by reclaim) arrives as DELETED, since the
  * server's filtered watch says so; the resync covers the few changes
  * between a list and the watch that follows it.
@@ -53,7 +54,7 @@ static int on_event(const char *type, json_t *obj, void *arg)
 {
     struct wctx *w = arg;
     struct gs_agent *a = w->a;
-    if (atomic_load(&a->stop)) return 1;
+    if (atomic_load(&a->stop) || atomic_load(&a->relist_now)) return 1;
     if (!strcmp(type, "ERROR")) {
         w->broken = true;
         return 1;
@@ -111,6 +112,7 @@ int gs__agent_relist(struct gs_agent *a, struct gs_client *c, char *rv_out, size
     json_decref(a->desired);
     a->desired = fresh;
     a->desired_synced = true;
+    a->list_gen++; /* the reconcile gate (agent.c) */
     pthread_mutex_unlock(&a->wmu);
     const char *rv = gs__jstr(json_object_get(list, "metadata"), "resourceVersion");
     snprintf(rv_out, rv_len, "%s", rv ? rv : "");
@@ -139,7 +141,11 @@ void *gs__watch_main(void *arg)
             nap(a, 500);
             continue;
         }
-        gs_client_set_cancel(c, &a->stop);
+        /* Transfers end on a stop and on a relist request (watch_cancel is
+         * set with either), so a paused agent lists again at once. */
+        gs_client_set_cancel(c, &a->watch_cancel);
+        atomic_store(&a->relist_now, false); /* this list answers the request */
+        atomic_store(&a->watch_cancel, atomic_load(&a->stop));
         if (gs__agent_relist(a, c, w.rv, sizeof w.rv)) {
             nap(a, backoff_ms);
             backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
@@ -148,7 +154,8 @@ void *gs__watch_main(void *arg)
         backoff_ms = 300;
         int64_t until = gs__mono_ns() + (int64_t)a->o.resync_ms * 1000000;
         w.broken = false;
-        for (int64_t left; !atomic_load(&a->stop) && !w.broken && (left = until - gs__mono_ns()) > 0;) {
+        for (int64_t left; !atomic_load(&a->stop) && !w.broken && !atomic_load(&a->relist_now) &&
+                           (left = until - gs__mono_ns()) > 0;) {
             int secs = (int)((left + 999999999) / 1000000000); /* the server ends it at the resync */
             int err = gs_client_watch(c, gs_api_resource_lookup("pods"), NULL, NULL, fs, w.rv, secs, on_event, &w);
             if (err < 0) w.broken = true;

@@ -10,6 +10,7 @@
  */
 #include "cli/commands.h"
 #include "cli/net_flags.h"
+#include "cli/cmd_server_lc.h" /* node lifecycle flags */
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -199,6 +200,7 @@ static void usage(FILE *f)
                "  --bench               measure the API and the scheduler instead (see --bench --help)\n");
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
+    fputs(gs__lc_usage, f);
 }
 
 static int bad(const char *flag, const char *v, const char *why)
@@ -216,7 +218,7 @@ static int number(const char *flag, const char *v, double *out)
 }
 
 static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admission_opts *adm,
-                 const char **port_file)
+                 struct gs__lc_flags *lc, const char **port_file)
 {
     static const struct option base[] = {
         {"data-dir", required_argument, 0, 'd'}, {"listen", required_argument, 0, 'l'},
@@ -229,9 +231,10 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         {"event-ttl", required_argument, 0, 'E'},
         {0, 0, 0, 0},
     };
-    struct option opts[48];
+    struct option opts[64];
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
     gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
+    gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
     optind = 1;
     int c, rc = 0;
     double x;
@@ -265,7 +268,9 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         case 'h': usage(stdout); return 0;
         case '?': usage(stderr); return 2; /* getopt said which option */
         default:
-            if ((rc = gs__net_option(o, c, optarg, "server")) < 0) rc = gs__adm_option(adm, c, optarg, "gpusched server");
+            /* hardening, node lifecycle, then admission flags */
+            if ((rc = gs__net_option(o, c, optarg, "server")) < 0 && (rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0)
+                rc = gs__adm_option(adm, c, optarg, "gpusched server");
             break;
         }
         if (rc) return rc;
@@ -285,7 +290,9 @@ int gs_cmd_server(int argc, char **argv)
     struct gs_admission_opts adm = {.history_weight = -1}; /* the library's defaults */
     o.admission = &adm;
     const char *port_file = NULL;
-    int rc = parse(argc, argv, &o, &adm, &port_file);
+    struct gs__lc_flags lc;
+    gs__lc_flags_init(&lc, &o);
+    int rc = parse(argc, argv, &o, &adm, &lc, &port_file);
     if (rc >= 0) return rc;
     /* Block the stop signals before any thread starts, so only sigwait sees them. */
     sigset_t set;

@@ -14,6 +14,7 @@
 #include "agent/agent.h"
 #include "cli/commands.h"
 #include "cli/net_flags.h"
+#include "cli/cmd_server_lc.h" /* node lifecycle flags */
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -33,6 +34,7 @@
 struct up_opts {
     struct gs_server_opts srv;
     struct gs_admission_opts adm; /* the server's admission flags (cmd_server.c) */
+    struct gs__lc_flags lc;       /* the server's node lifecycle flags (cmd_server_lc.c) */
     const char *mock;
     const char *node_prefix;
     int grace_ms, heartbeat_ms;
@@ -64,6 +66,7 @@ static void usage(FILE *f)
                "  --event-ttl DUR       delete Events this long after their last occurrence (default 1h)\n");
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
+    fputs(gs__lc_usage, f);
 }
 
 enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG,
@@ -82,9 +85,10 @@ static int parse(int argc, char **argv, struct up_opts *o)
         {"event-ttl", required_argument, 0, O_EVENT_TTL},
         {0, 0, 0, 0},
     };
-    struct option opts[48];
+    struct option opts[64];
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
     gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
+    gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
     optind = 1;
     int c, rc;
     enum gs_log_level lvl;
@@ -118,8 +122,10 @@ static int parse(int argc, char **argv, struct up_opts *o)
             break;
         case 'h': usage(stdout); return 0;
         case '?': usage(stderr); return 2; /* getopt said which option */
-        default: /* hardening, then admission flags */
-            if ((rc = gs__net_option(&o->srv, c, optarg, "up")) < 0) rc = gs__adm_option(&o->adm, c, optarg, "gpusched up");
+        default: /* hardening, node lifecycle, then admission flags */
+            if ((rc = gs__net_option(&o->srv, c, optarg, "up")) < 0 &&
+                (rc = gs__lc_option(&o->lc, &o->srv, c, optarg, "gpusched up")) < 0)
+                rc = gs__adm_option(&o->adm, c, optarg, "gpusched up");
             if (rc) return rc;
             break;
         }
@@ -224,6 +230,7 @@ int gs_cmd_up(int argc, char **argv)
 {
     struct up_opts o = {.adm = {.history_weight = -1}}; /* admission: the library's defaults */
     o.srv.admission = &o.adm;
+    gs__lc_flags_init(&o.lc, &o.srv);
     gs_log_set_level(GS_LOG_WARN);
     int rc = parse(argc, argv, &o);
     if (rc >= 0) return rc;

@@ -328,6 +328,7 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     generate_name(meta_of(obj));
     int err = gs_apiserver_prepare_new(obj);
     json_object_del(meta_of(obj), "deletionGracePeriodSeconds");
+    gs_admit_default_tolerations(&r->s->admit_defaults, obj); /* DefaultTolerationSeconds (admit_defaults.c) */
     if (!err && validate(obj, NULL, &d)) {
         ret = reply_invalid(r, obj, &d);
         goto out;
@@ -440,6 +441,8 @@ static int write_fn(json_t *cur, json_t **out, void *arg)
     if (str(json_object_get(cur, "metadata"), "deletionTimestamp") && adds_finalizer(cur, next))
         gs_diags_add(&w->d, "metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being "
                      "deleted");
+    if (!strcmp(w->r->res->plural, "pods") && !w->r->res->group[0])
+        gs_admit_phase_check(cur, next, &w->d); /* terminal phases are final (admit_defaults.c) */
     if (w->d.n || validate(next, cur, &w->d)) {
         w->invalid = true;
         json_decref(next);

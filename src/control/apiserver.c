@@ -738,6 +738,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         free(s);
         return GS_ENOMEM;
     }
+    gs_admit_defaults_init(&s->admit_defaults, o->admit_defaults); /* admit_defaults.c */
     int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
     if (fd < 0) {
         gs_netguard_free(s->guard);

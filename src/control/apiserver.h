@@ -28,6 +28,8 @@
 
 #include <stddef.h>
 
+struct gs_admit_defaults;
+
 struct gs_apiserver_opts {
     const char *listen;        /* "127.0.0.1:6443"; port 0 picks a free one (see gs_apiserver_port) */
     struct gs_store *store;    /* borrowed; must outlive the server */
@@ -48,6 +50,8 @@ struct gs_apiserver_opts {
     unsigned max_per_ip;       /* open connections per source address; 0: 512 */
     unsigned idle_timeout_s;   /* a connection silent this long is closed (streams exempt); 0: 30 */
     double fail_qps;           /* failed authentications per second per address; 0: 10, < 0: off */
+    /* Default NoExecute toleration seconds added to new pods; NULL: 300 s each. */
+    const struct gs_admit_defaults *admit_defaults;
 };
 
 struct gs_apiserver;

@@ -5,6 +5,7 @@
 #ifndef GS_CONTROL_APISERVER_INT_H
 #define GS_CONTROL_APISERVER_INT_H
 
+#include "control/admit_defaults.h"
 #include "control/api.h"
 #include "control/apiserver.h"
 #include "control/netguard.h"
@@ -27,6 +28,7 @@ struct gs_apiserver {
     int64_t watch_keepalive_ns; /* an idle watch gets a keep-alive this often */
     char agent_token[128];        /* sent to agents by the log proxy; "" none */
     struct gs_netguard *guard;    /* connection limits and pre-auth rate limit (netguard.c) */
+    struct gs_admit_defaults admit_defaults; /* default tolerations at pod create (admit_defaults.c) */
 };
 
 enum gs__field_validation { GS_FV_WARN = 0, GS_FV_STRICT, GS_FV_IGNORE };

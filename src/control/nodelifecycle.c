@@ -1,24 +1,34 @@
 /*
- * nodelifecycle.c - nodes whose heartbeat stopped; see nodelifecycle.h.
+ * nodelifecycle.c - nodes whose heartbeat stopped, and the taint-based
+ * eviction of their pods; see nodelifecycle.h.
  *
  * Works on the store directly (it runs inside the server), one atomic
  * read-modify-write per object, each re-checking its condition on the
  * current object: a node that came back, or a pod that finished or was
  * re-bound meanwhile, is left as it is. The scan is a plain poll: a few
  * hundred nodes cost microseconds, and pods are listed only while some
- * node is lost.
+ * node carries a NoExecute taint of ours, some eviction is unsettled, or
+ * some node is missing.
  *
  * A node's last sign of life is the later of its Lease's renewTime (the
  * agent renews it every heartbeat) and its Ready condition's
  * lastHeartbeatTime (written by agents without a lease, and rarely by those
  * with one). The node leases are listed once per scan.
+ *
+ * Eviction times come from the taint's timeAdded, so a restarted server
+ * evicts when the old one would have; an unsettled eviction is found again
+ * from the pod's annotations. Time is wall time (RFC 3339 stamps in
+ * objects written by other processes), read by the thread only.
  */
 #include "control/nodelifecycle.h"
+#include "control/api.h"
 #include "control/events.h" /* NodeNotReady, evictions */
 #include "control/apiserver.h"
+#include "core/object.h"
 #include "control/resources.h"
 #include "core/log.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,7 +40,7 @@
 struct gs_nodelc {
     struct gs_store *store;
     struct gs_event_source ev; /* events hook */
-    double grace_s, start_s;
+    double grace_s, start_s, lost_s;
     int64_t period_ms;
     pthread_t th;
     bool started;
@@ -39,6 +49,8 @@ struct gs_nodelc {
     struct gs_nodelc_stats st;
     json_t *missing;       /* node name -> first scan (s) that found pods bound to it but no Node */
     double next_orphan_s;  /* next scan for such pods */
+    size_t pending;        /* unsettled evictions seen by the last pod scan */
+    bool listed;           /* pods were listed at least once */
 };
 
 #define ORPHAN_PERIOD_S 20.0     /* as Kubernetes' PodGC */
@@ -58,9 +70,10 @@ static double parse_time(const char *s)
     return (double)timegm(&tm) + frac;
 }
 
-static void now_text(char *buf, size_t len)
+/* t (wall seconds) as RFC 3339: the scan's own time, so a scan driven by a test stamps its time. */
+static void time_text(double now, char *buf, size_t len)
 {
-    time_t t = time(NULL);
+    time_t t = (time_t)now;
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -75,21 +88,71 @@ static json_t *ready_cond(const json_t *node)
     return NULL;
 }
 
-static bool has_taint(const json_t *node)
+static bool is_ours(const char *key)
+{
+    return key && (!strcmp(key, GS_TAINT_UNREACHABLE) || !strcmp(key, GS_TAINT_NOT_READY));
+}
+
+/* The lifecycle taint key the node carries (NULL: none). */
+static const char *taint_key(const json_t *node)
 {
     size_t i;
     json_t *t;
     json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t)
-        if (jstr(t, "key") && !strcmp(jstr(t, "key"), GS_TAINT_UNREACHABLE)) return true;
+        if (is_ours(jstr(t, "key"))) return jstr(t, "key");
+    return NULL;
+}
+
+static bool has_taint(const json_t *node, const char *key, const char *effect)
+{
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t)
+        if (jstr(t, "key") && !strcmp(jstr(t, "key"), key) && jstr(t, "effect") && !strcmp(jstr(t, "effect"), effect))
+            return true;
+    return false;
+}
+
+static bool is_terminal(const json_t *pod)
+{
+    const char *phase = jstr(json_object_get(pod, "status"), "phase");
+    return phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+}
+
+static const char *ann(const json_t *pod, const char *key)
+{
+    return jstr(json_object_get(json_object_get(pod, "metadata"), "annotations"), key);
+}
+
+bool gs_nodelc_eviction_pending(const struct gs_labels *annotations)
+{
+    return gs_labels_get(annotations, GS_ANN_EVICTED_AT) && !gs_labels_get(annotations, GS_ANN_DEVICES_RELEASED);
+}
+
+bool gs_nodelc_eviction_pending_json(const json_t *pod)
+{
+    return ann(pod, GS_ANN_EVICTED_AT) && !ann(pod, GS_ANN_DEVICES_RELEASED);
+}
+
+/* Did the node confirm that the pod's processes stopped (condition ProcessesStopped=True)? */
+static bool node_confirmed(const json_t *pod)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(pod, "status"), "conditions"), i, c)
+        if (jstr(c, "type") && !strcmp(jstr(c, "type"), GS_COND_PROCESSES_STOPPED) && jstr(c, "status") &&
+            !strcmp(jstr(c, "status"), "True"))
+            return true;
     return false;
 }
 
 /*--- Node transitions ---*/
 
+enum want { W_NONE, W_UNREACHABLE, W_NOT_READY };
+
 struct node_arg {
     struct gs_nodelc *l;
     double now;
-    bool lost;       /* the direction of the change */
     json_t *leases;  /* node name -> renewTime (seconds) */
 };
 
@@ -104,6 +167,32 @@ static double last_seen(const struct gs_nodelc *l, const json_t *node, const jso
     return hb > l->start_s ? hb : l->start_s;
 }
 
+/* What the node's taints should say; *watched false for nodes without a heartbeat. */
+static enum want wanted(const struct gs_nodelc *l, const json_t *node, const json_t *leases, double now, bool *watched)
+{
+    bool has_hb;
+    double seen = last_seen(l, node, leases, &has_hb);
+    *watched = has_hb;
+    if (!has_hb) return W_NONE;
+    if (now - seen > l->grace_s) return W_UNREACHABLE;
+    json_t *rc = ready_cond(node);
+    return rc && jstr(rc, "status") && !strcmp(jstr(rc, "status"), "False") ? W_NOT_READY : W_NONE;
+}
+
+/* Does the node already look as w wants? */
+static bool as_wanted(const json_t *node, enum want w)
+{
+    const char *have = taint_key(node);
+    if (w == W_NONE) return !have;
+    const char *key = w == W_UNREACHABLE ? GS_TAINT_UNREACHABLE : GS_TAINT_NOT_READY;
+    const char *other = w == W_UNREACHABLE ? GS_TAINT_NOT_READY : GS_TAINT_UNREACHABLE;
+    json_t *rc = ready_cond(node);
+    bool unknown = rc && jstr(rc, "status") && !strcmp(jstr(rc, "status"), "Unknown");
+    return has_taint(node, key, "NoSchedule") && has_taint(node, key, "NoExecute") &&
+           !has_taint(node, other, "NoSchedule") && !has_taint(node, other, "NoExecute") &&
+           (w != W_UNREACHABLE || !rc || unknown);
+}
+
 static int lease_one(const char *key, json_t *lease, void *arg)
 {
     (void)key;
@@ -116,49 +205,47 @@ static int lease_one(const char *key, json_t *lease, void *arg)
 static int mark_node(json_t *cur, json_t **out, void *arg)
 {
     struct node_arg *na = arg;
-    bool has_hb;
+    bool watched;
     if (!cur) return GS_STORE_UNCHANGED;
-    bool lost = na->now - last_seen(na->l, cur, na->leases, &has_hb) > na->l->grace_s;
-    if (!has_hb || lost != na->lost) return GS_STORE_UNCHANGED;
+    enum want w = wanted(na->l, cur, na->leases, na->now, &watched);
+    if (!watched || as_wanted(cur, w)) return GS_STORE_UNCHANGED;
     json_t *n = json_deep_copy(cur);
     json_t *spec = json_object_get(n, "spec");
     if (!json_is_object(spec)) json_object_set_new(n, "spec", spec = json_object());
-    json_t *taints = json_object_get(spec, "taints");
+    json_t *taints = json_object_get(spec, "taints"), *keep = json_array(), *t;
+    const char *key = w == W_UNREACHABLE ? GS_TAINT_UNREACHABLE : w == W_NOT_READY ? GS_TAINT_NOT_READY : NULL;
+    size_t i;
+    /* Ours of the wanted key stay as they are (their timeAdded counts); the others go. */
+    json_array_foreach(taints, i, t)
+        if (!is_ours(jstr(t, "key")) || (key && !strcmp(jstr(t, "key"), key))) json_array_append(keep, t);
+    json_object_set_new(spec, "taints", keep);
     char ts[32];
-    now_text(ts, sizeof ts);
-    if (lost) {
-        if (!json_is_array(taints)) json_object_set_new(spec, "taints", taints = json_array());
-        if (!has_taint(n))
-            json_array_append_new(taints, json_pack("{s:s,s:s,s:s}", "key", GS_TAINT_UNREACHABLE, "effect",
-                                                    "NoSchedule", "timeAdded", ts));
-        json_t *c = ready_cond(n);
-        if (c) {
-            json_object_set_new(c, "status", json_string("Unknown"));
-            json_object_set_new(c, "reason", json_string("NodeStatusUnknown"));
-            json_object_set_new(c, "message", json_string("the node agent stopped posting its heartbeat"));
-            json_object_set_new(c, "lastTransitionTime", json_string(ts));
-        }
-    } else {
-        json_t *keep = json_array(), *t;
-        size_t i;
-        json_array_foreach(taints, i, t)
-            if (!jstr(t, "key") || strcmp(jstr(t, "key"), GS_TAINT_UNREACHABLE)) json_array_append(keep, t);
-        json_object_set_new(spec, "taints", keep);
+    time_text(na->now, ts, sizeof ts);
+    const char *effects[2] = {"NoSchedule", "NoExecute"};
+    for (int e = 0; key && e < 2; e++)
+        if (!has_taint(n, key, effects[e]))
+            json_array_append_new(keep, json_pack("{s:s,s:s,s:s}", "key", key, "effect", effects[e], "timeAdded", ts));
+    json_t *c = ready_cond(n);
+    if (w == W_UNREACHABLE && c) {
+        json_object_set_new(c, "status", json_string("Unknown"));
+        json_object_set_new(c, "reason", json_string("NodeStatusUnknown"));
+        json_object_set_new(c, "message", json_string("the node agent stopped posting its heartbeat"));
+        json_object_set_new(c, "lastTransitionTime", json_string(ts));
     }
     *out = n;
     return 0;
 }
 
-/*--- Pods of lost nodes ---*/
+/*--- Pods ---*/
 
+/* Re-creates a pod that restarts (or fails a Never pod) whose node can no
+ * longer run it: a lost node's, or an evicted pod's once settled. */
 static int fix_pod(json_t *cur, json_t **out, void *arg)
 {
     const char *node = arg;
     if (!cur) return GS_STORE_UNCHANGED;
     const char *bound = jstr(json_object_get(cur, "spec"), "nodeName");
-    const char *phase = jstr(json_object_get(cur, "status"), "phase");
-    if (!bound || strcmp(bound, node) || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
-        return GS_STORE_UNCHANGED;
+    if (!bound || strcmp(bound, node) || is_terminal(cur)) return GS_STORE_UNCHANGED;
     if (jstr(json_object_get(cur, "metadata"), "deletionTimestamp")) return GS_STORE_UNCHANGED; /* never re-created */
     json_t *n = json_deep_copy(cur);
     const char *policy = jstr(json_object_get(n, "spec"), "restartPolicy");
@@ -174,11 +261,13 @@ static int fix_pod(json_t *cur, json_t **out, void *arg)
         return 0;
     }
     json_t *md = json_object_get(n, "metadata");
-    json_t *ann = json_object_get(md, "annotations");
-    if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
-    json_object_set(ann, "gpusched.io/recreated-from", json_object_get(md, "uid"));
-    json_object_set_new(ann, "gpusched.io/recreated-reason", json_string(msg));
-    json_object_del(ann, "gpusched.io/devices");
+    json_t *an = json_object_get(md, "annotations");
+    if (!json_is_object(an)) json_object_set_new(md, "annotations", an = json_object());
+    json_object_set(an, "gpusched.io/recreated-from", json_object_get(md, "uid"));
+    json_object_set_new(an, "gpusched.io/recreated-reason", json_string(msg));
+    json_object_del(an, "gpusched.io/devices");
+    json_object_del(an, GS_ANN_EVICTED_AT);
+    json_object_del(an, GS_ANN_DEVICES_RELEASED);
     json_object_del(json_object_get(n, "spec"), "nodeName");
     json_object_set_new(n, "status", json_object());
     int err = gs_apiserver_prepare_new(n);
@@ -190,60 +279,194 @@ static int fix_pod(json_t *cur, json_t **out, void *arg)
     return 0;
 }
 
+struct evict_arg {
+    const char *node;
+    const char *uid;
+    double now;
+};
+
+/* The taint manager's eviction: annotation, DisruptionTarget, and Failed
+ * (NodeLost) for a pod that never restarts. Its devices stay held. */
+static int evict_pod(json_t *cur, json_t **out, void *arg)
+{
+    struct evict_arg *ea = arg;
+    if (!cur) return GS_STORE_UNCHANGED;
+    json_t *md = json_object_get(cur, "metadata");
+    const char *bound = jstr(json_object_get(cur, "spec"), "nodeName"), *uid = jstr(md, "uid");
+    if (!bound || strcmp(bound, ea->node) || !uid || strcmp(uid, ea->uid) || is_terminal(cur) ||
+        ann(cur, GS_ANN_EVICTED_AT))
+        return GS_STORE_UNCHANGED;
+    json_t *n = json_deep_copy(cur);
+    md = json_object_get(n, "metadata");
+    json_t *an = json_object_get(md, "annotations");
+    if (!json_is_object(an)) json_object_set_new(md, "annotations", an = json_object());
+    char ts[32], msg[300];
+    time_text(ea->now, ts, sizeof ts);
+    json_object_set_new(an, GS_ANN_EVICTED_AT, json_string(ts));
+    gs__pod_set_condition(n, "DisruptionTarget", "True", "DeletionByTaintManager",
+                          "Taint manager: deleting due to NoExecute taint");
+    const char *policy = jstr(json_object_get(n, "spec"), "restartPolicy");
+    if (policy && !strcmp(policy, "Never") && !jstr(md, "deletionTimestamp")) {
+        json_t *st = json_object_get(n, "status");
+        snprintf(msg, sizeof msg, "node %s stopped answering and the pod's toleration of it ran out", ea->node);
+        json_object_set_new(st, "phase", json_string("Failed"));
+        json_object_set_new(st, "reason", json_string("NodeLost"));
+        json_object_set_new(st, "message", json_string(msg));
+    }
+    *out = n;
+    return 0;
+}
+
+/* Settles an eviction: the devices are released (and a pod that restarts is
+ * re-created by fix_pod afterwards). why says how. */
+struct settle_arg {
+    const char *why;
+    double now;
+};
+
+static int settle_pod(json_t *cur, json_t **out, void *arg)
+{
+    const struct settle_arg *sa = arg;
+    if (!cur || !gs_nodelc_eviction_pending_json(cur)) return GS_STORE_UNCHANGED;
+    json_t *n = json_deep_copy(cur);
+    json_t *an = json_object_get(json_object_get(n, "metadata"), "annotations");
+    char v[128], ts[32];
+    time_text(sa->now, ts, sizeof ts);
+    snprintf(v, sizeof v, "%s %s", ts, sa->why);
+    json_object_set_new(an, GS_ANN_DEVICES_RELEASED, json_string(v));
+    *out = n;
+    return 0;
+}
+
+enum action { A_FIX, A_EVICT, A_CONFIRMED, A_LOST };
+
 struct scan_ctx {
     struct gs_nodelc *l;
     double now;
     json_t *exists;  /* node name -> true, every Node */
-    json_t *lost;    /* node name -> true */
-    json_t *changes; /* key -> bool lost */
-    json_t *pods;    /* key -> {node, never, rv (when terminating)} */
+    json_t *lost;    /* node name -> true: missing Node (PodGC) */
+    json_t *changes; /* node key -> true */
+    json_t *noexec;  /* node name -> {taint key -> timeAdded (s)} */
+    json_t *pods;    /* pod key -> {node, uid, action, rv (terminating), never} */
     json_t *leases;  /* node name -> renewTime */
+    size_t pending;
 };
+
+/* Records the NoExecute taints of ours on node (name) with the time each was added. */
+static void note_noexec(struct scan_ctx *c, const char *name, const json_t *node)
+{
+    size_t i;
+    json_t *t, *m = NULL;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t) {
+        const char *key = jstr(t, "key"), *eff = jstr(t, "effect");
+        if (!is_ours(key) || !eff || strcmp(eff, "NoExecute")) continue;
+        double added = parse_time(jstr(t, "timeAdded"));
+        if (added <= 0) added = c->l->start_s; /* no stamp: counted from this controller's start */
+        if (!m) json_object_set_new(c->noexec, name, m = json_object());
+        json_object_set_new(m, key, json_real(added));
+    }
+}
 
 static int scan_node(const char *key, json_t *node, void *arg)
 {
     struct scan_ctx *c = arg;
-    bool has_hb;
-    double seen = last_seen(c->l, node, c->leases, &has_hb);
-    bool lost = c->now - seen > c->l->grace_s;
-    json_t *rc = ready_cond(node);
-    bool unknown = rc && jstr(rc, "status") && !strcmp(jstr(rc, "status"), "Unknown");
-    bool tainted = has_taint(node);
+    bool watched;
+    enum want w = wanted(c->l, node, c->leases, c->now, &watched);
     const char *name = jstr(json_object_get(node, "metadata"), "name");
     if (name) json_object_set_new(c->exists, name, json_true());
-    if (!has_hb) return 0;
-    if (lost && name) json_object_set_new(c->lost, name, json_true());
-    if (lost && (!tainted || !unknown)) json_object_set_new(c->changes, key, json_true());
-    if (!lost && tainted) json_object_set_new(c->changes, key, json_false());
+    if (watched && !as_wanted(node, w)) json_object_set_new(c->changes, key, json_true());
+    else if (name) note_noexec(c, name, node);
     return 0;
 }
 
-/* Collects the unfinished pods of lost nodes (mutating inside a list is not allowed). */
+/* When the pod's tolerations of taints (key -> timeAdded) run out: +inf
+ * when it tolerates every one of them forever. Kubernetes' rule: the
+ * smallest tolerationSeconds of the matching tolerations, none meaning
+ * forever, 0 or less meaning at once; a taint not tolerated at all, at once. */
+static double evict_at(const json_t *pod, const json_t *taints)
+{
+    struct gs_object *o = NULL;
+    struct gs_diags d = {0};
+    double at = INFINITY;
+    int err = gs_object_decode((json_t *)pod, &o, &d);
+    gs_diags_free(&d);
+    const struct gs_pod *p = !err && o && o->kind == GS_KIND_POD ? o->u.pod : NULL;
+    const char *key;
+    json_t *added;
+    json_object_foreach((json_t *)taints, key, added) {
+        struct gs_taint t = {.key = (char *)key, .effect = GS_EFFECT_NOEXECUTE};
+        bool tolerated = false;
+        double secs = INFINITY;
+        for (size_t i = 0; p && i < p->ntolerations; i++) {
+            if (!gs_toleration_tolerates(&p->tolerations[i], &t)) continue;
+            tolerated = true;
+            /* One without seconds (forever) does not lift the bound of one with them. */
+            if (p->tolerations[i].has_seconds && (double)p->tolerations[i].toleration_seconds < secs)
+                secs = (double)p->tolerations[i].toleration_seconds;
+        }
+        double due = !tolerated ? 0 : secs < INFINITY ? json_real_value(added) + (secs > 0 ? secs : 0) : INFINITY;
+        if (due < at) at = due;
+    }
+    gs_object_free(o);
+    return at;
+}
+
+static void add_action(struct scan_ctx *c, const char *key, const json_t *pod, const char *node, enum action a)
+{
+    json_t *md = json_object_get(pod, "metadata");
+    const char *policy = jstr(json_object_get(pod, "spec"), "restartPolicy");
+    json_t *v = json_pack("{s:s,s:s,s:i,s:b}", "node", node, "uid", jstr(md, "uid") ? jstr(md, "uid") : "", "action",
+                          (int)a, "never", policy && !strcmp(policy, "Never"));
+    /* Being deleted: deleted once its node cannot or need not confirm (unless finalizers hold it). */
+    if (jstr(md, "deletionTimestamp") && !json_array_size(json_object_get(md, "finalizers")))
+        json_object_set_new(v, "rv", json_integer(gs_store_obj_rv(pod)));
+    json_object_set_new(c->pods, key, v);
+}
+
+/* Decides, read-only (mutating inside a list is not allowed), what each pod needs. */
 static int scan_pod(const char *key, json_t *pod, void *arg)
 {
     struct scan_ctx *c = arg;
     const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
-    if (!node || !json_object_get(c->lost, node)) return 0;
-    const char *phase = jstr(json_object_get(pod, "status"), "phase");
-    if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return 0;
-    const char *policy = jstr(json_object_get(pod, "spec"), "restartPolicy");
-    json_t *md = json_object_get(pod, "metadata");
-    json_t *v = json_pack("{s:s,s:b}", "node", node, "never", policy && !strcmp(policy, "Never"));
-    /* Being deleted, and the node cannot confirm: deleted now (unless finalizers hold it). */
-    if (jstr(md, "deletionTimestamp") && !json_array_size(json_object_get(md, "finalizers")))
-        json_object_set_new(v, "rv", json_integer(gs_store_obj_rv(pod)));
-    json_object_set_new(c->pods, key, v);
+    if (!node) return 0;
+    if (gs_nodelc_eviction_pending_json(pod)) {
+        double at = parse_time(ann(pod, GS_ANN_EVICTED_AT));
+        if (node_confirmed(pod)) add_action(c, key, pod, node, A_CONFIRMED);
+        else if (!json_object_get(c->exists, node) || c->now - at >= c->l->lost_s) add_action(c, key, pod, node, A_LOST);
+        else c->pending++;
+        return 0;
+    }
+    if (is_terminal(pod)) return 0;
+    if (ann(pod, GS_ANN_EVICTED_AT)) { /* settled, not yet re-created (the write failed): again */
+        add_action(c, key, pod, node, A_FIX);
+        return 0;
+    }
+    if (json_object_get(c->lost, node)) {
+        add_action(c, key, pod, node, A_FIX);
+        return 0;
+    }
+    json_t *taints = json_object_get(c->noexec, node);
+    if (taints && c->now >= evict_at(pod, taints)) add_action(c, key, pod, node, A_EVICT);
     return 0;
 }
 
-/* An Event from "node-controller" on the object stored under key, as obj (its latest state) names it. */
+static void count(struct gs_nodelc *l, uint64_t *field)
+{
+    pthread_mutex_lock(&l->mu);
+    (*field)++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* An Event from "node-controller" on obj (the object's latest state). */
 static void lc_event(struct gs_nodelc *l, const char *kind, const json_t *obj, const char *type, const char *reason,
-                     const char *msg)
+                     const char *fmt, const char *arg)
 {
     const json_t *md = json_object_get(obj, "metadata");
     if (!jstr(md, "name")) return;
     struct gs_event_ref ref = {.kind = kind, .ns = jstr(md, "namespace"), .name = jstr(md, "name"),
                                .uid = jstr(md, "uid")};
+    char msg[400];
+    snprintf(msg, sizeof msg, fmt, arg ? arg : "");
     gs_event_record(&l->ev, &ref, type, reason, reason, "%s", msg);
 }
 
@@ -251,45 +474,81 @@ static void force_delete(struct gs_nodelc *l, const char *key, const char *node,
 {
     json_t *old = NULL;
     if (gs_store_delete(l->store, key, rv, &old, NULL)) return; /* changed meanwhile: the next scan looks again */
-    char msg[400];
-    snprintf(msg, sizeof msg, "Deleting terminating pod: node %s cannot confirm it stopped", node);
-    lc_event(l, "Pod", old, "Normal", "NodeControllerEviction", msg);
-    json_decref(old);
-    pthread_mutex_lock(&l->mu);
-    l->st.pods_deleted++;
-    pthread_mutex_unlock(&l->mu);
+    count(l, &l->st.pods_deleted);
     gs_log(GS_LOG_WARN, "node lifecycle: terminating pod deleted", "pod", key, "node", node, NULL);
+    lc_event(l, "Pod", old, "Normal", "NodeControllerEviction", "Deleting terminating pod: node %s cannot confirm it stopped",
+             node);
+    json_decref(old);
+}
+
+/* out (may be NULL): the object as written, the caller's to release. */
+static int mutate(struct gs_nodelc *l, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out)
+{
+    json_t *o = NULL;
+    int err = gs_store_mutate(l->store, key, fn, arg, &o, NULL);
+    if (out && !err) *out = o;
+    else json_decref(o);
+    return err;
+}
+
+static void recreate(struct gs_nodelc *l, const char *key, const char *node, bool never)
+{
+    json_t *out = NULL;
+    if (mutate(l, key, fix_pod, (void *)node, &out)) return;
+    count(l, never ? &l->st.pods_failed : &l->st.pods_recreated);
+    gs_log(GS_LOG_WARN, never ? "node lifecycle: pod failed" : "node lifecycle: pod re-created", "pod", key, "node",
+           node, NULL);
+    lc_event(l, "Pod", out, "Warning", "NodeControllerEviction",
+             never ? "Pod failed: node %s stopped answering" : "Pod re-created unbound: node %s stopped answering", node);
+    json_decref(out);
+}
+
+static void act(struct scan_ctx *c, const char *key, const json_t *v)
+{
+    struct gs_nodelc *l = c->l;
+    const char *node = jstr(v, "node");
+    bool never = json_is_true(json_object_get(v, "never"));
+    json_t *rv = json_object_get(v, "rv");
+    enum action a = (enum action)json_integer_value(json_object_get(v, "action"));
+    switch (a) {
+    case A_FIX:
+        if (rv) force_delete(l, key, node, json_integer_value(rv));
+        else recreate(l, key, node, never);
+        return;
+    case A_EVICT: {
+        struct evict_arg ea = {node, jstr(v, "uid"), c->now};
+        json_t *out = NULL;
+        if (mutate(l, key, evict_pod, &ea, &out)) return;
+        lc_event(l, "Pod", out, "Normal", "TaintManagerEviction", "Marking for deletion Pod %s", key + strlen("pods/"));
+        json_decref(out);
+        count(l, &l->st.pods_evicted);
+        if (never && !rv) count(l, &l->st.pods_failed); /* a terminating pod is not failed */
+        c->pending++;
+        gs_log(GS_LOG_WARN, "node lifecycle: pod evicted, its devices held until the node confirms or is lost", "pod",
+               key, "node", node, NULL);
+        return;
+    }
+    case A_CONFIRMED:
+    case A_LOST:
+        if (rv) { /* being deleted: nothing to re-create, the object goes */
+            force_delete(l, key, node, json_integer_value(rv));
+        } else {
+            struct settle_arg sa = {a == A_CONFIRMED ? "node confirmed the processes stopped" : "node lost", c->now};
+            if (mutate(l, key, settle_pod, &sa, NULL)) return;
+        }
+        count(l, a == A_CONFIRMED ? &l->st.confirmed : &l->st.declared_lost);
+        gs_log(GS_LOG_WARN, "node lifecycle: eviction settled, devices released", "pod", key, "node", node, "how",
+               a == A_CONFIRMED ? "confirmed" : "lost", NULL);
+        if (!rv && !never) recreate(l, key, node, false);
+        return;
+    }
 }
 
 static void fix_pods(struct scan_ctx *c)
 {
     const char *key;
     json_t *v;
-    json_object_foreach(c->pods, key, v) {
-        const char *node = jstr(v, "node");
-        bool never = json_is_true(json_object_get(v, "never"));
-        if (json_object_get(v, "rv")) {
-            force_delete(c->l, key, node, json_integer_value(json_object_get(v, "rv")));
-            continue;
-        }
-        json_t *out = NULL;
-        if (gs_store_mutate(c->l->store, key, fix_pod, (void *)node, &out, NULL) == 0) {
-            pthread_mutex_lock(&c->l->mu);
-            if (never) c->l->st.pods_failed++;
-            else c->l->st.pods_recreated++;
-            pthread_mutex_unlock(&c->l->mu);
-            gs_log(GS_LOG_WARN, never ? "node lifecycle: pod failed" : "node lifecycle: pod re-created", "pod", key,
-                   "node", node, NULL);
-            char msg[400];
-            snprintf(msg, sizeof msg, never ? "Pod failed: node %s stopped answering" :
-                     "Pod re-created unbound: node %s stopped answering", node);
-            const char *bound = jstr(json_object_get(out, "spec"), "nodeName"); /* not a pod left unchanged */
-            const char *why = jstr(json_object_get(out, "status"), "reason");
-            if (!bound || (why && !strcmp(why, "NodeLost")))
-                lc_event(c->l, "Pod", out, "Warning", "NodeControllerEviction", msg);
-        }
-        json_decref(out);
-    }
+    json_object_foreach(c->pods, key, v) act(c, key, v);
 }
 
 /*--- Pods bound to no Node (Kubernetes' PodGC) ---*/
@@ -343,7 +602,8 @@ static void find_orphans(struct scan_ctx *c, int64_t *rv)
 
 void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
 {
-    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object(), json_object()};
+    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object(), json_object(),
+                         json_object(), 0};
     int64_t rv;
     char prefix[128];
     gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, NULL, prefix, sizeof prefix);
@@ -352,25 +612,33 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
     const char *key;
     json_t *v;
     json_object_foreach(c.changes, key, v) {
-        struct node_arg na = {l, now_s, json_is_true(v), c.leases};
+        struct node_arg na = {l, now_s, c.leases};
         json_t *out = NULL;
-        if (gs_store_mutate(l->store, key, mark_node, &na, &out, NULL) == 0 && na.lost) {
-            pthread_mutex_lock(&l->mu);
-            l->st.not_ready++;
-            pthread_mutex_unlock(&l->mu);
-            gs_log(GS_LOG_WARN, "node lifecycle: node NotReady", "node", key, NULL);
-            char msg[400];
-            snprintf(msg, sizeof msg, "Node %s status is now: NodeNotReady", key + strlen("nodes/"));
-            lc_event(l, "Node", out, "Normal", "NodeNotReady", msg);
+        if (gs_store_mutate(l->store, key, mark_node, &na, &out, NULL) == 0 && out) {
+            const char *name = jstr(json_object_get(out, "metadata"), "name"), *tk = taint_key(out);
+            if (name) note_noexec(&c, name, out);
+            if (tk && !strcmp(tk, GS_TAINT_UNREACHABLE)) {
+                count(l, &l->st.not_ready);
+                lc_event(l, "Node", out, "Normal", "NodeNotReady", "Node %s status is now: NodeNotReady", name);
+            }
+            gs_log(GS_LOG_WARN, tk ? "node lifecycle: node tainted" : "node lifecycle: node taints lifted", "node", key,
+                   "taint", tk ? tk : "", NULL);
         }
         json_decref(out);
     }
     find_orphans(&c, &rv);
-    if (json_object_size(c.lost) && gs_store_list(l->store, "pods/", scan_pod, &c, &rv) == 0) fix_pods(&c);
+    /* Pods are listed only when some of them may need something. */
+    if ((json_object_size(c.lost) || json_object_size(c.noexec) || l->pending || !l->listed) &&
+        gs_store_list(l->store, "pods/", scan_pod, &c, &rv) == 0) {
+        l->listed = true;
+        fix_pods(&c);
+        l->pending = c.pending;
+    }
     json_decref(c.exists);
     json_decref(c.pods);
     json_decref(c.lost);
     json_decref(c.changes);
+    json_decref(c.noexec);
     json_decref(c.leases);
 }
 
@@ -398,8 +666,9 @@ int gs_nodelc_new(const struct gs_nodelc_opts *o, double start_s, struct gs_node
     if (grace <= 0 && env && atof(env) > 0) grace = atof(env);
     l->grace_s = grace > 0 ? grace : 40;
     l->period_ms = o->period_ms > 0 ? o->period_ms : 500;
-    l->start_s = start_s;
+    l->lost_s = o->lost_ms > 0 ? (double)o->lost_ms / 1000 : GS_NODE_LOST_DEFAULT_S;
     l->ev = (struct gs_event_source){o->events, "node-controller", NULL, 0}; /* events hook */
+    l->start_s = start_s;
     l->missing = json_object();
     pthread_mutex_init(&l->mu, NULL);
     *out = l;

@@ -25,6 +25,7 @@
 #include "control/api.h"
 #include "control/apiserver.h"
 #include "control/events.h" /* Scheduled, FailedScheduling, Preempted */
+#include "control/nodelifecycle.h" /* evictions awaiting their node */
 #include "core/log.h"
 #include "sched/cache.h"
 #include "sched/explain.h"
@@ -275,7 +276,8 @@ static void pod_place(struct gs_sched_loop *l, struct entry *e)
 {
     const struct gs_pod *pod = e->obj->u.pod;
     int p;
-    if (pod_terminal(pod)) e->state = P_DONE;
+    /* An evicted pod's devices stay held until its node confirms or is lost (nodelifecycle.h). */
+    if (pod_terminal(pod) && !gs_nodelc_eviction_pending(&pod->meta.annotations)) e->state = P_DONE;
     else if (pod->node_name) {
         e->state = account_bound(l, e);
         if (gs_adm_loop_claims(l->adm, pod)) gs_adm_loop_pod_running(l->adm, e->key, pod); /* admission hook */

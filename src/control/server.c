@@ -251,7 +251,8 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
                                         o->admission, s->events}; /* admission server options, events */
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
         /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
-        struct gs_nodelc_opts no = {.store = s->store, .events = s->events};
+        struct gs_nodelc_opts no = {.store = s->store, .events = s->events,
+                                    .lost_ms = (int64_t)(o->node_lost_timeout_s * 1000)};
         if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
         /* GPU stack operator hook: ClusterPolicy, per-node state machines */
         struct gs_operator_opts oo = {.store = s->store, .events = s->events};
@@ -259,7 +260,8 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     }
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
                                    s->has_tls ? &s->tls : NULL, o->max_body, metrics_page, s, NULL, NULL,
-                                   s->agent_token, o->max_connections, o->max_per_ip, o->idle_timeout_s, o->fail_qps};
+                                   s->agent_token, o->max_connections, o->max_per_ip, o->idle_timeout_s, o->fail_qps,
+                                   o->admit_defaults}; /* default tolerations (admit_defaults.c) */
     if (s->loop) {
         ao.explain = server_explain;
         ao.explain_ctx = s->loop;

@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 struct gs_admission_opts;
+struct gs_admit_defaults;
 
 struct gs_server_opts {
     const char *data_dir;     /* NULL: "./gpusched-data" */
@@ -46,6 +47,12 @@ struct gs_server_opts {
     unsigned max_connections, max_per_ip, idle_timeout_s;
     double fail_qps;
     int64_t event_ttl_s;      /* Events expire this long after their last write (events.h); 0: 1 h */
+    /* Node lifecycle (nodelifecycle.h, admit_defaults.h): the tolerationSeconds
+     * given to new pods for the not-ready/unreachable NoExecute taints (NULL:
+     * 300 s each), and how long after an eviction a silent node is declared
+     * lost (0: 5 minutes). */
+    const struct gs_admit_defaults *admit_defaults;
+    double node_lost_timeout_s;
 };
 
 struct gs_server;

@@ -6,8 +6,9 @@ separate processes killed at random moments:
   every pod finishes, each ran exactly once (none lost, none duplicated),
   and an invariant checker sampling the store and the agents' reports
   never sees one GPU held by two unfinished pods;
-- an agent gone for good: its node turns NotReady and its pod is re-created
-  and runs elsewhere.
+- an agent gone for good: its node turns NotReady, its pod is evicted and,
+  once the node is declared lost (--node-lost-timeout), re-created and run
+  elsewhere.
 Bounded to stay within a few minutes on two cores (GS_CHAOS_PODS to scale).
 """
 import json
@@ -33,8 +34,9 @@ def free_port():
 
 
 class Cluster(Stack):
-    def __init__(self, binary, workdir, nodes, mock, env=None):
+    def __init__(self, binary, workdir, nodes, mock, env=None, server_args=()):
         super().__init__(binary, workdir)
+        self.server_args = server_args
         self.port = free_port()
         self.nodes = nodes
         self.mock = mock
@@ -43,7 +45,7 @@ class Cluster(Stack):
 
     def server(self):
         self.spawn("server", "server", "--data-dir", str(self.data), "--listen", f"127.0.0.1:{self.port}",
-                   "--log-level", "warn", env=self.env)
+                   "--log-level", "warn", *self.server_args, env=self.env)
         wait_for(lambda: (self.data / "kubeconfig").exists() and self._healthy(), 20, "the server")
 
     def _healthy(self):
@@ -149,7 +151,9 @@ def test_server_and_agent_killed_during_a_workload(gpusched_bin, tmp_path):
 
 def test_agent_gone_for_good(gpusched_bin, tmp_path):
     nodes = ["a", "b"]
-    c = Cluster(gpusched_bin, tmp_path, nodes, "4xH100-80GB", env={"GPUSCHED_NODE_GRACE": "2"})
+    # No toleration of the unreachable taint, and a node that never confirms is declared lost after 3 s.
+    c = Cluster(gpusched_bin, tmp_path, nodes, "4xH100-80GB", env={"GPUSCHED_NODE_GRACE": "2"},
+                server_args=("--default-unreachable-toleration-seconds", "0", "--node-lost-timeout", "3s"))
     try:
         c.server()
         for n in nodes:

@@ -1,9 +1,10 @@
 /*
  * test_agent.c - the agent's pure parts and the server-side node lifecycle
  * it relies on: mock multi-node specs, agent endpoints from Node objects,
- * and nodes whose heartbeat stopped (NotReady, taint, pods failed or
- * re-created exactly once, taint lifted when the heartbeat returns), run on
- * a real SQLite store.
+ * and nodes whose heartbeat stopped (NotReady, taint, pods without
+ * tolerations evicted at once, re-created exactly once after the node
+ * confirmed, taint lifted when the heartbeat returns), run on a real SQLite
+ * store. test_nodelifecycle.c has the toleration and settling rules.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -146,29 +147,48 @@ static void test_lost_node(void **state)
     assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "reason")), "NodeLost");
     json_decref(p);
 
+    /* Evicted, not re-created: its processes may still run on the silent node. */
     p = get(f, "pods/default/again");
     json_t *md = json_object_get(p, "metadata");
-    assert_string_not_equal(json_string_value(json_object_get(md, "uid")), "again");
-    assert_null(json_object_get(json_object_get(p, "spec"), "nodeName"));
-    assert_null(json_object_get(json_object_get(md, "annotations"), "gpusched.io/devices"));
-    assert_string_equal(json_string_value(json_object_get(json_object_get(md, "annotations"), "gpusched.io/recreated-from")),
-                        "again");
-    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Pending");
-    char *uid1 = strdup(json_string_value(json_object_get(md, "uid")));
+    assert_string_equal(json_string_value(json_object_get(md, "uid")), "again");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "spec"), "nodeName")), "lost");
+    assert_non_null(json_object_get(json_object_get(md, "annotations"), GS_ANN_EVICTED_AT));
+    assert_true(gs_nodelc_eviction_pending_json(p));
     json_decref(p);
 
     p = get(f, "pods/default/done");
     assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Succeeded");
     assert_non_null(json_object_get(json_object_get(p, "spec"), "nodeName"));
+    assert_false(gs_nodelc_eviction_pending_json(p));
     json_decref(p);
     p = get(f, "pods/default/elsewhere");
     assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Running");
     json_decref(p);
 
-    /* A second scan changes nothing: re-created once, not twice. */
+    /* A second scan changes nothing: evicted once. */
     int64_t rv = gs_store_current_rv(f->store);
     gs_nodelc_scan(f->lc, f->now + 1);
     assert_int_equal(gs_store_current_rv(f->store), rv);
+
+    /* The node confirms the processes stopped: re-created once, not twice. */
+    p = get(f, "pods/default/again");
+    json_t *conds = json_pack("[{s:s,s:s}]", "type", GS_COND_PROCESSES_STOPPED, "status", "True");
+    json_object_set_new(json_object_get(p, "status"), "conditions", conds);
+    assert_int_equal(gs_store_update(f->store, "pods/default/again", p, 0, NULL), 0);
+    json_decref(p);
+    gs_nodelc_scan(f->lc, f->now + 2);
+    p = get(f, "pods/default/again");
+    md = json_object_get(p, "metadata");
+    assert_string_not_equal(json_string_value(json_object_get(md, "uid")), "again");
+    assert_null(json_object_get(json_object_get(p, "spec"), "nodeName"));
+    assert_null(json_object_get(json_object_get(md, "annotations"), "gpusched.io/devices"));
+    assert_null(json_object_get(json_object_get(md, "annotations"), GS_ANN_EVICTED_AT));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(md, "annotations"), "gpusched.io/recreated-from")),
+                        "again");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(p, "status"), "phase")), "Pending");
+    char *uid1 = strdup(json_string_value(json_object_get(md, "uid")));
+    json_decref(p);
+    gs_nodelc_scan(f->lc, f->now + 3);
     p = get(f, "pods/default/again");
     assert_string_equal(json_string_value(json_object_get(json_object_get(p, "metadata"), "uid")), uid1);
     json_decref(p);
@@ -177,12 +197,14 @@ static void test_lost_node(void **state)
     struct gs_nodelc_stats st;
     gs_nodelc_stats(f->lc, &st);
     assert_int_equal(st.not_ready, 1);
+    assert_int_equal(st.pods_evicted, 2);
     assert_int_equal(st.pods_failed, 1);
     assert_int_equal(st.pods_recreated, 1);
+    assert_int_equal(st.confirmed, 1);
 
     /* The heartbeat comes back: the taint goes. */
-    put_node(f, "lost", f->now + 1);
-    gs_nodelc_scan(f->lc, f->now + 2);
+    put_node(f, "lost", f->now + 3);
+    gs_nodelc_scan(f->lc, f->now + 4);
     n = get(f, "nodes/lost");
     assert_false(tainted(n));
     json_decref(n);

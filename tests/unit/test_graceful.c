@@ -366,6 +366,79 @@ static void scheduler_waits_for_termination(void **state)
     json_decref(n);
 }
 
+/* The taint manager's eviction as nodelifecycle.c writes it: the pod is
+ * Failed (NodeLost) but its GPU stays held until the eviction settles; a
+ * status write cannot take it out of Failed; new pods got the default
+ * NoExecute tolerations. */
+static void scheduler_holds_evicted_devices(void **state)
+{
+    struct api_env *e = *state;
+    json_t *n = gpu_node("n1");
+    assert_int_equal(gs_client_create(e->adm, R("nodes"), NULL, n, NULL), 0);
+    make_pod(e, "old", 30, "1", NULL);
+    for (int i = 0; i < 250 && !bound(e, "old"); i++) usleep(20000);
+    assert_true(bound(e, "old"));
+    json_t *p = NULL, *t;
+    size_t i;
+    assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+    int defaults = 0;
+    json_array_foreach(json_object_get(json_object_get(p, "spec"), "tolerations"), i, t)
+        defaults += json_integer_value(json_object_get(t, "tolerationSeconds")) == 300 &&
+                    !strcmp(json_string_value(json_object_get(t, "effect")), "NoExecute");
+    assert_int_equal(defaults, 2);
+    json_decref(p);
+    /* Retried on 409: the scheduler may still be writing the pod after binding it. */
+    int err = GS_ECONFLICT;
+    for (int k = 0; k < 20 && err == GS_ECONFLICT; k++) {
+        assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+        json_object_set_new(json_object_get(md_of(p), "annotations"), GS_ANN_EVICTED_AT,
+                            json_string("2026-01-02T03:04:05Z"));
+        err = gs_client_update(e->adm, R("pods"), "default", "old", NULL, p, NULL);
+        json_decref(p);
+    }
+    assert_int_equal(err, 0);
+    err = GS_ECONFLICT;
+    for (int k = 0; k < 20 && err == GS_ECONFLICT; k++) {
+        assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+        json_t *st = json_object_get(p, "status");
+        json_object_set_new(st, "phase", json_string("Failed"));
+        json_object_set_new(st, "reason", json_string("NodeLost"));
+        err = gs_client_update(e->adm, R("pods"), "default", "old", "status", p, NULL);
+        json_decref(p);
+    }
+    assert_int_equal(err, 0);
+    make_pod(e, "new", 30, "1", NULL);
+    usleep(1500000);
+    assert_false(bound(e, "new"));
+    /* Out of Failed: refused, naming the field. */
+    assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+    json_object_set_new(json_object_get(p, "status"), "phase", json_string("Succeeded"));
+    json_t *out = NULL;
+    long code = 0;
+    assert_int_equal(gs_client_call(e->adm, "PUT", "/api/v1/namespaces/default/pods/old/status", "application/json", p,
+                                    NULL, &out, &code),
+                     GS_EINVAL);
+    assert_int_equal(code, 422);
+    const char *msg = json_string_value(json_object_get(out, "message"));
+    assert_non_null(msg);
+    assert_non_null(strstr(msg, "status.phase: Invalid value: \"Succeeded\": the pod is in the terminal phase Failed"));
+    json_decref(out);
+    json_decref(p);
+    /* The eviction settles: the GPU is free. */
+    err = GS_ECONFLICT;
+    for (int k = 0; k < 20 && err == GS_ECONFLICT; k++) {
+        assert_int_equal(gs_client_get(e->adm, R("pods"), "default", "old", &p), 0);
+        json_object_set_new(json_object_get(md_of(p), "annotations"), GS_ANN_DEVICES_RELEASED,
+                            json_string("node lost"));
+        err = gs_client_update(e->adm, R("pods"), "default", "old", NULL, p, NULL);
+        json_decref(p);
+    }
+    assert_int_equal(err, 0);
+    for (int k = 0; k < 250 && !bound(e, "new"); k++) usleep(20000);
+    assert_true(bound(e, "new"));
+    json_decref(n);
+}
+
 /*--- Node lifecycle on leases ---*/
 
 static int lc_setup(void **state) { return lc_fx_setup(state, "/tmp/gs-grace-lc-XXXXXX"); }
@@ -449,19 +522,34 @@ static void lifecycle_reads_leases(void **state)
     json_decref(n);
     assert_string_equal(ready(f, "silent", &n), "Unknown");
     json_decref(n);
-    /* The terminating pod of the lost node is gone (its node cannot confirm); the other stays. */
+    /* The terminating pod of the silent node is evicted but stays: only its
+     * node can confirm that its processes stopped. The other is untouched. */
     json_t *p = NULL;
-    assert_int_equal(gs_store_get(f->store, "pods/default/leaving", &p, NULL), GS_ENOENT);
+    assert_int_equal(gs_store_get(f->store, "pods/default/leaving", &p, NULL), 0);
+    assert_true(gs_nodelc_eviction_pending_json(p));
+    json_decref(p);
     assert_int_equal(gs_store_get(f->store, "pods/default/staying", &p, NULL), 0);
+    assert_false(gs_nodelc_eviction_pending_json(p));
     json_decref(p);
     struct gs_nodelc_stats st;
     gs_nodelc_stats(f->lc, &st);
-    assert_int_equal(st.pods_deleted, 1);
+    assert_int_equal(st.pods_evicted, 1);
+    assert_int_equal(st.pods_deleted, 0);
     assert_int_equal(st.pods_recreated, 0);
     /* Later, the stale lease goes stale too. */
     gs_nodelc_scan(f->lc, f->now + 20);
     assert_string_equal(ready(f, "leased", &n), "Unknown");
     json_decref(n);
+    /* Past the node-lost timeout (5 minutes after the eviction) the silent node is
+     * declared lost and the terminating pod deleted; the later eviction still waits. */
+    gs_nodelc_scan(f->lc, f->now + 301);
+    assert_int_equal(gs_store_get(f->store, "pods/default/leaving", &p, NULL), GS_ENOENT);
+    assert_int_equal(gs_store_get(f->store, "pods/default/staying", &p, NULL), 0);
+    assert_true(gs_nodelc_eviction_pending_json(p));
+    json_decref(p);
+    gs_nodelc_stats(f->lc, &st);
+    assert_int_equal(st.pods_deleted, 1);
+    assert_int_equal(st.declared_lost, 1);
 }
 
 static void lifecycle_collects_orphans(void **state)
@@ -512,6 +600,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(finalizers_hold_objects, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(node_tokens_and_leases, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(scheduler_waits_for_termination, setup_sched, api_env_teardown),
+        cmocka_unit_test_setup_teardown(scheduler_holds_evicted_devices, setup_sched, api_env_teardown),
         cmocka_unit_test_setup_teardown(lifecycle_reads_leases, lc_setup, lc_fx_teardown),
         cmocka_unit_test_setup_teardown(lifecycle_collects_orphans, lc_setup, lc_fx_teardown),
     };
