@@ -472,6 +472,14 @@ static bool public_path(const char *url)
 
 static enum MHD_Result route(struct gs__req *r)
 {
+    if (!strcmp(r->url, "/readyz")) { /* not ready while writes fail: a probe write tells when they work again */
+        struct gs_store_health h;
+        gs_store_health(r->s->store, true, &h);
+        if (!h.writable) {
+            char *msg = NULL;
+            return gs__reply_text(r, 500, "text/plain", asprintf(&msg, "not ready: %s\n", h.why) < 0 ? NULL : msg);
+        }
+    }
     if (!strcmp(r->url, "/healthz") || !strcmp(r->url, "/livez") || !strcmp(r->url, "/readyz"))
         return gs__reply_text(r, 200, "text/plain", strdup("ok"));
     if (!strcmp(r->url, "/metrics") && r->s->metrics) { /* /metrics hook: Prometheus text from govern/ */
