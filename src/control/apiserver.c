@@ -105,6 +105,12 @@ enum MHD_Result gs__reply_err(struct gs__req *r, int err, const char *name)
         return gs__reply_status(r, 403, NULL, name, "%s \"%s\" is forbidden: User \"%s\" may only reach pods bound "
                                 "to its node", what, name ? name : "", r->who ? r->who->user : "");
     case GS_ENOMEM: return gs__reply_status(r, 500, NULL, name, "out of memory");
+    case GS_EPARSE: { /* a stored row that is not JSON: only this object is unreadable */
+        char key[1024] = "";
+        if (r->res) gs_api_key(r->res, r->ns, name, key, sizeof key);
+        return gs__reply_status(r, 500, NULL, name, "stored object %s is corrupt (not valid JSON): it is skipped in "
+                                "lists; delete its row from the store or restore the store from a backup", key);
+    }
     default: return gs__reply_status(r, 500, NULL, name, "store error: %s", gs_strerror(err));
     }
 }
