@@ -81,12 +81,15 @@ enum MHD_Result gs__reply_stored(struct gs__req *r, int code, char *text)
 enum MHD_Result gs__reply_status(struct gs__req *r, int code, const char *reason, const char *name,
                                  const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[1024], clean[1024], cname[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return gs__reply_json(r, code, gs__status(code, reason, msg, r->res, name, NULL, 0));
+    /* Messages quote what the client sent: bytes JSON cannot carry are escaped, never a 500. */
+    gs__text_printable(msg, clean, sizeof clean);
+    if (name) name = gs__text_printable(name, cname, sizeof cname);
+    return gs__reply_json(r, code, gs__status(code, reason, clean, r->res, name, NULL, 0));
 }
 
 enum MHD_Result gs__reply_err(struct gs__req *r, int err, const char *name)
@@ -498,6 +501,12 @@ static enum MHD_Result route(struct gs__req *r)
     char path[2048];
     if (snprintf(path, sizeof path, "%s", r->url) >= (int)sizeof path)
         return gs__reply_status(r, 414, "RequestURITooLong", NULL, "URL too long");
+    long bad = gs__text_bad_byte(path);
+    if (bad >= 0)
+        return gs__reply_status(r, 400, "BadRequest", NULL, "invalid URL path \"%s\": byte %ld is %s", path, bad,
+                                (unsigned char)path[bad] < 0x20 || path[bad] == 0x7f
+                                    ? "a control character (or %00): no name may contain one"
+                                    : "not valid UTF-8");
     char *seg[12];
     int n = 0;
     for (char *save = NULL, *t = strtok_r(path, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
@@ -516,6 +525,33 @@ static enum MHD_Result route(struct gs__req *r)
 }
 
 /*--- Connections ---*/
+
+/* libmicrohttpd's URL decoding (path and query arguments) with one change:
+ * %00 becomes DEL (0x7f) instead of ending the C string there, which would
+ * silently cut "a%00b" to "a" and serve another object. DEL is a control
+ * character, so the path and selector checks then refuse it with 400. */
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls, (void)c;
+    char *w = s;
+    for (const char *p = s; *p;) {
+        int hi, lo;
+        if (p[0] == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0) {
+            int v = hi * 16 + lo;
+            *w++ = (char)(v ? v : 0x7f);
+            p += 3;
+        } else {
+            *w++ = *p++;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
 
 static enum MHD_Result authenticate(struct gs__req *r)
 {
@@ -654,7 +690,8 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
      * so a large one costs every request on a kept-alive connection. */
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, 0u,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_ARRAY,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_UNESCAPE_CALLBACK,
+                            unescape, NULL, MHD_OPTION_ARRAY,
                             o->tls ? tls_opts : tls_opts + 2, MHD_OPTION_END);
     if (!s->d) {
         gs_log(GS_LOG_ERROR, "api: libmicrohttpd failed to start", NULL);
