@@ -87,7 +87,7 @@ struct gs_store_opts {
     bool accept_regression;
     int record_ms;               /* how often the committed version is recorded; 0 = 200 ms */
     unsigned checkpoint_commits; /* commits between WAL checkpoints; 0 = 1000 */
-    int checkpoint_idle_ms;      /* checkpoint what is left after this long without one; 0 = 10 s */
+    int checkpoint_idle_ms;      /* checkpoint what is left once writes pause this long; 0 = 10 s */
     struct gs_diags *diags;      /* why the store refused to open, for the operator; may be NULL */
 };
 
@@ -194,8 +194,8 @@ static inline void gs_store_health(struct gs_store *s, bool probe, struct gs_sto
 /*--- Self-checks ---
  *
  * The SQLite store checkpoints its WAL into store.db every
- * checkpoint_commits commits (and after checkpoint_idle_ms with commits left
- * in the WAL), with a TRUNCATE checkpoint at close, so the WAL stays small and
+ * checkpoint_commits commits (and once writes pause for checkpoint_idle_ms
+ * with commits left in the WAL), with a TRUNCATE checkpoint at close, so the WAL stays small and
  * the data file holds nearly everything.
  *
  * It also keeps a high-water mark in <dir>/store.hwm (store_hwm.c), outside

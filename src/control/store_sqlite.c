@@ -19,7 +19,8 @@
  * Self-checks (store.h "Self-checks"): a checkpointer thread with its own
  * connection records the committed version in store.hwm every record_ms
  * while writes happen and runs a PASSIVE checkpoint every checkpoint_commits
- * commits or after checkpoint_idle_ms with commits left in the WAL. PASSIVE
+ * commits or once writes pause for checkpoint_idle_ms with commits left in
+ * the WAL. PASSIVE
  * never waits for readers or writers, so it costs the writers nothing but
  * the copy; the WAL is reset by the next writer once the checkpoint caught
  * up. Counting commits (not a fixed timer alone) keeps the WAL to about a
@@ -861,19 +862,21 @@ static void sq_health(struct gs_store *b, bool probe, struct gs_store_health *ou
     pthread_mutex_unlock(&s->lmu);
 }
 
-static void checkpoint(struct sq_store *s, sqlite3 *db, int mode)
+/* True when the whole WAL is now in store.db. */
+static bool checkpoint(struct sq_store *s, sqlite3 *db, int mode)
 {
     int nlog = 0, ndone = 0;
     int rc = sqlite3_wal_checkpoint_v2(db, "main", mode, &nlog, &ndone);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY)
         gs_log(GS_LOG_WARN, "store: WAL checkpoint failed", "dir", s->dir, "error", sqlite3_errmsg(db), NULL);
+    return rc == SQLITE_OK && nlog == ndone;
 }
 
 static void *checkpointer(void *arg)
 {
     struct sq_store *s = arg;
-    uint64_t ck_at = atomic_load(&s->commits); /* commits at the last checkpoint */
-    int64_t ck_ns = mono_ns();
+    uint64_t ck_at = 0, seen = 0; /* commits at the last checkpoint, at the last look (counted from the open) */
+    int64_t quiet_since = mono_ns();
     pthread_mutex_lock(&s->ckmu);
     while (!s->ckstop) {
         int64_t end = mono_ns() + (int64_t)s->record_ms * 1000000;
@@ -884,10 +887,9 @@ static void *checkpointer(void *arg)
         record_committed(s, sq_current_rv(&s->base));
         uint64_t c = atomic_load(&s->commits);
         int64_t now = mono_ns();
-        if (c != ck_at && (c - ck_at >= s->ck_commits || now - ck_ns >= (int64_t)s->idle_ms * 1000000)) {
-            checkpoint(s, s->ck, SQLITE_CHECKPOINT_PASSIVE);
-            ck_at = c;
-            ck_ns = now;
+        if (c != seen) seen = c, quiet_since = now;
+        if (c != ck_at && (c - ck_at >= s->ck_commits || now - quiet_since >= (int64_t)s->idle_ms * 1000000)) {
+            if (checkpoint(s, s->ck, SQLITE_CHECKPOINT_PASSIVE)) ck_at = c; /* else again at the next look */
         }
         pthread_mutex_lock(&s->ckmu);
     }
