@@ -128,6 +128,7 @@ class Invariants:
     def __init__(self, c, marker):
         self.c, self.marker = c, marker
         self.violations = []
+        self.most_processes = 0  # the most pod processes seen at once: shows the process check saw something
         self.stop_ev = threading.Event()
         self.t = threading.Thread(target=self._run, daemon=True)
 
@@ -169,7 +170,9 @@ class Invariants:
 
     def _processes(self):
         runs, gpus = {}, {}
-        for pid, env in pod_processes(self.marker):
+        procs = pod_processes(self.marker)
+        self.most_processes = max(self.most_processes, len(procs))
+        for pid, env in procs:
             name, uid = f"{env.get('GPUSCHED_NAMESPACE')}/{env['GPUSCHED_POD']}", env.get("GPUSCHED_POD_UID")
             runs.setdefault(name, {})[uid] = env.get("GPUSCHED_NODE")
             for g in filter(None, env.get("NVIDIA_VISIBLE_DEVICES", "").split(",")):
@@ -331,6 +334,7 @@ def test_sigstop_partition_of_an_agent(gpusched_bin, tmp_path):
             elapsed = time.time() - start
         assert_converged(c, names, "Succeeded", ran, once=False)
         assert not inv.violations, inv.violations[:5]
+        assert inv.most_processes >= 4, "the checker never saw the pods' processes"
         print(f"\nchaos partition: 8 s SIGSTOP of an agent, converged {elapsed:.1f}s after it began")
     finally:
         for name, p in list(c.procs.items()):
