@@ -213,6 +213,18 @@ def all_in(c, names, phases):
     return all(n in pods and phase(pods[n]) in phases for n in names)
 
 
+def wait_all_in(c, names, phases, timeout, what):
+    """wait_for(all_in) that says, when it times out, where the pods are."""
+    try:
+        wait_for(lambda: all_in(c, names, phases), timeout, what, step=0.5)
+    except AssertionError as e:
+        pods = {p["metadata"]["name"]: phase(p) for p in c.pods() or []}
+        by = {}
+        for n in names:
+            by[pods.get(n, "missing")] = by.get(pods.get(n, "missing"), 0) + 1
+        raise AssertionError(f"{e}; pods by phase: {by}") from None
+
+
 def apply(c, docs, timeout=120):
     c.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs), timeout=timeout)
 
@@ -249,8 +261,7 @@ def test_server_and_agent_killed_during_a_workload(gpusched_bin, tmp_path):
                     time.sleep(rnd.uniform(0.1, 0.8))
                     c.server()
                     kills["server"] += 1
-            wait_for(lambda: all_in(c, names, ("Succeeded", "Failed")), 150 + PODS // 20, "every pod to finish",
-                     step=0.5)
+            wait_all_in(c, names, ("Succeeded", "Failed"), 120 + PODS // 5, "every pod to finish")
         elapsed = time.time() - start
         assert_converged(c, names, "Succeeded", ran)
         assert not inv.violations, inv.violations[:5]
