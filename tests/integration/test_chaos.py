@@ -465,6 +465,9 @@ def test_poison_corrupt_row_isolated(gpusched_bin, tmp_path):
         assert lst.status_code == 200
         assert sorted(i["metadata"]["name"] for i in lst.json()["items"]) == ["q0", "q2"]
         assert metric(c, "gpusched_store_corrupt_objects") == 1
+        with c.api("GET", "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=2", stream=True) as w:
+            watched = {json.loads(line)["object"]["metadata"]["name"] for line in w.iter_lines() if line}
+        assert watched == {"q0", "q2"}, f"a watch from scratch replays the readable pods: {watched}"
         assert "q1" in c.log("server") and "not valid JSON" in c.log("server")
         # Watches and scheduling go on around it.
         with Invariants(c, str(ran)) as inv:
