@@ -56,11 +56,14 @@ static void usage(FILE *f)
                "  --metrics-interval-ms N  GPU metric collection period (default 2000)\n"
                "  --info FILE           write {server, token, kubeconfig, nodes} as JSON once ready\n"
                "  --keep-pods           leave pods running on exit (a later `up` re-adopts them)\n"
-               "  --log-level LEVEL     debug|info|warn|error (default warn)\n");
+               "  --log-level LEVEL     debug|info|warn|error (default warn)\n"
+               "  --accept-store-regression  start even though the store lost acknowledged writes\n"
+               "                        (see docs/RUNNING.md: restore from a backup first if you can)\n");
     fputs(gs__adm_usage, f);
 }
 
-enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG };
+enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG,
+       O_ACCEPT };
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {
@@ -71,6 +74,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
         {"grace-ms", required_argument, 0, O_GRACE},  {"metrics-interval-ms", required_argument, 0, O_METRICS},
         {"info", required_argument, 0, O_INFO},       {"keep-pods", no_argument, 0, O_KEEP},
         {"log-level", required_argument, 0, O_LOG},   {"help", no_argument, 0, 'h'},
+        {"accept-store-regression", no_argument, 0, O_ACCEPT},
         {0, 0, 0, 0},
     };
     struct option opts[40];
@@ -90,6 +94,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
         case O_METRICS: o->metrics_ns = atoll(optarg) * 1000000LL; break;
         case O_INFO: o->info_file = optarg; break;
         case O_KEEP: o->keep_pods = true; break;
+        case O_ACCEPT: o->srv.accept_store_regression = true; break;
         case O_LOG:
             if (gs_log_level_parse(optarg, &lvl)) {
                 fprintf(stderr, "gpusched up: --log-level \"%s\": want debug, info, warn or error\n", optarg);
