@@ -108,8 +108,8 @@ static int query_seconds(struct gs__req *r, const char *key, long long max)
     errno = 0;
     long long v = strtoll(q, &end, 10);
     if (*q && !*end && !errno && v >= 0 && v <= max) return 0;
-    gs__reply_status(r, 400, "BadRequest", NULL, "invalid %s \"%.64s\": must be a whole number of seconds from 0 to %lld",
-                     key, q, max);
+    gs__reply_status(r, 400, "BadRequest", NULL,
+                     "invalid %s \"%.64s\": must be a whole number of seconds from 0 to %lld", key, q, max);
     return GS_EINVAL;
 }
 

@@ -532,7 +532,9 @@ static enum MHD_Result route(struct gs__req *r)
  * character, so the path and selector checks then refuse it with 400. */
 static int hexval(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)

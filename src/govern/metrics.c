@@ -45,7 +45,8 @@ void gs_metrics_store(struct gs_mbuf *b, struct gs_store *s)
     gs_mbuf_help(b, "gpusched_store_corrupt_objects", "gauge",
                  "Stored objects that are not valid JSON: skipped in lists, named in the server log.");
     gs_mbuf_printf(b, "gpusched_store_corrupt_objects %zu\n", h.corrupt);
-    gs_mbuf_help(b, "gpusched_store_writable", "gauge", "1 while the store's last write committed, 0 while writes fail.");
+    gs_mbuf_help(b, "gpusched_store_writable", "gauge",
+                 "1 while the store's last write committed, 0 while writes fail.");
     gs_mbuf_printf(b, "gpusched_store_writable %d\n", h.writable ? 1 : 0);
 }
 
