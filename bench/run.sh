@@ -22,3 +22,7 @@ echo "== control plane: creates/s, watch fan-out, create-to-binding, RSS at 5k n
 
 echo "== whole stack: gpusched up, 1000 pods run as processes"
 bash bench/stack.sh "$BIN" 1000
+
+echo "== chaos, long: ${GS_CHAOS_PODS:-2000} pods through ${GS_CHAOS_ROUNDS:-10} kills of the server and agents, then every other scenario"
+GS_CHAOS_PODS=${GS_CHAOS_PODS:-2000} GS_CHAOS_ROUNDS=${GS_CHAOS_ROUNDS:-10} GPUSCHED_BIN="$(realpath "$BIN")" \
+    ${PYTHON:-/usr/bin/python3} -m pytest -q -s tests/integration/test_chaos.py 2>&1 | grep -E '^chaos|passed|failed'

@@ -194,6 +194,8 @@ static void usage(FILE *f)
                "  --qps N --burst N     per-token rate limit (default 2000/s; --qps -1 turns it off)\n"
                "  --max-body BYTES      request body limit (default 3145728)\n"
                "  --sync full|normal    fsync every commit (full) or survive process crashes only (default)\n"
+               "  --accept-store-regression  start even though the store lost acknowledged writes\n"
+               "                        (see docs/RUNNING.md: restore from a backup first if you can)\n"
                "  --port-file FILE      write the bound port there once serving\n"
                "  --log-level LEVEL     debug|info|warn|error (default info)\n"
                "  --event-ttl DUR       delete Events this long after their last occurrence (default 1h)\n"
@@ -229,6 +231,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         {"sync", required_argument, 0, 's'},     {"port-file", required_argument, 0, 'p'},
         {"log-level", required_argument, 0, 'L'}, {"help", no_argument, 0, 'h'},
         {"event-ttl", required_argument, 0, 'E'},
+        {"accept-store-regression", no_argument, 0, 'R'},
         {0, 0, 0, 0},
     };
     struct option opts[64];
@@ -261,6 +264,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
             break;
         case 'p': *port_file = optarg; break;
         case 'E': rc = gs__event_ttl_option("gpusched server", optarg, &o->event_ttl_s); break;
+        case 'R': o->accept_store_regression = true; break;
         case 'L':
             if (gs_log_level_parse(optarg, &lvl)) rc = bad("log-level", optarg, "want debug, info, warn or error");
             else gs_log_set_level(lvl);
@@ -297,6 +301,7 @@ int gs_cmd_server(int argc, char **argv)
     /* Block the stop signals before any thread starts, so only sigwait sees them. */
     sigset_t set;
     gs_cli_block_stop_signals(&set, NULL);
+    signal(SIGXFSZ, SIG_IGN); /* a file-size limit must fail the write (the store reports it), not kill the server */
     struct gs_server *s = NULL;
     struct gs_diags d = {0};
     int err = gs_server_start(&o, &s, &d);

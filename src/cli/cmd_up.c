@@ -63,14 +63,16 @@ static void usage(FILE *f)
                "  --pod-uid N --pod-gid N  ids pods run as when up runs as root and the pod asks\n"
                "                        for none (securityContext.runAsUser; default 65534)\n"
                "  --log-level LEVEL     debug|info|warn|error (default warn)\n"
-               "  --event-ttl DUR       delete Events this long after their last occurrence (default 1h)\n");
+               "  --event-ttl DUR       delete Events this long after their last occurrence (default 1h)\n"
+               "  --accept-store-regression  start even though the store lost acknowledged writes\n"
+               "                        (see docs/RUNNING.md: restore from a backup first if you can)\n");
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
     fputs(gs__lc_usage, f);
 }
 
 enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG,
-       O_POD_UID, O_POD_GID, O_EVENT_TTL };
+       O_POD_UID, O_POD_GID, O_EVENT_TTL, O_ACCEPT };
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {
@@ -83,6 +85,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
         {"log-level", required_argument, 0, O_LOG},   {"help", no_argument, 0, 'h'},
         {"pod-uid", required_argument, 0, O_POD_UID}, {"pod-gid", required_argument, 0, O_POD_GID},
         {"event-ttl", required_argument, 0, O_EVENT_TTL},
+        {"accept-store-regression", no_argument, 0, O_ACCEPT},
         {0, 0, 0, 0},
     };
     struct option opts[64];
@@ -113,6 +116,7 @@ static int parse(int argc, char **argv, struct up_opts *o)
         case O_EVENT_TTL:
             if ((rc = gs__event_ttl_option("gpusched up", optarg, &o->srv.event_ttl_s))) return rc;
             break;
+        case O_ACCEPT: o->srv.accept_store_regression = true; break;
         case O_LOG:
             if (gs_log_level_parse(optarg, &lvl)) {
                 fprintf(stderr, "gpusched up: --log-level \"%s\": want debug, info, warn or error\n", optarg);

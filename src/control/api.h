@@ -21,6 +21,14 @@
 
 /*--- Selectors (api_query.c) ---*/
 
+/* Offset of the first byte of s that is a control character (the server's
+ * URL decoder turns %00 into one, see apiserver.c) or not part of valid
+ * UTF-8; -1 when there is none. Such text is refused with 400 wherever it
+ * arrives in a URL: it can name no object and cannot be put into JSON. */
+long gs__text_bad_byte(const char *s);
+/* s for a message: bytes that gs__text_bad_byte refuses written as \xNN; cut to fit len. */
+const char *gs__text_printable(const char *s, char *buf, size_t len);
+
 /* Parses a labelSelector. 0 or GS_EINVAL with *why (static) set. Free with gs_selector_free. */
 int gs__label_selector_parse(const char *text, struct gs_selector *out, const char **why);
 /* Does obj's metadata.labels satisfy sel? */

@@ -18,6 +18,7 @@
 #include "core/object.h"
 #include "core/pod_security.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,8 +102,23 @@ static enum gs__include include_of(struct gs__req *r)
                                                                                           : GS_INCLUDE_METADATA;
 }
 
+/* A whole number of seconds in [0, max] from the query, or absent; answers 400 itself. */
+static int query_seconds(struct gs__req *r, const char *key, long long max)
+{
+    const char *q = gs__arg(r, key);
+    if (!q) return 0;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(q, &end, 10);
+    if (*q && !*end && !errno && v >= 0 && v <= max) return 0;
+    gs__reply_status(r, 400, "BadRequest", NULL,
+                     "invalid %s \"%.64s\": must be a whole number of seconds from 0 to %lld", key, q, max);
+    return GS_EINVAL;
+}
+
 enum MHD_Result gs__handle_list(struct gs__req *r, bool watch)
 {
+    if (query_seconds(r, "timeoutSeconds", GS__MAX_WATCH_SECONDS)) return MHD_YES;
     struct gs__filter f;
     if (make_filter(r, &f)) return MHD_YES;
     char prefix[512];
@@ -255,13 +271,20 @@ static int check_identity(struct gs__req *r, json_t *obj)
     return 0;
 }
 
+static void random_suffix(unsigned char *b, size_t n)
+{
+    if (getrandom(b, n, 0) != (ssize_t)n) memset(b, 0, n);
+}
+
+void (*gs__name_suffix_source)(unsigned char *b, size_t n) = random_suffix;
+
 static void generate_name(json_t *md)
 {
     const char *gen = str(md, "generateName");
     if (str(md, "name") || !gen) return;
     static const char alnum[] = "bcdfghjklmnpqrstvwxz2456789";
     unsigned char b[5];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) memset(b, 0, sizeof b);
+    gs__name_suffix_source(b, sizeof b);
     char name[300];
     int n = snprintf(name, sizeof name, "%.*s", 58, gen);
     for (int i = 0; i < 5; i++) name[n + i] = alnum[b[i] % (sizeof alnum - 1)];
@@ -303,6 +326,16 @@ static enum MHD_Result reply_invalid(struct gs__req *r, const json_t *obj, const
 
 /*--- Create ---*/
 
+/* The create, or under dryRun=All its check: an existing object is still a conflict. */
+static int create_or_preview(struct gs__req *r, const char *key, json_t *obj, char **text)
+{
+    if (!r->dry_run) return gs_store_create_text(r->s->store, key, obj, NULL, text);
+    json_t *have = NULL;
+    int err = gs_store_get(r->s->store, key, &have, NULL);
+    json_decref(have);
+    return err == 0 ? GS_EEXIST : err == GS_ENOENT ? 0 : err;
+}
+
 enum MHD_Result gs__handle_create(struct gs__req *r)
 {
     if (r->res->namespaced && !r->ns)
@@ -325,6 +358,7 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
         json_decref(obj);
         obj = core;
     }
+    bool generated = !str(meta_of(obj), "name") && str(meta_of(obj), "generateName");
     generate_name(meta_of(obj));
     int err = gs_apiserver_prepare_new(obj);
     json_object_del(meta_of(obj), "deletionGracePeriodSeconds");
@@ -342,13 +376,20 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     char key[1024];
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
     char *text = NULL; /* the stored text is the reply */
-    json_t *have = NULL;
-    if (!err && r->dry_run) { /* everything but the write: an existing object is still a conflict */
-        err = gs_store_get(r->s->store, key, &have, NULL);
-        err = err == 0 ? GS_EEXIST : err == GS_ENOENT ? 0 : err;
+    if (!err) err = create_or_preview(r, key, obj, &text);
+    /* A generated name that is taken: another suffix, as kube-apiserver does. */
+    for (int attempt = 1; err == GS_EEXIST && generated && attempt < GS__GENERATE_NAME_ATTEMPTS; attempt++) {
+        json_object_del(meta_of(obj), "name");
+        generate_name(meta_of(obj));
+        name = str(meta_of(obj), "name");
+        err = gs_api_key(r->res, r->ns, name, key, sizeof key) < 0 ? GS_EINVAL : create_or_preview(r, key, obj, &text);
     }
-    else if (!err) err = gs_store_create_text(r->s->store, key, obj, NULL, &text);
-    json_decref(have);
+    if (err == GS_EEXIST && generated) {
+        ret = gs__reply_status(r, 409, "AlreadyExists", name, "%s \"%s\" already exists: %d names generated from "
+                               "generateName \"%s\" were all taken; try again or use a longer prefix", r->res->plural,
+                               name, GS__GENERATE_NAME_ATTEMPTS, str(meta_of(obj), "generateName"));
+        goto out;
+    }
     if (text && ev1) gs_store_text_release(text), text = NULL;
     ret = err ? gs__reply_err(r, err, name) : text ? gs__reply_stored(r, 201, text)
                                                    : gs__reply_json(r, 201, gs_event_serve(r->res, json_incref(obj)));
@@ -482,6 +523,34 @@ static enum MHD_Result run_write(struct wctx *w)
     return ret;
 }
 
+/* The resourceVersion a client gives as a precondition (holder's
+ * "resourceVersion"; field names it in the message): 0 when absent or "",
+ * else a decimal integer >= 0. Anything else is refused (400) rather than
+ * taken as "no precondition", which would make the write unconditional. */
+static int client_rv(struct gs__req *r, const json_t *holder, const char *field, int64_t *out)
+{
+    *out = 0;
+    json_t *v = json_object_get(holder, "resourceVersion");
+    if (!v || json_is_null(v)) return 0;
+    const char *s = json_string_value(v);
+    if (s && !*s) return 0;
+    size_t n = s ? strlen(s) : 0;
+    bool ok = s && n <= 18;
+    for (size_t i = 0; ok && i < n; i++) ok = s[i] >= '0' && s[i] <= '9';
+    if (ok) return (*out = strtoll(s, NULL, 10)), 0;
+    char *dump = s ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s: Invalid value: %s%.64s%s: must be a decimal integer >= 0 in a string (the "
+             "resourceVersion of the object as last read)", field, s ? "\"" : "", s ? s : dump ? dump : "?",
+             s ? "\"" : "");
+    free(dump);
+    char clean[512];
+    gs__text_printable(msg, clean, sizeof clean); /* %.64s may have cut a character in two */
+    struct gs__cause c = {field, "must be a decimal integer >= 0 in a string", "FieldValueInvalid"};
+    gs__reply_json(r, 400, gs__status(400, "BadRequest", clean, r->res, r->name, &c, 1));
+    return GS_EINVAL;
+}
+
 enum MHD_Result gs__handle_update(struct gs__req *r)
 {
     if (strcmp(r->sub, "") && strcmp(r->sub, "status"))
@@ -495,7 +564,11 @@ enum MHD_Result gs__handle_update(struct gs__req *r)
         json_decref(obj);
         return MHD_YES;
     }
-    struct wctx w = {.r = r, .kind = W_UPDATE, .body = obj, .expect = gs_store_obj_rv(obj)};
+    struct wctx w = {.r = r, .kind = W_UPDATE, .body = obj};
+    if (client_rv(r, meta_of(obj), "metadata.resourceVersion", &w.expect)) {
+        json_decref(obj);
+        return MHD_YES;
+    }
     return run_write(&w);
 }
 
@@ -519,7 +592,11 @@ enum MHD_Result gs__handle_patch(struct gs__req *r)
         json_decref(patch);
         return MHD_YES;
     }
-    struct wctx w = {.r = r, .kind = k, .body = patch, .expect = gs_store_obj_rv(patch)};
+    struct wctx w = {.r = r, .kind = k, .body = patch};
+    if (client_rv(r, json_object_get(patch, "metadata"), "metadata.resourceVersion", &w.expect)) {
+        json_decref(patch);
+        return MHD_YES;
+    }
     return run_write(&w);
 }
 
@@ -725,25 +802,26 @@ static int grace_of(struct gs__req *r, const json_t *opts, long long *grace)
     const char *q = gs__arg(r, "gracePeriodSeconds");
     char text[64] = "";
     if (g && !json_is_null(g)) {
-        if (json_is_integer(g) && json_integer_value(g) >= 0 && json_integer_value(g) <= GS_GRACE_MAX_S)
+        if (json_is_integer(g) && json_integer_value(g) >= 0 && json_integer_value(g) <= GS__MAX_GRACE_SECONDS)
             return (*grace = json_integer_value(g)), 0;
         char *dump = json_dumps(g, JSON_ENCODE_ANY | JSON_COMPACT);
         snprintf(text, sizeof text, "%s", dump ? dump : "?");
         free(dump);
     } else if (q) {
         char *end = NULL;
+        errno = 0;
         long long v = strtoll(q, &end, 10);
-        if (*q && !*end && v >= 0 && v <= GS_GRACE_MAX_S) return (*grace = v), 0;
-        snprintf(text, sizeof text, "\"%s\"", q);
+        if (*q && !*end && !errno && v >= 0 && v <= GS__MAX_GRACE_SECONDS) return (*grace = v), 0;
+        snprintf(text, sizeof text, "\"%.48s\"", q);
     } else {
         return 0;
     }
-    struct gs__cause c = {"gracePeriodSeconds", "must be a non-negative integer (seconds) of at most 31536000 (one year)",
+    struct gs__cause c = {"gracePeriodSeconds", "must be a whole number of seconds from 0 to 31536000",
                           "FieldValueInvalid"};
-    char msg[200];
-    snprintf(msg, sizeof msg, "invalid gracePeriodSeconds %s: must be a non-negative integer (seconds) of at most 31536000 (one year)",
-             text);
-    gs__reply_json(r, 400, gs__status(400, NULL, msg, r->res, r->name, &c, 1));
+    char msg[160], clean[160];
+    snprintf(msg, sizeof msg, "invalid gracePeriodSeconds %s: must be a whole number of seconds from 0 to %lld "
+             "(one year)", text, (long long)GS__MAX_GRACE_SECONDS);
+    gs__reply_json(r, 400, gs__status(400, NULL, gs__text_printable(msg, clean, sizeof clean), r->res, r->name, &c, 1));
     return GS_EINVAL;
 }
 
@@ -751,9 +829,8 @@ int gs__delete_object(struct gs__req *r, const json_t *opts, json_t **out_obj)
 {
     *out_obj = NULL;
     json_t *pre = json_object_get(opts, "preconditions");
-    const char *want_rv = str(pre, "resourceVersion");
-    struct dctx d = {.r = r, .want_uid = str(pre, "uid"), .expect = want_rv ? strtoll(want_rv, NULL, 10) : 0};
-    if (grace_of(r, opts, &d.grace)) return GS_EINVAL;
+    struct dctx d = {.r = r, .want_uid = str(pre, "uid")};
+    if (client_rv(r, pre, "preconditions.resourceVersion", &d.expect) || grace_of(r, opts, &d.grace)) return GS_EINVAL;
     char key[1024];
     gs_api_key(r->res, r->ns, r->name, key, sizeof key);
     json_t *out = NULL;

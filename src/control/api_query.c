@@ -12,6 +12,64 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*--- Text from URLs ---*/
+
+/* Length of the valid UTF-8 sequence at p (no overlongs, no surrogates, at
+ * most U+10FFFF, as JSON encoders accept), 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80) return 1;
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+               : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+               : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                              : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
+    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
+    return n;
+}
+
+long gs__text_bad_byte(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; p[i];) {
+        if (p[i] < 0x20 || p[i] == 0x7f) return (long)i;
+        size_t n = utf8_len(p + i);
+        if (!n) return (long)i;
+        i += n;
+    }
+    return -1;
+}
+
+const char *gs__text_printable(const char *s, char *buf, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0;
+    for (size_t i = 0; p[i] && o + 5 < len;) {
+        size_t n = p[i] < 0x20 || p[i] == 0x7f ? 0 : utf8_len(p + i);
+        if (!n) {
+            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", p[i]);
+            i++;
+            continue;
+        }
+        if (o + n >= len) break;
+        memcpy(buf + o, p + i, n);
+        o += n;
+        i += n;
+    }
+    if (len) buf[o < len ? o : len - 1] = 0;
+    return buf;
+}
+
+static const char *bad_text_why(const char *text)
+{
+    long at = gs__text_bad_byte(text);
+    if (at < 0) return NULL;
+    unsigned char c = (unsigned char)text[at];
+    return c < 0x20 || c == 0x7f ? "it contains a control character (or %00)" : "it is not valid UTF-8";
+}
+
 /*--- Label selectors ---*/
 
 static char *dup_trim(const char *s, size_t n)
@@ -111,6 +169,8 @@ int gs__label_selector_parse(const char *text, struct gs_selector *out, const ch
     memset(out, 0, sizeof *out);
     *why = "";
     if (!text) return 0;
+    if ((*why = bad_text_why(text))) return GS_EINVAL;
+    *why = "";
     const char *p = text;
     int err = 0;
     while (*p && !err) {
@@ -192,6 +252,8 @@ int gs__field_selector_parse(const char *text, struct gs__field_sel *out, const 
     memset(out, 0, sizeof *out);
     *why = "";
     if (!text) return 0;
+    if ((*why = bad_text_why(text))) return GS_EINVAL;
+    *why = "";
     const char *p = text;
     while (*p) {
         const char *e = strchr(p, ',');

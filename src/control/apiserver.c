@@ -108,12 +108,15 @@ enum MHD_Result gs__reply_stored(struct gs__req *r, int code, char *text)
 enum MHD_Result gs__reply_status(struct gs__req *r, int code, const char *reason, const char *name,
                                  const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[1024], clean[1024], cname[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return gs__reply_json(r, code, gs__status(code, reason, msg, r->res, name, NULL, 0));
+    /* Messages quote what the client sent: bytes JSON cannot carry are escaped, never a 500. */
+    gs__text_printable(msg, clean, sizeof clean);
+    if (name) name = gs__text_printable(name, cname, sizeof cname);
+    return gs__reply_json(r, code, gs__status(code, reason, clean, r->res, name, NULL, 0));
 }
 
 enum MHD_Result gs__reply_err(struct gs__req *r, int err, const char *name)
@@ -132,6 +135,12 @@ enum MHD_Result gs__reply_err(struct gs__req *r, int err, const char *name)
         return gs__reply_status(r, 403, NULL, name, "%s \"%s\" is forbidden: User \"%s\" may only reach pods bound "
                                 "to its node", what, name ? name : "", r->who ? r->who->user : "");
     case GS_ENOMEM: return gs__reply_status(r, 500, NULL, name, "out of memory");
+    case GS_EPARSE: { /* a stored row that is not JSON: only this object is unreadable */
+        char key[1024] = "";
+        if (r->res) gs_api_key(r->res, r->ns, name, key, sizeof key);
+        return gs__reply_status(r, 500, NULL, name, "stored object %s is corrupt (not valid JSON): it is skipped in "
+                                "lists; delete its row from the store or restore the store from a backup", key);
+    }
     default: return gs__reply_status(r, 500, NULL, name, "store error: %s", gs_strerror(err));
     }
 }
@@ -569,6 +578,20 @@ static bool public_path(const char *url)
 
 static enum MHD_Result route(struct gs__req *r)
 {
+    if (!strcmp(r->url, "/readyz")) { /* not ready while writes fail: a probe write tells when they work again */
+        struct gs_store_health h;
+        gs_store_health(r->s->store, true, &h);
+        if (!h.writable) {
+            char *msg = NULL;
+            return gs__reply_text(r, 500, "text/plain", asprintf(&msg, "not ready: %s\n", h.why) < 0 ? NULL : msg);
+        }
+    }
+    long bad = strlen(r->url) < sizeof ((struct gs_route *)0)->path ? gs__text_bad_byte(r->url) : -1; /* longer: 414 below */
+    if (bad >= 0)
+        return gs__reply_status(r, 400, "BadRequest", NULL, "invalid URL path \"%s\": byte %ld is %s", r->url, bad,
+                                (unsigned char)r->url[bad] < 0x20 || r->url[bad] == 0x7f
+                                    ? "a control character (or %00): no name may contain one"
+                                    : "not valid UTF-8");
     struct gs_route rt; /* api_route.c; r's ns/name/sub point into it while the request is routed */
     gs__route_parse(r->url, &rt);
     switch (rt.kind) {
@@ -597,6 +620,35 @@ static enum MHD_Result route(struct gs__req *r)
 }
 
 /*--- Connections ---*/
+
+/* libmicrohttpd's URL decoding (path and query arguments) with one change:
+ * %00 becomes DEL (0x7f) instead of ending the C string there, which would
+ * silently cut "a%00b" to "a" and serve another object. DEL is a control
+ * character, so the path and selector checks then refuse it with 400. */
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls, (void)c;
+    char *w = s;
+    for (const char *p = s; *p;) {
+        int hi, lo;
+        if (p[0] == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0) {
+            int v = hi * 16 + lo;
+            *w++ = (char)(v ? v : 0x7f);
+            p += 3;
+        } else {
+            *w++ = *p++;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
 
 static enum MHD_Result authenticate(struct gs__req *r)
 {
@@ -763,7 +815,8 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, s, MHD_OPTION_CONNECTION_TIMEOUT, idle,
                             MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_ARRAY,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024, MHD_OPTION_UNESCAPE_CALLBACK,
+                            unescape, NULL, MHD_OPTION_ARRAY,
                             o->tls ? tls_opts : tls_opts + 2, MHD_OPTION_END);
     if (!s->d) {
         gs_log(GS_LOG_ERROR, "api: libmicrohttpd failed to start", NULL);

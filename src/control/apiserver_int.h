@@ -76,6 +76,13 @@ enum MHD_Result gs__reply_status(struct gs__req *r, int code, const char *reason
 /* A store error as its Status (404, 409 AlreadyExists/Conflict, 403, 500). */
 enum MHD_Result gs__reply_err(struct gs__req *r, int err, const char *name);
 
+/* Input bounds of the handlers (api_objects.c), named in their 400s. */
+#define GS__MAX_GRACE_SECONDS 31536000LL /* gracePeriodSeconds: a year, as spec.terminationGracePeriodSeconds */
+#define GS__MAX_WATCH_SECONDS 86400LL    /* timeoutSeconds of a list or watch: a day */
+#define GS__GENERATE_NAME_ATTEMPTS 8     /* names tried for one generateName create before 409 */
+/* Where generated name suffixes come from (getrandom); tests swap it to force collisions. */
+extern void (*gs__name_suffix_source)(unsigned char *b, size_t n);
+
 const char *gs__arg(struct gs__req *r, const char *key);
 const char *gs__header(struct gs__req *r, const char *key);
 bool gs__wants_table(struct gs__req *r);

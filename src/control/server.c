@@ -153,6 +153,7 @@ static char *metrics_page(void *arg)
     struct gs_server *s = arg;
     struct gs_mbuf b = {0};
     if (s->op) gs_operator_metrics(s->op, &b.buf, &b.len, &b.cap);
+    gs_metrics_store(&b, s->store); /* store health */
     if (s->loop) {
         struct gs_sched_loop_stats st;
         gs_sched_loop_stats(s->loop, &st);
@@ -223,10 +224,12 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
 {
     int err = private_dir(s, o, d);
     if (err) return err;
-    struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events};
+    struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events,
+                               .accept_regression = o->accept_store_regression, .diags = d};
+    size_t nd = d->n;
     err = gs_store_open_sqlite(&so, &s->store);
     if (err) {
-        gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
+        if (d->n == nd) gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
         return err;
     }
     if (!o->no_auth && (err = load_tokens(s, o, d))) return err;

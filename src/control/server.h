@@ -36,6 +36,7 @@ struct gs_server_opts {
     double qps, burst;        /* per-token rate limit; qps 0: default 2000/s, < 0: none */
     size_t max_body;          /* request body limit; 0: 3 MiB */
     bool sync_full;           /* fsync every commit */
+    bool accept_store_regression; /* start a store that lost acknowledged writes (store.h "Self-checks") */
     size_t ring_events;       /* watch history kept in memory; 0: default */
     uint64_t seed;
     /* Admission tuning (sched/admission/admission.h), copied at start; NULL:

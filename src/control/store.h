@@ -81,6 +81,21 @@ struct gs_store_opts {
     const char *dir;        /* data directory (created when absent) */
     bool sync_full;         /* fsync every commit (power-loss safe); else crash-of-process safe */
     size_t ring_events;     /* change-stream memory in events; 0 = 10000 */
+    /* Start even when the store is older than its high-water mark (see
+     * "Self-checks" below): number new writes above every version ever
+     * handed out. */
+    bool accept_regression;
+    int record_ms;               /* how often the committed version is recorded; 0 = 200 ms */
+    unsigned checkpoint_commits; /* commits between WAL checkpoints; 0 = 1000 */
+    int checkpoint_idle_ms;      /* checkpoint what is left once writes pause this long; 0 = 10 s */
+    struct gs_diags *diags;      /* why the store refused to open, for the operator; may be NULL */
+};
+
+/* How the store is doing, for /readyz and /metrics. */
+struct gs_store_health {
+    bool writable;  /* the last write (or probe) committed */
+    char why[512];  /* when not writable: what failed */
+    size_t corrupt; /* stored objects that are not valid JSON (skipped in lists) */
 };
 
 struct gs_store;
@@ -99,6 +114,7 @@ struct gs_store_vtbl {
     int64_t (*current_rv)(struct gs_store *s);
     void (*interrupt)(struct gs_store *s);
     void (*close)(struct gs_store *s);
+    void (*health)(struct gs_store *s, bool probe, struct gs_store_health *out); /* may be NULL */
 };
 
 struct gs_store {
@@ -166,6 +182,46 @@ static inline int64_t gs_store_current_rv(struct gs_store *s) { return s->v->cur
 /* Wakes every thread blocked in gs_store_events (shutdown). */
 static inline void gs_store_interrupt(struct gs_store *s) { s->v->interrupt(s); }
 static inline void gs_store_close(struct gs_store *s) { if (s) s->v->close(s); }
+
+/* The store's health. With probe, a store whose last write failed tries a
+ * tiny write (no new version, no event) to learn whether it works again. */
+static inline void gs_store_health(struct gs_store *s, bool probe, struct gs_store_health *out)
+{
+    *out = (struct gs_store_health){.writable = true};
+    if (s->v->health) s->v->health(s, probe, out);
+}
+
+/*--- Self-checks ---
+ *
+ * The SQLite store checkpoints its WAL into store.db every
+ * checkpoint_commits commits (and once writes pause for checkpoint_idle_ms
+ * with commits left in the WAL), with a TRUNCATE checkpoint at close, so the WAL stays small and
+ * the data file holds nearly everything.
+ *
+ * It also keeps a high-water mark in <dir>/store.hwm (store_hwm.c), outside
+ * the SQLite files: `committed`, the last committed version (recorded every
+ * record_ms while writes happen, and at close), and `reserved`, a version no
+ * write ever passed (moved up a block at a time, before the commit that
+ * would pass it). At open, a store whose counter is below `committed` lost
+ * acknowledged writes (its WAL was truncated, corrupted or deleted, or an
+ * older store.db was put back): it is refused (GS_ESTATE, with the story in
+ * o->diags and the log) unless accept_regression, which starts it with the
+ * counter moved above `reserved`, so no version a client saw is reused and
+ * every older watch gets 410.
+ *
+ * A stored row whose value is not JSON is reported by key in the log (once),
+ * counted (gs_store_health), skipped by lists, and read as GS_EPARSE. */
+struct gs_store_hwm {
+    int64_t committed, reserved;
+};
+/* Parses the file's text: 0, or GS_EPARSE with why (line and problem). */
+int gs_store_hwm_parse(const char *text, size_t len, struct gs_store_hwm *out, char *why, size_t why_len);
+/* The file's text into buf: its length, or GS_ERANGE when buf is too small. */
+int gs_store_hwm_format(const struct gs_store_hwm *h, char *buf, size_t len);
+/* Reads <path>: 0, GS_ENOENT when absent, GS_EIO / GS_EPARSE with why. */
+int gs_store_hwm_read(const char *path, struct gs_store_hwm *out, char *why, size_t why_len);
+/* Replaces <dir>/store.hwm atomically (temporary file, fsync, rename, directory fsync). */
+int gs_store_hwm_write(const char *dir, const struct gs_store_hwm *h, char *why, size_t why_len);
 
 /* metadata.resourceVersion of obj as a number; 0 when absent or not a number. */
 int64_t gs_store_obj_rv(const json_t *obj);

@@ -15,12 +15,27 @@
  * arithmetic, and `floor` is the newest version no longer held: a watch from
  * before it must list again. After a restart the ring starts empty at the
  * stored counter.
+ *
+ * Self-checks (store.h "Self-checks"): a checkpointer thread with its own
+ * connection records the committed version in store.hwm every record_ms
+ * while writes happen and runs a PASSIVE checkpoint every checkpoint_commits
+ * commits or once writes pause for checkpoint_idle_ms with commits left in
+ * the WAL. PASSIVE
+ * never waits for readers or writers, so it costs the writers nothing but
+ * the copy; the WAL is reset by the next writer once the checkpoint caught
+ * up. Counting commits (not a fixed timer alone) keeps the WAL to about a
+ * thousand commits under load; the idle rule keeps a quiet server's data
+ * file current. Recording is more frequent than checkpointing on purpose:
+ * what a lost WAL takes away is exactly what was committed since the last
+ * checkpoint, and the record is what shows it was there. Close runs a
+ * TRUNCATE checkpoint and records the final version.
  */
 #include "control/store.h"
 
 #include "core/log.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -30,6 +45,7 @@
 #include <time.h>
 
 #define MAX_EVENTS_PER_CALL 1024
+#define RESERVE_BLOCK 10000 /* versions reserved per high-water rewrite */
 
 struct ring_ev {
     enum gs_store_ev type;
@@ -62,6 +78,23 @@ struct sq_store {
     size_t cap, start, count;
     int64_t floor;
     unsigned interrupts;
+    /* Self-checks. */
+    char *dir;
+    pthread_mutex_t hmu;     /* store.hwm and hwm (as last written) */
+    struct gs_store_hwm hwm;
+    sqlite3 *ck;             /* the checkpointer's connection */
+    pthread_t ckt;
+    bool ckt_on, ckstop;     /* ckstop under ckmu */
+    pthread_mutex_t ckmu;
+    pthread_cond_t ckcv;     /* CLOCK_MONOTONIC */
+    int record_ms, idle_ms;
+    unsigned ck_commits;
+    _Atomic uint64_t commits;
+    /* Health (under lmu). */
+    pthread_mutex_t lmu;
+    bool werr;
+    char why[512];
+    json_t *corrupt;         /* keys of rows that are not JSON, as a set */
 };
 
 const char *gs_store_ev_name(enum gs_store_ev t)
@@ -197,6 +230,8 @@ static int row_get(struct sq_store *s, sqlite3_stmt *st, const char *key, int64_
     return text && !*text ? GS_ENOMEM : 0;
 }
 
+static void note_corrupt(struct sq_store *s, const char *key, const char *text);
+
 /* Row of key decoded straight from SQLite's buffer: *rv and *obj (GS_EIO when not JSON). */
 static int row_load(struct sq_store *s, sqlite3_stmt *st, const char *key, int64_t *rv, json_t **obj)
 {
@@ -208,9 +243,68 @@ static int row_load(struct sq_store *s, sqlite3_stmt *st, const char *key, int64
         *rv = sqlite3_column_int64(st, 0);
         const char *t = (const char *)sqlite3_column_text(st, 1);
         *obj = json_loadb(t ? t : "null", t ? (size_t)sqlite3_column_bytes(st, 1) : 4, JSON_DECODE_ANY, NULL);
-        if (!*obj) err = GS_EIO;
+        if (!*obj) {
+            err = GS_EPARSE;
+            note_corrupt(s, key, t);
+        }
     }
     sqlite3_reset(st);
+    return err;
+}
+
+/* A row whose value is not JSON: logged once per key and counted; lists
+ * skip it, reads of it answer GS_EPARSE, everything else goes on. */
+static void note_corrupt(struct sq_store *s, const char *key, const char *text)
+{
+    pthread_mutex_lock(&s->lmu);
+    bool known = !s->corrupt || json_object_get(s->corrupt, key);
+    if (!known) json_object_set_new(s->corrupt, key, json_true());
+    pthread_mutex_unlock(&s->lmu);
+    if (known) return;
+    char head[64];
+    snprintf(head, sizeof head, "%.60s", text ? text : "(null)");
+    gs_log(GS_LOG_ERROR, "store: stored object is not valid JSON: skipped in lists, reads of it fail; delete the row "
+           "or restore the store from a backup", "key", key, "value_starts", head, NULL);
+}
+
+/* Remembers why a write failed (cleared by the next commit): /readyz says it. */
+static void note_write(struct sq_store *s, int err, const char *what, const char *detail)
+{
+    pthread_mutex_lock(&s->lmu);
+    if (!err) s->werr = false;
+    else {
+        s->werr = true;
+        snprintf(s->why, sizeof s->why, "store writes are failing: %s: %s", what, detail ? detail : gs_strerror(err));
+    }
+    pthread_mutex_unlock(&s->lmu);
+}
+
+/* Makes sure store.hwm reserves nrv before the commit that uses it. */
+static int reserve(struct sq_store *s, int64_t nrv, char *why, size_t why_len)
+{
+    int err = 0;
+    pthread_mutex_lock(&s->hmu);
+    if (nrv > s->hwm.reserved) {
+        struct gs_store_hwm h = {s->hwm.committed, nrv + RESERVE_BLOCK};
+        if (!(err = gs_store_hwm_write(s->dir, &h, why, why_len))) s->hwm = h;
+    }
+    pthread_mutex_unlock(&s->hmu);
+    if (err) gs_log(GS_LOG_ERROR, "store: cannot record the high-water mark", "error", why, NULL);
+    return err;
+}
+
+/* Records rv as committed (it was: its event is published). */
+static int record_committed(struct sq_store *s, int64_t rv)
+{
+    int err = 0;
+    char why[512] = "";
+    pthread_mutex_lock(&s->hmu);
+    if (rv > s->hwm.committed) {
+        struct gs_store_hwm h = {rv, s->hwm.reserved > rv ? s->hwm.reserved : rv};
+        if (!(err = gs_store_hwm_write(s->dir, &h, why, sizeof why))) s->hwm = h;
+    }
+    pthread_mutex_unlock(&s->hmu);
+    if (err) gs_log(GS_LOG_WARN, "store: cannot record the committed version", "error", why, NULL);
     return err;
 }
 
@@ -365,7 +459,10 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
                         int64_t *rv, json_t **old_out)
 {
     int err = exec(s->w, "BEGIN IMMEDIATE");
-    if (err) return err;
+    if (err) {
+        note_write(s, err, "begin", sqlite3_errmsg(s->w));
+        return err;
+    }
     int64_t cur_rv = 0;
     char *cur = NULL, *text = NULL;
     err = row_get(s, s->w_get, key, &cur_rv, op == W_DELETE ? &cur : NULL);
@@ -379,9 +476,14 @@ static int write_locked(struct sq_store *s, enum wop op, const char *key, json_t
         if (!err && !(text = dump_text(old))) err = GS_ENOMEM;
     }
     free(cur);
-    if (!err) err = write_row(s, op, key, obj, nrv, &text);
-    if (!err) err = write_counter(s, nrv);
-    if (!err) err = exec(s->w, "COMMIT");
+    char why[512] = "";
+    bool store_err = false; /* a failure of the store itself (not of this request) */
+    if (!err) store_err = (err = write_row(s, op, key, obj, nrv, &text)) != 0;
+    if (!err) store_err = (err = write_counter(s, nrv)) != 0;
+    if (!err) store_err = (err = reserve(s, nrv, why, sizeof why)) != 0;
+    if (!err) store_err = (err = exec(s->w, "COMMIT")) != 0;
+    if (store_err) note_write(s, err, "delete", why[0] ? why : sqlite3_errmsg(s->w));
+    else if (!err) note_write(s, 0, NULL, NULL);
     if (err) {
         sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
         gs_store_text_release(text);
@@ -487,7 +589,7 @@ static int apply_one(struct sq_store *s, struct gs_store_mut *m, int64_t *nrv, s
     int64_t cur_rv = 0;
     json_t *cur = NULL, *next = NULL;
     int err = row_load(s, s->w_get, m->key, &cur_rv, &cur);
-    if (err && err != GS_ENOENT) return m->err = err, err == GS_EIO ? 0 : err;
+    if (err && err != GS_ENOENT) return m->err = err, err == GS_EIO || err == GS_EPARSE ? 0 : err;
     bool exists = !err;
     err = m->fn(cur, &next, m->arg);
     if (err == GS_STORE_UNCHANGED) {
@@ -548,8 +650,12 @@ static void run_group(struct sq_store *s, struct gs_store_mut **ms, size_t n)
     int64_t nrv = s->rv;
     for (size_t i = 0; i < n; i++) ms[i]->err = GS_EIO; /* until applied */
     for (size_t i = 0; !err && i < n; i++) err = apply_one(s, ms[i], &nrv, &sg[i]);
+    char why[512] = "";
     if (!err && nrv != s->rv) err = write_counter(s, nrv);
+    if (!err && nrv != s->rv) err = reserve(s, nrv, why, sizeof why);
     if (!err) err = step_done(s->w, s->w_commit, "commit");
+    note_write(s, err, "commit", why[0] ? why : sqlite3_errmsg(s->w));
+    if (!err) atomic_fetch_add(&s->commits, 1);
     if (err) {
         if (sg) sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
         for (size_t i = 0; i < n; i++) {
@@ -710,10 +816,11 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
     sqlite3_bind_text(st, 2, hi, -1, SQLITE_STATIC);
     int rc = SQLITE_DONE;
     while (!err && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *o = json_loads((const char *)sqlite3_column_text(st, 1), JSON_DECODE_ANY, NULL);
-        if (!o) {
-            err = GS_EIO;
-            break;
+        const char *t = (const char *)sqlite3_column_text(st, 1);
+        json_t *o = t ? json_loadb(t, (size_t)sqlite3_column_bytes(st, 1), JSON_DECODE_ANY, NULL) : NULL;
+        if (!o) { /* one bad row must not make the whole list unreadable */
+            note_corrupt(s, (const char *)sqlite3_column_text(st, 0), t);
+            continue;
         }
         int stop = fn((const char *)sqlite3_column_text(st, 0), o, arg);
         json_decref(o);
@@ -728,11 +835,84 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
     return err;
 }
 
+/*--- Health and checkpoints ---*/
+
+static void sq_health(struct gs_store *b, bool probe, struct gs_store_health *out)
+{
+    struct sq_store *s = (struct sq_store *)b;
+    pthread_mutex_lock(&s->lmu);
+    bool failing = s->werr;
+    pthread_mutex_unlock(&s->lmu);
+    if (failing && probe) { /* no new version, no event: only whether a commit goes through */
+        pthread_mutex_lock(&s->wmu);
+        int err = exec(s->w, "BEGIN IMMEDIATE; INSERT INTO meta VALUES('probe', 1) "
+                             "ON CONFLICT(k) DO UPDATE SET v = v + 1; COMMIT");
+        if (err) {
+            note_write(s, err, "probe write", sqlite3_errmsg(s->w));
+            sqlite3_exec(s->w, "ROLLBACK", NULL, NULL, NULL);
+        } else {
+            note_write(s, 0, NULL, NULL);
+        }
+        pthread_mutex_unlock(&s->wmu);
+    }
+    pthread_mutex_lock(&s->lmu);
+    out->writable = !s->werr;
+    snprintf(out->why, sizeof out->why, "%s", s->werr ? s->why : "");
+    out->corrupt = json_object_size(s->corrupt);
+    pthread_mutex_unlock(&s->lmu);
+}
+
+/* True when the whole WAL is now in store.db. */
+static bool checkpoint(struct sq_store *s, sqlite3 *db, int mode)
+{
+    int nlog = 0, ndone = 0;
+    int rc = sqlite3_wal_checkpoint_v2(db, "main", mode, &nlog, &ndone);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+        gs_log(GS_LOG_WARN, "store: WAL checkpoint failed", "dir", s->dir, "error", sqlite3_errmsg(db), NULL);
+    return rc == SQLITE_OK && nlog == ndone;
+}
+
+static void *checkpointer(void *arg)
+{
+    struct sq_store *s = arg;
+    uint64_t ck_at = 0, seen = 0; /* commits at the last checkpoint, at the last look (counted from the open) */
+    int64_t quiet_since = mono_ns();
+    pthread_mutex_lock(&s->ckmu);
+    while (!s->ckstop) {
+        int64_t end = mono_ns() + (int64_t)s->record_ms * 1000000;
+        struct timespec dl = {end / 1000000000, end % 1000000000};
+        pthread_cond_timedwait(&s->ckcv, &s->ckmu, &dl);
+        if (s->ckstop) break;
+        pthread_mutex_unlock(&s->ckmu);
+        record_committed(s, sq_current_rv(&s->base));
+        uint64_t c = atomic_load(&s->commits);
+        int64_t now = mono_ns();
+        if (c != seen) seen = c, quiet_since = now;
+        if (c != ck_at && (c - ck_at >= s->ck_commits || now - quiet_since >= (int64_t)s->idle_ms * 1000000)) {
+            if (checkpoint(s, s->ck, SQLITE_CHECKPOINT_PASSIVE)) ck_at = c; /* else again at the next look */
+        }
+        pthread_mutex_lock(&s->ckmu);
+    }
+    pthread_mutex_unlock(&s->ckmu);
+    return NULL;
+}
+
 /*--- Open and close ---*/
 
 static void sq_close(struct gs_store *b)
 {
     struct sq_store *s = (struct sq_store *)b;
+    if (s->ckt_on) {
+        pthread_mutex_lock(&s->ckmu);
+        s->ckstop = true;
+        pthread_cond_signal(&s->ckcv);
+        pthread_mutex_unlock(&s->ckmu);
+        pthread_join(s->ckt, NULL);
+        /* A clean stop leaves everything in store.db and an empty WAL. */
+        checkpoint(s, s->w, SQLITE_CHECKPOINT_TRUNCATE);
+        record_committed(s, s->rv);
+    }
+    sqlite3_close(s->ck);
     sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv,
                            s->w_begin, s->w_commit};
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) sqlite3_finalize(sts[i]);
@@ -750,6 +930,12 @@ static void sq_close(struct gs_store *b)
     pthread_cond_destroy(&s->acv);
     pthread_mutex_destroy(&s->emu);
     pthread_cond_destroy(&s->ecv);
+    pthread_mutex_destroy(&s->hmu);
+    pthread_mutex_destroy(&s->ckmu);
+    pthread_cond_destroy(&s->ckcv);
+    pthread_mutex_destroy(&s->lmu);
+    json_decref(s->corrupt);
+    free(s->dir);
     free(s);
 }
 
@@ -766,6 +952,7 @@ static const struct gs_store_vtbl sq_vtbl = {
     .current_rv = sq_current_rv,
     .interrupt = sq_interrupt,
     .close = sq_close,
+    .health = sq_health,
 };
 
 static int mkdirs(const char *dir)
@@ -791,6 +978,54 @@ static int open_db(const char *path, bool sync_full, sqlite3 **db)
     sqlite3_busy_timeout(*db, 10000);
     int err = exec(*db, "PRAGMA journal_mode=WAL");
     if (!err) err = exec(*db, sync_full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL");
+    return err;
+}
+
+/* Refuses a store that went back in time (see store.h "Self-checks"). */
+static int check_hwm(struct sq_store *s, const struct gs_store_opts *o)
+{
+    char path[4200], why[512] = "";
+    snprintf(path, sizeof path, "%s/store.hwm", o->dir);
+    struct gs_store_hwm h = {0};
+    int err = gs_store_hwm_read(path, &h, why, sizeof why);
+    if (err && err != GS_ENOENT) {
+        gs_log(GS_LOG_ERROR, "store: unreadable high-water mark", "path", path, "error", why, NULL);
+        if (o->diags)
+            gs_diags_add(o->diags, path, "%s; the store cannot tell whether it lost acknowledged writes: restore the "
+                         "data directory from a backup, or remove this file to start without the check", why);
+        return err;
+    }
+    if (!err && s->rv < h.committed) {
+        char msg[6144];
+        snprintf(msg, sizeof msg, "the store is at resourceVersion %" PRId64 " but resourceVersion %" PRId64
+                 " was acknowledged before (recorded in %s): acknowledged writes were lost - the write-ahead log "
+                 "store.db-wal was truncated, corrupted or deleted while the server was stopped, or an older "
+                 "store.db was put back. Restore the data directory from a backup; or start with "
+                 "--accept-store-regression to serve what is left, numbering new writes above %" PRId64
+                 " so that no version is reused (clients watching from before get 410 and list again)",
+                 s->rv, h.committed, path, h.reserved);
+        if (!o->accept_regression) {
+            gs_log(GS_LOG_ERROR, "store: refusing a store that lost acknowledged writes", "dir", o->dir, "detail",
+                   msg, NULL);
+            if (o->diags) gs_diags_add(o->diags, o->dir, "%s", msg);
+            return GS_ESTATE;
+        }
+        int64_t next = h.reserved > h.committed ? h.reserved : h.committed;
+        char sql[96], from[32], to[32];
+        snprintf(sql, sizeof sql, "UPDATE meta SET v = %" PRId64 " WHERE k = 'rv'", next);
+        if ((err = exec(s->w, sql))) return err;
+        snprintf(from, sizeof from, "%" PRId64, s->rv);
+        snprintf(to, sizeof to, "%" PRId64, next);
+        gs_log(GS_LOG_WARN, "store: accepted a store that lost acknowledged writes; new writes are numbered above "
+               "every version handed out before", "store_rv", from, "acknowledged_rv", to, "dir", o->dir, NULL);
+        s->rv = s->floor = next;
+    }
+    /* Reserve a first block now: from here on no commit passes hwm.reserved unrecorded. */
+    s->hwm = (struct gs_store_hwm){s->rv, s->rv + RESERVE_BLOCK};
+    if ((err = gs_store_hwm_write(o->dir, &s->hwm, why, sizeof why))) {
+        gs_log(GS_LOG_ERROR, "store: cannot record the high-water mark", "error", why, NULL);
+        if (o->diags) gs_diags_add(o->diags, path, "%s", why);
+    }
     return err;
 }
 
@@ -823,7 +1058,8 @@ static int setup(struct sq_store *s, const struct gs_store_opts *o)
     if (sqlite3_step(s->r_rv) != SQLITE_ROW) return sq_err(s->r, "rv");
     s->rv = s->floor = sqlite3_column_int64(s->r_rv, 0);
     sqlite3_reset(s->r_rv);
-    return 0;
+    if ((err = check_hwm(s, o))) return err;
+    return open_db(path, o->sync_full, &s->ck);
 }
 
 int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
@@ -843,9 +1079,20 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->ecv, &ca);
     pthread_cond_init(&s->acv, &ca);
+    pthread_cond_init(&s->ckcv, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s->hmu, NULL);
+    pthread_mutex_init(&s->ckmu, NULL);
+    pthread_mutex_init(&s->lmu, NULL);
+    s->record_ms = o->record_ms > 0 ? o->record_ms : 200;
+    s->idle_ms = o->checkpoint_idle_ms > 0 ? o->checkpoint_idle_ms : 10000;
+    s->ck_commits = o->checkpoint_commits ? o->checkpoint_commits : 1000;
     s->ring = calloc(s->cap, sizeof *s->ring);
-    int err = s->ring ? setup(s, o) : GS_ENOMEM;
+    s->corrupt = json_object();
+    s->dir = strdup(o->dir);
+    int err = s->ring && s->corrupt && s->dir ? setup(s, o) : GS_ENOMEM;
+    if (!err) err = pthread_create(&s->ckt, NULL, checkpointer, s) ? GS_ENOMEM : 0;
+    s->ckt_on = !err;
     if (err) {
         sq_close(&s->base);
         return err;

@@ -421,6 +421,27 @@ static void compute_demand(struct gs_dec *dc, struct gs_pod *p, const struct gs_
 
 /*--- The pod ---*/
 
+/* Seconds the agent and the API count with. Negative values make no sense
+ * and absurd ones overflow the nanosecond arithmetic downstream or park a
+ * pod for ever; Kubernetes bounds activeDeadlineSeconds the same way. */
+#define GS_MAX_GRACE_SECONDS 31536000LL     /* one year */
+#define GS_MAX_DEADLINE_SECONDS 2147483647LL /* as Kubernetes: a 32-bit count of seconds */
+
+static void dec_seconds(struct gs_dec *dc, const json_t *spec, const char *key, int64_t min, int64_t max,
+                        const char *bound)
+{
+    json_t *v = json_object_get(spec, key);
+    if (!v || json_is_null(v)) return;
+    if (!json_is_integer(v)) {
+        gs__dec_err_at(dc, key, "expected an integer number of seconds, got %s", gs__json_type_name(v));
+        return;
+    }
+    json_int_t x = json_integer_value(v);
+    if (x < min || x > max)
+        gs__dec_err_at(dc, key, "invalid value %lld: must be from %lld to %lld seconds (%s)", (long long)x,
+                       (long long)min, (long long)max, bound);
+}
+
 static void dec_pod_spec(struct gs_dec *dc, const json_t *spec, struct gs_pod *p, struct gs_resources *overhead)
 {
     size_t m = gs__dec_key(dc, "spec");
@@ -438,6 +459,8 @@ static void dec_pod_spec(struct gs_dec *dc, const json_t *spec, struct gs_pod *p
     gs__dec_tolerations(dc, spec, "tolerations", &p->tolerations, &p->ntolerations);
     dec_spread(dc, spec, p);
     gs__dec_resources(dc, spec, "overhead", overhead);
+    dec_seconds(dc, spec, "terminationGracePeriodSeconds", 0, GS_MAX_GRACE_SECONDS, "at most one year");
+    dec_seconds(dc, spec, "activeDeadlineSeconds", 1, GS_MAX_DEADLINE_SECONDS, "as in Kubernetes");
     gs__pod_check_security(dc, spec); /* reserved env, securityContext (pod_security.c) */
     gs__dec_pop(dc, m);
 }

@@ -97,8 +97,7 @@ static void check_containers(struct gs_dec *dc, const json_t *spec, const char *
 
 void gs__pod_check_security(struct gs_dec *dc, const json_t *spec)
 {
-    int64_t g;
-    gs__dec_int(dc, spec, "terminationGracePeriodSeconds", 0, GS_GRACE_MAX_S, &g);
+    /* terminationGracePeriodSeconds is bounded by the pod decoder (pod.c). */
     check_context(dc, spec);
     check_containers(dc, spec, "containers");
     check_containers(dc, spec, "initContainers");

@@ -3,6 +3,7 @@
  */
 #include "govern/metrics.h"
 
+#include "control/store.h"
 #include "core/error.h"
 
 #include <stdarg.h>
@@ -34,6 +35,19 @@ int gs_mbuf_printf(struct gs_mbuf *b, const char *fmt, ...)
 void gs_mbuf_help(struct gs_mbuf *b, const char *name, const char *type, const char *help)
 {
     gs_mbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void gs_metrics_store(struct gs_mbuf *b, struct gs_store *s)
+{
+    if (!s) return;
+    struct gs_store_health h;
+    gs_store_health(s, false, &h);
+    gs_mbuf_help(b, "gpusched_store_corrupt_objects", "gauge",
+                 "Stored objects that are not valid JSON: skipped in lists, named in the server log.");
+    gs_mbuf_printf(b, "gpusched_store_corrupt_objects %zu\n", h.corrupt);
+    gs_mbuf_help(b, "gpusched_store_writable", "gauge",
+                 "1 while the store's last write committed, 0 while writes fail.");
+    gs_mbuf_printf(b, "gpusched_store_writable %d\n", h.writable ? 1 : 0);
 }
 
 void gs_hist_init(struct gs_hist *h, double start, double factor, int n)

@@ -36,6 +36,11 @@ struct gs_hist {
 };
 
 /* Exponential buckets: start, start*factor, ... (n <= GS_HIST_BUCKETS). */
+struct gs_store;
+/* The store's health: gpusched_store_corrupt_objects (rows skipped because
+ * they are not JSON) and gpusched_store_writable. s may be NULL. */
+void gs_metrics_store(struct gs_mbuf *b, struct gs_store *s);
+
 void gs_hist_init(struct gs_hist *h, double start, double factor, int n);
 void gs_hist_destroy(struct gs_hist *h);
 void gs_hist_observe(struct gs_hist *h, double v);
