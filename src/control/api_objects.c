@@ -10,6 +10,7 @@
  * committed. A resourceVersion given by the client makes the write
  * conditional: a different stored version is 409 Conflict.
  */
+#include "control/api_fields.h"
 #include "control/apiserver_int.h"
 
 #include "core/codec.h"
@@ -276,6 +277,10 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
         return MHD_YES;
     }
     generate_name(meta_of(obj));
+    if (gs__fields_create(r, obj)) { /* who may set which field; namespace; priority (api_fields.c) */
+        json_decref(obj);
+        return MHD_YES;
+    }
     int err = gs_apiserver_prepare_new(obj);
     json_object_del(meta_of(obj), "deletionGracePeriodSeconds");
     if (!err && validate(obj, &d)) {
@@ -283,11 +288,6 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
         goto out;
     }
     const char *name = str(meta_of(obj), "name");
-    if (r->if_named && (!name || strcmp(name, r->who->node))) {
-        ret = gs__reply_status(r, 403, NULL, name, "%s \"%s\" is forbidden: User \"%s\" may only create the one "
-                               "named after its node", r->res->plural, name ? name : "", r->who->user);
-        goto out;
-    }
     char key[1024];
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
     char *text = NULL; /* the stored text is the reply */
@@ -375,6 +375,7 @@ static int write_fn(json_t *cur, json_t **out, void *arg)
     if (w->expect && gs_store_obj_rv(cur) != w->expect) return GS_ECONFLICT;
     json_t *next = next_object(w, cur);
     if (!next) return GS_ENOMEM;
+    gs__fields_update(w->r, cur, next, &w->d); /* who may change which field (api_fields.c) */
     if (json_equal(next, cur)) {
         json_decref(next);
         return GS_STORE_UNCHANGED;
@@ -653,6 +654,7 @@ static int grace_of(struct gs__req *r, const json_t *opts, long long *grace)
 
 enum MHD_Result gs__handle_delete(struct gs__req *r)
 {
+    if (!r->res->group[0] && !strcmp(r->res->plural, "namespaces")) return gs__namespace_delete(r); /* namespaces.c */
     json_t *opts = NULL;
     if (r->len) {
         struct gs_diags d = {0};

@@ -28,6 +28,7 @@ static const struct gs_api_resource table[] = {
     RES("resource.k8s.io", "v1beta1", "deviceclasses", "deviceclass", "DeviceClass", NULL, false, false),
     RES("resource.k8s.io", "v1beta1", "resourceslices", "resourceslice", "ResourceSlice", NULL, false, false),
     RES("coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, true, false),
+    RES("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", "pc", false, false),
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

@@ -11,6 +11,7 @@
 #include "control/auth.h"
 #include "control/sched_loop.h"
 #include "control/nodelifecycle.h" /* node lifecycle hook */
+#include "control/namespaces.h"    /* built-in namespaces, namespace controller */
 #include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
 #include "govern/operator.h"
 #include "control/tls.h"
@@ -36,6 +37,7 @@ struct gs_server {
     bool has_cfg;
     struct gs_sched_loop *loop;
     struct gs_nodelc *nodelc; /* node lifecycle hook */
+    struct gs_nsctl *nsctl;   /* namespace controller */
     struct gs_operator *op;   /* GPU stack operator hook */
     struct gs_hist cycle_hist; /* scheduling cycle latency for /metrics */
     struct gs_apiserver *api;
@@ -184,6 +186,12 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
         return err;
     }
+    if ((err = gs_namespaces_bootstrap(s->store))) {
+        gs_diags_add(d, s->dir, "cannot create the built-in namespaces: %s", gs_strerror(err));
+        return err;
+    }
+    struct gs_nsctl_opts nso = {.store = s->store};
+    if ((err = gs_nsctl_start(&nso, &s->nsctl))) return err;
     if (!o->no_auth && (err = load_tokens(s, o, d))) return err;
     if (!o->insecure) {
         if ((err = gs_tls_ensure(s->dir, NULL, 0, &s->tls))) {
@@ -249,6 +257,7 @@ void gs_server_stop(struct gs_server *s)
     gs_apiserver_stop(s->api);
     gs_operator_stop(s->op);   /* GPU stack operator hook */
     gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
+    gs_nsctl_stop(s->nsctl);
     gs_sched_loop_stop(s->loop);
     gs_store_close(s->store);
     gs_hist_destroy(&s->cycle_hist);
