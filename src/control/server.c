@@ -63,6 +63,31 @@ static int random_token(char *buf, size_t len)
     return 0;
 }
 
+/* Appends a node token for each of o->node_names that has none, then reloads. */
+static int add_node_tokens(struct gs_server *s, const struct gs_server_opts *o, const char *path, struct gs_diags *d)
+{
+    bool added = false;
+    for (size_t i = 0; i < o->nnode_names; i++) {
+        if (gs_server_node_token(s, o->node_names[i])) continue;
+        char tok[64], line[512];
+        int err = random_token(tok, sizeof tok);
+        if (err) return err;
+        int n = snprintf(line, sizeof line, "%s,system:node:%s,system:nodes,,node\n", tok, o->node_names[i]);
+        int fd = open(path, O_RDWR | O_APPEND);
+        char last = '\n';
+        off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
+        if (end > 0 && pread(fd, &last, 1, end - 1) != 1) last = '\n';
+        bool ok = fd >= 0 && n > 0 && n < (int)sizeof line && (last == '\n' || write(fd, "\n", 1) == 1) &&
+                  write(fd, line, (size_t)n) == n && fsync(fd) == 0;
+        if (fd >= 0) close(fd);
+        if (!ok) return GS_EIO;
+        added = true;
+    }
+    if (!added) return 0;
+    gs_auth_free(&s->auth);
+    return gs_auth_load(path, &s->auth, d);
+}
+
 static int load_tokens(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
 {
     char path[4200];
@@ -79,6 +104,7 @@ static int load_tokens(struct gs_server *s, const struct gs_server_opts *o, stru
     }
     if (err == GS_ENOENT) gs_diags_add(d, path, "tokens file not found");
     s->has_auth = true;
+    if (!err && (err = add_node_tokens(s, o, path, d))) gs_diags_add(d, path, "cannot add the node tokens");
     if (err) return err;
     s->auth.qps = o->qps == 0 ? 2000 : o->qps;
     s->auth.burst = o->burst > 0 ? o->burst : s->auth.qps * 2;
@@ -89,6 +115,13 @@ const char *gs_server_admin_token(const struct gs_server *s)
 {
     for (size_t i = 0; s->has_auth && i < s->auth.n; i++)
         if (s->auth.v[i].role == GS_ROLE_ADMIN) return s->auth.v[i].token;
+    return NULL;
+}
+
+const char *gs_server_node_token(const struct gs_server *s, const char *name)
+{
+    for (size_t i = 0; s->has_auth && name && i < s->auth.n; i++)
+        if (s->auth.v[i].role == GS_ROLE_NODE && !strcmp(s->auth.v[i].node, name)) return s->auth.v[i].token;
     return NULL;
 }
 

@@ -7,7 +7,8 @@
  *   store.db (+ WAL)         the objects;
  *   ca.crt, server.crt/.key  HTTPS (unless insecure);
  *   tokens.csv               created with one admin token when absent and no
- *                            other tokens file is named;
+ *                            other tokens file is named; node tokens asked
+ *                            for in the options are appended to it;
  *   kubeconfig               rewritten on every start: server URL, CA data and
  *                            the first admin token, for kubectl and gpusched.
  * Stopping ends every watch, joins every thread and closes the store, so a
@@ -41,6 +42,10 @@ struct gs_server_opts {
      * the library's defaults with history weight 0.5. profile/evict/ctx are
      * the server's own and ignored here. */
     const struct gs_admission_opts *admission;
+    /* Nodes that get a node token (role node, user system:node:NAME) in the
+     * tokens file when it has none yet: what `up` gives its agents. */
+    const char *const *node_names;
+    size_t nnode_names;
 };
 
 struct gs_server;
@@ -54,6 +59,8 @@ int gs_server_port(const struct gs_server *s);
 const char *gs_server_url(const struct gs_server *s);
 /* The first admin token of the tokens file, or NULL (borrowed). */
 const char *gs_server_admin_token(const struct gs_server *s);
+/* The token of node name's principal (role node), or NULL (borrowed). */
+const char *gs_server_node_token(const struct gs_server *s, const char *name);
 /* <data_dir>/kubeconfig (borrowed). */
 const char *gs_server_kubeconfig(const struct gs_server *s);
 struct gs_store *gs_server_store(struct gs_server *s);

@@ -42,6 +42,8 @@ class Cluster(Stack):
         self.agent_ports = {n: free_port() for n in nodes}
 
     def server(self):
+        if not (self.data / "tokens.csv").exists():
+            self.node_tokens(*self.nodes)
         self.spawn("server", "server", "--data-dir", str(self.data), "--listen", f"127.0.0.1:{self.port}",
                    "--log-level", "warn", env=self.env)
         wait_for(lambda: (self.data / "kubeconfig").exists() and self._healthy(), 20, "the server")
@@ -50,7 +52,7 @@ class Cluster(Stack):
         return self.cli("get", "nodes", check=False, timeout=5).returncode == 0
 
     def agent(self, node):
-        self.spawn(f"agent-{node}", "agent", "--kubeconfig", self.kubeconfig, "--node-name", node, "--mock", self.mock,
+        self.spawn(f"agent-{node}", "agent", *self.agent_args(node), "--node-name", node, "--mock", self.mock,
                    "--state-dir", str(self.dir / "agents" / node), "--listen", f"127.0.0.1:{self.agent_ports[node]}",
                    "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "warn")
 
