@@ -131,6 +131,11 @@ static int resolve_priority(struct gs__req *r, json_t *obj)
     json_t *pc = NULL;
     int err = find_class(r, cls, &pc);
     if (err == GS_ENOENT && cls) return forbid(r, obj, "no PriorityClass with name %s was found%s", cls, "");
+    /* The system classes outrank every workload: only kube-system pods and admins get them. */
+    if (!err && cls && !strncmp(cls, "system-", 7) && r->who->role != GS_ROLE_ADMIN && strcmp(r->ns, "kube-system")) {
+        json_decref(pc);
+        return forbid(r, obj, "pods with %s priorityClass is not permitted in %s namespace", cls, r->ns);
+    }
     if (err) return gs__reply_err(r, err, name_of(obj)), err;
     long long value = pc ? json_integer_value(json_object_get(pc, "value")) : 0;
     const char *policy = pc && str(pc, "preemptionPolicy") ? str(pc, "preemptionPolicy") : "PreemptLowerPriority";

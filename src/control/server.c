@@ -305,6 +305,7 @@ int gs_server_port(const struct gs_server *s) { return gs_apiserver_port(s->api)
 const char *gs_server_url(const struct gs_server *s) { return s->url; }
 const char *gs_server_kubeconfig(const struct gs_server *s) { return s->kubeconfig; }
 struct gs_store *gs_server_store(struct gs_server *s) { return s->store; }
+struct gs_sched_loop *gs_server_sched_loop(struct gs_server *s) { return s->loop; }
 
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out)
 {

@@ -65,6 +65,9 @@ const char *gs_server_node_token(const struct gs_server *s, const char *name);
 const char *gs_server_kubeconfig(const struct gs_server *s);
 struct gs_store *gs_server_store(struct gs_server *s);
 
+struct gs_sched_loop;
+/* The in-server scheduler loop, NULL without one (borrowed). */
+struct gs_sched_loop *gs_server_sched_loop(struct gs_server *s);
 struct gs_sched_loop_stats;
 /* Scheduler counters (zeros when it does not run). */
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out);

@@ -202,7 +202,8 @@ static int try_cell(const char *token, const char *role, const struct gs_api_res
     char body[1024] = "";
     if (verb >= 3 && verb <= 5) body_for(res, verbs[verb], sub, t, role, body, sizeof body);
     const char *ctype = verb == 5 ? "application/merge-patch+json" : "application/json";
-    return http(token, methods[verb], path, ctype, body[0] ? body : NULL, msg, msglen);
+    if (verb == 2) msg[0] = 0; /* a watch: its status line only, the stream is not waited for */
+    return http(token, methods[verb], path, ctype, body[0] ? body : NULL, verb == 2 ? NULL : msg, msglen);
 }
 
 /* The in-scope and outside targets of a narrowed cell for role on res. */
