@@ -250,6 +250,7 @@ static int validate(json_t *obj, struct gs_diags *d)
 static enum MHD_Result reply_invalid(struct gs__req *r, const json_t *obj, const struct gs_diags *d)
 {
     const char *name = str(json_object_get(obj, "metadata"), "name");
+    if (!name) name = r->name; /* a patch names its object in the URL only */
     char msg[2048];
     int n = snprintf(msg, sizeof msg, "%s \"%s\" is invalid: ", r->res->kind, name ? name : "");
     struct gs__cause causes[32];
