@@ -327,8 +327,23 @@ static json_t *lease_row(const json_t *o, const char *name, const char *age)
     return json_pack("[s, s, s]", name, holder ? holder : "", age);
 }
 
+/* kubectl's PriorityClass columns. */
+static json_t *priorityclass_row(const json_t *o, const char *name, const char *age)
+{
+    const char *pp = json_string_value(json_object_get(o, "preemptionPolicy"));
+    return json_pack("[s, I, s, s, s]", name, (json_int_t)json_integer_value(json_object_get(o, "value")),
+                     json_is_true(json_object_get(o, "globalDefault")) ? "true" : "false", age,
+                     pp ? pp : "PreemptLowerPriority");
+}
+
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
+    if (which == 6)
+        return json_pack("[o,o,o,o,o]", col("Name", "string", "name", 0, "Name must be unique."),
+                         col("Value", "integer", "", 0, "The priority pods of this class get."),
+                         col("Global-Default", "boolean", "", 0, "Applied to pods naming no class."),
+                         col("Age", "string", "", 0, "Time since creation."),
+                         col("PreemptionPolicy", "string", "", 0, "Whether its pods may preempt others."));
     if (which == 3 || which == 4) return queue_columns(which == 3);
     if (which == 5)
         return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
@@ -369,6 +384,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
     int which = !strcmp(res->kind, "ClusterQueue") ? 3
                 : !strcmp(res->kind, "Queue")    ? 4
                 : !strcmp(res->kind, "Lease")    ? 5
+                : !strcmp(res->kind, "PriorityClass") ? 6
                 : res->group[0]                  ? 0
                 : !strcmp(res->plural, "pods")   ? 1
                 : !strcmp(res->plural, "nodes")  ? 2
@@ -385,6 +401,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                         : which == 3 ? cluster_queue_row(o, name ? name : "", age)
                         : which == 4 ? volcano_queue_row(o, name ? name : "", age)
                         : which == 5 ? lease_row(o, name ? name : "", age)
+                        : which == 6 ? priorityclass_row(o, name ? name : "", age)
                                      : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);
         json_t *ro = row_object(o, inc);
