@@ -267,10 +267,11 @@ static void pod_release(struct gs_sched_loop *l, struct entry *e)
     gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
     gs_adm_loop_pod_gone(l->adm, e->key); /* admission hook: quota released */
     if (e->state == P_QUEUED) gs_scheduler_delete_pod(l->scheds[e->sched], key);
-    else if (e->state == P_BOUND) {
-        if (gs_cache_remove_pod(l->cache, key) == 0) notify_all(l, GS_EV_POD_DELETED);
-        /* The driver that bound it still holds the pod object; it is freed next. */
-        gs_scheduler_delete_pod(l->scheds[e->sched], key);
+    else {
+        if (e->state == P_BOUND && gs_cache_remove_pod(l->cache, key) == 0) notify_all(l, GS_EV_POD_DELETED);
+        /* The driver that queued it (since bound, evicted or finished) may still hold
+         * the pod object, which is freed next: it must not keep the pointer. */
+        if (e->sched >= 0 && (size_t)e->sched < l->nsched) gs_scheduler_delete_pod(l->scheds[e->sched], key);
     }
 }
 
