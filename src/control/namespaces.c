@@ -182,9 +182,9 @@ static int terminating_one(const char *key, json_t *obj, void *arg)
 {
     (void)key;
     const char *phase = str(json_object_get(obj, "status"), "phase");
-    if (phase && !strcmp(phase, "Terminating"))
-        return add_name(arg, str(json_object_get(obj, "metadata"), "name") ? str(json_object_get(obj, "metadata"), "name")
-                                                                         : "");
+    const json_t *md = json_object_get(obj, "metadata");
+    if ((phase && !strcmp(phase, "Terminating")) || str(md, "deletionTimestamp"))
+        return add_name(arg, str(md, "name") ? str(md, "name") : "");
     return 0;
 }
 
