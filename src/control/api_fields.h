@@ -25,6 +25,11 @@ int gs__fields_create(struct gs__req *r, json_t *obj);
  * of next keep their stored values (what defaulting does in Kubernetes). */
 void gs__fields_update(const struct gs__req *r, const json_t *cur, json_t *next, struct gs_diags *d);
 
+/* The namespace cache of api_fields.c: seen Active in the last second? */
+bool gs__fields_ns_cached(struct gs__req *r, const char *ns);
+/* Records ns as Active (active) or drops it (being deleted). */
+void gs__fields_ns_note(struct gs__req *r, const char *ns, bool active);
+
 /*--- Namespaces (namespaces.c) ---*/
 
 /* Does r->ns exist and accept new objects? 0, or answered: 404 NotFound

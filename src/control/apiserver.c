@@ -665,5 +665,6 @@ void gs_apiserver_stop(struct gs_apiserver *s)
     gs_store_interrupt(s->store);
     MHD_stop_daemon(s->d);
     close(s->fd);
+    gs__fields_cache_free(atomic_load(&s->fields_cache));
     free(s);
 }

@@ -23,7 +23,11 @@ struct gs_apiserver {
     void *metrics_arg;
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
+    _Atomic(struct gs__fields_cache *) fields_cache; /* api_fields.c: namespaces and classes seen lately */
 };
+
+struct gs__fields_cache;
+void gs__fields_cache_free(struct gs__fields_cache *c);
 
 /* One request in flight. */
 struct gs__req {

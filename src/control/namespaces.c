@@ -85,6 +85,7 @@ int gs_namespaces_bootstrap(struct gs_store *st)
 
 int gs__namespace_admits(struct gs__req *r)
 {
+    if (gs__fields_ns_cached(r, r->ns)) return 0;
     char key[512];
     snprintf(key, sizeof key, "namespaces/%s", r->ns);
     json_t *ns = NULL;
@@ -105,6 +106,7 @@ int gs__namespace_admits(struct gs__req *r)
                          "it is being terminated", r->res->plural, r->ns);
         return GS_EPERM;
     }
+    gs__fields_ns_note(r, r->ns, true);
     return 0;
 }
 
@@ -138,6 +140,7 @@ enum MHD_Result gs__namespace_delete(struct gs__req *r)
     snprintf(key, sizeof key, "namespaces/%s", r->name);
     json_t *out = NULL;
     int err = gs_store_mutate(r->s->store, key, terminate_fn, NULL, &out, NULL);
+    gs__fields_ns_note(r, r->name, false); /* creates see Terminating from now on */
     if (err) {
         json_decref(out);
         return gs__reply_err(r, err, r->name);
