@@ -11,6 +11,8 @@
 #include "cli/signals.h"
 #include "core/log.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,7 +26,9 @@ static void usage(FILE *f)
                "Registers this node with the server, runs the pods bound to it as processes\n"
                "with the GPUs the scheduler chose, and serves their logs and GPU metrics.\n\n"
                "  --server URL          API server (else GPUSCHED_SERVER or the kubeconfig)\n"
-               "  --token TOKEN         bearer token (else GPUSCHED_TOKEN or the kubeconfig)\n"
+               "  --token-file FILE     the node's bearer token (else GPUSCHED_TOKEN in the\n"
+               "                        environment, else the kubeconfig); never on the command line,\n"
+               "                        where every process on the host (the pods too) can read it\n"
                "  --kubeconfig FILE     connection settings (default $KUBECONFIG, ./gpusched-data/kubeconfig)\n"
                "  --certificate-authority FILE   CA to verify the server with\n"
                "  --insecure-skip-tls-verify\n"
@@ -47,13 +51,37 @@ static void usage(FILE *f)
                "  --log-level LEVEL     debug|info|warn|error\n");
 }
 
-enum { O_SERVER = 256, O_TOKEN, O_KUBECONFIG, O_CA, O_INSECURE, O_NODE, O_MOCK, O_BACKEND, O_STATE, O_LISTEN,
-       O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG, O_TOKEN_FILE, O_POD_UID, O_POD_GID };
+enum { O_SERVER = 256, O_TOKEN, O_TOKEN_FILE, O_KUBECONFIG, O_CA, O_INSECURE, O_NODE, O_MOCK, O_BACKEND, O_STATE, O_LISTEN,
+       O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG, O_AGENT_TOKEN_FILE, O_POD_UID, O_POD_GID };
 
-static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods)
+/* The token in path (one line, surrounding blanks dropped) into buf. */
+static int read_token(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "gpusched agent: --token-file \"%s\": %s\n", path, strerror(errno));
+        return GS_EIO;
+    }
+    size_t n = fread(buf, 1, len - 1, f);
+    bool more = n == len - 1 && fgetc(f) != EOF;
+    fclose(f);
+    buf[n] = 0;
+    while (n && isspace((unsigned char)buf[n - 1])) buf[--n] = 0;
+    size_t skip = strspn(buf, " \t\r\n");
+    memmove(buf, buf + skip, n - skip + 1);
+    if (more || !*buf || strpbrk(buf, " \t\r\n")) {
+        fprintf(stderr, "gpusched agent: --token-file \"%s\": %s\n", path,
+                more ? "too long for a token" : !*buf ? "the file is empty" : "want one token on one line");
+        return GS_EINVAL;
+    }
+    return 0;
+}
+
+static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods, char *token, size_t token_len)
 {
     static const struct option opts[] = {
         {"server", required_argument, 0, O_SERVER},       {"token", required_argument, 0, O_TOKEN},
+        {"token-file", required_argument, 0, O_TOKEN_FILE},
         {"kubeconfig", required_argument, 0, O_KUBECONFIG}, {"certificate-authority", required_argument, 0, O_CA},
         {"insecure-skip-tls-verify", no_argument, 0, O_INSECURE}, {"node-name", required_argument, 0, O_NODE},
         {"mock", required_argument, 0, O_MOCK},           {"backend", required_argument, 0, O_BACKEND},
@@ -62,7 +90,7 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         {"grace-ms", required_argument, 0, O_GRACE},      {"metrics-interval-ms", required_argument, 0, O_METRICS},
         {"labels", required_argument, 0, O_LABELS},       {"kill-pods-on-exit", no_argument, 0, O_KILL},
         {"log-level", required_argument, 0, O_LOG},       {"help", no_argument, 0, 'h'},
-        {"agent-token-file", required_argument, 0, O_TOKEN_FILE}, {"pod-uid", required_argument, 0, O_POD_UID},
+        {"agent-token-file", required_argument, 0, O_AGENT_TOKEN_FILE}, {"pod-uid", required_argument, 0, O_POD_UID},
         {"pod-gid", required_argument, 0, O_POD_GID},
         {0, 0, 0, 0},
     };
@@ -72,7 +100,14 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case O_SERVER: o->conn.server = optarg; break;
-        case O_TOKEN: o->conn.token = optarg; break;
+        case O_TOKEN:
+            fprintf(stderr, "gpusched agent: --token: a token on the command line is readable by every process on "
+                            "the host (/proc/PID/cmdline); use --token-file FILE or GPUSCHED_TOKEN in the environment\n");
+            return 2;
+        case O_TOKEN_FILE:
+            if (read_token(optarg, token, token_len)) return 2;
+            o->conn.token = token;
+            break;
         case O_KUBECONFIG: o->conn.kubeconfig = optarg; break;
         case O_CA: o->conn.ca_file = optarg; break;
         case O_INSECURE: o->conn.insecure_skip_verify = true; break;
@@ -87,7 +122,7 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         case O_METRICS: o->metrics_interval_ns = atoll(optarg) * 1000000LL; break;
         case O_LABELS: o->extra_labels = optarg; break;
         case O_KILL: *kill_pods = true; break;
-        case O_TOKEN_FILE: {
+        case O_AGENT_TOKEN_FILE: {
             static char tok[128];
             int err = gs_secret_read(optarg, tok, sizeof tok);
             if (err) {
@@ -119,7 +154,8 @@ int gs_cmd_agent(int argc, char **argv)
 {
     struct gs_agent_opts o = {0};
     bool kill_pods = false;
-    int rc = parse(argc, argv, &o, &kill_pods);
+    static char token[4096]; /* --token-file's contents, for the whole run */
+    int rc = parse(argc, argv, &o, &kill_pods, token, sizeof token);
     if (rc >= 0) {
         if (rc == 2) usage(stderr);
         return rc;

@@ -48,7 +48,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpusched up [options]\n\n"
                "Runs the server and a local agent per node in one process. Prints the address\n"
-               "and an admin token and writes DATA/kubeconfig for kubectl and gpusched.\n\n"
+               "and an admin token and writes DATA/kubeconfig for kubectl and gpusched. Each\n"
+               "agent gets a node token of its own (added to the tokens file), never the admin one.\n\n"
                "  --data-dir DIR        state (default ./gpusched-data)\n"
                "  --listen ADDR:PORT    API address (default 127.0.0.1:6443)\n"
                "  --mock SPEC           mock GPUs instead of NVML; \"2x8xH100-80GB,nvlink=islands:4\"\n"
@@ -159,11 +160,14 @@ struct agents {
     int n;
     char names[MAX_NODES][64];
     char dirs[MAX_NODES][1100];
+    const char *name_ptrs[MAX_NODES];
+    int planned;
 };
 
-static int start_agents(struct up_opts *o, struct gs_server *s, struct agents *ag)
+/* The agents' node names, known before the server starts so that it can
+ * mint each a node token: an agent never holds the admin token. */
+static int plan_agents(struct up_opts *o, struct agents *ag, const char **spec_out)
 {
-    const char *data = o->srv.data_dir ? o->srv.data_dir : "gpusched-data";
     int nodes = 1;
     const char *spec = o->mock;
     if (spec && gs_agent_mock_nodes(o->mock, &nodes, &spec)) {
@@ -174,19 +178,35 @@ static int start_agents(struct up_opts *o, struct gs_server *s, struct agents *a
         fprintf(stderr, "gpusched up: NVML found no GPU; the local node has none (use --mock SPEC for mock GPUs)\n");
     if (nodes > MAX_NODES) nodes = MAX_NODES;
     for (int i = 0; i < nodes; i++) {
-        struct gs_agent_opts ao = {0};
         if (spec) snprintf(ag->names[i], sizeof ag->names[i], "%s-%d", o->node_prefix ? o->node_prefix : "gpu-node", i + 1);
         else {
             char host[64] = "localhost";
             gethostname(host, sizeof host - 1);
             snprintf(ag->names[i], sizeof ag->names[i], "%s", host);
         }
+        ag->name_ptrs[i] = ag->names[i];
+    }
+    ag->planned = nodes;
+    *spec_out = spec;
+    return 0;
+}
+
+static int start_agents(struct up_opts *o, struct gs_server *s, struct agents *ag, const char *spec)
+{
+    const char *data = o->srv.data_dir ? o->srv.data_dir : "gpusched-data";
+    for (int i = 0; i < ag->planned; i++) {
+        struct gs_agent_opts ao = {0};
         snprintf(ag->dirs[i], sizeof ag->dirs[i], "%s/agent/%s", data, ag->names[i]);
         ao.node_name = ag->names[i];
         ao.mock_spec = spec;
         ao.backend = spec ? "mock" : "auto";
         ao.state_dir = ag->dirs[i];
-        ao.conn.kubeconfig = gs_server_kubeconfig(s);
+        ao.conn.kubeconfig = gs_server_kubeconfig(s); /* server URL and CA; the token is the node's own */
+        ao.conn.token = gs_server_node_token(s, ag->names[i]);
+        if (!ao.conn.token && gs_server_admin_token(s)) {
+            fprintf(stderr, "gpusched up: agent %s: no node token in the tokens file\n", ag->names[i]);
+            return 1;
+        }
         ao.grace_ms = o->grace_ms;
         ao.pod_uid = o->pod_uid;
         ao.pod_gid = o->pod_gid;
@@ -240,17 +260,26 @@ int gs_cmd_up(int argc, char **argv)
     if (rc >= 0) return rc;
     sigset_t set;
     gs_cli_block_stop_signals(&set, NULL);
+    struct agents *ag = calloc(1, sizeof *ag);
+    const char *spec = NULL;
+    if (!ag) return 1;
+    if ((rc = plan_agents(&o, ag, &spec))) {
+        free(ag);
+        return rc;
+    }
+    o.srv.node_names = ag->name_ptrs;
+    o.srv.nnode_names = (size_t)ag->planned;
     struct gs_server *s = NULL;
     struct gs_diags d = {0};
     if (gs_server_start(&o.srv, &s, &d)) {
+        free(ag);
         for (size_t i = 0; i < d.n; i++) fprintf(stderr, "gpusched up: %s: %s\n", d.v[i].path, d.v[i].msg);
         if (!d.n) fprintf(stderr, "gpusched up: cannot start the server\n");
         gs_diags_free(&d);
         return 1;
     }
     gs_diags_free(&d);
-    struct agents *ag = calloc(1, sizeof *ag);
-    rc = ag ? start_agents(&o, s, ag) : 1;
+    rc = start_agents(&o, s, ag, spec);
     if (!rc) {
         wait_registered(ag);
         const char *tok = gs_server_admin_token(s);

@@ -351,6 +351,15 @@ static json_t *pdb_row(const json_t *o, const char *name, const char *age)
     return json_pack("[s, s, s, I, s]", name, v[0], v[1], (json_int_t)json_integer_value(allowed), age);
 }
 
+/* kubectl's PriorityClass columns. */
+static json_t *priorityclass_row(const json_t *o, const char *name, const char *age)
+{
+    const char *pp = json_string_value(json_object_get(o, "preemptionPolicy"));
+    return json_pack("[s, I, s, s, s]", name, (json_int_t)json_integer_value(json_object_get(o, "value")),
+                     json_is_true(json_object_get(o, "globalDefault")) ? "true" : "false", age,
+                     pp ? pp : "PreemptLowerPriority");
+}
+
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
     if (which == 6) return gs_event_table_columns();
@@ -361,6 +370,12 @@ static json_t *columns(const struct gs_api_resource *res, int which)
                          col("Allowed Disruptions", "integer", "", 0, "status.disruptionsAllowed (as of the last "
                              "eviction)."),
                          col("Age", "string", "", 0, "Time since creation."));
+    if (which == 8)
+        return json_pack("[o,o,o,o,o]", col("Name", "string", "name", 0, "Name must be unique."),
+                         col("Value", "integer", "", 0, "The priority pods of this class get."),
+                         col("Global-Default", "boolean", "", 0, "Applied to pods naming no class."),
+                         col("Age", "string", "", 0, "Time since creation."),
+                         col("PreemptionPolicy", "string", "", 0, "Whether its pods may preempt others."));
     if (which == 3 || which == 4) return queue_columns(which == 3);
     if (which == 5)
         return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
@@ -403,6 +418,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                 : !strcmp(res->kind, "Queue")    ? 4
                 : !strcmp(res->kind, "Lease")    ? 5
                 : !strcmp(res->kind, "PodDisruptionBudget") ? 7
+                : !strcmp(res->kind, "PriorityClass") ? 8
                 : res->group[0]                  ? 0
                 : !strcmp(res->plural, "pods")   ? 1
                 : !strcmp(res->plural, "nodes")  ? 2
@@ -421,6 +437,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                         : which == 4 ? volcano_queue_row(o, name ? name : "", age)
                         : which == 5 ? lease_row(o, name ? name : "", age)
                         : which == 7 ? pdb_row(o, name ? name : "", age)
+                        : which == 8 ? priorityclass_row(o, name ? name : "", age)
                                      : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);
         json_t *ro = row_object(o, inc);

@@ -10,6 +10,7 @@
  * committed. A resourceVersion given by the client makes the write
  * conditional: a different stored version is 409 Conflict.
  */
+#include "control/api_fields.h"
 #include "control/apiserver_int.h"
 
 #include "control/events.h" /* events.k8s.io view */
@@ -309,6 +310,7 @@ static int validate(json_t *obj, const json_t *old, struct gs_diags *d)
 static enum MHD_Result reply_invalid(struct gs__req *r, const json_t *obj, const struct gs_diags *d)
 {
     const char *name = str(json_object_get(obj, "metadata"), "name");
+    if (!name) name = r->name; /* a patch names its object in the URL only */
     char msg[2048];
     int n = snprintf(msg, sizeof msg, "%s \"%s\" is invalid: ", r->res->kind, name ? name : "");
     struct gs__cause causes[32];
@@ -360,6 +362,10 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     }
     bool generated = !str(meta_of(obj), "name") && str(meta_of(obj), "generateName");
     generate_name(meta_of(obj));
+    if (gs__fields_create(r, obj)) { /* who may set which field; namespace; priority (api_fields.c) */
+        json_decref(obj);
+        return MHD_YES;
+    }
     int err = gs_apiserver_prepare_new(obj);
     json_object_del(meta_of(obj), "deletionGracePeriodSeconds");
     gs_admit_default_tolerations(&r->s->admit_defaults, obj); /* DefaultTolerationSeconds (admit_defaults.c) */
@@ -368,11 +374,6 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
         goto out;
     }
     const char *name = str(meta_of(obj), "name");
-    if (r->if_named && (!name || strcmp(name, r->who->node))) {
-        ret = gs__reply_status(r, 403, NULL, name, "%s \"%s\" is forbidden: User \"%s\" may only create the one "
-                               "named after its node", r->res->plural, name ? name : "", r->who->user);
-        goto out;
-    }
     char key[1024];
     if (!err && gs_api_key(r->res, r->ns, name, key, sizeof key) < 0) err = GS_EINVAL;
     char *text = NULL; /* the stored text is the reply */
@@ -475,6 +476,7 @@ static int write_fn(json_t *cur, json_t **out, void *arg)
     if (w->expect && gs_store_obj_rv(cur) != w->expect) return GS_ECONFLICT;
     json_t *next = next_object(w, cur);
     if (!next) return GS_ENOMEM;
+    gs__fields_update(w->r, cur, next, &w->d); /* who may change which field (api_fields.c) */
     if (json_equal(next, cur)) {
         json_decref(next);
         return GS_STORE_UNCHANGED;
@@ -558,6 +560,7 @@ enum MHD_Result gs__handle_update(struct gs__req *r)
     if (gs_event_res_is_v1(r->res))
         return gs__reply_status(r, 405, NULL, r->name, "events.k8s.io/v1 Events are not updated in place: update "
                                 "the same Event as v1 (/api/v1/namespaces/%s/events/%s)", r->ns, r->name);
+    if (gs__fields_node_event_write(r)) return MHD_YES;
     json_t *obj = parse_body(r);
     if (!obj) return MHD_YES;
     if (check_identity(r, obj) || gs__check_fields(r, obj, false)) {
@@ -586,6 +589,7 @@ enum MHD_Result gs__handle_patch(struct gs__req *r)
     else
         return gs__reply_status(r, 415, NULL, r->name, "patch type \"%s\" not supported (use merge-patch or "
                                 "strategic-merge-patch)", ct ? ct : "");
+    if (gs__fields_node_event_write(r)) return MHD_YES;
     json_t *patch = parse_body(r);
     if (!patch) return MHD_YES;
     if (gs__check_fields(r, patch, true)) {
@@ -856,6 +860,7 @@ int gs__delete_object(struct gs__req *r, const json_t *opts, json_t **out_obj)
 
 enum MHD_Result gs__handle_delete(struct gs__req *r)
 {
+    if (!r->res->group[0] && !strcmp(r->res->plural, "namespaces")) return gs__namespace_delete(r); /* namespaces.c */
     json_t *opts = NULL, *out = NULL;
     if (gs__delete_options(r, r->body, r->len, gs__header(r, "Content-Type"), &opts)) return MHD_YES;
     int err = gs__delete_object(r, opts, &out);

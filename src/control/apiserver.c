@@ -843,5 +843,6 @@ void gs_apiserver_stop(struct gs_apiserver *s)
     MHD_stop_daemon(s->d);
     close(s->fd);
     gs_netguard_free(s->guard);
+    gs__fields_cache_free(atomic_load(&s->fields_cache));
     free(s);
 }

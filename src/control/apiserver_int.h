@@ -29,7 +29,11 @@ struct gs_apiserver {
     char agent_token[128];        /* sent to agents by the log proxy; "" none */
     struct gs_netguard *guard;    /* connection limits and pre-auth rate limit (netguard.c) */
     struct gs_admit_defaults admit_defaults; /* default tolerations at pod create (admit_defaults.c) */
+    _Atomic(struct gs__fields_cache *) fields_cache; /* api_fields.c: namespaces and classes seen lately */
 };
+
+struct gs__fields_cache;
+void gs__fields_cache_free(struct gs__fields_cache *c);
 
 enum gs__field_validation { GS_FV_WARN = 0, GS_FV_STRICT, GS_FV_IGNORE };
 

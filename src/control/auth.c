@@ -199,9 +199,68 @@ bool gs_auth_sees_namespace(const struct gs_principal *p, const char *ns)
     return false;
 }
 
-static bool is_read(const char *verb)
+/*
+ * The authorization table. One row per resource and subresource; per role a
+ * letter per verb, in the order of GS_AUTH_VERBS: A allowed, N narrowed (see
+ * narrow() below), D denied, '-' not served for that verb. The same table is
+ * printed in docs/CONTROL_PLANE.md ("Authorization table"), and test_auth_table
+ * checks the two agree and walks every cell against a running server.
+ */
+static const struct gs_auth_rule rules[] = {
+    /* resource                 sub        admin      tenant     node */
+    {"pods",                   "",        "AAAAAAA", "NNNNNNN", "NNNDDDN"},
+    {"pods",                   "status",  "A---AA-", "N---DD-", "N---NN-"},
+    {"pods",                   "binding", "---A---", "---D---", "---D---"},
+    {"pods",                   "log",     "A------", "N------", "N------"},
+    {"pods",                   "explain", "A------", "N------", "D------"},
+    {"pods",                   "eviction","---A---", "---N---", "---D---"},
+    {"nodes",                  "",        "AAAAAAA", "AAADDDD", "AAANNND"},
+    {"nodes",                  "status",  "A---AA-", "A---DD-", "A---NN-"},
+    {"namespaces",             "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"events",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND"},
+    {"podgroups",              "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
+    {"podgroups",              "status",  "A---AA-", "N---DD-", "A---DD-"},
+    {"queues",                 "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"queues",                 "status",  "A---AA-", "A---DD-", "A---DD-"},
+    {"clusterqueues",          "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"clusterqueues",          "status",  "A---AA-", "A---DD-", "A---DD-"},
+    {"localqueues",            "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
+    {"localqueues",            "status",  "A---AA-", "N---DD-", "A---DD-"},
+    {"resourceflavors",        "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"noderesourcetopologies", "",        "AAAAAAA", "AAADDDD", "AAANNND"},
+    {"clusterpolicies",        "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"clusterpolicies",        "status",  "A---AA-", "A---DD-", "A---DD-"},
+    {"resourceclaims",         "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
+    {"resourceclaims",         "status",  "A---AA-", "N---DD-", "A---DD-"},
+    {"deviceclasses",          "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"resourceslices",         "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"leases",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND"},
+    {"priorityclasses",        "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
+    {"poddisruptionbudgets",   "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
+    {"poddisruptionbudgets",   "status",  "A---AA-", "N---DD-", "A---DD-"},
+};
+#define NRULES (sizeof rules / sizeof rules[0])
+
+const struct gs_auth_rule *gs_auth_table(size_t *n)
 {
-    return !strcmp(verb, "get") || !strcmp(verb, "list") || !strcmp(verb, "watch");
+    *n = NRULES;
+    return rules;
+}
+
+static const char *const verbs[] = {"get", "list", "watch", "create", "update", "patch", "delete"};
+
+int gs_auth_verb_index(const char *verb)
+{
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(verbs[i], verb)) return i;
+    return -1;
+}
+
+const struct gs_auth_rule *gs_auth_rule_find(const char *resource, const char *sub)
+{
+    for (size_t i = 0; i < NRULES; i++)
+        if (!strcmp(rules[i].resource, resource) && !strcmp(rules[i].sub, sub)) return &rules[i];
+    return NULL;
 }
 
 static enum gs_authz deny(const char **why, const char *text)
@@ -210,58 +269,67 @@ static enum gs_authz deny(const char **why, const char *text)
     return GS_AUTHZ_DENY;
 }
 
-static enum gs_authz tenant_rule(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
+/* Why a D cell refuses, in words the caller can act on. */
+static enum gs_authz denied(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
 {
-    if (!r->res->namespaced)
-        return is_read(r->verb) ? GS_AUTHZ_ALLOW : deny(why, "tenants may only read cluster-scoped resources");
-    if (!strcmp(r->subresource, "binding")) return deny(why, "only the scheduler binds pods");
-    if (!r->ns) /* all-namespaces lists are narrowed to the tenant's namespaces */
+    const char *sub = r->subresource;
+    if (!strcmp(sub, "binding")) return deny(why, "only the scheduler binds pods");
+    if (!strcmp(sub, "status"))
+        return deny(why, !strcmp(r->res->plural, "pods") ? "a pod's status is written only by its node and the scheduler"
+                                                         : "this status is written only by the control plane");
+    if (p->role == GS_ROLE_TENANT)
+        return deny(why, !r->res->namespaced ? "tenants may only read cluster-scoped resources"
+                                             : "not allowed for tenants");
+    if (!strcmp(r->res->plural, "pods"))
+        return deny(why, !strcmp(r->verb, "create") ? "nodes may not create pods" : "nodes may only write a pod's status");
+    if (!strcmp(r->verb, "delete")) return deny(why, "nodes may not delete this resource");
+    if (!strcmp(r->res->plural, "events")) return deny(why, "nodes may not delete events");
+    return deny(why, "nodes may not write this resource");
+}
+
+/* N for a tenant: its namespaces; lists and watches across namespaces are
+ * narrowed to them by the handler. */
+static enum gs_authz tenant_narrow(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
+{
+    if (!r->ns)
         return !strcmp(r->verb, "list") || !strcmp(r->verb, "watch") ? GS_AUTHZ_ALLOW
                                                                       : deny(why, "a namespace is required");
     return gs_auth_sees_namespace(p, r->ns) ? GS_AUTHZ_ALLOW : deny(why, "namespace not allowed for this user");
 }
 
-static enum gs_authz node_rule(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
+/* N for a node: what belongs to it. Pods: those bound to it (the handler
+ * checks the stored object). Its Node, its NodeResourceTopology, its Lease
+ * (in kube-node-lease): by name; a create is checked against the name in the
+ * body. Events: a create about its Node or a pod bound to it (checked
+ * against the body, api_fields.c). */
+static enum gs_authz node_narrow(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
 {
     const char *res = r->res->plural;
-    bool core = !r->res->group[0];
-    if (core && !strcmp(res, "nodes")) {
-        if (is_read(r->verb)) return GS_AUTHZ_ALLOW;
-        if (!strcmp(r->verb, "delete")) return deny(why, "nodes may not delete Node objects");
-        if (r->name && !strcmp(r->name, p->node)) return GS_AUTHZ_ALLOW;
-        return deny(why, "a node may only write its own Node object");
-    }
-    if (core && !strcmp(res, "pods")) {
-        if (!strcmp(r->subresource, "binding")) return deny(why, "nodes may not bind pods");
-        if (!strcmp(r->verb, "create")) return deny(why, "nodes may not create pods");
-        if (!r->name) return is_read(r->verb) ? GS_AUTHZ_IF_BOUND : deny(why, "not allowed on pod collections");
-        if (!strcmp(r->verb, "update") || !strcmp(r->verb, "patch"))
-            return !strcmp(r->subresource, "status") ? GS_AUTHZ_IF_BOUND
-                                                     : deny(why, "nodes may only write a pod's status");
-        return GS_AUTHZ_IF_BOUND;
-    }
-    if (core && !strcmp(res, "events")) return GS_AUTHZ_ALLOW;
-    if (!strcmp(r->res->group, "coordination.k8s.io") && !strcmp(res, "leases") && !is_read(r->verb)) {
-        /* The node heartbeat: its own Lease, in the node lease namespace. */
-        if (!r->ns || strcmp(r->ns, GS_NODE_LEASE_NS))
-            return deny(why, "a node may only write its lease in the namespace " GS_NODE_LEASE_NS);
-        if (!strcmp(r->verb, "delete")) return deny(why, "nodes may not delete leases");
-        if (!strcmp(r->verb, "create")) return GS_AUTHZ_IF_NAMED; /* the name is in the body */
-        if (r->name && !strcmp(r->name, p->node)) return GS_AUTHZ_ALLOW;
-        return deny(why, "a node may only write its own lease");
-    }
-    if (is_read(r->verb)) return GS_AUTHZ_ALLOW;
-    return deny(why, "nodes may not write this resource");
+    if (!strcmp(res, "pods")) return GS_AUTHZ_IF_BOUND;
+    if (!strcmp(res, "events")) return GS_AUTHZ_IF_NAMED;
+    if (!strcmp(res, "leases") && (!r->ns || strcmp(r->ns, GS_NODE_LEASE_NS)))
+        return deny(why, "a node may only write its lease in the namespace " GS_NODE_LEASE_NS);
+    if (!strcmp(r->verb, "create")) return GS_AUTHZ_IF_NAMED; /* the name is in the body */
+    if (r->name && !strcmp(r->name, p->node)) return GS_AUTHZ_ALLOW;
+    return deny(why, !strcmp(res, "nodes") ? "a node may only write its own Node object"
+                     : !strcmp(res, "leases") ? "a node may only write its own lease"
+                                              : "a node may only write the object named after it");
 }
 
 enum gs_authz gs_authorize(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
 {
     *why = "";
     if (!p) return deny(why, "no user");
-    switch (p->role) {
-    case GS_ROLE_ADMIN: return GS_AUTHZ_ALLOW;
-    case GS_ROLE_TENANT: return tenant_rule(p, r, why);
-    case GS_ROLE_NODE: return node_rule(p, r, why);
+    const struct gs_auth_rule *row = gs_auth_rule_find(r->res->plural, r->subresource);
+    int v = gs_auth_verb_index(r->verb);
+    if (v < 0) return deny(why, "unknown verb");
+    if (!row) /* no such subresource: the handler answers 404 to whoever may reach the resource */
+        return p->role == GS_ROLE_ADMIN ? GS_AUTHZ_ALLOW : deny(why, "not in the authorization table");
+    const char *cells = p->role == GS_ROLE_ADMIN ? row->admin : p->role == GS_ROLE_TENANT ? row->tenant : row->node;
+    switch (cells[v]) {
+    case 'A': return GS_AUTHZ_ALLOW;
+    case 'N': return p->role == GS_ROLE_TENANT ? tenant_narrow(p, r, why) : node_narrow(p, r, why);
+    case '-': return deny(why, "this verb is not served here");
+    default: return denied(p, r, why);
     }
-    return deny(why, "unknown role");
 }

@@ -10,15 +10,16 @@
  *
  * groups and namespaces are ';'-separated; '#' starts a comment line. Roles:
  *  - admin: everything;
- *  - tenant: every verb on namespaced resources in its namespaces (lists
- *    across namespaces are narrowed to them), read-only on cluster-scoped
- *    resources, and never pods/binding (placing pods is the scheduler's job);
- *  - node: its own Node (named by the user, "system:node:" prefix optional)
- *    and its status, read on other nodes, the pods bound to it (read,
- *    status, delete), events, its own Lease in kube-node-lease (the
- *    heartbeat); never binding and never creating pods.
- * The node rule on pods depends on the stored object, so the check answers
- * GS_AUTHZ_IF_BOUND and the API server finishes it with the object in hand.
+ *  - tenant: namespaced resources in its namespaces (lists across
+ *    namespaces are narrowed to them), read-only on cluster-scoped
+ *    resources, never pods/binding nor a status subresource;
+ *  - node: its own Node (it registers it) and its status, its own
+ *    NodeResourceTopology and Lease, the pods bound to it (read, status,
+ *    delete), events about itself and its pods; reads the rest.
+ * Every decision comes from one table (gs_auth_table), one row per resource
+ * and subresource, printed in docs/CONTROL_PLANE.md. Narrowed cells that
+ * depend on the stored object or the body answer GS_AUTHZ_IF_BOUND or
+ * GS_AUTHZ_IF_NAMED and the API server finishes the check.
  *
  * Rate limit: one token bucket per principal (qps, burst), checked per request.
  */
@@ -80,8 +81,25 @@ struct gs_authz_req {
 
 /* The decision; *why (static text) says what was refused. GS_AUTHZ_IF_BOUND:
  * allowed only when the object's spec.nodeName is p->node. GS_AUTHZ_IF_NAMED:
- * a create allowed only when the new object's name is p->node (its Lease). */
+ * a create allowed only when the new object belongs to p->node: named after
+ * it (Node, Lease, NodeResourceTopology), or an Event about it or its pods. */
 enum gs_authz gs_authorize(const struct gs_principal *p, const struct gs_authz_req *r, const char **why);
+/* One row of the authorization table: per role one letter per verb, in the
+ * order of GS_AUTH_VERBS: 'A' allowed, 'N' narrowed (tenant: its namespaces;
+ * node: what belongs to it), 'D' denied (403), '-' not served. */
+#define GS_AUTH_VERBS "get list watch create update patch delete"
+struct gs_auth_rule {
+    const char *resource; /* plural */
+    const char *sub;      /* "" or the subresource */
+    const char *admin, *tenant, *node;
+};
+/* The whole table (static); *n gets the row count. */
+const struct gs_auth_rule *gs_auth_table(size_t *n);
+/* The row of resource/sub, or NULL. */
+const struct gs_auth_rule *gs_auth_rule_find(const char *resource, const char *sub);
+/* 0..6 in GS_AUTH_VERBS order, -1 for another word. */
+int gs_auth_verb_index(const char *verb);
+
 /* May p see an object in namespace ns (list/watch narrowing)? */
 bool gs_auth_sees_namespace(const struct gs_principal *p, const char *ns);
 

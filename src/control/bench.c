@@ -84,6 +84,11 @@ static struct gs_server *start(const struct bopts *b, char *dir, size_t len, boo
     struct gs_diags d = {0};
     gs_server_start(&o, &s, &d);
     gs_diags_free(&d);
+    /* Pods are created only in an existing namespace. */
+    json_t *ns = s ? json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata", "name", "bench")
+                   : NULL;
+    if (ns && !gs_apiserver_prepare_new(ns)) gs_store_create(gs_server_store(s), "namespaces/bench", ns, NULL);
+    json_decref(ns);
     return s;
 }
 

@@ -31,6 +31,7 @@ static const struct gs_api_resource table[] = {
     /* The same stored Events as core v1's (id "events"), served converted (events.h). */
     {"events.k8s.io", "v1", "events", "event", "Event", "ev", true, false, "events"},
     RES("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb", true, true),
+    RES("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", "pc", false, false),
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

@@ -68,6 +68,8 @@ struct explain_req {
     char *text;
     int err;
     bool done;
+    void (*fn)(struct gs_cache *c, void *arg); /* gs_sched_loop_inspect instead of an explain */
+    void *arg;
 };
 
 struct gs_sched_loop {
@@ -268,7 +270,12 @@ static void pod_release(struct gs_sched_loop *l, struct entry *e)
     gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
     gs_adm_loop_pod_gone(l->adm, e->key); /* admission hook: quota released */
     if (e->state == P_QUEUED) gs_scheduler_delete_pod(l->scheds[e->sched], key);
-    else if (e->state == P_BOUND && gs_cache_remove_pod(l->cache, key) == 0) notify_all(l, GS_EV_POD_DELETED);
+    else {
+        if (e->state == P_BOUND && gs_cache_remove_pod(l->cache, key) == 0) notify_all(l, GS_EV_POD_DELETED);
+        /* The driver that queued it (since bound, evicted or finished) may still hold
+         * the pod object, which is freed next: it must not keep the pointer. */
+        if (e->sched >= 0 && (size_t)e->sched < l->nsched) gs_scheduler_delete_pod(l->scheds[e->sched], key);
+    }
 }
 
 /* Where a freshly decoded pod goes. */
@@ -1002,10 +1009,11 @@ static void serve_explain(struct gs_sched_loop *l)
     l->req = NULL;
     pthread_mutex_unlock(&l->mu);
     if (!q) return;
+    if (q->fn) q->fn(l->cache, q->arg); /* gs_sched_loop_inspect */
     size_t len = 0;
     char *text = NULL;
-    FILE *f = open_memstream(&text, &len);
-    int err = f ? explain_text(l, q->ns, q->name, f) : GS_ENOMEM;
+    FILE *f = q->fn ? NULL : open_memstream(&text, &len);
+    int err = q->fn ? 0 : f ? explain_text(l, q->ns, q->name, f) : GS_ENOMEM;
     if (f) fclose(f);
     pthread_mutex_lock(&l->mu);
     q->err = err;
@@ -1016,23 +1024,38 @@ static void serve_explain(struct gs_sched_loop *l)
     pthread_mutex_unlock(&l->mu);
 }
 
+static int ask(struct gs_sched_loop *l, struct explain_req *req);
+
 int gs_sched_loop_explain(struct gs_sched_loop *l, const char *ns, const char *name, char **text)
 {
     *text = NULL;
-    struct explain_req q = {ns, name, NULL, 0, false};
+    struct explain_req q = {ns, name, NULL, 0, false, NULL, NULL};
+    int err = ask(l, &q);
+    if (!q.done) return err;
+    *text = q.text;
+    return q.err;
+}
+
+int gs_sched_loop_inspect(struct gs_sched_loop *l, void (*fn)(struct gs_cache *c, void *arg), void *arg)
+{
+    struct explain_req q = {NULL, NULL, NULL, 0, false, fn, arg};
+    return ask(l, &q);
+}
+
+/* Hands q to the loop thread and waits for its answer. */
+static int ask(struct gs_sched_loop *l, struct explain_req *q)
+{
     pthread_mutex_lock(&l->mu);
     while (l->req && !atomic_load(&l->stop)) pthread_cond_wait(&l->cv, &l->mu); /* one at a time */
     if (atomic_load(&l->stop)) {
         pthread_mutex_unlock(&l->mu);
         return GS_ESTATE;
     }
-    l->req = &q;
-    while (!q.done && !atomic_load(&l->stop)) pthread_cond_wait(&l->cv, &l->mu);
-    if (!q.done) l->req = NULL;
+    l->req = q;
+    while (!q->done && !atomic_load(&l->stop)) pthread_cond_wait(&l->cv, &l->mu);
+    if (!q->done) l->req = NULL;
     pthread_mutex_unlock(&l->mu);
-    if (!q.done) return GS_ESTATE;
-    *text = q.text;
-    return q.err;
+    return q->done ? q->err : GS_ESTATE;
 }
 
 /* Applies what the stream has (waiting up to wait_ms for the first event). false: must reload. */

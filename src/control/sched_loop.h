@@ -76,6 +76,11 @@ void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *ou
  * *text (free it), GS_ENOENT when the loop does not know the pod, GS_ESTATE
  * when the loop is stopping. */
 int gs_sched_loop_explain(struct gs_sched_loop *l, const char *ns, const char *name, char **text);
+/* Runs fn(cache, arg) on the loop thread between rounds, as explain does:
+ * what the tests use to hold the cache's accounting against the store.
+ * GS_ESTATE when the loop stopped. */
+struct gs_cache;
+int gs_sched_loop_inspect(struct gs_sched_loop *l, void (*fn)(struct gs_cache *c, void *arg), void *arg);
 
 /* "GPU-a,GPU-b" (":<milli>" appended for shares) for the GPUs of mask on node;
  * GPUs without a uuid are named by index. Returns the length (snprintf). */

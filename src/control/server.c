@@ -13,6 +13,7 @@
 #include "control/sched_loop.h"
 #include "control/secret.h"
 #include "control/nodelifecycle.h" /* node lifecycle hook */
+#include "control/namespaces.h"    /* built-in namespaces, namespace controller */
 #include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
 #include "govern/operator.h"
 #include "control/tls.h"
@@ -40,6 +41,7 @@ struct gs_server {
     bool has_cfg;
     struct gs_sched_loop *loop;
     struct gs_nodelc *nodelc; /* node lifecycle hook */
+    struct gs_nsctl *nsctl;   /* namespace controller */
     struct gs_operator *op;   /* GPU stack operator hook */
     struct gs_hist cycle_hist; /* scheduling cycle latency for /metrics */
     struct gs_apiserver *api;
@@ -67,6 +69,31 @@ static int random_token(char *buf, size_t len)
     return 0;
 }
 
+/* Appends a node token for each of o->node_names that has none, then reloads. */
+static int add_node_tokens(struct gs_server *s, const struct gs_server_opts *o, const char *path, struct gs_diags *d)
+{
+    bool added = false;
+    for (size_t i = 0; i < o->nnode_names; i++) {
+        if (gs_server_node_token(s, o->node_names[i])) continue;
+        char tok[64], line[512];
+        int err = random_token(tok, sizeof tok);
+        if (err) return err;
+        int n = snprintf(line, sizeof line, "%s,system:node:%s,system:nodes,,node\n", tok, o->node_names[i]);
+        int fd = open(path, O_RDWR | O_APPEND);
+        char last = '\n';
+        off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
+        if (end > 0 && pread(fd, &last, 1, end - 1) != 1) last = '\n';
+        bool ok = fd >= 0 && n > 0 && n < (int)sizeof line && (last == '\n' || write(fd, "\n", 1) == 1) &&
+                  write(fd, line, (size_t)n) == n && fsync(fd) == 0;
+        if (fd >= 0) close(fd);
+        if (!ok) return GS_EIO;
+        added = true;
+    }
+    if (!added) return 0;
+    gs_auth_free(&s->auth);
+    return gs_auth_load(path, &s->auth, d);
+}
+
 static int load_tokens(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
 {
     char path[4200];
@@ -83,6 +110,7 @@ static int load_tokens(struct gs_server *s, const struct gs_server_opts *o, stru
     }
     if (err == GS_ENOENT) gs_diags_add(d, path, "tokens file not found");
     s->has_auth = true;
+    if (!err && (err = add_node_tokens(s, o, path, d))) gs_diags_add(d, path, "cannot add the node tokens");
     if (err) return err;
     s->auth.qps = o->qps == 0 ? 2000 : o->qps;
     s->auth.burst = o->burst > 0 ? o->burst : s->auth.qps * 2;
@@ -93,6 +121,13 @@ const char *gs_server_admin_token(const struct gs_server *s)
 {
     for (size_t i = 0; s->has_auth && i < s->auth.n; i++)
         if (s->auth.v[i].role == GS_ROLE_ADMIN) return s->auth.v[i].token;
+    return NULL;
+}
+
+const char *gs_server_node_token(const struct gs_server *s, const char *name)
+{
+    for (size_t i = 0; s->has_auth && name && i < s->auth.n; i++)
+        if (s->auth.v[i].role == GS_ROLE_NODE && !strcmp(s->auth.v[i].node, name)) return s->auth.v[i].token;
     return NULL;
 }
 
@@ -232,6 +267,12 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         if (d->n == nd) gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
         return err;
     }
+    if ((err = gs_namespaces_bootstrap(s->store))) {
+        gs_diags_add(d, s->dir, "cannot create the built-in namespaces: %s", gs_strerror(err));
+        return err;
+    }
+    struct gs_nsctl_opts nso = {.store = s->store};
+    if ((err = gs_nsctl_start(&nso, &s->nsctl))) return err;
     if (!o->no_auth && (err = load_tokens(s, o, d))) return err;
     if (!o->insecure) {
         if ((err = gs_tls_ensure(s->dir, NULL, 0, &s->tls))) {
@@ -308,6 +349,7 @@ void gs_server_stop(struct gs_server *s)
     gs_apiserver_stop(s->api);
     gs_operator_stop(s->op);   /* GPU stack operator hook */
     gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
+    gs_nsctl_stop(s->nsctl);
     gs_sched_loop_stop(s->loop);
     gs_recorder_free(s->events); /* writes what its producers queued */
     gs_store_close(s->store);
@@ -325,6 +367,7 @@ const char *gs_server_kubeconfig(const struct gs_server *s) { return s->kubeconf
 const char *gs_server_agent_token(const struct gs_server *s) { return s->agent_token; }
 struct gs_store *gs_server_store(struct gs_server *s) { return s->store; }
 struct gs_recorder *gs_server_events(struct gs_server *s) { return s->events; }
+struct gs_sched_loop *gs_server_sched_loop(struct gs_server *s) { return s->loop; }
 
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out)
 {

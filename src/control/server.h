@@ -7,7 +7,8 @@
  *   store.db (+ WAL)         the objects;
  *   ca.crt, server.crt/.key  HTTPS (unless insecure);
  *   tokens.csv               created with one admin token when absent and no
- *                            other tokens file is named;
+ *                            other tokens file is named; node tokens asked
+ *                            for in the options are appended to it;
  *   kubeconfig               rewritten on every start: server URL, CA data and
  *                            the first admin token, for kubectl and gpusched.
  * Stopping ends every watch, joins every thread and closes the store, so a
@@ -54,6 +55,10 @@ struct gs_server_opts {
      * lost (0: 5 minutes). */
     const struct gs_admit_defaults *admit_defaults;
     double node_lost_timeout_s;
+    /* Nodes that get a node token (role node, user system:node:NAME) in the
+     * tokens file when it has none yet: what `up` gives its agents. */
+    const char *const *node_names;
+    size_t nnode_names;
 };
 
 struct gs_server;
@@ -69,6 +74,8 @@ const char *gs_server_url(const struct gs_server *s);
 const char *gs_server_admin_token(const struct gs_server *s);
 /* The token the log proxy presents to agents (borrowed); "" with --no-auth. */
 const char *gs_server_agent_token(const struct gs_server *s);
+/* The token of node name's principal (role node), or NULL (borrowed). */
+const char *gs_server_node_token(const struct gs_server *s, const char *name);
 /* <data_dir>/kubeconfig (borrowed). */
 const char *gs_server_kubeconfig(const struct gs_server *s);
 struct gs_store *gs_server_store(struct gs_server *s);
@@ -77,6 +84,9 @@ struct gs_recorder;
 /* The server's Event recorder (events.h; borrowed), for embedded producers. */
 struct gs_recorder *gs_server_events(struct gs_server *s);
 
+struct gs_sched_loop;
+/* The in-server scheduler loop, NULL without one (borrowed). */
+struct gs_sched_loop *gs_server_sched_loop(struct gs_server *s);
 struct gs_sched_loop_stats;
 /* Scheduler counters (zeros when it does not run). */
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out);

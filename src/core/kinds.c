@@ -12,6 +12,12 @@
  * ResourceList and `limit` stands for `capability`. The guarantee we keep is
  * `deserved` when given (what the queue is entitled to), else guarantee.
  *
+ * PriorityClass (scheduling.k8s.io/v1) has no spec: value (at most one
+ * billion, Kubernetes' highest user-definable priority; the built-in
+ * "system-" classes go above), globalDefault, preemptionPolicy
+ * PreemptLowerPriority|Never, description. The API server resolves a pod's
+ * class into spec.priority (control/api_fields.c).
+ *
  * The Kueue, DRA, NodeResourceTopology and ClusterPolicy kinds have no typed
  * struct yet; their documents are kept whole and checked here for the fields
  * the scheduler and operator rely on, so a malformed quota or device request
@@ -546,6 +552,27 @@ static void validate_clusterpolicy(const json_t *spec, struct gs_dec *dc)
     }
 }
 
+/*--- PriorityClass ---*/
+
+#define GS_PRIORITY_USER_MAX 1000000000LL
+#define GS_PRIORITY_SYSTEM_MAX 2000001000LL
+
+static void validate_priorityclass(const json_t *doc, struct gs_dec *dc)
+{
+    const char *name = json_string_value(json_object_get(json_object_get(doc, "metadata"), "name"));
+    bool sys = name && !strncmp(name, "system-", 7);
+    int64_t v;
+    if (!json_object_get(doc, "value")) gs__dec_err_at(dc, "value", "is required");
+    else gs__dec_int(dc, doc, "value", INT32_MIN, sys ? GS_PRIORITY_SYSTEM_MAX : GS_PRIORITY_USER_MAX, &v);
+    bool b;
+    gs__dec_bool(dc, doc, "globalDefault", &b);
+    gs__dec_str(dc, doc, "description");
+    const char *p = gs__dec_str(dc, doc, "preemptionPolicy");
+    if (p && strcmp(p, "PreemptLowerPriority") && strcmp(p, "Never"))
+        gs__dec_err_at(dc, "preemptionPolicy", "Unsupported value: \"%s\": supported values: \"Never\", "
+                       "\"PreemptLowerPriority\"", p);
+}
+
 /*--- Dispatch ---*/
 
 void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t *doc, struct gs_dec *dc)
@@ -553,6 +580,10 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
     if (k == GS_KIND_UNKNOWN) return;
     if (k == GS_KIND_NODERESOURCETOPOLOGY) {
         validate_nrt(doc, dc);
+        return;
+    }
+    if (k == GS_KIND_PRIORITYCLASS) {
+        validate_priorityclass(doc, dc);
         return;
     }
     json_t *spec = json_object_get(doc, "spec");

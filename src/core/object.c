@@ -41,6 +41,7 @@ static const char *const kind_names[GS_KIND_COUNT] = {
     [GS_KIND_RESOURCESLICE] = "ResourceSlice",
     [GS_KIND_NODERESOURCETOPOLOGY] = "NodeResourceTopology",
     [GS_KIND_CLUSTERPOLICY] = "ClusterPolicy",
+    [GS_KIND_PRIORITYCLASS] = "PriorityClass",
 };
 
 /* Which kinds each apiVersion we know defines. Kinds mapped to
@@ -103,6 +104,7 @@ static const struct {
     {"topology.node.k8s.io/v1alpha2", "NodeResourceTopology", GS_KIND_NODERESOURCETOPOLOGY},
     {"topology.node.k8s.io/v1alpha1", "NodeResourceTopology", GS_KIND_NODERESOURCETOPOLOGY},
     {"nvidia.com/v1", "ClusterPolicy", GS_KIND_CLUSTERPOLICY},
+    {"scheduling.k8s.io/v1", "PriorityClass", GS_KIND_PRIORITYCLASS},
 };
 #define NAPI_KINDS (sizeof api_kinds / sizeof api_kinds[0])
 

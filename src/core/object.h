@@ -63,6 +63,7 @@ enum gs_kind {
     GS_KIND_RESOURCESLICE,         /* resource.k8s.io */
     GS_KIND_NODERESOURCETOPOLOGY,  /* topology.node.k8s.io/v1alpha2 */
     GS_KIND_CLUSTERPOLICY,         /* nvidia.com/v1 */
+    GS_KIND_PRIORITYCLASS,         /* scheduling.k8s.io/v1 */
     GS_KIND_COUNT
 };
 
@@ -142,6 +143,7 @@ struct gs_pod {
     char *scheduler_name;      /* defaults to "default-scheduler" */
     char *priority_class_name;
     int32_t priority;          /* spec.priority (0 when unset) */
+    bool preempt_never;        /* spec.preemptionPolicy: Never (default PreemptLowerPriority) */
     struct gs_container *containers; size_t ncontainers;
     struct gs_container *init_containers; size_t ninit_containers;
     struct gs_labels node_selector;

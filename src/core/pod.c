@@ -454,6 +454,11 @@ static void dec_pod_spec(struct gs_dec *dc, const json_t *spec, struct gs_pod *p
     p->priority_class_name = gs__dec_strdup(dc, spec, "priorityClassName");
     int64_t prio;
     if (gs__dec_int(dc, spec, "priority", INT32_MIN, INT32_MAX, &prio)) p->priority = (int32_t)prio;
+    const char *pp = gs__dec_str(dc, spec, "preemptionPolicy");
+    if (pp && strcmp(pp, "Never") && strcmp(pp, "PreemptLowerPriority"))
+        gs__dec_err_at(dc, "preemptionPolicy", "Unsupported value: \"%s\": supported values: \"Never\", "
+                       "\"PreemptLowerPriority\"", pp);
+    p->preempt_never = pp && !strcmp(pp, "Never");
     gs__dec_labels(dc, spec, "nodeSelector", &p->node_selector, false);
     dec_affinity(dc, spec, &p->node_affinity);
     gs__dec_tolerations(dc, spec, "tolerations", &p->tolerations, &p->ntolerations);
@@ -538,6 +543,7 @@ json_t *gs__pod_to_json(const struct gs_pod *p)
     if (p->scheduler_name) json_object_set_new(spec, "schedulerName", json_string(p->scheduler_name));
     if (p->priority_class_name) json_object_set_new(spec, "priorityClassName", json_string(p->priority_class_name));
     if (p->priority) json_object_set_new(spec, "priority", json_integer(p->priority));
+    if (p->preempt_never) json_object_set_new(spec, "preemptionPolicy", json_string("Never"));
     if (p->node_name) json_object_set_new(spec, "nodeName", json_string(p->node_name));
     for (size_t i = 0; i < p->ncontainers; i++) json_array_append_new(cs, container_to_json(&p->containers[i]));
     json_object_set_new(spec, "containers", cs);

@@ -3,6 +3,7 @@ and agents as separate processes, and a client bound to their kubeconfig."""
 import json
 import os
 import pathlib
+import secrets
 import signal
 import subprocess
 import time
@@ -57,6 +58,26 @@ class Stack:
 
     def log(self, name):
         return (self.dir / f"{name}.log").read_text(errors="replace")
+
+    # --- credentials ---
+    def node_tokens(self, *nodes):
+        """Writes data/tokens.csv before a server first starts there: an admin token and one node token per node,
+        each also in data/NODE.token, so agents read their own token from a file (never a command-line argument)."""
+        self.data.mkdir(parents=True, exist_ok=True)
+        lines = ["# token,user,groups,namespaces,role", f"{secrets.token_hex(16)},admin,system:masters,,admin"]
+        for n in nodes:
+            tok = secrets.token_hex(16)
+            lines.append(f"{tok},system:node:{n},system:nodes,,node")
+            f = self.data / f"{n}.token"
+            f.write_text(tok + "\n")
+            f.chmod(0o600)
+        f = self.data / "tokens.csv"
+        f.write_text("\n".join(lines) + "\n")
+        f.chmod(0o600)
+
+    def agent_args(self, node):
+        """Connection flags of an agent: the kubeconfig for the server and CA, its node token from a file."""
+        return ["--kubeconfig", self.kubeconfig, "--token-file", str(self.data / f"{node}.token")]
 
     # --- all in one ---
     def up(self, mock, *extra):

@@ -75,6 +75,8 @@ class Cluster(Stack):
         self.agent_ports = {n: free_port() for n in nodes}
 
     def server(self, *extra, wait=True):
+        if not (self.data / "tokens.csv").exists():
+            self.node_tokens(*self.nodes)
         p = self.spawn("server", "server", "--data-dir", str(self.data), "--listen", f"127.0.0.1:{self.port}",
                        "--log-level", "warn", *self.server_args, *extra, env=self.env)
         if wait:
@@ -85,7 +87,7 @@ class Cluster(Stack):
         return self.cli("get", "nodes", check=False, timeout=5).returncode == 0
 
     def agent(self, node):
-        self.spawn(f"agent-{node}", "agent", "--kubeconfig", self.kubeconfig, "--node-name", node, "--mock", self.mock,
+        self.spawn(f"agent-{node}", "agent", *self.agent_args(node), "--node-name", node, "--mock", self.mock,
                    "--state-dir", str(self.dir / "agents" / node), "--listen", f"127.0.0.1:{self.agent_ports[node]}",
                    "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "warn",
                    "--agent-token-file", str(self.data / "agent.token"))

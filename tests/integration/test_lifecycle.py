@@ -173,6 +173,7 @@ def free_port():
 def test_stopped_agent_turns_its_node_not_ready_via_the_lease(gpusched_bin, tmp_path):
     s = Stack(gpusched_bin, tmp_path)
     port, aport = free_port(), free_port()
+    s.node_tokens("solo")
     try:
         s.spawn("server", "server", "--data-dir", str(s.data), "--listen", f"127.0.0.1:{port}", "--log-level", "warn",
                 env={"GPUSCHED_NODE_GRACE": "3"})
@@ -180,7 +181,7 @@ def test_stopped_agent_turns_its_node_not_ready_via_the_lease(gpusched_bin, tmp_
                  == 0, 20, "the server")
 
         def agent():
-            s.spawn("agent", "agent", "--kubeconfig", s.kubeconfig, "--node-name", "solo", "--mock", "2xH100-80GB",
+            s.spawn("agent", "agent", *s.agent_args("solo"), "--node-name", "solo", "--mock", "2xH100-80GB",
                     "--state-dir", str(tmp_path / "agent"), "--listen", f"127.0.0.1:{aport}", "--heartbeat-ms", "500",
                     "--grace-ms", "500", "--log-level", "warn")
 
@@ -210,6 +211,7 @@ def test_stopped_agent_turns_its_node_not_ready_via_the_lease(gpusched_bin, tmp_
 def test_agent_confirms_a_deletion_that_happened_while_it_was_away(gpusched_bin, tmp_path):
     s = Stack(gpusched_bin, tmp_path)
     port, aport = free_port(), free_port()
+    s.node_tokens("away")
     try:
         s.spawn("server", "server", "--data-dir", str(s.data), "--listen", f"127.0.0.1:{port}", "--log-level", "warn",
                 env={"GPUSCHED_NODE_GRACE": "120"})
@@ -217,7 +219,7 @@ def test_agent_confirms_a_deletion_that_happened_while_it_was_away(gpusched_bin,
                  == 0, 20, "the server")
 
         def agent():
-            s.spawn("agent", "agent", "--kubeconfig", s.kubeconfig, "--node-name", "away", "--mock", "1xH100-80GB",
+            s.spawn("agent", "agent", *s.agent_args("away"), "--node-name", "away", "--mock", "1xH100-80GB",
                     "--state-dir", str(tmp_path / "agent"), "--listen", f"127.0.0.1:{aport}", "--heartbeat-ms", "500",
                     "--log-level", "warn")
 

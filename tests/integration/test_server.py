@@ -180,6 +180,9 @@ def test_tenant_and_node_tokens(server):
     s = server
     assert s.call("GET", PODS, token=None).status_code == 401
     assert s.call("GET", PODS, token="wrong").json()["reason"] == "Unauthorized"
+    r = s.call("POST", "/api/v1/namespaces/team-a/pods", token="ten", json=pod("t"))
+    assert r.status_code == 404 and r.json()["message"] == 'namespaces "team-a" not found'
+    assert s.call("POST", "/api/v1/namespaces", json={"metadata": {"name": "team-a"}}).status_code == 201
     assert s.call("POST", "/api/v1/namespaces/team-a/pods", token="ten", json=pod("t")).status_code == 201
     r = s.call("POST", PODS, token="ten", json=pod("t"))
     assert r.status_code == 403 and r.json()["reason"] == "Forbidden"
@@ -197,6 +200,7 @@ def test_tenant_and_node_tokens(server):
                headers={"Content-Type": "application/merge-patch+json"})
     assert r.status_code == 200 and r.json()["status"]["phase"] == "Running"
     assert s.call("POST", "/api/v1/nodes", token="nod", json=node("g2", 0)).status_code == 403
+    assert s.call("POST", "/api/v1/nodes", token="nod", json=node("g1", 0)).status_code == 201  # registers itself
 
 
 def test_malformed_and_oversized_requests(server):

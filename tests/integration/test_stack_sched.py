@@ -3,6 +3,7 @@
 priority preemption written back to the store, and explain from the live
 cache."""
 import json
+import time
 
 import pytest
 
@@ -101,8 +102,27 @@ def test_low_priority_pod_is_preempted(stack):
     apply(stack, *[pod_manifest(n, "sleep 60", gpus=8) for n in lows])
     wait_for(lambda: all(node_of(stack, n) for n in lows), 20, "low-priority pods bound")
     wait_for(lambda: all(phase(stack.pod(n)) == "Running" for n in lows), 20, "low-priority pods running")
+    pc = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "value": 1000}
+    apply(stack, dict(pc, metadata={"name": "high-1000"}),
+          dict(pc, metadata={"name": "never-1000"}, preemptionPolicy="Never"))
+    # Priority comes only from the class: a number in the spec is refused, as Kubernetes' admission does.
+    bad = pod_manifest("bad", "true", gpus=8)
+    bad["spec"]["priority"] = 1000
+    r = stack.cli("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert r.returncode != 0 and "the integer value of priority (1000) must not be provided" in r.stderr, r.stderr
+    # preemptionPolicy Never: as high, yet it waits instead of evicting.
+    polite = pod_manifest("polite", "sleep 0.5", gpus=8)
+    polite["spec"]["priorityClassName"] = "never-1000"
+    apply(stack, polite)
+    assert stack.pod("polite")["spec"]["priority"] == 1000
+    wait_for(lambda: "Unschedulable" in json.dumps(stack.pod("polite")["status"]), 20, "the Never pod to wait")
+    time.sleep(3)  # several scheduling attempts: none may evict
+    assert all(phase(stack.pod(n)) == "Running" for n in lows)
+    ev = json.loads(stack.cli("get", "events", "-o", "json").stdout)["items"]
+    assert not any(e["reason"] == "Preempted" for e in ev)
+    delete(stack, "polite")
     high = pod_manifest("high", "sleep 0.5", gpus=8)
-    high["spec"]["priority"] = 1000
+    high["spec"]["priorityClassName"] = "high-1000"
     apply(stack, high)
     wait_for(lambda: node_of(stack, "high"), 30, "the high-priority pod to bind")
     victims = [n for n in lows if phase(stack.pod(n)) == "Failed"]

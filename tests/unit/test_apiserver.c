@@ -305,6 +305,12 @@ static void tokens_and_roles_over_http(void **state)
     json_decref(out);
     gs_client_free(anon);
     json_t *p = pod("t1", "0");
+    assert_int_equal(gs_client_create(e->ten, R("pods"), "team-a", p, &out), GS_ENOENT); /* no such namespace yet */
+    assert_string_equal(json_string_value(json_object_get(out, "message")), "namespaces \"team-a\" not found");
+    json_decref(out);
+    json_t *ns = J("{\"metadata\":{\"name\":\"team-a\"}}");
+    assert_int_equal(gs_client_create(e->adm, R("namespaces"), NULL, ns, NULL), 0);
+    json_decref(ns);
     assert_int_equal(gs_client_create(e->ten, R("pods"), "team-a", p, NULL), 0);
     assert_int_equal(gs_client_create(e->ten, R("pods"), "default", p, &out), GS_EPERM);
     assert_int_equal(json_integer_value(json_object_get(out, "code")), 403);

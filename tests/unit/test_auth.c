@@ -97,7 +97,8 @@ static void role_rules(void **state)
     assert_false(gs_auth_sees_namespace(ten, "default"));
 
     assert_int_equal(decide(nod, "update", "nodes", "status", NULL, "gpu-1"), GS_AUTHZ_ALLOW);
-    assert_int_equal(decide(nod, "create", "nodes", "", NULL, NULL), GS_AUTHZ_DENY);
+    assert_int_equal(decide(nod, "create", "nodes", "", NULL, NULL), GS_AUTHZ_IF_NAMED); /* registers itself */
+    assert_int_equal(decide(nod, "delete", "nodes", "", NULL, "gpu-1"), GS_AUTHZ_DENY);
     assert_int_equal(decide(nod, "patch", "nodes", "", NULL, "gpu-2"), GS_AUTHZ_DENY);
     assert_int_equal(decide(nod, "list", "nodes", "", NULL, NULL), GS_AUTHZ_ALLOW);
     assert_int_equal(decide(nod, "create", "pods", "binding", "x", "p"), GS_AUTHZ_DENY);
@@ -106,7 +107,15 @@ static void role_rules(void **state)
     assert_int_equal(decide(nod, "patch", "pods", "", "x", "p"), GS_AUTHZ_DENY);
     assert_int_equal(decide(nod, "get", "pods", "", "x", "p"), GS_AUTHZ_IF_BOUND);
     assert_int_equal(decide(nod, "watch", "pods", "", NULL, NULL), GS_AUTHZ_IF_BOUND);
-    assert_int_equal(decide(nod, "create", "events", "", "x", NULL), GS_AUTHZ_ALLOW);
+    assert_int_equal(decide(nod, "create", "events", "", "x", NULL), GS_AUTHZ_IF_NAMED); /* about itself */
+    assert_int_equal(decide(nod, "patch", "events", "", "x", "e"), GS_AUTHZ_DENY);
+    assert_int_equal(decide(nod, "update", "noderesourcetopologies", "", NULL, "gpu-1"), GS_AUTHZ_ALLOW);
+    assert_int_equal(decide(nod, "update", "noderesourcetopologies", "", NULL, "gpu-2"), GS_AUTHZ_DENY);
+    assert_int_equal(decide(nod, "create", "leases", "", "default", NULL), GS_AUTHZ_DENY);
+    assert_int_equal(decide(ten, "patch", "pods", "status", "team-a", "p"), GS_AUTHZ_DENY);
+    assert_int_equal(decide(ten, "get", "pods", "status", "team-a", "p"), GS_AUTHZ_ALLOW);
+    assert_int_equal(decide(ten, "create", "priorityclasses", "", NULL, NULL), GS_AUTHZ_DENY);
+    assert_int_equal(decide(ten, "list", "priorityclasses", "", NULL, NULL), GS_AUTHZ_ALLOW);
     assert_int_equal(decide(nod, "create", "podgroups", "", "x", NULL), GS_AUTHZ_DENY);
     gs_auth_free(&a);
 }

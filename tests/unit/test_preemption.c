@@ -229,6 +229,44 @@ static void test_driver_preempts_and_nominates(void **st)
     env_free(&e);
 }
 
+/* preemptionPolicy Never: as important as before, but it waits instead of evicting. */
+static void test_never_policy_does_not_preempt(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(1)};
+    struct gs_sched_config cfg;
+    char text[4096];
+    snprintf(text, sizeof text, FX_GANG_PROFILE, 60, "true");
+    struct gs_docs docs = {0};
+    struct gs_diags d = {0};
+    assert_int_equal(gs_decode_stream(text, strlen(text), &docs, &d, NULL), 0);
+    assert_int_equal(gs_sched_config_parse(docs.docs[0], &cfg, &d), 0);
+    gs_docs_free(&docs);
+    struct evicted ev = {0};
+    struct gs_scheduler_opts o = {.profile = &cfg.profiles[0], .hooks = {.evicted = on_evicted, .ctx = &ev}};
+    struct gs_scheduler *s;
+    assert_int_equal(gs_scheduler_new(&clk, e.c, &o, &s, &d), 0);
+    struct gs_pod *l1 = e.pods[e.n++] = fx_pod("l1", 2, 0, NULL), *l2 = e.pods[e.n++] = fx_pod("l2", 2, 0, NULL);
+    struct gs_pod *hp = e.pods[e.n++] = fx_pod_ex("hp", 2, 0, 1, 10, NULL, NULL, "\"preemptionPolicy\":\"Never\",", NULL);
+    assert_true(hp->preempt_never);
+    gs_scheduler_add_pod(s, l1);
+    gs_scheduler_add_pod(s, l2);
+    struct gs_cycle_result r;
+    while (gs_scheduler_run_one(s, &r) > 0) {}
+    gs_scheduler_add_pod(s, hp);
+    assert_int_equal(gs_scheduler_run_one(s, &r), 1);
+    assert_int_not_equal(r.code, GS_SUCCESS);
+    assert_int_equal(ev.n, 0);
+    assert_int_equal(gs_scheduler_evictions(s), 0);
+    assert_non_null(gs_cache_pod_assignment(e.c, "default/l1"));
+    assert_non_null(gs_cache_pod_assignment(e.c, "default/l2"));
+    fx_check_cache(e.c);
+    gs_scheduler_free(s);
+    gs_sched_config_free(&cfg);
+    gs_diags_free(&d);
+    env_free(&e);
+}
+
 /*--- The screened search against the plain one ---*/
 
 static int nfits_calls;
@@ -375,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_gang_unit_and_no_help),
         cmocka_unit_test(test_loop_guard_and_nominations),
         cmocka_unit_test(test_driver_preempts_and_nominates),
+        cmocka_unit_test(test_never_policy_does_not_preempt),
         cmocka_unit_test(test_screened_search_matches_single),
         cmocka_unit_test(test_candidates_follow_the_cache),
     };

@@ -210,6 +210,8 @@ static struct gs_status pre_post_filter(void *state, struct gs_cycle_state *cs, 
     (void)cs;
     struct pre_state *s = state;
     if (!s->h.fw || !s->h.evict) return (struct gs_status){.code = GS_SKIP};
+    if (pod->preempt_never) /* kube's PodEligibleToPreemptOthers */
+        return gs_status_make(GS_UNSCHEDULABLE, "not eligible due to preemptionPolicy=Never.");
     /* Rejected outright and for good (a gang still missing members): no eviction can help. */
     if (diag && diag->prefilter.code == GS_UNSCHEDULABLE_AND_UNRESOLVABLE) return (struct gs_status){.code = GS_SKIP};
     /* It failed even with its nomination: the capacity held for it did not
