@@ -476,6 +476,8 @@ static int write_fn(json_t *cur, json_t **out, void *arg)
     if (w->expect && gs_store_obj_rv(cur) != w->expect) return GS_ECONFLICT;
     json_t *next = next_object(w, cur);
     if (!next) return GS_ENOMEM;
+    if (!strcmp(w->r->res->plural, "pods") && !w->r->res->group[0] && !w->r->sub[0])
+        gs_admit_default_tolerations(&w->r->s->admit_defaults, next); /* on updates too, as Kubernetes' plugin */
     gs__fields_update(w->r, cur, next, &w->d); /* who may change which field (api_fields.c) */
     if (json_equal(next, cur)) {
         json_decref(next);

@@ -34,6 +34,7 @@ __attribute__((unused)) static struct gs_server *fx_server_start(char *dir, size
     o.insecure = true;
     o.tokens_file = tok;
     o.qps = -1;
+    o.fail_qps = -1; /* tests send many requests without a token on purpose */
     struct gs_server *srv = NULL;
     struct gs_diags d = {0};
     assert_int_equal(gs_server_start(&o, &srv, &d), 0);

@@ -108,7 +108,8 @@ static void role_rules(void **state)
     assert_int_equal(decide(nod, "get", "pods", "", "x", "p"), GS_AUTHZ_IF_BOUND);
     assert_int_equal(decide(nod, "watch", "pods", "", NULL, NULL), GS_AUTHZ_IF_BOUND);
     assert_int_equal(decide(nod, "create", "events", "", "x", NULL), GS_AUTHZ_IF_NAMED); /* about itself */
-    assert_int_equal(decide(nod, "patch", "events", "", "x", "e"), GS_AUTHZ_DENY);
+    assert_int_equal(decide(nod, "patch", "events", "", "x", "e"), GS_AUTHZ_IF_NAMED); /* its own, checked stored */
+    assert_int_equal(decide(nod, "delete", "events", "", "x", "e"), GS_AUTHZ_DENY);
     assert_int_equal(decide(nod, "update", "noderesourcetopologies", "", NULL, "gpu-1"), GS_AUTHZ_ALLOW);
     assert_int_equal(decide(nod, "update", "noderesourcetopologies", "", NULL, "gpu-2"), GS_AUTHZ_DENY);
     assert_int_equal(decide(nod, "create", "leases", "", "default", NULL), GS_AUTHZ_DENY);

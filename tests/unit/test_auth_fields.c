@@ -252,7 +252,7 @@ static void node_writes_only_its_own(void **state)
            "may only create the one named after its node \"n1\"");
     assert_int_equal(req(e->adm, "POST", "/api/v1/nodes", NULL, "{\"metadata\":{\"name\":\"n2\"}}", NULL), 201);
     assert_int_equal(req(e->nod, "PATCH", "/api/v1/nodes/n1", MP,
-                         "{\"metadata\":{\"annotations\":{\"gpusched.io/agent-endpoint\":\"127.0.0.1:1\"}}}", NULL), 200);
+                         "{\"metadata\":{\"annotations\":{\"gpusched.io/agent-endpoint\":\"http://127.0.0.1:1\"}}}", NULL), 200);
     expect(e->nod, "PATCH", "/api/v1/nodes/n2", MP,
            "{\"metadata\":{\"annotations\":{\"gpusched.io/agent-endpoint\":\"127.0.0.1:1\"}}}", 403,
            "a node may only write its own Node object");

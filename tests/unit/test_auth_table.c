@@ -251,6 +251,11 @@ static void every_cell_against_the_server(void **state)
     assert_int_equal(http("adm", "POST", "/api/v1/namespaces/team-a/pods", NULL, b, NULL, 0), 201);
     snprintf(b, sizeof b, pod, "other", "n2");
     assert_int_equal(http("adm", "POST", "/api/v1/namespaces/team-a/pods", NULL, b, NULL, 0), 201);
+    /* An Event about the other node: what the node token may not update or patch. */
+    assert_int_equal(http("adm", "POST", "/api/v1/namespaces/team-a/events", NULL,
+                          "{\"metadata\":{\"name\":\"n2\"},\"involvedObject\":{\"kind\":\"Node\",\"name\":\"n2\"},"
+                          "\"reason\":\"R\",\"message\":\"m\",\"type\":\"Normal\"}", NULL, 0),
+                     201);
 
     size_t nt, cells = 0, outside = 0, skipped = 0;
     const struct gs_auth_rule *t = gs_auth_table(&nt);
