@@ -42,6 +42,8 @@ class Cluster(Stack):
         self.agent_ports = {}
 
     def server(self):
+        if not (self.data / "tokens.csv").exists():
+            self.node_tokens("fixed", "a", "b")  # every agent here holds its own node token
         self.spawn("server", "server", "--data-dir", str(self.data), "--listen", f"127.0.0.1:{self.port}",
                    "--log-level", "info", *self.server_args, env={"GPUSCHED_NODE_GRACE": self.grace})
         wait_for(lambda: (self.data / "kubeconfig").exists() and
@@ -49,13 +51,16 @@ class Cluster(Stack):
 
     def agent(self, node, mock):
         port = self.agent_ports.setdefault(node, free_port())
-        return self.spawn(f"agent-{node}", "agent", "--kubeconfig", self.kubeconfig, "--node-name", node, "--mock",
+        return self.spawn(f"agent-{node}", "agent", *self.agent_args(node), "--node-name", node, "--mock",
                           mock, "--state-dir", str(self.dir / "agents" / node), "--listen", f"127.0.0.1:{port}",
-                          "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "info", "--kill-pods-on-exit")
+                          "--heartbeat-ms", "500", "--grace-ms", "500", "--log-level", "info", "--kill-pods-on-exit",
+                          "--agent-token-file", str(self.data / "agent.token"))
 
     def report(self, node):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.agent_ports[node]}/pods", timeout=2) as f:
+            req = urllib.request.Request(f"http://127.0.0.1:{self.agent_ports[node]}/pods",
+                                         headers={"Authorization": f"Bearer {self.agent_token}"})
+            with urllib.request.urlopen(req, timeout=2) as f:
                 return json.loads(f.read())
         except OSError:
             return None

@@ -37,7 +37,7 @@ def apply(stack, *docs):
 
 
 def queued_pod(name, cmd, gpus, queue):
-    p = pod_manifest(name, cmd, gpus=gpus)
+    p = pod_manifest(name, cmd, gpus=gpus, run_as_root=True)  # waits on a flag file in the test's own directory
     p["metadata"]["labels"] = {QUEUE_LABEL: queue}
     return p
 

@@ -44,7 +44,7 @@ def group(name, min_member):
 
 
 def member(group_name, i, cmd, seconds=None):
-    p = pod_manifest(f"{group_name}-{i}", cmd, gpus=2)
+    p = pod_manifest(f"{group_name}-{i}", cmd, gpus=2, run_as_root=True)  # flag files in the test's directory
     p["metadata"]["labels"] = {QUEUE_LABEL: "gangs", GROUP_LABEL: group_name}
     if seconds:
         p["spec"]["activeDeadlineSeconds"] = seconds

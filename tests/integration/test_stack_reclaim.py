@@ -59,7 +59,7 @@ def apply(stack, *docs):
 
 
 def queued_pod(name, cmd, gpus, queue, restart="Never"):
-    p = pod_manifest(name, cmd, gpus=gpus, restart=restart)
+    p = pod_manifest(name, cmd, gpus=gpus, restart=restart, run_as_root=True)  # flag files in the test's directory
     p["metadata"]["labels"] = {QUEUE_LABEL: queue}
     return p
 
@@ -182,7 +182,7 @@ def test_evicted_job_does_not_borrow_again_while_claimant_runs(lender_stack):
     stack = lender_stack
     # The node: 2 GPUs to an unqueued pod, 4 to team-b within its quota,
     # 2 to team-b borrowing.
-    apply(stack, pod_manifest("filler", wait_until(stack, "filler-done"), gpus=2))
+    apply(stack, pod_manifest("filler", wait_until(stack, "filler-done"), gpus=2, run_as_root=True))
     wait_for(lambda: node_of(stack.pod("filler")), 30, "the filler pod to bind")
     apply(stack, queued_pod("lb-1", wait_until(stack, "lb-done"), 4, "team-b"))
     wait_for(lambda: node_of(stack.pod("lb-1")), 30, "lb-1 to bind")
