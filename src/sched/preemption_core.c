@@ -879,6 +879,12 @@ bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const
         if (e->node != node->idx || now - e->t > p->o.nomination_ttl_ns || e->pod == pod ||
             e->pod->priority < pod->priority)
             continue;
+        /* A nominated pod the cache already holds (a gang plan assumes the
+         * members one by one) is counted there: holding its room as well
+         * would count it twice, and a gang whose members were all nominated
+         * could then never plan itself (kube drops a nomination once the pod
+         * is assumed). */
+        if (gs_cache_pod_assignment(p->cache, e->key)) continue;
         any = true;
         const struct gs_demand *d = &e->pod->demand;
         cpu += d->cpu_milli;
