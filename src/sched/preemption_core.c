@@ -879,6 +879,17 @@ bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const
         if (e->node != node->idx || now - e->t > p->o.nomination_ttl_ns || e->pod == pod ||
             e->pod->priority < pod->priority)
             continue;
+        /* A nominated pod the cache already holds (a gang plan assumes the
+         * members one by one) is counted there: holding its room as well
+         * would count it twice, and a gang whose members were all nominated
+         * could then never plan itself (kube drops a nomination once the pod
+         * is assumed). */
+        if (gs_cache_pod_assignment(p->cache, e->key)) continue;
+        /* The room a gang's preemption made is the group's: a member may use
+         * a sibling's. Otherwise the whole-group plan (members assumed in key
+         * order) and the members' own cycles (queue order) would see
+         * different nominations and disagree about where members fit. */
+        if (same_group(e->pod, pod)) continue;
         any = true;
         const struct gs_demand *d = &e->pod->demand;
         cpu += d->cpu_milli;

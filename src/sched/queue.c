@@ -16,6 +16,14 @@
  *
  * The unschedulable set is scanned for pods past max_unschedulable_ns only
  * when the earliest such deadline has come, so pops stay O(log n).
+ *
+ * A pod an event moved while it was still backing off waits in backoffQ
+ * marked "woken": the event may have made room for it, and when activeQ runs
+ * dry the woken pods are tried at once instead of idling out their backoff
+ * (kube's SchedulerPopFromBackoffQ). Only woken pods: one that failed with
+ * an error waits its backoff, or a pod that always errs would be retried in
+ * a loop. A woken pod gets one such early try per event; failing again it
+ * goes back to the unschedulable set to wait for the next one.
  */
 #include "sched/queue.h"
 
@@ -35,6 +43,7 @@ struct qent {
     int64_t unsched_since;
     unsigned mask;         /* events that move it out of the unschedulable set */
     uint64_t popped_at;    /* event number when it was popped */
+    bool woken;            /* in backoffQ because an event moved it (see above) */
 };
 
 struct heap {
@@ -57,6 +66,7 @@ struct gs_sched_queue {
     uint64_t seq;
     uint64_t event_no;
     uint64_t last_event[NEVENTS];
+    size_t nwoken;         /* woken entries in backoffQ */
 };
 
 /*--- Heaps ---*/
@@ -134,10 +144,19 @@ static int to_active(struct gs_sched_queue *q, struct qent *e)
     return heap_push(q, &q->active, e);
 }
 
-static int to_backoff(struct gs_sched_queue *q, struct qent *e)
+static int to_backoff(struct gs_sched_queue *q, struct qent *e, bool woken)
 {
     e->where = W_BACKOFF;
+    e->woken = woken;
+    q->nwoken += woken;
     return heap_push(q, &q->backoff, e);
+}
+
+/* e leaves backoffQ (it is already out of the heap). */
+static void unwake(struct gs_sched_queue *q, struct qent *e)
+{
+    q->nwoken -= e->woken;
+    e->woken = false;
 }
 
 static int to_unsched(struct gs_sched_queue *q, struct qent *e, unsigned mask)
@@ -171,16 +190,20 @@ static void detach(struct gs_sched_queue *q, struct qent *e)
 {
     switch (e->where) {
     case W_ACTIVE: heap_remove(q, &q->active, e->pos); break;
-    case W_BACKOFF: heap_remove(q, &q->backoff, e->pos); break;
+    case W_BACKOFF:
+        heap_remove(q, &q->backoff, e->pos);
+        unwake(q, e);
+        break;
     case W_UNSCHED: unsched_remove(q, e); break;
     case W_INFLIGHT: break;
     }
 }
 
-/* Back from the unschedulable set: backoffQ while still backing off, else activeQ. */
-static int release(struct gs_sched_queue *q, struct qent *e, int64_t now)
+/* Back from the unschedulable set: backoffQ while still backing off, else
+ * activeQ. by_event: a cluster event moved it (not the periodic flush). */
+static int release(struct gs_sched_queue *q, struct qent *e, int64_t now, bool by_event)
 {
-    return e->ready_ns > now ? to_backoff(q, e) : to_active(q, e);
+    return e->ready_ns > now ? to_backoff(q, e, by_event) : to_active(q, e);
 }
 
 /*--- API ---*/
@@ -258,6 +281,7 @@ static void flush(struct gs_sched_queue *q, int64_t now)
     while (q->backoff.n && q->backoff.v[0]->ready_ns <= now) {
         struct qent *e = q->backoff.v[0];
         heap_remove(q, &q->backoff, 0);
+        unwake(q, e);
         to_active(q, e);
     }
     if (now < q->flush_at) return;
@@ -271,13 +295,37 @@ static void flush(struct gs_sched_queue *q, int64_t now)
             continue;
         }
         unsched_remove(q, e); /* moves the last entry into i */
-        release(q, e, now);
+        release(q, e, now, false);
     }
+}
+
+/* activeQ is empty: every woken pod in backoffQ moves to it, where QueueSort
+ * orders them. The heap is split in one pass and rebuilt (Floyd), so the
+ * order the survivors come out in is that of their ready times, as before. */
+static void promote_woken(struct gs_sched_queue *q)
+{
+    struct heap *h = &q->backoff;
+    size_t keep = 0, nw = 0;
+    struct qent **woken = malloc(q->nwoken * sizeof *woken);
+    if (!woken) return; /* they wait their backoff out */
+    for (size_t i = 0; i < h->n; i++) {
+        struct qent *e = h->v[i];
+        if (e->woken && nw < q->nwoken) woken[nw++] = e;
+        else heap_set(h, keep++, e);
+    }
+    h->n = keep;
+    for (size_t i = keep / 2; i-- > 0;) sift_down(q, h, i);
+    for (size_t i = 0; i < nw; i++) {
+        unwake(q, woken[i]);
+        to_active(q, woken[i]);
+    }
+    free(woken);
 }
 
 bool gs_sched_queue_pop(struct gs_sched_queue *q, struct gs_queued_pod *out)
 {
     flush(q, gs_clock_now(q->clock));
+    if (!q->active.n && q->nwoken) promote_woken(q);
     if (!q->active.n) return false;
     struct qent *e = q->active.v[0];
     heap_remove(q, &q->active, 0);
@@ -313,8 +361,11 @@ int gs_sched_queue_requeue(struct gs_sched_queue *q, const struct gs_queued_pod 
     e->qp.attempts = qp->attempts + 1;
     e->ready_ns = now + backoff_for(q, e->qp.attempts);
     if (!event_mask) event_mask = GS_EV_ALL;
-    if (unschedulable && !missed_event(q, e, event_mask)) return to_unsched(q, e, event_mask);
-    return to_backoff(q, e);
+    if (!unschedulable) return to_backoff(q, e, false);
+    /* An event it waits for went by while it was in flight: as if it had
+     * come a moment later and moved it. */
+    if (missed_event(q, e, event_mask)) return to_backoff(q, e, true);
+    return to_unsched(q, e, event_mask);
 }
 
 void gs_sched_queue_done(struct gs_sched_queue *q, const char *pod_key) { (void)gs_sched_queue_delete(q, pod_key); }
@@ -333,7 +384,7 @@ size_t gs_sched_queue_on_event(struct gs_sched_queue *q, enum gs_cluster_event e
             continue;
         }
         unsched_remove(q, e);
-        release(q, e, now);
+        release(q, e, now, true);
         moved++;
     }
     return moved;

@@ -6,9 +6,11 @@
  * it) with exponential backoff: initial 1 s, doubling per attempt, max 10 s
  * (kube's defaults; configurable), or to the unschedulable set when no node
  * fit. Cluster events (node added, pod deleted, device freed, ...) move
- * unschedulable pods back: to backoffQ when still backing off, else activeQ.
- * Pods staying unschedulable longer than max_unschedulable_ns (default 5 min)
- * are flushed back. All time through the clock.
+ * unschedulable pods back: to backoffQ when still backing off, else activeQ;
+ * a pod an event moved into backoffQ is tried as soon as activeQ is empty
+ * (kube's SchedulerPopFromBackoffQ). Pods staying unschedulable longer than
+ * max_unschedulable_ns (default 5 min) are flushed back. All time through
+ * the clock.
  */
 #ifndef GS_SCHED_QUEUE_H
 #define GS_SCHED_QUEUE_H
@@ -25,6 +27,7 @@ enum gs_cluster_event {
     GS_EV_POD_DELETED = 1 << 2,   /* resources freed */
     GS_EV_DEVICE_FREED = 1 << 3,  /* GPU share released or GPU healthy again */
     GS_EV_POD_ADDED = 1 << 4,     /* e.g. a gang member arrived */
+    GS_EV_PODGROUP = 1 << 5,      /* a PodGroup was added or changed */
     GS_EV_ALL = 0xff,
 };
 

@@ -14,6 +14,13 @@
  * PostFilter is retried after backoff rather than parked as unschedulable:
  * the evictions it caused happened before it was requeued, so no later
  * event would wake it.
+ *
+ * Queueing hints. A pod that fit nowhere is parked until an event that could
+ * change the answer of whoever rejected it (kube's EventsToRegister): the
+ * union over the plugins in its diagnosis, from the table below. A node
+ * selector or a taint is only helped by a node change, not by a pod freeing
+ * GPUs; a plugin the table does not know waits for every event. Gang members
+ * also wait for their siblings and their PodGroup.
  */
 #include "sched/scheduler.h"
 
@@ -25,6 +32,42 @@
 
 /* Events that can make a pod that fit nowhere fit somewhere. */
 #define RETRY_EVENTS (GS_EV_NODE_ADDED | GS_EV_NODE_UPDATED | GS_EV_POD_DELETED | GS_EV_DEVICE_FREED)
+#define NODE_EVENTS (GS_EV_NODE_ADDED | GS_EV_NODE_UPDATED)
+#define GANG_EVENTS (GS_EV_POD_ADDED | GS_EV_PODGROUP)
+
+/* Which events can undo a plugin's rejection. */
+static const struct {
+    const char *plugin;
+    unsigned events;
+} hints[] = {
+    {"NodeUnschedulable", NODE_EVENTS},
+    {"NodeAffinity", NODE_EVENTS},
+    {"TaintToleration", NODE_EVENTS},
+    {"GpuModel", NODE_EVENTS},
+    {"NodeResourcesFit", RETRY_EVENTS},
+    {"GpuShare", RETRY_EVENTS},
+    {"NodeResourceTopology", RETRY_EVENTS},
+    {"Coscheduling", RETRY_EVENTS | GANG_EVENTS},
+};
+
+static unsigned hint_events(const char *plugin)
+{
+    for (size_t i = 0; plugin && i < sizeof hints / sizeof hints[0]; i++)
+        if (!strcmp(hints[i].plugin, plugin)) return hints[i].events;
+    return GS_EV_ALL;
+}
+
+/* The events a pod r rejected waits for. */
+static unsigned requeue_events(const struct gs_schedule_result *r, const struct gs_pod *pod)
+{
+    unsigned ev = 0;
+    if (r->feasible_nodes > 0) ev = GS_EV_ALL; /* it fit a node and failed later (Reserve, Permit) */
+    else if (r->diag.prefilter.code != GS_SUCCESS) ev = hint_events(r->diag.prefilter.plugin);
+    else if (!r->diag.n) ev = NODE_EVENTS; /* no node at all */
+    for (size_t i = 0; ev != GS_EV_ALL && i < r->diag.n; i++)
+        ev |= r->diag.entries[i].plugin ? hint_events(r->diag.entries[i].plugin->name) : NODE_EVENTS;
+    return ev | (pod->pod_group ? GANG_EVENTS : 0);
+}
 
 struct gs_scheduler {
     const struct gs_clock *clock;
@@ -152,7 +195,7 @@ static void forget_pod(struct gs_scheduler *s, const char *pod_key)
 int gs_scheduler_add_podgroup(struct gs_scheduler *s, const struct gs_podgroup *pg)
 {
     gs_framework_notify_podgroup(s->fw, pg, true);
-    gs_sched_queue_on_event(s->q, GS_EV_POD_ADDED);
+    gs_sched_queue_on_event(s->q, GS_EV_PODGROUP);
     return 0;
 }
 
@@ -231,7 +274,7 @@ static void on_waiting_done(const struct gs_pod *pod, bool ok, void *arg)
     }
     if (s->hooks.rejected) s->hooks.rejected(s->hooks.ctx, pod, why);
     struct gs_queued_pod qp = {.pod = pod};
-    gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS | (pod->pod_group ? GS_EV_POD_ADDED : 0));
+    gs_sched_queue_requeue(s->q, &qp, true, RETRY_EVENTS | (pod->pod_group ? GANG_EVENTS : 0));
 }
 
 int gs_scheduler_tick(struct gs_scheduler *s)
@@ -290,9 +333,7 @@ int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
             snprintf(s->reason, sizeof s->reason, "%s", r.status.reason);
         out->reason = s->reason;
         bool park = (gs_status_rejects(&r.status) || r.code != GS_ERROR) && r.nominated_node < 0;
-        /* A gang member may be waiting for its siblings to arrive. */
-        unsigned events = RETRY_EVENTS | (qp.pod->pod_group ? GS_EV_POD_ADDED : 0);
-        gs_sched_queue_requeue(s->q, &qp, park, events);
+        gs_sched_queue_requeue(s->q, &qp, park, requeue_events(&r, qp.pod));
     }
     gs_schedule_result_free(&r);
     return 1;

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "../fuzz/gang_checker.h"
+#include "sched/preemption_core.h"
 
 #define ITERATIONS 400
 #define LEN 96
@@ -42,6 +43,92 @@ static void test_fixed(void **st)
     run_ok(late100, sizeof late100, -3);
 }
 
+/* The fuzzer's deadlock (tests/fuzz/corpus/gang_events/nominated_siblings):
+ * a 4 x 2-GPU group of priority 2 preempts lower-priority gangs, and every
+ * member is nominated to its node. Planning the group then assumed member
+ * after member while the nominations of the members already assumed still
+ * held their room, so the last member found no node; the failed plan was
+ * remembered, and the group never ran although 8 of 12 GPUs were free. */
+static void test_nominated_siblings_plan_their_gang(void **st)
+{
+    (void)st;
+    const uint8_t d[] = {3,  3,  127, 0, 32,  32,  32,  14, 59, 1, 92, 152,
+                         0,  48, 96,  0, 0,   47,  103, 53, 15, 0, 0,  33};
+    run_ok(d, sizeof d, -4);
+}
+
+/* The rule that fixes it: a nominated pod the cache holds counts once. */
+static void test_nomination_of_a_placed_pod_holds_nothing(void **st)
+{
+    (void)st;
+    struct gs_clock clock;
+    gs_clock_init_sim(&clock, 0);
+    struct gs_cache *c = gs_cache_new(&clock);
+    assert_non_null(c);
+    struct gs_node_spec sp = {.name = "n0", .cpu_milli = 64000, .mem_bytes = 256LL << 30, .gpu_model = "A100",
+                              .ngpus = 4};
+    assert_int_equal(gs_cache_add_node_spec(c, &sp), 0);
+    struct gs_pod *a = gc_make_pod("a", 2, 1, NULL), *b = gc_make_pod("b", 2, 1, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    struct gs_preempt_opts o = {0};
+    struct gs_preemption *p = gs_preemption_new(&o, &clock, c);
+    assert_non_null(p);
+    const struct gs_node_info *n0 = gs_cache_node(c, 0);
+    assert_int_equal(gs_preempt_nominate(p, a, 0), 0);
+    assert_false(gs_preempt_blocked(p, b, n0)); /* 2 nominated + 2 asked of 4 free */
+    struct gs_assignment as = {.node = 0, .gpu_mask = 0x3, .milli = 1000};
+    assert_int_equal(gs_cache_assume(c, a, &as, 0), 0);
+    /* a holds GPUs 0-1 in the cache; its nomination must not hold 2 more. */
+    assert_false(gs_preempt_blocked(p, b, n0));
+    assert_int_equal(gs_cache_forget(c, "default/a"), 0);
+    struct gs_pod *big = gc_make_pod("big", 3, 1, NULL);
+    assert_non_null(big);
+    assert_true(gs_preempt_blocked(p, big, n0)); /* unplaced again: its room is held */
+    gs_preemption_free(p);
+    gs_cache_free(c);
+    struct gs_pod *pods[] = {a, b, big};
+    for (size_t i = 0; i < 3; i++) {
+        gs_pod_clear(pods[i]);
+        free(pods[i]);
+    }
+}
+
+/* The room a gang's preemption made belongs to the group: a member may take
+ * a sibling's nominated room, a pod of another group may not. Without this
+ * the group's plan (siblings assumed) and its members' own cycles (siblings
+ * not yet placed) disagreed, and a gang-heavy replay retried one group at
+ * one instant without end. */
+static void test_gang_siblings_share_their_nominated_room(void **st)
+{
+    (void)st;
+    struct gs_clock clock;
+    gs_clock_init_sim(&clock, 0);
+    struct gs_cache *c = gs_cache_new(&clock);
+    assert_non_null(c);
+    struct gs_node_spec sp = {.name = "n0", .cpu_milli = 64000, .mem_bytes = 256LL << 30, .gpu_model = "A100",
+                              .ngpus = 4};
+    assert_int_equal(gs_cache_add_node_spec(c, &sp), 0);
+    struct gs_pod *a = gc_make_pod("a", 3, 1, "g"), *b = gc_make_pod("b", 2, 1, "g"), *x = gc_make_pod("x", 2, 1, "h");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(x);
+    struct gs_preempt_opts o = {0};
+    struct gs_preemption *p = gs_preemption_new(&o, &clock, c);
+    assert_non_null(p);
+    const struct gs_node_info *n0 = gs_cache_node(c, 0);
+    assert_int_equal(gs_preempt_nominate(p, a, 0), 0);
+    assert_false(gs_preempt_blocked(p, b, n0)); /* its sibling's room */
+    assert_true(gs_preempt_blocked(p, x, n0));  /* 3 nominated + 2 asked of 4 free */
+    gs_preemption_free(p);
+    gs_cache_free(c);
+    struct gs_pod *pods[] = {a, b, x};
+    for (size_t i = 0; i < 3; i++) {
+        gs_pod_clear(pods[i]);
+        free(pods[i]);
+    }
+}
+
 static void test_random(void **st)
 {
     (void)st;
@@ -56,6 +143,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixed),
+        cmocka_unit_test(test_nominated_siblings_plan_their_gang),
+        cmocka_unit_test(test_nomination_of_a_placed_pod_holds_nothing),
+        cmocka_unit_test(test_gang_siblings_share_their_nominated_room),
         cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

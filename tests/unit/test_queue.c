@@ -1,7 +1,8 @@
 /*
  * test_queue.c - the scheduling queue: QueueSort order, exponential backoff on
  * the clock, unschedulable pods moved back by matching events (and not by
- * others), events seen while a pod is in flight, flush after
+ * others) and tried at once when activeQ is empty however long their backoff,
+ * errors waiting their whole backoff, events seen while a pod is in flight, flush after
  * max_unschedulable_ns, delete from anywhere.
  */
 #include <setjmp.h>
@@ -140,9 +141,57 @@ static void events_move_unschedulable_pods(void **st)
     gs_sched_queue_requeue(e.q, &qb, true, GS_EV_POD_DELETED); /* attempt 2: 2 s backoff */
     assert_int_equal(gs_sched_queue_on_event(e.q, GS_EV_POD_DELETED), 1);
     assert_int_equal(gs_sched_queue_backoff_len(e.q), 1);
+    /* Woken by the event, it still yields to active pods; once activeQ is
+     * empty it is tried at once, not after its 2 s. */
+    gs_sched_queue_add(e.q, qpod(&e, "c", -5));
+    assert_string_equal(pop_name(&e, NULL), "c");
+    assert_string_equal(pop_name(&e, &qb), "b");
+    assert_int_equal(gs_sched_queue_backoff_len(e.q), 0);
+    /* Failing again it waits for the next event, not for time. */
+    gs_sched_queue_requeue(e.q, &qb, true, GS_EV_POD_DELETED);
+    gs_clock_advance(&e.clk, 60 * S);
     assert_string_equal(pop_name(&e, NULL), "(empty)");
-    gs_clock_advance(&e.clk, 2 * S);
-    assert_string_equal(pop_name(&e, NULL), "b");
+    assert_int_equal(gs_sched_queue_unschedulable_len(e.q), 2); /* a and b */
+    qend(&e);
+}
+
+/* The 40-pods-on-8-GPUs case at queue level: every completion wakes the
+ * waiting pods however many times they failed, so none idles out a backoff
+ * that has grown to seconds while a GPU is free. */
+static void repeated_failures_do_not_delay_event_wakeups(void **st)
+{
+    (void)st;
+    struct qenv e;
+    qstart(&e);
+    gs_sched_queue_add(e.q, qpod(&e, "w", 0));
+    struct gs_queued_pod qp;
+    for (int i = 0; i < 6; i++) { /* backoff now 10 s */
+        assert_string_equal(pop_name(&e, &qp), "w");
+        gs_sched_queue_requeue(e.q, &qp, true, GS_EV_POD_DELETED);
+        assert_int_equal(gs_sched_queue_unschedulable_len(e.q), 1);
+        gs_clock_advance(&e.clk, S / 10);
+        assert_int_equal(gs_sched_queue_on_event(e.q, GS_EV_POD_DELETED), 1);
+    }
+    assert_string_equal(pop_name(&e, &qp), "w");
+    assert_int_equal(qp.attempts, 6);
+    qend(&e);
+}
+
+/* An error is not an event: such a pod waits its whole backoff even when
+ * nothing else is queued and events go by. */
+static void error_backoff_is_not_cut_short(void **st)
+{
+    (void)st;
+    struct qenv e;
+    qstart(&e);
+    gs_sched_queue_add(e.q, qpod(&e, "err", 0));
+    struct gs_queued_pod qp;
+    pop_name(&e, &qp);
+    gs_sched_queue_requeue(e.q, &qp, false, 0);
+    assert_int_equal(gs_sched_queue_on_event(e.q, GS_EV_ALL), 0);
+    assert_string_equal(pop_name(&e, NULL), "(empty)");
+    gs_clock_advance(&e.clk, S);
+    assert_string_equal(pop_name(&e, NULL), "err");
     qend(&e);
 }
 
@@ -246,6 +295,8 @@ int main(void)
         cmocka_unit_test(active_order_is_priority_then_time),
         cmocka_unit_test(backoff_doubles_up_to_the_cap),
         cmocka_unit_test(events_move_unschedulable_pods),
+        cmocka_unit_test(repeated_failures_do_not_delay_event_wakeups),
+        cmocka_unit_test(error_backoff_is_not_cut_short),
         cmocka_unit_test(event_during_flight_is_not_lost),
         cmocka_unit_test(unschedulable_pods_are_flushed),
         cmocka_unit_test(delete_from_anywhere),
