@@ -9,6 +9,8 @@ import subprocess
 import time
 import urllib.request
 
+import pytest
+
 
 def wait_for(cond, timeout, what, step=0.1):
     end = time.time() + timeout
@@ -122,11 +124,33 @@ class Stack:
         """The server's token for agents (every agent route but /metrics wants it)."""
         return (self.data / "agent.token").read_text().strip()
 
-    def agent_get(self, port, path):
+    def agent_get(self, port, path, timeout=5):
         req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
                                      headers={"Authorization": f"Bearer {self.agent_token}"})
-        with urllib.request.urlopen(req, timeout=5) as f:
+        with urllib.request.urlopen(req, timeout=timeout) as f:
             return f.read().decode()
+
+    def agent_pods(self, port):
+        """The agent's own view (/pods) as a dict, or None while it does not answer."""
+        try:
+            return json.loads(self.agent_get(port, "/pods", timeout=2))
+        except OSError:
+            return None
+
+
+def require_tool(path, what):
+    """Marks a test that needs a tool: where the tool is missing the test fails,
+    never skips (scripts/install-deps.sh installs it; kubectl comes with the
+    machine image)."""
+    def mark(f):
+        if os.path.exists(path):
+            return f
+
+        def missing():
+            pytest.fail(f"{what} not found at {path}: install it (scripts/install-deps.sh)")
+        missing.__name__, missing.__doc__ = f.__name__, f.__doc__
+        return missing
+    return mark
 
 
 def pod_manifest(name, cmd, gpus=0, ns="default", restart="Never", annotations=None, run_as_root=False):

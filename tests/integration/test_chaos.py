@@ -37,7 +37,6 @@ import socket
 import sqlite3
 import threading
 import time
-import urllib.request
 
 import requests
 
@@ -93,13 +92,7 @@ class Cluster(Stack):
                    "--agent-token-file", str(self.data / "agent.token"))
 
     def agent_report(self, node):
-        try:
-            req = urllib.request.Request(f"http://127.0.0.1:{self.agent_ports[node]}/pods",
-                                         headers={"Authorization": f"Bearer {self.agent_token}"})
-            with urllib.request.urlopen(req, timeout=2) as f:
-                return json.loads(f.read())
-        except OSError:
-            return None
+        return self.agent_pods(self.agent_ports[node])
 
     # --- the API itself, for what the CLI does not show (status codes, watches, /readyz) ---
     def token(self):

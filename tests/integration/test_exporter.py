@@ -21,6 +21,8 @@ import urllib.request
 
 import pytest
 
+from stack import require_tool
+
 PROMETHEUS = "/usr/bin/prometheus"
 SERIES = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)\{(.*)\} (\S+)$')
 LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -185,7 +187,7 @@ def test_discover_outputs(run):
     assert r.returncode == 2
 
 
-@pytest.mark.skipif(not os.path.exists(PROMETHEUS), reason="prometheus binary not installed (/usr/bin/prometheus)")
+@require_tool(PROMETHEUS, "prometheus")
 def test_prometheus_scrapes_exporter(exporter, tmp_path):
     _, port = exporter("--mock", "8xH100-80GB", "--interval", "200ms")
     prom_port = free_port()

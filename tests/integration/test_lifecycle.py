@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from stack import Stack, phase, pid_alive, pod_manifest, wait_for
+from stack import Stack, phase, pid_alive, pod_manifest, require_tool, wait_for
 
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -123,7 +123,7 @@ def test_new_pod_never_overlaps_the_terminating_one(stack, tmp_path):
     assert stack.pod("new") is None
 
 
-@pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl not installed")
+@require_tool(KUBECTL, "kubectl")
 def test_kubectl_delete_waits_and_lists_leases(stack, tmp_path):
     env = dict(os.environ, HOME=str(tmp_path), KUBECONFIG=stack.kubeconfig)
 

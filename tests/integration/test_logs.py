@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, wait_for
+from stack import Stack, phase, pod_manifest, require_tool, wait_for
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
-needs_kubectl = pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl not installed")
+needs_kubectl = require_tool(KUBECTL, "kubectl")
 
 TOKENS = "adm,admin,system:masters,,admin\nten,alice,,team-a,tenant\n"
 

@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
 
 from stack import Stack, phase, pid_alive, pod_manifest, wait_for
 
@@ -57,13 +56,7 @@ class Cluster(Stack):
                           "--agent-token-file", str(self.data / "agent.token"))
 
     def report(self, node):
-        try:
-            req = urllib.request.Request(f"http://127.0.0.1:{self.agent_ports[node]}/pods",
-                                         headers={"Authorization": f"Bearer {self.agent_token}"})
-            with urllib.request.urlopen(req, timeout=2) as f:
-                return json.loads(f.read())
-        except OSError:
-            return None
+        return self.agent_pods(self.agent_ports[node])
 
     def pids(self, node, name):
         r = self.report(node) or {"pods": []}

@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+from stack import require_tool
+
 requests = pytest.importorskip("requests")
 
 TOKENS = "adm,admin,,,admin\nten,alice,,team-a,tenant\nnod,system:node:g1,,,node\n"
@@ -277,7 +279,7 @@ spec:
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
 
-@pytest.mark.skipif(not os.path.exists(KUBECTL), reason="kubectl not installed")
+@require_tool(KUBECTL, "kubectl")
 def test_kubectl_over_https_with_a_token(server, tmp_path):
     s = server
     s.call("POST", "/api/v1/nodes", json=node("g1", 1))

@@ -32,7 +32,7 @@ def last_json(out):
 
 def need_trace():
     if not os.path.isfile(os.path.join(TRACE, "openb_pod_list_default.csv")):
-        pytest.skip("openb trace not found in " + TRACE)
+        pytest.fail("openb trace not found in " + TRACE + " (GS_TRACE_DIR; CI has ../shared/traces/openb)")
 
 
 @pytest.fixture(scope="module")
