@@ -12,6 +12,7 @@
 #include "control/store.h"
 #include "tmpdir_fixture.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -47,6 +48,36 @@ __attribute__((unused)) static int lc_fx_teardown(void **state)
     fx_rm_tree(f->dir);
     free(f);
     return 0;
+}
+
+/* t (seconds since the epoch) as RFC 3339, as agents write heartbeats. */
+__attribute__((unused)) static void lc_fx_stamp(double t, char *buf, size_t len)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    gmtime_r(&tt, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Writes Node name with a Ready condition (ready: "True", "False", "Unknown")
+ * last heard from at hb; an existing Node keeps its spec (taints). */
+__attribute__((unused)) static void lc_fx_put_node(struct lc_fx *f, const char *name, double hb, const char *ready)
+{
+    char ts[32], key[128];
+    lc_fx_stamp(hb, ts, sizeof ts);
+    json_t *n = json_pack("{s:s,s:s,s:{s:s},s:{},s:{s:[{s:s,s:s,s:s}]}}", "apiVersion", "v1", "kind", "Node",
+                          "metadata", "name", name, "spec", "status", "conditions", "type", "Ready", "status", ready,
+                          "lastHeartbeatTime", ts);
+    snprintf(key, sizeof key, "nodes/%s", name);
+    json_t *old = NULL;
+    if (gs_store_get(f->store, key, &old, NULL) == 0) {
+        json_object_set(n, "spec", json_object_get(old, "spec"));
+        json_decref(old);
+        assert_int_equal(gs_store_update(f->store, key, n, 0, NULL), 0);
+    } else {
+        assert_int_equal(gs_store_create(f->store, key, n, NULL), 0);
+    }
+    json_decref(n);
 }
 
 #endif

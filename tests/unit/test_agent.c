@@ -60,33 +60,6 @@ static void test_endpoint(void **state)
 
 /*--- Node lifecycle on a store ---*/
 
-static void stamp(double t, char *buf, size_t len)
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-static void put_node(struct lc_fx *f, const char *name, double hb)
-{
-    char ts[32], key[128];
-    stamp(hb, ts, sizeof ts);
-    json_t *n = json_pack("{s:s,s:s,s:{s:s},s:{},s:{s:[{s:s,s:s,s:s}]}}", "apiVersion", "v1", "kind", "Node",
-                          "metadata", "name", name, "spec", "status", "conditions", "type", "Ready", "status", "True",
-                          "lastHeartbeatTime", ts);
-    snprintf(key, sizeof key, "nodes/%s", name);
-    json_t *old = NULL;
-    if (gs_store_get(f->store, key, &old, NULL) == 0) {
-        json_object_set(n, "spec", json_object_get(old, "spec"));
-        json_decref(old);
-        assert_int_equal(gs_store_update(f->store, key, n, 0, NULL), 0);
-    } else {
-        assert_int_equal(gs_store_create(f->store, key, n, NULL), 0);
-    }
-    json_decref(n);
-}
-
 static void put_pod(struct lc_fx *f, const char *name, const char *node, const char *policy, const char *phase)
 {
     char key[128];
@@ -126,8 +99,8 @@ static const char *ready_status(json_t *node)
 static void test_lost_node(void **state)
 {
     struct lc_fx *f = *state;
-    put_node(f, "lost", f->now - 60);
-    put_node(f, "alive", f->now - 2);
+    lc_fx_put_node(f, "lost", f->now - 60, "True");
+    lc_fx_put_node(f, "alive", f->now - 2, "True");
     put_pod(f, "never", "lost", "Never", "Running");
     put_pod(f, "again", "lost", "OnFailure", "Running");
     put_pod(f, "done", "lost", "OnFailure", "Succeeded");
@@ -203,7 +176,7 @@ static void test_lost_node(void **state)
     assert_int_equal(st.confirmed, 1);
 
     /* The heartbeat comes back: the taint goes. */
-    put_node(f, "lost", f->now + 3);
+    lc_fx_put_node(f, "lost", f->now + 3, "True");
     gs_nodelc_scan(f->lc, f->now + 4);
     n = get(f, "nodes/lost");
     assert_false(tainted(n));
@@ -216,7 +189,7 @@ static void test_grace_counts_from_controller_start(void **state)
     struct gs_nodelc *fresh;
     struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
     assert_int_equal(gs_nodelc_new(&o, f->now, &fresh), 0);
-    put_node(f, "old", f->now - 3600);
+    lc_fx_put_node(f, "old", f->now - 3600, "True");
     gs_nodelc_scan(fresh, f->now + 5); /* within grace of the controller's start */
     json_t *n = get(f, "nodes/old");
     assert_false(tainted(n));

@@ -23,33 +23,6 @@
 #include <string.h>
 #include <time.h>
 
-static void stamp(double t, char *buf, size_t len)
-{
-    time_t tt = (time_t)t;
-    struct tm tm;
-    gmtime_r(&tt, &tm);
-    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-static void put_node(struct lc_fx *f, const char *name, double hb, const char *ready)
-{
-    char ts[32], key[128];
-    stamp(hb, ts, sizeof ts);
-    json_t *n = json_pack("{s:s,s:s,s:{s:s},s:{},s:{s:[{s:s,s:s,s:s}]}}", "apiVersion", "v1", "kind", "Node",
-                          "metadata", "name", name, "spec", "status", "conditions", "type", "Ready", "status", ready,
-                          "lastHeartbeatTime", ts);
-    snprintf(key, sizeof key, "nodes/%s", name);
-    json_t *old = NULL;
-    if (gs_store_get(f->store, key, &old, NULL) == 0) {
-        json_object_set(n, "spec", json_object_get(old, "spec"));
-        json_decref(old);
-        assert_int_equal(gs_store_update(f->store, key, n, 0, NULL), 0);
-    } else {
-        assert_int_equal(gs_store_create(f->store, key, n, NULL), 0);
-    }
-    json_decref(n);
-}
-
 /* A Running pod on node; tolerations is a JSON array text or NULL. */
 static void put_pod(struct lc_fx *f, const char *name, const char *node, const char *policy, const char *tolerations)
 {
@@ -112,7 +85,7 @@ static int setup(void **state) { return lc_fx_setup(state, "/tmp/gs-test-nodelc2
 static void test_toleration_seconds(void **state)
 {
     struct lc_fx *f = *state;
-    put_node(f, "n", f->now - 60, "True");
+    lc_fx_put_node(f, "n", f->now - 60, "True");
     put_pod(f, "bare", "n", "Always", NULL);
     put_pod(f, "zero", "n", "Always",
             "[{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\",\"effect\":\"NoExecute\","
@@ -158,7 +131,7 @@ static void test_not_ready_taint(void **state)
 {
     struct lc_fx *f = *state;
     char t[256];
-    put_node(f, "sick", f->now, "False");
+    lc_fx_put_node(f, "sick", f->now, "False");
     gs_nodelc_scan(f->lc, f->now + 1);
     taints(f, "sick", t, sizeof t);
     assert_string_equal(t, "node.kubernetes.io/not-ready:NoSchedule,node.kubernetes.io/not-ready:NoExecute");
@@ -172,7 +145,7 @@ static void test_not_ready_taint(void **state)
                           json_pack("{s:s,s:s}", "key", "team", "effect", "NoSchedule"));
     assert_int_equal(gs_store_update(f->store, "nodes/sick", n, 0, NULL), 0);
     json_decref(n);
-    put_node(f, "sick", f->now + 21, "True");
+    lc_fx_put_node(f, "sick", f->now + 21, "True");
     gs_nodelc_scan(f->lc, f->now + 22);
     taints(f, "sick", t, sizeof t);
     assert_string_equal(t, "team:NoSchedule");
@@ -192,7 +165,7 @@ static void confirm(struct lc_fx *f, const char *name)
 static void test_settling(void **state)
 {
     struct lc_fx *f = *state;
-    put_node(f, "n", f->now - 60, "True");
+    lc_fx_put_node(f, "n", f->now - 60, "True");
     put_pod(f, "never", "n", "Never", NULL);
     put_pod(f, "again", "n", "OnFailure", NULL);
     put_pod(f, "waits", "n", "Never", NULL);
@@ -241,7 +214,7 @@ static void test_settling(void **state)
 static void test_node_deleted_settles_at_once(void **state)
 {
     struct lc_fx *f = *state;
-    put_node(f, "n", f->now - 60, "True");
+    lc_fx_put_node(f, "n", f->now - 60, "True");
     put_pod(f, "again", "n", "Always", NULL);
     gs_nodelc_scan(f->lc, f->now);
     assert_true(pending(f, "again"));
