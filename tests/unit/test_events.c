@@ -258,6 +258,17 @@ static void full_queue_drops_and_counts(void **state)
 
 /*--- Expiry, on a real store ---*/
 
+/* A SQLite store in a new scratch directory (its name into dir). */
+static struct gs_store *scratch_store(char *dir, size_t len)
+{
+    snprintf(dir, len, "/tmp/gs-events-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    struct gs_store *s = NULL;
+    struct gs_store_opts so = {.dir = dir};
+    assert_int_equal(gs_store_open_sqlite(&so, &s), 0);
+    return s;
+}
+
 static int count_events(const char *key, json_t *obj, void *arg)
 {
     (void)key, (void)obj;
@@ -277,11 +288,7 @@ static void expiry_after_last_write(void **state)
 {
     (void)state;
     char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/gs-events-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    struct gs_store *s;
-    struct gs_store_opts so = {.dir = dir};
-    assert_int_equal(gs_store_open_sqlite(&so, &s), 0);
+    struct gs_store *s = scratch_store(dir, sizeof dir);
     struct gs_clock clk;
     gs_clock_init_sim(&clk, T0);
     struct gs_recorder *r;
@@ -335,11 +342,7 @@ static void store_batches_and_recovers(void **state)
 {
     (void)state;
     char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/gs-events-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    struct gs_store *s;
-    struct gs_store_opts so = {.dir = dir};
-    assert_int_equal(gs_store_open_sqlite(&so, &s), 0);
+    struct gs_store *s = scratch_store(dir, sizeof dir);
     struct gs_clock clk;
     gs_clock_init_sim(&clk, T0);
     char key[128];
@@ -403,11 +406,7 @@ static void lost_node_is_recorded(void **state)
 {
     (void)state;
     char dir[64];
-    snprintf(dir, sizeof dir, "/tmp/gs-events-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    struct gs_store *s;
-    struct gs_store_opts so = {.dir = dir};
-    assert_int_equal(gs_store_open_sqlite(&so, &s), 0);
+    struct gs_store *s = scratch_store(dir, sizeof dir);
     struct gs_recorder *r;
     struct gs_recorder_opts ro = {.store = s, .sync = true};
     assert_int_equal(gs_recorder_new(&ro, &r), 0);
