@@ -765,6 +765,8 @@ static int watch_once(struct informer *in)
     atomic_fetch_add(&in->h->requests, 1);
     err = gs_client_stream_timed(in->c, p, t + WATCH_GRACE_S, on_stream, &w, &st, &code);
     report_req(in, "GET", p, code, true);
+    bool partial = false; /* the stream ended inside an event */
+    for (size_t i = 0; i < w.n && !partial; i++) partial = !strchr(" \t\r", w.p[i]);
     free(w.p);
     if (atomic_load(&in->h->stop)) {
         json_decref(st);
@@ -791,7 +793,7 @@ static int watch_once(struct informer *in)
         return back_off(in, 500) ? WATCH_EXPIRED : GS_ESTATE;
     }
     if (w.error_code || w.broken) return back_off(in, w.error_code) ? GS_EIO : GS_ESTATE;
-    if (err == GS_ETIMEDOUT || err == 0) {
+    if ((err == GS_ETIMEDOUT || err == 0) && !partial) {
         in->backoff_ms = 0;
         return WATCH_ENDED;
     }
