@@ -814,11 +814,15 @@ static void *informer_main(void *arg)
                 nap(h, h->o.not_served_recheck_ms > 0 ? h->o.not_served_recheck_ms : 60000);
                 continue;
             }
-            if (r) continue; /* backed off already */
+            if (r) { /* answers were backed off already; what failed here (memory, a key too long) is too */
+                if (r != GS_ESTATE) back_off(in, 0);
+                continue;
+            }
             need_list = false;
         }
         int r = watch_once(in);
         if (r == WATCH_EXPIRED) need_list = true;
+        else if (r == GS_ERANGE) back_off(in, 0); /* the path did not fit: nothing was asked */
     }
     return NULL;
 }

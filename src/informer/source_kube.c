@@ -82,10 +82,15 @@ static void give(struct kube *k, struct gs_client *c)
     gs_client_free(c);
 }
 
-static void sleep_ms(long ms)
+/* Waits ms (at most WAIT_MAX_MS), in slices so that free() is not held up. */
+#define WAIT_MAX_MS 30000
+static void sleep_ms(struct kube *k, long ms)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
+    if (ms > WAIT_MAX_MS) ms = WAIT_MAX_MS;
+    for (; ms > 0 && !atomic_load(&k->stop); ms -= 100) {
+        struct timespec ts = {0, (ms < 100 ? ms : 100) * 1000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* One request with the retries above. */
@@ -118,7 +123,7 @@ static int call(struct kube *k, struct gs_client *c, const char *method, const c
         }
         json_decref(doc);
         atomic_fetch_add(&k->retries, 1);
-        sleep_ms(wait);
+        sleep_ms(k, wait);
     }
     if (code_out) *code_out = code;
     return err;
