@@ -48,12 +48,13 @@
 
 #include "control/store.h"
 #include "core/labels.h"
+#include "informer/source.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 struct gs_nodelc_opts {
-    struct gs_store *store;   /* borrowed */
+    struct gs_source *source; /* borrowed: every read and write (source.h) */
     int64_t grace_ms;         /* 0: $GPUSCHED_NODE_GRACE (seconds, may be fractional) or 40 s */
     int64_t period_ms;        /* scan period; 0: 500 ms */
     struct gs_recorder *events; /* borrowed (events.h): NodeNotReady, pod evictions; NULL: none */

@@ -46,6 +46,7 @@
 #define GS_GOVERN_OPERATOR_H
 
 #include "control/store.h"
+#include "informer/source.h"
 #include "core/clock.h"
 #include "core/object.h"
 
@@ -60,7 +61,7 @@
 #define GS_ANN_STACK_MACHINE "gpusched.io/gpu-stack-machine"
 
 struct gs_operator_opts {
-    struct gs_store *store;       /* borrowed */
+    struct gs_source *source;     /* borrowed: every read and write (source.h) */
     const struct gs_clock *clock; /* borrowed; NULL: the real clock */
     const struct gs_clock *wall;  /* borrowed; wall time for what is saved; NULL: CLOCK_REALTIME */
     int64_t period_ms;            /* pass period of the thread; 0: 200 */
