@@ -933,15 +933,17 @@ static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs
 
 /* Writes one eviction back through the source (local: Failed or re-created;
  * kube: DisruptionTarget, then a delete with the uid as precondition) and
- * the Event. */
-static void write_eviction(struct gs_sched_loop *l, struct entry *e, const char *preemptor, bool scheduler)
+ * the Event. false: not allowed to write any more (may_write), nothing done. */
+static bool write_eviction(struct gs_sched_loop *l, struct entry *e, const char *preemptor, bool scheduler)
 {
+    if (!writable(l)) return false;
     const struct gs_pod *pod = e->obj->u.pod;
     /* The Event on the victim, as kube-scheduler records one (admission records its own). */
     if (gs_source_preempt(l->source, e->key, pod->meta.uid, preemptor, NULL) == 0 && scheduler)
         gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Normal",
                         "Preempted", "Preempting", "Preempted by pod %s", preemptor);
     gs_log(GS_LOG_INFO, "scheduler: preempted", "pod", e->key, "by", preemptor, NULL);
+    return true;
 }
 
 /* Evictions and nominations of the cycle that just ran: victims are written
@@ -955,13 +957,14 @@ static void after_cycle(struct gs_sched_loop *l)
         struct entry *e = gs__strmap_get(&l->pods, v->key);
         if (e) {
             const struct gs_pod *pod = e->obj->u.pod;
-            write_eviction(l, e, v->preemptor, true);
+            bool written = write_eviction(l, e, v->preemptor, true);
             /* The driver queued it again; the store's next version decides its fate. */
             char key[GS__KEY_MAX];
             gs_meta_key(&pod->meta, key, sizeof key);
             gs_scheduler_delete_pod(l->scheds[v->sched], key);
             e->state = P_OTHER;
             e->rv = 0;
+            if (!written) e->state = account_bound(l, e); /* leadership lost mid-round: it still runs there */
         }
         char pkey[GS__KEY_MAX + 8];
         snprintf(pkey, sizeof pkey, "pods/%s", v->preemptor);
@@ -1002,9 +1005,10 @@ static void adm_evict(void *ctx, const char *key, const char *by)
         gs_cache_remove_pod(l->cache, pkey);
         notify_all(l, GS_EV_POD_DELETED);
     }
-    write_eviction(l, e, by, false);
+    bool written = write_eviction(l, e, by, false);
     e->state = P_OTHER; /* the store's next version decides its fate */
     e->rv = 0;
+    if (!written) e->state = account_bound(l, e); /* leadership lost mid-round: it still runs there */
 }
 
 /* Runs up to CYCLES_PER_ROUND cycles over the schedulers; returns how many ran. */
