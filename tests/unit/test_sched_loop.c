@@ -36,16 +36,29 @@ struct wrap {
     atomic_int writes;      /* every create, mutate, remove, bind item and preempt */
     const char *steal_key;  /* bind of this key: another scheduler binds it first, to steal_node */
     const char *steal_node;
+    /* Cursors in their own number space, as a Kubernetes source's merged
+     * stream (source.h): the stream's position is this far from any object's rv. */
+    int64_t cursor_offset;
 };
 
 #define IN(s) (((struct wrap *)(s))->in)
 #define W(s) ((struct wrap *)(s))
 
 static int w_list(struct gs_source *s, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *cursor)
-{ return gs_source_list(IN(s), prefix, fn, arg, cursor); }
+{
+    int err = gs_source_list(IN(s), prefix, fn, arg, cursor);
+    *cursor += W(s)->cursor_offset;
+    return err;
+}
 static int w_events(struct gs_source *s, int64_t *after, const char *prefix, int timeout_ms, const atomic_bool *stop,
                     struct gs_store_event **evs, size_t *n)
-{ return gs_source_events(IN(s), after, prefix, timeout_ms, stop, evs, n); }
+{
+    int64_t off = W(s)->cursor_offset, at = *after - off;
+    assert_true(at >= 0); /* a cursor the loop made up from an object's rv would land below the offset */
+    int err = gs_source_events(IN(s), &at, prefix, timeout_ms, stop, evs, n);
+    *after = at + off;
+    return err;
+}
 static int w_get(struct gs_source *s, const char *key, json_t **obj, int64_t *rv)
 { return gs_source_get(IN(s), key, obj, rv); }
 static int w_create(struct gs_source *s, const char *key, json_t *obj, int64_t *rv)
@@ -501,6 +514,31 @@ static void already_bound_elsewhere_counts_once(void **state)
     json_decref(p);
 }
 
+/* The stream's cursor is not an object version (a Kubernetes source): the
+ * loop resumes from the lists' cursor and tells events apart by their own
+ * rv, so pods created before and after it started are both bound, once. */
+static void cursors_are_not_versions(void **state)
+{
+    struct fx *f = *state;
+    f->w.cursor_offset = 1000000;
+    put_node(f, "g1", 2);
+    put_pod(f, "before", "1", NULL);
+    start(f, false);
+    json_t *p = wait_pod(f, "before", bound);
+    json_decref(p);
+    put_pod(f, "after", "1", NULL);
+    p = wait_pod(f, "after", bound);
+    json_decref(p);
+    settle(f);
+    struct gs_sched_loop_stats st;
+    gs_sched_loop_stats(f->loop, &st);
+    assert_int_equal(st.bound, 2);
+    assert_int_equal(st.write_failures, 0);
+    struct node_look n = node_state(f, "g1");
+    assert_int_equal(n.npods, 2);
+    assert_int_equal(n.whole_free, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -510,6 +548,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(preemption_nominates_the_node, setup, teardown),
         cmocka_unit_test_setup_teardown(nomination_cleared_when_unschedulable_again, setup, teardown),
         cmocka_unit_test_setup_teardown(already_bound_elsewhere_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(cursors_are_not_versions, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
