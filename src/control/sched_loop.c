@@ -26,7 +26,6 @@
 #include "govern/operator.h" /* GPU stack gate */
 
 #include "control/api.h"
-#include "control/apiserver.h"
 #include "control/events.h" /* Scheduled, FailedScheduling, Preempted */
 #include "control/nodelifecycle.h" /* evictions awaiting their node */
 #include "core/log.h"
@@ -689,7 +688,8 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
         gs_cache_remove_pod(l->cache, key);
         e->state = P_DETACHED;
         e->rv = 0; /* accept whatever comes next */
-        gs_log(GS_LOG_INFO, b->err == GS_EEXIST ? "scheduler: pod bound elsewhere meanwhile" : "scheduler: binding not written",
+        gs_log(GS_LOG_INFO,
+               b->err == GS_EEXIST ? "scheduler: pod bound elsewhere meanwhile" : "scheduler: binding not written",
                "pod", e->key, "error", gs_strerror(b->err), NULL);
         json_decref(b->out);
         return;
@@ -1071,8 +1071,10 @@ static int explain_text(struct gs_sched_loop *l, const char *ns, const char *nam
         fprintf(f, "pod %s/%s is not queued: %s (spec.schedulingGates:", ns, name, GATED_MSG);
         size_t i;
         json_t *g;
-        json_array_foreach(json_object_get(json_object_get(pod->doc, "spec"), "schedulingGates"), i, g)
-            fprintf(f, " %s", json_string_value(json_object_get(g, "name")) ? json_string_value(json_object_get(g, "name")) : "?");
+        json_array_foreach(json_object_get(json_object_get(pod->doc, "spec"), "schedulingGates"), i, g) {
+            const char *gate = json_string_value(json_object_get(g, "name"));
+            fprintf(f, " %s", gate ? gate : "?");
+        }
         fprintf(f, ")\n");
         return 0;
     }
