@@ -83,6 +83,7 @@ struct gs_sched_loop {
     bool (*may_write)(void *ctx); /* leadership (sched_loop.h) */
     void *may_write_ctx;
     bool leading;                 /* may_write's answer before the last round */
+    bool loading;                 /* in load(): no writes from inside a list */
     struct entry *nominated_now;  /* the preemptor nominated by the cycle running */
     struct gs_sched_config own;       /* the default when no config was given */
     const struct gs_sched_config *cfg;
@@ -631,6 +632,8 @@ static int load(struct gs_sched_loop *l)
 {
     int err = 0;
     l->rv = INT64_MAX;
+    l->loading = true;
+    l->leading = false; /* the next round writes what the lists showed is owed (start_leading) */
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !err; k++) {
         int64_t cursor = INT64_MAX;
         struct load_ctx c = {l, kinds[k].fn};
@@ -639,6 +642,7 @@ static int load(struct gs_sched_loop *l)
         else if (!err && cursor < l->rv) l->rv = cursor;
     }
     if (l->rv == INT64_MAX) l->rv = 0;
+    l->loading = false;
     pthread_mutex_lock(&l->mu);
     l->st.synced = !err;
     pthread_mutex_unlock(&l->mu);
@@ -839,7 +843,8 @@ static void write_gated(struct gs_sched_loop *l, struct entry *e)
             return;
         }
     }
-    if (!writable(l)) return; /* the leader writes it; a replica gaining the lease writes what is missing */
+    /* The leader writes it; a replica gaining the lease (or done loading) writes what is missing. */
+    if (l->loading || !writable(l)) return;
     struct cond_ctx cc = {e->obj->u.pod->meta.uid, "SchedulingGated", GATED_MSG, false};
     if (gs_source_mutate(l->source, e->key, "status", unsched_fn, &cc, NULL, NULL) != 0) return;
     free(e->msg);
@@ -1174,7 +1179,8 @@ static bool follow(struct gs_sched_loop *l, int wait_ms)
     return true;
 }
 
-/* Leadership gained: what a leader writes for pods it only followed. */
+/* Leadership gained, or a load done: what a leader writes for pods it only
+ * followed or listed. */
 static void start_leading(struct gs_sched_loop *l)
 {
     for (size_t s = 0; s < l->pods.cap; s++) {

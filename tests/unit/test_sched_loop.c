@@ -320,6 +320,11 @@ static void scheduling_gates_hold_a_pod(void **state)
     assert_int_equal(gs_sched_loop_explain(f->loop, "default", "held", &text), 0);
     assert_non_null(strstr(text, "example.com/quota"));
     free(text);
+    /* One created while the loop runs (the stream, not the list) is held too. */
+    put_pod(f, "later", "1", json_pack("{s:[{s:s}]}", "schedulingGates", "name", "example.com/quota"));
+    p = wait_pod(f, "later", gated_cond);
+    assert_null(node_of(p));
+    json_decref(p);
     p = get_pod(f, "held");
     assert_null(node_of(p));
     json_decref(p);
@@ -336,6 +341,9 @@ static void scheduling_gates_hold_a_pod(void **state)
     json_decref(p);
     gs_sched_loop_stats(f->loop, &st);
     assert_int_equal(st.bound, 1);
+    p = get_pod(f, "later");
+    assert_null(node_of(p)); /* still gated */
+    json_decref(p);
 }
 
 /* may_write false: the loop follows the stream (a new node reaches its
