@@ -41,6 +41,11 @@
  * Scheduling: gs_stack_gate_node() is applied by the scheduler loop to each
  * node it loads: while GPUStackReady is False the node offers no GPU and
  * no MIG device, so GPU pods wait and CPU-only pods are unaffected.
+ *
+ * Reads and writes go through a source (source.h); ClusterPolicy status is a
+ * status-only write. A node's labels, annotations and GPUStackReady
+ * condition are one whole-object mutate, one transaction with the server's
+ * in-process source.
  */
 #ifndef GS_GOVERN_OPERATOR_H
 #define GS_GOVERN_OPERATOR_H
