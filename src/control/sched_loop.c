@@ -640,6 +640,8 @@ static int load(struct gs_sched_loop *l)
         err = gs_source_list(l->source, kinds[k].prefix, load_one, &c, &cursor);
         if (err == GS_ENOENT) err = 0;
         else if (!err && cursor < l->rv) l->rv = cursor;
+        else if (err) gs_log(GS_LOG_WARN, "scheduler: cannot list", "resource", kinds[k].prefix, "error",
+                             gs_strerror(err), NULL);
     }
     if (l->rv == INT64_MAX) l->rv = 0;
     l->loading = false;
