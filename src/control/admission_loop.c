@@ -772,7 +772,7 @@ static void write_cond(struct gs_adm_loop *a, const char *key, const char *uid, 
     snprintf(buf, sizeof buf, "%s\n%s\n%s", status, reason ? reason : "", msg ? msg : "");
     if (*last && !strcmp(*last, buf)) return;
     struct cond_ctx c = {uid, type, status, reason, msg};
-    int rc = gs_store_mutate(a->o.store, key, cond_fn, &c, NULL, NULL);
+    int rc = gs_source_mutate(a->o.source, key, "status", cond_fn, &c, NULL, NULL);
     if (rc && rc != GS_STORE_UNCHANGED) return;
     free(*last);
     *last = strdup(buf);
@@ -901,7 +901,7 @@ static void publish_queue_status(struct gs_adm_loop *a, int64_t now)
 {
     if (!a->adm || now < a->qstatus.next_ns) return;
     json_t *view = gs_admission_queues_json(a->adm, QSTATUS_LISTED, QSTATUS_ESTIMATED);
-    if (view) gs_qstatus_publish(&a->qstatus, a->o.store, view, now, false);
+    if (view) gs_qstatus_publish(&a->qstatus, a->o.source, view, now, false);
     json_decref(view);
 }
 

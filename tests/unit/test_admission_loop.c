@@ -26,6 +26,7 @@
 struct env {
     char dir[64];
     struct gs_store *store;
+    struct gs_source *src; /* the loop's way to store */
     struct gs_clock clk;
     struct gs_cache *cache;
     struct gs_adm_loop *a;
@@ -58,12 +59,13 @@ static void env_init(struct env *e)
     assert_non_null(mkdtemp(e->dir));
     struct gs_store_opts so = {.dir = e->dir};
     assert_int_equal(gs_store_open_sqlite(&so, &e->store), 0);
+    assert_int_equal(gs_source_local_new(e->store, &e->src), 0);
     gs_clock_init_sim(&e->clk, 0);
     e->cache = gs_cache_new(&e->clk);
     struct gs_node_spec n = {.name = "node0", .cpu_milli = 64000, .mem_bytes = 1LL << 38, .gpu_model = "H100",
                              .ngpus = 8, .gpu_mem_mib = 81920};
     assert_true(gs_cache_add_node_spec(e->cache, &n) >= 0);
-    struct gs_adm_loop_opts o = {.store = e->store, .cache = e->cache, .clock = &e->clk, .ctx = e,
+    struct gs_adm_loop_opts o = {.source = e->src, .cache = e->cache, .clock = &e->clk, .ctx = e,
                                  .admitted = on_admitted, .evict = on_evict};
     assert_int_equal(gs_adm_loop_new(&o, &e->a), 0);
 }
@@ -73,6 +75,7 @@ static void env_free(struct env *e)
     gs_adm_loop_free(e->a);
     for (int i = 0; i < e->npods; i++) gs_object_free(e->pods[i]);
     gs_cache_free(e->cache);
+    gs_source_free(e->src);
     gs_store_close(e->store);
     fx_rm_tree(e->dir);
 }
