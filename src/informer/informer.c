@@ -542,7 +542,7 @@ static void replace(struct informer *in, struct listed *l)
                 }
                 gone[ngone++] = e->key;
             }
-    qsort(gone, ngone, sizeof *gone, cmp_str);
+    if (ngone) qsort(gone, ngone, sizeof *gone, cmp_str); /* gone is NULL when nothing went */
     for (size_t i = 0; i < ngone; i++) {
         struct cent *e = cache_find(&in->cache, gone[i]);
         char key[1024];
