@@ -14,6 +14,7 @@
 #include "control/store.h"
 #include "informer/source.h"
 #include "kube/extender.h"
+#include "sched_fixture.h"
 #include "tmpdir_fixture.h"
 
 #include <arpa/inet.h>
@@ -609,11 +610,76 @@ static void unknown_profile_is_refused(void **state)
     gs_diags_free(&d);
 }
 
+/*--- The framework calls the extender adds ---*/
+
+/* schedule_on over nodes picks what a full cycle picks among them, leaves
+ * dead or cordoned nodes out, and run_scores totals lie in 0..max with the
+ * emptier node ahead under LeastAllocated. */
+static void framework_on_given_nodes(void **state)
+{
+    (void)state;
+    struct gs_clock clock;
+    gs_clock_init_sim(&clock, GS_NS_PER_SEC);
+    struct gs_cache *c = gs_cache_new(&clock);
+    assert_int_equal(fx_add_node(c, "a", 8, 64, 0, 0, NULL), 0);
+    assert_int_equal(fx_add_node(c, "b", 8, 64, 0, 0, NULL), 1);
+    assert_int_equal(fx_add_node(c, "c", 2, 64, 0, 0, NULL), 2);
+    struct gs_sched_config cfg = {0};
+    assert_int_equal(gs_sched_config_default(&cfg), 0);
+    struct gs_handle h = {.clock = &clock, .cache = c, .seed = 7};
+    struct gs_framework *fw = NULL;
+    assert_int_equal(gs_framework_new(&cfg.profiles[0], &h, &fw, NULL), 0);
+    struct gs_pod *hog = fx_pod_ex("hog", 0, 0, 40, 0, NULL, NULL, NULL, NULL), *p = fx_pod("p", 2, 0, NULL);
+    struct gs_assignment ha = {.node = 0, .milli = 1000};
+    assert_int_equal(gs_cache_add_bound(c, hog, &ha), 0);
+    /* Scores: b (idle) ahead of a (40 of 64 CPUs taken). */
+    struct gs_node_info *two[2] = {gs_cache_node(c, 0), gs_cache_node(c, 1)};
+    int64_t total[2];
+    struct gs_status failed;
+    assert_int_equal(gs_framework_run_scores(fw, p, two, 2, total, &failed), 0);
+    assert_int_equal(failed.code, GS_SUCCESS);
+    int64_t max = gs_framework_max_total_score(fw);
+    assert_true(max > 0);
+    assert_true(total[0] >= 0 && total[0] <= max && total[1] >= 0 && total[1] <= max);
+    assert_true(total[1] > total[0]);
+    /* The full cycle over every node and schedule_on over the same nodes agree. */
+    struct gs_schedule_result full, on;
+    assert_int_equal(gs_framework_schedule(fw, p, 0, &full), 0);
+    assert_int_equal(full.code, GS_SUCCESS);
+    struct gs_assignment fa = full.a;
+    gs_framework_reject(fw, "default/p", NULL, "test");
+    gs_framework_bind(fw, p);
+    gs_schedule_result_free(&full);
+    int32_t all[3] = {2, 0, 1}; /* any order: taken in cache order */
+    assert_int_equal(gs_framework_schedule_on(fw, p, all, 3, 0, &on), 0);
+    assert_int_equal(on.code, GS_SUCCESS);
+    assert_int_equal(on.a.node, fa.node);
+    assert_int_equal(on.a.gpu_mask, fa.gpu_mask);
+    gs_framework_reject(fw, "default/p", NULL, "test");
+    gs_framework_bind(fw, p);
+    gs_schedule_result_free(&on);
+    /* Only a cordoned node: nothing to place on; a dead index is ignored. */
+    assert_int_equal(gs_cache_set_schedulable(c, 2, false), 0);
+    int32_t cordoned[2] = {2, 99};
+    assert_int_equal(gs_framework_schedule_on(fw, p, cordoned, 2, 0, &on), 0);
+    assert_int_equal(on.feasible_nodes, 0);
+    assert_true(on.code == GS_UNSCHEDULABLE || on.code == GS_UNSCHEDULABLE_AND_UNRESOLVABLE);
+    gs_schedule_result_free(&on);
+    fx_check_cache(c);
+    gs_framework_free(fw);
+    gs_cache_remove_pod(c, "default/hog");
+    gs_cache_free(c);
+    gs_sched_config_free(&cfg);
+    fx_pod_free(hog);
+    fx_pod_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_errors_name_the_field),
         cmocka_unit_test(parse_reads_keys_as_go_does),
+        cmocka_unit_test(framework_on_given_nodes),
         cmocka_unit_test_setup_teardown(bad_request_is_400_with_the_message, setup, teardown),
         cmocka_unit_test_setup_teardown(filter_node_names_with_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(filter_nodes_mode_judges_nodes_as_sent, setup, teardown),
