@@ -12,12 +12,14 @@
 #include <cmocka.h>
 
 #include "control/store.h"
+#include "control/tls.h"
 #include "informer/source.h"
 #include "kube/extender.h"
 #include "sched_fixture.h"
 #include "tmpdir_fixture.h"
 
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -597,6 +599,53 @@ static void http_routes(void **state)
     assert_non_null(strstr(err, "--tls-cert-file /nonexistent/cert.pem: cannot be read"));
 }
 
+static size_t collect(char *data, size_t size, size_t n, void *arg)
+{
+    char *buf = arg;
+    size_t have = strlen(buf), add = size * n;
+    if (have + add < 4096) memcpy(buf + have, data, add), buf[have + add] = 0;
+    return add;
+}
+
+/* HTTPS with the files of --tls-cert-file / --tls-private-key-file, checked
+ * by a client that trusts only their CA. */
+static void https_serves_with_the_given_pair(void **state)
+{
+    struct env *e = *state;
+    char tdir[96], cert[128], key[128], ca[128];
+    snprintf(tdir, sizeof tdir, "%s/tls", e->dir);
+    assert_int_equal(mkdir(tdir, 0700), 0);
+    struct gs_tls t = {0};
+    assert_int_equal(gs_tls_ensure(tdir, NULL, 0, &t), 0);
+    gs_tls_free(&t);
+    snprintf(cert, sizeof cert, "%s/server.crt", tdir);
+    snprintf(key, sizeof key, "%s/server.key", tdir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", tdir);
+    struct gs_extender_http *h = NULL;
+    char err[256];
+    struct gs_extender_http_opts o = {.listen = "127.0.0.1:0", .tls_cert_file = cert, .tls_key_file = key};
+    assert_int_equal(gs_extender_http_start(e->x, &o, &h, err, sizeof err), 0);
+    char url[96], body[4096] = "";
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/sched/filter", gs_extender_http_port(h));
+    char *p = dump_pod("p", "1", 100), req[4096];
+    snprintf(req, sizeof req, "{\"Pod\":%s,\"NodeNames\":[\"n1\",\"n2\"]}", p);
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CAINFO, ca);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    long code = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    assert_int_equal(code, 200);
+    assert_non_null(strstr(body, "\"NodeNames\":[\"n1\"]"));
+    curl_easy_cleanup(c);
+    gs_extender_http_stop(h);
+    free(p);
+}
+
 static void unknown_profile_is_refused(void **state)
 {
     struct env *e = *state;
@@ -690,6 +739,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bind_refusals_say_why, setup, teardown),
         cmocka_unit_test_setup_teardown(follows_deletions, setup, teardown),
         cmocka_unit_test_setup_teardown(http_routes, setup, teardown),
+        cmocka_unit_test_setup_teardown(https_serves_with_the_given_pair, setup, teardown),
         cmocka_unit_test_setup_teardown(unknown_profile_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
