@@ -152,6 +152,23 @@ static bool node_not_ready(const json_t *doc)
 
 /*--- Applying the source's objects ---*/
 
+/* A GPU pod bound without our devices annotation (kube-scheduler bound it,
+ * the device plugin chose): its GPUs are taken all the same. Without knowing
+ * which, count the lowest-numbered ones with room, so the node's free total
+ * is right even if the per-GPU picture is a guess. */
+static uint64_t guess_gpus(const struct gs_node_info *ni, const struct gs_assignment *a, int32_t count)
+{
+    uint64_t mask = 0;
+    for (int32_t g = 0; g < ni->ngpus && g < 64 && count > 0; g++) {
+        const struct gs_gpu_slot *s = &ni->gpus[g];
+        if (s->milli_free >= a->milli && (a->mem_mib <= 0 || s->mem_free_mib >= a->mem_mib)) {
+            mask |= 1ull << g;
+            count--;
+        }
+    }
+    return mask;
+}
+
 /* The cache's accounting of a bound pod, on the devices its annotation
  * names (or the share the pod asks for when it names none). */
 static void pod_account(struct gs_extender *x, struct entry *e)
@@ -164,6 +181,7 @@ static void pod_account(struct gs_extender *x, struct entry *e)
     const char *dev = gs_labels_get(&pod->meta.annotations, GS_ANN_DEVICES);
     int32_t milli = 1000;
     if (dev && gs_devices_parse(ni->node, ni->ngpus, dev, &a.gpu_mask, &milli) == 0) a.milli = milli;
+    if (!a.gpu_mask && pod->demand.gpu_count > 0) a.gpu_mask = guess_gpus(ni, &a, pod->demand.gpu_count);
     if (gs_cache_add_bound(x->cache, pod, &a) == 0) e->accounted = true;
     else gs_log(GS_LOG_WARN, "extender: bound pod not accounted", "pod", e->key, "node", pod->node_name, NULL);
 }

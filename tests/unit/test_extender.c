@@ -348,6 +348,36 @@ static void filter_unschedulable_node_is_unresolvable(void **state)
     free(p);
 }
 
+/* A GPU pod that kube-scheduler bound (no devices annotation) still holds its GPUs. */
+static void pods_bound_elsewhere_hold_their_gpus(void **state)
+{
+    struct env *e = *state;
+    put(e, "pods/default/kube", pod("kube", "3", "1", 0, "n3", NULL));
+    char *p = dump_pod("p", "2", 100), body[4096];
+    snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[\"n3\"]}", p);
+    json_t *doc = NULL;
+    for (int i = 0; i < 200; i++) {
+        int status;
+        doc = call(e, GS_EXT_FILTER, body, &status);
+        if (json_object_get(json_object_get(doc, "FailedNodes"), "n3")) break;
+        json_decref(doc);
+        doc = NULL;
+        usleep(20000);
+    }
+    assert_non_null(doc); /* 3 of 4 taken: 2 do not fit */
+    assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "FailedNodes"), "n3")),
+                        "Insufficient nvidia.com/gpu");
+    json_decref(doc);
+    free(p);
+    p = dump_pod("p", "1", 100);
+    snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[\"n3\"]}", p);
+    int status;
+    doc = call(e, GS_EXT_FILTER, body, &status);
+    assert_int_equal(json_array_size(json_object_get(doc, "NodeNames")), 1); /* the fourth is free */
+    json_decref(doc);
+    free(p);
+}
+
 /*--- Prioritize ---*/
 
 static void prioritize_maps_scores_to_0_10(void **state)
@@ -733,6 +763,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(filter_node_names_with_reasons, setup, teardown),
         cmocka_unit_test_setup_teardown(filter_nodes_mode_judges_nodes_as_sent, setup, teardown),
         cmocka_unit_test_setup_teardown(filter_unschedulable_node_is_unresolvable, setup, teardown),
+        cmocka_unit_test_setup_teardown(pods_bound_elsewhere_hold_their_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(prioritize_maps_scores_to_0_10, setup_fit_score, teardown),
         cmocka_unit_test_setup_teardown(preempt_picks_victims_per_node, setup, teardown),
         cmocka_unit_test_setup_teardown(bind_writes_node_and_devices, setup, teardown),
