@@ -109,6 +109,8 @@ static void default_kind(json_t *doc, const char *api, const char *kind)
 
 /* Decodes a Pod or Node document (a copy gets the missing type fields).
  * NULL with the first problem in why. */
+static struct gs_object *decode_own(json_t *copy, enum gs_kind want, char *why, size_t len);
+
 static struct gs_object *decode(const json_t *doc, enum gs_kind want, char *why, size_t len)
 {
     json_t *copy = json_deep_copy(doc);
@@ -116,6 +118,15 @@ static struct gs_object *decode(const json_t *doc, enum gs_kind want, char *why,
         snprintf(why, len, "out of memory");
         return NULL;
     }
+    struct gs_object *o = decode_own(copy, want, why, len);
+    json_decref(copy);
+    return o;
+}
+
+/* decode() on a document the caller may change (a request's own items: no copy). */
+static struct gs_object *decode_own(json_t *copy, enum gs_kind want, char *why, size_t len)
+{
+    bool had_api = json_object_get(copy, "apiVersion"), had_kind = json_object_get(copy, "kind");
     default_kind(copy, "v1", want == GS_KIND_POD ? "Pod" : "Node");
     struct gs_diags d = {0};
     struct gs_object *o = NULL;
@@ -128,7 +139,8 @@ static struct gs_object *decode(const json_t *doc, enum gs_kind want, char *why,
         o = NULL;
     }
     gs_diags_free(&d);
-    json_decref(copy);
+    if (!had_api) json_object_del(copy, "apiVersion"); /* the document goes back as it came */
+    if (!had_kind) json_object_del(copy, "kind");
     return o;
 }
 
@@ -608,7 +620,7 @@ static int view_scratch(struct gs_extender *x, const struct gs_ext_request *r, s
     for (size_t i = 0; i < v->n; i++) {
         char why[256];
         json_t *doc = json_array_get(r->node_items, i);
-        v->objs[i] = decode(doc, GS_KIND_NODE, why, sizeof why);
+        v->objs[i] = decode_own(doc, GS_KIND_NODE, why, sizeof why);
         if (!v->objs[i]) {
             char msg[320];
             snprintf(msg, sizeof msg, "the Node as sent cannot be read: %s", why);
