@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(FILE *f)
 {
@@ -41,8 +42,8 @@ static void usage(FILE *f)
                "  --tls-cert-file FILE       serve HTTPS with this certificate (PEM) ...\n"
                "  --tls-private-key-file FILE  ... and key (both or neither)\n"
                "  --max-body BYTES           request body limit (default 67108864)\n"
-               "  --sync-timeout DURATION    how long to wait for the first lists before serving\n"
-               "                             (default 60s; /readyz says 503 until then)\n"
+               "  --sync-timeout DURATION    give up (exit 1) when the API server's first lists are not\n"
+               "                             in after this long (default 60s; 0 = wait for ever)\n"
                "  --port-file FILE           write the bound port there once serving\n"
                "  --log-level LEVEL          debug, info (default), warn, error\n"
                "  -h, --help                 show this help\n");
@@ -181,6 +182,23 @@ int gs_cmd_extender(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    /* The first lists before anything serves (a kube source's list waits for them);
+     * a stop signal meanwhile ends the command cleanly. */
+    int64_t waited = 0;
+    struct timespec poll = {0, 0};
+    while (!gs_source_kube_wait_synced(src, 200)) {
+        if (sigtimedwait(&set, NULL, &poll) > 0) {
+            rc = 0;
+            goto out;
+        }
+        waited += 200 * GS_NS_PER_MS;
+        if (o.sync_ns && waited >= o.sync_ns) {
+            fprintf(stderr, "gpusched extender: the API server's lists are not in after %llds (see the log)\n",
+                    (long long)(o.sync_ns / GS_NS_PER_SEC));
+            rc = 1;
+            goto out;
+        }
+    }
     struct gs_extender_opts xo = {.source = src, .config = has_cfg ? &cfg : NULL, .profile = o.profile};
     if ((err = gs_extender_new(&xo, &x, &d))) {
         print_diags(o.config ? "--config" : "profile", &d, err);
@@ -188,8 +206,8 @@ int gs_cmd_extender(int argc, char **argv)
         goto out;
     }
     gs_diags_free(&d);
-    if (!gs_extender_wait_synced(x, (int)(o.sync_ns / GS_NS_PER_MS)))
-        gs_log(GS_LOG_WARN, "extender: the first lists are not in yet; serving 503 until they are", NULL);
+    if (!gs_extender_wait_synced(x, 10000))
+        gs_log(GS_LOG_WARN, "extender: the cache is not loaded yet; serving 503 until it is", NULL);
     char msg[256];
     struct gs_extender_http_opts ho = {.listen = o.listen, .tls_cert_file = o.cert, .tls_key_file = o.key,
                                        .max_body = o.max_body};

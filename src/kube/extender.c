@@ -396,33 +396,64 @@ static int build(struct gs_extender *x, struct gs_diags *d)
     return (x->pre = gs_preemption_new(&po, &x->clock, x->cache)) ? 0 : GS_ENOMEM;
 }
 
+/* One listed object, held until the whole list is applied. */
+struct listed {
+    char *key;
+    json_t *obj;
+    int64_t rv;
+};
+
 struct load_ctx {
     struct gs_extender *x;
-    apply_fn fn;
+    struct listed *v;
+    size_t n, cap;
+    bool oom;
 };
 
 static int load_one(const char *key, json_t *obj, void *arg)
 {
     struct load_ctx *c = arg;
-    c->fn(c->x, key, obj, gs_store_obj_rv(obj), false);
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        struct listed *nv = realloc(c->v, cap * sizeof *nv);
+        if (!nv) return c->oom = true;
+        c->v = nv, c->cap = cap;
+    }
+    struct listed *l = &c->v[c->n];
+    if (!(l->key = strdup(key))) return c->oom = true;
+    l->obj = json_incref(obj);
+    l->rv = gs_store_obj_rv(obj);
+    c->n++;
     return atomic_load(&c->x->stop);
 }
 
-/* Lists every followed resource (under the mutex, so no request sees half a
- * load). 0 or the source's error. */
+/* Lists every followed resource, then applies the lists under the mutex,
+ * so no request sees half a load and none waits while a list is fetched.
+ * 0 or the source's error. */
 static int load(struct gs_extender *x)
 {
     int err = 0;
     int64_t cursor = INT64_MAX;
-    pthread_mutex_lock(&x->mu);
+    struct load_ctx lc[sizeof kinds / sizeof kinds[0]];
+    memset(lc, 0, sizeof lc);
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !err; k++) {
         int64_t c = 0;
-        struct load_ctx lc = {x, kinds[k].fn};
-        err = gs_source_list(x->src, kinds[k].prefix, load_one, &lc, &c);
+        lc[k].x = x;
+        err = gs_source_list(x->src, kinds[k].prefix, load_one, &lc[k], &c);
+        if (!err && lc[k].oom) err = GS_ENOMEM;
         if (c < cursor) cursor = c;
     }
-    x->cursor = cursor == INT64_MAX ? 0 : cursor;
+    pthread_mutex_lock(&x->mu);
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        for (size_t i = 0; i < lc[k].n; i++) {
+            if (!err) kinds[k].fn(x, lc[k].v[i].key, lc[k].v[i].obj, lc[k].v[i].rv, false);
+            free(lc[k].v[i].key);
+            json_decref(lc[k].v[i].obj);
+        }
+        free(lc[k].v);
+    }
     if (!err) {
+        x->cursor = cursor == INT64_MAX ? 0 : cursor;
         x->synced = true;
         pthread_cond_broadcast(&x->cv);
     }
