@@ -378,6 +378,105 @@ static void pods_bound_elsewhere_hold_their_gpus(void **state)
     free(p);
 }
 
+/* A Pod and a Node exactly as a kube-apiserver serves them (kubelet's
+ * status, no status.devices: the count-only path; managedFields, probes,
+ * projected volumes, affinity, tolerations): decoded and judged. */
+static const char KUBE_POD[] =
+    "{\"metadata\":{\"name\":\"train-0\",\"generateName\":\"train-\",\"namespace\":\"default\",\"uid\":\"0c7d9b7e-4f6a-4b5"
+    "1-9d3a-5a9e1c1f3a11\",\"resourceVersion\":\"123456\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\",\"labels\":"
+    "{\"app\":\"train\",\"pod-template-hash\":\"abc\"},\"annotations\":{\"kubectl.kubernetes.io/restartedAt\":\"2026-0"
+    "1-01T00:00:00Z\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"name\":\"train-abc\",\""
+    "uid\":\"11111111-2222-3333-4444-555555555555\",\"controller\":true,\"blockOwnerDeletion\":true}],\"managedFi"
+    "elds\":[{\"manager\":\"kube-controller-manager\",\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":\"2026-01-0"
+    "1T00:00:00Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:labels\":{\".\":{}}}}}]},\"spec\":{\"vol"
+    "umes\":[{\"name\":\"kube-api-access-x\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{\"expirationSecond"
+    "s\":3607,\"path\":\"token\"}},{\"configMap\":{\"name\":\"kube-root-ca.crt\",\"items\":[{\"key\":\"ca.crt\",\"path\":\"ca"
+    ".crt\"}]}}],\"defaultMode\":420}},{\"name\":\"shm\",\"emptyDir\":{\"medium\":\"Memory\",\"sizeLimit\":\"8Gi\"}}],\"ini"
+    "tContainers\":[{\"name\":\"init\",\"image\":\"busybox:1.36\",\"command\":[\"sh\",\"-c\",\"true\"],\"resources\":{},\"ter"
+    "minationMessagePath\":\"/dev/termination-log\",\"terminationMessagePolicy\":\"File\",\"imagePullPolicy\":\"IfN"
+    "otPresent\"}],\"containers\":[{\"name\":\"main\",\"image\":\"nvcr.io/nvidia/pytorch:24.01-py3\",\"args\":[\"python"
+    "\",\"train.py\"],\"ports\":[{\"name\":\"metrics\",\"containerPort\":9090,\"protocol\":\"TCP\"}],\"env\":[{\"name\":\"NCC"
+    "L_DEBUG\",\"value\":\"INFO\"},{\"name\":\"POD_IP\",\"valueFrom\":{\"fieldRef\":{\"apiVersion\":\"v1\",\"fieldPath\":\"st"
+    "atus.podIP\"}}}],\"resources\":{\"limits\":{\"cpu\":\"8\",\"memory\":\"64Gi\",\"nvidia.com/gpu\":\"1\",\"ephemeral-sto"
+    "rage\":\"10Gi\"},\"requests\":{\"cpu\":\"4\",\"memory\":\"32Gi\",\"nvidia.com/gpu\":\"1\",\"ephemeral-storage\":\"5Gi\"}}"
+    ",\"volumeMounts\":[{\"name\":\"kube-api-access-x\",\"readOnly\":true,\"mountPath\":\"/var/run/secrets/kubernete"
+    "s.io/serviceaccount\"},{\"name\":\"shm\",\"mountPath\":\"/dev/shm\"}],\"livenessProbe\":{\"httpGet\":{\"path\":\"/he"
+    "althz\",\"port\":9090,\"scheme\":\"HTTP\"},\"initialDelaySeconds\":30,\"timeoutSeconds\":1,\"periodSeconds\":10,\""
+    "successThreshold\":1,\"failureThreshold\":3},\"terminationMessagePath\":\"/dev/termination-log\",\"terminati"
+    "onMessagePolicy\":\"File\",\"imagePullPolicy\":\"IfNotPresent\",\"securityContext\":{\"allowPrivilegeEscalatio"
+    "n\":false,\"capabilities\":{\"drop\":[\"ALL\"]}}}],\"restartPolicy\":\"Always\",\"terminationGracePeriodSeconds\""
+    ":30,\"dnsPolicy\":\"ClusterFirst\",\"serviceAccountName\":\"default\",\"serviceAccount\":\"default\",\"securityCo"
+    "ntext\":{\"runAsNonRoot\":true,\"seccompProfile\":{\"type\":\"RuntimeDefault\"}},\"affinity\":{\"nodeAffinity\":{"
+    "\"requiredDuringSchedulingIgnoredDuringExecution\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":\""
+    "nvidia.com/gpu.present\",\"operator\":\"In\",\"values\":[\"true\"]}]}]}},\"podAntiAffinity\":{\"preferredDuringS"
+    "chedulingIgnoredDuringExecution\":[{\"weight\":100,\"podAffinityTerm\":{\"labelSelector\":{\"matchLabels\":{\""
+    "app\":\"train\"}},\"topologyKey\":\"kubernetes.io/hostname\"}}]}},\"schedulerName\":\"default-scheduler\",\"tole"
+    "rations\":[{\"key\":\"node.kubernetes.io/not-ready\",\"operator\":\"Exists\",\"effect\":\"NoExecute\",\"toleration"
+    "Seconds\":300},{\"key\":\"node.kubernetes.io/unreachable\",\"operator\":\"Exists\",\"effect\":\"NoExecute\",\"tole"
+    "rationSeconds\":300},{\"key\":\"nvidia.com/gpu\",\"operator\":\"Exists\",\"effect\":\"NoSchedule\"}],\"priority\":0"
+    ",\"enableServiceLinks\":true,\"preemptionPolicy\":\"PreemptLowerPriority\",\"topologySpreadConstraints\":[{\""
+    "maxSkew\":1,\"topologyKey\":\"topology.kubernetes.io/zone\",\"whenUnsatisfiable\":\"ScheduleAnyway\",\"labelSe"
+    "lector\":{\"matchLabels\":{\"app\":\"train\"}}}]},\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodSch"
+    "eduled\",\"status\":\"False\",\"lastProbeTime\":null,\"lastTransitionTime\":\"2026-01-01T00:00:00Z\",\"reason\":\""
+    "Unschedulable\",\"message\":\"0/3 nodes are available\"}],\"qosClass\":\"Burstable\"}}";
+static const char KUBE_NODE[] =
+    "{\"metadata\":{\"name\":\"gpu-node-1\",\"uid\":\"aaaa\",\"resourceVersion\":\"999\",\"creationTimestamp\":\"2026-01-0"
+    "1T00:00:00Z\",\"labels\":{\"kubernetes.io/hostname\":\"gpu-node-1\",\"node.kubernetes.io/instance-type\":\"p5."
+    "48xlarge\",\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\",\"nvidia.com/gpu.present\":\"true\",\"topology"
+    ".kubernetes.io/zone\":\"us-east-1a\"},\"annotations\":{\"node.alpha.kubernetes.io/ttl\":\"0\",\"volumes.kubern"
+    "etes.io/controller-managed-attach-detach\":\"true\"}},\"spec\":{\"podCIDR\":\"10.244.1.0/24\",\"podCIDRs\":[\"10"
+    ".244.1.0/24\"],\"providerID\":\"aws:///us-east-1a/i-0123\",\"taints\":[{\"key\":\"nvidia.com/gpu\",\"value\":\"pre"
+    "sent\",\"effect\":\"NoSchedule\"}]},\"status\":{\"capacity\":{\"cpu\":\"192\",\"ephemeral-storage\":\"3750000000Ki\","
+    "\"hugepages-1Gi\":\"0\",\"hugepages-2Mi\":\"0\",\"memory\":\"2097152000Ki\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\",\"v"
+    "pc.amazonaws.com/efa\":\"32\"},\"allocatable\":{\"cpu\":\"191450m\",\"ephemeral-storage\":\"3455000000000\",\"huge"
+    "pages-1Gi\":\"0\",\"hugepages-2Mi\":\"0\",\"memory\":\"2090000000Ki\",\"nvidia.com/gpu\":\"8\",\"pods\":\"110\",\"vpc.am"
+    "azonaws.com/efa\":\"32\"},\"conditions\":[{\"type\":\"MemoryPressure\",\"status\":\"False\",\"lastHeartbeatTime\":\""
+    "2026-01-01T00:00:00Z\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\",\"reason\":\"KubeletHasSufficientMemo"
+    "ry\",\"message\":\"ok\"},{\"type\":\"Ready\",\"status\":\"True\",\"lastHeartbeatTime\":\"2026-01-01T00:00:00Z\",\"last"
+    "TransitionTime\":\"2026-01-01T00:00:00Z\",\"reason\":\"KubeletReady\",\"message\":\"kubelet is posting ready s"
+    "tatus\"}],\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"10.0.0.5\"},{\"type\":\"Hostname\",\"address\":\"gpu-n"
+    "ode-1\"}],\"daemonEndpoints\":{\"kubeletEndpoint\":{\"Port\":10250}},\"nodeInfo\":{\"machineID\":\"x\",\"systemUUI"
+    "D\":\"y\",\"bootID\":\"z\",\"kernelVersion\":\"6.1\",\"osImage\":\"Ubuntu\",\"containerRuntimeVersion\":\"containerd:/"
+    "/1.7\",\"kubeletVersion\":\"v1.30.0\",\"kubeProxyVersion\":\"v1.30.0\",\"operatingSystem\":\"linux\",\"architectur"
+    "e\":\"amd64\"},\"images\":[{\"names\":[\"nvcr.io/nvidia/pytorch@sha256:abc\",\"nvcr.io/nvidia/pytorch:24.01-py"
+    "3\"],\"sizeBytes\":9000000000}],\"volumesInUse\":[],\"volumesAttached\":[]}}";
+
+static void kube_shaped_objects_are_judged(void **state)
+{
+    struct env *e = *state;
+    size_t len = strlen(KUBE_POD) + strlen(KUBE_NODE) + 64;
+    char *body = malloc(len);
+    snprintf(body, len, "{\"Pod\":%s,\"Nodes\":{\"items\":[%s]},\"NodeNames\":null}", KUBE_POD, KUBE_NODE);
+    int status;
+    json_t *doc = call(e, GS_EXT_FILTER, body, &status);
+    assert_int_equal(status, 200);
+    json_t *items = json_object_get(json_object_get(doc, "Nodes"), "items");
+    assert_int_equal(json_array_size(items), 1);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(items, 0), "metadata"), "name")),
+                        "gpu-node-1");
+    assert_null(json_object_get(json_array_get(items, 0), "kind")); /* sent back as it came */
+    json_decref(doc);
+    /* The same pod on a node whose taint it does not tolerate is refused, with the taint named. */
+    json_t *n = json_loads(KUBE_NODE, 0, NULL);
+    json_object_set_new(json_array_get(json_object_get(json_object_get(n, "spec"), "taints"), 0), "key",
+                        json_string("dedicated"));
+    char *ns = json_dumps(n, JSON_COMPACT);
+    json_decref(n);
+    free(body);
+    len = strlen(KUBE_POD) + strlen(ns) + 64;
+    body = malloc(len);
+    snprintf(body, len, "{\"Pod\":%s,\"Nodes\":{\"items\":[%s]}}", KUBE_POD, ns);
+    doc = call(e, GS_EXT_FILTER, body, &status);
+    assert_int_equal(status, 200);
+    const char *why = json_string_value(json_object_get(json_object_get(doc, "FailedAndUnresolvableNodes"), "gpu-node-1"));
+    if (!why) why = json_string_value(json_object_get(json_object_get(doc, "FailedNodes"), "gpu-node-1"));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "dedicated"));
+    json_decref(doc);
+    free(ns);
+    free(body);
+}
+
 /*--- Prioritize ---*/
 
 static void prioritize_maps_scores_to_0_10(void **state)
@@ -764,6 +863,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(filter_nodes_mode_judges_nodes_as_sent, setup, teardown),
         cmocka_unit_test_setup_teardown(filter_unschedulable_node_is_unresolvable, setup, teardown),
         cmocka_unit_test_setup_teardown(pods_bound_elsewhere_hold_their_gpus, setup, teardown),
+        cmocka_unit_test_setup_teardown(kube_shaped_objects_are_judged, setup, teardown),
         cmocka_unit_test_setup_teardown(prioritize_maps_scores_to_0_10, setup_fit_score, teardown),
         cmocka_unit_test_setup_teardown(preempt_picks_victims_per_node, setup, teardown),
         cmocka_unit_test_setup_teardown(bind_writes_node_and_devices, setup, teardown),
