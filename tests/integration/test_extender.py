@@ -56,21 +56,26 @@ def cluster(gpusched_bin, tmp_path):
         return requests.request(method, url + path, headers={"Authorization": "Bearer adm"}, verify=ca, timeout=20,
                                 **kw)
 
-    for name, gpus in (("big", 4), ("small", 1)):
-        r = api("POST", "/api/v1/nodes", json=node(name, gpus))
-        assert r.status_code == 201, r.text
-    for name, gpus in (("filler", 1), ("web", 1), ("large", 2)):
-        r = api("POST", PODS, json=pod(name, gpus))
-        assert r.status_code == 201, r.text
-    ext = Proc([gpusched_bin, "extender", "--kubeconfig", str(data / "kubeconfig"), "--listen", "127.0.0.1:0",
-                "--port-file", str(tmp_path / "extender.port"), "--log-level", "warn"], tmp_path / "extender.port")
-    base = f"http://127.0.0.1:{ext.port}"
-    wait_for(lambda: requests.get(base + "/readyz", timeout=5).status_code == 200, 30, "extender /readyz")
-    yield api, base
-    rc, err = ext.stop()
-    assert rc == 0, err  # a clean stop: HTTP, extender and informers joined
-    rc, err = srv.stop()
-    assert rc == 0, err
+    ext = None
+    try:
+        for name, gpus in (("big", 4), ("small", 1)):
+            r = api("POST", "/api/v1/nodes", json=node(name, gpus))
+            assert r.status_code == 201, r.text
+        for name, gpus in (("filler", 1), ("web", 1), ("large", 2)):
+            r = api("POST", PODS, json=pod(name, gpus))
+            assert r.status_code == 201, r.text
+        ext = Proc([gpusched_bin, "extender", "--kubeconfig", str(data / "kubeconfig"), "--listen", "127.0.0.1:0",
+                    "--port-file", str(tmp_path / "extender.port"), "--log-level", "warn"],
+                   tmp_path / "extender.port")
+        base = f"http://127.0.0.1:{ext.port}"
+        wait_for(lambda: requests.get(base + "/readyz", timeout=5).status_code == 200, 30, "extender /readyz")
+        yield api, base
+    finally:
+        if ext:
+            rc, err = ext.stop()
+            assert rc == 0, err  # a clean stop: HTTP, extender and informers joined
+        rc, err = srv.stop()
+        assert rc == 0, err
 
 
 def node(name, gpus):
