@@ -8,7 +8,6 @@ import json
 import pathlib
 import signal
 import subprocess
-import time
 
 import pytest
 import requests  # Debian python3-requests: a missing module fails the run, never skips it
