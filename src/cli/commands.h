@@ -30,6 +30,8 @@ int gs_cmd_apply(int argc, char **argv);
 int gs_cmd_get(int argc, char **argv);
 int gs_cmd_describe(int argc, char **argv);
 int gs_cmd_delete(int argc, char **argv);
+/* Kubernetes-facing (src/kube): the kube-scheduler extender. */
+int gs_cmd_extender(int argc, char **argv);
 /* Node agent, all-in-one, client views (src/agent). */
 int gs_cmd_agent(int argc, char **argv);
 int gs_cmd_up(int argc, char **argv);

@@ -18,6 +18,7 @@ static const struct {
     {"get", gs_cmd_get, "list or show objects"},
     {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
     {"delete", gs_cmd_delete, "delete objects"},
+    {"extender", gs_cmd_extender, "answer kube-scheduler's extender callouts (filter, prioritize, preempt, bind)"},
     {"logs", gs_cmd_logs, "print a pod's log (from its node's agent)"},
     {"top", gs_cmd_top, "GPU allocation and utilisation per node (top nodes)"},
     {"explain", gs_cmd_explain, "say why a pod or pod group is pending, and what would make it fit"},
