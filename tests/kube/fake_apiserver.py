@@ -18,7 +18,7 @@ need no copies.
 
 Strictness, each as kube-apiserver does it: bearer token or client certificate (401 otherwise);
 create sets uid, creationTimestamp, resourceVersion and generation and drops status where the
-kind has a status subresource (pods start Pending); PUT needs a matching
+kind has a status subresource (pods start Pending; a Node keeps it); PUT needs a matching
 metadata.resourceVersion (409 Conflict, 422 when missing); PUT and PATCH on the main resource
 keep the stored status and on /status keep everything but status; pod updates may not change
 spec fields other than the mutable few (nodeName only through pods/NAME/binding, scheduling
@@ -68,9 +68,10 @@ class Res:
     """One served resource: where it lives in the URL space and how strict its rules are."""
 
     def __init__(self, group, version, plural, kind, namespaced, status=False, short=(),
-                 builtin=True, store=None):
+                 builtin=True, store=None, create_status=False):
         self.group, self.version, self.plural, self.kind = group, version, plural, kind
         self.namespaced, self.status, self.short, self.builtin = namespaced, status, short, builtin
+        self.create_status = create_status  # create keeps status (a kubelet registers its Node)
         self.api_version = f"{group}/{version}" if group else version
         # Two resources may share one storage (core v1 and events.k8s.io/v1 Events).
         self.store = store or (group, plural)
@@ -81,7 +82,7 @@ class Res:
 
 RESOURCES = [
     Res("", "v1", "namespaces", "Namespace", False, status=True, short=("ns",)),
-    Res("", "v1", "nodes", "Node", False, status=True, short=("no",)),
+    Res("", "v1", "nodes", "Node", False, status=True, short=("no",), create_status=True),
     Res("", "v1", "pods", "Pod", True, status=True, short=("po",)),
     Res("", "v1", "events", "Event", True, short=("ev",)),
     Res("events.k8s.io", "v1", "events", "Event", True, short=("ev",), store=("", "events")),
@@ -1505,7 +1506,7 @@ class Api:
             md["name"] = gen + "".join(random.choice("bcdfghjklmnpqrstvwxz2456789")
                                        for _ in range(5))
         store_res = res
-        if res.status and "status" in body:
+        if res.status and not res.create_status and "status" in body:
             del body["status"]  # create cannot set what the status subresource owns
         if res.plural == "pods" and not res.group:
             body["status"] = {"phase": "Pending"}
@@ -1940,14 +1941,15 @@ class FakeHandle:
     def session(self, token=True):
         import requests
         s = requests.Session()
+        s.trust_env = False  # no proxy, and no CA bundle from the environment overriding ours
         s.verify = self.ca
         if token:
             s.headers["Authorization"] = f"Bearer {self.token}"
         return s
 
     def _control(self, method, path, body=None):
-        import requests
-        r = requests.request(method, self.url + path, json=body, verify=self.ca, timeout=10)
+        with self.session(token=False) as s:
+            r = s.request(method, self.url + path, json=body, timeout=10)
         if r.status_code != 200:
             raise RuntimeError(f"{method} {path}: {r.status_code} {r.text}")
         return r.json()
