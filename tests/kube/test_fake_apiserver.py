@@ -700,6 +700,9 @@ def test_a_terminating_pod_cannot_be_bound_and_goes_after_its_grace(tmp_path):
         status_of(api.get(api.base + NS + "/pods/q"), 404, "NotFound")
         got = api.get(api.base + NS + "/pods/p").json()
         assert got["metadata"]["deletionTimestamp"]
+        s = status_of(api.post(api.base + NS + "/pods/p/binding", json={
+            "metadata": {"name": "p"}, "target": {"name": "n2"}}), 409, "Conflict")
+        assert "being deleted" in s["message"] or "already assigned" in s["message"]
         r = api.delete(api.base + NS + "/pods/p")  # a second delete changes nothing
         assert r.json()["metadata"]["resourceVersion"] == got["metadata"]["resourceVersion"]
         while api.get(api.base + NS + "/pods/p").status_code == 200:
