@@ -63,6 +63,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from fake_objects import Api, Store  # noqa: E402
 from fake_rules import (BY_PATH, PREFERRED, RESOURCES, ApiError, bad_request, dumps,  # noqa: E402
+                        invalid,
                         label_match, field_match, parse_field_selector, parse_label_selector,
                         split_top, to_view)
 
@@ -281,6 +282,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _json_body(self, required=True):
         raw = self._body()
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if self.command in ("POST", "PUT") and raw and ctype != "application/json":
+            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an "
+                           f"unknown format ({ctype or 'no Content-Type'}) - accepted media "
+                           "types include: application/json")
         if not raw:
             if required:
                 raise bad_request("the request body is empty; a JSON object is required")
@@ -564,6 +570,11 @@ class Handler(BaseHTTPRequestHandler):
         if name:  # /watch/namespaces/NS/pods/NAME (deprecated form): one object
             fields = fields + [("metadata.name", "=", name)]
         rv_text = (query.get("resourceVersion") or [""])[0]
+        if query.get("sendInitialEvents"):
+            raise invalid(res, "", [{"field": "sendInitialEvents", "reason":
+                                     "FieldValueForbidden", "message": "Forbidden: "
+                                     "sendInitialEvents is forbidden for watch unless the "
+                                     "WatchList feature gate is enabled"}])
         bookmarks = (query.get("allowWatchBookmarks") or [""])[0].lower() in ("true", "1")
         try:
             timeout = float((query.get("timeoutSeconds") or ["1800"])[0])
@@ -744,6 +755,12 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 1024
     allow_reuse_address = True
 
+    def handle_error(self, request, client_address):
+        # A client killed mid-request (the failover tests kill -9 schedulers) is routine.
+        if isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class Fake:
     def __init__(self, args):
@@ -781,6 +798,7 @@ class Fake:
         ctx.load_cert_chain(os.path.join(a.dir, "server.crt"), os.path.join(a.dir, "server.key"))
         ctx.load_verify_locations(os.path.join(a.dir, "ca.crt"))
         ctx.verify_mode = ssl.CERT_OPTIONAL  # a client certificate authenticates like a token
+        ctx.set_alpn_protocols(["http/1.1"])  # no HTTP/2 here: say so in the handshake
         httpd = Server((a.host, a.port), Handler)
         # The handshake runs in the request's thread, so a slow client never blocks accept().
         httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True,

@@ -13,8 +13,8 @@ import random
 import threading
 import uuid
 
-from fake_rules import (BY_PATH, DNS_LABEL, DNS_SUBDOMAIN, MICROTIME, POD_MUTABLE_SPEC, STALE,
-                        ApiError, bad_request, clone, conflict, dumps, field_match, from_view,
+from fake_rules import (BY_PATH, DNS_LABEL, DNS_SUBDOMAIN, POD_MUTABLE_SPEC, STALE, ApiError,
+                        bad_request, check_types, clone, conflict, dumps, field_match, from_view,
                         invalid, json_patch, label_match, merge_patch, not_found, now_time,
                         parse_field_selector, parse_label_selector, strategic_merge, to_view)
 
@@ -249,6 +249,7 @@ class Api:
         return md
 
     def _validate(self, res, obj, old):
+        check_types(res, obj)
         name = obj["metadata"].get("name") or ""
         causes = []
         regex = DNS_LABEL if res.plural == "namespaces" else DNS_SUBDOMAIN
@@ -265,6 +266,13 @@ class Api:
             causes += self._validate_lease(obj)
         if res.plural == "events" and res.group == "events.k8s.io" and old is None:
             causes += self._validate_event(obj)
+        if res.plural == "events":
+            # Stored in the core shape; the field is named as the client's API names it.
+            inv_ns = (obj.get("involvedObject") or {}).get("namespace")
+            if inv_ns and inv_ns != obj["metadata"].get("namespace"):
+                field = "regarding" if res.group else "involvedObject"
+                causes.append({"field": f"{field}.namespace", "message": f'Invalid value: '
+                               f'"{inv_ns}": does not match event.namespace'})
         if res.plural == "workloads" and res.group == "scheduling.k8s.io" and old is not None \
                 and obj.get("spec") != old.get("spec"):
             causes.append({"field": "spec", "message": "Invalid value: the Workload spec: "
@@ -320,21 +328,15 @@ class Api:
         if not isinstance(spec, dict):
             return [{"field": "spec", "message": f"Invalid value: {dumps(spec)}: must be an "
                      "object"}]
-        for f in ("acquireTime", "renewTime"):
-            v = spec.get(f)
-            if v is not None and (not isinstance(v, str) or not MICROTIME.match(v)):
-                causes.append({"field": f"spec.{f}", "message": f"Invalid value: {dumps(v)}: "
-                               "must be an RFC 3339 MicroTime (2006-01-02T15:04:05.000000Z)"})
-        for f in ("leaseDurationSeconds", "leaseTransitions"):
-            v = spec.get(f)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0 or
-                                  (f == "leaseDurationSeconds" and v == 0)):
-                causes.append({"field": f"spec.{f}", "message": f"Invalid value: {dumps(v)}: "
-                               f"must be {'greater than 0' if f == 'leaseDurationSeconds' else 'greater than or equal to 0'}"})  # noqa: E501
-        v = spec.get("holderIdentity")
-        if v is not None and not isinstance(v, str):
-            causes.append({"field": "spec.holderIdentity", "message": f"Invalid value: "
-                           f"{dumps(v)}: must be a string"})
+        # Types and time formats were checked at decoding (check_types); these are the ranges.
+        v = spec.get("leaseDurationSeconds")
+        if v is not None and v <= 0:
+            causes.append({"field": "spec.leaseDurationSeconds", "message":
+                           f"Invalid value: {v}: must be greater than 0"})
+        v = spec.get("leaseTransitions")
+        if v is not None and v < 0:
+            causes.append({"field": "spec.leaseTransitions", "message":
+                           f"Invalid value: {v}: must be greater than or equal to 0"})
         return causes
 
     def _validate_event(self, ev):
@@ -344,9 +346,6 @@ class Api:
         if not t:
             causes.append({"field": "eventTime", "reason": "FieldValueRequired",
                            "message": "Required value"})
-        elif not isinstance(t, str) or not MICROTIME.match(t):
-            causes.append({"field": "eventTime", "message": f"Invalid value: {dumps(t)}: must "
-                           "be an RFC 3339 MicroTime"})
         for new, old in (("reportingController", "reportingComponent"),
                          ("reportingInstance", "reportingInstance"), ("action", "action"),
                          ("reason", "reason")):
@@ -488,7 +487,7 @@ class Api:
                              if k not in ("metadata", "status", "apiVersion", "kind")}
         if sub != "status" and body_of(obj) != body_of(old):
             md["generation"] = omd.get("generation", 1) + 1
-        self._validate(res, to_view(res, obj) if res.group == "events.k8s.io" else obj, old)
+        self._validate(res, obj, old)  # the stored (core) shape, as create validates
         if md.get("deletionTimestamp") and not md.get("finalizers") and \
                 omd.get("finalizers"):
             return self.st.commit(res.store, "DELETED", obj, old)

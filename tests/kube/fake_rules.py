@@ -93,7 +93,32 @@ POD_MUTABLE_SPEC = {"activeDeadlineSeconds", "tolerations", "terminationGracePer
 
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-MICROTIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$")
+# metav1.Time decodes with Go's RFC 3339 layout (a fraction is accepted, not needed);
+# metav1.MicroTime with "2006-01-02T15:04:05.000000Z07:00", whose fraction Go's parser
+# requires to have exactly six digits.
+TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+MICROTIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})$")
+LAYOUT = {"time": "2006-01-02T15:04:05Z07:00", "microtime": "2006-01-02T15:04:05.000000Z07:00"}
+
+# Typed fields a Go client's decoder would refuse with another JSON type or time format; a
+# refused body is a 400 (the object cannot be decoded), not a 422. Keyed by storage.
+TYPED = {
+    ("coordination.k8s.io", "leases"): {
+        "spec.acquireTime": "microtime", "spec.renewTime": "microtime",
+        "spec.leaseDurationSeconds": "int", "spec.leaseTransitions": "int",
+        "spec.holderIdentity": "string"},
+    ("", "events"): {
+        "eventTime": "microtime", "series.lastObservedTime": "microtime", "series.count": "int",
+        "firstTimestamp": "time", "lastTimestamp": "time", "count": "int"},
+    ("", "pods"): {
+        "spec.priority": "int", "spec.nodeName": "string", "status.nominatedNodeName": "string",
+        "status.conditions[].lastTransitionTime": "time",
+        "status.conditions[].lastProbeTime": "time"},
+    ("", "nodes"): {
+        "status.conditions[].lastTransitionTime": "time",
+        "status.conditions[].lastHeartbeatTime": "time"},
+    ("scheduling.k8s.io", "priorityclasses"): {"value": "int"},
+}
 
 
 def now_time():
@@ -150,6 +175,44 @@ def bad_request(msg):
 
 
 STALE = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+def _typed_values(obj, path):
+    """(field path with indexes, value) for each value at a dotted path; [] walks a list."""
+    out = [("", obj)]
+    for part in path.split("."):
+        nxt = []
+        for where, cur in out:
+            key = part[:-2] if part.endswith("[]") else part
+            if not isinstance(cur, dict) or cur.get(key) is None:
+                continue
+            val = cur[key]
+            name = f"{where}.{key}" if where else key
+            if part.endswith("[]"):
+                if isinstance(val, list):
+                    nxt += [(f"{name}[{i}]", v) for i, v in enumerate(val)]
+            else:
+                nxt.append((name, val))
+        out = nxt
+    return out
+
+
+def check_types(res, obj):
+    """400 when a typed field would not decode, naming the field, the value and the type."""
+    for path, kind in TYPED.get(res.store, {}).items():
+        for field, v in _typed_values(obj, path):
+            if kind == "int":
+                ok = isinstance(v, int) and not isinstance(v, bool)
+            elif kind == "string":
+                ok = isinstance(v, str)
+            else:
+                ok = isinstance(v, str) and (MICROTIME if kind == "microtime" else TIME).match(v)
+            if not ok:
+                what = f'parsing time {dumps(v)} as "{LAYOUT[kind]}"' if kind in LAYOUT else \
+                    f"cannot unmarshal {dumps(v)} into a Go value of type " \
+                    f"{'int' if kind == 'int' else 'string'}"
+                raise bad_request(f'{res.kind} in version "{res.version}" cannot be handled as '
+                                  f"a {res.kind}: {field}: {what}")
 
 
 # --- Selectors -------------------------------------------------------------------------------

@@ -558,9 +558,18 @@ def test_lease_optimistic_concurrency_and_injected_conflicts(api, fake):
     cur["spec"]["leaseTransitions"] = 1
     assert api.put(api.base + path + "/gpusched", json=cur).status_code == 200
     cur = api.get(api.base + path + "/gpusched").json()
-    cur["spec"]["renewTime"] = "yesterday"
+    # MicroTime decodes only with exactly six fractional digits; a wrong type does not decode.
+    for bad in ("yesterday", "2026-12-01T00:00:03Z", "2026-12-01T00:00:03.000Z"):
+        cur["spec"]["renewTime"] = bad
+        s = status_of(api.put(api.base + path + "/gpusched", json=cur), 400, "BadRequest")
+        assert "spec.renewTime" in s["message"] and bad in s["message"], s["message"]
+    cur["spec"]["renewTime"] = "2026-12-01T00:00:03.000000Z"
+    cur["spec"]["leaseDurationSeconds"] = "15"
+    s = status_of(api.put(api.base + path + "/gpusched", json=cur), 400, "BadRequest")
+    assert "spec.leaseDurationSeconds" in s["message"]
+    cur["spec"]["leaseDurationSeconds"] = 0
     s = status_of(api.put(api.base + path + "/gpusched", json=cur), 422, "Invalid")
-    assert s["details"]["causes"][0]["field"] == "spec.renewTime"
+    assert s["details"]["causes"][0]["field"] == "spec.leaseDurationSeconds"
 
 
 def test_pause_holds_answers_until_resumed(api, fake):
@@ -639,6 +648,14 @@ def test_events_are_one_resource_in_two_shapes(api):
                            json=bad), 422, "Invalid")
     fields = sorted(c["field"] for c in s["details"]["causes"])
     assert fields == ["eventTime", "reportingController", "type"]
+    s = status_of(api.post(api.base + "/apis/events.k8s.io/v1/namespaces/default/events",
+                           json=dict(ev, metadata={"name": "p.4"},
+                                     eventTime="2026-12-01T00:00:00Z")), 400, "BadRequest")
+    assert "eventTime" in s["message"]
+    other = dict(ev, metadata={"name": "p.3"}, regarding=dict(ev["regarding"], namespace="x"))
+    s = status_of(api.post(api.base + "/apis/events.k8s.io/v1/namespaces/default/events",
+                           json=other), 422, "Invalid")
+    assert s["details"]["causes"][0]["field"] == "regarding.namespace"
 
 
 def test_priority_class_admission(api):
@@ -709,3 +726,19 @@ def test_a_terminating_pod_cannot_be_bound_and_goes_after_its_grace(tmp_path):
             assert time.monotonic() - t0 < 5
             time.sleep(0.05)
         assert time.monotonic() - t0 >= 0.9
+
+
+def test_bodies_must_be_json_and_watch_list_is_not_served(api):
+    r = api.post(api.base + NS + "/pods", data=json.dumps(pod("p")),
+                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    s = status_of(r, 415, "UnsupportedMediaType")
+    assert "application/x-www-form-urlencoded" in s["message"]
+    status_of(api.post(api.base + NS + "/pods", data="{", headers={"Content-Type":
+                                                                   "application/json"}),
+              400, "BadRequest")
+    s = status_of(api.patch(api.base + NS + "/pods/p", data="{}", headers={
+        "Content-Type": "application/apply-patch+yaml"}), 415, "UnsupportedMediaType")
+    assert "merge-patch" in s["message"]
+    r = api.get(api.base + NS + "/pods", params={"watch": "1", "sendInitialEvents": "true"})
+    s = status_of(r, 422, "Invalid")
+    assert s["details"]["causes"][0]["field"] == "sendInitialEvents"
