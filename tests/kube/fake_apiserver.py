@@ -6,10 +6,12 @@ resource versions, watches and chunked lists) and not from our own server, so a 
 works here works because it follows Kubernetes, not because it shares our server's quirks.
 
 Design. Every object lives in memory under one global integer resourceVersion counter, as in
-etcd: each write takes the next number, and the write is appended to one bounded history (the
-last --history events over all resources). That history serves three things: watches from a
-resourceVersion (events strictly after it; 410 Expired, sent as an ERROR watch event carrying a
-Status, once the version is older than the compaction horizon), consistent paged lists (a
+etcd: each write takes the next number, and the write is appended to its resource's bounded
+history (the last --history events of each, as kube-apiserver's watch cache keeps a window per
+resource, so churn in one never expires watches on another). That history serves three things:
+watches from a resourceVersion (events strictly after it; 410 Expired, sent as an ERROR watch
+event carrying a Status, once the version is older than the compaction horizon), consistent
+paged lists (a
 continue token holds the list's resourceVersion and the snapshot at that version is rebuilt by
 undoing the newer events; 410 when the token's version has been compacted) and the
 selector-aware watch rule (an object that stops matching a watch's selector is sent as DELETED,
@@ -421,8 +423,11 @@ class Handler(BaseHTTPRequestHandler):
                     if want and r.plural not in want and name not in want:
                         continue
                     objects[name] = [o for _, o in sorted(st.objs[r.store].items())]
-                out = {"resourceVersion": str(st.rv), "compactedResourceVersion":
-                       str(st.compacted), "historyLength": len(st.log), "objects": objects}
+                out = {"resourceVersion": str(st.rv),
+                       "historyLength": {repr(r): len(st.logs[r.store]) for r in RESOURCES},
+                       "compactedResourceVersion": {repr(r): str(st.compacted(r.store))
+                                                    for r in RESOURCES},
+                       "objects": objects}
             out["faults"] = fake.faults.view(st)
             self._send(200, out)
         else:
@@ -613,8 +618,8 @@ class Handler(BaseHTTPRequestHandler):
                 expired = False
             else:
                 last = int(rv_text)
-                expired = last < st.compacted
-                compacted = st.compacted
+                compacted = st.compacted(res.store)
+                expired = last < compacted
         try:
             if expired:
                 self._chunk(self._expired_line(last, compacted))
@@ -626,18 +631,16 @@ class Handler(BaseHTTPRequestHandler):
                 now = time.monotonic()
                 if now >= deadline:
                     return self._end_watch(faults.watch_close_abrupt and now < start + timeout)
-                with st.cond:
-                    if st.rv <= last:
+                with st.lock:
+                    if st.latest[res.store] <= last:
                         wake = min(deadline, next_bookmark if bookmarks else deadline)
-                        st.cond.wait(max(0.0, min(wake - now, 1.0)))
-                    evs = st.events_after(last)
+                        st.conds[res.store].wait(max(0.0, min(wake - now, 1.0)))
+                    evs = st.events_after(res.store, last)
                     if evs is None:  # this watcher fell behind the compaction horizon
-                        compacted = st.compacted
+                        compacted = st.compacted(res.store)
                     else:
                         out = []
                         for ev in evs:
-                            if ev.store != res.store:
-                                continue
                             t = self._transition(ev, matches)
                             if t:
                                 cache = st.lines.setdefault(ev.rv, {})
@@ -829,7 +832,7 @@ def parse_args(argv):
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--token", default="", help="the bearer token (default: random)")
     p.add_argument("--history", type=int, default=10000,
-                   help="events kept; older resourceVersions are compacted (410)")
+                   help="events kept per resource; older resourceVersions are compacted (410)")
     p.add_argument("--bookmark-interval", type=float, default=1.0,
                    help="seconds between BOOKMARK events on watches that allow them")
     p.add_argument("--pod-termination", type=float, default=0.0,

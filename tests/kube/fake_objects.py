@@ -24,15 +24,22 @@ Event = collections.namedtuple("Event", "rv store ns name type obj old")
 
 
 class Store:
-    """All objects and the bounded history, under one condition variable."""
+    """All objects and the bounded history. One lock guards everything; each storage has its
+    own condition on that lock so a write wakes only the watchers of its resource.
+
+    The history is kept per storage (the last N events of each), as kube-apiserver's watch
+    cache is per resource: churn in Leases never expires a watch on Pods."""
 
     def __init__(self, history, pod_termination):
-        self.cond = threading.Condition()
-        self.objs = collections.defaultdict(dict)  # store -> {(ns, name): obj}
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)  # any write (a list waiting for an rv)
+        self.conds = collections.defaultdict(lambda: threading.Condition(self.lock))
+        self.objs = collections.defaultdict(dict)  # storage -> {(ns, name): obj}
         self.rv = 0
         self.history = history
-        self.log = collections.deque()
-        self.compacted = 0  # watches and continue tokens from an rv below this get 410
+        self.logs = collections.defaultdict(collections.deque)  # storage -> its last events
+        self.horizon = collections.defaultdict(int)  # storage -> rv of its newest dropped event
+        self.latest = collections.defaultdict(int)  # storage -> rv of its newest event
         self.pod_termination = pod_termination
         self.lease_conflicts = 0
         self.lines = {}  # rv -> {(view, type): watch line bytes}, shared by every watcher
@@ -49,8 +56,19 @@ class Store:
         md["generation"] = 1
         return obj
 
+    def compacted(self, store):
+        """Watches and continue tokens of store from an rv below this get 410. Holds lock."""
+        return self.horizon[store]
+
+    def _trim(self, store):
+        log = self.logs[store]
+        while len(log) > self.history:
+            ev = log.popleft()
+            self.horizon[store] = ev.rv
+            self.lines.pop(ev.rv, None)
+
     def commit(self, store, etype, obj, old):
-        """Stamps the next resourceVersion on obj and records the change. Caller holds cond."""
+        """Stamps the next resourceVersion on obj and records the change. Caller holds lock."""
         self.rv += 1
         md = dict(obj["metadata"])
         md["resourceVersion"] = str(self.rv)
@@ -61,39 +79,40 @@ class Store:
             self.objs[store].pop(key, None)
         else:
             self.objs[store][key] = obj
-        self.log.append(Event(self.rv, store, key[0], key[1], etype, obj, old))
-        while len(self.log) > self.history:
-            ev = self.log.popleft()
-            self.compacted = ev.rv
-            self.lines.pop(ev.rv, None)
+        self.logs[store].append(Event(self.rv, store, key[0], key[1], etype, obj, old))
+        self.latest[store] = self.rv
+        self._trim(store)
+        self.conds[store].notify_all()
         self.cond.notify_all()
         return obj
 
     def compact(self):
-        with self.cond:
-            self.log.clear()
+        """Forgets the whole history: a watch or continue token from before a storage's newest
+        event gets 410; watchers that have seen everything go on undisturbed."""
+        with self.lock:
+            for log in self.logs.values():
+                log.clear()
             self.lines.clear()
-            self.compacted = self.rv
-            self.cond.notify_all()
+            for store, rv in self.latest.items():
+                self.horizon[store] = rv
 
     def set_history(self, n):
-        with self.cond:
+        with self.lock:
             self.history = max(1, int(n))
-            while len(self.log) > self.history:
-                self.compacted = self.log.popleft().rv
+            for store in list(self.logs):
+                self._trim(store)
 
     def snapshot(self, store, at_rv):
-        """The objects of store as they were at at_rv (None: now). Caller holds cond."""
+        """The objects of store as they were at at_rv (None: now), or None when that version
+        is compacted. Caller holds lock."""
         cur = dict(self.objs[store])
         if at_rv is None or at_rv >= self.rv:
             return cur
-        if at_rv < self.compacted:
+        if at_rv < self.compacted(store):
             return None
-        for ev in reversed(self.log):
+        for ev in reversed(self.logs[store]):
             if ev.rv <= at_rv:
                 break
-            if ev.store != store:
-                continue
             key = (ev.ns, ev.name)
             if ev.type == "ADDED":
                 cur.pop(key, None)
@@ -103,18 +122,18 @@ class Store:
                 cur[key] = ev.old if ev.old is not None else ev.obj
         return cur
 
-    def events_after(self, rv):
-        """Events with rv > the given one, or None when some were compacted. Caller holds cond."""
-        if rv < self.compacted:
+    def events_after(self, store, rv):
+        """store's events with an rv above the given one, or None when some of them were
+        compacted. Caller holds lock."""
+        if rv < self.compacted(store):
             return None
         out = []
-        for ev in reversed(self.log):
+        for ev in reversed(self.logs[store]):
             if ev.rv <= rv:
                 break
             out.append(ev)
         out.reverse()
         return out
-
 
 
 # --- The API semantics -----------------------------------------------------------------------
@@ -185,7 +204,7 @@ class Api:
                                    "to display a consistent list result. You can start a new "
                                    "list without the continue parameter.")
                 raise ApiError(410, "Expired", f"too old resource version: {at} "
-                               f"({st.compacted})")
+                               f"({st.compacted(res.store)})")
         keys = sorted(k for k in snap if (not ns or k[0] == ns))
         if start_after is not None:
             keys = [k for k in keys if k > start_after]

@@ -459,6 +459,35 @@ def test_watch_from_a_compacted_version_gets_410_as_an_error_event(api, fake):
     assert evs[0]["type"] == "ADDED" and evs[0]["object"]["metadata"]["name"] == "q"
 
 
+def test_history_is_per_resource_and_compaction_spares_live_watches(api, fake):
+    rv = api.get(api.base + NS + "/pods").json()["metadata"]["resourceVersion"]
+    create_pod(api, "a")
+    lease = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+    assert api.post(api.base + lease, json={"metadata": {"name": "l"}, "spec": {}}).ok
+    for i in range(250):  # more Lease events than --history 200
+        r = api.patch(api.base + lease + "/l", headers={"Content-Type":
+                                                        "application/merge-patch+json"},
+                      data=json.dumps({"spec": {"leaseTransitions": i}}))
+        assert r.status_code == 200, r.text
+    evs = watch(api, NS + "/pods", n=1, resourceVersion=rv)
+    assert evs[0]["type"] == "ADDED" and evs[0]["object"]["metadata"]["name"] == "a"
+    # A watcher that has seen every event keeps going through a compaction.
+    got = []
+
+    def watcher():
+        s = fake.session()
+        s.base = fake.url
+        got.extend(watch(s, NS + "/pods", n=2, resourceVersion="0", timeout=5))
+    t = threading.Thread(target=watcher)
+    t.start()
+    time.sleep(0.5)
+    fake.faults(compact=True)
+    create_pod(api, "b")
+    t.join()
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in got] == [
+        ("ADDED", "a"), ("ADDED", "b")]
+
+
 def test_bookmarks_carry_only_the_resource_version(api):
     rv = api.get(api.base + NS + "/pods").json()["metadata"]["resourceVersion"]
     create_pod(api, "p")
