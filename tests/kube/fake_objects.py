@@ -296,8 +296,45 @@ class Api:
                 and obj.get("spec") != old.get("spec"):
             causes.append({"field": "spec", "message": "Invalid value: the Workload spec: "
                            "field is immutable"})
+        if res.group == "scheduling.k8s.io" and res.plural in ("workloads", "podgroups"):
+            causes += self._validate_native_gang(res, obj.get("spec") or {})
         if causes:
             raise invalid(res, name, causes)
+
+    @staticmethod
+    def _validate_native_gang(res, spec):
+        """scheduling.k8s.io/v1beta1 Workload and PodGroup: at most 8 templates, each policy
+        exactly one of basic and gang, a gang's minCount at least 1."""
+        causes = []
+
+        def policy(field, p):
+            if p is None:
+                return
+            if not isinstance(p, dict) or len([k for k in ("basic", "gang") if k in p]) != 1:
+                causes.append({"field": field, "message": f"Invalid value: {dumps(p)}: exactly "
+                               "one of basic and gang must be set"})
+            elif "gang" in p:
+                mc = (p["gang"] or {}).get("minCount")
+                if not isinstance(mc, int) or isinstance(mc, bool) or mc < 1:
+                    causes.append({"field": f"{field}.gang.minCount", "message":
+                                   f"Invalid value: {dumps(mc)}: must be greater than or "
+                                   "equal to 1"})
+        if res.plural == "podgroups":
+            policy("spec.schedulingPolicy", spec.get("schedulingPolicy"))
+            return causes
+        tpls = spec.get("podGroupTemplates") or []
+        if not isinstance(tpls, list) or len(tpls) > 8:
+            causes.append({"field": "spec.podGroupTemplates", "reason": "FieldValueTooMany",
+                           "message": f"Too many: {len(tpls) if isinstance(tpls, list) else 1}:"
+                           " must have at most 8 items"})
+            return causes
+        for i, t in enumerate(tpls):
+            if not isinstance(t, dict) or not t.get("name"):
+                causes.append({"field": f"spec.podGroupTemplates[{i}].name", "reason":
+                               "FieldValueRequired", "message": "Required value"})
+                continue
+            policy(f"spec.podGroupTemplates[{i}].schedulingPolicy", t.get("schedulingPolicy"))
+        return causes
 
     def _validate_pod(self, pod, old):
         causes = []

@@ -771,3 +771,65 @@ def test_bodies_must_be_json_and_watch_list_is_not_served(api):
     r = api.get(api.base + NS + "/pods", params={"watch": "1", "sendInitialEvents": "true"})
     s = status_of(r, 422, "Invalid")
     assert s["details"]["causes"][0]["field"] == "sendInitialEvents"
+
+
+def test_native_workload_and_pod_group_rules(api):
+    base = "/apis/scheduling.k8s.io/v1beta1/namespaces/default"
+    wl = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+          "metadata": {"name": "job"}, "spec": {"podGroupTemplates": [
+              {"name": "workers", "schedulingPolicy": {"gang": {"minCount": 4}}}]}}
+    r = api.post(api.base + base + "/workloads", json=wl)
+    assert r.status_code == 201, r.text
+    cur = r.json()
+    cur["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"] = 2
+    s = status_of(api.put(api.base + base + "/workloads/job", json=cur), 422, "Invalid")
+    assert "immutable" in s["message"]
+    bad = json.loads(json.dumps(wl))
+    bad["metadata"]["name"] = "bad"
+    bad["spec"]["podGroupTemplates"][0]["schedulingPolicy"] = {"basic": {}, "gang": {}}
+    s = status_of(api.post(api.base + base + "/workloads", json=bad), 422, "Invalid")
+    assert s["details"]["causes"][0]["field"] == \
+        "spec.podGroupTemplates[0].schedulingPolicy"
+    bad["spec"]["podGroupTemplates"] = [{"name": f"t{i}"} for i in range(9)]
+    s = status_of(api.post(api.base + base + "/workloads", json=bad), 422, "Invalid")
+    assert s["details"]["causes"][0]["field"] == "spec.podGroupTemplates"
+    pg = {"metadata": {"name": "workers-0"}, "spec": {
+        "workloadRef": {"workloadName": "job", "templateName": "workers"},
+        "schedulingPolicy": {"gang": {"minCount": 0}}}}
+    s = status_of(api.post(api.base + base + "/podgroups", json=pg), 422, "Invalid")
+    assert s["details"]["causes"][0]["field"] == "spec.schedulingPolicy.gang.minCount"
+    pg["spec"]["schedulingPolicy"]["gang"]["minCount"] = 4
+    r = api.post(api.base + base + "/podgroups", json=pg)
+    assert r.status_code == 201, r.text
+    g = r.json()
+    g["status"] = {"conditions": [{"type": "PodGroupScheduled", "status": "False",
+                                   "reason": "Unschedulable", "message": "2/4 pods fit",
+                                   "lastTransitionTime": "2026-12-01T00:00:00Z"}]}
+    r = api.put(api.base + base + "/podgroups/workers-0/status", json=g)
+    assert r.status_code == 200 and r.json()["status"]["conditions"][0]["reason"] == \
+        "Unschedulable"
+
+
+def test_watch_order_under_concurrent_writers(api, fake):
+    rv = api.get(api.base + NS + "/pods").json()["metadata"]["resourceVersion"]
+
+    def writer(k):
+        s = fake.session()
+        s.base = fake.url
+        for i in range(25):
+            create_pod(s, f"w{k}-{i}")
+            assert bind(s, f"w{k}-{i}", f"n{k}").status_code == 201
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    evs = watch(api, NS + "/pods", n=200, resourceVersion=rv, timeout=10)
+    rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in evs]
+    assert len(evs) == 200 and rvs == sorted(set(rvs)), "each event once, in version order"
+    per_pod = {}
+    for e in evs:
+        per_pod.setdefault(e["object"]["metadata"]["name"], []).append(e["type"])
+    assert len(per_pod) == 100 and all(t == ["ADDED", "MODIFIED"] for t in per_pod.values())
+    nodes = {e["object"]["spec"].get("nodeName") for e in evs if e["type"] == "MODIFIED"}
+    assert nodes == {"n0", "n1", "n2", "n3"}
