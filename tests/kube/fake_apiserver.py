@@ -47,6 +47,7 @@ instead of a token), DIR/token and, once listening, DIR/port. From Python: start
 import argparse
 import base64
 import collections
+import datetime
 import json
 import os
 import random
@@ -490,10 +491,15 @@ class Handler(BaseHTTPRequestHandler):
         verb = info["verb"]
         if verb == "watch":
             return self._watch(res, ns, name, query)
+        # kubectl get asks for a server-side Table (Accept ...;as=Table;g=meta.k8s.io).
+        table = "as=Table" in (self.headers.get("Accept") or "")
         if verb == "list":
-            return self._send(200, api.list(res, ns, query))
+            out = api.list(res, ns, query)
+            return self._send(200, as_table(res, out["items"], out["metadata"]) if table else out)
         if verb == "get":
-            return self._send(200, api.get(res, ns, name))
+            out = api.get(res, ns, name)
+            return self._send(200, as_table(res, [out], {"resourceVersion": out["metadata"]
+                                                          ["resourceVersion"]}) if table else out)
         if verb == "create":
             body = self._json_body()
             if sub == "binding":
@@ -698,6 +704,63 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             return
         self.wfile.write(b"0\r\n\r\n")
+
+
+# --- Tables for kubectl get ------------------------------------------------------------------
+
+def _age(ts):
+    try:
+        t = datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc)
+    except (TypeError, ValueError):
+        return "<unknown>"
+    s = int((datetime.datetime.now(datetime.timezone.utc) - t).total_seconds())
+    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
+
+
+def _pod_row(p):
+    spec, st = p.get("spec") or {}, p.get("status") or {}
+    cs = st.get("containerStatuses") or []
+    phase = st.get("phase", "")
+    if p["metadata"].get("deletionTimestamp"):
+        phase = "Terminating"
+    elif phase == "Pending" and spec.get("schedulingGates"):
+        phase = "SchedulingGated"
+    return [f"{sum(1 for c in cs if c.get('ready'))}/{len(spec.get('containers') or [])}", phase,
+            sum(c.get("restartCount", 0) for c in cs), _age(p["metadata"].get(
+                "creationTimestamp")), st.get("podIP") or "<none>", spec.get("nodeName") or
+            "<none>", st.get("nominatedNodeName") or "<none>"]
+
+
+def _node_row(n):
+    ready = next((c.get("status") for c in (n.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "Ready"), None)
+    status = "Ready" if ready == "True" else "NotReady" if ready else "Unknown"
+    if (n.get("spec") or {}).get("unschedulable"):
+        status += ",SchedulingDisabled"
+    return [status, _age(n["metadata"].get("creationTimestamp"))]
+
+
+def as_table(res, items, list_meta):
+    """A meta.k8s.io/v1 Table as kube-apiserver's printers give kubectl: the pod and node
+    columns kubectl users know (-o wide adds the priority-1 ones), Name and Age for the rest."""
+    col = lambda name, typ="string", prio=0: {"name": name, "type": typ, "format": "name" if  # noqa
+                                               name == "Name" else "", "description": "",
+                                               "priority": prio}
+    if res.plural == "pods" and not res.group:
+        cols = [col("Name"), col("Ready"), col("Status"), col("Restarts", "integer"), col("Age"),
+                col("IP", prio=1), col("Node", prio=1), col("Nominated Node", prio=1)]
+        cells = _pod_row
+    elif res.plural == "nodes" and not res.group:
+        cols, cells = [col("Name"), col("Status"), col("Age")], _node_row
+    else:
+        cols = [col("Name"), col("Age")]
+        cells = lambda o: [_age(o["metadata"].get("creationTimestamp"))]  # noqa: E731
+    rows = [{"cells": [o["metadata"]["name"], *cells(o)], "object": {
+        "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+        "metadata": o["metadata"]}} for o in items]
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": dict(list_meta),
+            "columnDefinitions": cols, "rows": rows}
 
 
 # --- The server ------------------------------------------------------------------------------

@@ -728,6 +728,14 @@ def test_kubectl_creates_binds_describes_and_deletes(api, fake):
     assert "PodScheduled" in r.stdout and "Successfully assigned default/web to n1" in r.stdout
     r = kubectl(fake, "get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}")
     assert r.returncode == 0 and r.stdout == "n1", r.stderr
+    create_pod(api, "gated", schedulingGates=[{"name": "example.com/hold"}])
+    r = kubectl(fake, "get", "pods", "-o", "wide")
+    assert r.returncode == 0, r.stderr
+    lines = [ln.split() for ln in r.stdout.splitlines()]
+    assert lines[0][:5] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"] and "NODE" in lines[0]
+    rows = {ln[0]: ln for ln in lines[1:]}
+    assert rows["web"][2] == "Pending" and "n1" in rows["web"]
+    assert rows["gated"][2] == "SchedulingGated"
     r = kubectl(fake, "delete", "pod", "web", "--wait=true", "--timeout=20s")
     assert r.returncode == 0 and 'pod "web" deleted' in r.stdout, r.stderr
 
