@@ -482,7 +482,13 @@ class Handler(BaseHTTPRequestHandler):
         if res.namespaced and not ns and self.command != "GET":
             raise ApiError(404, "NotFound", f"{res!r} is namespaced: {self.command} needs a "
                            "namespaces/NS/ path")
+        if not res.namespaced and info["namespace"] and res.plural != "namespaces":
+            raise ApiError(404, "NotFound", f"the server could not find the requested resource "
+                           f"({res!r} is cluster-scoped: no namespaces/NS/ path)")
         name = info["name"] if len(self._res_parts(path)) >= 2 else ""
+        if not name and self.command in ("PUT", "PATCH"):
+            raise ApiError(405, "MethodNotAllowed", f"{self.command} needs an object's path, "
+                           f"not the {res.plural} collection")
         sub = info["subresource"]
         if sub and not ((sub == "status" and res.status) or
                         (sub == "binding" and res.plural == "pods" and not res.group)):

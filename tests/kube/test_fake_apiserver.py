@@ -112,6 +112,9 @@ def test_discovery_lists_every_group_and_subresource(api):
     assert {"workloads", "podgroups", "podgroups/status"} <= native
     status_of(api.get(api.base + "/apis/apps/v1/namespaces/default/deployments"), 404,
               "NotFound")
+    status_of(api.get(api.base + NS + "/nodes"), 404, "NotFound")
+    status_of(api.get(api.base + NS + "/pods/p/exec"), 404, "NotFound")
+    status_of(api.put(api.base + NS + "/pods", json=pod("p")), 405, "MethodNotAllowed")
 
 
 # --- Create, update, the status subresource --------------------------------------------------
