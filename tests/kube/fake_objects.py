@@ -181,8 +181,12 @@ class Api:
             try:
                 tok = json.loads(base64.urlsafe_b64decode(cont.encode()))
                 at, start_after = int(tok["rv"]), tuple(tok["start"])
+                scope = tok["scope"]
             except (ValueError, KeyError, TypeError):
                 raise bad_request(f"continue {cont!r}: not a continue token this server issued")
+            if scope != [repr(res), ns]:
+                raise bad_request(f"continue token for {scope[0]} in namespace {scope[1]!r} "
+                                  f"used to list {res!r} in namespace {ns!r}")
         elif rv_text == "0":
             limit = 0  # served from the watch cache: the whole list, no paging, as kube does
         elif rv_text and match == "Exact":
@@ -221,7 +225,7 @@ class Api:
         md = {"resourceVersion": str(list_rv)}
         if next_key is not None:
             md["continue"] = base64.urlsafe_b64encode(dumps(
-                {"rv": list_rv, "start": list(next_key)}).encode()).decode()
+                {"rv": list_rv, "start": list(next_key), "scope": [repr(res), ns]}).encode()).decode()
             if not labels and not fields:
                 md["remainingItemCount"] = remaining
         return {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": md,
@@ -443,12 +447,14 @@ class Api:
                                f"forbidden: no PriorityClass with name {pcn} was found")
         else:
             pc = next((c for c in classes.values() if c.get("globalDefault")), None)
-        if "priority" in spec and pc is not None and spec["priority"] != pc.get("value", 0):
+        value = pc.get("value", 0) if pc is not None else 0
+        if spec.get("priority") is not None and spec["priority"] != value:
             raise ApiError(403, "Forbidden", f'pods "{pod["metadata"]["name"]}" is forbidden: '
-                           "the integer value of priority must not be provided in pod spec; "
-                           "priority admission controller computed "
-                           f"{pc.get('value', 0)} from the given PriorityClass name")
-        spec["priority"] = pc.get("value", 0) if pc is not None else spec.get("priority", 0)
+                           "the integer value of priority "
+                           f"({spec['priority']}) must not be provided in pod spec; priority "
+                           f"admission controller computed {value} from the given "
+                           "PriorityClass name")
+        spec["priority"] = value
         if pc is not None:
             spec["priorityClassName"] = pc["metadata"]["name"]
         spec.setdefault("preemptionPolicy", (pc or {}).get("preemptionPolicy",

@@ -404,6 +404,10 @@ def test_paging_is_one_consistent_snapshot(api):
     s = status_of(api.get(api.base + NS + "/pods", params={"continue": "garbage"}), 400,
                   "BadRequest")
     assert "continue" in s["message"]
+    token = api.get(api.base + NS + "/pods", params={"limit": 1}).json()["metadata"]["continue"]
+    s = status_of(api.get(api.base + "/api/v1/nodes", params={"continue": token}), 400,
+                  "BadRequest")
+    assert "pods.core" in s["message"] and "nodes.core" in s["message"]
 
 
 def test_continue_token_expires_when_its_version_is_compacted(api, fake):
@@ -700,6 +704,8 @@ def test_priority_class_admission(api):
     s = status_of(api.post(api.base + NS + "/pods", json=pod("q", priorityClassName="nope")),
                   403, "Forbidden")
     assert "no PriorityClass with name nope" in s["message"]
+    s = status_of(api.post(api.base + NS + "/pods", json=pod("r", priority=5)), 403, "Forbidden")
+    assert "computed 0" in s["message"]
 
 
 def kubectl(fake, *args):
