@@ -636,8 +636,8 @@ class Handler(BaseHTTPRequestHandler):
             if expired:
                 self._chunk(self._expired_line(last, compacted))
                 return self._end_watch()
-            for ln in initial:
-                self._chunk(ln)
+            for i in range(0, len(initial), 256):  # big chunks: a relist of 50,000 pods
+                self._chunk(b"".join(initial[i:i + 256]))
             next_bookmark = time.monotonic() + faults.bookmark_interval
             while True:
                 now = time.monotonic()
@@ -664,8 +664,10 @@ class Handler(BaseHTTPRequestHandler):
                 if evs is None:
                     self._chunk(self._expired_line(last, compacted))
                     return self._end_watch()
-                for ln in out:
-                    faults.wait_unpaused()
+                faults.wait_unpaused()
+                if out and faults.watch_close_prob <= 0:
+                    self._chunk(b"".join(out))
+                for ln in out if faults.watch_close_prob > 0 else ():
                     self._chunk(ln)
                     if faults.roll(faults.watch_close_prob):
                         return self._end_watch(faults.watch_close_abrupt)
