@@ -120,6 +120,10 @@ class Faults:
                 raise bad_request(f"/fake/faults: {k} {v!r}: must be {t.__name__}")
             if k in ("error_rate", "watch_close_prob") and not 0 <= v <= 1:
                 raise bad_request(f"/fake/faults: {k} {v!r}: must lie in [0, 1]")
+            if k in ("retry_after", "lease_conflicts", "watch_close_period") and v < 0:
+                raise bad_request(f"/fake/faults: {k} {v!r}: must not be negative")
+            if k == "bookmark_interval" and v <= 0:
+                raise bad_request(f"/fake/faults: bookmark_interval {v!r}: must be positive")
             if k == "error_code" and v not in (429, 500, 503, 504):
                 raise bad_request(f"/fake/faults: error_code {v!r}: must be 429, 500, 503 or 504")
         with self.lock:
@@ -845,6 +849,8 @@ class Fake:
         self.faults.apply({"watch_close_prob": args.watch_close_prob,
                            "watch_close_period": args.watch_close_period,
                            "error_rate": args.error_rate, "error_code": args.error_code,
+                           "retry_after": args.retry_after,
+                           "lease_conflicts": args.lease_conflicts,
                            "bookmark_interval": args.bookmark_interval}, self.store)
         self.log = RequestLog(os.path.join(args.dir, "requests.jsonl"))
         self.api = Api(self)
@@ -915,6 +921,9 @@ def parse_args(argv):
     p.add_argument("--error-rate", type=float, default=0.0,
                    help="fraction of requests answered with --error-code")
     p.add_argument("--error-code", type=int, default=429, choices=(429, 500, 503, 504))
+    p.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds of a 429")
+    p.add_argument("--lease-conflicts", type=int, default=0,
+                   help="the first N Lease writes answer 409 Conflict")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args(argv)
     if a.history < 1:
@@ -1006,4 +1015,8 @@ def start_fake(d, *args, timeout=30):
 
 
 if __name__ == "__main__":
-    Fake(parse_args(sys.argv[1:])).serve()
+    try:
+        main_fake = Fake(parse_args(sys.argv[1:]))
+    except ApiError as e:  # an option's value refused by the faults' own checks
+        sys.exit(f"fake_apiserver.py: {e.message.replace('/fake/faults: ', 'option ')}")
+    main_fake.serve()

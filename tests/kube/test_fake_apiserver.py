@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 
@@ -570,6 +571,16 @@ def test_fault_endpoint_rejects_unknown_keys_and_bad_values(fake):
                        ({"error_code": 404}, "error_code"), ({"pause": "yes"}, "pause")):
         r = fake.session(token=False).post(fake.url + "/fake/faults", json=body)
         assert r.status_code == 400 and word in r.json()["message"], (body, r.text)
+
+
+def test_bad_options_are_refused_with_the_option_named(tmp_path):
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_apiserver.py")
+    for args, word in ((["--error-rate", "2"], "--error-rate 2.0"),
+                       (["--retry-after", "-1"], "retry_after -1"),
+                       (["--history", "0"], "--history 0")):
+        r = subprocess.run([sys.executable, here, "--dir", str(tmp_path / "d"), *args],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and word in r.stderr, (args, r.stderr)
 
 
 def test_lease_optimistic_concurrency_and_injected_conflicts(api, fake):
