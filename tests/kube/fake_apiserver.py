@@ -214,10 +214,11 @@ def request_info(method, path, query):
             "resource": "", "subresource": "", "namespace": "", "name": "", "resourceRequest":
             False}
     parts = [p for p in path.strip("/").split("/") if p]
-    if len(parts) < 2 or parts[0] not in ("api", "apis"):
+    # /api/v1 and /apis/G/V (discovery) are non-resource requests: a resource needs one more.
+    if len(parts) < 3 or parts[0] not in ("api", "apis"):
         return info
     if parts[0] == "apis":
-        if len(parts) < 3:
+        if len(parts) < 4:
             return info
         info["apiGroup"], parts = parts[1], parts[2:]
     else:

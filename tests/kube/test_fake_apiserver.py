@@ -861,3 +861,68 @@ def test_watch_order_under_concurrent_writers(api, fake):
     assert len(per_pod) == 100 and all(t == ["ADDED", "MODIFIED"] for t in per_pod.values())
     nodes = {e["object"]["spec"].get("nodeName") for e in evs if e["type"] == "MODIFIED"}
     assert nodes == {"n0", "n1", "n2", "n3"}
+
+
+# --- The ClusterRole check over the request log ----------------------------------------------
+
+ROLE = """apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: sched}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create]
+- apiGroups: [""]
+  resources: [pods/binding]
+  verbs: [create]
+- apiGroups: [""]
+  resources: ["*/status"]
+  verbs: [patch]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  resourceNames: [gpusched]
+  verbs: [get, update]
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: other}
+rules: []
+"""
+
+
+def test_request_log_checked_against_a_cluster_role(api, fake):
+    from fake_rbac import denied, load_rules, unused
+    lease = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    create_pod(api, "p")
+    api.get(api.base + NS + "/pods", params={"watch": "1", "timeoutSeconds": "1"})
+    api.patch(api.base + NS + "/pods/p/status",
+              headers={"Content-Type": "application/merge-patch+json"}, data="{}")
+    bind(api, "p", "n1")
+    api.post(api.base + lease, json={"metadata": {"name": "gpusched"}, "spec": {}})
+    api.get(api.base + lease + "/gpusched")
+    api.get(api.base + "/apis")
+    api.get(api.base + "/api/v1")
+    rules = load_rules(ROLE, name="sched")
+    log = fake.requests()
+    assert denied(log, rules) == []
+    assert ("", "nodes", "delete") in unused(log, rules)
+    assert ("", "pods/binding", "create") not in unused(log, rules)
+    assert ("", "*/status", "patch") not in unused(log, rules)
+    # What the role does not grant: another lease's name, an update of pods, discovery
+    # without the default roles.
+    api.get(api.base + lease + "/other")
+    api.put(api.base + NS + "/pods/p", json=api.get(api.base + NS + "/pods/p").json())
+    bad = denied(fake.requests(), rules)
+    assert sorted((e["verb"], e["resource"], e["name"]) for e in bad) == [
+        ("get", "leases", "other"), ("update", "pods", "p")]
+    paths = {e["path"] for e in denied(log, rules, defaults=False)}
+    assert paths == {"/apis", "/api/v1"}
+    with pytest.raises(ValueError):
+        load_rules(ROLE, name="missing")
+    assert load_rules(ROLE, name="other") == []
