@@ -68,6 +68,7 @@ FIELD_LABELS = {
                    "status.nominatedNodeName"},
     ("", "nodes"): {"spec.unschedulable"},
     ("", "namespaces"): {"status.phase"},
+    ("resource.k8s.io", "resourceslices"): {"spec.nodeName", "spec.driver"},
     ("", "events"): {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                      "involvedObject.uid", "involvedObject.apiVersion",
                      "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
