@@ -11,11 +11,10 @@ history (the last --history events of each, as kube-apiserver's watch cache keep
 resource, so churn in one never expires watches on another). That history serves three things:
 watches from a resourceVersion (events strictly after it; 410 Expired, sent as an ERROR watch
 event carrying a Status, once the version is older than the compaction horizon), consistent
-paged lists (a
-continue token holds the list's resourceVersion and the snapshot at that version is rebuilt by
-undoing the newer events; 410 when the token's version has been compacted) and the
-selector-aware watch rule (an object that stops matching a watch's selector is sent as DELETED,
-one that starts matching as ADDED). Objects are never mutated in place once stored, so readers
+paged lists (a continue token holds the list's resourceVersion and the snapshot at that version
+is rebuilt by undoing the newer events; 410 when the token's version has been compacted) and
+the selector-aware watch rule (an object that stops matching a watch's selector is sent as
+DELETED, one that starts matching as ADDED). Objects are never mutated in place once stored, so readers
 need no copies.
 
 Strictness, each as kube-apiserver does it: bearer token or client certificate (401 otherwise);
@@ -38,7 +37,10 @@ token needed from 127.0.0.1) close watches at random, answer a fraction of reque
 Retry-After or 500, compact the history now, make the next N Lease writes conflict, or pause all
 answers. GET /fake/requests and /fake/state show what clients did. Every API request is logged
 as one JSON line in DIR/requests.jsonl with the verb, resource and subresource derived as
-Kubernetes RBAC derives them, so a test can check a client's requests against its ClusterRole.
+Kubernetes RBAC derives them, so a test can check a client's requests against its ClusterRole
+(fake_rbac.py). Files: fake_rules.py (resources, Status errors, selectors, patches, the two
+Event shapes), fake_objects.py (the store and each verb's semantics), this one (HTTP, watches,
+faults, the request log, certificates, start_fake).
 
 Run: python3 tests/kube/fake_apiserver.py --port 0 --dir DIR [options]; it writes DIR/ca.crt,
 DIR/kubeconfig (server, CA data, bearer token), DIR/kubeconfig-cert (client certificate
