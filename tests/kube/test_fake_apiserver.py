@@ -545,6 +545,14 @@ def test_watches_closed_at_random(api, fake):
     t0 = time.monotonic()
     watch(api, NS + "/pods", timeout=10)
     assert time.monotonic() - t0 < 2
+    # Abrupt: the stream breaks without its terminating chunk, as a dropped connection does.
+    fake.faults(watch_close_prob=1.0, watch_close_period=0.0, watch_close_abrupt=True)
+    with api.get(api.base + NS + "/pods", params={"watch": "1", "resourceVersion": rv},
+                 stream=True, timeout=(5, 5)) as r:
+        with pytest.raises((requests.exceptions.ChunkedEncodingError,
+                            requests.exceptions.ConnectionError)):
+            for _ in r.iter_lines():
+                pass
 
 
 # --- Faults ----------------------------------------------------------------------------------
@@ -644,6 +652,7 @@ def test_request_log_verbs_follow_rbac(api, fake):
     api.delete(api.base + NS + "/pods/p")
     api.delete(api.base + NS + "/pods", params={"labelSelector": "none=1"})
     api.get(api.base + "/apis")
+    watch(api, "/api/v1/watch/namespaces/default/pods/p", timeoutSeconds="1")
     want = [
         ("create", "POST", "", "pods", "", "default", "", 201),
         ("get", "GET", "", "pods", "", "default", "p", 200),
@@ -658,6 +667,7 @@ def test_request_log_verbs_follow_rbac(api, fake):
         ("delete", "DELETE", "", "pods", "", "default", "p", 200),
         ("deletecollection", "DELETE", "", "pods", "", "default", "", 200),
         ("get", "GET", "", "", "", "", "", 200),
+        ("watch", "GET", "", "pods", "", "default", "p", 200),
     ]
     keys = ("verb", "method", "apiGroup", "resource", "subresource", "namespace", "name", "code")
     got = [tuple(e[k] for k in keys) for e in fake.requests()]
