@@ -7,7 +7,10 @@ kube-apiserver behaves (preconditions, status subresource, immutable pod spec, p
 graceful deletion, finalizers, Priority admission, events.k8s.io validation).
 """
 import base64
+import bisect
 import collections
+import heapq
+import itertools
 import json
 import random
 import threading
@@ -35,6 +38,7 @@ class Store:
         self.cond = threading.Condition(self.lock)  # any write (a list waiting for an rv)
         self.conds = collections.defaultdict(lambda: threading.Condition(self.lock))
         self.objs = collections.defaultdict(dict)  # storage -> {(ns, name): obj}
+        self.keys = collections.defaultdict(list)  # storage -> sorted keys, for paging
         self.rv = 0
         self.history = history
         self.logs = collections.defaultdict(collections.deque)  # storage -> its last events
@@ -75,10 +79,14 @@ class Store:
         obj = dict(obj)
         obj["metadata"] = md
         key = (md.get("namespace", ""), md["name"])
+        objs, keys = self.objs[store], self.keys[store]
         if etype == "DELETED":
-            self.objs[store].pop(key, None)
+            if objs.pop(key, None) is not None:
+                del keys[bisect.bisect_left(keys, key)]
         else:
-            self.objs[store][key] = obj
+            if key not in objs:
+                bisect.insort(keys, key)
+            objs[key] = obj
         self.logs[store].append(Event(self.rv, store, key[0], key[1], etype, obj, old))
         self.latest[store] = self.rv
         self._trim(store)
@@ -102,25 +110,45 @@ class Store:
             for store in list(self.logs):
                 self._trim(store)
 
-    def snapshot(self, store, at_rv):
-        """The objects of store as they were at at_rv (None: now), or None when that version
-        is compacted. Caller holds lock."""
-        cur = dict(self.objs[store])
-        if at_rv is None or at_rv >= self.rv:
-            return cur
-        if at_rv < self.compacted(store):
-            return None
-        for ev in reversed(self.logs[store]):
-            if ev.rv <= at_rv:
-                break
-            key = (ev.ns, ev.name)
-            if ev.type == "ADDED":
-                cur.pop(key, None)
-            elif ev.type == "MODIFIED":
-                cur[key] = ev.old
-            else:
-                cur[key] = ev.old if ev.old is not None else ev.obj
-        return cur
+    def page(self, store, at_rv, ns, start_after, limit, keep):
+        """One page of store as it was at at_rv (None: now): the objects after start_after
+        (a key; None: from the first) in key order, in namespace ns ("" = all) that keep(obj)
+        accepts, at most limit (0 = all). -> (items, last key when more remain, keys left
+        after the page ignoring keep), or None when at_rv is compacted. Caller holds lock.
+
+        The page costs its own length, not the storage's size: keys are kept sorted, and an
+        older snapshot is the current objects overlaid with the state before each newer event
+        (a relist of 50,000 pods is 100 cheap pages)."""
+        cur, keys = self.objs[store], self.keys[store]
+        overlay = {}  # key -> its object at at_rv, None when it did not exist then
+        if at_rv is not None and at_rv < self.rv:
+            if at_rv < self.compacted(store):
+                return None
+            for ev in reversed(self.logs[store]):  # newest first: the oldest event wins
+                if ev.rv <= at_rv:
+                    break
+                overlay[(ev.ns, ev.name)] = None if ev.type == "ADDED" else ev.old or ev.obj
+        extra = sorted(k for k, v in overlay.items() if v is not None and k not in cur)
+        lo, hi = ((ns,), (ns + "\x00",)) if ns else ((), (chr(0x10FFFF),))
+        if start_after is not None and start_after > lo:
+            lo = start_after
+        bounds = lambda ks: (bisect.bisect_right(ks, lo), bisect.bisect_left(ks, hi))  # noqa
+        (a, b), (c, d) = bounds(keys), bounds(extra)
+        items, last, left = [], None, 0
+        for key in heapq.merge(itertools.islice(keys, a, b), itertools.islice(extra, c, d)):
+            obj = overlay[key] if key in overlay else cur[key]
+            if obj is None:
+                continue
+            if limit and len(items) == limit:
+                gone = sum(1 for k, v in overlay.items()
+                           if v is None and k in cur and key <= k < hi)
+                left = (b - bisect.bisect_left(keys, key, a, b)) + \
+                    (d - bisect.bisect_left(extra, key, c, d)) - gone
+                return items, last, left
+            if keep(obj):
+                items.append(obj)
+                last = key
+        return items, None, 0
 
     def events_after(self, store, rv):
         """store's events with an rv above the given one, or None when some of them were
@@ -201,27 +229,19 @@ class Api:
                                         "message": "Too large resource version"}],
                                        "retryAfterSeconds": 1}, {"Retry-After": "1"})
             list_rv = at if at is not None else st.rv
-            snap = st.snapshot(res.store, at)
-            if snap is None:
+            def keep(o):
+                v = to_view(res, o)
+                return label_match(labels, v) and field_match(fields, v)
+            got = st.page(res.store, at, ns, start_after, limit, keep)
+            if got is None:
                 if cont:
                     raise ApiError(410, "Expired", "The provided continue parameter is too old "
                                    "to display a consistent list result. You can start a new "
                                    "list without the continue parameter.")
                 raise ApiError(410, "Expired", f"too old resource version: {at} "
                                f"({st.compacted(res.store)})")
-        keys = sorted(k for k in snap if (not ns or k[0] == ns))
-        if start_after is not None:
-            keys = [k for k in keys if k > start_after]
-        items, last_key, next_key, remaining = [], None, None, 0
-        for i, k in enumerate(keys):
-            v = to_view(res, snap[k])
-            if not (label_match(labels, v) and field_match(fields, v)):
-                continue
-            if limit and len(items) == limit:
-                next_key, remaining = last_key, len(keys) - i
-                break
-            items.append(v)
-            last_key = k
+        items, next_key, remaining = got
+        items = [to_view(res, o) for o in items]
         md = {"resourceVersion": str(list_rv)}
         if next_key is not None:
             md["continue"] = base64.urlsafe_b64encode(dumps(

@@ -936,3 +936,55 @@ def test_request_log_checked_against_a_cluster_role(api, fake):
     with pytest.raises(ValueError):
         load_rules(ROLE, name="missing")
     assert load_rules(ROLE, name="other") == []
+
+
+def test_paged_lists_at_an_old_version_match_what_was_there(api):
+    """Exact lists at recorded versions, paged three at a time across two namespaces, equal the
+    full list recorded at that version, while creates, updates and deletes go on."""
+    import random
+    rng = random.Random(5)
+    assert api.post(api.base + "/api/v1/namespaces",
+                    json={"metadata": {"name": "other"}}).status_code == 201
+    seen = {}  # rv -> [(namespace, name, rv)]
+    live = set()
+    for step in range(120):
+        ns = rng.choice(["default", "other"])
+        name = f"p{rng.randrange(30)}"
+        base = api.base + f"/api/v1/namespaces/{ns}/pods"
+        if (ns, name) not in live:
+            r = api.post(base, json=pod(name))
+            assert r.status_code == 201, r.text
+            live.add((ns, name))
+        elif rng.random() < 0.4:
+            assert api.delete(base + "/" + name).status_code == 200
+            live.discard((ns, name))
+        else:
+            r = api.patch(base + "/" + name, headers={"Content-Type":
+                                                      "application/merge-patch+json"},
+                          data=json.dumps({"metadata": {"labels": {"step": str(step)}}}))
+            assert r.status_code == 200, r.text
+        full = api.get(api.base + "/api/v1/pods").json()
+        seen[full["metadata"]["resourceVersion"]] = [
+            (i["metadata"]["namespace"], i["metadata"]["name"], i["metadata"]["resourceVersion"])
+            for i in full["items"]]
+    for rv in rng.sample(sorted(seen), 15):
+        for ns in ("", "other"):
+            want = [x for x in seen[rv] if not ns or x[0] == ns]
+            path = "/api/v1/pods" if not ns else f"/api/v1/namespaces/{ns}/pods"
+            params = {"limit": 3, "resourceVersion": rv, "resourceVersionMatch": "Exact"}
+            got, first = [], True
+            while True:
+                r = api.get(api.base + path, params=params)
+                assert r.status_code == 200, r.text
+                page = r.json()
+                assert page["metadata"]["resourceVersion"] == rv
+                got += [(i["metadata"]["namespace"], i["metadata"]["name"],
+                         i["metadata"]["resourceVersion"]) for i in page["items"]]
+                if page["metadata"].get("continue"):
+                    if first:
+                        assert page["metadata"]["remainingItemCount"] == len(want) - 3
+                    params = {"limit": 3, "continue": page["metadata"]["continue"]}
+                    first = False
+                else:
+                    break
+            assert got == want, (rv, ns)
