@@ -14,8 +14,8 @@ event carrying a Status, once the version is older than the compaction horizon),
 paged lists (a continue token holds the list's resourceVersion and the snapshot at that version
 is rebuilt by undoing the newer events; 410 when the token's version has been compacted) and
 the selector-aware watch rule (an object that stops matching a watch's selector is sent as
-DELETED, one that starts matching as ADDED). Objects are never mutated in place once stored, so readers
-need no copies.
+DELETED, one that starts matching as ADDED). Objects are never mutated in place once stored,
+so readers need no copies.
 
 Strictness, each as kube-apiserver does it: bearer token or client certificate (401 otherwise);
 create sets uid, creationTimestamp, resourceVersion and generation and drops status where the

@@ -244,8 +244,8 @@ class Api:
         items = [to_view(res, o) for o in items]
         md = {"resourceVersion": str(list_rv)}
         if next_key is not None:
-            md["continue"] = base64.urlsafe_b64encode(dumps(
-                {"rv": list_rv, "start": list(next_key), "scope": [repr(res), ns]}).encode()).decode()
+            token = {"rv": list_rv, "start": list(next_key), "scope": [repr(res), ns]}
+            md["continue"] = base64.urlsafe_b64encode(dumps(token).encode()).decode()
             if not labels and not fields:
                 md["remainingItemCount"] = remaining
         return {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": md,
@@ -675,8 +675,9 @@ class Api:
         if not isinstance(ann, dict) or not all(isinstance(v, str) for v in ann.values()):
             raise bad_request(f"metadata.annotations: must be a map of string to string, got "
                               f"{dumps(ann)}")
-        why = lambda w: ApiError(409, "Conflict", "Operation cannot be fulfilled on pods/binding "  # noqa
-                                 f'"{name}": {w}', {"name": name, "kind": "pods/binding"})
+        def why(w):
+            return ApiError(409, "Conflict", f'Operation cannot be fulfilled on pods/binding '
+                            f'"{name}": {w}', {"name": name, "kind": "pods/binding"})
         with self.st.cond:
             old = self.st.objs[pods.store].get((ns, name))
             if old is None:

@@ -175,7 +175,8 @@ def bad_request(msg):
     return ApiError(400, "BadRequest", msg)
 
 
-STALE = "the object has been modified; please apply your changes to the latest version and try again"
+STALE = ("the object has been modified; please apply your changes to the latest version and "
+         "try again")
 
 
 def _typed_values(obj, path):
@@ -235,7 +236,8 @@ def split_top(text):
     return [p.strip() for p in out if p.strip()]
 
 
-LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?"
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 def parse_label_selector(text):
