@@ -60,6 +60,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -397,6 +398,7 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
             self.close_connection = True
         except Exception as e:  # a bug in the fake: say so, as kube does for a panic
+            traceback.print_exc()
             self._send(500, ApiError(500, "InternalError", f"fake apiserver bug: {e!r}").status())
         finally:
             fake.log.add({k: info[k] for k in ("verb", "method", "path", "apiGroup",
