@@ -226,6 +226,9 @@ static int publish_nrt(struct publisher *p, struct gs_client *c, uint64_t unheal
         json_decref(obj);
         json_decref(out);
     }
+    if (err == GS_ECONFLICT)
+        gs_log(GS_LOG_WARN, "node-publisher: the NodeResourceTopology changed under every write; next period",
+               "node", p->o->node, NULL);
     return err;
 }
 

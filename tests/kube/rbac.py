@@ -3,11 +3,12 @@ the requests gpusched's components make against the roles in deploy/.
 
 The contract: every request a component sends must be allowed by the roles
 bound to its ServiceAccount, and the roles should grant nothing it never
-uses. `check_log` reads the JSON-lines request log the fake kube-apiserver
-writes (tests/kube/fake_apiserver.py: one object per request with verb,
-apiGroup, resource, subresource, namespace, name, code; method and path
-too) and returns every request the roles do not allow; `unused_rules`
-says which granted (verb, group, resource) no request used.
+uses. `check_log` reads a request log - the JSON lines the fake
+kube-apiserver writes (tests/kube/fake_apiserver.py: one object per request
+with verb, apiGroup, resource, subresource, namespace, name, code; method
+and path too), or the "METHOD PATH CODE" lines of `gpusched scheduler
+--request-log` - and returns every request the roles do not allow;
+`unused_rules` says which granted (verb, group, resource) no request used.
 
 The rules follow Kubernetes (pkg/apis/rbac/v1/evaluation_helpers.go and
 plugin/pkg/auth/authorizer/rbac/rbac.go):
@@ -328,10 +329,18 @@ def _as_policy(roles, subject):
 
 
 def read_log(path):
-    """(line number, entry dict, Request) per line of a JSON-lines request log."""
+    """(line number, entry dict, Request) per line of a request log: JSON lines (the fake
+    kube-apiserver's), or "METHOD PATH CODE" lines (`gpusched scheduler --request-log`)."""
     out = []
     for n, line in enumerate(pathlib.Path(path).read_text().splitlines(), 1):
         if not line.strip():
+            continue
+        if not line.lstrip().startswith("{"):
+            parts = line.split()
+            if len(parts) != 3 or not parts[2].isdigit() or not parts[1].startswith("/"):
+                raise RBACError(f"{path}:{n}: want METHOD PATH CODE or a JSON object, got {line.strip()[:80]!r}")
+            e = {"method": parts[0], "path": parts[1], "code": int(parts[2])}
+            out.append((n, e, request_info(parts[0], parts[1])))
             continue
         try:
             e = json.loads(line)

@@ -202,9 +202,9 @@ def entry(verb, resource, namespace="", name="", group="", sub="", code=200):
 INFORMED = [("", "nodes"), ("", "pods"), ("", "namespaces"), ("scheduling.x-k8s.io", "podgroups"),
             ("scheduling.volcano.sh", "podgroups"), ("scheduling.k8s.io", "podgroups"),
             ("scheduling.k8s.io", "workloads"), ("scheduling.k8s.io", "priorityclasses"),
-            ("scheduling.volcano.sh", "queues"), ("scheduling.gpusched.io", "queues"),
+            ("scheduling.gpusched.io", "queues"),
             ("topology.node.k8s.io", "noderesourcetopologies"), ("kueue.x-k8s.io", "clusterqueues"),
-            ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"), ("kueue.x-k8s.io", "workloads"),
+            ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"),
             ("kueue.x-k8s.io", "workloadpriorityclasses"), ("policy", "poddisruptionbudgets")]
 SCHEDULER_REQUESTS = [entry(verb, res, group=g) for g, res in INFORMED for verb in ("list", "watch")] + [
     entry("create", "pods", "team-a", "train-0", sub="binding", code=201),
@@ -274,6 +274,21 @@ def test_log_in_method_and_path_form(tmp_path):
     assert [x.line for x in v] == [2]
 
 
+def test_log_in_the_schedulers_text_form(tmp_path, scheduler_policy):
+    p = tmp_path / "scheduler-requests.log"
+    p.write_text("GET /api/v1/pods?limit=500 200\n"
+                 "GET /api/v1/pods?allowWatchBookmarks=true&resourceVersion=12&timeoutSeconds=300&watch=true 200\n"
+                 "POST /api/v1/namespaces/a/pods/p/binding 201\n"
+                 "PUT /apis/coordination.k8s.io/v1/namespaces/gpusched/leases/gpusched 409\n"
+                 "GET /api/v1/namespaces/a/secrets/s 403\n")
+    reqs = [r for _, _, r in rbac.read_log(p)]
+    assert [r.verb for r in reqs] == ["list", "watch", "create", "update", "get"]
+    assert [x.line for x in rbac.check_log(p, scheduler_policy)] == [5]
+    p.write_text("GET /api/v1/pods\n")
+    with pytest.raises(rbac.RBACError, match=r":1: want METHOD PATH CODE or a JSON object"):
+        rbac.read_log(p)
+
+
 def test_log_errors_name_the_line(tmp_path):
     p = tmp_path / "requests.jsonl"
     p.write_text(json.dumps(entry("get", "pods", "a", "p")) + "\n{not json\n")
@@ -298,7 +313,8 @@ def test_scheduler_may_not(scheduler_policy):
                 R("create", "", "pods", "eviction", "a", "p"), R("create", "", "serviceaccounts", "token", "a", "x"),
                 R("list", "coordination.k8s.io", "leases"), R("delete", "coordination.k8s.io", "leases", "gpusched", "gpusched"),
                 R("create", "rbac.authorization.k8s.io", "clusterrolebindings"),
-                R("update", "kueue.x-k8s.io", "workloads", "status", "a", "w"),
+                R("update", "kueue.x-k8s.io", "workloads", "status", "a", "w"), R("list", "kueue.x-k8s.io", "workloads"),
+                R("list", "scheduling.volcano.sh", "queues"),
                 R("create", "", "events", namespace="a")]:
         assert not p.allows(req), req
 
@@ -320,5 +336,6 @@ def test_extender_role():
     assert p.allows(R("watch", "", "nodes"))
     assert p.allows(R("create", "", "pods", "binding", "a", "p"))
     for req in [R("delete", "", "pods", namespace="a", name="p"), R("update", "", "pods", "status", "a", "p"),
+                R("get", "", "pods", namespace="a", name="p"),
                 R("patch", "", "nodes", name="n"), R("get", "", "secrets", namespace="a", name="s")]:
         assert not p.allows(req), req
