@@ -75,18 +75,20 @@ def request_info(method, path, query=""):
     verb = _METHOD_VERBS.get(method.upper())
     if verb is None:
         raise RBACError(f"method {method!r}: not a Kubernetes API method")
+    # A non-resource request's verb is the lower-cased HTTP method ("get", "post").
+    plain = Request(verb=method.lower(), path=path)
     if not parts or parts[0] not in ("api", "apis"):
-        return Request(verb=verb, path=path)
+        return plain
     if parts[0] == "api":
         group, rest = "", parts[2:]
         if len(parts) < 2:
-            return Request(verb=verb, path=path)
+            return plain
     else:
         if len(parts) < 3:
-            return Request(verb=verb, path=path)
+            return plain
         group, rest = parts[1], parts[3:]
     if not rest:  # /api/v1, /apis/g/v: discovery
-        return Request(verb=verb, path=path)
+        return plain
     watch_prefix = rest[0] == "watch"
     if watch_prefix:
         rest = rest[1:]
@@ -109,9 +111,9 @@ def request_info(method, path, query=""):
     if verb in ("list", "watch") and not name:
         for sel in q.get("fieldSelector", []):
             for term in sel.split(","):
-                k, _, v = term.partition("=")
-                if k.strip() == "metadata.name" and v and not v.startswith("="):
-                    name = v.strip()
+                k, eq, v = term.partition("=")
+                if eq and k.strip() == "metadata.name" and not k.endswith("!"):
+                    name = v[1:].strip() if v.startswith("=") else v.strip()  # "=" and "==" both exact
     return Request(verb=verb, api_group=group, resource=resource, subresource=sub, namespace=namespace, name=name)
 
 

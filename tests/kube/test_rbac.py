@@ -155,6 +155,9 @@ def test_request_info():
         ("GET", "/api", R("get", path="/api")),
         ("GET", "/apis/events.k8s.io/v1", R("get", path="/apis/events.k8s.io/v1")),
         ("GET", "/healthz", R("get", path="/healthz")),
+        ("POST", "/apis", R("post", path="/apis")),
+        ("GET", "/api/v1/pods?fieldSelector=metadata.name%3D%3Dp", R("list", "", "pods", name="p")),
+        ("GET", "/api/v1/pods?fieldSelector=metadata.name%21%3Dp", R("list", "", "pods")),
     ]
     for method, path, want in cases:
         assert rbac.request_info(method, path) == want, (method, path)
