@@ -21,6 +21,7 @@ int gs_cmd_explain(int argc, char **argv);
 /* Layer 1: discovery and metrics (src/discovery). */
 int gs_cmd_discover(int argc, char **argv);
 int gs_cmd_exporter(int argc, char **argv);
+int gs_cmd_node_publisher(int argc, char **argv);
 /* Layer 3: node execution (src/node). */
 int gs_cmd_device_plugin(int argc, char **argv);
 int gs_cmd_kubelet_sim(int argc, char **argv);

@@ -27,6 +27,7 @@ static const struct {
     {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
     {"discover", gs_cmd_discover, "print this node's GPUs, labels (GFD) and topology (NRT)"},
     {"exporter", gs_cmd_exporter, "serve GPU metrics in DCGM-Exporter's format on /metrics"},
+    {"node-publisher", gs_cmd_node_publisher, "publish this node's GPUs to a Kubernetes API: GFD labels, gpus annotation, NRT"},
     {"device-plugin", gs_cmd_device_plugin, "serve the node's GPUs to kubelet (device plugin API v1beta1)"},
     {"kubelet-sim", gs_cmd_kubelet_sim, "kubelet's device manager alone: registration, allocation, topology"},
     {"version", gs_cmd_version, "print the version"},
