@@ -27,6 +27,7 @@
 
 #include "control/api.h"
 #include "control/queue_status.h"
+#include "control/podgroups.h"
 #include "core/log.h"
 #include "sched/admission/admission.h"
 #include "sched/strmap.h"
@@ -37,7 +38,6 @@
 
 #define TICK_NS (1000LL * 1000 * 1000) /* retry everyone this often: capacity changes we do not see */
 #define REBUILD_FINISHED 4096          /* finished workloads kept before the table is compacted */
-#define GROUP_PREFIX "podgroups.scheduling.x-k8s.io/"
 #define QSTATUS_LISTED 10   /* pending workloads listed per queue in its status */
 #define QSTATUS_ESTIMATED 3 /* of which given an estimated start (each costs placement checks) */
 
@@ -394,8 +394,8 @@ void gs_adm_loop_pod_gone(struct gs_adm_loop *a, const char *key)
 
 void gs_adm_loop_group_event(struct gs_adm_loop *a, const char *key, const struct gs_podgroup *pg)
 {
-    const char *nsname = strncmp(key, GROUP_PREFIX, strlen(GROUP_PREFIX)) ? NULL : key + strlen(GROUP_PREFIX);
-    if (!a || !nsname) return;
+    char nsname[GS__KEY_MAX]; /* "ns/<group key>" of any PodGroup shape (podgroups.h) */
+    if (!a || gs_podgroup_ns_group(key, nsname, sizeof nsname)) return;
     struct ginfo *g = gs__strmap_del(&a->groups, nsname);
     if (g) {
         free(g->key), free(g->store_key), free(g->queue), free(g);

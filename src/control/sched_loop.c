@@ -26,8 +26,10 @@
 #include "control/apiserver.h"
 #include "control/events.h" /* Scheduled, FailedScheduling, Preempted */
 #include "control/nodelifecycle.h" /* evictions awaiting their node */
+#include "control/podgroups.h" /* PodGroup shapes and status */
 #include "core/log.h"
 #include "sched/cache.h"
+#include "sched/gpu_state.h" /* count-only nodes */
 #include "sched/explain.h"
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
@@ -343,6 +345,17 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     else pod_place(l, e);
 }
 
+/* A bad gpusched.io/gpus annotation is logged (the node is count-only), and a
+ * count-only node takes NUMA nodes from its NodeResourceTopology (sched/gpu_state.h). */
+static void node_gpu_state(struct gs_sched_loop *l, struct gs_node *n)
+{
+    if (n->gpu_note) gs_log(GS_LOG_WARN, "scheduler: GPU state", "error", n->gpu_note, NULL);
+    char nkey[GS__KEY_MAX + 32];
+    snprintf(nkey, sizeof nkey, "noderesourcetopologies.topology.node.k8s.io/%s", n->meta.name);
+    struct entry *t = gs__strmap_get(&l->nrts, nkey);
+    if (t && t->nrt) gs_gpu_state_apply_nrt(n, t->nrt);
+}
+
 static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
 {
     struct entry *e = gs__strmap_get(&l->nodes, key);
@@ -363,6 +376,7 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
         return;
     }
     gs_diags_free(&d);
+    node_gpu_state(l, o->u.node); /* per-GPU state of a Node without status.devices */
     gs_stack_gate_node(doc, o->u.node); /* GPU stack gate: no GPUs offered until GPUStackReady */
     bool fresh = !e;
     if (fresh && (!(e = entry_new(key)) || gs__strmap_put(&l->nodes, e->key, e))) {
@@ -447,6 +461,17 @@ static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
     for (size_t i = 0; i < l->nsched; i++) gs_scheduler_add_podgroup(l->scheds[i], o->u.podgroup);
 }
 
+/* A count-only node known to the cache takes its GPUs' NUMA nodes from nrt (NULL: none). */
+static void nrt_node_gpus(struct gs_sched_loop *l, const char *node, const struct gs_nrt *nrt)
+{
+    char nkey[GS__KEY_MAX + 8];
+    snprintf(nkey, sizeof nkey, "nodes/%s", node);
+    struct entry *ne = gs__strmap_get(&l->nodes, nkey);
+    struct gs_node *nd = ne && ne->obj ? ne->obj->u.node : NULL;
+    if (!nd || (nd->gpu_source != GS_GPU_SRC_COUNT && nd->gpu_source != GS_GPU_SRC_NRT)) return;
+    if (gs_gpu_state_apply_nrt(nd, nrt) == 0) gs_cache_update_node(l->cache, nd);
+}
+
 /* NodeResourceTopology: parsed and attached to its node (now or when the node comes). */
 static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
 {
@@ -467,6 +492,7 @@ static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     if (e) {
         int32_t idx = e->nrt ? gs_cache_find_node(l->cache, e->nrt->node) : -1;
         if (idx >= 0) gs_cache_set_nrt(l->cache, idx, NULL);
+        if (e->nrt && !n) nrt_node_gpus(l, e->nrt->node, NULL);
         gs__strmap_del(&l->nrts, key);
         entry_free(e);
     }
@@ -481,6 +507,7 @@ static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     e->rv = rv;
     int32_t idx = gs_cache_find_node(l->cache, n->node);
     if (idx >= 0) gs_cache_set_nrt(l->cache, idx, n);
+    nrt_node_gpus(l, n->node, n);
     notify_all(l, GS_EV_NODE_UPDATED);
 }
 
@@ -499,6 +526,8 @@ static const struct {
     {"nodes/", node_event},
     {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
     {"podgroups.scheduling.x-k8s.io/", group_event},
+    {"podgroups.scheduling.volcano.sh/", group_event}, /* the three PodGroup shapes: control/podgroups.h */
+    {"podgroups.scheduling.k8s.io/", group_event},
     {"resourceflavors.kueue.x-k8s.io/", queue_event},
     {"clusterqueues.kueue.x-k8s.io/", queue_event},
     {"localqueues.kueue.x-k8s.io/", queue_event},
@@ -659,6 +688,15 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
  * visible outside the loop until the commit that stores it.
  */
 
+/* The PodGroup's scheduled / unschedulable status (control/podgroups.h); repeats write nothing. */
+static void group_status(struct gs_sched_loop *l, const struct gs_pod *pod, bool scheduled, const char *msg)
+{
+    char key[GS__KEY_MAX + 64];
+    struct gs_podgroup_status st = {scheduled, msg, gs_wall_time()};
+    if (pod->pod_group && !gs_podgroup_store_key(pod, key, sizeof key))
+        gs_store_mutate(l->store, key, gs_podgroup_status_fn, &st, NULL, NULL);
+}
+
 struct pending_bind {
     struct entry *e;
     struct bind_ctx b;
@@ -706,6 +744,7 @@ static void flush_bindings(struct gs_sched_loop *l)
         if (!m[i].err)
             gs_event_record(&l->ev, GS_EVENT_POD(ns, pod->meta.name, pod->meta.uid), "Normal", "Scheduled",
                             "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, l->pend[i].b.node);
+        if (!m[i].err) group_status(l, pod, true, NULL);
     }
     l->npend = 0;
 }
@@ -747,9 +786,12 @@ static int unsched_fn(json_t *cur, json_t **out, void *arg)
 static void write_unschedulable(struct gs_sched_loop *l, struct entry *e, const char *msg)
 {
     const struct gs_pod *pod = e->obj->u.pod; /* every attempt: the recorder aggregates repeats */
+    char full[2048];
+    msg = gs_gpu_state_diagnosis(l->cache, pod, msg, full, sizeof full); /* + count-only GPU nodes */
     gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Warning",
                     "FailedScheduling", "Scheduling", "%s", msg);
     if (e->msg && !strcmp(e->msg, msg)) return;
+    group_status(l, pod, false, msg);
     struct cond_ctx c = {e->obj->u.pod->meta.uid, msg};
     if (gs_store_mutate(l->store, e->key, unsched_fn, &c, NULL, NULL) != 0) return;
     free(e->msg);
