@@ -744,7 +744,10 @@ static void flush_bindings(struct gs_sched_loop *l)
         if (!m[i].err)
             gs_event_record(&l->ev, GS_EVENT_POD(ns, pod->meta.name, pod->meta.uid), "Normal", "Scheduled",
                             "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, l->pend[i].b.node);
-        if (!m[i].err) group_status(l, pod, true, NULL);
+        const struct gs_pod *prev = i && !m[i - 1].err ? l->pend[i - 1].e->obj->u.pod : NULL; /* a gang: once a round */
+        if (!m[i].err && pod->pod_group && !(prev && prev->pod_group && !strcmp(prev->pod_group, pod->pod_group) &&
+                                             !strcmp(prev->meta.namespace_ ? prev->meta.namespace_ : "default", ns)))
+            group_status(l, pod, true, NULL);
     }
     l->npend = 0;
 }

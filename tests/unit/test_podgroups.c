@@ -14,6 +14,7 @@
 #include "api_fixture.h"
 #include "control/podgroups.h"
 #include "control/store.h"
+#include "core/codec.h"
 #include "sched/gang_core.h"
 #include "sched/scheduler.h"
 #include "sched_fixture.h"
@@ -201,6 +202,40 @@ static void bad_groups_name_field_and_value(void **st)
     assert_string_equal(w->u.meta->namespace_, "default");
     gs_object_free(w);
     gs_diags_free(&d);
+}
+
+/* examples/podgroup-shapes.yaml decodes, its two "train" groups apart. */
+static void example_decodes(void **st)
+{
+    (void)st;
+    char path[1024], *buf;
+    size_t len;
+    snprintf(path, sizeof path, "%s", __FILE__); /* absolute under CMake */
+    snprintf(strrchr(path, '/'), sizeof path - (size_t)(strrchr(path, '/') - path), "/../../examples/podgroup-shapes.yaml");
+    assert_int_equal(gs_read_file(path, &buf, &len), 0);
+    struct gs_docs docs;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_decode_stream(buf, len, &docs, &d, NULL), 0);
+    assert_int_equal(docs.n, 5);
+    const char *groups[5] = {0};
+    for (size_t k = 0; k < docs.n; k++) {
+        struct gs_object *o = NULL;
+        int rc = gs_object_decode(docs.docs[k], &o, &d);
+        for (size_t j = 0; j < d.n; j++) fprintf(stderr, "%s: %s\n", d.v[j].path, d.v[j].msg);
+        assert_int_equal(rc, 0);
+        if (o->kind == GS_KIND_PODGROUP) groups[k] = o->u.podgroup->group;
+        if (o->kind == GS_KIND_POD) groups[k] = o->u.pod->pod_group;
+        if (groups[k]) groups[k] = strdup(groups[k]);
+        gs_object_free(o);
+    }
+    assert_string_equal(groups[0], "scheduling.volcano.sh/train");
+    assert_string_equal(groups[1], groups[0]);
+    assert_null(groups[2]); /* the Workload */
+    assert_string_equal(groups[3], "scheduling.k8s.io/train");
+    assert_string_equal(groups[4], groups[3]);
+    for (int k = 0; k < 5; k++) free((char *)groups[k]);
+    gs_docs_free(&docs);
+    free(buf);
 }
 
 /*--- Gangs through the scheduler driver ---*/
@@ -568,6 +603,7 @@ int main(void)
         cmocka_unit_test(three_shapes_decode_into_one_struct),
         cmocka_unit_test(pods_join_by_each_shape),
         cmocka_unit_test(bad_groups_name_field_and_value),
+        cmocka_unit_test(example_decodes),
         cmocka_unit_test(gang_of_three_bound_whole_per_shape),
         cmocka_unit_test(equal_names_of_two_shapes_do_not_collide),
         cmocka_unit_test(status_per_shape),
