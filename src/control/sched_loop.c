@@ -82,6 +82,7 @@ struct gs_sched_loop {
     struct gs_hist *cycle_latency; /* metrics hook */
     struct gs_clock clock;
     struct gs_cache *cache;
+    struct gs_gpu_state_memo gpu_memo; /* count-only nodes named in diagnoses (sched/gpu_state.h) */
     struct gs_scheduler **scheds;
     size_t nsched;
     struct gs_adm_loop *adm; /* admission in front of the queues (admission_loop.h) */
@@ -595,6 +596,7 @@ static void adm_evict(void *ctx, const char *key, const char *by);
 static int build(struct gs_sched_loop *l, struct gs_diags *d)
 {
     l->cache = gs_cache_new(&l->clock);
+    l->gpu_memo = (struct gs_gpu_state_memo){0}; /* keyed on this cache's epoch */
     l->scheds = calloc(l->cfg->nprofiles, sizeof *l->scheds);
     if (!l->cache || !l->scheds) return GS_ENOMEM;
     struct gs_adm_loop_opts ao = {.store = l->store, .cache = l->cache, .clock = &l->clock,
@@ -790,7 +792,7 @@ static void write_unschedulable(struct gs_sched_loop *l, struct entry *e, const 
 {
     const struct gs_pod *pod = e->obj->u.pod; /* every attempt: the recorder aggregates repeats */
     char full[2048];
-    msg = gs_gpu_state_diagnosis(l->cache, pod, msg, full, sizeof full); /* + count-only GPU nodes */
+    msg = gs_gpu_state_diagnosis(l->cache, &l->gpu_memo, pod, msg, full, sizeof full); /* + count-only GPU nodes */
     gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Warning",
                     "FailedScheduling", "Scheduling", "%s", msg);
     if (e->msg && !strcmp(e->msg, msg)) return;

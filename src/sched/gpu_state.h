@@ -18,8 +18,9 @@
 #include "sched/cache.h"
 #include "sched/topology_core.h"
 
+#include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
+#include <stdint.h>
 
 #define GS_GPU_STATE_COUNT_ONLY \
     "count-only GPU state (no status.devices, " GS_ANN_NODE_GPUS " annotation or NodeResourceTopology)"
@@ -29,12 +30,22 @@
 int gs_gpu_state_apply_nrt(struct gs_node *n, const struct gs_nrt *nrt);
 /* True when the cache's node has GPUs known only by their count. */
 bool gs_gpu_state_count_only(const struct gs_node_info *n);
+/* The note of one cache as of its epoch (which every node add, update and
+ * removal moves): a walk over 5,000 nodes costs ~0.3 ms, too much for every
+ * unschedulable attempt. Owned by the caller, zeroed with each new cache. */
+struct gs_gpu_state_memo {
+    bool valid;
+    uint64_t epoch;
+    char note[512];
+};
+
 /* For a pod that wants GPUs: "node n1: count-only GPU state (...)", up to
- * three nodes by name then "and N more node(s)", into buf. Returns the
- * length (0: nothing to say, buf ""). */
-size_t gs_gpu_state_note(const struct gs_cache *c, const struct gs_pod *pod, char *buf, size_t len);
+ * three nodes by name then "and N more node(s)", into buf. memo may be NULL.
+ * Returns the length (0: nothing to say, buf ""). */
+size_t gs_gpu_state_note(const struct gs_cache *c, struct gs_gpu_state_memo *memo, const struct gs_pod *pod,
+                         char *buf, size_t len);
 /* msg, or msg followed by the note in buf (when there is one). */
-const char *gs_gpu_state_diagnosis(const struct gs_cache *c, const struct gs_pod *pod, const char *msg, char *buf,
-                                   size_t len);
+const char *gs_gpu_state_diagnosis(const struct gs_cache *c, struct gs_gpu_state_memo *memo, const struct gs_pod *pod,
+                                   const char *msg, char *buf, size_t len);
 
 #endif

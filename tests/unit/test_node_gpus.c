@@ -203,22 +203,32 @@ static void count_only_is_said(void **st)
     for (int i = 0; i < 2; i++) assert_true(gs_cache_add_node(c, nodes[i]) >= 0);
     struct gs_pod *gpu = fx_pod("p", 4, 0, NULL), *cpu = fx_pod("q", 0, 0, NULL);
     char buf[1024];
-    assert_int_equal(gs_gpu_state_note(c, cpu, buf, sizeof buf), 0);
+    assert_int_equal(gs_gpu_state_note(c, NULL, cpu, buf, sizeof buf), 0);
     assert_string_equal(buf, "");
-    assert_true(gs_gpu_state_note(c, gpu, buf, sizeof buf) > 0);
+    assert_true(gs_gpu_state_note(c, NULL, gpu, buf, sizeof buf) > 0);
     assert_string_equal(buf, "node n1: count-only GPU state (no status.devices, gpusched.io/gpus annotation or "
                              "NodeResourceTopology)");
-    assert_string_equal(gs_gpu_state_diagnosis(c, gpu, "0/2 nodes are available.", buf, sizeof buf),
+    assert_string_equal(gs_gpu_state_diagnosis(c, NULL, gpu, "0/2 nodes are available.", buf, sizeof buf),
                         "0/2 nodes are available. node n1: count-only GPU state (no status.devices, "
                         "gpusched.io/gpus annotation or NodeResourceTopology)");
-    assert_string_equal(gs_gpu_state_diagnosis(c, cpu, "x", buf, sizeof buf), "x");
+    assert_string_equal(gs_gpu_state_diagnosis(c, NULL, cpu, "x", buf, sizeof buf), "x");
+    struct gs_gpu_state_memo memo = {0};
+    gs_gpu_state_note(c, &memo, gpu, buf, sizeof buf);
+    assert_true(memo.valid);
+    assert_string_equal(memo.note, "node n1: " GS_GPU_STATE_COUNT_ONLY);
     for (int i = 2; i < 6; i++) {
         char name[8];
         snprintf(name, sizeof name, "n%d", i);
         nodes[i] = node(name, 1, NULL, NULL, NULL);
         assert_true(gs_cache_add_node(c, nodes[i]) >= 0);
     }
-    gs_gpu_state_note(c, gpu, buf, sizeof buf);
+    gs_gpu_state_note(c, &memo, gpu, buf, sizeof buf); /* the epoch moved: computed again */
+    assert_string_equal(buf, "node n1, node n2, node n3 and 2 more node(s): " GS_GPU_STATE_COUNT_ONLY);
+    strcpy(memo.note, "remembered"); /* the same epoch: the memo answers */
+    gs_gpu_state_note(c, &memo, gpu, buf, sizeof buf);
+    assert_string_equal(buf, "remembered");
+    assert_int_equal(gs_cache_update_node(c, nodes[1]), 0);
+    gs_gpu_state_note(c, &memo, gpu, buf, sizeof buf);
     assert_string_equal(buf, "node n1, node n2, node n3 and 2 more node(s): " GS_GPU_STATE_COUNT_ONLY);
     /* explain prints it under the filter summary */
     struct gs_sched_config cfg;
