@@ -595,6 +595,15 @@ static void server_writes_unschedulable_diagnosis(void **state)
     /* the node reports no devices: the diagnosis says it was count-only */
     assert_non_null(strstr(msg, "node g0: count-only GPU state"));
     json_decref(o);
+    /* explain speaks of the group by its key, and of the count-only node */
+    o = get(e, "/api/v1/namespaces/default/pods/w-0/explain");
+    assert_non_null(o);
+    const char *report = json_string_value(json_object_get(o, "report"));
+    assert_non_null(report);
+    if (getenv("GS_TEST_SHOW")) fprintf(stderr, "%s\n", report);
+    if (!strstr(report, "pod group default/scheduling.k8s.io/wide") || !strstr(report, "node g0: count-only GPU state"))
+        fail_msg("explain report:\n%s", report);
+    json_decref(o);
 }
 
 int main(void)
