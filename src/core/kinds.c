@@ -135,9 +135,6 @@ static void dec_native_common(struct gs_dec *dc, const json_t *spec)
         gs__dec_pop(dc, m);
     }
     each(dc, spec, "resourceClaims", 4, pg_claim, NULL);
-    int64_t v;
-    gs__dec_int(dc, spec, "priority", INT32_MIN, INT32_MAX, &v);
-    gs__dec_str(dc, spec, "priorityClassName");
     gs__dec_str(dc, spec, "disruptionMode");
 }
 
@@ -736,6 +733,9 @@ static void pg_template(struct gs_dec *dc, const json_t *t, void *arg)
     int32_t min;
     dec_sched_policy(dc, t, &min);
     dec_native_common(dc, t);
+    int64_t v;
+    gs__dec_int(dc, t, "priority", INT32_MIN, INT32_MAX, &v);
+    gs__dec_str(dc, t, "priorityClassName");
 }
 
 static void validate_workload(const json_t *spec, struct gs_dec *dc)

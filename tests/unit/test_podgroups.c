@@ -168,6 +168,10 @@ static void bad_groups_name_field_and_value(void **st)
              m, sizeof m);
     assert_non_null(strstr(m, "spec.minMember"));
     assert_non_null(strstr(m, "-1"));
+    problems(NATIVE_PG("g", "\"schedulingPolicy\":{\"basic\":{}},\"priority\":\"high\""), m, sizeof m);
+    const char *pr = strstr(m, "spec.priority: expected an integer, got string");
+    assert_non_null(pr);
+    assert_null(strstr(pr + 1, "spec.priority: expected")); /* said once */
     /* Workload */
     problems("{\"apiVersion\":\"scheduling.k8s.io/v1beta1\",\"kind\":\"Workload\",\"metadata\":{\"name\":\"w\","
              "\"namespace\":\"default\"},\"spec\":{\"podGroupTemplates\":[{\"name\":\"a\",\"schedulingPolicy\":"
