@@ -11,6 +11,8 @@
  *     the annotation scheduling.k8s.io/group-name;
  *   - native scheduling.k8s.io/v1beta1 (Kubernetes 1.37): spec.schedulingPolicy
  *     is exactly one of basic {} (no gang: minCount 1) or gang {minCount};
+ *     schedulingConstraints.topology[0].key puts every member in one domain
+ *     of that node label (as the annotation gpusched.io/required-topology);
  *     workloadRef names the Workload template it came from; pods join with
  *     spec.schedulingGroup.podGroupName.
  * The group key (gs_podgroup.group, what a member's gs_pod.pod_group holds) is
@@ -65,6 +67,7 @@ void gs__podgroup_clear(struct gs_podgroup *p)
     free(p->queue);
     free(p->group);
     free(p->priority_class_name);
+    free(p->topology_key);
     memset(p, 0, sizeof *p);
 }
 
@@ -142,6 +145,10 @@ static void dec_native_podgroup(struct gs_dec *dc, const json_t *spec, struct gs
 {
     dec_sched_policy(dc, spec, &p->min_member);
     dec_native_common(dc, spec);
+    /* every member in one domain of the key: the gang plugin's required topology */
+    const json_t *topo = json_object_get(json_object_get(spec, "schedulingConstraints"), "topology");
+    const char *key = json_string_value(json_object_get(json_array_get(topo, 0), "key"));
+    if (key && *key && !(p->topology_key = strdup(key))) dc->oom = true;
     json_t *ref = gs__dec_get(dc, spec, "workloadRef", JSON_OBJECT);
     if (ref) {
         size_t m = gs__dec_key(dc, "workloadRef");

@@ -226,6 +226,7 @@ struct gs_podgroup {
     char *queue;                      /* Volcano spec.queue, NULL when unset */
     int32_t priority;
     char *priority_class_name;        /* spec.priorityClassName, NULL when unset */
+    char *topology_key;               /* native schedulingConstraints.topology[0].key: a required domain, or NULL */
 };
 
 struct gs_queue {

@@ -647,6 +647,7 @@ const char *gs_gang_domain(struct gs_gang *g, const struct gs_pod *pod, bool *re
     if (gr->pg) {
         key = gs_labels_get(&gr->pg->meta.annotations, GS_ANN_GANG_REQUIRED_TOPOLOGY);
         if (key) *required = true;
+        else if ((key = gr->pg->topology_key)) *required = true; /* native schedulingConstraints */
         else key = gs_labels_get(&gr->pg->meta.annotations, GS_ANN_GANG_PREFERRED_TOPOLOGY);
     }
     if (!key && g->o.topology_key) key = g->o.topology_key, *required = g->o.topology_required;

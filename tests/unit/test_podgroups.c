@@ -393,6 +393,42 @@ static void equal_names_of_two_shapes_do_not_collide(void **st)
     env_free(&e);
 }
 
+/* A native group's schedulingConstraints.topology key is a required domain:
+ * two racks of 2 GPUs cannot hold a gang of 3 one-GPU pods, three can in one rack. */
+static void native_topology_constraint_is_required(void **st)
+{
+    (void)st;
+    for (int big = 0; big < 2; big++) {
+        struct env e;
+        memset(&e, 0, sizeof e);
+        env_init(&e, 0, 0);
+        const char *racks[] = {"a", "b", "b"};
+        for (int i = 0; i < 2 + big; i++) {
+            struct gs_labels l = {0};
+            gs_labels_set(&l, "rack", racks[i]);
+            char name[8];
+            snprintf(name, sizeof name, "n%d", i);
+            assert_true(fx_add_node(e.cache, name, 2, 64, 0, 0, &l) >= 0);
+            gs_labels_free(&l);
+        }
+        add_group(&e, NATIVE_PG("train", "\"schedulingPolicy\":{\"gang\":{\"minCount\":3}},"
+                                         "\"schedulingConstraints\":{\"topology\":[{\"key\":\"rack\"}]}"));
+        assert_string_equal(e.pgs[0]->u.podgroup->topology_key, "rack");
+        for (int i = 0; i < 3; i++) add(&e, member(GS_PG_NATIVE, "m", i, "train"));
+        drain(&e);
+        gs_clock_set(&e.clock, 2 * GS_NS_PER_SEC);
+        drain(&e);
+        int n = placed(&e, "m-0") + placed(&e, "m-1") + placed(&e, "m-2");
+        assert_int_equal(n, big ? 3 : 0);
+        for (int i = 0; big && i < 3; i++) { /* all in rack b: nodes n1 and n2 */
+            char key[32];
+            snprintf(key, sizeof key, "default/m-%d", i);
+            assert_true(gs_cache_pod_assignment(e.cache, key)->node >= 1);
+        }
+        env_free(&e);
+    }
+}
+
 /*--- Status ---*/
 
 static json_t *status_after(const char *doc, bool scheduled, const char *msg, int *rc)
@@ -619,6 +655,7 @@ int main(void)
         cmocka_unit_test(example_decodes),
         cmocka_unit_test(gang_of_three_bound_whole_per_shape),
         cmocka_unit_test(equal_names_of_two_shapes_do_not_collide),
+        cmocka_unit_test(native_topology_constraint_is_required),
         cmocka_unit_test(status_per_shape),
         cmocka_unit_test_setup_teardown(server_writes_each_shapes_status, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(server_writes_unschedulable_diagnosis, setup, api_env_teardown),
