@@ -533,6 +533,7 @@ static const struct {
     {"clusterqueues.kueue.x-k8s.io/", queue_event},
     {"localqueues.kueue.x-k8s.io/", queue_event},
     {"queues.scheduling.gpusched.io/", queue_event},
+    {"workloadpriorityclasses.kueue.x-k8s.io/", queue_event}, /* Kueue's workload priorities */
     {"pods/", pod_event},
 };
 

@@ -46,6 +46,7 @@
 #define GS_ANN_NODE_GPUS "gpusched.io/gpus" /* Node: JSON text of the status.devices array (node DaemonSet) */
 #define GS_LABEL_GPU_MEMORY "nvidia.com/gpu.memory" /* GFD: MiB per GPU */
 #define GS_LABEL_QUEUE "kueue.x-k8s.io/queue-name"
+#define GS_LABEL_KUEUE_PRIORITY_CLASS "kueue.x-k8s.io/priority-class" /* a WorkloadPriorityClass */
 #define GS_LABEL_GPU_PRODUCT "nvidia.com/gpu.product"
 #define GS_DEFAULT_SCHEDULER "default-scheduler"
 
