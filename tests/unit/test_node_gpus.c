@@ -217,7 +217,7 @@ static void count_only_is_said(void **st)
     assert_true(memo.valid);
     assert_string_equal(memo.note, "node n1: " GS_GPU_STATE_COUNT_ONLY);
     for (int i = 2; i < 6; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "n%d", i);
         nodes[i] = node(name, 1, NULL, NULL, NULL);
         assert_true(gs_cache_add_node(c, nodes[i]) >= 0);

@@ -406,7 +406,7 @@ static void native_topology_constraint_is_required(void **st)
         for (int i = 0; i < 2 + big; i++) {
             struct gs_labels l = {0};
             gs_labels_set(&l, "rack", racks[i]);
-            char name[8];
+            char name[16];
             snprintf(name, sizeof name, "n%d", i);
             assert_true(fx_add_node(e.cache, name, 2, 64, 0, 0, &l) >= 0);
             gs_labels_free(&l);
