@@ -238,6 +238,8 @@ static const struct gs_auth_rule rules[] = {
     {"priorityclasses",        "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
     {"poddisruptionbudgets",   "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
     {"poddisruptionbudgets",   "status",  "A---AA-", "N---DD-", "A---DD-"},
+    {"workloads",              "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
+    {"workloadpriorityclasses", "",       "AAAAAAA", "AAADDDD", "AAADDDD"},
 };
 #define NRULES (sizeof rules / sizeof rules[0])
 
