@@ -138,6 +138,8 @@ int gs_sched_config_default(struct gs_sched_config *out)
  * or spread constraints, so plain pods cost about what they cost under the
  * kube set. NodeResourceTopology's policy is none: only a pod's
  * gpusched.io/gpu-interconnect annotation or a node's NRT policy constrains.
+ * InterPodAffinity and NodeResourcesBalancedAllocation come from kube's
+ * default set; balance also counts nvidia.com/gpu (for pods that ask for GPUs).
  */
 static const char gpusched_profile[] =
     "{\"kind\":\"KubeSchedulerConfiguration\",\"profiles\":[{\"schedulerName\":\"" GS_DEFAULT_SCHEDULER "\","
@@ -158,7 +160,9 @@ static const char gpusched_profile[] =
     "\"wholeGroupPlan\":true}},"
     "{\"name\":\"NodeResourceTopology\",\"args\":{\"topologyManagerPolicy\":\"none\","
     "\"topologyManagerScope\":\"container\"}},"
-    "{\"name\":\"DefaultPreemption\",\"args\":{\"maxPreemptionsPerWindow\":3,\"preemptionWindowSeconds\":600}}"
+    "{\"name\":\"DefaultPreemption\",\"args\":{\"maxPreemptionsPerWindow\":3,\"preemptionWindowSeconds\":600}},"
+    "{\"name\":\"NodeResourcesBalancedAllocation\",\"args\":{\"resources\":[{\"name\":\"cpu\",\"weight\":1},"
+    "{\"name\":\"memory\",\"weight\":1},{\"name\":\"nvidia.com/gpu\",\"weight\":1}]}}"
     "]}]}";
 
 int gs_sched_config_gpusched(struct gs_sched_config *out)

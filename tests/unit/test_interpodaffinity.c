@@ -516,6 +516,14 @@ static void test_default_profile_weights(void **st)
     bool filter = false;
     for (int i = 0; i < p->npoints[GS_PT_FILTER]; i++) filter |= !strcmp(p->points[GS_PT_FILTER][i].plugin->name, "InterPodAffinity");
     assert_true(filter);
+    bool gpu_balance = false;
+    for (int i = 0; i < p->nargs; i++)
+        if (!strcmp(p->args_names[i], "NodeResourcesBalancedAllocation")) {
+            char *txt = json_dumps(p->args[i], JSON_COMPACT);
+            gpu_balance = txt && strstr(txt, "nvidia.com/gpu") != NULL;
+            free(txt);
+        }
+    assert_true(gpu_balance);
     gs_sched_config_free(&c);
 }
 
