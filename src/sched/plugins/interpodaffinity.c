@@ -308,8 +308,9 @@ static void ipa_filter_idx(void *state, struct gs_cycle_state *cs, const struct 
 static int ipa_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
 {
     (void)state, (void)pod;
-    if (code == GS_REJECT_CODE(REJ_AFFINITY)) return snprintf(buf, len, "node(s) didn't match pod affinity rules");
-    if (code == REJ_ANTI) return snprintf(buf, len, "node(s) didn't match pod anti-affinity rules");
+    /* The code arrives with or without the unresolvable bit (diagnosis, explain). */
+    if (GS_REJECT_CODE(code) == GS_REJECT_CODE(REJ_AFFINITY)) return snprintf(buf, len, "node(s) didn't match pod affinity rules");
+    if (GS_REJECT_CODE(code) == REJ_ANTI) return snprintf(buf, len, "node(s) didn't match pod anti-affinity rules");
     return snprintf(buf, len, "node(s) didn't satisfy existing pods anti-affinity rules");
 }
 
