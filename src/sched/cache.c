@@ -1200,6 +1200,19 @@ int gs_cache_check(const struct gs_cache *c, char *why, size_t len)
         err = bad(why, len, "totals: live %d/%d gpus %lld/%lld milli %lld/%lld", c->live, live,
                   (long long)c->gpus_total, (long long)gpus, (long long)c->milli_used, (long long)milli_used);
     if (!err && c->by_name.n != (size_t)live) err = bad(why, len, "name index holds %zu, live %d", c->by_name.n, live);
+    if (!err) { /* the affinity list holds exactly the pods with terms */
+        size_t naff = 0;
+        int32_t anti = 0;
+        for (size_t i = 0; i < c->pods.cap; i++) {
+            const struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
+            if (!p || !p->pod->pod_affinity) continue;
+            naff++;
+            anti += p->pod->pod_affinity->nreq_anti > 0;
+            if (p->aff_pos >= c->naff || c->aff[p->aff_pos] != p) err = bad(why, len, "pod %s not in the affinity list", p->key);
+        }
+        if (!err && (naff != c->naff || anti != c->nreq_anti))
+            err = bad(why, len, "affinity pods %zu/%zu, with required anti-affinity %d/%d", c->naff, naff, c->nreq_anti, anti);
+    }
     for (int32_t i = 0; i < c->nslots; i++) {
         free(ex[i].milli);
         free(ex[i].npods);
