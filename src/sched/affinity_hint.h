@@ -19,8 +19,9 @@
 /* arrived: changed now holds a node (bound or assumed); else it left one.
  * True when changed matches all of waiting's required affinity terms
  * (arrived), or one of waiting's required anti-affinity terms matches
- * changed or one of changed's matches waiting (left). c gives namespace
- * labels; borrowed. */
+ * changed, one of changed's matches waiting, or changed was a match of a
+ * group whose terms waiting itself matches (left: the first-pod rule may
+ * apply again). c gives namespace labels; borrowed. */
 bool gs_affinity_pod_event_helps(const struct gs_cache *c, const struct gs_pod *waiting, const struct gs_pod *changed,
                                  bool arrived);
 

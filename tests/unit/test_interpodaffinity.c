@@ -456,6 +456,10 @@ static void test_queueing_hint(void **st)
     assert_false(gs_affinity_pod_event_helps(e.c, anti, cache, false));
     assert_true(gs_affinity_pod_event_helps(e.c, needs_db, repels, false));     /* its anti-affinity went away */
     assert_false(gs_affinity_pod_event_helps(e.c, anti, needs_db, true));       /* arrivals never lift anti-affinity */
+    struct gs_pod *self = mk(&e, "g", "{\"grp\":\"a\"}", AFF("podAffinity", "required", TERM("{\"grp\":\"a\"}", HOST)));
+    struct gs_pod *member = mk(&e, "m", "{\"grp\":\"a\"}", NULL);
+    assert_true(gs_affinity_pod_event_helps(e.c, self, member, false)); /* the first-pod rule may apply again */
+    assert_false(gs_affinity_pod_event_helps(e.c, needs_db, db, false)); /* needs_db does not match its own term */
     env_free(&e);
 }
 

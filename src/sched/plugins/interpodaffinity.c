@@ -454,7 +454,9 @@ bool gs_affinity_pod_event_helps(const struct gs_cache *c, const struct gs_pod *
         if (term_matches(c, &pa->req_anti[i], own, changed)) return true;
     for (size_t i = 0; ea && i < ea->nreq_anti; i++)
         if (term_matches(c, &ea->req_anti[i], ns_of(changed), waiting)) return true;
-    return false;
+    /* The last match of a self-affine group leaving can let its first-pod rule apply again. */
+    return pa && matches_all(c, pa->req_aff, pa->nreq_aff, own, changed) &&
+           matches_all(c, pa->req_aff, pa->nreq_aff, own, waiting);
 }
 
 /*--- Lifecycle ---*/
