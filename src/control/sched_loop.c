@@ -32,6 +32,7 @@
 #include "core/log.h"
 #include "sched/cache.h"
 #include "sched/gpu_state.h" /* count-only nodes */
+#include "sched/cache_feed.h" /* budgets and namespaces */
 #include "sched/explain.h"
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
@@ -559,10 +560,19 @@ static void queue_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
     gs_adm_loop_queue_event(l->adm, key, deleted ? NULL : doc, rv);
 }
 
+/* PodDisruptionBudgets and Namespaces only inform the cache (sched/cache_feed.h). */
+static void feed_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
+{
+    (void)rv;
+    gs_cache_feed(l->cache, key, deleted ? NULL : doc);
+}
+
 static const struct {
     const char *prefix;
     event_fn fn;
 } kinds[] = {
+    {GS_CACHE_FEED_NAMESPACE, feed_event},
+    {GS_CACHE_FEED_PDB, feed_event},
     {"nodes/", node_event},
     {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
     {"podgroups.scheduling.x-k8s.io/", group_event},

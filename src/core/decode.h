@@ -79,6 +79,11 @@ const char *gs__dns_check(const char *s, bool label);
 /* Value must be one of the NULL-terminated words; reports otherwise. */
 bool gs__dec_enum(struct gs_dec *dc, const json_t *obj, const char *key, const char *const *words, const char **out);
 
+/* spec.affinity.podAffinity / podAntiAffinity of p (pod_affinity.c): spec
+ * is the pod's spec at the current path; p->meta.labels must be decoded. */
+void gs__dec_pod_affinity(struct gs_dec *dc, const json_t *spec, struct gs_pod *p);
+void gs__pod_affinity_free(struct gs_pod_affinity *a);
+
 /* Generic kinds (kinds.c). */
 int gs__podgroup_decode(json_t *doc, struct gs_podgroup *out, struct gs_dec *dc);
 int gs__queue_decode(json_t *doc, struct gs_queue *out, struct gs_dec *dc);

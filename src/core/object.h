@@ -125,6 +125,30 @@ struct gs_spread_constraint {
     int32_t min_domains; /* 0 when unset */
 };
 
+/* One podAffinity / podAntiAffinity term (kube's PodAffinityTerm). The
+ * selector already carries matchLabelKeys (key In (own value)) and
+ * mismatchLabelKeys (key NotIn (own value)) for the keys the pod has, as the
+ * API server merges them at creation. Namespaces: the listed ones, plus those
+ * whose labels match namespace_selector when has_ns_selector (an empty
+ * selector matches every namespace); neither given: the pod's own. */
+struct gs_pod_affinity_term {
+    bool has_selector;             /* labelSelector absent: the term matches no pod */
+    struct gs_selector selector;
+    char **namespaces; size_t nnamespaces;
+    bool has_ns_selector;
+    struct gs_selector ns_selector;
+    char *topology_key;
+    int32_t weight;                /* preferred terms: 1..100; required: 0 */
+};
+
+/* spec.affinity.podAffinity / podAntiAffinity (decoded by pod_affinity.c). */
+struct gs_pod_affinity {
+    struct gs_pod_affinity_term *req_aff; size_t nreq_aff;
+    struct gs_pod_affinity_term *pref_aff; size_t npref_aff;
+    struct gs_pod_affinity_term *req_anti; size_t nreq_anti;
+    struct gs_pod_affinity_term *pref_anti; size_t npref_anti;
+};
+
 /* What the scheduler needs of a pod, derived once at decode. Effective
  * requests follow Kubernetes: max(sum over containers, max over init
  * containers) per resource; an extended resource given only as a limit
@@ -155,6 +179,7 @@ struct gs_pod {
     struct gs_node_affinity node_affinity;
     struct gs_toleration *tolerations; size_t ntolerations;
     struct gs_spread_constraint *spread; size_t nspread;
+    struct gs_pod_affinity *pod_affinity; /* NULL when the pod has no pod (anti-)affinity terms */
     /* The group key, equal to its PodGroup's gs_podgroup.group: the name from
      * GS_LABEL_POD_GROUP (scheduler-plugins); "scheduling.volcano.sh/<name>"
      * from GS_ANN_VOLCANO_GROUP; "scheduling.k8s.io/<name>" from

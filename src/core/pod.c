@@ -76,6 +76,7 @@ void gs_pod_clear(struct gs_pod *p)
     for (size_t i = 0; i < p->ntolerations; i++) gs_toleration_free(&p->tolerations[i]);
     free(p->tolerations);
     spread_free(p->spread, p->nspread);
+    gs__pod_affinity_free(p->pod_affinity);
     free(p->pod_group);
     free(p->queue_name);
     free(p->phase);
@@ -482,6 +483,7 @@ static void dec_pod_spec(struct gs_dec *dc, const json_t *spec, struct gs_pod *p
     p->preempt_never = pp && !strcmp(pp, "Never");
     gs__dec_labels(dc, spec, "nodeSelector", &p->node_selector, false);
     dec_affinity(dc, spec, &p->node_affinity);
+    gs__dec_pod_affinity(dc, spec, p); /* pod_affinity.c */
     gs__dec_tolerations(dc, spec, "tolerations", &p->tolerations, &p->ntolerations);
     dec_spread(dc, spec, p);
     gs__dec_resources(dc, spec, "overhead", overhead);

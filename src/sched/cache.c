@@ -50,6 +50,7 @@ struct pod_rec {
     enum pod_state st;
     int64_t deadline;
     size_t assumed_pos; /* index in c->assumed, or SIZE_MAX */
+    size_t aff_pos;     /* index in c->aff, or SIZE_MAX (no pod affinity terms) */
 };
 
 struct node_rec {
@@ -93,9 +94,18 @@ struct gs_cache {
     uint64_t changes; /* every node generation bump */
     uint64_t confirms; /* gs_cache_confirm calls: see gs_cache_pod_version */
     uint64_t bound_changes; /* see gs_cache_bound_version */
+    /* Pods with pod (anti-)affinity terms, and of those with required
+     * anti-affinity: InterPodAffinity skips its passes when both are none. */
+    struct pod_rec **aff;
+    size_t naff, aff_cap;
+    int32_t nreq_anti;
+    struct gs__strmap ns_labels; /* namespace -> struct gs_labels * (owned) */
+    struct gs_pdb_budget **pdbs; /* owned */
+    size_t npdbs, pdbs_cap;
 };
 
 static const struct gs_labels empty_labels;
+static void gs__cache_extra_free(struct gs_cache *c);
 
 _Static_assert(sizeof(struct gs_node_hot) == 64, "a hot record is one cache line");
 
@@ -255,6 +265,7 @@ void gs_cache_free(struct gs_cache *c)
     for (int32_t i = 0; i < c->nmodels; i++) free(c->models[i]);
     gs__strmap_free(&c->by_name);
     gs__strmap_free(&c->pods);
+    gs__cache_extra_free(c);
     free(c->models);
     free(c->nodes);
     free(c->hot);
@@ -788,6 +799,31 @@ static void assumed_remove(struct gs_cache *c, struct pod_rec *p)
     p->assumed_pos = SIZE_MAX;
 }
 
+/* The pods with affinity terms, as a dense array for InterPodAffinity's passes. */
+static int aff_add(struct gs_cache *c, struct pod_rec *p)
+{
+    if (c->naff == c->aff_cap) {
+        size_t cap = c->aff_cap ? c->aff_cap * 2 : 16;
+        struct pod_rec **nv = realloc(c->aff, cap * sizeof *nv);
+        if (!nv) return GS_ENOMEM;
+        c->aff = nv, c->aff_cap = cap;
+    }
+    p->aff_pos = c->naff;
+    c->aff[c->naff++] = p;
+    if (p->pod->pod_affinity->nreq_anti) c->nreq_anti++;
+    return 0;
+}
+
+static void aff_remove(struct gs_cache *c, struct pod_rec *p)
+{
+    if (p->aff_pos == SIZE_MAX) return;
+    struct pod_rec *last = c->aff[--c->naff];
+    c->aff[p->aff_pos] = last;
+    last->aff_pos = p->aff_pos;
+    p->aff_pos = SIZE_MAX;
+    if (p->pod->pod_affinity->nreq_anti) c->nreq_anti--;
+}
+
 static int insert_pod(struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a,
                       enum pod_state st, int64_t deadline)
 {
@@ -822,6 +858,13 @@ static int insert_pod(struct gs_cache *c, const struct gs_pod *pod, const struct
         p->assumed_pos = c->nassumed;
         c->assumed[c->nassumed++] = p;
     }
+    p->aff_pos = SIZE_MAX;
+    if (pod->pod_affinity && aff_add(c, p) != 0) {
+        gs__strmap_del(&c->pods, p->key);
+        assumed_remove(c, p);
+        pod_rec_free(p);
+        return GS_ENOMEM;
+    }
     apply(c, n, pod, &p->a, 1);
     if (st == POD_BOUND) c->bound_changes++;
     return 0;
@@ -854,6 +897,7 @@ static void release(struct gs_cache *c, struct pod_rec *p)
     if (p->st == POD_BOUND) c->bound_changes++;
     gs__strmap_del(&c->pods, p->key);
     assumed_remove(c, p);
+    aff_remove(c, p);
     struct gs_node_info *n = node_at(c, p->a.node);
     if (n) apply(c, n, p->pod, &p->a, -1);
     pod_rec_free(p);
@@ -920,6 +964,104 @@ void gs_cache_foreach_pod(const struct gs_cache *c,
         const struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
         if (p) cb(arg, p->pod, &p->a, p->st == POD_BOUND);
     }
+}
+
+/*--- Pods with affinity, namespaces, disruption budgets ---*/
+
+int32_t gs_cache_affinity_pods(const struct gs_cache *c) { return (int32_t)c->naff; }
+int32_t gs_cache_required_anti_affinity_pods(const struct gs_cache *c) { return c->nreq_anti; }
+
+void gs_cache_foreach_affinity_pod(const struct gs_cache *c,
+                                   void (*cb)(void *arg, const struct gs_pod *pod, const struct gs_assignment *a),
+                                   void *arg)
+{
+    for (size_t i = 0; i < c->naff; i++) cb(arg, c->aff[i]->pod, &c->aff[i]->a);
+}
+
+struct ns_rec {
+    char *name; /* the map's key */
+    struct gs_labels labels;
+};
+
+static void ns_rec_free(struct ns_rec *r)
+{
+    if (!r) return;
+    labels_release(&r->labels);
+    free(r->name);
+    free(r);
+}
+
+int gs_cache_set_namespace_labels(struct gs_cache *c, const char *ns, const struct gs_labels *labels)
+{
+    ns_rec_free(gs__strmap_del(&c->ns_labels, ns));
+    if (!labels) return 0;
+    struct ns_rec *r = calloc(1, sizeof *r);
+    if (!r || !(r->name = strdup(ns)) || labels_copy(&r->labels, labels) != 0 ||
+        gs__strmap_put(&c->ns_labels, r->name, r) != 0) {
+        ns_rec_free(r);
+        return GS_ENOMEM;
+    }
+    return 0;
+}
+
+const struct gs_labels *gs_cache_namespace_labels(const struct gs_cache *c, const char *ns)
+{
+    const struct ns_rec *r = ns ? gs__strmap_get(&c->ns_labels, ns) : NULL;
+    return r ? &r->labels : &empty_labels;
+}
+
+static long pdb_find(const struct gs_cache *c, const char *ns, const char *name)
+{
+    for (size_t i = 0; i < c->npdbs; i++)
+        if (!strcmp(c->pdbs[i]->ns, ns) && !strcmp(c->pdbs[i]->name, name)) return (long)i;
+    return -1;
+}
+
+int gs_cache_put_pdb(struct gs_cache *c, struct gs_pdb_budget *b)
+{
+    long i = pdb_find(c, b->ns, b->name);
+    if (i >= 0) {
+        gs_pdb_budget_free(c->pdbs[i]);
+        c->pdbs[i] = b;
+        return 0;
+    }
+    if (c->npdbs == c->pdbs_cap) {
+        size_t cap = c->pdbs_cap ? c->pdbs_cap * 2 : 8;
+        struct gs_pdb_budget **nv = realloc(c->pdbs, cap * sizeof *nv);
+        if (!nv) {
+            gs_pdb_budget_free(b);
+            return GS_ENOMEM;
+        }
+        c->pdbs = nv, c->pdbs_cap = cap;
+    }
+    c->pdbs[c->npdbs++] = b;
+    return 0;
+}
+
+int gs_cache_remove_pdb(struct gs_cache *c, const char *ns, const char *name)
+{
+    long i = pdb_find(c, ns, name);
+    if (i < 0) return GS_ENOENT;
+    gs_pdb_budget_free(c->pdbs[i]);
+    memmove(&c->pdbs[i], &c->pdbs[i + 1], (c->npdbs - (size_t)i - 1) * sizeof *c->pdbs);
+    c->npdbs--;
+    return 0;
+}
+
+const struct gs_pdb_budget *const *gs_cache_pdbs(const struct gs_cache *c, size_t *n)
+{
+    *n = c->npdbs;
+    return (const struct gs_pdb_budget *const *)c->pdbs;
+}
+
+static void gs__cache_extra_free(struct gs_cache *c)
+{
+    for (size_t i = 0; i < c->ns_labels.cap; i++)
+        if (c->ns_labels.slots[i].key) ns_rec_free(c->ns_labels.slots[i].val);
+    gs__strmap_free(&c->ns_labels);
+    for (size_t i = 0; i < c->npdbs; i++) gs_pdb_budget_free(c->pdbs[i]);
+    free(c->pdbs);
+    free(c->aff);
 }
 
 /*--- Invariant check ---*/
@@ -1058,6 +1200,19 @@ int gs_cache_check(const struct gs_cache *c, char *why, size_t len)
         err = bad(why, len, "totals: live %d/%d gpus %lld/%lld milli %lld/%lld", c->live, live,
                   (long long)c->gpus_total, (long long)gpus, (long long)c->milli_used, (long long)milli_used);
     if (!err && c->by_name.n != (size_t)live) err = bad(why, len, "name index holds %zu, live %d", c->by_name.n, live);
+    if (!err) { /* the affinity list holds exactly the pods with terms */
+        size_t naff = 0;
+        int32_t anti = 0;
+        for (size_t i = 0; i < c->pods.cap; i++) {
+            const struct pod_rec *p = c->pods.slots[i].key ? c->pods.slots[i].val : NULL;
+            if (!p || !p->pod->pod_affinity) continue;
+            naff++;
+            anti += p->pod->pod_affinity->nreq_anti > 0;
+            if (p->aff_pos >= c->naff || c->aff[p->aff_pos] != p) err = bad(why, len, "pod %s not in the affinity list", p->key);
+        }
+        if (!err && (naff != c->naff || anti != c->nreq_anti))
+            err = bad(why, len, "affinity pods %zu/%zu, with required anti-affinity %d/%d", c->naff, naff, c->nreq_anti, anti);
+    }
     for (int32_t i = 0; i < c->nslots; i++) {
         free(ex[i].milli);
         free(ex[i].npods);

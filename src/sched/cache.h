@@ -26,6 +26,7 @@
 
 #include "core/clock.h"
 #include "core/object.h"
+#include "core/pdb_budget.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -232,6 +233,34 @@ int gs_cache_set_nrt(struct gs_cache *c, int32_t node, const struct gs_nrt *nrt)
 void gs_cache_foreach_pod(const struct gs_cache *c,
                           void (*cb)(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound),
                           void *arg);
+
+/*--- Pods with affinity, namespaces, disruption budgets ---*/
+
+/* Pods in the cache (assumed or bound) with any pod (anti-)affinity term,
+ * and of those with a required anti-affinity term. O(1): InterPodAffinity
+ * skips its passes when the incoming pod has no terms and these are 0. */
+int32_t gs_cache_affinity_pods(const struct gs_cache *c);
+int32_t gs_cache_required_anti_affinity_pods(const struct gs_cache *c);
+/* Calls cb for each pod with affinity terms (assumed or bound). Order
+ * unspecified; cb must not change the cache. */
+void gs_cache_foreach_affinity_pod(const struct gs_cache *c,
+                                   void (*cb)(void *arg, const struct gs_pod *pod, const struct gs_assignment *a),
+                                   void *arg);
+
+/* A namespace's labels (for namespaceSelector), copied; NULL forgets the
+ * namespace. 0 or GS_ENOMEM. */
+int gs_cache_set_namespace_labels(struct gs_cache *c, const char *ns, const struct gs_labels *labels);
+/* Borrowed; an empty set for a namespace the cache was not told of. */
+const struct gs_labels *gs_cache_namespace_labels(const struct gs_cache *c, const char *ns);
+
+/* PodDisruptionBudgets (policy/v1), for preemption's victim order. put takes
+ * ownership of b (malloc'd, freed with gs_pdb_budget_free, also on error) and
+ * replaces a budget of the same namespace and name. 0 or GS_ENOMEM. */
+int gs_cache_put_pdb(struct gs_cache *c, struct gs_pdb_budget *b);
+/* GS_ENOENT when unknown. */
+int gs_cache_remove_pdb(struct gs_cache *c, const char *ns, const char *name);
+/* Every budget, borrowed until the next put/remove. */
+const struct gs_pdb_budget *const *gs_cache_pdbs(const struct gs_cache *c, size_t *n);
 
 /* Checks every aggregate against a recomputation from the pods in the cache
  * (tests and the invariant fuzzer). 0 or GS_ESTATE with a description in why. */

@@ -198,6 +198,14 @@ struct search {
     uint8_t *bumped, *must_bump;
     struct gs_node_info **cand; /* scratch: nodes for a batch fit */
     bool *ok;
+    /* PodDisruptionBudgets (the cache's, borrowed) and a scratch copy of
+     * their disruptionsAllowed per victim set; viol per unit of pick[]. */
+    const struct gs_pdb_budget *const *pdbs;
+    size_t npdbs;
+    int64_t *allowed;
+    int32_t *viol;
+    size_t *cand_units; /* scratch of pdb_order */
+    int32_t *cand_viol;
 };
 
 static const char *ns_of(const struct gs_pod *pod) { return pod->meta.namespace_ ? pod->meta.namespace_ : "default"; }
@@ -316,6 +324,7 @@ static void search_free(struct search *s)
     free(s->node_first), free(s->node_units);
     free(s->bumped), free(s->must_bump);
     free(s->cand), free(s->ok);
+    free(s->allowed), free(s->viol), free(s->cand_units), free(s->cand_viol);
 }
 
 static const char *key_of(const struct search *s, const struct vpod *v) { return s->keys + v->key; }
@@ -571,7 +580,11 @@ static bool place_on(const struct search *s, const struct gs_pod *m, struct gs_n
     return s->fit->fits(s->fit->ctx, m, n) && choose(n, m, a);
 }
 
+/* kube's pickOneNodeForPreemption order: fewest PodDisruptionBudget
+ * violations, then the lowest highest victim priority, fewest pods, lowest
+ * priority sum, node index. */
 struct cost {
+    int32_t viol;
     int32_t max_prio;
     int64_t pods, sum;
     int32_t node;
@@ -579,10 +592,50 @@ struct cost {
 
 static bool cheaper(const struct cost *a, const struct cost *b)
 {
+    if (a->viol != b->viol) return a->viol < b->viol;
     if (a->max_prio != b->max_prio) return a->max_prio < b->max_prio;
     if (a->pods != b->pods) return a->pods < b->pods;
     if (a->sum != b->sum) return a->sum < b->sum;
     return a->node < b->node;
+}
+
+/* kube's filterPodsWithPDBViolation over the units in pick[0..k), most
+ * important first: each pod a budget covers spends one of its allowed
+ * disruptions (a pod already in its disruptedPods spends none), and a pod
+ * that takes a budget below zero violates it. viol[i] counts the violating
+ * pods of pick[i]; the violating units are moved first, each group keeping
+ * its order, so that they are the first reprieved. Nothing to do without
+ * budgets. */
+static void pdb_order(struct search *s, size_t *pick, size_t k)
+{
+    if (!s->npdbs) return;
+    for (size_t b = 0; b < s->npdbs; b++) s->allowed[b] = s->pdbs[b]->disruptions_allowed;
+    for (size_t i = 0; i < k; i++) {
+        const struct unit *u = &s->u[pick[i]];
+        s->viol[i] = 0;
+        for (size_t j = u->first; j < u->first + u->n; j++) {
+            const struct gs_pod *pod = s->v[j].pod;
+            bool violated = false;
+            for (size_t b = 0; b < s->npdbs; b++) {
+                const struct gs_pdb_budget *pdb = s->pdbs[b];
+                if (!gs_pdb_budget_covers(pdb, s->v[j].ns, &pod->meta.labels) ||
+                    gs_pdb_budget_disrupted(pdb, pod->meta.name))
+                    continue;
+                if (--s->allowed[b] < 0) violated = true;
+            }
+            s->viol[i] += violated;
+        }
+    }
+    /* Stable partition: violating units first. */
+    size_t w = 0;
+    for (size_t pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < k; i++) {
+            bool v = s->viol[i] > 0;
+            if (v != (pass == 0)) continue;
+            s->cand_units[w] = pick[i], s->cand_viol[w++] = s->viol[i];
+        }
+    memcpy(pick, s->cand_units, k * sizeof *pick);
+    memcpy(s->viol, s->cand_viol, k * sizeof *s->viol);
 }
 
 /* Victims on node for m: fills pick[] (unit indices) and returns how many, or -1.
@@ -605,16 +658,19 @@ static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_i
             size_t t = pick[j];
             pick[j] = pick[j - 1], pick[j - 1] = t;
         }
+    pdb_order(s, pick, k);
     size_t w = 0;
+    int32_t viol = 0;
     for (size_t i = 0; i < k; i++) {
         if (may_fit(s, m, n, &pick[i], 1, -1)) {
             unit_restore(s, &s->u[pick[i]]);
             if (place_on(s, m, n, &a)) continue;
             unit_remove(s, &s->u[pick[i]]);
         }
+        viol += s->npdbs ? s->viol[i] : 0;
         pick[w++] = pick[i];
     }
-    *cost = (struct cost){INT32_MIN, 0, 0, n->idx};
+    *cost = (struct cost){viol, INT32_MIN, 0, 0, n->idx};
     for (size_t i = 0; i < w; i++) {
         const struct unit *u = &s->u[pick[i]];
         if (u->prio > cost->max_prio) cost->max_prio = u->prio;
@@ -657,12 +713,13 @@ static struct gs_node_info *fit_now(struct search *s, const struct gs_pod *m, st
 static size_t candidates(struct search *s, int32_t i, size_t *pick, struct cost *least)
 {
     size_t k = 0;
-    *least = (struct cost){INT32_MAX, INT64_MAX, INT64_MAX, i};
+    /* No violation is the least a set can have: the bound stays a bound with budgets. */
+    *least = (struct cost){0, INT32_MAX, INT64_MAX, INT64_MAX, i};
     for (size_t j = s->node_first[i]; j < s->node_first[i + 1]; j++) {
         const struct unit *u = &s->u[s->node_units[j]];
         if (u->removed) continue;
         pick[k++] = s->node_units[j];
-        struct cost c = {u->prio, (int64_t)u->n, u->prio_sum, i};
+        struct cost c = {0, u->prio, (int64_t)u->n, u->prio_sum, i};
         if (cheaper(&c, least)) *least = c;
     }
     return k;
@@ -685,7 +742,7 @@ static int place_member(struct search *s, const struct gs_pod *m, struct gs_assi
         /* Evaluated from node 0 up and every victim set is non-empty (m fits
          * nowhere as things are), so a node whose least cost is not below
          * the best so far cannot win: ties go to the lower index. */
-        if (!k || (bw >= 0 && !cheaper(&least, &(struct cost){bc.max_prio, bc.pods, bc.sum, i}))) continue;
+        if (!k || (bw >= 0 && !cheaper(&least, &(struct cost){bc.viol, bc.max_prio, bc.pods, bc.sum, i}))) continue;
         int w = victims_on(s, m, n, pick, k, &cost);
         if (w < 0 || (bw >= 0 && !cheaper(&cost, &bc))) continue;
         bw = w, bc = cost, bnode = i;
@@ -755,6 +812,14 @@ static int prepare(struct search *s)
     s->v = c->v, s->keys = c->keys;
     int rc = select_units(s);
     if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
+    s->pdbs = gs_cache_pdbs(s->p->cache, &s->npdbs);
+    if (!rc && s->npdbs) {
+        s->allowed = calloc(s->npdbs, sizeof *s->allowed);
+        s->viol = calloc(s->nu, sizeof *s->viol);
+        s->cand_units = calloc(s->nu, sizeof *s->cand_units);
+        s->cand_viol = calloc(s->nu, sizeof *s->cand_viol);
+        if (!s->allowed || !s->viol || !s->cand_units || !s->cand_viol) rc = GS_ENOMEM;
+    }
     return rc ? rc : index_nodes(s);
 }
 

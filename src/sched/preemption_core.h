@@ -9,7 +9,8 @@
  * the eligible units touching a node, asks fits(), and gives back units in
  * priority order while the member still fits; the node with the cheapest
  * victim set wins (lowest highest-priority victim, then fewest pods, then
- * lowest priority sum, then node index). Members are placed one after the
+ * lowest priority sum, then node index; with PodDisruptionBudgets in the
+ * cache, fewest budget violations first, as kube does). Members are placed one after the
  * other on the simulated state, so a gang's plan is proven to fit on all its
  * nodes before anything is evicted. The cache is always restored exactly:
  * removed pods go back with gs_cache_add_bound and their own assignment,

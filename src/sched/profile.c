@@ -46,17 +46,25 @@ static const struct {
     {GS_PT_PRE_FILTER, "GpuModel", 0},
     {GS_PT_PRE_FILTER, "NodeAffinity", 0},
     {GS_PT_PRE_FILTER, "TaintToleration", 0},
+    {GS_PT_PRE_FILTER, "InterPodAffinity", 0},
     {GS_PT_FILTER, "NodeUnschedulable", 0},
     {GS_PT_FILTER, "NodeResourcesFit", 0},
     {GS_PT_FILTER, "GpuShare", 0},
     {GS_PT_FILTER, "GpuModel", 0},
     {GS_PT_FILTER, "NodeAffinity", 0},
     {GS_PT_FILTER, "TaintToleration", 0},
+    {GS_PT_FILTER, "InterPodAffinity", 0},
     {GS_PT_PRE_SCORE, "NodeAffinity", 0},
     {GS_PT_PRE_SCORE, "TaintToleration", 0},
+    {GS_PT_PRE_SCORE, "InterPodAffinity", 0},
+    {GS_PT_PRE_SCORE, "NodeResourcesBalancedAllocation", 0},
+    /* kube-scheduler's default weights: TaintToleration 3, NodeAffinity 2,
+     * InterPodAffinity 2, NodeResourcesFit 1, BalancedAllocation 1. */
     {GS_PT_SCORE, "NodeResourcesFit", 1},
     {GS_PT_SCORE, "NodeAffinity", 2},
     {GS_PT_SCORE, "TaintToleration", 3},
+    {GS_PT_SCORE, "InterPodAffinity", 2},
+    {GS_PT_SCORE, "NodeResourcesBalancedAllocation", 1},
     {GS_PT_RESERVE, "GpuShare", 0},
     {GS_PT_BIND, "DefaultBinder", 0},
 };
@@ -130,6 +138,8 @@ int gs_sched_config_default(struct gs_sched_config *out)
  * or spread constraints, so plain pods cost about what they cost under the
  * kube set. NodeResourceTopology's policy is none: only a pod's
  * gpusched.io/gpu-interconnect annotation or a node's NRT policy constrains.
+ * InterPodAffinity and NodeResourcesBalancedAllocation come from kube's
+ * default set; balance also counts nvidia.com/gpu (for pods that ask for GPUs).
  */
 static const char gpusched_profile[] =
     "{\"kind\":\"KubeSchedulerConfiguration\",\"profiles\":[{\"schedulerName\":\"" GS_DEFAULT_SCHEDULER "\","
@@ -150,7 +160,9 @@ static const char gpusched_profile[] =
     "\"wholeGroupPlan\":true}},"
     "{\"name\":\"NodeResourceTopology\",\"args\":{\"topologyManagerPolicy\":\"none\","
     "\"topologyManagerScope\":\"container\"}},"
-    "{\"name\":\"DefaultPreemption\",\"args\":{\"maxPreemptionsPerWindow\":3,\"preemptionWindowSeconds\":600}}"
+    "{\"name\":\"DefaultPreemption\",\"args\":{\"maxPreemptionsPerWindow\":3,\"preemptionWindowSeconds\":600}},"
+    "{\"name\":\"NodeResourcesBalancedAllocation\",\"args\":{\"resources\":[{\"name\":\"cpu\",\"weight\":1},"
+    "{\"name\":\"memory\",\"weight\":1},{\"name\":\"nvidia.com/gpu\",\"weight\":1}]}}"
     "]}]}";
 
 int gs_sched_config_gpusched(struct gs_sched_config *out)

@@ -42,6 +42,7 @@ struct qent {
     int64_t ready_ns;      /* end of the current backoff */
     int64_t unsched_since;
     unsigned mask;         /* events that move it out of the unschedulable set */
+    unsigned checked;      /* of those, the pod events that move it only when the hint says so */
     uint64_t popped_at;    /* event number when it was popped */
     bool woken;            /* in backoffQ because an event moved it (see above) */
 };
@@ -67,6 +68,12 @@ struct gs_sched_queue {
     uint64_t event_no;
     uint64_t last_event[NEVENTS];
     size_t nwoken;         /* woken entries in backoffQ */
+    /* Pod-event hint (gs_sched_queue_set_hint) and how many unschedulable
+     * entries wait for each event bit, so a pod event nobody waits for costs
+     * nothing. */
+    gs_queue_hint_fn hint;
+    void *hint_ctx;
+    size_t waiting[NEVENTS];
 };
 
 /*--- Heaps ---*/
@@ -170,6 +177,7 @@ static int to_unsched(struct gs_sched_queue *q, struct qent *e, unsigned mask)
     }
     e->where = W_UNSCHED;
     e->mask = mask;
+    for (int b = 0; b < NEVENTS; b++) q->waiting[b] += (mask >> b) & 1;
     e->unsched_since = gs_clock_now(q->clock);
     e->pos = q->nunsched;
     q->unsched[q->nunsched++] = e;
@@ -180,6 +188,7 @@ static int to_unsched(struct gs_sched_queue *q, struct qent *e, unsigned mask)
 
 static void unsched_remove(struct gs_sched_queue *q, struct qent *e)
 {
+    for (int b = 0; b < NEVENTS; b++) q->waiting[b] -= (e->mask >> b) & 1;
     struct qent *last = q->unsched[--q->nunsched];
     q->unsched[e->pos] = last;
     last->pos = e->pos;
@@ -352,6 +361,12 @@ static bool missed_event(const struct gs_sched_queue *q, const struct qent *e, u
 int gs_sched_queue_requeue(struct gs_sched_queue *q, const struct gs_queued_pod *qp, bool unschedulable,
                            unsigned event_mask)
 {
+    return gs_sched_queue_requeue_hinted(q, qp, unschedulable, event_mask, 0);
+}
+
+int gs_sched_queue_requeue_hinted(struct gs_sched_queue *q, const struct gs_queued_pod *qp, bool unschedulable,
+                                  unsigned event_mask, unsigned checked)
+{
     char key[GS__KEY_MAX];
     gs__pod_key(qp->pod, key, sizeof key);
     struct qent *e = gs__strmap_get(&q->map, key);
@@ -365,6 +380,7 @@ int gs_sched_queue_requeue(struct gs_sched_queue *q, const struct gs_queued_pod 
     /* An event it waits for went by while it was in flight: as if it had
      * come a moment later and moved it. */
     if (missed_event(q, e, event_mask)) return to_backoff(q, e, true);
+    e->checked = checked & event_mask;
     return to_unsched(q, e, event_mask);
 }
 
@@ -380,6 +396,37 @@ size_t gs_sched_queue_on_event(struct gs_sched_queue *q, enum gs_cluster_event e
     for (size_t i = 0; i < q->nunsched;) {
         struct qent *e = q->unsched[i];
         if (!(e->mask & (unsigned)ev)) {
+            i++;
+            continue;
+        }
+        unsched_remove(q, e);
+        release(q, e, now, true);
+        moved++;
+    }
+    return moved;
+}
+
+void gs_sched_queue_set_hint(struct gs_sched_queue *q, gs_queue_hint_fn fn, void *ctx)
+{
+    q->hint = fn;
+    q->hint_ctx = ctx;
+}
+
+size_t gs_sched_queue_on_pod_event(struct gs_sched_queue *q, enum gs_cluster_event ev, const struct gs_pod *pod,
+                                   bool arrived)
+{
+    q->event_no++;
+    bool any = false;
+    for (int b = 0; b < NEVENTS; b++)
+        if (((unsigned)ev >> b) & 1) q->last_event[b] = q->event_no, any |= q->waiting[b] > 0;
+    if (!any) return 0;
+    int64_t now = gs_clock_now(q->clock);
+    size_t moved = 0;
+    for (size_t i = 0; i < q->nunsched;) {
+        struct qent *e = q->unsched[i];
+        unsigned hit = e->mask & (unsigned)ev;
+        /* Only events it waits for through the hint: ask whether this pod helps. */
+        if (!hit || (!(hit & ~e->checked) && q->hint && !q->hint(q->hint_ctx, e->qp.pod, pod, arrived))) {
             i++;
             continue;
         }

@@ -28,6 +28,7 @@ enum gs_cluster_event {
     GS_EV_DEVICE_FREED = 1 << 3,  /* GPU share released or GPU healthy again */
     GS_EV_POD_ADDED = 1 << 4,     /* e.g. a gang member arrived */
     GS_EV_PODGROUP = 1 << 5,      /* a PodGroup was added or changed */
+    GS_EV_POD_BOUND = 1 << 6,     /* a pod got a node (pod affinity may now be met) */
     GS_EV_ALL = 0xff,
 };
 
@@ -57,6 +58,22 @@ bool gs_sched_queue_pop(struct gs_sched_queue *q, struct gs_queued_pod *out);
  * set (until an event in event_mask), else backoffQ. */
 int gs_sched_queue_requeue(struct gs_sched_queue *q, const struct gs_queued_pod *qp, bool unschedulable,
                            unsigned event_mask);
+/* Queueing hints for pod events (kube's QueueingHintFn): may the event about
+ * pod (arrived: it got a node; else it left one) make waiting schedulable? */
+typedef bool (*gs_queue_hint_fn)(void *ctx, const struct gs_pod *waiting, const struct gs_pod *pod, bool arrived);
+/* Sets the hint the queue asks for the events a pod waits for through it. */
+void gs_sched_queue_set_hint(struct gs_sched_queue *q, gs_queue_hint_fn fn, void *ctx);
+/* gs_sched_queue_requeue, and of the events in event_mask, those in checked
+ * move the pod only when an event names a pod the hint says helps
+ * (gs_sched_queue_on_pod_event); gs_sched_queue_on_event, which names no
+ * pod, moves it as any other. */
+int gs_sched_queue_requeue_hinted(struct gs_sched_queue *q, const struct gs_queued_pod *qp, bool unschedulable,
+                                  unsigned event_mask, unsigned checked);
+/* A cluster event about one pod: moves the unschedulable pods waiting for
+ * it, asking the hint for those that wait through it. Costs O(1) when no
+ * unschedulable pod waits for ev. Returns how many moved. */
+size_t gs_sched_queue_on_pod_event(struct gs_sched_queue *q, enum gs_cluster_event ev, const struct gs_pod *pod,
+                                   bool arrived);
 /* Pod scheduled (or gone): drop in-flight tracking. */
 void gs_sched_queue_done(struct gs_sched_queue *q, const char *pod_key);
 /* A cluster event: moves the unschedulable pods waiting for it. Returns how many moved. */

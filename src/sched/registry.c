@@ -26,6 +26,8 @@ extern const struct gs_plugin gs_plugin_coscheduling;
 extern const struct gs_plugin gs_plugin_node_resource_topology;
 extern const struct gs_plugin gs_plugin_pod_topology_spread;
 extern const struct gs_plugin gs_plugin_default_preemption;
+extern const struct gs_plugin gs_plugin_inter_pod_affinity;
+extern const struct gs_plugin gs_plugin_balanced_allocation;
 
 extern const struct gs_plugin gs_plugin_random;
 extern const struct gs_plugin gs_plugin_dot_prod;
@@ -48,6 +50,8 @@ static const struct gs_plugin *const table[] = {
     &gs_plugin_node_resource_topology,
     &gs_plugin_pod_topology_spread,
     &gs_plugin_default_preemption,
+    &gs_plugin_inter_pod_affinity,
+    &gs_plugin_balanced_allocation,
     &gs_plugin_random,
     &gs_plugin_dot_prod,
     &gs_plugin_gpu_clustering,

@@ -20,10 +20,15 @@
  * union over the plugins in its diagnosis, from the table below. A node
  * selector or a taint is only helped by a node change, not by a pod freeing
  * GPUs; a plugin the table does not know waits for every event. Gang members
- * also wait for their siblings and their PodGroup.
+ * also wait for their siblings and their PodGroup. A pod only
+ * InterPodAffinity rejected also waits for pods that get a node or leave
+ * one, but is woken by such an event only when that pod concerns its terms
+ * (its queueing hint, sched/affinity_hint.h); an event that names no pod
+ * wakes it as before.
  */
 #include "sched/scheduler.h"
 
+#include "sched/affinity_hint.h"
 #include "sched/strmap.h"
 
 #include <stdio.h>
@@ -48,7 +53,14 @@ static const struct {
     {"GpuShare", RETRY_EVENTS},
     {"NodeResourceTopology", RETRY_EVENTS},
     {"Coscheduling", RETRY_EVENTS | GANG_EVENTS},
+    /* kube's InterPodAffinity: Pod add/delete and Node add/label events; the
+     * pod events go through its hint (AFFINITY_CHECKED). */
+    {"InterPodAffinity", NODE_EVENTS | GS_EV_POD_DELETED | GS_EV_POD_BOUND},
 };
+
+/* Events that wake a pod rejected by InterPodAffinity only when the pod they
+ * name concerns its terms (sched/affinity_hint.h). */
+#define AFFINITY_CHECKED (GS_EV_POD_DELETED | GS_EV_POD_BOUND)
 
 static unsigned hint_events(const char *plugin)
 {
@@ -57,16 +69,33 @@ static unsigned hint_events(const char *plugin)
     return GS_EV_ALL;
 }
 
-/* The events a pod r rejected waits for. */
-static unsigned requeue_events(const struct gs_schedule_result *r, const struct gs_pod *pod)
+/* The events a pod r rejected waits for; *checked: those of them that only
+ * InterPodAffinity asked for (they go through its hint). */
+static unsigned requeue_events(const struct gs_schedule_result *r, const struct gs_pod *pod, unsigned *checked)
 {
-    unsigned ev = 0;
+    unsigned ev = 0, others = 0;
+    bool affinity = false;
     if (r->feasible_nodes > 0) ev = GS_EV_ALL; /* it fit a node and failed later (Reserve, Permit) */
     else if (r->diag.prefilter.code != GS_SUCCESS) ev = hint_events(r->diag.prefilter.plugin);
     else if (!r->diag.n) ev = NODE_EVENTS; /* no node at all */
-    for (size_t i = 0; ev != GS_EV_ALL && i < r->diag.n; i++)
-        ev |= r->diag.entries[i].plugin ? hint_events(r->diag.entries[i].plugin->name) : NODE_EVENTS;
-    return ev | (pod->pod_group ? GANG_EVENTS : 0);
+    others = ev;
+    for (size_t i = 0; ev != GS_EV_ALL && i < r->diag.n; i++) {
+        const char *name = r->diag.entries[i].plugin ? r->diag.entries[i].plugin->name : NULL;
+        unsigned e = name ? hint_events(name) : NODE_EVENTS;
+        ev |= e;
+        if (name && !strcmp(name, "InterPodAffinity")) affinity = true;
+        else others |= e;
+    }
+    if (pod->pod_group) ev |= GANG_EVENTS, others |= GANG_EVENTS;
+    *checked = affinity && ev != GS_EV_ALL ? AFFINITY_CHECKED & ~others : 0;
+    return ev;
+}
+
+/* The queue's hint: InterPodAffinity's, on the scheduler's cache. */
+static bool affinity_hint(void *ctx, const struct gs_pod *waiting, const struct gs_pod *pod, bool arrived)
+{
+    const struct gs_cache *c = ctx;
+    return gs_affinity_pod_event_helps(c, waiting, pod, arrived);
 }
 
 struct gs_scheduler {
@@ -94,7 +123,7 @@ static int evict(void *ctx, const struct gs_pod *victim, const struct gs_pod *pr
     gs_cache_remove_pod(s->cache, key);
     s->evictions++;
     gs_sched_queue_add(s->q, victim);
-    gs_sched_queue_on_event(s->q, GS_EV_POD_DELETED);
+    gs_sched_queue_on_pod_event(s->q, GS_EV_POD_DELETED, victim, false);
     return 0;
 }
 
@@ -134,6 +163,7 @@ int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const
     if (!err) {
         s->q = gs_sched_queue_new(clock, o ? &o->queue : NULL, queue_less, s->fw);
         if (!s->q) err = GS_ENOMEM;
+        else gs_sched_queue_set_hint(s->q, affinity_hint, cache);
     }
     if (err) {
         gs_scheduler_free(s);
@@ -219,8 +249,12 @@ int gs_scheduler_delete_pod(struct gs_scheduler *s, const char *pod_key)
     int werr = gs_framework_reject(s->fw, pod_key, NULL, "pod deleted");
     gs_scheduler_tick(s);
     int cerr = gs_cache_remove_pod(s->cache, pod_key);
+    const struct gs_pod *gone = gs__strmap_get(&s->pods, pod_key);
+    if (cerr == 0 || werr == 0) {
+        if (gone) gs_sched_queue_on_pod_event(s->q, GS_EV_POD_DELETED, gone, false);
+        else gs_sched_queue_on_event(s->q, GS_EV_POD_DELETED);
+    }
     forget_pod(s, pod_key);
-    if (cerr == 0 || werr == 0) gs_sched_queue_on_event(s->q, GS_EV_POD_DELETED);
     return qerr == 0 || cerr == 0 || werr == 0 ? 0 : GS_ENOENT;
 }
 
@@ -263,6 +297,7 @@ static void on_waiting_done(const struct gs_pod *pod, bool ok, void *arg)
         struct gs_status b = gs_framework_bind(s->fw, pod);
         if (b.code == GS_SUCCESS) {
             gs_sched_queue_done(s->q, key);
+            gs_sched_queue_on_pod_event(s->q, GS_EV_POD_BOUND, pod, true);
             s->bound_in_tick++;
             if (s->hooks.bound) s->hooks.bound(s->hooks.ctx, pod, &a);
             return;
@@ -320,6 +355,7 @@ int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
         struct gs_status b = gs_framework_bind(s->fw, qp.pod);
         if (b.code == GS_SUCCESS) {
             gs_sched_queue_done(s->q, key);
+            gs_sched_queue_on_pod_event(s->q, GS_EV_POD_BOUND, qp.pod, true);
         } else {
             out->code = b.code;
             snprintf(s->reason, sizeof s->reason, "%s", b.reason);
@@ -333,7 +369,8 @@ int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
             snprintf(s->reason, sizeof s->reason, "%s", r.status.reason);
         out->reason = s->reason;
         bool park = (gs_status_rejects(&r.status) || r.code != GS_ERROR) && r.nominated_node < 0;
-        gs_sched_queue_requeue(s->q, &qp, park, requeue_events(&r, qp.pod));
+        unsigned checked = 0, ev = requeue_events(&r, qp.pod, &checked);
+        gs_sched_queue_requeue_hinted(s->q, &qp, park, ev, checked);
     }
     gs_schedule_result_free(&r);
     return 1;

@@ -47,9 +47,13 @@ static void default_profile(void **st)
     assert_string_equal(p->scheduler_name, "default-scheduler");
     assert_string_equal(names_at(p, GS_PT_QUEUE_SORT), "PrioritySort");
     assert_string_equal(names_at(p, GS_PT_FILTER),
-                        "NodeUnschedulable,NodeResourcesFit,GpuShare,GpuModel,NodeAffinity,TaintToleration");
-    assert_string_equal(names_at(p, GS_PT_PRE_FILTER), "NodeUnschedulable,GpuShare,GpuModel,NodeAffinity,TaintToleration");
-    assert_string_equal(names_at(p, GS_PT_SCORE), "NodeResourcesFit:1,NodeAffinity:2,TaintToleration:3");
+                        "NodeUnschedulable,NodeResourcesFit,GpuShare,GpuModel,NodeAffinity,TaintToleration,"
+                        "InterPodAffinity");
+    assert_string_equal(names_at(p, GS_PT_PRE_FILTER),
+                        "NodeUnschedulable,GpuShare,GpuModel,NodeAffinity,TaintToleration,InterPodAffinity");
+    /* kube-scheduler's default weights. */
+    assert_string_equal(names_at(p, GS_PT_SCORE), "NodeResourcesFit:1,NodeAffinity:2,TaintToleration:3,"
+                                                  "InterPodAffinity:2,NodeResourcesBalancedAllocation:1");
     assert_string_equal(names_at(p, GS_PT_RESERVE), "GpuShare");
     assert_string_equal(names_at(p, GS_PT_BIND), "DefaultBinder");
     assert_null(gs_sched_config_profile(&c, "other"));
@@ -84,12 +88,14 @@ static void merge_rules(void **st)
     assert_non_null(b);
     /* Disabled defaults dropped; an enabled default keeps its place with the new weight; an enabled
      * plugin that was disabled as a default is appended; "*" drops every default. */
-    assert_string_equal(names_at(a, GS_PT_SCORE), "NodeAffinity:7,NodeResourcesFit:4");
+    assert_string_equal(names_at(a, GS_PT_SCORE),
+                        "NodeAffinity:7,InterPodAffinity:2,NodeResourcesBalancedAllocation:1,NodeResourcesFit:4");
     assert_string_equal(names_at(a, GS_PT_FILTER), "GpuShare,NodeResourcesFit");
     assert_string_equal(names_at(a, GS_PT_QUEUE_SORT), "PrioritySort");
     assert_string_equal(names_at(b, GS_PT_SCORE), "NodeAffinity:5");
     assert_string_equal(names_at(b, GS_PT_FILTER),
-                        "NodeUnschedulable,NodeResourcesFit,GpuShare,GpuModel,NodeAffinity,TaintToleration");
+                        "NodeUnschedulable,NodeResourcesFit,GpuShare,GpuModel,NodeAffinity,TaintToleration,"
+                        "InterPodAffinity");
     assert_int_equal(b->nargs, 1);
     assert_string_equal(b->args_names[0], "NodeResourcesFit");
     gs_sched_config_free(&c);
@@ -105,7 +111,8 @@ static void merge_keeps_default_order(void **st)
                            "\"enabled\":[{\"name\":\"NodeAffinity\",\"weight\":7}]}}}]}",
                            &c, &d),
                      0);
-    assert_string_equal(names_at(&c.profiles[0], GS_PT_SCORE), "NodeResourcesFit:1,NodeAffinity:7");
+    assert_string_equal(names_at(&c.profiles[0], GS_PT_SCORE),
+                        "NodeResourcesFit:1,NodeAffinity:7,InterPodAffinity:2,NodeResourcesBalancedAllocation:1");
     gs_sched_config_free(&c);
 }
 
