@@ -17,6 +17,7 @@
  * drops all state and loads again.
  */
 #include "control/sched_loop.h"
+#include "informer/source.h" /* gs_source_local_store */
 #include "control/admission_loop.h" /* multi-tenant admission */
 #include "sched/admission/admission.h"  /* admission tuning (server options) */
 #include "govern/metrics.h"  /* metrics hook */
@@ -1094,9 +1095,14 @@ static void *loop_main(void *arg)
 int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop **out, struct gs_diags *d)
 {
     *out = NULL;
+    struct gs_store *store = o->store ? o->store : gs_source_local_store(o->source);
+    if (!store) { /* until the loop reads through o->source */
+        gs_diags_add(d, "source", "this scheduler loop reads the in-process store only");
+        return GS_EINVAL;
+    }
     struct gs_sched_loop *l = calloc(1, sizeof *l);
     if (!l) return GS_ENOMEM;
-    l->store = o->store;
+    l->store = store;
     l->seed = o->seed;
     l->cycle_latency = o->cycle_latency;
     l->ev = (struct gs_event_source){o->events, "default-scheduler", NULL, 0}; /* events hook */

@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 struct gs_admission_opts;
+struct gs_source;
 
 struct gs_sched_loop_opts {
     struct gs_store *store;               /* borrowed */
@@ -51,6 +52,10 @@ struct gs_sched_loop_opts {
     struct gs_hist *cycle_latency;        /* optional (govern/metrics.h): each cycle's seconds are observed */
     const struct gs_admission_opts *admission; /* admission tuning, copied; NULL: defaults (admission_loop.h) */
     struct gs_recorder *events;           /* borrowed (events.h): Scheduled, FailedScheduling, Preempted; NULL: none */
+    struct gs_source *source;             /* borrowed (informer/source.h): where the loop reads and writes */
+    bool (*may_write)(void *ctx);         /* NULL: always; false: follow the stream, run no cycle, write nothing */
+    void *may_write_ctx;
+    const char *component;                /* Events' reportingComponent; NULL: "default-scheduler" */
 };
 
 struct gs_sched_loop_stats {

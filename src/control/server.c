@@ -335,7 +335,8 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     if ((err = gs_recorder_new(&ro, &s->events))) return err;
     if (!o->no_scheduler) {
         struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed, &s->cycle_hist,
-                                        o->admission, s->events}; /* admission server options, events */
+                                        o->admission, s->events, /* admission server options, events */
+                                        NULL, NULL, NULL, NULL};
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
         /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
         struct gs_nodelc_opts no = {.store = s->store, .events = s->events,

@@ -263,6 +263,7 @@ bool gs_leader_tick(struct gs_leader *l)
     int err = gs_source_mutate(l->o.source, l->key, NULL, try_fn, &c, NULL, NULL);
 
     pthread_mutex_lock(&l->mu);
+    if (!err || err == HELD_BY_OTHER) l->st.last_contact_ns = c.now;
     if (!err) {
         if (c.written) observe(l, c.written, c.now);
         l->observed_ns = c.now; /* our own write: seen now */

@@ -68,6 +68,7 @@ struct gs_leader_stats {
     uint64_t renew_failures;    /* writes that failed while leading */
     int64_t lease_transitions;  /* leaseTransitions of the record last seen */
     char holder[256];           /* holderIdentity last seen ("" none) */
+    int64_t last_contact_ns;    /* clock time of the last attempt the API server answered (0: none) */
 };
 
 struct gs_leader;
