@@ -518,7 +518,7 @@ static enum MHD_Result run_write(struct wctx *w)
         ret = gs__reply_json(r, 200, w->preview), w->preview = NULL;
     } else {
         if (!r->dry_run) finish_deletion(r, key, &out);
-        ret = gs__reply_json(r, 200, out), out = NULL;
+        ret = gs__reply_json(r, 200, gs_event_serve(r->res, out)), out = NULL; /* events.k8s.io: its view */
     }
     json_decref(w->preview);
     json_decref(out);
@@ -559,15 +559,26 @@ enum MHD_Result gs__handle_update(struct gs__req *r)
 {
     if (strcmp(r->sub, "") && strcmp(r->sub, "status"))
         return gs__reply_status(r, 405, NULL, r->name, "cannot update %s", r->sub);
-    if (gs_event_res_is_v1(r->res))
-        return gs__reply_status(r, 405, NULL, r->name, "events.k8s.io/v1 Events are not updated in place: update "
-                                "the same Event as v1 (/api/v1/namespaces/%s/events/%s)", r->ns, r->name);
     if (gs__fields_node_event_write(r)) return MHD_YES;
     json_t *obj = parse_body(r);
     if (!obj) return MHD_YES;
     if (check_identity(r, obj) || gs__check_fields(r, obj, false)) {
         json_decref(obj);
         return MHD_YES;
+    }
+    if (gs_event_res_is_v1(r->res)) { /* an events.k8s.io PUT (a recorder's series) replaces the core Event */
+        struct gs_diags d = {0};
+        json_t *core = NULL;
+        if (gs_event_from_events_v1(obj, &core, &d)) {
+            enum MHD_Result ret = reply_invalid(r, obj, &d);
+            gs_diags_free(&d);
+            json_decref(obj);
+            return ret;
+        }
+        gs_diags_free(&d);
+        json_object_set(core, "metadata", meta_of(obj));
+        json_decref(obj);
+        obj = core;
     }
     struct wctx w = {.r = r, .kind = W_UPDATE, .body = obj};
     if (client_rv(r, meta_of(obj), "metadata.resourceVersion", &w.expect)) {
