@@ -191,6 +191,27 @@ static int parse(int argc, char **argv, struct opts *o)
         fprintf(stderr, CMD ": --tls-cert-file and --tls-private-key-file go together\n");
         return 2;
     }
+    /* client-go's rules, said with the flags' names (leader.c checks them again) */
+    int64_t lease = o->lease_ns ? o->lease_ns : 15 * GS_NS_PER_SEC, renew = o->renew_ns ? o->renew_ns : 10 * GS_NS_PER_SEC,
+            retry = o->retry_ns ? o->retry_ns : 2 * GS_NS_PER_SEC;
+    char a[32], b[32];
+    gs_go_duration_format(renew, a, sizeof a);
+    if (lease < GS_NS_PER_SEC) {
+        gs_go_duration_format(lease, b, sizeof b);
+        return bad("leader-elect-lease-duration", b, "must be at least 1s (the Lease holds whole seconds)");
+    }
+    if (renew >= lease) {
+        gs_go_duration_format(lease, b, sizeof b);
+        fprintf(stderr, CMD ": --leader-elect-renew-deadline \"%s\": must be less than --leader-elect-lease-duration "
+                "(%s), or another replica could take over while this one still binds\n", a, b);
+        return 2;
+    }
+    if ((double)renew <= 1.2 * (double)retry) {
+        gs_go_duration_format(retry, b, sizeof b);
+        fprintf(stderr, CMD ": --leader-elect-renew-deadline \"%s\": must be more than 1.2 x "
+                "--leader-elect-retry-period (%s)\n", a, b);
+        return 2;
+    }
     return -1;
 }
 
