@@ -473,8 +473,8 @@ static void default_identity(char *buf, size_t len)
 
 static void teardown(struct app *a)
 {
-    gs_leader_free(a->leader); /* stops writing, then releases the lease */
-    gs_sched_loop_stop(a->loop);
+    gs_sched_loop_stop(a->loop); /* no more writes ... */
+    gs_leader_free(a->leader);   /* ... then the lease goes */
     gs_recorder_free(a->rec); /* writes what is queued */
     gs_kube_event_sink_free(a->sink);
     gs_source_free(a->src);
