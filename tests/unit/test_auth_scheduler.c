@@ -20,6 +20,7 @@
 #include "core/codec.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 static const char tokens[] = "adm,admin,,,admin\n"
                              "nod,system:node:n1,,,node\n"
@@ -234,6 +235,9 @@ static void server_writes_scheduler_kubeconfig(void **state)
         size_t len = 0;
         snprintf(path, sizeof path, "%s/scheduler.kubeconfig", dir);
         assert_int_equal(gs_read_file(path, &text, &len), 0);
+        struct stat sb;
+        assert_int_equal(stat(path, &sb), 0);
+        assert_int_equal(sb.st_mode & 0777, 0600); /* a credential: its owner's only */
         assert_non_null(strstr(text, "user: " GS_SCHEDULER_USER "\n"));
         char line[200];
         snprintf(line, sizeof line, "    token: %s\n", tok);
