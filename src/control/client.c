@@ -12,6 +12,7 @@
 #include "core/codec.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 struct gs_client {
@@ -27,6 +29,12 @@ struct gs_client {
     char *token;
     char *ca_file;
     bool ca_temp; /* ca_file is ours to unlink */
+    char *cert_file, *key_file; /* client certificate and key (PEM files) */
+    bool cert_temp, key_temp;   /* written here from -data fields: ours to unlink */
+    char *user_agent;           /* NULL: gpusched/<version> */
+    int retry_after;            /* the last answer's Retry-After in seconds; -1: none */
+    char *token_file;           /* where token came from: read again every minute (bound tokens rotate) */
+    time_t token_read;
     bool insecure;
     long timeout_ms;
     CURL *h;
@@ -52,29 +60,119 @@ static const json_t *named(const json_t *list, const char *name)
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-static int write_ca_temp(struct gs_client *c, const char *b64)
+/* Decodes base64 data into a private temporary file (0600); *path gets its name. */
+static int write_temp(const char *b64, char **path)
 {
     gnutls_datum_t in = {(unsigned char *)b64, (unsigned)strlen(b64)}, out;
     if (gnutls_base64_decode2(&in, &out) < 0) return GS_EINVAL;
-    char path[] = "/tmp/gpusched-ca-XXXXXX";
-    int fd = mkostemp(path, O_CLOEXEC);
+    char tmpl[] = "/tmp/gpusched-cred-XXXXXX";
+    int fd = mkostemp(tmpl, O_CLOEXEC);
     int err = fd < 0 || write(fd, out.data, out.size) != (ssize_t)out.size ? GS_EIO : 0;
     gnutls_free(out.data);
     if (fd >= 0) close(fd);
-    if (err) return err;
-    free(c->ca_file);
-    c->ca_file = strdup(path);
-    c->ca_temp = true;
-    return c->ca_file ? 0 : GS_ENOMEM;
+    if (err) {
+        if (fd >= 0) unlink(tmpl);
+        return err;
+    }
+    free(*path);
+    *path = strdup(tmpl);
+    if (!*path) unlink(tmpl);
+    return *path ? 0 : GS_ENOMEM;
 }
 
-static char *read_token_file(const char *path)
+static int write_ca_temp(struct gs_client *c, const char *b64)
+{
+    int err = write_temp(b64, &c->ca_file);
+    if (!err) c->ca_temp = true;
+    return err;
+}
+
+static char *read_token_file(const char *path, int *err)
 {
     char *buf = NULL;
     size_t len = 0;
-    if (gs_read_file(path, &buf, &len)) return NULL;
+    *err = gs_read_file(path, &buf, &len);
+    if (*err) return NULL;
     while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' ')) buf[--len] = 0;
+    if (!len) {
+        free(buf);
+        *err = GS_EINVAL;
+        return NULL;
+    }
     return buf;
+}
+
+/* A path from a kubeconfig: relative ones are relative to the file's folder, as in client-go. */
+static char *kc_path(const char *kubeconfig, const char *p)
+{
+    if (!p || !*p) return NULL;
+    const char *slash = strrchr(kubeconfig, '/');
+    char *out = NULL;
+    if (p[0] == '/' || !slash) return strdup(p);
+    return asprintf(&out, "%.*s/%s", (int)(slash - kubeconfig), kubeconfig, p) < 0 ? NULL : out;
+}
+
+/* A file the client will hand to libcurl later must be readable now: a
+ * missing one is reported here, naming the field, not as a TLS failure. */
+static int check_readable(const char *file, const char *field, const char *path, struct gs_diags *d)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    gs_diags_add(d, file, "%s: cannot read \"%s\": %s", field, path, strerror(errno));
+    return GS_EINVAL;
+}
+
+/* One credential of a kubeconfig user given as a file (field) or as base64
+ * data (field-data): *out gets the file to use, *temp whether it is ours. */
+static int kc_cred(const char *file, const json_t *us, const char *uname, const char *field, char **out, bool *temp,
+                   struct gs_diags *d)
+{
+    char fname[160], dname[160], where[400];
+    snprintf(fname, sizeof fname, "%s", field);
+    snprintf(dname, sizeof dname, "%s-data", field);
+    const char *data = json_string_value(json_object_get(us, dname));
+    const char *f = json_string_value(json_object_get(us, fname));
+    if (data) {
+        snprintf(where, sizeof where, "users[%s].user.%s", uname ? uname : "", dname);
+        int err = write_temp(data, out);
+        if (err) gs_diags_add(d, file, "%s: %s", where, err == GS_EINVAL ? "not base64" : gs_strerror(err));
+        else *temp = true;
+        return err ? GS_EINVAL : 0;
+    }
+    if (!f) return 0;
+    snprintf(where, sizeof where, "users[%s].user.%s", uname ? uname : "", fname);
+    if (!(*out = kc_path(file, f))) return GS_ENOMEM;
+    return check_readable(file, where, *out, d);
+}
+
+static int kc_user(struct gs_client *c, const char *path, const json_t *us, const char *uname, struct gs_diags *d)
+{
+    int err = 0;
+    if (!c->token) c->token = dup_or_null(json_string_value(json_object_get(us, "token")));
+    const char *tf = json_string_value(json_object_get(us, "tokenFile"));
+    if (!c->token && tf) {
+        char *full = kc_path(path, tf);
+        if (!full) return GS_ENOMEM;
+        c->token = read_token_file(full, &err);
+        if (!err) c->token_file = strdup(full), c->token_read = time(NULL);
+        if (err)
+            gs_diags_add(d, path, "users[%s].user.tokenFile: cannot read \"%s\": %s", uname ? uname : "", full,
+                         err == GS_EINVAL ? "the file is empty" : gs_strerror(err));
+        free(full);
+        if (err) return GS_EINVAL;
+    }
+    if (c->cert_file || c->key_file) return 0;
+    err = kc_cred(path, us, uname, "client-certificate", &c->cert_file, &c->cert_temp, d);
+    if (!err) err = kc_cred(path, us, uname, "client-key", &c->key_file, &c->key_temp, d);
+    if (!err && !c->cert_file != !c->key_file) {
+        gs_diags_add(d, path, "users[%s].user: %s is given without %s", uname ? uname : "",
+                     c->cert_file ? "client-certificate" : "client-key", c->cert_file ? "client-key" : "client-certificate");
+        err = GS_EINVAL;
+    }
+    return err;
 }
 
 static int from_kubeconfig(struct gs_client *c, const char *path, bool required, struct gs_diags *d)
@@ -104,18 +202,59 @@ static int from_kubeconfig(struct gs_client *c, const char *path, bool required,
     const json_t *cl = json_object_get(named(json_object_get(kc, "clusters"), cname), "cluster");
     const json_t *us = json_object_get(named(json_object_get(kc, "users"), uname), "user");
     if (!c->server) c->server = dup_or_null(json_string_value(json_object_get(cl, "server")));
-    if (!c->token) c->token = dup_or_null(json_string_value(json_object_get(us, "token")));
-    if (!c->token && json_string_value(json_object_get(us, "tokenFile")))
-        c->token = read_token_file(json_string_value(json_object_get(us, "tokenFile")));
+    err = kc_user(c, path, us, uname, d);
     if (json_is_true(json_object_get(cl, "insecure-skip-tls-verify"))) c->insecure = true;
     const char *cad = json_string_value(json_object_get(cl, "certificate-authority-data"));
     const char *caf = json_string_value(json_object_get(cl, "certificate-authority"));
-    err = 0;
-    if (!c->ca_file && cad) err = write_ca_temp(c, cad);
-    else if (!c->ca_file && caf) c->ca_file = strdup(caf);
-    if (err) gs_diags_add(d, path, "bad certificate-authority-data");
+    if (!err && !c->ca_file && cad && write_ca_temp(c, cad)) {
+        gs_diags_add(d, path, "clusters[%s].cluster.certificate-authority-data: not base64", cname ? cname : "");
+        err = GS_EINVAL;
+    } else if (!err && !c->ca_file && caf) {
+        char where[300];
+        snprintf(where, sizeof where, "clusters[%s].cluster.certificate-authority", cname ? cname : "");
+        c->ca_file = kc_path(path, caf);
+        err = c->ca_file ? check_readable(path, where, c->ca_file, d) : GS_ENOMEM;
+    }
     gs_docs_free(&docs);
     return err;
+}
+
+/* The in-cluster configuration of a pod: the API server from
+ * KUBERNETES_SERVICE_HOST/PORT, the service account's token and CA from
+ * its mounted folder (GPUSCHED_SERVICEACCOUNT_DIR overrides the standard
+ * place, for tests). Both files must be there. */
+#define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+static int from_cluster(struct gs_client *c, const char *host, struct gs_diags *d)
+{
+    const char *port = getenv("KUBERNETES_SERVICE_PORT");
+    const char *dir = getenv("GPUSCHED_SERVICEACCOUNT_DIR");
+    if (!dir || !*dir) dir = SA_DIR;
+    if (!port || !*port) {
+        gs_diags_add(d, "KUBERNETES_SERVICE_PORT", "in-cluster config: KUBERNETES_SERVICE_HOST is \"%s\" but "
+                                                  "KUBERNETES_SERVICE_PORT is not set", host);
+        return GS_EINVAL;
+    }
+    char path[4096];
+    int err = 0;
+    if (!c->token) {
+        snprintf(path, sizeof path, "%s/token", dir);
+        c->token = read_token_file(path, &err);
+        if (err) {
+            gs_diags_add(d, path, "in-cluster config: cannot read the service account token: %s",
+                         err == GS_EINVAL ? "the file is empty" : gs_strerror(err));
+            return GS_EINVAL;
+        }
+        c->token_file = strdup(path);
+        c->token_read = time(NULL);
+    }
+    if (!c->ca_file && !c->insecure) {
+        snprintf(path, sizeof path, "%s/ca.crt", dir);
+        if (check_readable(path, "in-cluster config: the service account CA", path, d)) return GS_EINVAL;
+        c->ca_file = strdup(path);
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    return asprintf(&c->server, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "", port) < 0 ? GS_ENOMEM : 0;
 }
 
 int gs_client_new(const struct gs_client_opts *o, struct gs_client **out, struct gs_diags *d)
@@ -129,6 +268,7 @@ int gs_client_new(const struct gs_client_opts *o, struct gs_client **out, struct
     c->ca_file = dup_or_null(o->ca_file);
     c->insecure = o->insecure_skip_verify;
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : 30000;
+    c->retry_after = -1;
     int err = 0;
     char first[4096];
     const char *env = getenv("KUBECONFIG");
@@ -136,6 +276,8 @@ int gs_client_new(const struct gs_client_opts *o, struct gs_client **out, struct
     else if (env && *env) {
         snprintf(first, sizeof first, "%.*s", (int)strcspn(env, ":"), env);
         err = from_kubeconfig(c, first, true, d);
+    } else if (!c->server && getenv("KUBERNETES_SERVICE_HOST") && *getenv("KUBERNETES_SERVICE_HOST")) {
+        err = from_cluster(c, getenv("KUBERNETES_SERVICE_HOST"), d);
     } else if (!c->server || !c->token) {
         err = from_kubeconfig(c, "./gpusched-data/kubeconfig", false, d);
     }
@@ -161,7 +303,13 @@ void gs_client_free(struct gs_client *c)
     if (!c) return;
     if (c->h) curl_easy_cleanup(c->h);
     if (c->ca_temp && c->ca_file) unlink(c->ca_file);
+    if (c->cert_temp && c->cert_file) unlink(c->cert_file);
+    if (c->key_temp && c->key_file) unlink(c->key_file);
     free(c->ca_file);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c->user_agent);
+    free(c->token_file);
     free(c->server);
     free(c->token);
     free(c->auth_header);
@@ -172,6 +320,37 @@ void gs_client_free(struct gs_client *c)
 const char *gs_client_server(const struct gs_client *c) { return c->server; }
 
 void gs_client_set_cancel(struct gs_client *c, const atomic_bool *cancel) { c->cancel = cancel; }
+
+int gs_client_set_user_agent(struct gs_client *c, const char *ua)
+{
+    char *n = ua ? strdup(ua) : NULL;
+    if (ua && !n) return GS_ENOMEM;
+    free(c->user_agent);
+    c->user_agent = n;
+    return 0;
+}
+
+int gs_client_retry_after(const struct gs_client *c) { return c->retry_after; }
+
+/* A token from a file is read again once a minute: kubelet rotates bound
+ * service-account tokens well before they expire. A failed read keeps the
+ * token held. */
+static void refresh_token(struct gs_client *c)
+{
+    if (!c->token_file || time(NULL) - c->token_read < 60) return;
+    c->token_read = time(NULL);
+    int err = 0;
+    char *t = read_token_file(c->token_file, &err), *h = NULL;
+    if (!t) return;
+    if (strcmp(t, c->token ? c->token : "") && asprintf(&h, "Authorization: Bearer %s", t) >= 0) {
+        free(c->token);
+        free(c->auth_header);
+        c->token = t;
+        c->auth_header = h;
+        return;
+    }
+    free(t);
+}
 
 /* libcurl calls this about once a second even on an idle transfer. */
 static int on_progress(void *arg, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
@@ -220,6 +399,12 @@ static struct curl_slist *setup(struct gs_client *c, CURL *h, const char *method
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
     }
+    if (c->cert_file) {
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
+    }
+    refresh_token(c);
+    c->retry_after = -1;
     struct curl_slist *hd = NULL;
     char line[512];
     if (c->auth_header) hd = curl_slist_append(hd, c->auth_header);
@@ -230,7 +415,12 @@ static struct curl_slist *setup(struct gs_client *c, CURL *h, const char *method
         hd = curl_slist_append(hd, line);
     }
     hd = curl_slist_append(hd, "Expect:");
-    hd = curl_slist_append(hd, "User-Agent: gpusched/" GS_VERSION);
+    if (c->user_agent) {
+        snprintf(line, sizeof line, "User-Agent: %s", c->user_agent);
+        hd = curl_slist_append(hd, line);
+    } else {
+        hd = curl_slist_append(hd, "User-Agent: gpusched/" GS_VERSION);
+    }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
     if (c->cancel) {
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
@@ -272,6 +462,14 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 {
     struct gs_client *c = arg;
     size_t n = size * nmemb;
+    if (n > 12 && !strncasecmp(data, "Retry-After:", 12)) { /* seconds; an HTTP date is taken as 1 */
+        char v[32];
+        snprintf(v, sizeof v, "%.*s", (int)(n - 12 < 31 ? n - 12 : 31), data + 12);
+        char *end;
+        long s = strtol(v, &end, 10);
+        c->retry_after = end != v && s >= 0 ? (s > 3600 ? 3600 : (int)s) : 1;
+        return n;
+    }
     if (n < 9 || strncasecmp(data, "Warning:", 8)) return n;
     const char *q = memchr(data, '"', n), *end = data + n;
     while (end > data && end[-1] != '"') end--;
@@ -572,9 +770,11 @@ static size_t on_stream_data(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, void *arg, json_t **status)
+static int stream(struct gs_client *c, const char *path, const char *accept, long timeout_s, gs_stream_fn fn,
+                  void *arg, json_t **status, long *code)
 {
     if (status) *status = NULL;
+    if (code) *code = 0;
     char *url = NULL;
     if (asprintf(&url, "%s%s", c->server, path) < 0) return GS_ENOMEM;
     CURL *h = curl_easy_init();
@@ -582,11 +782,15 @@ int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, voi
         free(url);
         return GS_ENOMEM;
     }
-    struct curl_slist *hd = setup(c, h, "GET", url, NULL, "text/plain, application/json");
+    struct curl_slist *hd = setup(c, h, "GET", url, NULL, accept);
     struct sstate s = {.fn = fn, .arg = arg, .h = h};
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    json_array_clear(c->warnings);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
+    if (timeout_s > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
     CURLcode cc = curl_easy_perform(h);
     long st = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
@@ -595,9 +799,25 @@ int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, voi
     free(url);
     json_t *doc = s.err.n ? json_loadb(s.err.p, s.err.n, 0, NULL) : NULL;
     free(s.err.p);
-    int err = s.stopped ? s.stopped : st && st != 200 ? err_of(st, doc) : cc == CURLE_OK ? 0 : GS_EIO;
+    int err = s.stopped                              ? s.stopped
+              : st && st != 200                      ? err_of(st, doc)
+              : cc == CURLE_OK                       ? 0
+              : cc == CURLE_OPERATION_TIMEDOUT && st ? GS_ETIMEDOUT
+                                                     : GS_EIO;
+    if (code) *code = st;
     if (status) *status = doc;
     else json_decref(doc);
     return err;
+}
+
+int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, void *arg, json_t **status)
+{
+    return stream(c, path, "text/plain, application/json", 0, fn, arg, status, NULL);
+}
+
+int gs_client_stream_timed(struct gs_client *c, const char *path, long timeout_s, gs_stream_fn fn, void *arg,
+                           json_t **status, long *code)
+{
+    return stream(c, path, NULL, timeout_s, fn, arg, status, code);
 }
 /*--- end streamed GET ---*/

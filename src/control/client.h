@@ -4,10 +4,20 @@
  * Where to connect and as whom, first match wins, field by field:
  *   1. the options (flags: --server, --token, --kubeconfig, --certificate-authority);
  *   2. the environment: GPUSCHED_SERVER, GPUSCHED_TOKEN;
- *   3. a kubeconfig: opts->kubeconfig, else $KUBECONFIG (first path), else
- *      ./gpusched-data/kubeconfig when it exists - its current context's
- *      server, certificate-authority(-data), insecure-skip-tls-verify, token
- *      or tokenFile. The file `gpusched server` writes is such a kubeconfig.
+ *   3. a kubeconfig: opts->kubeconfig, else $KUBECONFIG (first path) - its
+ *      current context's server, certificate-authority(-data),
+ *      insecure-skip-tls-verify, token or tokenFile, client-certificate(-data)
+ *      and client-key(-data) (relative paths are relative to the kubeconfig's
+ *      folder; a file named there that cannot be read is an error naming the
+ *      field and the file). The file `gpusched server` writes is such a kubeconfig;
+ *   4. in a pod (KUBERNETES_SERVICE_HOST set, no server so far): the
+ *      in-cluster configuration, https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT
+ *      with the service account's token and ca.crt from
+ *      /var/run/secrets/kubernetes.io/serviceaccount ($GPUSCHED_SERVICEACCOUNT_DIR
+ *      overrides the folder); both files must be readable;
+ *   5. else ./gpusched-data/kubeconfig when it exists.
+ * A token read from a file (tokenFile, the service account) is read again
+ * every minute, as kubelet rotates bound tokens.
  *
  * Calls return 0 or a negative GS_E* mapped from the HTTP answer: 404
  * GS_ENOENT, 409 AlreadyExists GS_EEXIST, 409 Conflict GS_ECONFLICT, 401/403
@@ -48,6 +58,11 @@ const char *gs_client_server(const struct gs_client *c);
  * client's life), every transfer of c ends within about a second with
  * GS_EIO: a long watch need not be short to be stoppable. NULL: never. */
 void gs_client_set_cancel(struct gs_client *c, const atomic_bool *cancel);
+/* The User-Agent header of later requests (copied); NULL: gpusched/<version>. */
+int gs_client_set_user_agent(struct gs_client *c, const char *ua);
+/* The Retry-After of the last answer in seconds (an HTTP date counts as 1,
+ * at most 3600); -1 when it had none. */
+int gs_client_retry_after(const struct gs_client *c);
 
 /* One request: path with query ("/api/v1/pods?limit=1"), optional body and
  * content type, optional Accept. *out: the JSON answer (NULL when not JSON),
@@ -96,6 +111,10 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
  * Errors as above, with the server's Status in *status (when given). */
 typedef int (*gs_stream_fn)(const char *data, size_t n, void *arg);
 int gs_client_stream(struct gs_client *c, const char *path, gs_stream_fn fn, void *arg, json_t **status);
+/* gs_client_stream asking for JSON, ended after timeout_s (0: never) with
+ * GS_ETIMEDOUT, and the HTTP status in *code (0: no answer): a watch. */
+int gs_client_stream_timed(struct gs_client *c, const char *path, long timeout_s, gs_stream_fn fn, void *arg,
+                           json_t **status, long *code);
 
 /* The Warning headers of the last answer (kube's `299 - "text"`, unquoted):
  * returns how many there are and sets *text to the i-th (borrowed, valid

@@ -48,6 +48,12 @@ void gs_store_events_free(struct gs_store_event *ev, size_t n);
  * create's reply. Read-only; released (not freed) by its holder. */
 void gs_store_text_release(char *text);
 size_t gs_store_text_len(char *text);
+/* A new stored text: a copy of len bytes (NUL added), one reference; NULL
+ * when out of memory. For other producers of change streams (the kube
+ * source's informers), whose events are freed with gs_store_events_free. */
+char *gs_store_text_new(const char *json, size_t len);
+/* Another reference to text (returned). */
+char *gs_store_text_ref(char *text);
 
 /* Read-modify-write step for gs_store_mutate: cur is the stored object (a
  * private copy, NULL when absent); return 0 with *out set to the new object

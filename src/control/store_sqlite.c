@@ -129,6 +129,20 @@ void gs_store_text_release(char *text)
 
 size_t gs_store_text_len(char *text) { return hdr_of(text)->len; }
 
+char *gs_store_text_new(const char *json, size_t len)
+{
+    struct text_hdr *h = malloc(sizeof *h + len + 1);
+    if (!h) return NULL;
+    atomic_init(&h->refs, 1);
+    h->len = len;
+    char *t = (char *)(h + 1);
+    memcpy(t, json, len);
+    t[len] = 0;
+    return t;
+}
+
+char *gs_store_text_ref(char *text) { return text_ref(text); }
+
 struct dumpbuf {
     char *p; /* header, then text */
     size_t len, cap;
