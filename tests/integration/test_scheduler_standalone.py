@@ -312,7 +312,7 @@ def test_bad_flags_are_named(gpusched_bin, tmp_path):
     kc.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     r = subprocess.run([gpusched_bin, "scheduler", "--kubeconfig", str(kc)], capture_output=True, text=True,
                        timeout=30)
-    assert r.returncode == 1 and str(kc) in r.stderr, r.stderr
+    assert r.returncode == 1 and "no server" in r.stderr, r.stderr
     r = subprocess.run([gpusched_bin, "scheduler", "--config", str(tmp_path / "missing.yaml")], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 1 and "missing.yaml: file not found" in r.stderr, r.stderr
