@@ -132,7 +132,7 @@ int gs_leader_new(const struct gs_leader_opts *o, struct gs_leader **out, struct
         gs_leader_free(l);
         return GS_ENOMEM;
     }
-    snprintf(l->key, sizeof l->key, "leases/%s/%s", l->ns, l->name);
+    snprintf(l->key, sizeof l->key, "leases.coordination.k8s.io/%s/%s", l->ns, l->name); /* resources.h key */
     gs_clock_init_real(&l->real);
     l->clock = o->clock ? o->clock : &l->real;
     l->rng = o->seed ? o->seed : 0x9e3779b97f4a7c15ULL;
@@ -279,6 +279,9 @@ bool gs_leader_tick(struct gs_leader *l)
         if (l->leading) {
             l->st.renew_failures++;
             gs_log(GS_LOG_WARN, "leader: renewal failed", "lease", l->key, "error", gs_strerror(err), NULL);
+        } else {
+            gs_log(GS_LOG_WARN, "leader: cannot read or write the lease", "lease", l->key, "error", gs_strerror(err),
+                   NULL);
         }
         if (l->leading && c.now >= l->last_renew_ns + l->o.renew_deadline_ns)
             step_down(l, "renew deadline passed");

@@ -30,7 +30,7 @@
 
 #define S GS_NS_PER_SEC
 #define MS GS_NS_PER_MS
-#define KEY "leases/kube-system/gpusched"
+#define KEY "leases.coordination.k8s.io/kube-system/gpusched"
 
 /*--- A transport that reads, then writes with the version read ---*/
 
