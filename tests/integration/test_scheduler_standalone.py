@@ -282,6 +282,15 @@ def test_two_replicas_failover_after_kill_of_the_leader(env):
             n = e["regarding"]["name"]
             scheduled[n] = scheduled.get(n, 0) + (e.get("series") or {}).get("count", 1)
     assert all(v == 1 for v in scheduled.values()), scheduled
+    # Bound once: no pod got two accepted bindings, from one replica or both (a 409 is the server refusing one).
+    accepted = {}
+    for r in ("ra", "rb"):
+        for line in (env.tmp / f"{r}.requests").read_text().splitlines():
+            method, path, code = line.rsplit(" ", 2)
+            if method == "POST" and path.endswith("/binding") and code == "201":
+                accepted[path] = accepted.get(path, 0) + 1
+    assert accepted and all(v == 1 for v in accepted.values()), accepted
+    assert len(accepted) <= nodes * gpus
     # The survivor still leads and is ready; SIGTERM releases the Lease.
     assert probe(ports[follower], "/readyz")[0] == 200
     assert env.s.stop(follower) == 0
