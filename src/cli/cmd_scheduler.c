@@ -192,8 +192,9 @@ static int parse(int argc, char **argv, struct opts *o)
         return 2;
     }
     /* client-go's rules, said with the flags' names (leader.c checks them again) */
-    int64_t lease = o->lease_ns ? o->lease_ns : 15 * GS_NS_PER_SEC, renew = o->renew_ns ? o->renew_ns : 10 * GS_NS_PER_SEC,
-            retry = o->retry_ns ? o->retry_ns : 2 * GS_NS_PER_SEC;
+    int64_t lease = o->lease_ns ? o->lease_ns : 15 * GS_NS_PER_SEC;
+    int64_t renew = o->renew_ns ? o->renew_ns : 10 * GS_NS_PER_SEC;
+    int64_t retry = o->retry_ns ? o->retry_ns : 2 * GS_NS_PER_SEC;
     char a[32], b[32];
     gs_go_duration_format(renew, a, sizeof a);
     if (lease < GS_NS_PER_SEC) {
@@ -326,7 +327,8 @@ static char *metrics_text(struct app *a)
     struct gs_leader_stats ls = {0};
     if (a->leader) gs_leader_stats(a->leader, &ls);
     bool leading = a->leader ? ls.leading : true;
-    gs_mbuf_help(&b, "gpusched_leader_is_leader", "gauge", "1 while this replica leads (always 1 without --leader-elect).");
+    gs_mbuf_help(&b, "gpusched_leader_is_leader", "gauge",
+                 "1 while this replica leads (always 1 without --leader-elect).");
     gs_mbuf_printf(&b, "gpusched_leader_is_leader %d\n", leading ? 1 : 0);
     gs_mbuf_help(&b, "leader_election_master_status", "gauge", "client-go's name for the same.");
     gs_mbuf_printf(&b, "leader_election_master_status{name=\"%s\"} %d\n", a->o.le_name, leading ? 1 : 0);

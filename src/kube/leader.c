@@ -92,9 +92,11 @@ static int check(const struct gs_leader_opts *o, int64_t lease, int64_t renew, i
     if (!d) d = &scratch;
     if (!o->source) gs_diags_add(d, "source", "required");
     if (!o->ns || !dns_label(o->ns))
-        gs_diags_add(d, "namespace", "\"%s\": want a namespace name (lower-case letters, digits, '-')", o->ns ? o->ns : "");
+        gs_diags_add(d, "namespace", "\"%s\": want a namespace name (lower-case letters, digits, '-')",
+                     o->ns ? o->ns : "");
     if (!o->name || !dns_subdomain(o->name))
-        gs_diags_add(d, "name", "\"%s\": want a Lease name (lower-case letters, digits, '-', '.')", o->name ? o->name : "");
+        gs_diags_add(d, "name", "\"%s\": want a Lease name (lower-case letters, digits, '-', '.')",
+                     o->name ? o->name : "");
     if (!o->identity || !*o->identity || strlen(o->identity) > 250)
         gs_diags_add(d, "identity", "must be 1 to 250 characters, unique among the replicas");
     if (lease < GS_NS_PER_SEC)

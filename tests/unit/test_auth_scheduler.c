@@ -54,8 +54,9 @@ static void expect(struct gs_client *c, const char *method, const char *path, co
 }
 
 #define PODS "/api/v1/namespaces/default/pods"
-#define POD "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"schedulerName\":\"gpusched\",\"containers\":[{\"name\":\"c\"," \
-            "\"image\":\"i\"}]}}"
+#define POD                                                                                                    \
+    "{\"metadata\":{\"name\":\"%s\"},\"spec\":{\"schedulerName\":\"gpusched\",\"containers\":[{\"name\":\"c\","     \
+    "\"image\":\"i\"}]}}"
 
 static char *uid_of(struct gs_client *c, const char *name)
 {
@@ -91,8 +92,8 @@ static void scheduler_does_its_work(void **state)
            "\"reason\":\"Unschedulable\",\"message\":\"0/1 nodes are available\"}]}}", 200, NULL);
     /* A binding with the pod's uid as precondition. */
     char *uid = uid_of(e->adm, "web");
-    snprintf(body, sizeof body, "{\"metadata\":{\"name\":\"web\",\"uid\":\"%s\",\"annotations\":{\"gpusched.io/devices\":"
-             "\"GPU-0\"}},\"target\":{\"kind\":\"Node\",\"name\":\"n1\"}}", uid);
+    snprintf(body, sizeof body, "{\"metadata\":{\"name\":\"web\",\"uid\":\"%s\",\"annotations\":"
+             "{\"gpusched.io/devices\":\"GPU-0\"}},\"target\":{\"kind\":\"Node\",\"name\":\"n1\"}}", uid);
     expect(sch, "POST", PODS "/web/binding", NULL, body, 201, NULL);
     json_t *out = NULL;
     assert_int_equal(req(e->adm, "GET", PODS "/web", NULL, NULL, &out), 200);
@@ -109,8 +110,9 @@ static void scheduler_does_its_work(void **state)
            "{\"metadata\":{\"name\":\"web.1\"},\"involvedObject\":{\"kind\":\"Pod\",\"name\":\"web\"},"
            "\"reason\":\"Scheduled\",\"message\":\"m\",\"type\":\"Normal\"}", 201, NULL);
     expect(sch, "POST", "/apis/events.k8s.io/v1/namespaces/default/events", NULL,
-           "{\"metadata\":{\"name\":\"web.2\"},\"regarding\":{\"kind\":\"Pod\",\"name\":\"web\"},\"reason\":\"Scheduled\","
-           "\"note\":\"m\",\"type\":\"Normal\",\"action\":\"Binding\",\"eventTime\":\"2026-01-01T00:00:00.000000Z\","
+           "{\"metadata\":{\"name\":\"web.2\"},\"regarding\":{\"kind\":\"Pod\",\"name\":\"web\"},"
+           "\"reason\":\"Scheduled\",\"note\":\"m\",\"type\":\"Normal\",\"action\":\"Binding\","
+           "\"eventTime\":\"2026-01-01T00:00:00.000000Z\","
            "\"reportingController\":\"gpusched\",\"reportingInstance\":\"a\"}", 201, NULL);
     out = NULL;
     assert_int_equal(req(sch, "GET", "/apis/events.k8s.io/v1/namespaces/default/events/web.2", NULL, NULL, &out), 200);
@@ -159,7 +161,8 @@ static void scheduler_is_refused_the_rest(void **state)
     expect(e->adm, "POST", "/api/v1/nodes", NULL, "{\"metadata\":{\"name\":\"n2\"}}", 201, NULL);
     expect(sch, "PATCH", "/api/v1/nodes/n2", MP, "{\"metadata\":{\"labels\":{\"x\":\"y\"}}}", 403,
            "cannot patch resource \"nodes\" in API group \"\": not needed by the scheduler");
-    expect(sch, "PATCH", "/api/v1/nodes/n2/status", MP, "{\"status\":{}}", 403, "cannot patch resource \"nodes/status\"");
+    expect(sch, "PATCH", "/api/v1/nodes/n2/status", MP, "{\"status\":{}}", 403,
+           "cannot patch resource \"nodes/status\"");
     expect(sch, "DELETE", "/api/v1/nodes/n2", NULL, NULL, 403, "cannot delete resource \"nodes\"");
     expect(sch, "GET", PODS "/mine/log", NULL, NULL, 403, "cannot get resource \"pods/log\"");
     expect(sch, "POST", PODS "/mine/eviction", NULL, "{\"metadata\":{\"name\":\"mine\"}}", 403, NULL);
@@ -192,16 +195,17 @@ static void binding_uid_is_a_precondition(void **state)
     expect(sch, "POST", PODS "/b1/binding", NULL,
            "{\"metadata\":{\"name\":\"b1\",\"uid\":\"not-the-uid\"},\"target\":{\"name\":\"n1\"}}", 409, NULL);
     char want[512];
-    snprintf(want, sizeof want, "Operation cannot be fulfilled on pods \"b1\": Precondition failed: UID in precondition: "
-             "not-the-uid, UID in object meta: %s", uid);
+    snprintf(want, sizeof want, "Operation cannot be fulfilled on pods \"b1\": Precondition failed: "
+             "UID in precondition: not-the-uid, UID in object meta: %s", uid);
     expect(sch, "POST", PODS "/b1/binding", NULL,
            "{\"metadata\":{\"name\":\"b1\",\"uid\":\"not-the-uid\"},\"target\":{\"name\":\"n1\"}}", 409, want);
     json_t *out = NULL;
     assert_int_equal(req(e->adm, "GET", PODS "/b1", NULL, NULL, &out), 200);
     assert_null(json_object_get(json_object_get(out, "spec"), "nodeName")); /* nothing written */
     json_decref(out);
-    expect(sch, "POST", PODS "/b1/binding", NULL, "{\"metadata\":{\"name\":\"b1\",\"uid\":7},\"target\":{\"name\":\"n1\"}}",
-           422, "metadata.uid: must be a string");
+    expect(sch, "POST", PODS "/b1/binding", NULL,
+           "{\"metadata\":{\"name\":\"b1\",\"uid\":7},\"target\":{\"name\":\"n1\"}}", 422,
+           "metadata.uid: must be a string");
     snprintf(body, sizeof body, "{\"metadata\":{\"name\":\"b1\",\"uid\":\"%s\"},\"target\":{\"name\":\"n1\"}}", uid);
     expect(sch, "POST", PODS "/b1/binding", NULL, body, 201, NULL);
     /* A second binding: 409, already assigned (uid right or not). */
@@ -272,7 +276,8 @@ static void server_writes_scheduler_kubeconfig(void **state)
 
 static int setup(void **state)
 {
-    return api_env_start(state, "/tmp/gs-authsched-XXXXXX", tokens, false, (struct gs_server_opts){.no_scheduler = true});
+    return api_env_start(state, "/tmp/gs-authsched-XXXXXX", tokens, false,
+                         (struct gs_server_opts){.no_scheduler = true});
 }
 
 int main(void)

@@ -70,7 +70,8 @@ static void election_over_http(void **state)
     struct gs_source *sa = open_source(e, "sch"), *sb = open_source(e, "sch");
     struct gs_clock clk;
     gs_clock_init_sim(&clk, 1767225600LL * GS_NS_PER_SEC);
-    struct gs_leader *a = elector(sa, "kube-system", "replica-a", &clk), *b = elector(sb, "kube-system", "replica-b", &clk);
+    struct gs_leader *a = elector(sa, "kube-system", "replica-a", &clk);
+    struct gs_leader *b = elector(sb, "kube-system", "replica-b", &clk);
     assert_true(gs_leader_tick(a));
     assert_false(gs_leader_tick(b));
     json_t *spec = lease(e);
