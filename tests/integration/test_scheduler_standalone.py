@@ -120,9 +120,11 @@ def env(gpusched_bin, tmp_path):
     e.s.stop_all()
 
 
-def probe(port, path):
+def probe(port, path, ca=None):
+    scheme = "https" if ca else "http"
+    ctx = ssl.create_default_context(cafile=ca) if ca else None
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as f:
+        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}{path}", timeout=5, context=ctx) as f:
             return f.status, f.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -153,7 +155,11 @@ def test_standalone_binds_diagnoses_and_leaves_others_alone(env):
     a = env.admin
     for n in ("n1", "n2"):
         a.ok("POST", "/api/v1/nodes", node(n, 2))
-    port = env.scheduler("sched")
+    # Probes over HTTPS (the server's serving certificate, for 127.0.0.1, stands in for the scheduler's).
+    data = env.s.data
+    port = env.scheduler("sched", "--tls-cert-file", str(data / "server.crt"), "--tls-private-key-file",
+                         str(data / "server.key"))
+    ca = str(data / "ca.crt")
     for p in (pod("fits"), pod("other", scheduler="someone-else"), pod("huge", gpus=8),
               pod("gated", gates=["example.com/wait"])):
         a.ok("POST", "/api/v1/namespaces/default/pods", p)
@@ -200,9 +206,10 @@ def test_standalone_binds_diagnoses_and_leaves_others_alone(env):
     wait_for(lambda: env.pods()["gated"]["spec"].get("nodeName"), 30, "the ungated pod bound")
 
     # Probes and metrics.
-    assert probe(port, "/healthz")[0] == 200
-    assert probe(port, "/readyz") == (200, "ok")
-    code, text = probe(port, "/metrics")
+    assert probe(port, "/healthz", ca)[0] == 200
+    assert probe(port, "/readyz", ca) == (200, "ok")
+    assert probe(port, "/nothing", ca)[0] == 404
+    code, text = probe(port, "/metrics", ca)
     assert code == 200 and "gpusched_scheduler_schedule_attempts_total" in text and "gpusched_leader_is_leader 1" in text
     assert "gpusched_source_synced 1" in text, text
 
