@@ -332,3 +332,36 @@ def test_bad_flags_are_named(gpusched_bin, tmp_path):
     r = subprocess.run([gpusched_bin, "scheduler", "--config", str(tmp_path / "missing.yaml")], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 1 and "missing.yaml: file not found" in r.stderr, r.stderr
+
+
+def test_frozen_leader_writes_nothing_when_it_wakes(env):
+    """A leader stopped (SIGSTOP) past its lease: the other replica takes over; woken up, the old one must not
+    bind from its stale view: its renew deadline has passed, so may_write is false before it even retries."""
+    a = env.admin
+    a.ok("POST", "/api/v1/nodes", node("n0", 4))
+    le = ["--leader-elect", "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
+          "--leader-elect-retry-period", "500ms"]
+    ports = {"ra": env.scheduler("ra", *le, "--leader-elect-id", "ra"),
+             "rb": env.scheduler("rb", *le, "--leader-elect-id", "rb")}
+    holder = wait_for(lambda: (lease(a) or {}).get("holderIdentity"), 20, "a leader")
+    other = "rb" if holder == "ra" else "ra"
+    env.s.procs[holder].send_signal(signal.SIGSTOP)
+    try:
+        for i in range(3):
+            a.ok("POST", "/api/v1/namespaces/default/pods", pod(f"f{i}"))
+        wait_for(lambda: (lease(a) or {}).get("holderIdentity") == other, 30, "the other replica taking over")
+        wait_for(lambda: all(p["spec"].get("nodeName") for p in env.pods().values()), 30, "the pods bound")
+        log = env.tmp / f"{holder}.requests"
+        before = len(log.read_text().splitlines())
+    finally:
+        env.s.procs[holder].send_signal(signal.SIGCONT)
+    a.ok("POST", "/api/v1/namespaces/default/pods", pod("late"))
+    wait_for(lambda: env.pods()["late"]["spec"].get("nodeName"), 30, "the late pod bound")
+    time.sleep(2.0)
+    woke = log.read_text().splitlines()[before:]
+    writes = [line for line in woke if line.split(" ", 1)[0] in ("POST", "PUT", "PATCH", "DELETE")
+              and "/leases/" not in line]
+    assert not writes, f"the old leader wrote after waking: {writes}"
+    assert "gpusched_leader_is_leader 0" in probe(ports[holder], "/metrics")[1]
+    assert (lease(a) or {}).get("holderIdentity") == other
+    assert sum(1 for p in env.pods().values() if p["spec"].get("nodeName")) == 4
