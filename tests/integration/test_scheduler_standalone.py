@@ -12,7 +12,8 @@ role allows.
 Two replicas with --leader-elect and short leases: one leads, the other only
 follows; kill -9 of the leader mid-run: the other takes the Lease over and
 binds the rest; no pod bound twice, no GPU given twice, no node over its
-allocatable.
+allocatable. A leader frozen (SIGSTOP) past its lease writes nothing when it
+wakes: its renew deadline has passed before it even retries.
 """
 import base64
 import json
