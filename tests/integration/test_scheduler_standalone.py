@@ -116,9 +116,11 @@ class Env:
 @pytest.fixture
 def env(gpusched_bin, tmp_path):
     e = Env(gpusched_bin, tmp_path)
-    e.start_server()
-    yield e
-    e.s.stop_all()
+    try:
+        e.start_server()
+        yield e
+    finally:
+        e.s.stop_all()  # also when the server never came up
 
 
 def probe(port, path, ca=None):
