@@ -31,7 +31,7 @@ unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 integration: build
-	GPUSCHED_BIN=$(abspath $(GPUSCHED)) GS_TRACE_DIR=$(TRACE_DIR) $(PYTHON) -m pytest -q tests/integration
+	GPUSCHED_BIN=$(abspath $(GPUSCHED)) GS_TRACE_DIR=$(TRACE_DIR) $(PYTHON) -m pytest -q tests/integration tests/kube
 
 asan: deps
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGS_SANITIZE=ON >/dev/null

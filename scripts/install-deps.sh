@@ -17,8 +17,11 @@ PKGS=(
 PKGS+=(
   libmicrohttpd-dev libgnutls28-dev libsqlite3-dev sqlite3 libcurl4-gnutls-dev python3-requests
 )
-# kubectl (v1.32) drives tests/integration/test_kubectl_safety.py (which fails without it); it is
-# not a Debian package: install it from the Kubernetes apt repository (pkgs.k8s.io).
+# the fake kube-apiserver (tests/kube) makes its CA and certificates with the openssl CLI
+PKGS+=(openssl)
+# kubectl (v1.32) drives tests/integration/test_kubectl_safety.py, and `kubectl kustomize` renders
+# deploy/ for tests/integration/test_deploy.py and tests/kube/test_rbac.py (each fails without it); it
+# is not a Debian package: install it from the Kubernetes apt repository (pkgs.k8s.io).
 if ! command -v kubectl >/dev/null; then echo "install-deps: kubectl not found (see pkgs.k8s.io)" >&2; fi
 # --- end control plane ---
 # `--fuzz`: clang and its libFuzzer runtime, needed only by `make fuzz`.

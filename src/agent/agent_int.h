@@ -181,9 +181,8 @@ uint64_t gs__pods_alloc_mask(struct gs_agent *a);
 void gs__stack_tick(struct gs_agent *a, int64_t now_ns);
 void gs__stack_free(struct gs_agent *a);
 /* The GPU resources the Node advertises (nvidia.com/gpu, nvidia.com/mig-*) into
- * capacity, and MIG instances of GPU slot i into its device entry. */
+ * capacity. (MIG instances in the device entries: gs_inventory_devices.) */
 void gs__stack_capacity(const struct gs_agent *a, json_t *capacity);
-void gs__stack_device_mig(const struct gs_agent *a, int i, json_t *device);
 /* Carries the conditions the agent does not own (GPUStackReady) and the
  * GPU stack answer from old_status into a freshly built status, so a
  * re-registration never opens a window where the node looks ungoverned. */

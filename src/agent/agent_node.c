@@ -27,6 +27,7 @@
 #include "control/resources.h"
 #include "core/log.h"
 #include "discovery/outputs.h"
+#include "discovery/publish.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,24 +40,8 @@
 
 static const struct gs_api_resource *nodes_res(void) { return gs_api_resource_lookup("nodes"); }
 
-json_t *gs__node_devices(const struct gs_agent *a)
-{
-    json_t *devs = json_array();
-    char product[128];
-    for (int i = 0; i < a->inv.n_gpus; i++) {
-        const struct gs_disc_gpu *g = &a->inv.gpus[i];
-        gs_gfd_product(g->name, product, sizeof product);
-        json_t *peers = json_array();
-        for (int j = 0; j < a->inv.n_gpus; j++)
-            if (j != i && g->nvlink[a->inv.gpus[j].index]) json_array_append_new(peers, json_integer(a->inv.gpus[j].index));
-        json_t *d = json_pack("{s:i,s:s,s:s,s:I,s:i,s:o,s:s}", "index", g->index, "uuid", g->uuid, "model", product,
-                              "memoryMiB", (json_int_t)g->memory_mib, "numaNode", g->numa_node, "nvlinkPeers", peers,
-                              "health", a->unhealthy >> i & 1 ? "Unhealthy" : "Healthy");
-        gs__stack_device_mig(a, i, d); /* GPU stack: MIG instances */
-        json_array_append_new(devs, d);
-    }
-    return devs;
-}
+/* The same encoder builds the gpusched.io/gpus annotation of gpusched node-publisher. */
+json_t *gs__node_devices(const struct gs_agent *a) { return gs_inventory_devices(&a->inv, a->unhealthy); }
 
 /*--- Heartbeat ---*/
 

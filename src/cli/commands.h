@@ -21,6 +21,7 @@ int gs_cmd_explain(int argc, char **argv);
 /* Layer 1: discovery and metrics (src/discovery). */
 int gs_cmd_discover(int argc, char **argv);
 int gs_cmd_exporter(int argc, char **argv);
+int gs_cmd_node_publisher(int argc, char **argv);
 /* Layer 3: node execution (src/node). */
 int gs_cmd_device_plugin(int argc, char **argv);
 int gs_cmd_kubelet_sim(int argc, char **argv);
@@ -31,6 +32,8 @@ int gs_cmd_apply(int argc, char **argv);
 int gs_cmd_get(int argc, char **argv);
 int gs_cmd_describe(int argc, char **argv);
 int gs_cmd_delete(int argc, char **argv);
+/* Kubernetes-facing (src/kube): the kube-scheduler extender. */
+int gs_cmd_extender(int argc, char **argv);
 /* Node agent, all-in-one, client views (src/agent). */
 int gs_cmd_agent(int argc, char **argv);
 int gs_cmd_up(int argc, char **argv);

@@ -14,7 +14,7 @@
  * is reserved for all of them at once and all of them are queued together;
  * a pod that joins a group after its admission is a workload of its own.
  * Meanwhile the condition QuotaReserved of each pod (and Admitted of the
- * PodGroup) is written to the store (False with the reason it waits, True
+ * PodGroup) is written through the source, as a status-only write (False with the reason it waits, True
  * once admitted), only when it changes. Pods that finish give their share of
  * the quota back; the rest is released when the last pod of the workload
  * has gone. Workloads that admission's reclaim or preemption evicts go, pod
@@ -44,6 +44,7 @@
 
 #include "control/store.h"
 #include "core/clock.h"
+#include "informer/source.h"
 #include "sched/cache.h"
 #include "sched/framework.h"
 
@@ -54,7 +55,7 @@
 struct gs_admission_opts;
 
 struct gs_adm_loop_opts {
-    struct gs_store *store;           /* borrowed: QuotaReserved conditions are written here */
+    struct gs_source *source;         /* borrowed: QuotaReserved / Admitted conditions and queue status are written here */
     struct gs_cache *cache;           /* borrowed: the placement check runs on it */
     const struct gs_clock *clock;     /* borrowed */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */

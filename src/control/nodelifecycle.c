@@ -2,7 +2,7 @@
  * nodelifecycle.c - nodes whose heartbeat stopped, and the taint-based
  * eviction of their pods; see nodelifecycle.h.
  *
- * Works on the store directly (it runs inside the server), one atomic
+ * Works through the source (source.h: the server's store in process), one atomic
  * read-modify-write per object, each re-checking its condition on the
  * current object: a node that came back, or a pod that finished or was
  * re-bound meanwhile, is left as it is. The scan is a plain poll: a few
@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 struct gs_nodelc {
-    struct gs_store *store;
+    struct gs_source *source;
     struct gs_event_source ev; /* events hook */
     double grace_s, start_s, lost_s;
     int64_t period_ms;
@@ -470,10 +470,11 @@ static void lc_event(struct gs_nodelc *l, const char *kind, const json_t *obj, c
     gs_event_record(&l->ev, &ref, type, reason, reason, "%s", msg);
 }
 
-static void force_delete(struct gs_nodelc *l, const char *key, const char *node, int64_t rv)
+static void force_delete(struct gs_nodelc *l, const char *key, const char *uid, const char *node, int64_t rv)
 {
     json_t *old = NULL;
-    if (gs_store_delete(l->store, key, rv, &old, NULL)) return; /* changed meanwhile: the next scan looks again */
+    /* uid and version as preconditions: changed meanwhile, the next scan looks again */
+    if (gs_source_remove(l->source, key, uid && *uid ? uid : NULL, rv, &old)) return;
     count(l, &l->st.pods_deleted);
     gs_log(GS_LOG_WARN, "node lifecycle: terminating pod deleted", "pod", key, "node", node, NULL);
     lc_event(l, "Pod", old, "Normal", "NodeControllerEviction", "Deleting terminating pod: node %s cannot confirm it stopped",
@@ -485,7 +486,7 @@ static void force_delete(struct gs_nodelc *l, const char *key, const char *node,
 static int mutate(struct gs_nodelc *l, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out)
 {
     json_t *o = NULL;
-    int err = gs_store_mutate(l->store, key, fn, arg, &o, NULL);
+    int err = gs_source_mutate(l->source, key, NULL, fn, arg, &o, NULL);
     if (out && !err) *out = o;
     else json_decref(o);
     return err;
@@ -512,7 +513,7 @@ static void act(struct scan_ctx *c, const char *key, const json_t *v)
     enum action a = (enum action)json_integer_value(json_object_get(v, "action"));
     switch (a) {
     case A_FIX:
-        if (rv) force_delete(l, key, node, json_integer_value(rv));
+        if (rv) force_delete(l, key, jstr(v, "uid"), node, json_integer_value(rv));
         else recreate(l, key, node, never);
         return;
     case A_EVICT: {
@@ -531,7 +532,7 @@ static void act(struct scan_ctx *c, const char *key, const json_t *v)
     case A_CONFIRMED:
     case A_LOST:
         if (rv) { /* being deleted: nothing to re-create, the object goes */
-            force_delete(l, key, node, json_integer_value(rv));
+            force_delete(l, key, jstr(v, "uid"), node, json_integer_value(rv));
         } else {
             struct settle_arg sa = {a == A_CONFIRMED ? "node confirmed the processes stopped" : "node lost", c->now};
             if (mutate(l, key, settle_pod, &sa, NULL)) return;
@@ -583,7 +584,7 @@ static void find_orphans(struct scan_ctx *c, int64_t *rv)
     if (c->now < l->next_orphan_s) return;
     l->next_orphan_s = c->now + ORPHAN_PERIOD_S;
     struct orphan_ctx o = {c, json_object(), json_object()};
-    if (o.seen && o.due && gs_store_list(l->store, "pods/", orphan_pod, &o, rv) == 0) {
+    if (o.seen && o.due && gs_source_list(l->source, "pods/", orphan_pod, &o, rv) == 0) {
         json_decref(l->missing); /* nodes that came back, or lost their pods, are forgotten */
         l->missing = json_incref(o.seen);
         const char *name;
@@ -607,14 +608,14 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
     int64_t rv;
     char prefix[128];
     gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, NULL, prefix, sizeof prefix);
-    gs_store_list(l->store, prefix, lease_one, c.leases, &rv);
-    gs_store_list(l->store, "nodes/", scan_node, &c, &rv);
+    gs_source_list(l->source, prefix, lease_one, c.leases, &rv);
+    gs_source_list(l->source, "nodes/", scan_node, &c, &rv);
     const char *key;
     json_t *v;
     json_object_foreach(c.changes, key, v) {
         struct node_arg na = {l, now_s, c.leases};
         json_t *out = NULL;
-        if (gs_store_mutate(l->store, key, mark_node, &na, &out, NULL) == 0 && out) {
+        if (gs_source_mutate(l->source, key, NULL, mark_node, &na, &out, NULL) == 0 && out) {
             const char *name = jstr(json_object_get(out, "metadata"), "name"), *tk = taint_key(out);
             if (name) note_noexec(&c, name, out);
             if (tk && !strcmp(tk, GS_TAINT_UNREACHABLE)) {
@@ -629,7 +630,7 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
     find_orphans(&c, &rv);
     /* Pods are listed only when some of them may need something. */
     if ((json_object_size(c.lost) || json_object_size(c.noexec) || l->pending || !l->listed) &&
-        gs_store_list(l->store, "pods/", scan_pod, &c, &rv) == 0) {
+        gs_source_list(l->source, "pods/", scan_pod, &c, &rv) == 0) {
         l->listed = true;
         fix_pods(&c);
         l->pending = c.pending;
@@ -660,7 +661,7 @@ int gs_nodelc_new(const struct gs_nodelc_opts *o, double start_s, struct gs_node
 {
     struct gs_nodelc *l = calloc(1, sizeof *l);
     if (!l) return GS_ENOMEM;
-    l->store = o->store;
+    l->source = o->source;
     double grace = (double)o->grace_ms / 1000;
     const char *env = getenv("GPUSCHED_NODE_GRACE");
     if (grace <= 0 && env && atof(env) > 0) grace = atof(env);

@@ -42,18 +42,26 @@
  * node's once the name has been missing for 40 s, checked every 20 s (what
  * Kubernetes' pod garbage collector does for orphaned pods): there is no
  * node left that could run them.
+ *
+ * Reads and writes go through a source (source.h). A node's taints and its
+ * Ready condition, and a pod's annotations and status, change in one
+ * whole-object mutate: one transaction with the server's in-process source,
+ * which is what the guarantees above rest on. (Kubernetes keeps status in a
+ * subresource and runs its own node lifecycle controller; this one is not
+ * meant for a kube source.)
  */
 #ifndef GS_CONTROL_NODELIFECYCLE_H
 #define GS_CONTROL_NODELIFECYCLE_H
 
 #include "control/store.h"
 #include "core/labels.h"
+#include "informer/source.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 struct gs_nodelc_opts {
-    struct gs_store *store;   /* borrowed */
+    struct gs_source *source; /* borrowed: every read and write (source.h) */
     int64_t grace_ms;         /* 0: $GPUSCHED_NODE_GRACE (seconds, may be fractional) or 40 s */
     int64_t period_ms;        /* scan period; 0: 500 ms */
     struct gs_recorder *events; /* borrowed (events.h): NodeNotReady, pod evictions; NULL: none */

@@ -202,7 +202,7 @@ static int put_status(json_t *cur, json_t **out, void *arg)
     return 0;
 }
 
-int gs_qstatus_publish(struct gs_qstatus *q, struct gs_store *st, const json_t *view, int64_t now_ns, bool force)
+int gs_qstatus_publish(struct gs_qstatus *q, struct gs_source *src, const json_t *view, int64_t now_ns, bool force)
 {
     if (!force && now_ns < q->next_ns) return 0;
     q->next_ns = now_ns + (q->interval_ns > 0 ? q->interval_ns : DEFAULT_INTERVAL_NS);
@@ -225,7 +225,7 @@ int gs_qstatus_publish(struct gs_qstatus *q, struct gs_store *st, const json_t *
             continue;
         }
         struct put_ctx c = {status, now_ts, false};
-        int rc = gs_store_mutate(st, key, put_status, &c, NULL, NULL);
+        int rc = gs_source_mutate(src, key, "status", put_status, &c, NULL, NULL);
         if (rc == 0) {
             json_object_set_new(q->written, key, status); /* also when unchanged: the store has it */
             written += c.changed;

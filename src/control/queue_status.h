@@ -28,6 +28,7 @@
 #define GS_CONTROL_QUEUE_STATUS_H
 
 #include "control/store.h"
+#include "informer/source.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -53,7 +54,7 @@ json_t *gs_qstatus_build(const json_t *entry, double clock_s, double wall_s);
  * object) whose object exists and whose status changed; does nothing before
  * the interval since the last publish has passed (unless force). Returns the
  * number of objects written. */
-int gs_qstatus_publish(struct gs_qstatus *q, struct gs_store *st, const json_t *view, int64_t now_ns, bool force);
+int gs_qstatus_publish(struct gs_qstatus *q, struct gs_source *src, const json_t *view, int64_t now_ns, bool force);
 
 /* Do two versions of a queue object differ only in status and in metadata
  * the store maintains (resourceVersion, generation, managedFields)? */

@@ -14,21 +14,24 @@
  * not newer than the entry's is skipped, which makes the initial lists (nodes,
  * then pods, each at its own version) and the stream that follows from the
  * older of the two agree. If the loop falls behind the store's event ring it
- * drops all state and loads again.
+ * drops all state and loads again. Versions compared are always objects'
+ * own (an entry's rv, an event's rv, a write's rv); the cursor the lists
+ * return is only handed back to the change stream, since for a Kubernetes
+ * source it counts something else (source.h).
  */
 #include "control/sched_loop.h"
-#include "informer/source.h" /* gs_source_local_store */
 #include "control/admission_loop.h" /* multi-tenant admission */
 #include "sched/admission/admission.h"  /* admission tuning (server options) */
 #include "govern/metrics.h"  /* metrics hook */
 #include "govern/operator.h" /* GPU stack gate */
 
 #include "control/api.h"
-#include "control/apiserver.h"
 #include "control/events.h" /* Scheduled, FailedScheduling, Preempted */
 #include "control/nodelifecycle.h" /* evictions awaiting their node */
+#include "control/podgroups.h" /* PodGroup shapes and status */
 #include "core/log.h"
 #include "sched/cache.h"
+#include "sched/gpu_state.h" /* count-only nodes */
 #include "sched/explain.h"
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
@@ -43,7 +46,8 @@
 #define CYCLES_PER_ROUND 512
 #define IDLE_WAIT_MS 50
 
-enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED, P_ADMIT /* held by admission */ };
+enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED, P_ADMIT /* held by admission */,
+              P_GATED /* spec.schedulingGates not empty */ };
 
 struct entry {
     char *key;             /* store key; also the map's key */
@@ -54,12 +58,15 @@ struct entry {
     int sched;             /* profile index when queued */
     char *msg;             /* last Unschedulable message written */
     struct gs_nrt *nrt;    /* NodeResourceTopology entries: parsed, borrowed by the cache */
+    char *nominated;       /* status.nominatedNodeName last written, NULL none */
+    bool confirm;          /* bound by us, stored version unknown: the stream's next one confirms it */
 };
 
 /* A pod preemption evicted during a cycle, carried out after it. */
 struct victim {
     char *key;       /* store key */
     char *preemptor; /* "ns/name" */
+    char *node;      /* where it ran: the preemptor's nominated node */
     size_t sched;
 };
 
@@ -74,13 +81,19 @@ struct explain_req {
 };
 
 struct gs_sched_loop {
-    struct gs_store *store;
+    struct gs_source *source;
+    bool (*may_write)(void *ctx); /* leadership (sched_loop.h) */
+    void *may_write_ctx;
+    bool leading;                 /* may_write's answer before the last round */
+    bool loading;                 /* in load(): no writes from inside a list */
+    struct entry *nominated_now;  /* the preemptor nominated by the cycle running */
     struct gs_sched_config own;       /* the default when no config was given */
     const struct gs_sched_config *cfg;
     uint64_t seed;
     struct gs_hist *cycle_latency; /* metrics hook */
     struct gs_clock clock;
     struct gs_cache *cache;
+    struct gs_gpu_state_memo gpu_memo; /* count-only nodes named in diagnoses (sched/gpu_state.h) */
     struct gs_scheduler **scheds;
     size_t nsched;
     struct gs_adm_loop *adm; /* admission in front of the queues (admission_loop.h) */
@@ -163,6 +176,7 @@ static void entry_free(struct entry *e)
     free(e->nrt);
     gs_object_free(e->obj);
     free(e->msg);
+    free(e->nominated);
     free(e->key);
     free(e);
 }
@@ -279,6 +293,15 @@ static void pod_release(struct gs_sched_loop *l, struct entry *e)
     }
 }
 
+static bool writable(struct gs_sched_loop *l) { return !l->may_write || l->may_write(l->may_write_ctx); }
+
+#define GATED_MSG "Scheduling is blocked due to non-empty scheduling gates" /* kube-scheduler's words */
+
+static bool pod_gated(const struct gs_pod *pod)
+{ return json_array_size(json_object_get(json_object_get(pod->doc, "spec"), "schedulingGates")) > 0; }
+
+static void write_gated(struct gs_sched_loop *l, struct entry *e);
+
 /* Where a freshly decoded pod goes. */
 static void pod_place(struct gs_sched_loop *l, struct entry *e)
 {
@@ -290,13 +313,30 @@ static void pod_place(struct gs_sched_loop *l, struct entry *e)
         e->state = account_bound(l, e);
         if (gs_adm_loop_claims(l->adm, pod)) gs_adm_loop_pod_running(l->adm, e->key, pod); /* admission hook */
     } else if ((p = profile_of(l, pod)) < 0) e->state = P_OTHER;
-    else if (gs_adm_loop_claims(l->adm, pod) && gs_adm_loop_pod_add(l->adm, e->key, pod)) { /* admission hook */
+    else if (pod_gated(pod)) { /* queued once the gates are removed: a spec change, placed again */
+        e->sched = p;
+        e->state = P_GATED;
+        write_gated(l, e);
+    } else if (gs_adm_loop_claims(l->adm, pod) && gs_adm_loop_pod_add(l->adm, e->key, pod)) { /* admission hook */
         e->sched = p;
         e->state = P_ADMIT;
     } else {
         e->sched = p;
         e->state = gs_scheduler_add_pod(l->scheds[p], pod) == 0 ? P_QUEUED : P_OTHER;
     }
+}
+
+/* A binding whose stored version the source did not return (a Kubernetes
+ * binding answers with a Status, not the pod): the first version on the
+ * node we chose is our own write coming back, not news. */
+static bool confirms(struct gs_sched_loop *l, const struct entry *e, const struct gs_pod *now)
+{
+    if (!e->confirm || e->state != P_BOUND || !now->node_name) return false;
+    char key[GS__KEY_MAX];
+    gs_meta_key(&now->meta, key, sizeof key);
+    const struct gs_assignment *a = gs_cache_pod_assignment(l->cache, key);
+    struct gs_node_info *ni = a ? gs_cache_node(l->cache, a->node) : NULL;
+    return ni && !strcmp(ni->name, now->node_name);
 }
 
 static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
@@ -329,8 +369,9 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     /* Graceful deletion: a terminating bound pod keeps its resources until it is gone. */
     bool deleting = json_object_get(json_object_get(doc, "metadata"), "deletionTimestamp") != NULL;
     bool keep = !fresh && e->state != P_DETACHED && e->state != P_OTHER &&
-                (e->digest == digest || (deleting && e->state == P_BOUND)) &&
+                (e->digest == digest || (deleting && e->state == P_BOUND) || confirms(l, e, o->u.pod)) &&
                 !(e->state != P_DONE && pod_terminal(o->u.pod));
+    e->confirm = false;
     e->digest = digest;
     e->rv = rv;
     if (keep) { /* status-only change: the scheduler's view of the pod is unchanged */
@@ -342,6 +383,17 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     e->obj = o;
     if (deleting && !o->u.pod->node_name) e->state = P_OTHER; /* being deleted: never bound */
     else pod_place(l, e);
+}
+
+/* A bad gpusched.io/gpus annotation is logged (the node is count-only), and a
+ * count-only node takes NUMA nodes from its NodeResourceTopology (sched/gpu_state.h). */
+static void node_gpu_state(struct gs_sched_loop *l, struct gs_node *n)
+{
+    if (n->gpu_note) gs_log(GS_LOG_WARN, "scheduler: GPU state", "error", n->gpu_note, NULL);
+    char nkey[GS__KEY_MAX + 32];
+    snprintf(nkey, sizeof nkey, "noderesourcetopologies.topology.node.k8s.io/%s", n->meta.name);
+    struct entry *t = gs__strmap_get(&l->nrts, nkey);
+    if (t && t->nrt) gs_gpu_state_apply_nrt(n, t->nrt);
 }
 
 static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
@@ -364,6 +416,7 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
         return;
     }
     gs_diags_free(&d);
+    node_gpu_state(l, o->u.node); /* per-GPU state of a Node without status.devices */
     gs_stack_gate_node(doc, o->u.node); /* GPU stack gate: no GPUs offered until GPUStackReady */
     bool fresh = !e;
     if (fresh && (!(e = entry_new(key)) || gs__strmap_put(&l->nodes, e->key, e))) {
@@ -448,6 +501,17 @@ static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
     for (size_t i = 0; i < l->nsched; i++) gs_scheduler_add_podgroup(l->scheds[i], o->u.podgroup);
 }
 
+/* A count-only node known to the cache takes its GPUs' NUMA nodes from nrt (NULL: none). */
+static void nrt_node_gpus(struct gs_sched_loop *l, const char *node, const struct gs_nrt *nrt)
+{
+    char nkey[GS__KEY_MAX + 8];
+    snprintf(nkey, sizeof nkey, "nodes/%s", node);
+    struct entry *ne = gs__strmap_get(&l->nodes, nkey);
+    struct gs_node *nd = ne && ne->obj ? ne->obj->u.node : NULL;
+    if (!nd || (nd->gpu_source != GS_GPU_SRC_COUNT && nd->gpu_source != GS_GPU_SRC_NRT)) return;
+    if (gs_gpu_state_apply_nrt(nd, nrt) == 0) gs_cache_update_node(l->cache, nd);
+}
+
 /* NodeResourceTopology: parsed and attached to its node (now or when the node comes). */
 static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
 {
@@ -468,6 +532,7 @@ static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     if (e) {
         int32_t idx = e->nrt ? gs_cache_find_node(l->cache, e->nrt->node) : -1;
         if (idx >= 0) gs_cache_set_nrt(l->cache, idx, NULL);
+        if (e->nrt && !n) nrt_node_gpus(l, e->nrt->node, NULL);
         gs__strmap_del(&l->nrts, key);
         entry_free(e);
     }
@@ -482,6 +547,7 @@ static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     e->rv = rv;
     int32_t idx = gs_cache_find_node(l->cache, n->node);
     if (idx >= 0) gs_cache_set_nrt(l->cache, idx, n);
+    nrt_node_gpus(l, n->node, n);
     notify_all(l, GS_EV_NODE_UPDATED);
 }
 
@@ -500,10 +566,13 @@ static const struct {
     {"nodes/", node_event},
     {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
     {"podgroups.scheduling.x-k8s.io/", group_event},
+    {"podgroups.scheduling.volcano.sh/", group_event}, /* the three PodGroup shapes: control/podgroups.h */
+    {"podgroups.scheduling.k8s.io/", group_event},
     {"resourceflavors.kueue.x-k8s.io/", queue_event},
     {"clusterqueues.kueue.x-k8s.io/", queue_event},
     {"localqueues.kueue.x-k8s.io/", queue_event},
     {"queues.scheduling.gpusched.io/", queue_event},
+    {"workloadpriorityclasses.kueue.x-k8s.io/", queue_event}, /* Kueue's workload priorities */
     {"pods/", pod_event},
 };
 
@@ -567,9 +636,10 @@ static void adm_evict(void *ctx, const char *key, const char *by);
 static int build(struct gs_sched_loop *l, struct gs_diags *d)
 {
     l->cache = gs_cache_new(&l->clock);
+    l->gpu_memo = (struct gs_gpu_state_memo){0}; /* keyed on this cache's epoch */
     l->scheds = calloc(l->cfg->nprofiles, sizeof *l->scheds);
     if (!l->cache || !l->scheds) return GS_ENOMEM;
-    struct gs_adm_loop_opts ao = {.store = l->store, .cache = l->cache, .clock = &l->clock,
+    struct gs_adm_loop_opts ao = {.source = l->source, .cache = l->cache, .clock = &l->clock,
                                   .profile = &l->cfg->profiles[0], .ctx = l,
                                   .admitted = adm_admitted, .evict = adm_evict,
                                   .tuning = l->has_adm_opts ? &l->adm_opts : NULL, /* server options */
@@ -586,18 +656,27 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
     return 0;
 }
 
-/* Everything from the store (nodes, their topologies and the pod groups
- * before the pods), then the stream from the oldest list's version. */
+/* Everything from the source (nodes, their topologies and the pod groups
+ * before the pods), then the stream from the smallest cursor the lists
+ * returned. A resource the source does not follow (GS_ENOENT: a Kubernetes
+ * source without that CRD) is empty. */
 static int load(struct gs_sched_loop *l)
 {
     int err = 0;
     l->rv = INT64_MAX;
+    l->loading = true;
+    l->leading = false; /* the next round writes what the lists showed is owed (start_leading) */
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !err; k++) {
-        int64_t rv = 0;
+        int64_t cursor = INT64_MAX;
         struct load_ctx c = {l, kinds[k].fn};
-        err = gs_store_list(l->store, kinds[k].prefix, load_one, &c, &rv);
-        if (rv < l->rv) l->rv = rv;
+        err = gs_source_list(l->source, kinds[k].prefix, load_one, &c, &cursor);
+        if (err == GS_ENOENT) err = 0;
+        else if (!err && cursor < l->rv) l->rv = cursor;
+        else if (err) gs_log(GS_LOG_WARN, "scheduler: cannot list", "resource", kinds[k].prefix, "error",
+                             gs_strerror(err), NULL);
     }
+    if (l->rv == INT64_MAX) l->rv = 0;
+    l->loading = false;
     pthread_mutex_lock(&l->mu);
     l->st.synced = !err;
     pthread_mutex_unlock(&l->mu);
@@ -605,38 +684,6 @@ static int load(struct gs_sched_loop *l)
 }
 
 /*--- Writing decisions ---*/
-
-struct bind_ctx {
-    struct gs_sched_loop *l;
-    const char *uid;
-    const char *node;
-    char devices[1024];
-    json_t *status_devices;
-};
-
-static int bind_fn(json_t *cur, json_t **out, void *arg)
-{
-    struct bind_ctx *b = arg;
-    if (!cur) return GS_ENOENT;
-    json_t *md = json_object_get(cur, "metadata"), *spec = json_object_get(cur, "spec");
-    const char *uid = json_string_value(json_object_get(md, "uid"));
-    if (b->uid && (!uid || strcmp(uid, b->uid))) return GS_ENOENT; /* a new pod of the same name */
-    const char *n = json_string_value(json_object_get(spec, "nodeName"));
-    if (n && *n) return GS_EEXIST;
-    if (json_object_get(md, "deletionTimestamp")) return GS_ENOENT; /* being deleted */
-    json_t *next = json_incref(cur); /* the store's private copy (store.h): changed in place, not copied */
-    json_object_set_new(spec, "nodeName", json_string(b->node));
-    if (b->devices[0]) {
-        json_t *ann = json_object_get(md, "annotations");
-        if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
-        json_object_set_new(ann, GS_ANN_DEVICES, json_string(b->devices));
-    }
-    gs__pod_set_condition(next, "PodScheduled", "True", NULL, NULL);
-    if (json_array_size(b->status_devices))
-        json_object_set(json_object_get(next, "status"), "devices", b->status_devices);
-    *out = next;
-    return 0;
-}
 
 static json_t *status_devices(const struct gs_node *node, const struct gs_assignment *a)
 {
@@ -654,59 +701,115 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
 
 /*--- Binding writes, batched per round ---
  *
- * A round's bindings are queued and written together (gs_store_mutate_batch:
- * one transaction) when the round ends. Until then a pod is only assumed in
- * the cache, as between a cycle and its write before; nothing about it is
- * visible outside the loop until the commit that stores it.
+ * A round's bindings are queued and written together (one gs_source_bind:
+ * one transaction for the in-process source) when the round ends. Until
+ * then a pod is only assumed in the cache, as between a cycle and its write
+ * before; nothing about it is visible outside the loop until the write.
  */
+
+/* The PodGroup's scheduled / unschedulable status (control/podgroups.h); repeats write nothing. */
+static void group_status(struct gs_sched_loop *l, const struct gs_pod *pod, bool scheduled, const char *msg)
+{
+    char key[GS__KEY_MAX + 64];
+    struct gs_podgroup_status st = {scheduled, msg, gs_wall_time()};
+    if (pod->pod_group && !gs_podgroup_store_key(pod, key, sizeof key))
+        gs_source_mutate(l->source, key, "status", gs_podgroup_status_fn, &st, NULL, NULL);
+}
 
 struct pending_bind {
     struct entry *e;
-    struct bind_ctx b;
+    const char *node;     /* the cache's name of the node, stable for the round */
+    char devices[1024];   /* the devices annotation, "" for none */
+    json_t *status_devices;
 };
 
-static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct gs_store_mut *m)
+static void write_nomination(struct gs_sched_loop *l, struct entry *e, const char *node);
+
+static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct gs_source_bind *b)
 {
     struct entry *e = p->e;
-    json_decref(p->b.status_devices);
-    if (m->err) { /* the pod changed under us: forget the placement, the stream tells what happened */
+    json_decref(p->status_devices);
+    if (b->err) { /* the pod changed under us: forget the placement, the stream tells what happened */
         char key[GS__KEY_MAX];
         gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
         gs_cache_remove_pod(l->cache, key);
         e->state = P_DETACHED;
         e->rv = 0; /* accept whatever comes next */
-        gs_log(GS_LOG_INFO, "scheduler: binding not written", "pod", e->key, "error", gs_strerror(m->err), NULL);
+        gs_log(GS_LOG_INFO,
+               b->err == GS_EEXIST ? "scheduler: pod bound elsewhere meanwhile" : "scheduler: binding not written",
+               "pod", e->key, "error", gs_strerror(b->err), NULL);
+        json_decref(b->out);
         return;
     }
     e->state = P_BOUND;
-    e->digest = doc_digest(m->out);
-    json_decref(m->out);
-    e->rv = m->rv;
-    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->b.node, "devices", p->b.devices, NULL);
+    if (b->out) e->digest = doc_digest(b->out);
+    else e->confirm = true; /* see confirms() */
+    json_decref(b->out);
+    if (b->rv) e->rv = b->rv;
+    if (e->nominated && strcmp(e->nominated, p->node)) write_nomination(l, e, NULL); /* bound elsewhere */
+    gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->node, "devices", p->devices, NULL);
+}
+
+/* Leadership was lost with bindings assumed: none is written, each pod is
+ * forgotten in the cache and queued again (a new leader's binding comes
+ * back through the stream and replaces it). */
+static void drop_bindings(struct gs_sched_loop *l)
+{
+    for (size_t i = 0; i < l->npend; i++) {
+        struct entry *e = l->pend[i].e;
+        const struct gs_pod *pod = e->obj->u.pod;
+        char key[GS__KEY_MAX];
+        gs_meta_key(&pod->meta, key, sizeof key);
+        json_decref(l->pend[i].status_devices);
+        gs_cache_remove_pod(l->cache, key);
+        gs_scheduler_delete_pod(l->scheds[e->sched], key);
+        e->state = gs_scheduler_add_pod(l->scheds[e->sched], pod) == 0 ? P_QUEUED : P_OTHER;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->st.binds_dropped += l->npend;
+    pthread_mutex_unlock(&l->mu);
+    if (l->npend) gs_log(GS_LOG_WARN, "scheduler: no longer allowed to write, assumed bindings dropped", NULL);
+    l->npend = 0;
 }
 
 static void flush_bindings(struct gs_sched_loop *l)
 {
     if (!l->npend) return;
-    struct gs_store_mut m[CYCLES_PER_ROUND];
-    for (size_t i = 0; i < l->npend; i++)
-        m[i] = (struct gs_store_mut){.key = l->pend[i].e->key, .fn = bind_fn, .arg = &l->pend[i].b};
-    gs_store_mutate_batch(l->store, m, l->npend);
-    uint64_t ok = 0;
+    if (!writable(l)) { /* right before the write: a lost lease must not bind */
+        drop_bindings(l);
+        return;
+    }
+    struct gs_source_bind b[CYCLES_PER_ROUND];
+    json_t *ann[CYCLES_PER_ROUND];
     for (size_t i = 0; i < l->npend; i++) {
-        ok += !m[i].err;
-        binding_done(l, &l->pend[i], &m[i]);
+        struct pending_bind *p = &l->pend[i];
+        ann[i] = p->devices[0] ? json_pack("{s:s}", GS_ANN_DEVICES, p->devices) : NULL;
+        b[i] = (struct gs_source_bind){.key = p->e->key, .uid = p->e->obj->u.pod->meta.uid, .node = p->node,
+                                       .annotations = ann[i], .status_devices = p->status_devices};
+    }
+    gs_source_bind(l->source, b, l->npend); /* a failed batch sets every item's err */
+    uint64_t ok = 0, conflicts = 0;
+    for (size_t i = 0; i < l->npend; i++) {
+        json_decref(ann[i]);
+        ok += !b[i].err;
+        conflicts += b[i].err == GS_EEXIST;
+        binding_done(l, &l->pend[i], &b[i]);
     }
     pthread_mutex_lock(&l->mu);
     l->st.bound += ok;
     l->st.write_failures += l->npend - ok;
+    l->st.bind_conflicts += conflicts;
     pthread_mutex_unlock(&l->mu);
     for (size_t i = 0; i < l->npend; i++) { /* events hook: after the counters, as kube-scheduler after binding */
         const struct gs_pod *pod = l->pend[i].e->obj->u.pod;
         const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
-        if (!m[i].err)
+        if (!b[i].err)
             gs_event_record(&l->ev, GS_EVENT_POD(ns, pod->meta.name, pod->meta.uid), "Normal", "Scheduled",
-                            "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, l->pend[i].b.node);
+                            "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, l->pend[i].node);
+        const struct gs_pod *prev = i && !b[i - 1].err ? l->pend[i - 1].e->obj->u.pod : NULL; /* a gang: once a round */
+        if (!b[i].err && pod->pod_group && !(prev && prev->pod_group && !strcmp(prev->pod_group, pod->pod_group) &&
+                                             !strcmp(prev->meta.namespace_ ? prev->meta.namespace_ : "default", ns)))
+            group_status(l, pod, true, NULL);
     }
     l->npend = 0;
 }
@@ -714,18 +817,21 @@ static void flush_bindings(struct gs_sched_loop *l)
 static void queue_binding(struct gs_sched_loop *l, struct entry *e, const struct gs_cycle_result *c)
 {
     struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
-    const struct gs_pod *pod = e->obj->u.pod;
     if (l->npend == CYCLES_PER_ROUND) flush_bindings(l); /* a round can overrun by a cycle per profile */
     struct pending_bind *p = &l->pend[l->npend++];
     p->e = e;
-    p->b = (struct bind_ctx){l, pod->meta.uid, ni->name, "", NULL};
-    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, p->b.devices, sizeof p->b.devices);
-    p->b.status_devices = status_devices(ni->node, &c->a);
+    p->node = ni->name;
+    p->devices[0] = 0;
+    if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, p->devices, sizeof p->devices);
+    p->status_devices = status_devices(ni->node, &c->a);
 }
+
+/*--- Status writes (the status subresource) ---*/
 
 struct cond_ctx {
     const char *uid;
-    const char *msg;
+    const char *reason, *msg;
+    bool clear_nominated;   /* also drop status.nominatedNodeName */
 };
 
 static int unsched_fn(json_t *cur, json_t **out, void *arg)
@@ -736,7 +842,8 @@ static int unsched_fn(json_t *cur, json_t **out, void *arg)
     if (c->uid && (!uid || strcmp(uid, c->uid))) return GS_ENOENT;
     json_t *next = json_deep_copy(cur);
     if (!next) return GS_ENOMEM;
-    gs__pod_set_condition(next, "PodScheduled", "False", "Unschedulable", c->msg);
+    gs__pod_set_condition(next, "PodScheduled", "False", c->reason, c->msg);
+    if (c->clear_nominated) json_object_del(json_object_get(next, "status"), "nominatedNodeName");
     if (json_equal(next, cur)) {
         json_decref(next);
         return GS_STORE_UNCHANGED;
@@ -747,16 +854,87 @@ static int unsched_fn(json_t *cur, json_t **out, void *arg)
 
 static void write_unschedulable(struct gs_sched_loop *l, struct entry *e, const char *msg)
 {
+    if (!writable(l)) return;
     const struct gs_pod *pod = e->obj->u.pod; /* every attempt: the recorder aggregates repeats */
+    char full[2048];
+    msg = gs_gpu_state_diagnosis(l->cache, &l->gpu_memo, pod, msg, full, sizeof full); /* + count-only GPU nodes */
     gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Warning",
                     "FailedScheduling", "Scheduling", "%s", msg);
-    if (e->msg && !strcmp(e->msg, msg)) return;
-    struct cond_ctx c = {e->obj->u.pod->meta.uid, msg};
-    if (gs_store_mutate(l->store, e->key, unsched_fn, &c, NULL, NULL) != 0) return;
+    /* Unschedulable again without preempting: the nomination is void (kube-scheduler clears it too). */
+    bool clear = e->nominated && e != l->nominated_now;
+    if (e->msg && !strcmp(e->msg, msg) && !clear) return;
+    group_status(l, pod, false, msg);
+    struct cond_ctx c = {pod->meta.uid, "Unschedulable", msg, clear};
+    if (gs_source_mutate(l->source, e->key, "status", unsched_fn, &c, NULL, NULL) != 0) return;
+    if (clear) {
+        free(e->nominated);
+        e->nominated = NULL;
+    }
     free(e->msg);
     e->msg = strdup(msg);
     pthread_mutex_lock(&l->mu);
     l->st.unschedulable++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* PodScheduled=False, reason SchedulingGated, once per pod and only when
+ * the stored pod does not say so already (kube-scheduler writes the same). */
+static void write_gated(struct gs_sched_loop *l, struct entry *e)
+{
+    if (e->msg && !strcmp(e->msg, GATED_MSG)) return;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(e->obj->u.pod->doc, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *r = json_string_value(json_object_get(c, "reason"));
+        if (t && r && !strcmp(t, "PodScheduled") && !strcmp(r, "SchedulingGated")) {
+            free(e->msg);
+            e->msg = strdup(GATED_MSG);
+            return;
+        }
+    }
+    /* The leader writes it; a replica gaining the lease (or done loading) writes what is missing. */
+    if (l->loading || !writable(l)) return;
+    struct cond_ctx cc = {e->obj->u.pod->meta.uid, "SchedulingGated", GATED_MSG, false};
+    if (gs_source_mutate(l->source, e->key, "status", unsched_fn, &cc, NULL, NULL) != 0) return;
+    free(e->msg);
+    e->msg = strdup(GATED_MSG);
+}
+
+struct nominate_ctx {
+    const char *uid, *node; /* node NULL: clear */
+};
+
+static int nominate_fn(json_t *cur, json_t **out, void *arg)
+{
+    struct nominate_ctx *c = arg;
+    if (!cur) return GS_ENOENT;
+    const char *uid = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
+    if (c->uid && (!uid || strcmp(uid, c->uid))) return GS_ENOENT;
+    json_t *st = json_object_get(cur, "status");
+    const char *was = json_string_value(json_object_get(st, "nominatedNodeName"));
+    if (c->node ? was && !strcmp(was, c->node) : !was) return GS_STORE_UNCHANGED;
+    json_t *next = json_deep_copy(cur);
+    if (!next) return GS_ENOMEM;
+    if (!json_is_object(json_object_get(next, "status"))) json_object_set_new(next, "status", json_object());
+    st = json_object_get(next, "status");
+    if (c->node) json_object_set_new(st, "nominatedNodeName", json_string(c->node));
+    else json_object_del(st, "nominatedNodeName");
+    *out = next;
+    return 0;
+}
+
+/* status.nominatedNodeName of the pod: node, or cleared (NULL). */
+static void write_nomination(struct gs_sched_loop *l, struct entry *e, const char *node)
+{
+    if (!writable(l)) return;
+    struct nominate_ctx c = {e->obj->u.pod->meta.uid, node};
+    if (gs_source_mutate(l->source, e->key, "status", nominate_fn, &c, NULL, NULL) != 0) return;
+    free(e->nominated);
+    e->nominated = node ? strdup(node) : NULL;
+    if (!node) return;
+    pthread_mutex_lock(&l->mu);
+    l->st.nominations++;
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -791,7 +969,6 @@ static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reaso
 static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
                          const struct gs_assignment *a)
 {
-    (void)a;
     struct gs_sched_loop *l = ctx;
     struct entry *e = entry_of_pod(l, victim);
     struct victim *v = realloc(l->victims, (l->nvictims + 1) * sizeof *v);
@@ -799,96 +976,61 @@ static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs
     l->victims = v;
     char who[GS__KEY_MAX];
     gs_meta_key(&preemptor->meta, who, sizeof who);
-    v[l->nvictims] = (struct victim){strdup(e->key), strdup(who), l->cur_sched};
+    struct gs_node_info *ni = a && a->node >= 0 ? gs_cache_node(l->cache, a->node) : NULL;
+    v[l->nvictims] = (struct victim){strdup(e->key), strdup(who), ni ? strdup(ni->name) : NULL, l->cur_sched};
     if (v[l->nvictims].key && v[l->nvictims].preemptor) l->nvictims++;
     else {
         free(v[l->nvictims].key);
         free(v[l->nvictims].preemptor);
+        free(v[l->nvictims].node);
     }
 }
 
-struct evict_ctx {
-    const char *uid;
-    const char *preemptor;
-    bool deleted;
-};
-
-/*
- * A victim that never restarts (restartPolicy Never) ends Failed, reason
- * Preempted, so its owner sees what happened; any other is re-created
- * unbound under a new uid (as a controller would), which stops its
- * processes on the node and queues it again.
- */
-static int evict_fn(json_t *cur, json_t **out, void *arg)
+/* Writes one eviction back through the source (local: Failed or re-created;
+ * kube: DisruptionTarget, then a delete with the uid as precondition) and
+ * the Event. false: not allowed to write any more (may_write), nothing done. */
+static bool write_eviction(struct gs_sched_loop *l, struct entry *e, const char *preemptor, bool scheduler)
 {
-    struct evict_ctx *c = arg;
-    if (!cur) return GS_ENOENT;
-    json_t *md = json_object_get(cur, "metadata");
-    const char *uid = json_string_value(json_object_get(md, "uid"));
-    if (c->uid && (!uid || strcmp(uid, c->uid))) return GS_ENOENT;
-    json_t *n = json_deep_copy(cur);
-    if (!n) return GS_ENOMEM;
-    char msg[GS__KEY_MAX + 64];
-    snprintf(msg, sizeof msg, "preempted by %s", c->preemptor);
-    const char *policy = json_string_value(json_object_get(json_object_get(n, "spec"), "restartPolicy"));
-    md = json_object_get(n, "metadata");
-    if (policy && !strcmp(policy, "Never")) {
-        json_t *st = json_object_get(n, "status");
-        if (!json_is_object(st)) json_object_set_new(n, "status", st = json_object());
-        json_object_set_new(st, "phase", json_string("Failed"));
-        json_object_set_new(st, "reason", json_string("Preempted"));
-        json_object_set_new(st, "message", json_string(msg));
-        gs__pod_set_condition(n, "DisruptionTarget", "True", "PreemptionByScheduler", msg);
-        *out = n;
-        return 0;
-    }
-    json_t *ann = json_object_get(md, "annotations");
-    if (!json_is_object(ann)) json_object_set_new(md, "annotations", ann = json_object());
-    json_object_set(ann, "gpusched.io/recreated-from", json_object_get(md, "uid"));
-    json_object_set_new(ann, "gpusched.io/recreated-reason", json_string(msg));
-    json_object_del(ann, GS_ANN_DEVICES);
-    json_object_del(json_object_get(n, "spec"), "nodeName");
-    json_object_set_new(n, "status", json_object());
-    int err = gs_apiserver_prepare_new(n);
-    if (err) {
-        json_decref(n);
-        return err;
-    }
-    c->deleted = true;
-    *out = n;
-    return 0;
-}
-
-/* Writes the evictions preemption chose in the last cycle. */
-/* Writes one eviction back (Failed or re-created, and the Event). */
-static void write_eviction(struct gs_sched_loop *l, struct entry *e, const char *preemptor, bool scheduler)
-{
+    if (!writable(l)) return false;
     const struct gs_pod *pod = e->obj->u.pod;
-    struct evict_ctx c = {pod->meta.uid, preemptor, false};
     /* The Event on the victim, as kube-scheduler records one (admission records its own). */
-    if (gs_store_mutate(l->store, e->key, evict_fn, &c, NULL, NULL) == 0 && scheduler)
+    if (gs_source_preempt(l->source, e->key, pod->meta.uid, preemptor, NULL) == 0 && scheduler)
         gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Normal",
                         "Preempted", "Preempting", "Preempted by pod %s", preemptor);
     gs_log(GS_LOG_INFO, "scheduler: preempted", "pod", e->key, "by", preemptor, NULL);
+    return true;
 }
 
+/* Evictions and nominations of the cycle that just ran: victims are written
+ * back; their preemptor gets status.nominatedNodeName (the first victim's
+ * node), as kube-scheduler's PostFilter sets it. */
 static void after_cycle(struct gs_sched_loop *l)
 {
+    l->nominated_now = NULL;
     for (size_t i = 0; i < l->nvictims; i++) {
         struct victim *v = &l->victims[i];
         struct entry *e = gs__strmap_get(&l->pods, v->key);
         if (e) {
             const struct gs_pod *pod = e->obj->u.pod;
-            write_eviction(l, e, v->preemptor, true);
+            bool written = write_eviction(l, e, v->preemptor, true);
             /* The driver queued it again; the store's next version decides its fate. */
             char key[GS__KEY_MAX];
             gs_meta_key(&pod->meta, key, sizeof key);
             gs_scheduler_delete_pod(l->scheds[v->sched], key);
             e->state = P_OTHER;
             e->rv = 0;
+            if (!written) e->state = account_bound(l, e); /* leadership lost mid-round: it still runs there */
+        }
+        char pkey[GS__KEY_MAX + 8];
+        snprintf(pkey, sizeof pkey, "pods/%s", v->preemptor);
+        struct entry *p = v->node ? gs__strmap_get(&l->pods, pkey) : NULL;
+        if (p && p != l->nominated_now) {
+            l->nominated_now = p; /* not cleared by this same cycle's Unschedulable write */
+            if (!p->nominated || strcmp(p->nominated, v->node)) write_nomination(l, p, v->node);
         }
         free(v->key);
         free(v->preemptor);
+        free(v->node);
     }
     l->nvictims = 0;
 }
@@ -918,9 +1060,10 @@ static void adm_evict(void *ctx, const char *key, const char *by)
         gs_cache_remove_pod(l->cache, pkey);
         notify_all(l, GS_EV_POD_DELETED);
     }
-    write_eviction(l, e, by, false);
+    bool written = write_eviction(l, e, by, false);
     e->state = P_OTHER; /* the store's next version decides its fate */
     e->rv = 0;
+    if (!written) e->state = account_bound(l, e); /* leadership lost mid-round: it still runs there */
 }
 
 /* Runs up to CYCLES_PER_ROUND cycles over the schedulers; returns how many ran. */
@@ -945,6 +1088,7 @@ static int schedule_round(struct gs_sched_loop *l)
             if (!e) continue;
             if (c.code == GS_SUCCESS) queue_binding(l, e, &c);
             else if (c.code != GS_WAIT && c.reason) write_unschedulable(l, e, c.reason);
+            l->nominated_now = NULL;
         }
     }
     uint64_t qa = 0, qb = 0, qu = 0; /* queue depth for /metrics */
@@ -978,6 +1122,17 @@ static int explain_text(struct gs_sched_loop *l, const char *ns, const char *nam
         return 0;
     }
     if (e->state == P_ADMIT) return gs_adm_loop_explain(l->adm, e->key, f); /* waiting for admission */
+    if (e->state == P_GATED) {
+        fprintf(f, "pod %s/%s is not queued: %s (spec.schedulingGates:", ns, name, GATED_MSG);
+        size_t i;
+        json_t *g;
+        json_array_foreach(json_object_get(json_object_get(pod->doc, "spec"), "schedulingGates"), i, g) {
+            const char *gate = json_string_value(json_object_get(g, "name"));
+            fprintf(f, " %s", gate ? gate : "?");
+        }
+        fprintf(f, ")\n");
+        return 0;
+    }
     if (e->state != P_QUEUED) {
         fprintf(f, "pod %s/%s is not handled by this scheduler (schedulerName %s)\n", ns, name,
                 pod->scheduler_name ? pod->scheduler_name : GS_DEFAULT_SCHEDULER);
@@ -1064,7 +1219,7 @@ static bool follow(struct gs_sched_loop *l, int wait_ms)
 {
     struct gs_store_event *evs = NULL;
     size_t n = 0;
-    int err = gs_store_events(l->store, &l->rv, NULL, wait_ms, &l->stop, &evs, &n);
+    int err = gs_source_events(l->source, &l->rv, NULL, wait_ms, &l->stop, &evs, &n);
     if (err == GS_ERANGE) return false;
     for (size_t i = 0; i < n; i++) {
         apply_event(l, &evs[i]);
@@ -1074,13 +1229,26 @@ static bool follow(struct gs_sched_loop *l, int wait_ms)
     return true;
 }
 
+/* Leadership gained, or a load done: what a leader writes for pods it only
+ * followed or listed. */
+static void start_leading(struct gs_sched_loop *l)
+{
+    for (size_t s = 0; s < l->pods.cap; s++) {
+        struct entry *e = l->pods.slots[s].key ? l->pods.slots[s].val : NULL;
+        if (e && e->state == P_GATED) write_gated(l, e);
+    }
+}
+
 static void *loop_main(void *arg)
 {
     struct gs_sched_loop *l = arg;
     load(l);
     while (!atomic_load(&l->stop)) {
         serve_explain(l);
-        int ran = schedule_round(l);
+        bool lead = writable(l);
+        if (lead && !l->leading) start_leading(l);
+        l->leading = lead;
+        int ran = lead ? schedule_round(l) : 0; /* a follower keeps its cache current, no more */
         if (follow(l, ran ? 0 : IDLE_WAIT_MS)) continue;
         gs_log(GS_LOG_WARN, "scheduler: fell behind the change stream, reloading", NULL);
         drop_state(l);
@@ -1092,20 +1260,25 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+size_t gs_sched_loop_prefixes(const char **out, size_t cap)
+{
+    size_t n = 0;
+    for (; n < sizeof kinds / sizeof kinds[0] && n + 1 < cap; n++) out[n] = kinds[n].prefix;
+    if (cap) out[n] = NULL;
+    return n;
+}
+
 int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop **out, struct gs_diags *d)
 {
     *out = NULL;
-    struct gs_store *store = o->store ? o->store : gs_source_local_store(o->source);
-    if (!store) { /* until the loop reads through o->source */
-        gs_diags_add(d, "source", "this scheduler loop reads the in-process store only");
-        return GS_EINVAL;
-    }
     struct gs_sched_loop *l = calloc(1, sizeof *l);
     if (!l) return GS_ENOMEM;
-    l->store = store;
+    l->source = o->source;
+    l->may_write = o->may_write;
+    l->may_write_ctx = o->may_write_ctx;
     l->seed = o->seed;
     l->cycle_latency = o->cycle_latency;
-    l->ev = (struct gs_event_source){o->events, "default-scheduler", NULL, 0}; /* events hook */
+    l->ev = (struct gs_event_source){o->events, o->component ? o->component : "default-scheduler", NULL, 0};
     if (o->admission) l->adm_opts = *o->admission, l->has_adm_opts = true; /* server options */
     gs_clock_init_real(&l->clock);
     gs__strmap_init(&l->pods);
@@ -1140,7 +1313,7 @@ void gs_sched_loop_stop(struct gs_sched_loop *l)
     pthread_mutex_lock(&l->mu);
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
-    gs_store_interrupt(l->store);
+    gs_source_interrupt(l->source);
     pthread_join(l->th, NULL);
     drop_state(l);
     free(l->victims);

@@ -1,15 +1,17 @@
 /*
- * sched_loop.h - the scheduler running inside the server, fed by the store.
+ * sched_loop.h - the scheduler loop, fed by a source (source.h): the
+ * server's own store in process, or any Kubernetes API server.
  *
- * One thread. It lists nodes and pods from the store and loads them all into
+ * One thread. It lists nodes and pods from the source and loads them all into
  * the scheduler's cache (bound pods with the devices their annotation names)
- * before the first decision, then follows the store's change stream: nodes
+ * before the first decision, then follows the source's change stream: nodes
  * added, updated, removed; pods created, changed, finished, deleted. Pods
  * whose spec.schedulerName matches a profile of the configuration are
  * queued with that profile's scheduler (one gs_scheduler per profile, all on
  * one cache); others are only accounted for once bound.
  *
- * A decision is written back as one store transaction on the pod:
+ * A decision is written back as one binding of the pod (one store
+ * transaction per round for the in-process source):
  * spec.nodeName, the annotation gpusched.io/devices ("GPU-<uuid>" per chosen
  * GPU, with ":<milli>" for a share), status.devices and the condition
  * PodScheduled=True. A pod that fits nowhere gets PodScheduled=False, reason
@@ -29,6 +31,21 @@
  * also recorded as an Event (Scheduled, FailedScheduling with the
  * diagnosis) through opts.events, which never blocks the loop (events.h).
  *
+ * Everything is read and written through a struct gs_source (source.h):
+ * the server hands it its in-process source, the standalone scheduler a
+ * Kubernetes one, and this loop is the same for both. Writes: bindings
+ * through gs_source_bind (one call per round), victims of preemption
+ * through gs_source_preempt, conditions and status.nominatedNodeName
+ * through status-only mutates.
+ *
+ * As kube-scheduler: a pod with a non-empty spec.schedulingGates is not
+ * queued; it gets PodScheduled=False, reason SchedulingGated, and enters the
+ * queue when its gates are removed. A preemptor gets
+ * status.nominatedNodeName (the node its victims ran on), cleared when it
+ * binds elsewhere or a later attempt finds it unschedulable without
+ * preempting. A binding answered "already bound" (another replica won the
+ * pod) is forgotten, and the stream tells where the pod went.
+ *
  * Pods labelled kueue.x-k8s.io/queue-name pass admission first
  * (admission_loop.h): they enter the queue only once their ClusterQueue or
  * Queue has quota for them, and carry the condition QuotaReserved.
@@ -37,23 +54,26 @@
 #define GS_CONTROL_SCHED_LOOP_H
 
 #include "control/store.h"
+#include "informer/source.h"
 #include "sched/framework.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
 struct gs_admission_opts;
-struct gs_source;
 
 struct gs_sched_loop_opts {
-    struct gs_store *store;               /* borrowed */
+    struct gs_source *source;             /* borrowed: every read and write (source.h) */
     const struct gs_sched_config *config; /* borrowed; NULL: the built-in default profile */
     uint64_t seed;
     struct gs_hist *cycle_latency;        /* optional (govern/metrics.h): each cycle's seconds are observed */
     const struct gs_admission_opts *admission; /* admission tuning, copied; NULL: defaults (admission_loop.h) */
     struct gs_recorder *events;           /* borrowed (events.h): Scheduled, FailedScheduling, Preempted; NULL: none */
-    struct gs_source *source;             /* borrowed (informer/source.h): where the loop reads and writes */
-    bool (*may_write)(void *ctx);         /* NULL: always; false: follow the stream, run no cycle, write nothing */
+    /* Leadership: false keeps the loop following the stream (its cache
+     * current) but it runs no cycles and writes nothing; bindings assumed
+     * but not yet written when it turns false are forgotten and requeued.
+     * Asked before each round and right before each bind. NULL: always. */
+    bool (*may_write)(void *ctx);
     void *may_write_ctx;
     const char *component;                /* Events' reportingComponent; NULL: "default-scheduler" */
 };
@@ -66,12 +86,18 @@ struct gs_sched_loop_stats {
     bool synced;             /* the initial load is done */
     /* Queue depth after the last round, all profiles (for /metrics). */
     uint64_t queue_active, queue_backoff, queue_unschedulable;
+    uint64_t bind_conflicts;   /* of write_failures: the pod was bound already (another scheduler) */
+    uint64_t binds_dropped;    /* assumed bindings forgotten unwritten because may_write turned false */
+    uint64_t nominations;      /* status.nominatedNodeName written for a preemptor */
 };
 
 struct gs_sched_loop;
 
 /* Starts the thread. 0, GS_ENOMEM, or an error from the profile (d filled). */
 int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop **out, struct gs_diags *d);
+/* The key prefixes the loop lists and follows (kinds[]): what a kube source
+ * must inform for it. Into out (cap entries, NULL-terminated); the count. */
+size_t gs_sched_loop_prefixes(const char **out, size_t cap);
 /* Stops and joins the thread, frees everything. */
 void gs_sched_loop_stop(struct gs_sched_loop *l);
 void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *out);

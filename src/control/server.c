@@ -33,6 +33,7 @@
 struct gs_server {
     char *dir;
     struct gs_store *store;
+    struct gs_source *source; /* the loops' way to the store (source.h) */
     struct gs_tls tls;
     bool has_tls;
     struct gs_auth auth;
@@ -314,6 +315,9 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         gs_diags_add(d, s->dir, "cannot create the built-in namespaces: %s", gs_strerror(err));
         return err;
     }
+    /* One in-process source for every control loop: the same interface the
+     * standalone scheduler gets over a Kubernetes API server. */
+    if ((err = gs_source_local_new(s->store, &s->source))) return err;
     struct gs_nsctl_opts nso = {.store = s->store};
     if ((err = gs_nsctl_start(&nso, &s->nsctl))) return err;
     if (!o->no_auth && (err = load_tokens(s, o, d))) return err;
@@ -334,16 +338,16 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
                                   .ttl_ns = (o->event_ttl_s ? o->event_ttl_s : GS_EVENT_TTL_DEFAULT_S) * GS_NS_PER_SEC};
     if ((err = gs_recorder_new(&ro, &s->events))) return err;
     if (!o->no_scheduler) {
-        struct gs_sched_loop_opts lo = {s->store, s->has_cfg ? &s->cfg : NULL, o->seed, &s->cycle_hist,
-                                        o->admission, s->events, /* admission server options, events */
-                                        NULL, NULL, NULL, NULL};
+        struct gs_sched_loop_opts lo = {.source = s->source, .config = s->has_cfg ? &s->cfg : NULL, .seed = o->seed,
+                                        .cycle_latency = &s->cycle_hist, .admission = o->admission,
+                                        .events = s->events}; /* admission server options, events */
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
         /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
-        struct gs_nodelc_opts no = {.store = s->store, .events = s->events,
+        struct gs_nodelc_opts no = {.source = s->source, .events = s->events,
                                     .lost_ms = (int64_t)(o->node_lost_timeout_s * 1000)};
         if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
         /* GPU stack operator hook: ClusterPolicy, per-node state machines */
-        struct gs_operator_opts oo = {.store = s->store, .events = s->events};
+        struct gs_operator_opts oo = {.source = s->source, .events = s->events};
         if ((err = gs_operator_start(&oo, &s->op))) return err;
     }
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
@@ -396,6 +400,7 @@ void gs_server_stop(struct gs_server *s)
     gs_nsctl_stop(s->nsctl);
     gs_sched_loop_stop(s->loop);
     gs_recorder_free(s->events); /* writes what its producers queued */
+    gs_source_free(s->source);   /* after every loop that borrowed it */
     gs_store_close(s->store);
     gs_hist_destroy(&s->cycle_hist);
     if (s->has_cfg) gs_sched_config_free(&s->cfg);

@@ -66,16 +66,6 @@ void gs__stack_capacity(const struct gs_agent *a, json_t *capacity)
     json_decref(res);
 }
 
-void gs__stack_device_mig(const struct gs_agent *a, int i, json_t *device)
-{
-    const struct gs_disc_gpu *g = &a->inv.gpus[i];
-    if (!g->mig_enabled) return;
-    json_t *inst = json_array();
-    for (int k = 0; k < g->n_mig; k++)
-        json_array_append_new(inst, json_pack("{s:s,s:s}", "profile", g->mig[k].profile, "uuid", g->mig[k].uuid));
-    json_object_set_new(device, "mig", json_pack("{s:b,s:o}", "enabled", 1, "instances", inst));
-}
-
 void gs__stack_keep_conditions(const json_t *old_status, json_t *status)
 {
     json_t *conds = json_object_get(status, "conditions"), *c;

@@ -4,7 +4,8 @@
  * A plain poll, like the node lifecycle: each pass lists the ClusterPolicies
  * and the nodes, steps each node's state machine with what its agent
  * answered, and writes back only what differs, in one read-modify-write per
- * node that re-reads the node under the store's lock. Each machine's
+ * node that re-reads the node (through the source, source.h: in the server
+ * one store transaction under its lock). Each machine's
  * position is written with the rest (annotation gpusched.io/gpu-stack-machine)
  * and read back the first time the node is seen, so a restart keeps ready
  * nodes ready; events are created after the node write that records the
@@ -40,7 +41,7 @@ struct node_sm {
 };
 
 struct gs_operator {
-    struct gs_store *store;
+    struct gs_source *source;
     struct gs_clock real;
     const struct gs_clock *clock;
     int64_t period_ms;
@@ -170,7 +171,7 @@ static void write_policy_status(struct gs_operator *op, const char *key, const c
 {
     struct pstatus ps = {state, msg};
     json_t *out = NULL;
-    gs_store_mutate(op->store, key, set_policy_status, &ps, &out, NULL);
+    gs_source_mutate(op->source, key, "status", set_policy_status, &ps, &out, NULL);
     json_decref(out);
 }
 
@@ -625,7 +626,7 @@ static void write_node(struct gs_operator *op, const char *key, const json_t *no
     }
     json_decref(out);
     out = NULL;
-    if (gs_store_mutate(op->store, key, apply_want, &w, &out, &rv) == 0 && rv != rv0) op->st.writes++;
+    if (gs_source_mutate(op->source, key, NULL, apply_want, &w, &out, &rv) == 0 && rv != rv0) op->st.writes++;
     json_decref(out);
     json_decref(w.request);
     json_decref(w.saved);
@@ -647,7 +648,7 @@ static void sync_policy(struct gs_operator *op)
 {
     struct pick p = {NULL, NULL, json_object()};
     int64_t rv;
-    gs_store_list(op->store, "clusterpolicies.nvidia.com/", pick_policy, &p, &rv);
+    gs_source_list(op->source, "clusterpolicies.nvidia.com/", pick_policy, &p, &rv);
     const char *key;
     json_t *obj;
     bool had = op->have_policy;
@@ -685,7 +686,7 @@ static void sync_policy(struct gs_operator *op)
             /* Saved before any node is driven under it, so a restart never
              * sees nodes ahead of their policy. */
             json_t *pout = NULL;
-            gs_store_mutate(op->store, key, set_policy_generation, op, &pout, NULL);
+            gs_source_mutate(op->source, key, "status", set_policy_generation, op, &pout, NULL);
             json_decref(pout);
             op->policy = pol;
             op->have_policy = true;
@@ -716,7 +717,7 @@ void gs_operator_sync(struct gs_operator *op)
     sync_policy(op);
     struct node_list nl = {json_object()};
     int64_t rv;
-    gs_store_list(op->store, "nodes/", collect, &nl, &rv);
+    gs_source_list(op->source, "nodes/", collect, &nl, &rv);
     const char *key;
     json_t *node;
     int gpu_nodes = 0, ready = 0;
@@ -760,18 +761,44 @@ static void *run(void *arg)
     return NULL;
 }
 
+/* The Event sink of a private recorder over a source that has no store of
+ * its own (a Kubernetes one): create, or replace the Event's fields. */
+static int event_replace(json_t *cur, json_t **out, void *arg)
+{
+    if (!cur) return GS_ENOENT;
+    json_t *n = json_deep_copy(arg);
+    if (!n) return GS_ENOMEM;
+    json_object_set(n, "metadata", json_object_get(cur, "metadata"));
+    *out = n;
+    return 0;
+}
+
+static int source_event_write(void *ctx, const char *ns, const char *name, const json_t *ev, bool update)
+{
+    struct gs_source *src = ctx;
+    char key[1024];
+    if (snprintf(key, sizeof key, "events/%s/%s", ns, name) >= (int)sizeof key) return GS_EINVAL;
+    if (update) return gs_source_mutate(src, key, NULL, event_replace, (void *)ev, NULL, NULL);
+    json_t *doc = json_deep_copy(ev);
+    int err = doc ? gs_source_create(src, key, doc, NULL) : GS_ENOMEM;
+    json_decref(doc);
+    return err;
+}
+
 int gs_operator_new(const struct gs_operator_opts *o, struct gs_operator **out)
 {
     struct gs_operator *op = calloc(1, sizeof *op);
     if (!op) return GS_ENOMEM;
-    op->store = o->store;
+    op->source = o->source;
     gs_clock_init_real(&op->real);
     op->clock = o->clock ? o->clock : &op->real;
     op->realtime.now = realtime_now;
     op->wall = o->wall ? o->wall : &op->realtime;
     op->wall_offset = gs_clock_now(op->wall) - gs_clock_now(op->clock);
     op->period_ms = o->period_ms > 0 ? o->period_ms : 200;
-    struct gs_recorder_opts ro = {.store = op->store, .clock = op->wall, .sync = true};
+    /* The private recorder writes through the source too (the local one's store directly, as the server's). */
+    struct gs_recorder_opts ro = {.store = gs_source_local_store(op->source), .clock = op->wall, .sync = true};
+    if (!ro.store) ro.sink = (struct gs_event_sink){source_event_write, op->source};
     if (!o->events && gs_recorder_new(&ro, &op->own_events)) {
         free(op);
         return GS_ENOMEM;

@@ -41,11 +41,17 @@
  * Scheduling: gs_stack_gate_node() is applied by the scheduler loop to each
  * node it loads: while GPUStackReady is False the node offers no GPU and
  * no MIG device, so GPU pods wait and CPU-only pods are unaffected.
+ *
+ * Reads and writes go through a source (source.h); ClusterPolicy status is a
+ * status-only write. A node's labels, annotations and GPUStackReady
+ * condition are one whole-object mutate, one transaction with the server's
+ * in-process source.
  */
 #ifndef GS_GOVERN_OPERATOR_H
 #define GS_GOVERN_OPERATOR_H
 
 #include "control/store.h"
+#include "informer/source.h"
 #include "core/clock.h"
 #include "core/object.h"
 
@@ -60,7 +66,7 @@
 #define GS_ANN_STACK_MACHINE "gpusched.io/gpu-stack-machine"
 
 struct gs_operator_opts {
-    struct gs_store *store;       /* borrowed */
+    struct gs_source *source;     /* borrowed: every read and write (source.h) */
     const struct gs_clock *clock; /* borrowed; NULL: the real clock */
     const struct gs_clock *wall;  /* borrowed; wall time for what is saved; NULL: CLOCK_REALTIME */
     int64_t period_ms;            /* pass period of the thread; 0: 200 */

@@ -550,7 +550,7 @@ static void replace(struct informer *in, struct listed *l)
                 }
                 gone[ngone++] = e->key;
             }
-    if (ngone) qsort(gone, ngone, sizeof *gone, cmp_str); /* qsort(NULL, 0) is undefined */
+    if (ngone) qsort(gone, ngone, sizeof *gone, cmp_str); /* gone is NULL when nothing went */
     for (size_t i = 0; i < ngone; i++) {
         struct cent *e = cache_find(&in->cache, gone[i]);
         char key[1024];

@@ -96,6 +96,8 @@ struct gs_framework {
     uint64_t cand_epoch;
     bool cand_valid;
     char last_reject[GS_STATUS_REASON_MAX]; /* reason of the rejection tick reported last */
+    const int32_t *only;             /* gs_framework_schedule_on's nodes during its cycle, else NULL */
+    size_t nonly;
 };
 
 static const char *const point_names[] = {
@@ -717,6 +719,10 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     if (refresh_candidates(fw) != 0) return GS_ENOMEM;
     struct cands c = {fw->cand_idx, fw->cand, fw->ncand};
     int32_t unsched = fw->cand_unsched;
+    if (fw->only) { /* gs_framework_schedule_on: the caller's nodes instead of every candidate */
+        c = (struct cands){fw->only, NULL, fw->nonly};
+        unsched = 0;
+    }
     /* Worst case per node: both compacted arrays, a verdict per Filter, scores and totals. */
     size_t want = c.n * (sizeof(int32_t) + sizeof(void *) + 2 * sizeof(int64_t) + GS_MAX_PLUGINS_PER_POINT) + 8192;
     if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
@@ -1002,4 +1008,88 @@ int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, 
     free(live), free(pos), free(rej);
     gs_cycle_state_free(&cs);
     return (int)m;
+}
+
+/*--- One pod on given nodes (the kube-scheduler extender) ---*/
+
+int gs_framework_schedule_on(struct gs_framework *fw, const struct gs_pod *pod, const int32_t *idx, size_t n,
+                             int64_t assumed_ttl_ns, struct gs_schedule_result *res)
+{
+    struct gs_cache *c = fw->h.cache;
+    int32_t *own = malloc((n ? n : 1) * sizeof *own);
+    if (!own) return GS_ENOMEM;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) { /* the same nodes a full cycle would consider, in cache order */
+        struct gs_node_info *ni = idx[i] >= 0 && idx[i] < gs_cache_node_count(c) ? gs_cache_node(c, idx[i]) : NULL;
+        if (ni && ni->live && ni->schedulable) own[m++] = idx[i];
+    }
+    for (size_t i = 1; i < m; i++)
+        for (size_t j = i; j > 0 && own[j - 1] > own[j]; j--) {
+            int32_t t = own[j];
+            own[j] = own[j - 1], own[j - 1] = t;
+        }
+    fw->only = own;
+    fw->nonly = m;
+    int err = gs_framework_schedule(fw, pod, assumed_ttl_ns, res);
+    fw->only = NULL;
+    fw->nonly = 0;
+    free(own);
+    return err;
+}
+
+int gs_framework_run_scores(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *const *nodes,
+                            size_t n, int64_t *total, struct gs_status *failed)
+{
+    memset(failed, 0, sizeof *failed);
+    memset(total, 0, n * sizeof *total);
+    if (!n) return 0;
+    gs_arena_reset(&fw->arena);
+    gs_cycle_state_reset(&fw->cs);
+    size_t want = n * (sizeof(int32_t) + sizeof(void *) + 2 * sizeof(int64_t)) + 8192;
+    if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    fw->cs.seed = gs__mix64(fw->h.seed, gs__fnv1a(key));
+    struct gs_filter_run pre = {0};
+    int32_t *idx = gs_arena_alloc(&fw->arena, n * sizeof *idx);
+    int64_t *scores = gs_arena_alloc(&fw->arena, n * sizeof *scores);
+    if (!idx || !scores) return GS_ENOMEM;
+    if (sim_pre_filter(fw, &fw->cs, pod, &pre) != 0) {
+        *failed = pre.prefilter;
+        gs_cycle_state_reset(&fw->cs);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) idx[i] = nodes[i]->idx;
+    struct cands c = {idx, nodes, n};
+    struct gs_schedule_result res = {0};
+    for (int i = 0; i < fw->npts[GS_PT_PRE_SCORE]; i++) {
+        int k = fw->pts[GS_PT_PRE_SCORE][i].inst;
+        const struct gs_plugin *pl = fw->inst[k].pl;
+        if (!pl->pre_score) continue;
+        struct gs_status s = pl->pre_score(fw->inst[k].state, &fw->cs, pod, nodes, n);
+        if (s.code == GS_SKIP) fw->cs.skip_score_mask |= 1 << k;
+        else if (s.code != GS_SUCCESS) res.status = stamp(s, pl);
+        if (res.status.code) {
+            *failed = res.status;
+            gs_cycle_state_reset(&fw->cs);
+            return 0;
+        }
+    }
+    for (int i = 0; i < fw->npts[GS_PT_SCORE]; i++) {
+        int k = fw->pts[GS_PT_SCORE][i].inst;
+        if (!fw->inst[k].pl->score || (fw->cs.skip_score_mask & (1 << k))) continue;
+        if (score_slot(fw, i, pod, &c, scores) != 0) return GS_ENOMEM;
+        int64_t w = fw->pts[GS_PT_SCORE][i].weight;
+        for (size_t j = 0; j < n; j++) total[j] += w * scores[j];
+    }
+    gs_cycle_state_reset(&fw->cs);
+    return 0;
+}
+
+int64_t gs_framework_max_total_score(const struct gs_framework *fw)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < fw->npts[GS_PT_SCORE]; i++)
+        if (fw->inst[fw->pts[GS_PT_SCORE][i].inst].pl->score) sum += fw->pts[GS_PT_SCORE][i].weight * GS_MAX_SCORE;
+    return sum;
 }

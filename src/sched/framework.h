@@ -177,6 +177,22 @@ int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, 
 int gs_framework_filter_count(const struct gs_framework *fw);
 const struct gs_plugin *gs_framework_filter_plugin(const struct gs_framework *fw, int i, void **state);
 
+/* gs_framework_schedule over the given nodes only (cache indices; dead and
+ * unschedulable ones are left out, the rest taken in cache order): what the
+ * kube-scheduler extender's bind uses to choose devices on the node
+ * kube-scheduler picked, with the same Reserve plugins a full cycle runs. */
+int gs_framework_schedule_on(struct gs_framework *fw, const struct gs_pod *pod, const int32_t *idx, size_t n,
+                             int64_t assumed_ttl_ns, struct gs_schedule_result *res);
+/* PreFilter, PreScore, Score and NormalizeScore for pod on n nodes of the
+ * framework's cache, outside the scheduling cycle: total[i] = the weighted
+ * sum over the active Score plugins (0..gs_framework_max_total_score). A
+ * PreFilter or PreScore failure leaves every total 0 and is put in *failed
+ * (else Success). 0 or GS_ENOMEM. */
+int gs_framework_run_scores(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *const *nodes,
+                            size_t n, int64_t *total, struct gs_status *failed);
+/* GS_MAX_SCORE times the sum of the Score weights: the highest total. */
+int64_t gs_framework_max_total_score(const struct gs_framework *fw);
+
 /* The per-cycle arena (scratch valid until the next cycle). */
 struct gs_arena *gs_framework_arena(struct gs_framework *fw);
 

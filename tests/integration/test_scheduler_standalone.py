@@ -137,7 +137,7 @@ def probe(port, path, ca=None):
 def allowed(method, path):
     path = path.split("?")[0]
     reads = ("/pods", "/nodes", "/namespaces", "/podgroups", "/noderesourcetopologies", "/resourceflavors",
-             "/clusterqueues", "/localqueues", "/queues", "/priorityclasses", "/poddisruptionbudgets")
+             "/clusterqueues", "/localqueues", "/queues", "/workloadpriorityclasses")
     if method == "GET" and "/leases" not in path and "/events" not in path:
         return any(r in path for r in reads)
     if "/leases" in path:

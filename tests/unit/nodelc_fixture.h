@@ -20,6 +20,7 @@
 struct lc_fx {
     char dir[64];
     struct gs_store *store;
+    struct gs_source *src; /* the controller's way to store */
     struct gs_nodelc *lc;
     double now;
 };
@@ -32,8 +33,9 @@ __attribute__((unused)) static int lc_fx_setup(void **state, const char *tmpl)
     assert_non_null(mkdtemp(f->dir));
     struct gs_store_opts so = {.dir = f->dir};
     assert_int_equal(gs_store_open_sqlite(&so, &f->store), 0);
+    assert_int_equal(gs_source_local_new(f->store, &f->src), 0);
     f->now = (double)time(NULL);
-    struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
+    struct gs_nodelc_opts o = {.source = f->src, .grace_ms = 10000};
     /* The controller started long ago, so an old heartbeat counts as old. */
     assert_int_equal(gs_nodelc_new(&o, f->now - 3600, &f->lc), 0);
     *state = f;
@@ -44,6 +46,7 @@ __attribute__((unused)) static int lc_fx_teardown(void **state)
 {
     struct lc_fx *f = *state;
     gs_nodelc_stop(f->lc);
+    gs_source_free(f->src);
     gs_store_close(f->store);
     fx_rm_tree(f->dir);
     free(f);

@@ -187,7 +187,7 @@ static void test_grace_counts_from_controller_start(void **state)
 {
     struct lc_fx *f = *state;
     struct gs_nodelc *fresh;
-    struct gs_nodelc_opts o = {.store = f->store, .grace_ms = 10000};
+    struct gs_nodelc_opts o = {.source = f->src, .grace_ms = 10000};
     assert_int_equal(gs_nodelc_new(&o, f->now, &fresh), 0);
     lc_fx_put_node(f, "old", f->now - 3600, "True");
     gs_nodelc_scan(fresh, f->now + 5); /* within grace of the controller's start */

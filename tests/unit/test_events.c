@@ -427,7 +427,9 @@ static void lost_node_is_recorded(void **state)
     assert_int_equal(gs_store_create(s, "pods/default/job", p, NULL), 0);
     json_decref(p);
     struct gs_nodelc *lc;
-    struct gs_nodelc_opts o = {.store = s, .grace_ms = 10000, .events = r};
+    struct gs_source *src;
+    assert_int_equal(gs_source_local_new(s, &src), 0);
+    struct gs_nodelc_opts o = {.source = src, .grace_ms = 10000, .events = r};
     assert_int_equal(gs_nodelc_new(&o, now - 3600, &lc), 0);
     gs_nodelc_scan(lc, now);
     gs_nodelc_scan(lc, now + 1); /* nothing new to say */
@@ -444,6 +446,7 @@ static void lost_node_is_recorded(void **state)
     json_decref(all);
     gs_nodelc_stop(lc);
     gs_recorder_free(r);
+    gs_source_free(src);
     gs_store_close(s);
     fx_rm_tree(dir);
 }

@@ -26,6 +26,7 @@
 struct fx {
     char dir[64];
     struct gs_store *st;
+    struct gs_source *src; /* the operator's way to st */
     struct gs_clock clk;
     struct gs_operator *op;
 };
@@ -36,9 +37,9 @@ static int setup(void **state)
     snprintf(f->dir, sizeof f->dir, "/tmp/gs-operator-XXXXXX");
     if (!mkdtemp(f->dir)) return -1;
     struct gs_store_opts so = {.dir = f->dir};
-    if (gs_store_open_sqlite(&so, &f->st)) return -1;
+    if (gs_store_open_sqlite(&so, &f->st) || gs_source_local_new(f->st, &f->src)) return -1;
     gs_clock_init_sim(&f->clk, 1000 * GS_NS_PER_SEC);
-    struct gs_operator_opts oo = {.store = f->st, .clock = &f->clk, .wall = &f->clk};
+    struct gs_operator_opts oo = {.source = f->src, .clock = &f->clk, .wall = &f->clk};
     if (gs_operator_new(&oo, &f->op)) return -1;
     json_t *node = json_pack("{s:s,s:s,s:{s:s,s:{s:s}},s:{},s:{s:[{s:s,s:s}],s:{s:s,s:s,s:s},s:[{s:i,s:s,s:s,s:I}]}}",
                              "apiVersion", "v1", "kind", "Node", "metadata", "name", "n1", "labels", "zone", "a",
@@ -55,6 +56,7 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     gs_operator_stop(f->op);
+    gs_source_free(f->src);
     gs_store_close(f->st);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
@@ -331,7 +333,7 @@ static void restart(struct fx *f, int64_t dt)
 {
     gs_operator_stop(f->op);
     gs_clock_advance(&f->clk, dt);
-    struct gs_operator_opts oo = {.store = f->st, .clock = &f->clk, .wall = &f->clk};
+    struct gs_operator_opts oo = {.source = f->src, .clock = &f->clk, .wall = &f->clk};
     assert_int_equal(gs_operator_new(&oo, &f->op), 0);
 }
 
@@ -495,7 +497,7 @@ static void restart_after_policy_change_redrives(void **state)
     assert_int_equal(gs_store_update(f->st, "clusterpolicies.nvidia.com/p", p, 0, NULL), 0);
     json_decref(p);
     gs_clock_advance(&f->clk, GS_NS_PER_SEC);
-    struct gs_operator_opts oo = {.store = f->st, .clock = &f->clk, .wall = &f->clk};
+    struct gs_operator_opts oo = {.source = f->src, .clock = &f->clk, .wall = &f->clk};
     assert_int_equal(gs_operator_new(&oo, &f->op), 0);
     gs_operator_sync(f->op);
     assert_string_equal(cond_field(f, "status"), "False");
@@ -527,7 +529,7 @@ static char *restart_with_saved(struct fx *f, const char *text)
     json_t *out = NULL;
     assert_int_equal(gs_store_mutate(f->st, "nodes/n1", set_ann_fn, (void *)text, &out, NULL), 0);
     json_decref(out);
-    struct gs_operator_opts oo = {.store = f->st, .clock = &f->clk, .wall = &f->clk};
+    struct gs_operator_opts oo = {.source = f->src, .clock = &f->clk, .wall = &f->clk};
     assert_int_equal(gs_operator_new(&oo, &f->op), 0);
     char *log = NULL;
     size_t len = 0;

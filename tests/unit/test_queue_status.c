@@ -24,6 +24,7 @@
 struct env {
     char dir[64];
     struct gs_store *s;
+    struct gs_source *src; /* publish's way to s */
     struct gs_qstatus q;
 };
 
@@ -34,6 +35,7 @@ static int setup(void **state)
     assert_non_null(mkdtemp(e->dir));
     struct gs_store_opts o = {.dir = e->dir};
     assert_int_equal(gs_store_open_sqlite(&o, &e->s), 0);
+    assert_int_equal(gs_source_local_new(e->s, &e->src), 0);
     gs_qstatus_init(&e->q);
     *state = e;
     return 0;
@@ -43,6 +45,7 @@ static int teardown(void **state)
 {
     struct env *e = *state;
     gs_qstatus_free(&e->q);
+    gs_source_free(e->src);
     gs_store_close(e->s);
     fx_rm_tree(e->dir);
     free(e);
@@ -139,7 +142,7 @@ static void test_publish_writes_on_change_only(void **state)
     put(e->s, key, "ClusterQueue", "kueue.x-k8s.io/v1beta1", "cq-a");
     json_t *v = view(json_pack("[o, o, {s:s, s:s}]", entry("ClusterQueue", "cq-a", 3, 2, 6.0),
                                entry("ClusterQueue", "no-object", 0, 0, 0.0), "kind", "Cohort", "name", "all"));
-    assert_int_equal(gs_qstatus_publish(&e->q, e->s, v, 10 * SEC, false), 1);
+    assert_int_equal(gs_qstatus_publish(&e->q, e->src, v, 10 * SEC, false), 1);
     int64_t rv1;
     json_t *st = status_of(e->s, key, &rv1);
     assert_int_equal(json_integer_value(json_object_get(st, "pendingWorkloads")), 3);
@@ -156,10 +159,10 @@ static void test_publish_writes_on_change_only(void **state)
     /* Within the interval: nothing, even forced-free changes wait. */
     json_decref(v);
     v = view(json_pack("[o]", entry("ClusterQueue", "cq-a", 1, 4, 6.0)));
-    assert_int_equal(gs_qstatus_publish(&e->q, e->s, v, 11 * SEC, false), 0);
+    assert_int_equal(gs_qstatus_publish(&e->q, e->src, v, 11 * SEC, false), 0);
     /* After it: written, the condition's time kept. */
     sleep(1);
-    assert_int_equal(gs_qstatus_publish(&e->q, e->s, v, 13 * SEC, false), 1);
+    assert_int_equal(gs_qstatus_publish(&e->q, e->src, v, 13 * SEC, false), 1);
     int64_t rv2;
     st = status_of(e->s, key, &rv2);
     assert_true(rv2 > rv1);
@@ -169,7 +172,7 @@ static void test_publish_writes_on_change_only(void **state)
                         t1c);
     json_decref(st);
     /* Same numbers again: no write. */
-    assert_int_equal(gs_qstatus_publish(&e->q, e->s, v, 20 * SEC, true), 0);
+    assert_int_equal(gs_qstatus_publish(&e->q, e->src, v, 20 * SEC, true), 0);
     int64_t rv3;
     st = status_of(e->s, key, &rv3);
     assert_int_equal(rv3, rv2);
