@@ -7,7 +7,7 @@ naming the node's GPUs; a pod for another scheduler and a gated pod are left
 alone; an impossible pod gets PodScheduled=False with the diagnosis;
 events.k8s.io Events are written and `kubectl describe` shows them; probes and
 metrics answer; SIGTERM exits 0. Every request it made is one the scheduler
-role allows.
+role allows, and one deploy/'s ClusterRole grants (tests/kube/rbac.py).
 
 Two replicas with --leader-elect and short leases: one leads, the other only
 follows; kill -9 of the leader mid-run: the other takes the Lease over and
@@ -17,10 +17,11 @@ wakes: its renew deadline has passed before it even retries.
 """
 import base64
 import json
-import os
+import pathlib
 import signal
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +30,9 @@ import pytest
 import yaml
 
 from stack import Stack, require_tool, wait_for
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
+import rbac  # noqa: E402  the RBAC matcher of tests/kube
 
 KUBECTL = "/usr/bin/kubectl"
 NAME = "gpusched-ext"
@@ -223,6 +227,10 @@ def test_standalone_binds_diagnoses_and_leaves_others_alone(env):
         method, path, code = line.rsplit(" ", 2)
         assert allowed(method, path), f"the scheduler made a request its role does not list: {line}"
         assert code not in ("401", "403"), f"refused: {line}"
+    # ... and one deploy/'s ClusterRole grants its ServiceAccount in a real cluster.
+    policy = rbac.deploy_policy("system:serviceaccount:gpusched:gpusched-scheduler")
+    v = rbac.check_log(env.tmp / "sched.requests", policy)
+    assert v == [], [x.reason for x in v]
 
 
 def lease(a):
