@@ -141,7 +141,7 @@ def probe(port, path, ca=None):
 def allowed(method, path):
     path = path.split("?")[0]
     reads = ("/pods", "/nodes", "/namespaces", "/podgroups", "/noderesourcetopologies", "/resourceflavors",
-             "/clusterqueues", "/localqueues", "/queues", "/workloadpriorityclasses")
+             "/clusterqueues", "/localqueues", "/queues", "/workloadpriorityclasses", "/poddisruptionbudgets")
     if method == "GET" and "/leases" not in path and "/events" not in path:
         return any(r in path for r in reads)
     if "/leases" in path:
