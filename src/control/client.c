@@ -394,7 +394,12 @@ static struct curl_slist *setup(struct gs_client *c, CURL *h, const char *method
     curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, gs_curl_sockopt_cloexec); /* no socket reaches a pod */
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    if (c->ca_file) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+    if (c->ca_file) {
+        /* The kubeconfig's CA is the only root, as for kubectl; and not
+         * loading the system directory saves ~11 MB per connection. */
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+        curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+    }
     if (c->insecure) {
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
