@@ -168,8 +168,9 @@ static int kc_user(struct gs_client *c, const char *path, const json_t *us, cons
     err = kc_cred(path, us, uname, "client-certificate", &c->cert_file, &c->cert_temp, d);
     if (!err) err = kc_cred(path, us, uname, "client-key", &c->key_file, &c->key_temp, d);
     if (!err && !c->cert_file != !c->key_file) {
-        gs_diags_add(d, path, "users[%s].user: %s is given without %s", uname ? uname : "",
-                     c->cert_file ? "client-certificate" : "client-key", c->cert_file ? "client-key" : "client-certificate");
+        const char *have = c->cert_file ? "client-certificate" : "client-key";
+        const char *lack = c->cert_file ? "client-key" : "client-certificate";
+        gs_diags_add(d, path, "users[%s].user: %s is given without %s", uname ? uname : "", have, lack);
         err = GS_EINVAL;
     }
     return err;

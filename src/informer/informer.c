@@ -58,7 +58,8 @@ static int check_object(const struct gs_api_resource *r, const json_t *o, const 
     if (r->namespaced && !(sget(md, "namespace") && *sget(md, "namespace")))
         return bad(why, wl, "%s.metadata.namespace: missing for the namespaced %s", where, r->kind);
     const char *rv = sget(md, "resourceVersion");
-    if (!rv || !*rv || strlen(rv) >= 64) return bad(why, wl, "%s.metadata.resourceVersion: missing or too long", where, NULL);
+    if (!rv || !*rv || strlen(rv) >= 64)
+        return bad(why, wl, "%s.metadata.resourceVersion: missing or too long", where, NULL);
     return 0;
 }
 
@@ -84,8 +85,10 @@ int gs_watch_event_decode(const struct gs_api_resource *r, const char *line, siz
     else if (!strcmp(type, "DELETED")) ev->type = GS_WATCH_DELETED;
     else if (!strcmp(type, "BOOKMARK")) ev->type = GS_WATCH_BOOKMARK;
     else if (!strcmp(type, "ERROR")) ev->type = GS_WATCH_ERROR;
-    else err = bad(why, why_len, "watch event: type \"%.40s\": not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR", type, NULL);
-    if (!err && !json_is_object(obj)) err = bad(why, why_len, "watch event: object: missing or not an object", NULL, NULL);
+    else err = bad(why, why_len, "watch event: type \"%.40s\": not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR",
+                   type, NULL);
+    if (!err && !json_is_object(obj))
+        err = bad(why, why_len, "watch event: object: missing or not an object", NULL, NULL);
     if (!err && ev->type == GS_WATCH_ERROR) {
         json_t *c = json_object_get(obj, "code");
         ev->code = json_is_integer(c) ? (long)json_integer_value(c) : 0;
@@ -542,7 +545,7 @@ static void replace(struct informer *in, struct listed *l)
                 }
                 gone[ngone++] = e->key;
             }
-    qsort(gone, ngone, sizeof *gone, cmp_str);
+    if (ngone) qsort(gone, ngone, sizeof *gone, cmp_str);
     for (size_t i = 0; i < ngone; i++) {
         struct cent *e = cache_find(&in->cache, gone[i]);
         char key[1024];
@@ -885,7 +888,10 @@ struct snap {
     char *key, *text;
 };
 
-static int cmp_snap(const void *a, const void *b) { return strcmp(((const struct snap *)a)->key, ((const struct snap *)b)->key); }
+static int cmp_snap(const void *a, const void *b)
+{
+    return strcmp(((const struct snap *)a)->key, ((const struct snap *)b)->key);
+}
 
 int gs_informer_hub_list(struct gs_informer_hub *h, const char *prefix, gs_store_list_fn fn, void *arg,
                          int64_t *cursor)

@@ -3,8 +3,8 @@
  * (client.c): a kubeconfig whose user holds a client certificate and key as
  * files (relative to the kubeconfig) or as base64 data, a tokenFile, a CA
  * file, each used for real against the in-process server over HTTPS (a
- * broken certificate fails the handshake, so the files are really handed to
- * TLS); the in-cluster configuration from KUBERNETES_SERVICE_HOST/PORT and
+ * key that is not the certificate's fails, so the files really reach TLS);
+ * the in-cluster configuration from KUBERNETES_SERVICE_HOST/PORT and
  * the service account folder (GPUSCHED_SERVICEACCOUNT_DIR); and the errors
  * for what is missing or unreadable, each naming the field and the file.
  */
@@ -115,7 +115,8 @@ static void client_certificate_files_are_used(void **state)
 {
     struct env *e = *state;
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "cp %s/ca.crt %s/server.crt %s/server.key %s/", e->dir, e->dir, e->dir, e->work);
+    snprintf(cmd, sizeof cmd, "cp %s/ca.crt %s/ca.key %s/server.crt %s/server.key %s/", e->dir, e->dir, e->dir,
+             e->dir, e->work);
     assert_int_equal(system(cmd), 0);
     char tf[160];
     snprintf(tf, sizeof tf, "%s/token", e->work);
@@ -129,12 +130,9 @@ static void client_certificate_files_are_used(void **state)
     assert_int_equal(open_client(kc, &c, &d), 0);
     assert_int_equal(get_default_ns(c), 0);
     gs_client_free(c);
-    /* A certificate that is not one fails the handshake: the file really reaches TLS. */
-    char bad[160];
-    snprintf(bad, sizeof bad, "%s/bad.crt", e->work);
-    write_text(bad, "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n");
+    /* A key that is not the certificate's fails before anything is sent: the files really reach TLS. */
     kubeconfig(e, "kc-bad", "    certificate-authority: ca.crt\n",
-               "    client-certificate: bad.crt\n    client-key: server.key\n    token: adm\n", kc, sizeof kc);
+               "    client-certificate: server.crt\n    client-key: ca.key\n    token: adm\n", kc, sizeof kc);
     assert_int_equal(open_client(kc, &c, &d), 0);
     assert_int_equal(get_default_ns(c), GS_EIO);
     gs_client_free(c);
