@@ -766,6 +766,8 @@ static int watch_once(struct informer *in)
     json_t *st = NULL;
     atomic_fetch_add(&in->h->watches, 1);
     atomic_fetch_add(&in->h->requests, 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     err = gs_client_stream_timed(in->c, p, t + WATCH_GRACE_S, on_stream, &w, &st, &code);
     report_req(in, "GET", p, code, true);
     bool partial = false; /* the stream ended inside an event */
@@ -796,10 +798,15 @@ static int watch_once(struct informer *in)
         return back_off(in, 500) ? WATCH_EXPIRED : GS_ESTATE;
     }
     if (w.error_code || w.broken) return back_off(in, w.error_code) ? GS_EIO : GS_ESTATE;
-    if ((err == GS_ETIMEDOUT || err == 0) && !partial) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double lasted = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if ((err == GS_ETIMEDOUT || err == 0) && !partial && (w.any || lasted >= 1.0)) {
         in->backoff_ms = 0;
         return WATCH_ENDED;
     }
+    /* A watch the server ended at once without a word is a failure too (as
+     * client-go's "very short watch"), or a server doing so would be asked
+     * again and again with no pause. */
     /* A connection lost or cut inside an event: events before it were whole; go on from the last one. */
     if (w.any) in->backoff_ms = 0;
     return back_off(in, 0) ? GS_EIO : GS_ESTATE;

@@ -6,7 +6,7 @@
  * an ERROR 410 on a watch (a relist whose differences become events, the
  * vanished object's DELETED carrying its last state), 429 with Retry-After,
  * 500s backed off, a stream cut inside an event (resumed from the last
- * version), a resource not served (404: empty, asked again, logged once),
+ * version), watches the server ends at once without an event (backed off), a resource not served (404: empty, asked again, logged once),
  * the Binding and DeleteOptions bodies, 409 answers to bindings told apart,
  * and a batch of bindings spread over parallel connections.
  */
@@ -345,6 +345,35 @@ static void server_errors_back_off(void **state)
     fk_stop(f);
 }
 
+/*--- Watches the server ends at once ---*/
+
+static void silent_handler(struct fake_kube *f, int fd, const struct fk_req *r)
+{
+    struct script *sc = f->arg;
+    char w[16];
+    if (strcmp(fk_query(r->path, "watch", w, sizeof w), "true")) return node_page(fd, 0, 1, NULL, 10);
+    atomic_fetch_add(&sc->watches, 1);
+    fk_stream_head(fd); /* and nothing: the stream ends at once */
+}
+
+static void silent_watches_back_off(void **state)
+{
+    (void)state;
+    struct script sc = {0};
+    struct fake_kube *f = fk_start(silent_handler, &sc);
+    struct gs_source *s = open_at(f, nodes_only, 0, 0);
+    assert_true(gs_source_kube_wait_synced(s, 10000));
+    usleep(1500 * 1000);
+    int n = atomic_load(&sc.watches);
+    /* 100, 200, 400, 800 ms steps (jittered down to half): a handful, not thousands */
+    if (n < 2 || n > 12) fail_msg("%d watches in 1.5 s against a server that ends each at once", n);
+    struct gs_source_kube_stats st;
+    gs_source_kube_stats(s, &st);
+    assert_true(st.retries >= (uint64_t)n - 1);
+    gs_source_free(s);
+    fk_stop(f);
+}
+
 /*--- A resource not served ---*/
 
 static void crd_handler(struct fake_kube *f, int fd, const struct fk_req *r)
@@ -511,6 +540,7 @@ int main(void)
         cmocka_unit_test(expired_watch_relists_with_differences),
         cmocka_unit_test(too_many_requests_waits_retry_after),
         cmocka_unit_test(server_errors_back_off),
+        cmocka_unit_test(silent_watches_back_off),
         cmocka_unit_test(not_served_is_empty_and_asked_again),
         cmocka_unit_test(bindings_and_deletes_as_kubernetes_writes_them),
     };
