@@ -1,7 +1,8 @@
 /*
  * test_informer_config.c - where the kube source connects and as whom
  * (client.c): a kubeconfig whose user holds a client certificate and key as
- * files (relative to the kubeconfig) or as base64 data, a tokenFile, a CA
+ * files (relative to the kubeconfig) or as base64 data (held in memory
+ * files, closed with the client), a tokenFile, a CA
  * file, each used for real against the in-process server over HTTPS (a
  * key that is not the certificate's fails, so the files really reach TLS);
  * the in-cluster configuration from KUBERNETES_SERVICE_HOST/PORT and
@@ -17,6 +18,7 @@
 #include "core/codec.h"
 #include "informer/source_kube.h"
 
+#include <dirent.h>
 #include <gnutls/gnutls.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -111,6 +113,24 @@ static int get_default_ns(struct gs_client *c)
     return gs_client_get(c, gs_api_resource_lookup("namespaces"), NULL, "default", NULL);
 }
 
+/* Open memory files holding credentials (the client's memfds). */
+static int cred_memfds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char p[300], target[256];
+        snprintf(p, sizeof p, "/proc/self/fd/%s", e->d_name);
+        ssize_t k = readlink(p, target, sizeof target - 1);
+        if (k <= 0) continue;
+        target[k] = 0;
+        n += strstr(target, "memfd:gpusched-cred") != NULL;
+    }
+    closedir(d);
+    return n;
+}
+
 static void client_certificate_files_are_used(void **state)
 {
     struct env *e = *state;
@@ -149,9 +169,12 @@ static void client_certificate_files_are_used(void **state)
     free(cd);
     free(kd);
     free(cad);
+    assert_int_equal(cred_memfds(), 0);
     assert_int_equal(open_client(kc, &c, &d), 0);
+    assert_int_equal(cred_memfds(), 3); /* CA, certificate and key in memory: nothing on disk to leave behind */
     assert_int_equal(get_default_ns(c), 0);
     gs_client_free(c);
+    assert_int_equal(cred_memfds(), 0);
     assert_int_equal(d.n, 0);
     /* The kube source takes the same kubeconfig. */
     const char *const follow[] = {"namespaces/", NULL};
