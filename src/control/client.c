@@ -2,9 +2,12 @@
  * client.c - the API client on libcurl; see client.h.
  *
  * One easy handle per client keeps its connection alive between calls (the
- * agent and the CLI make many small ones). The CA from a kubeconfig arrives
- * as base64 data; libcurl's GnuTLS backend takes a CA only as a file, so it
- * is written to a private temporary file that lives as long as the client.
+ * agent and the CLI make many small ones). The CA, client certificate and
+ * key from a kubeconfig may arrive as base64 data; libcurl's GnuTLS backend
+ * takes them only as files, so each is written to an anonymous memory file
+ * (memfd, named by its /proc/self/fd path) that lives as long as the client
+ * and leaves nothing behind, even when the process is killed; where memfd or
+ * /proc is not available, to a private temporary file removed at free.
  */
 #include "control/client.h"
 
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +35,8 @@ struct gs_client {
     bool ca_temp; /* ca_file is ours to unlink */
     char *cert_file, *key_file; /* client certificate and key (PEM files) */
     bool cert_temp, key_temp;   /* written here from -data fields: ours to unlink */
+    int memfds[3];              /* the memory files behind /proc/self/fd paths above */
+    int nmemfds;
     char *user_agent;           /* NULL: gpusched/<version> */
     int retry_after;            /* the last answer's Retry-After in seconds; -1: none */
     char *token_file;           /* where token came from: read again every minute (bound tokens rotate) */
@@ -60,11 +66,37 @@ static const json_t *named(const json_t *list, const char *name)
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-/* Decodes base64 data into a private temporary file (0600); *path gets its name. */
-static int write_temp(const char *b64, char **path)
+/* The data in a memory file; *path gets its /proc/self/fd name. false when
+ * that cannot be done here (then a temporary file is used). */
+static bool write_memfd(struct gs_client *c, const gnutls_datum_t *data, char **path)
+{
+    if ((size_t)c->nmemfds >= sizeof c->memfds / sizeof c->memfds[0]) return false;
+    int fd = memfd_create("gpusched-cred", MFD_CLOEXEC);
+    if (fd < 0) return false;
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    char *dup = NULL;
+    if (write(fd, data->data, data->size) != (ssize_t)data->size || access(p, R_OK) || !(dup = strdup(p))) {
+        close(fd);
+        return false;
+    }
+    free(*path);
+    *path = dup;
+    c->memfds[c->nmemfds++] = fd;
+    return true;
+}
+
+/* Decodes base64 data into a memory file, else a private temporary file
+ * (0600); *path gets its name, *temp whether it is a file to remove. */
+static int write_temp(struct gs_client *c, const char *b64, char **path, bool *temp)
 {
     gnutls_datum_t in = {(unsigned char *)b64, (unsigned)strlen(b64)}, out;
     if (gnutls_base64_decode2(&in, &out) < 0) return GS_EINVAL;
+    if (write_memfd(c, &out, path)) {
+        gnutls_free(out.data);
+        *temp = false;
+        return 0;
+    }
     char tmpl[] = "/tmp/gpusched-cred-XXXXXX";
     int fd = mkostemp(tmpl, O_CLOEXEC);
     int err = fd < 0 || write(fd, out.data, out.size) != (ssize_t)out.size ? GS_EIO : 0;
@@ -77,15 +109,11 @@ static int write_temp(const char *b64, char **path)
     free(*path);
     *path = strdup(tmpl);
     if (!*path) unlink(tmpl);
+    *temp = *path != NULL;
     return *path ? 0 : GS_ENOMEM;
 }
 
-static int write_ca_temp(struct gs_client *c, const char *b64)
-{
-    int err = write_temp(b64, &c->ca_file);
-    if (!err) c->ca_temp = true;
-    return err;
-}
+static int write_ca_temp(struct gs_client *c, const char *b64) { return write_temp(c, b64, &c->ca_file, &c->ca_temp); }
 
 static char *read_token_file(const char *path, int *err)
 {
@@ -127,8 +155,8 @@ static int check_readable(const char *file, const char *field, const char *path,
 
 /* One credential of a kubeconfig user given as a file (field) or as base64
  * data (field-data): *out gets the file to use, *temp whether it is ours. */
-static int kc_cred(const char *file, const json_t *us, const char *uname, const char *field, char **out, bool *temp,
-                   struct gs_diags *d)
+static int kc_cred(struct gs_client *c, const char *file, const json_t *us, const char *uname, const char *field,
+                   char **out, bool *temp, struct gs_diags *d)
 {
     char fname[160], dname[160], where[400];
     snprintf(fname, sizeof fname, "%s", field);
@@ -137,9 +165,8 @@ static int kc_cred(const char *file, const json_t *us, const char *uname, const 
     const char *f = json_string_value(json_object_get(us, fname));
     if (data) {
         snprintf(where, sizeof where, "users[%s].user.%s", uname ? uname : "", dname);
-        int err = write_temp(data, out);
+        int err = write_temp(c, data, out, temp);
         if (err) gs_diags_add(d, file, "%s: %s", where, err == GS_EINVAL ? "not base64" : gs_strerror(err));
-        else *temp = true;
         return err ? GS_EINVAL : 0;
     }
     if (!f) return 0;
@@ -165,11 +192,12 @@ static int kc_user(struct gs_client *c, const char *path, const json_t *us, cons
         if (err) return GS_EINVAL;
     }
     if (c->cert_file || c->key_file) return 0;
-    err = kc_cred(path, us, uname, "client-certificate", &c->cert_file, &c->cert_temp, d);
-    if (!err) err = kc_cred(path, us, uname, "client-key", &c->key_file, &c->key_temp, d);
+    err = kc_cred(c, path, us, uname, "client-certificate", &c->cert_file, &c->cert_temp, d);
+    if (!err) err = kc_cred(c, path, us, uname, "client-key", &c->key_file, &c->key_temp, d);
     if (!err && !c->cert_file != !c->key_file) {
-        gs_diags_add(d, path, "users[%s].user: %s is given without %s", uname ? uname : "",
-                     c->cert_file ? "client-certificate" : "client-key", c->cert_file ? "client-key" : "client-certificate");
+        const char *have = c->cert_file ? "client-certificate" : "client-key";
+        const char *lack = c->cert_file ? "client-key" : "client-certificate";
+        gs_diags_add(d, path, "users[%s].user: %s is given without %s", uname ? uname : "", have, lack);
         err = GS_EINVAL;
     }
     return err;
@@ -305,6 +333,7 @@ void gs_client_free(struct gs_client *c)
     if (c->ca_temp && c->ca_file) unlink(c->ca_file);
     if (c->cert_temp && c->cert_file) unlink(c->cert_file);
     if (c->key_temp && c->key_file) unlink(c->key_file);
+    for (int i = 0; i < c->nmemfds; i++) close(c->memfds[i]);
     free(c->ca_file);
     free(c->cert_file);
     free(c->key_file);

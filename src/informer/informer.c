@@ -58,7 +58,8 @@ static int check_object(const struct gs_api_resource *r, const json_t *o, const 
     if (r->namespaced && !(sget(md, "namespace") && *sget(md, "namespace")))
         return bad(why, wl, "%s.metadata.namespace: missing for the namespaced %s", where, r->kind);
     const char *rv = sget(md, "resourceVersion");
-    if (!rv || !*rv || strlen(rv) >= 64) return bad(why, wl, "%s.metadata.resourceVersion: missing or too long", where, NULL);
+    if (!rv || !*rv || strlen(rv) >= 64)
+        return bad(why, wl, "%s.metadata.resourceVersion: missing or too long", where, NULL);
     return 0;
 }
 
@@ -84,8 +85,10 @@ int gs_watch_event_decode(const struct gs_api_resource *r, const char *line, siz
     else if (!strcmp(type, "DELETED")) ev->type = GS_WATCH_DELETED;
     else if (!strcmp(type, "BOOKMARK")) ev->type = GS_WATCH_BOOKMARK;
     else if (!strcmp(type, "ERROR")) ev->type = GS_WATCH_ERROR;
-    else err = bad(why, why_len, "watch event: type \"%.40s\": not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR", type, NULL);
-    if (!err && !json_is_object(obj)) err = bad(why, why_len, "watch event: object: missing or not an object", NULL, NULL);
+    else err = bad(why, why_len, "watch event: type \"%.40s\": not ADDED, MODIFIED, DELETED, BOOKMARK or ERROR",
+                   type, NULL);
+    if (!err && !json_is_object(obj))
+        err = bad(why, why_len, "watch event: object: missing or not an object", NULL, NULL);
     if (!err && ev->type == GS_WATCH_ERROR) {
         json_t *c = json_object_get(obj, "code");
         ev->code = json_is_integer(c) ? (long)json_integer_value(c) : 0;
@@ -771,6 +774,8 @@ static int watch_once(struct informer *in)
     json_t *st = NULL;
     atomic_fetch_add(&in->h->watches, 1);
     atomic_fetch_add(&in->h->requests, 1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     err = gs_client_stream_timed(in->c, p, t + WATCH_GRACE_S, on_stream, &w, &st, &code);
     report_req(in, "GET", p, code, true);
     bool partial = false; /* the stream ended inside an event */
@@ -801,10 +806,15 @@ static int watch_once(struct informer *in)
         return back_off(in, 500) ? WATCH_EXPIRED : GS_ESTATE;
     }
     if (w.error_code || w.broken) return back_off(in, w.error_code) ? GS_EIO : GS_ESTATE;
-    if ((err == GS_ETIMEDOUT || err == 0) && !partial) {
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double lasted = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if ((err == GS_ETIMEDOUT || err == 0) && !partial && (w.any || lasted >= 1.0)) {
         in->backoff_ms = 0;
         return WATCH_ENDED;
     }
+    /* A watch the server ended at once without a word is a failure too (as
+     * client-go's "very short watch"), or a server doing so would be asked
+     * again and again with no pause. */
     /* A connection lost or cut inside an event: events before it were whole; go on from the last one. */
     if (w.any) in->backoff_ms = 0;
     return back_off(in, 0) ? GS_EIO : GS_ESTATE;
@@ -893,7 +903,10 @@ struct snap {
     char *key, *text;
 };
 
-static int cmp_snap(const void *a, const void *b) { return strcmp(((const struct snap *)a)->key, ((const struct snap *)b)->key); }
+static int cmp_snap(const void *a, const void *b)
+{
+    return strcmp(((const struct snap *)a)->key, ((const struct snap *)b)->key);
+}
 
 int gs_informer_hub_list(struct gs_informer_hub *h, const char *prefix, gs_store_list_fn fn, void *arg,
                          int64_t *cursor)

@@ -30,6 +30,7 @@ struct fk_req {
     char method[16];
     char path[4096]; /* with the query */
     char body[8192];
+    char agent[128]; /* the User-Agent header */
     int seq;         /* 0 for the first request the server got */
 };
 
@@ -145,6 +146,8 @@ static void *fk_conn_main(void *arg)
     if (end) {
         struct fk_req *r = calloc(1, sizeof *r);
         sscanf(buf, "%15s %4095s", r->method, r->path);
+        const char *ua = strcasestr(buf, "\r\nUser-Agent: ");
+        if (ua && ua < end) snprintf(r->agent, sizeof r->agent, "%.*s", (int)strcspn(ua + 14, "\r"), ua + 14);
         const char *cl = strcasestr(buf, "Content-Length:");
         size_t blen = cl && cl < end ? (size_t)atol(cl + 15) : 0, have = n - (size_t)(end + 4 - buf);
         if (blen >= sizeof r->body) blen = sizeof r->body - 1;

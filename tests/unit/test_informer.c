@@ -5,7 +5,8 @@
  * single objects, and the writes with Kubernetes' semantics (a second
  * binding is GS_EEXIST, a delete with another uid GS_ECONFLICT, a mutate
  * that loses a race is read and tried again, a preemption marks
- * DisruptionTarget before it deletes); interrupt() and free() are prompt.
+ * DisruptionTarget before it deletes); a cursor older than the merged
+ * ring is GS_ERANGE; interrupt() and free() are prompt.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,7 +145,6 @@ static void lists_then_watches_in_order(void **state)
     assert_non_null(strstr(values[2], "\"n8\"")); /* a delete carries the last state */
     for (int i = 0; i < 3; i++) free(values[i]);
     assert_int_equal(gs_source_get(s, "nodes/n8", &obj, &rv), GS_ENOENT);
-    /* A cursor older than the ring holds is not an answer. */
     struct gs_source_kube_stats st;
     gs_source_kube_stats(s, &st);
     assert_true(st.synced);
@@ -295,6 +295,44 @@ static void preempt_marks_then_deletes(void **state)
     gs_source_free(s);
 }
 
+static void old_cursor_is_out_of_range(void **state)
+{
+    struct api_env *e = *state;
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", gs_server_port(e->srv));
+    struct gs_source_kube_opts o = {.client = {.server = url, .token = "adm"}, .follow = follow, .ring_events = 4};
+    struct gs_source *s = NULL;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_source_kube_new(&o, &s, &d), 0);
+    struct seen seen = {0};
+    int64_t cur = -1;
+    assert_int_equal(gs_source_list(s, "nodes/", on_item, &seen, &cur), 0);
+    for (int i = 0; i < 10; i++) {
+        char n[16];
+        snprintf(n, sizeof n, "o%d", i);
+        make_node(e, n);
+    }
+    json_t *obj = NULL;
+    for (double end = now_s() + 10; gs_source_get(s, "nodes/o9", &obj, NULL) && now_s() < end;) usleep(20 * 1000);
+    assert_non_null(obj);
+    json_decref(obj);
+    /* Ten events went into a ring of four: the cursor from before them is no longer served. */
+    struct gs_store_event *evs = NULL;
+    size_t n = 0;
+    int64_t old = cur;
+    assert_int_equal(gs_source_events(s, &old, NULL, 0, NULL, &evs, &n), GS_ERANGE);
+    assert_null(evs);
+    assert_int_equal(n, 0);
+    /* A fresh list gives a cursor that is, and the list already holds all ten. */
+    memset(&seen, 0, sizeof seen);
+    assert_int_equal(gs_source_list(s, "nodes/", on_item, &seen, &cur), 0);
+    assert_int_equal(seen.n, 10);
+    assert_int_equal(gs_source_events(s, &cur, NULL, 0, NULL, &evs, &n), 0);
+    assert_int_equal(n, 0);
+    gs_store_events_free(evs, n);
+    gs_source_free(s);
+}
+
 struct waiter {
     struct gs_source *s;
     double took;
@@ -367,6 +405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(writes_have_kubernetes_semantics, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(mutate_retries_on_conflict, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(preempt_marks_then_deletes, setup, api_env_teardown),
+        cmocka_unit_test_setup_teardown(old_cursor_is_out_of_range, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(interrupt_and_free_are_prompt, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(bad_options_are_named, setup, api_env_teardown),
     };

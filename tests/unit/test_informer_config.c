@@ -1,10 +1,11 @@
 /*
  * test_informer_config.c - where the kube source connects and as whom
  * (client.c): a kubeconfig whose user holds a client certificate and key as
- * files (relative to the kubeconfig) or as base64 data, a tokenFile, a CA
+ * files (relative to the kubeconfig) or as base64 data (held in memory
+ * files, closed with the client), a tokenFile, a CA
  * file, each used for real against the in-process server over HTTPS (a
- * broken certificate fails the handshake, so the files are really handed to
- * TLS); the in-cluster configuration from KUBERNETES_SERVICE_HOST/PORT and
+ * key that is not the certificate's fails, so the files really reach TLS);
+ * the in-cluster configuration from KUBERNETES_SERVICE_HOST/PORT and
  * the service account folder (GPUSCHED_SERVICEACCOUNT_DIR); and the errors
  * for what is missing or unreadable, each naming the field and the file.
  */
@@ -17,6 +18,7 @@
 #include "core/codec.h"
 #include "informer/source_kube.h"
 
+#include <dirent.h>
 #include <gnutls/gnutls.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -111,11 +113,30 @@ static int get_default_ns(struct gs_client *c)
     return gs_client_get(c, gs_api_resource_lookup("namespaces"), NULL, "default", NULL);
 }
 
+/* Open memory files holding credentials (the client's memfds). */
+static int cred_memfds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char p[300], target[256];
+        snprintf(p, sizeof p, "/proc/self/fd/%s", e->d_name);
+        ssize_t k = readlink(p, target, sizeof target - 1);
+        if (k <= 0) continue;
+        target[k] = 0;
+        n += strstr(target, "memfd:gpusched-cred") != NULL;
+    }
+    closedir(d);
+    return n;
+}
+
 static void client_certificate_files_are_used(void **state)
 {
     struct env *e = *state;
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "cp %s/ca.crt %s/server.crt %s/server.key %s/", e->dir, e->dir, e->dir, e->work);
+    snprintf(cmd, sizeof cmd, "cp %s/ca.crt %s/ca.key %s/server.crt %s/server.key %s/", e->dir, e->dir, e->dir,
+             e->dir, e->work);
     assert_int_equal(system(cmd), 0);
     char tf[160];
     snprintf(tf, sizeof tf, "%s/token", e->work);
@@ -129,12 +150,9 @@ static void client_certificate_files_are_used(void **state)
     assert_int_equal(open_client(kc, &c, &d), 0);
     assert_int_equal(get_default_ns(c), 0);
     gs_client_free(c);
-    /* A certificate that is not one fails the handshake: the file really reaches TLS. */
-    char bad[160];
-    snprintf(bad, sizeof bad, "%s/bad.crt", e->work);
-    write_text(bad, "-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n");
+    /* A key that is not the certificate's fails before anything is sent: the files really reach TLS. */
     kubeconfig(e, "kc-bad", "    certificate-authority: ca.crt\n",
-               "    client-certificate: bad.crt\n    client-key: server.key\n    token: adm\n", kc, sizeof kc);
+               "    client-certificate: server.crt\n    client-key: ca.key\n    token: adm\n", kc, sizeof kc);
     assert_int_equal(open_client(kc, &c, &d), 0);
     assert_int_equal(get_default_ns(c), GS_EIO);
     gs_client_free(c);
@@ -151,9 +169,12 @@ static void client_certificate_files_are_used(void **state)
     free(cd);
     free(kd);
     free(cad);
+    assert_int_equal(cred_memfds(), 0);
     assert_int_equal(open_client(kc, &c, &d), 0);
+    assert_int_equal(cred_memfds(), 3); /* CA, certificate and key in memory: nothing on disk to leave behind */
     assert_int_equal(get_default_ns(c), 0);
     gs_client_free(c);
+    assert_int_equal(cred_memfds(), 0);
     assert_int_equal(d.n, 0);
     /* The kube source takes the same kubeconfig. */
     const char *const follow[] = {"namespaces/", NULL};

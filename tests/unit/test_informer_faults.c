@@ -6,7 +6,10 @@
  * turns what was missed into ADDED / MODIFIED / DELETED events and the cache
  * ends equal to the server. Also: watches that time out every second end
  * with bookmarks that are counted and resumed from, and the server's rate
- * limiter's 429s are waited out as their Retry-After says.
+ * limiter's 429s are waited out as their Retry-After says. Connections cut
+ * at random while writes go on: a consumer that follows source.h's contract
+ * (list, go on from the cursor, keep the newest version per key, list again
+ * on GS_ERANGE) ends with exactly the server's objects and versions.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -346,10 +349,140 @@ static void rate_limited_requests_wait_retry_after(void **state)
     gs_source_free(s);
 }
 
+/*--- Random cuts: a consumer that follows the contract ends equal to the server ---*/
+
+struct cutter {
+    struct proxy *p;
+    atomic_bool stop;
+    unsigned seed;
+    int cuts;
+};
+
+static void *cut_at_random(void *arg)
+{
+    struct cutter *c = arg;
+    while (!atomic_load(&c->stop)) {
+        usleep((useconds_t)(50 + rand_r(&c->seed) % 100) * 1000);
+        proxy_set_down(c->p, true);
+        c->cuts++;
+        usleep((useconds_t)(20 + rand_r(&c->seed) % 60) * 1000);
+        proxy_set_down(c->p, false);
+    }
+    return NULL;
+}
+
+/* What a control loop holds: per key the newest version taken, deletions kept as tombstones. */
+struct replica {
+    char key[64][32];
+    int64_t rv[64];
+    bool live[64];
+    int n;
+};
+
+static void replica_apply(struct replica *r, const char *key, int64_t rv, bool live)
+{
+    int i = 0;
+    while (i < r->n && strcmp(r->key[i], key)) i++;
+    if (i == r->n) {
+        assert_true(r->n < 64);
+        snprintf(r->key[r->n++], sizeof r->key[0], "%s", key);
+        r->rv[i] = 0;
+    }
+    if (rv <= r->rv[i]) return; /* seen already: told apart by version */
+    r->rv[i] = rv;
+    r->live[i] = live;
+}
+
+static int replica_list(const char *key, json_t *obj, void *arg)
+{
+    replica_apply(arg, key, gs_store_obj_rv(obj), true);
+    return 0;
+}
+
+/* The live keys and versions of r equal the server's. */
+static bool replica_equals_server(struct api_env *e, const struct replica *r, char *why, size_t len)
+{
+    json_t *list = NULL;
+    assert_int_equal(gs_client_list(e->adm, R("nodes"), NULL, NULL, NULL, false, &list), 0);
+    int live = 0;
+    for (int i = 0; i < r->n; i++) live += r->live[i];
+    bool same = (int)json_array_size(json_object_get(list, "items")) == live;
+    snprintf(why, len, "%d live in the replica, %zu on the server", live, json_array_size(json_object_get(list, "items")));
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(list, "items"), i, it) {
+        char key[64];
+        snprintf(key, sizeof key, "nodes/%s", json_string_value(json_object_get(json_object_get(it, "metadata"), "name")));
+        int j = 0;
+        while (j < r->n && strcmp(r->key[j], key)) j++;
+        if (j == r->n || !r->live[j] || r->rv[j] != gs_store_obj_rv(it)) {
+            snprintf(why, len, "%s: replica %s at %lld, server at %lld", key, j == r->n ? "lacks it" : r->live[j] ? "has it" : "deleted it",
+                     j == r->n ? 0LL : (long long)r->rv[j], (long long)gs_store_obj_rv(it));
+            same = false;
+            break;
+        }
+    }
+    json_decref(list);
+    return same;
+}
+
+static void random_cuts_lose_nothing(void **state)
+{
+    struct api_env *e = *state;
+    struct proxy *p = proxy_start(gs_server_port(e->srv));
+    struct gs_source *s = open_source(p->port, 0);
+    struct replica rep = {0};
+    int64_t cur = 0;
+    assert_int_equal(gs_source_list(s, "nodes/", replica_list, &rep, &cur), 0);
+    struct cutter c = {.p = p, .seed = 5};
+    pthread_t th;
+    pthread_create(&th, NULL, cut_at_random, &c);
+    unsigned seed = 17;
+    bool present[24] = {0};
+    double end = now_s() + 3;
+    for (int op = 0; now_s() < end; op++) {
+        int k = (int)(rand_r(&seed) % 24);
+        char name[16];
+        snprintf(name, sizeof name, "r%d", k);
+        if (!present[k]) make_node(e, name), present[k] = true;
+        else if (rand_r(&seed) % 3) label_node(e, name, op % 2 ? "a" : "b");
+        else assert_int_equal(gs_client_delete(e->adm, R("nodes"), NULL, name, NULL), 0), present[k] = false;
+        /* the consumer reads as it goes, and lists again when it fell out of the ring */
+        struct gs_store_event *evs = NULL;
+        size_t n = 0;
+        int err = gs_source_events(s, &cur, "nodes/", 0, NULL, &evs, &n);
+        if (err == GS_ERANGE) assert_int_equal(gs_source_list(s, "nodes/", replica_list, &rep, &cur), 0);
+        for (size_t i = 0; i < n; i++) replica_apply(&rep, evs[i].key, evs[i].rv, evs[i].type != GS_STORE_DELETED);
+        gs_store_events_free(evs, n);
+    }
+    atomic_store(&c.stop, true);
+    pthread_join(th, NULL);
+    char why[256] = "";
+    bool same = false;
+    for (double until = now_s() + 30; !same && now_s() < until;) {
+        struct gs_store_event *evs = NULL;
+        size_t n = 0;
+        assert_int_equal(gs_source_events(s, &cur, "nodes/", 200, NULL, &evs, &n), 0);
+        for (size_t i = 0; i < n; i++) replica_apply(&rep, evs[i].key, evs[i].rv, evs[i].type != GS_STORE_DELETED);
+        gs_store_events_free(evs, n);
+        same = replica_equals_server(e, &rep, why, sizeof why);
+    }
+    struct gs_source_kube_stats st;
+    gs_source_kube_stats(s, &st);
+    print_message("%d cuts: %llu watches, %llu relists, %llu retries\n", c.cuts, (unsigned long long)st.watches,
+                  (unsigned long long)st.relists, (unsigned long long)st.retries);
+    if (!same) fail_msg("after %d cuts the replica differs from the server: %s", c.cuts, why);
+    assert_true(c.cuts >= 10);
+    assert_true(st.watches >= 5);
+    gs_source_free(s);
+    proxy_stop(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(cut_connection_relists_after_410, setup_small_ring, api_env_teardown),
+        cmocka_unit_test_setup_teardown(random_cuts_lose_nothing, setup_small_ring, api_env_teardown),
         cmocka_unit_test_setup_teardown(watches_end_with_bookmarks_and_resume, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(rate_limited_requests_wait_retry_after, setup_limited, api_env_teardown),
     };

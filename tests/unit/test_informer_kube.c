@@ -6,9 +6,10 @@
  * an ERROR 410 on a watch (a relist whose differences become events, the
  * vanished object's DELETED carrying its last state), 429 with Retry-After,
  * 500s backed off, a stream cut inside an event (resumed from the last
- * version), a resource not served (404: empty, asked again, logged once),
+ * version), watches the server ends at once without an event (backed off), a resource not served (404: empty, asked again, logged once),
  * the Binding and DeleteOptions bodies, 409 answers to bindings told apart,
- * and a batch of bindings spread over parallel connections.
+ * a batch of bindings spread over parallel connections, and one namespace
+ * followed with the request hook and the user agent on every request.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -345,6 +346,35 @@ static void server_errors_back_off(void **state)
     fk_stop(f);
 }
 
+/*--- Watches the server ends at once ---*/
+
+static void silent_handler(struct fake_kube *f, int fd, const struct fk_req *r)
+{
+    struct script *sc = f->arg;
+    char w[16];
+    if (strcmp(fk_query(r->path, "watch", w, sizeof w), "true")) return node_page(fd, 0, 1, NULL, 10);
+    atomic_fetch_add(&sc->watches, 1);
+    fk_stream_head(fd); /* and nothing: the stream ends at once */
+}
+
+static void silent_watches_back_off(void **state)
+{
+    (void)state;
+    struct script sc = {0};
+    struct fake_kube *f = fk_start(silent_handler, &sc);
+    struct gs_source *s = open_at(f, nodes_only, 0, 0);
+    assert_true(gs_source_kube_wait_synced(s, 10000));
+    usleep(1500 * 1000);
+    int n = atomic_load(&sc.watches);
+    /* 100, 200, 400, 800 ms steps (jittered down to half): a handful, not thousands */
+    if (n < 2 || n > 12) fail_msg("%d watches in 1.5 s against a server that ends each at once", n);
+    struct gs_source_kube_stats st;
+    gs_source_kube_stats(s, &st);
+    assert_true(st.retries >= (uint64_t)n - 1);
+    gs_source_free(s);
+    fk_stop(f);
+}
+
 /*--- A resource not served ---*/
 
 static void crd_handler(struct fake_kube *f, int fd, const struct fk_req *r)
@@ -406,6 +436,71 @@ static void not_served_is_empty_and_asked_again(void **state)
     assert_null(strstr(p + 1, "does not serve")); /* said once, however often it was asked */
     assert_non_null(strstr(logbuf, "resource=podgroups.scheduling.x-k8s.io/"));
     assert_non_null(strstr(logbuf, "the resource is served now"));
+    fk_stop(f);
+}
+
+/*--- One namespace, the request hook, the user agent ---*/
+
+static void team_handler(struct fake_kube *f, int fd, const struct fk_req *r)
+{
+    char w[16];
+    if (strcmp(r->agent, "gpusched-test/1")) return fk_status(fd, 403, NULL, "Forbidden", "unknown agent");
+    if (!strcmp(r->method, "DELETE"))
+        return fk_reply(fd, 200, NULL, "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"namespace\":\"team\"}}");
+    if (strcmp(fk_query(r->path, "watch", w, sizeof w), "true"))
+        return fk_reply(fd, 200, NULL,
+                        "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"3\"},"
+                        "\"items\":[{\"metadata\":{\"name\":\"a\",\"namespace\":\"team\",\"resourceVersion\":\"2\"}}]}");
+    fk_stream_head(fd);
+    fk_hold(f, fd, 30);
+}
+
+struct hooked {
+    pthread_mutex_t mu;
+    char seen[16][160];
+    int n;
+};
+
+static void on_request(void *ctx, const char *method, const char *path, long code)
+{
+    struct hooked *h = ctx;
+    pthread_mutex_lock(&h->mu);
+    if (h->n < 16) snprintf(h->seen[h->n++], sizeof h->seen[0], "%s %.120s %ld", method, path, code);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void one_namespace_hook_and_agent(void **state)
+{
+    (void)state;
+    struct script sc = {0};
+    struct fake_kube *f = fk_start(team_handler, &sc);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", f->port);
+    const char *const follow[] = {"pods/team/", NULL};
+    struct hooked h = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct gs_source_kube_opts o = {.client = {.server = url}, .follow = follow, .user_agent = "gpusched-test/1",
+                                    .on_request = on_request, .on_request_ctx = &h};
+    struct gs_source *s = NULL;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_source_kube_new(&o, &s, &d), 0);
+    struct names got = {0};
+    assert_int_equal(gs_source_list(s, "pods/team/", on_item, &got, NULL), 0);
+    assert_int_equal(got.n, 1);
+    assert_string_equal(got.keys[0], "pods/team/a");
+    /* Another namespace is not followed: refused, not answered empty. */
+    assert_int_equal(gs_source_list(s, "pods/other/", on_item, &got, NULL), GS_EINVAL);
+    /* A write through the pool carries the agent too (403 otherwise). */
+    json_t *old = NULL;
+    assert_int_equal(gs_source_remove(s, "pods/team/a", "uid-a", 0, &old), 0);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(old, "metadata"), "name")), "a");
+    json_decref(old);
+    gs_source_free(s);
+    pthread_mutex_lock(&h.mu);
+    bool listed = false;
+    for (int i = 0; i < h.n; i++) listed = listed || !strcmp(h.seen[i], "GET /api/v1/namespaces/team/pods?limit=500 200");
+    pthread_mutex_unlock(&h.mu);
+    assert_true(listed);
+    assert_int_equal(fk_count(f, "GET /api/v1/namespaces/team/pods?watch=true"), 1);
     fk_stop(f);
 }
 
@@ -511,8 +606,10 @@ int main(void)
         cmocka_unit_test(expired_watch_relists_with_differences),
         cmocka_unit_test(too_many_requests_waits_retry_after),
         cmocka_unit_test(server_errors_back_off),
+        cmocka_unit_test(silent_watches_back_off),
         cmocka_unit_test(not_served_is_empty_and_asked_again),
         cmocka_unit_test(bindings_and_deletes_as_kubernetes_writes_them),
+        cmocka_unit_test(one_namespace_hook_and_agent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
