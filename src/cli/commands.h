@@ -27,6 +27,7 @@ int gs_cmd_device_plugin(int argc, char **argv);
 int gs_cmd_kubelet_sim(int argc, char **argv);
 /* Control plane and its client (src/control). */
 int gs_cmd_server(int argc, char **argv);
+int gs_cmd_scheduler(int argc, char **argv); /* cmd_scheduler.c: the standalone scheduler */
 int gs_cmd_apply(int argc, char **argv);
 int gs_cmd_get(int argc, char **argv);
 int gs_cmd_describe(int argc, char **argv);

@@ -13,6 +13,7 @@ static const struct {
 } commands[] = {
     {"up", gs_cmd_up, "server and local agents in one command (mock GPUs with --mock)"},
     {"server", gs_cmd_server, "run the control plane: API server, store and scheduler"},
+    {"scheduler", gs_cmd_scheduler, "schedule a Kubernetes cluster's pods as a secondary scheduler (leader election)"},
     {"agent", gs_cmd_agent, "run this node's agent: register, run bound pods as processes, serve logs and metrics"},
     {"apply", gs_cmd_apply, "create or update objects from manifests"},
     {"get", gs_cmd_get, "list or show objects"},

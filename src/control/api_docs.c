@@ -136,7 +136,7 @@ static json_t *resource_entry(const struct gs_api_resource *r, const char *sub)
 {
     char name[128];
     snprintf(name, sizeof name, "%s%s%s", r->plural, sub ? "/" : "", sub ? sub : "");
-    json_t *verbs = !sub && gs_event_res_is_v1(r) ? json_pack("[s,s,s,s,s]", "create", "delete", "get", "list", "watch")
+    json_t *verbs = !sub && gs_event_res_is_v1(r) ? json_pack("[s,s,s,s,s,s]", "create", "delete", "get", "list", "update", "watch")
                     : !sub ? json_pack("[s,s,s,s,s,s,s]", "create", "delete", "get", "list", "patch", "update", "watch")
                     : !strcmp(sub, "binding") || !strcmp(sub, "eviction") ? json_pack("[s]", "create")
                                               : json_pack("[s,s,s]", "get", "patch", "update");

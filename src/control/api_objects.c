@@ -518,7 +518,7 @@ static enum MHD_Result run_write(struct wctx *w)
         ret = gs__reply_json(r, 200, w->preview), w->preview = NULL;
     } else {
         if (!r->dry_run) finish_deletion(r, key, &out);
-        ret = gs__reply_json(r, 200, out), out = NULL;
+        ret = gs__reply_json(r, 200, gs_event_serve(r->res, out)), out = NULL; /* events.k8s.io: its view */
     }
     json_decref(w->preview);
     json_decref(out);
@@ -559,15 +559,26 @@ enum MHD_Result gs__handle_update(struct gs__req *r)
 {
     if (strcmp(r->sub, "") && strcmp(r->sub, "status"))
         return gs__reply_status(r, 405, NULL, r->name, "cannot update %s", r->sub);
-    if (gs_event_res_is_v1(r->res))
-        return gs__reply_status(r, 405, NULL, r->name, "events.k8s.io/v1 Events are not updated in place: update "
-                                "the same Event as v1 (/api/v1/namespaces/%s/events/%s)", r->ns, r->name);
     if (gs__fields_node_event_write(r)) return MHD_YES;
     json_t *obj = parse_body(r);
     if (!obj) return MHD_YES;
     if (check_identity(r, obj) || gs__check_fields(r, obj, false)) {
         json_decref(obj);
         return MHD_YES;
+    }
+    if (gs_event_res_is_v1(r->res)) { /* an events.k8s.io PUT (a recorder's series) replaces the core Event */
+        struct gs_diags d = {0};
+        json_t *core = NULL;
+        if (gs_event_from_events_v1(obj, &core, &d)) {
+            enum MHD_Result ret = reply_invalid(r, obj, &d);
+            gs_diags_free(&d);
+            json_decref(obj);
+            return ret;
+        }
+        gs_diags_free(&d);
+        json_object_set(core, "metadata", meta_of(obj));
+        json_decref(obj);
+        obj = core;
     }
     struct wctx w = {.r = r, .kind = W_UPDATE, .body = obj};
     if (client_rv(r, meta_of(obj), "metadata.resourceVersion", &w.expect)) {
@@ -641,12 +652,19 @@ struct bctx {
     json_t *annotations;
     char bound_to[256];
     bool dry_run;
+    const char *want_uid; /* the Binding's metadata.uid: a precondition, as kube-apiserver's */
+    char uid[128];        /* the pod's, when it differs */
 };
 
 static int bind_fn(json_t *cur, json_t **out, void *arg)
 {
     struct bctx *b = arg;
     if (!cur) return GS_ENOENT;
+    const char *uid = str(json_object_get(cur, "metadata"), "uid");
+    if (b->want_uid && (!uid || strcmp(uid, b->want_uid))) {
+        snprintf(b->uid, sizeof b->uid, "%s", uid ? uid : "");
+        return GS_ECONFLICT;
+    }
     const char *n = node_of(cur);
     if (n && *n) {
         snprintf(b->bound_to, sizeof b->bound_to, "%s", n);
@@ -678,16 +696,27 @@ enum MHD_Result gs__handle_bind(struct gs__req *r)
     if (!body) return MHD_YES;
     const char *node = str(json_object_get(body, "target"), "name");
     enum MHD_Result ret;
-    if (!node || !*node) {
+    json_t *uidv = json_object_get(json_object_get(body, "metadata"), "uid");
+    if (uidv && !json_is_string(uidv)) {
+        struct gs__cause c = {"metadata.uid", "Invalid value: must be a string", "FieldValueInvalid"};
+        ret = gs__reply_json(r, 422, gs__status(422, NULL, "Binding is invalid: metadata.uid: must be a string",
+                                                r->res, r->name, &c, 1));
+    } else if (!node || !*node) {
         struct gs__cause c = {"target.name", "Required value", "FieldValueRequired"};
         ret = gs__reply_json(r, 422, gs__status(422, NULL, "Binding is invalid: target.name: Required value", r->res,
                                                 r->name, &c, 1));
     } else {
-        struct bctx b = {node, json_object_get(json_object_get(body, "metadata"), "annotations"), "", r->dry_run};
+        json_t *md = json_object_get(body, "metadata");
+        struct bctx b = {node, json_object_get(md, "annotations"), "", r->dry_run, str(md, "uid"), ""};
+        if (b.want_uid && !*b.want_uid) b.want_uid = NULL;
         char key[1024];
         gs_api_key(r->res, r->ns, r->name, key, sizeof key);
         int err = gs_store_mutate(r->s->store, key, bind_fn, &b, NULL, NULL);
-        if (err == GS_EEXIST)
+        if (err == GS_ECONFLICT) /* kube-apiserver's words for a failed uid precondition */
+            ret = gs__reply_status(r, 409, "Conflict", r->name,
+                                   "Operation cannot be fulfilled on pods \"%s\": Precondition failed: UID in "
+                                   "precondition: %s, UID in object meta: %s", r->name, b.want_uid, b.uid);
+        else if (err == GS_EEXIST)
             ret = gs__reply_status(r, 409, "Conflict", r->name, "pod %s is already assigned to node \"%s\"", r->name,
                                    b.bound_to);
         else if (err == GS_ESTATE)

@@ -60,6 +60,7 @@ static int parse_role(const char *s, enum gs_role *r)
     if (!*s || !strcmp(s, "tenant")) *r = GS_ROLE_TENANT;
     else if (!strcmp(s, "admin")) *r = GS_ROLE_ADMIN;
     else if (!strcmp(s, "node")) *r = GS_ROLE_NODE;
+    else if (!strcmp(s, "scheduler")) *r = GS_ROLE_SCHEDULER;
     else return GS_EINVAL;
     return 0;
 }
@@ -83,7 +84,7 @@ static int parse_line(char *line, int lineno, struct gs_principal *p, struct gs_
     if (!*f[0] || !*f[1])
         return gs_diags_add(d, where, "token and user must not be empty") ? GS_ENOMEM : GS_EINVAL;
     if (parse_role(f[4], &p->role))
-        return gs_diags_add(d, where, "unknown role \"%s\" (want admin, tenant or node)", f[4]) ? GS_ENOMEM
+        return gs_diags_add(d, where, "unknown role \"%s\" (want admin, tenant, node or scheduler)", f[4]) ? GS_ENOMEM
                                                                                                 : GS_EINVAL;
     if (!(p->token = strdup(f[0])) || !(p->user = strdup(f[1]))) return GS_ENOMEM;
     int err = split(f[2], ';', &p->groups, &p->ngroups);
@@ -207,37 +208,37 @@ bool gs_auth_sees_namespace(const struct gs_principal *p, const char *ns)
  * checks the two agree and walks every cell against a running server.
  */
 static const struct gs_auth_rule rules[] = {
-    /* resource                 sub        admin      tenant     node */
-    {"pods",                   "",        "AAAAAAA", "NNNNNNN", "NNNDDDN"},
-    {"pods",                   "status",  "A---AA-", "N---DD-", "N---NN-"},
-    {"pods",                   "binding", "---A---", "---D---", "---D---"},
-    {"pods",                   "log",     "A------", "N------", "N------"},
-    {"pods",                   "explain", "A------", "N------", "D------"},
-    {"pods",                   "eviction","---A---", "---N---", "---D---"},
-    {"nodes",                  "",        "AAAAAAA", "AAADDDD", "AAANNND"},
-    {"nodes",                  "status",  "A---AA-", "A---DD-", "A---NN-"},
-    {"namespaces",             "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"events",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND"},
-    {"podgroups",              "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
-    {"podgroups",              "status",  "A---AA-", "N---DD-", "A---DD-"},
-    {"queues",                 "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"queues",                 "status",  "A---AA-", "A---DD-", "A---DD-"},
-    {"clusterqueues",          "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"clusterqueues",          "status",  "A---AA-", "A---DD-", "A---DD-"},
-    {"localqueues",            "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
-    {"localqueues",            "status",  "A---AA-", "N---DD-", "A---DD-"},
-    {"resourceflavors",        "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"noderesourcetopologies", "",        "AAAAAAA", "AAADDDD", "AAANNND"},
-    {"clusterpolicies",        "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"clusterpolicies",        "status",  "A---AA-", "A---DD-", "A---DD-"},
-    {"resourceclaims",         "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
-    {"resourceclaims",         "status",  "A---AA-", "N---DD-", "A---DD-"},
-    {"deviceclasses",          "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"resourceslices",         "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"leases",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND"},
-    {"priorityclasses",        "",        "AAAAAAA", "AAADDDD", "AAADDDD"},
-    {"poddisruptionbudgets",   "",        "AAAAAAA", "NNNNNNN", "AAADDDD"},
-    {"poddisruptionbudgets",   "status",  "A---AA-", "N---DD-", "A---DD-"},
+    /* resource                 sub        admin      tenant     node       scheduler */
+    {"pods",                   "",        "AAAAAAA", "NNNNNNN", "NNNDDDN", "AAADDDA"},
+    {"pods",                   "status",  "A---AA-", "N---DD-", "N---NN-", "A---AA-"},
+    {"pods",                   "binding", "---A---", "---D---", "---D---", "---A---"},
+    {"pods",                   "log",     "A------", "N------", "N------", "D------"},
+    {"pods",                   "explain", "A------", "N------", "D------", "D------"},
+    {"pods",                   "eviction","---A---", "---N---", "---D---", "---D---"},
+    {"nodes",                  "",        "AAAAAAA", "AAADDDD", "AAANNND", "AAADDDD"},
+    {"nodes",                  "status",  "A---AA-", "A---DD-", "A---NN-", "A---DD-"},
+    {"namespaces",             "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"events",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND", "ADDAAAD"},
+    {"podgroups",              "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
+    {"podgroups",              "status",  "A---AA-", "N---DD-", "A---DD-", "A---AA-"},
+    {"queues",                 "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"queues",                 "status",  "A---AA-", "A---DD-", "A---DD-", "A---AA-"},
+    {"clusterqueues",          "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"clusterqueues",          "status",  "A---AA-", "A---DD-", "A---DD-", "A---AA-"},
+    {"localqueues",            "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
+    {"localqueues",            "status",  "A---AA-", "N---DD-", "A---DD-", "A---AA-"},
+    {"resourceflavors",        "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"noderesourcetopologies", "",        "AAAAAAA", "AAADDDD", "AAANNND", "AAADDDD"},
+    {"clusterpolicies",        "",        "AAAAAAA", "AAADDDD", "AAADDDD", "DDDDDDD"},
+    {"clusterpolicies",        "status",  "A---AA-", "A---DD-", "A---DD-", "D---DD-"},
+    {"resourceclaims",         "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
+    {"resourceclaims",         "status",  "A---AA-", "N---DD-", "A---DD-", "A---DD-"},
+    {"deviceclasses",          "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"resourceslices",         "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"leases",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND", "NDDNNDD"},
+    {"priorityclasses",        "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"poddisruptionbudgets",   "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
+    {"poddisruptionbudgets",   "status",  "A---AA-", "N---DD-", "A---DD-", "A---DD-"},
 };
 #define NRULES (sizeof rules / sizeof rules[0])
 
@@ -280,6 +281,10 @@ static enum gs_authz denied(const struct gs_principal *p, const struct gs_authz_
     if (p->role == GS_ROLE_TENANT)
         return deny(why, !r->res->namespaced ? "tenants may only read cluster-scoped resources"
                                              : "not allowed for tenants");
+    if (p->role == GS_ROLE_SCHEDULER) /* it reads, binds, writes statuses and Events, deletes victims */
+        return deny(why, !strcmp(r->res->plural, "pods") ? "the scheduler may only bind, write the status of and "
+                                                           "delete (preempt) pods"
+                                                         : "not needed by the scheduler");
     if (!strcmp(r->res->plural, "pods"))
         return deny(why, !strcmp(r->verb, "create") ? "nodes may not create pods" : "nodes may only write a pod's status");
     if (!strcmp(r->verb, "delete")) return deny(why, "nodes may not delete this resource");
@@ -316,6 +321,13 @@ static enum gs_authz node_narrow(const struct gs_principal *p, const struct gs_a
                                               : "a node may only write the object named after it");
 }
 
+/* N for the scheduler: its leader-election Lease, in GS_SCHEDULER_LEASE_NS only. */
+static enum gs_authz scheduler_narrow(const struct gs_authz_req *r, const char **why)
+{
+    if (!strcmp(r->res->plural, "leases") && r->ns && !strcmp(r->ns, GS_SCHEDULER_LEASE_NS)) return GS_AUTHZ_ALLOW;
+    return deny(why, "the scheduler may only write its lease in the namespace " GS_SCHEDULER_LEASE_NS);
+}
+
 enum gs_authz gs_authorize(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
 {
     *why = "";
@@ -325,10 +337,16 @@ enum gs_authz gs_authorize(const struct gs_principal *p, const struct gs_authz_r
     if (v < 0) return deny(why, "unknown verb");
     if (!row) /* no such subresource: the handler answers 404 to whoever may reach the resource */
         return p->role == GS_ROLE_ADMIN ? GS_AUTHZ_ALLOW : deny(why, "not in the authorization table");
-    const char *cells = p->role == GS_ROLE_ADMIN ? row->admin : p->role == GS_ROLE_TENANT ? row->tenant : row->node;
+    const char *cells = p->role == GS_ROLE_ADMIN      ? row->admin
+                        : p->role == GS_ROLE_TENANT   ? row->tenant
+                        : p->role == GS_ROLE_SCHEDULER ? row->scheduler
+                                                       : row->node;
+    if (!cells) cells = "DDDDDDD"; /* a row without this role's column grants it nothing */
     switch (cells[v]) {
     case 'A': return GS_AUTHZ_ALLOW;
-    case 'N': return p->role == GS_ROLE_TENANT ? tenant_narrow(p, r, why) : node_narrow(p, r, why);
+    case 'N':
+        if (p->role == GS_ROLE_SCHEDULER) return scheduler_narrow(r, why);
+        return p->role == GS_ROLE_TENANT ? tenant_narrow(p, r, why) : node_narrow(p, r, why);
     case '-': return deny(why, "this verb is not served here");
     default: return denied(p, r, why);
     }

@@ -15,7 +15,11 @@
  *    resources, never pods/binding nor a status subresource;
  *  - node: its own Node (it registers it) and its status, its own
  *    NodeResourceTopology and Lease, the pods bound to it (read, status,
- *    delete), events about itself and its pods; reads the rest.
+ *    delete), events about itself and its pods; reads the rest;
+ *  - scheduler: a standalone `gpusched scheduler` (tenant-free): reads what
+ *    the scheduler follows, binds pods, writes pod, PodGroup and queue
+ *    status, deletes pods (preemption), writes Events, and holds its Lease
+ *    in GS_SCHEDULER_LEASE_NS; no pod create, no node writes, nothing else.
  * Every decision comes from one table (gs_auth_table), one row per resource
  * and subresource, printed in docs/CONTROL_PLANE.md. Narrowed cells that
  * depend on the stored object or the body answer GS_AUTHZ_IF_BOUND or
@@ -33,7 +37,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum gs_role { GS_ROLE_ADMIN, GS_ROLE_TENANT, GS_ROLE_NODE };
+enum gs_role { GS_ROLE_ADMIN, GS_ROLE_TENANT, GS_ROLE_NODE, GS_ROLE_SCHEDULER };
+
+/* The scheduler's identity (the token `gpusched server` writes into
+ * scheduler.kubeconfig) and the one namespace where it may hold its
+ * leader-election Lease. */
+#define GS_SCHEDULER_USER "system:gpusched-scheduler"
+#define GS_SCHEDULER_LEASE_NS "kube-system"
 
 struct gs_principal {
     char *token;
@@ -86,12 +96,14 @@ struct gs_authz_req {
 enum gs_authz gs_authorize(const struct gs_principal *p, const struct gs_authz_req *r, const char **why);
 /* One row of the authorization table: per role one letter per verb, in the
  * order of GS_AUTH_VERBS: 'A' allowed, 'N' narrowed (tenant: its namespaces;
- * node: what belongs to it), 'D' denied (403), '-' not served. */
+ * node: what belongs to it; scheduler: its Lease in GS_SCHEDULER_LEASE_NS),
+ * 'D' denied (403), '-' not served. */
 #define GS_AUTH_VERBS "get list watch create update patch delete"
 struct gs_auth_rule {
     const char *resource; /* plural */
     const char *sub;      /* "" or the subresource */
     const char *admin, *tenant, *node;
+    const char *scheduler; /* NULL: all denied */
 };
 /* The whole table (static); *n gets the row count. */
 const struct gs_auth_rule *gs_auth_table(size_t *n);

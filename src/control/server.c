@@ -95,6 +95,33 @@ static int add_node_tokens(struct gs_server *s, const struct gs_server_opts *o, 
     return gs_auth_load(path, &s->auth, d);
 }
 
+const char *gs_server_scheduler_token(const struct gs_server *s)
+{
+    for (size_t i = 0; s->has_auth && i < s->auth.n; i++)
+        if (s->auth.v[i].role == GS_ROLE_SCHEDULER) return s->auth.v[i].token;
+    return NULL;
+}
+
+/* The data directory's tokens file gets a scheduler token once (a file the
+ * operator passed with --tokens is theirs: left as it is). */
+static int add_scheduler_token(struct gs_server *s, const char *path, struct gs_diags *d)
+{
+    if (gs_server_scheduler_token(s)) return 0;
+    char tok[64], line[256];
+    int err = random_token(tok, sizeof tok);
+    if (err) return err;
+    int n = snprintf(line, sizeof line, "%s,%s,,,scheduler\n", tok, GS_SCHEDULER_USER);
+    int fd = open(path, O_RDWR | O_APPEND);
+    char last = '\n';
+    off_t end = fd >= 0 ? lseek(fd, 0, SEEK_END) : 0;
+    if (end > 0 && pread(fd, &last, 1, end - 1) != 1) last = '\n';
+    bool ok = fd >= 0 && (last == '\n' || write(fd, "\n", 1) == 1) && write(fd, line, (size_t)n) == n && fsync(fd) == 0;
+    if (fd >= 0) close(fd);
+    if (!ok) return GS_EIO;
+    gs_auth_free(&s->auth);
+    return gs_auth_load(path, &s->auth, d);
+}
+
 static int load_tokens(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
 {
     char path[4200];
@@ -112,6 +139,8 @@ static int load_tokens(struct gs_server *s, const struct gs_server_opts *o, stru
     if (err == GS_ENOENT) gs_diags_add(d, path, "tokens file not found");
     s->has_auth = true;
     if (!err && (err = add_node_tokens(s, o, path, d))) gs_diags_add(d, path, "cannot add the node tokens");
+    if (!err && !o->tokens_file && (err = add_scheduler_token(s, path, d)))
+        gs_diags_add(d, path, "cannot add the scheduler token");
     if (err) return err;
     s->auth.qps = o->qps == 0 ? 2000 : o->qps;
     s->auth.burst = o->burst > 0 ? o->burst : s->auth.qps * 2;
@@ -132,7 +161,8 @@ const char *gs_server_node_token(const struct gs_server *s, const char *name)
     return NULL;
 }
 
-static int write_kubeconfig(struct gs_server *s)
+/* A kubeconfig for user (with tok, or none) at path. */
+static int write_kubeconfig_for(struct gs_server *s, const char *path, const char *user, const char *tok)
 {
     char *ca = NULL;
     if (s->has_tls) {
@@ -142,19 +172,32 @@ static int write_kubeconfig(struct gs_server *s)
         gnutls_free(out.data);
         if (!ca) return GS_ENOMEM;
     }
-    const char *tok = gs_server_admin_token(s);
     char *text = NULL;
     int n = asprintf(&text,
                      "apiVersion: v1\nkind: Config\nclusters:\n- name: gpusched\n  cluster:\n    server: %s\n%s%s%s"
-                     "contexts:\n- name: gpusched\n  context:\n    cluster: gpusched\n    user: admin\n"
-                     "current-context: gpusched\nusers:\n- name: admin\n  user:\n%s%s%s",
-                     s->url, ca ? "    certificate-authority-data: " : "", ca ? ca : "", ca ? "\n" : "",
+                     "contexts:\n- name: gpusched\n  context:\n    cluster: gpusched\n    user: %s\n"
+                     "current-context: gpusched\nusers:\n- name: %s\n  user:\n%s%s%s",
+                     s->url, ca ? "    certificate-authority-data: " : "", ca ? ca : "", ca ? "\n" : "", user, user,
                      tok ? "    token: " : "    {}\n", tok ? tok : "", tok ? "\n" : "");
     free(ca);
     if (n < 0) return GS_ENOMEM;
-    snprintf(s->kubeconfig, sizeof s->kubeconfig, "%s/kubeconfig", s->dir);
-    int err = write_private(s->kubeconfig, text);
+    int err = write_private(path, text);
     free(text);
+    return err;
+}
+
+/* The admin's kubeconfig, and next to it scheduler.kubeconfig for a
+ * standalone `gpusched scheduler` (the tenant-free scheduler identity). */
+static int write_kubeconfig(struct gs_server *s)
+{
+    snprintf(s->kubeconfig, sizeof s->kubeconfig, "%s/kubeconfig", s->dir);
+    int err = write_kubeconfig_for(s, s->kubeconfig, "admin", gs_server_admin_token(s));
+    const char *st = gs_server_scheduler_token(s);
+    if (!err && st) {
+        char path[4300];
+        snprintf(path, sizeof path, "%s/scheduler.kubeconfig", s->dir);
+        err = write_kubeconfig_for(s, path, GS_SCHEDULER_USER, st);
+    }
     return err;
 }
 

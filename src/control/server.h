@@ -72,6 +72,10 @@ int gs_server_port(const struct gs_server *s);
 const char *gs_server_url(const struct gs_server *s);
 /* The first admin token of the tokens file, or NULL (borrowed). */
 const char *gs_server_admin_token(const struct gs_server *s);
+/* The first scheduler token (role scheduler), or NULL (borrowed). The data
+ * directory's own tokens file gets one on first start; scheduler.kubeconfig
+ * next to the admin kubeconfig carries it. */
+const char *gs_server_scheduler_token(const struct gs_server *s);
 /* The token the log proxy presents to agents (borrowed); "" with --no-auth. */
 const char *gs_server_agent_token(const struct gs_server *s);
 /* The token of node name's principal (role node), or NULL (borrowed). */

@@ -155,6 +155,14 @@ const struct gs_api_resource *gs_informer_resource_of_key(const char *key, const
     const struct gs_api_resource *t = gs_api_resources(&n), *r = NULL;
     for (size_t i = 0; i < n && !r; i++)
         if (strlen(t[i].id) == idl && !strncmp(t[i].id, key, idl)) r = &t[i];
+    /* A view stored under another resource's id (events.k8s.io's Events under
+     * "events") is reached remotely by "<plural>.<group>": the writer picks the group. */
+    for (size_t i = 0; i < n && !r; i++) {
+        size_t pl = strlen(t[i].plural), gl = strlen(t[i].group);
+        if (gl && pl + 1 + gl == idl && !strncmp(key, t[i].plural, pl) && key[pl] == '.' &&
+            !strncmp(key + pl + 1, t[i].group, gl))
+            r = &t[i];
+    }
     if (!r || !key[idl]) return r;
     const char *rest = key + idl + 1;
     if (!*rest) return r;

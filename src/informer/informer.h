@@ -140,7 +140,9 @@ bool gs_informer_hub_wait_synced(struct gs_informer_hub *h, int timeout_ms);
 void gs_informer_hub_interrupt(struct gs_informer_hub *h);
 void gs_informer_hub_stats(struct gs_informer_hub *h, struct gs_informer_stats *out);
 
-/* The resource of a store key or prefix ("pods/..." -> pods), with the
+/* The resource of a store key or prefix ("pods/..." -> pods; a resource
+ * served as a view of another's storage by "<plural>.<group>/...", e.g.
+ * "events.events.k8s.io/NS/NAME" -> events.k8s.io's Events), with the
  * namespace and name parts split off into ns / name (NULL when absent;
  * pointers into key, not terminated: lengths in nsl / namel). NULL when the
  * first part names no served resource. */

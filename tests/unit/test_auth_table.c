@@ -6,7 +6,8 @@
  * not answer 401/403, denied ones 403 (401 without a token); a narrowed cell
  * is tried inside its scope (not 401/403) and, where it has an outside, there
  * too (403): another namespace for a tenant, another node's pod, Node, Lease,
- * NodeResourceTopology or Event for a node.
+ * NodeResourceTopology or Event for a node, a Lease outside kube-system for
+ * the scheduler.
  *
  * Requests go over a raw socket so a watch is judged by its status line.
  */
@@ -31,12 +32,13 @@
 
 static const char tokens[] = "adm,admin,,,admin\n"
                              "ten,alice,,team-a,tenant\n"
-                             "nod,system:node:n1,,,node\n";
+                             "nod,system:node:n1,,,node\n"
+                             "sch,system:gpusched-scheduler,,,scheduler\n";
 
 /*--- The markdown table ---*/
 
 struct mrow {
-    char res[64], sub[32], cell[4][8]; /* admin tenant node unauthenticated */
+    char res[64], sub[32], cell[5][8]; /* admin tenant node scheduler unauthenticated */
 };
 
 static char *cell_text(char *s)
@@ -69,12 +71,12 @@ static size_t read_doc(struct mrow *rows, size_t max)
         char *f[8];
         int nf = 0;
         for (char *s2 = NULL, *t = strtok_r(line, "|", &s2); t && nf < 8; t = strtok_r(NULL, "|", &s2)) f[nf++] = t;
-        assert_int_equal(nf, 6);
+        assert_int_equal(nf, 7);
         assert_true(n < max);
         snprintf(rows[n].res, sizeof rows[n].res, "%s", cell_text(f[0]));
         const char *sub = cell_text(f[1]);
         snprintf(rows[n].sub, sizeof rows[n].sub, "%s", strcmp(sub, "-") ? sub : "");
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             const char *c = cell_text(f[2 + i]);
             assert_int_equal(strlen(c), 7);
             snprintf(rows[n].cell[i], sizeof rows[n].cell[i], "%s", c);
@@ -98,8 +100,10 @@ static void doc_and_code_agree(void **state)
         assert_string_equal(rows[i].cell[0], r->admin);
         assert_string_equal(rows[i].cell[1], r->tenant);
         assert_string_equal(rows[i].cell[2], r->node);
+        assert_non_null(r->scheduler);
+        assert_string_equal(rows[i].cell[3], r->scheduler);
         for (int v = 0; v < 7; v++) /* unauthenticated: refused wherever the verb is served */
-            assert_int_equal(rows[i].cell[3][v], r->admin[v] == '-' ? '-' : 'D');
+            assert_int_equal(rows[i].cell[4][v], r->admin[v] == '-' ? '-' : 'D');
     }
     for (size_t i = 0; i < nt; i++) assert_non_null(gs_auth_rule_find(t[i].resource, t[i].sub));
 }
@@ -225,6 +229,7 @@ static void targets(const char *role, const struct gs_api_resource *res, const c
         }
         if (!strcmp(res->plural, "leases")) in->ns = out->ns = GS_NODE_LEASE_NS;
     }
+    if (!strcmp(role, "scheduler") && !strcmp(res->plural, "leases")) in->ns = GS_SCHEDULER_LEASE_NS;
     if (!strcmp(role, "admin")) *has_out = false;
 }
 
@@ -259,8 +264,8 @@ static void every_cell_against_the_server(void **state)
 
     size_t nt, cells = 0, outside = 0, skipped = 0;
     const struct gs_auth_rule *t = gs_auth_table(&nt);
-    const char *roles[] = {"admin", "tenant", "node", "unauthenticated"};
-    const char *toks[] = {"adm", "ten", "nod", NULL};
+    const char *roles[] = {"admin", "tenant", "node", "scheduler", "unauthenticated"};
+    const char *toks[] = {"adm", "ten", "nod", "sch", NULL};
     for (size_t i = 0; i < nt; i++) {
         const struct gs_api_resource *res = served(t[i].resource);
         if (!res) {
@@ -268,8 +273,12 @@ static void every_cell_against_the_server(void **state)
             skipped++;
             continue;
         }
-        for (int role = 0; role < 4; role++) {
-            const char *codes = role == 0 ? t[i].admin : role == 1 ? t[i].tenant : role == 2 ? t[i].node : NULL;
+        for (int role = 0; role < 5; role++) {
+            const char *codes = role == 0   ? t[i].admin
+                                : role == 1 ? t[i].tenant
+                                : role == 2 ? t[i].node
+                                : role == 3 ? t[i].scheduler
+                                            : NULL;
             for (int v = 0; v < 7; v++) {
                 char c = codes ? codes[v] : t[i].admin[v] == '-' ? '-' : 'D';
                 if (c == '-') continue;
