@@ -27,6 +27,7 @@
 
 #include "control/api.h"
 #include "control/queue_status.h"
+#include "control/podgroups.h"
 #include "core/log.h"
 #include "sched/admission/admission.h"
 #include "sched/strmap.h"
@@ -37,12 +38,13 @@
 
 #define TICK_NS (1000LL * 1000 * 1000) /* retry everyone this often: capacity changes we do not see */
 #define REBUILD_FINISHED 4096          /* finished workloads kept before the table is compacted */
-#define GROUP_PREFIX "podgroups.scheduling.x-k8s.io/"
 #define QSTATUS_LISTED 10   /* pending workloads listed per queue in its status */
 #define QSTATUS_ESTIMATED 3 /* of which given an estimated start (each costs placement checks) */
 
+#define WPC_PREFIX "workloadpriorityclasses.kueue.x-k8s.io/"
 const char *const gs_adm_loop_prefixes[] = {"resourceflavors.kueue.x-k8s.io/", "clusterqueues.kueue.x-k8s.io/",
-                                            "localqueues.kueue.x-k8s.io/", "queues.scheduling.gpusched.io/", NULL};
+                                            "localqueues.kueue.x-k8s.io/", "queues.scheduling.gpusched.io/",
+                                            WPC_PREFIX, NULL};
 
 struct wl;
 
@@ -394,8 +396,8 @@ void gs_adm_loop_pod_gone(struct gs_adm_loop *a, const char *key)
 
 void gs_adm_loop_group_event(struct gs_adm_loop *a, const char *key, const struct gs_podgroup *pg)
 {
-    const char *nsname = strncmp(key, GROUP_PREFIX, strlen(GROUP_PREFIX)) ? NULL : key + strlen(GROUP_PREFIX);
-    if (!a || !nsname) return;
+    char nsname[GS__KEY_MAX]; /* "ns/<group key>" of any PodGroup shape (podgroups.h) */
+    if (!a || gs_podgroup_ns_group(key, nsname, sizeof nsname)) return;
     struct ginfo *g = gs__strmap_del(&a->groups, nsname);
     if (g) {
         free(g->key), free(g->store_key), free(g->queue), free(g);
@@ -436,6 +438,22 @@ static int track_id(struct gs_adm_loop *a, int32_t id, struct wl *w)
 }
 
 /* The queue the workload names: a member's label, else its PodGroup's. */
+/* Kueue's label kueue.x-k8s.io/priority-class names a WorkloadPriorityClass
+ * (v1beta1 or v1beta2): its value is the workload's priority in admission.
+ * False when the pod has no such label or the class is unknown. */
+static bool wpc_priority(const struct gs_adm_loop *a, const struct gs_pod *pod, int32_t *out)
+{
+    const char *name = gs_labels_get(&pod->meta.labels, GS_LABEL_KUEUE_PRIORITY_CLASS);
+    if (!name || !*name) return false;
+    char key[GS__KEY_MAX + 64];
+    snprintf(key, sizeof key, WPC_PREFIX "%s", name);
+    const struct qdoc *q = gs__strmap_get(&a->queues, key);
+    const json_t *v = q && q->doc ? json_object_get(q->doc, "value") : NULL;
+    if (!json_is_integer(v) || json_integer_value(v) < INT32_MIN || json_integer_value(v) > INT32_MAX) return false;
+    *out = (int32_t)json_integer_value(v);
+    return true;
+}
+
 static const char *wl_queue(const struct gs_adm_loop *a, const struct wl *w)
 {
     const struct ginfo *g = NULL;
@@ -504,12 +522,13 @@ static void submit(struct gs_adm_loop *a, struct wl *w, bool restore)
     const struct gs_pod **pods = calloc(w->n ? w->n : 1, sizeof *pods);
     if (!pods) return;
     size_t n = 0;
-    int32_t prio = INT32_MIN;
+    int32_t prio = INT32_MIN, wpc;
     for (size_t i = 0; i < w->n; i++) {
         if (w->m[i]->gone) continue;
         pods[n++] = pod_of(w->m[i]);
         if (pod_of(w->m[i])->priority > prio) prio = pod_of(w->m[i])->priority;
     }
+    if (n && wpc_priority(a, pods[0], &wpc)) prio = wpc; /* Kueue: the class's value, not the pods' */
     char key[GS__KEY_MAX + 32];
     const char *ns = ns_of(pods[0]);
     if (w->group) snprintf(key, sizeof key, "%s", w->group);
@@ -674,7 +693,7 @@ static void build_tree(struct gs_adm_loop *a)
     for (size_t s = 0; !rc && s < a->queues.cap; s++) {
         struct qdoc *q = a->queues.slots[s].key ? a->queues.slots[s].val : NULL;
         struct gs_object *o = NULL;
-        if (!q || !q->doc) continue;
+        if (!q || !q->doc || !strncmp(q->key, WPC_PREFIX, strlen(WPC_PREFIX))) continue; /* priorities, not queues */
         rc = gs_object_decode(q->doc, &o, &d);
         if (!rc) rc = gs_queue_tree_add_object(&a->tree, o, &d);
         gs_object_free(o);

@@ -239,6 +239,8 @@ static const struct gs_auth_rule rules[] = {
     {"priorityclasses",        "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
     {"poddisruptionbudgets",   "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
     {"poddisruptionbudgets",   "status",  "A---AA-", "N---DD-", "A---DD-", "A---DD-"},
+    {"workloads",              "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
+    {"workloadpriorityclasses", "",       "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
 };
 #define NRULES (sizeof rules / sizeof rules[0])
 

@@ -21,6 +21,18 @@ static const struct gs_api_resource table[] = {
     RES("kueue.x-k8s.io", "v1beta1", "localqueues", "localqueue", "LocalQueue", "lq", true, true),
     RES("kueue.x-k8s.io", "v1beta1", "resourceflavors", "resourceflavor", "ResourceFlavor", "rf,flavor", false,
         false),
+    RES("kueue.x-k8s.io", "v1beta1", "workloadpriorityclasses", "workloadpriorityclass", "WorkloadPriorityClass",
+        "wpc", false, false),
+    /* Kueue v1beta2 (what Kueue v0.20 serves alone) over the same stored objects as
+     * v1beta1: one id per resource, the object kept in the version it was written in. */
+    RES("kueue.x-k8s.io", "v1beta2", "clusterqueues", "clusterqueue", "ClusterQueue", "cq", false, true),
+    RES("kueue.x-k8s.io", "v1beta2", "localqueues", "localqueue", "LocalQueue", "lq", true, true),
+    RES("kueue.x-k8s.io", "v1beta2", "resourceflavors", "resourceflavor", "ResourceFlavor", "rf,flavor", false,
+        false),
+    RES("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "workloadpriorityclass", "WorkloadPriorityClass",
+        "wpc", false, false),
+    /* The other two PodGroup shapes, each its own resource so equal names do not collide. */
+    RES("scheduling.volcano.sh", "v1beta1", "podgroups", "podgroup", "PodGroup", "podgroup-v1beta1", true, true),
     RES("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", "noderesourcetopology",
         "NodeResourceTopology", "nrt", false, false),
     RES("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", NULL, false, true),
@@ -32,6 +44,9 @@ static const struct gs_api_resource table[] = {
     {"events.k8s.io", "v1", "events", "event", "Event", "ev", true, false, "events"},
     RES("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb", true, true),
     RES("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", "pc", false, false),
+    /* After v1's row: v1 stays the group's preferred version. */
+    RES("scheduling.k8s.io", "v1beta1", "podgroups", "podgroup", "PodGroup", NULL, true, true),
+    RES("scheduling.k8s.io", "v1beta1", "workloads", "workload", "Workload", NULL, true, false),
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

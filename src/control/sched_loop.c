@@ -28,8 +28,10 @@
 #include "control/api.h"
 #include "control/events.h" /* Scheduled, FailedScheduling, Preempted */
 #include "control/nodelifecycle.h" /* evictions awaiting their node */
+#include "control/podgroups.h" /* PodGroup shapes and status */
 #include "core/log.h"
 #include "sched/cache.h"
+#include "sched/gpu_state.h" /* count-only nodes */
 #include "sched/explain.h"
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
@@ -91,6 +93,7 @@ struct gs_sched_loop {
     struct gs_hist *cycle_latency; /* metrics hook */
     struct gs_clock clock;
     struct gs_cache *cache;
+    struct gs_gpu_state_memo gpu_memo; /* count-only nodes named in diagnoses (sched/gpu_state.h) */
     struct gs_scheduler **scheds;
     size_t nsched;
     struct gs_adm_loop *adm; /* admission in front of the queues (admission_loop.h) */
@@ -382,6 +385,17 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     else pod_place(l, e);
 }
 
+/* A bad gpusched.io/gpus annotation is logged (the node is count-only), and a
+ * count-only node takes NUMA nodes from its NodeResourceTopology (sched/gpu_state.h). */
+static void node_gpu_state(struct gs_sched_loop *l, struct gs_node *n)
+{
+    if (n->gpu_note) gs_log(GS_LOG_WARN, "scheduler: GPU state", "error", n->gpu_note, NULL);
+    char nkey[GS__KEY_MAX + 32];
+    snprintf(nkey, sizeof nkey, "noderesourcetopologies.topology.node.k8s.io/%s", n->meta.name);
+    struct entry *t = gs__strmap_get(&l->nrts, nkey);
+    if (t && t->nrt) gs_gpu_state_apply_nrt(n, t->nrt);
+}
+
 static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
 {
     struct entry *e = gs__strmap_get(&l->nodes, key);
@@ -402,6 +416,7 @@ static void node_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
         return;
     }
     gs_diags_free(&d);
+    node_gpu_state(l, o->u.node); /* per-GPU state of a Node without status.devices */
     gs_stack_gate_node(doc, o->u.node); /* GPU stack gate: no GPUs offered until GPUStackReady */
     bool fresh = !e;
     if (fresh && (!(e = entry_new(key)) || gs__strmap_put(&l->nodes, e->key, e))) {
@@ -486,6 +501,17 @@ static void group_event(struct gs_sched_loop *l, const char *key, json_t *doc, i
     for (size_t i = 0; i < l->nsched; i++) gs_scheduler_add_podgroup(l->scheds[i], o->u.podgroup);
 }
 
+/* A count-only node known to the cache takes its GPUs' NUMA nodes from nrt (NULL: none). */
+static void nrt_node_gpus(struct gs_sched_loop *l, const char *node, const struct gs_nrt *nrt)
+{
+    char nkey[GS__KEY_MAX + 8];
+    snprintf(nkey, sizeof nkey, "nodes/%s", node);
+    struct entry *ne = gs__strmap_get(&l->nodes, nkey);
+    struct gs_node *nd = ne && ne->obj ? ne->obj->u.node : NULL;
+    if (!nd || (nd->gpu_source != GS_GPU_SRC_COUNT && nd->gpu_source != GS_GPU_SRC_NRT)) return;
+    if (gs_gpu_state_apply_nrt(nd, nrt) == 0) gs_cache_update_node(l->cache, nd);
+}
+
 /* NodeResourceTopology: parsed and attached to its node (now or when the node comes). */
 static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
 {
@@ -506,6 +532,7 @@ static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     if (e) {
         int32_t idx = e->nrt ? gs_cache_find_node(l->cache, e->nrt->node) : -1;
         if (idx >= 0) gs_cache_set_nrt(l->cache, idx, NULL);
+        if (e->nrt && !n) nrt_node_gpus(l, e->nrt->node, NULL);
         gs__strmap_del(&l->nrts, key);
         entry_free(e);
     }
@@ -520,6 +547,7 @@ static void nrt_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     e->rv = rv;
     int32_t idx = gs_cache_find_node(l->cache, n->node);
     if (idx >= 0) gs_cache_set_nrt(l->cache, idx, n);
+    nrt_node_gpus(l, n->node, n);
     notify_all(l, GS_EV_NODE_UPDATED);
 }
 
@@ -538,10 +566,13 @@ static const struct {
     {"nodes/", node_event},
     {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
     {"podgroups.scheduling.x-k8s.io/", group_event},
+    {"podgroups.scheduling.volcano.sh/", group_event}, /* the three PodGroup shapes: control/podgroups.h */
+    {"podgroups.scheduling.k8s.io/", group_event},
     {"resourceflavors.kueue.x-k8s.io/", queue_event},
     {"clusterqueues.kueue.x-k8s.io/", queue_event},
     {"localqueues.kueue.x-k8s.io/", queue_event},
     {"queues.scheduling.gpusched.io/", queue_event},
+    {"workloadpriorityclasses.kueue.x-k8s.io/", queue_event}, /* Kueue's workload priorities */
     {"pods/", pod_event},
 };
 
@@ -605,6 +636,7 @@ static void adm_evict(void *ctx, const char *key, const char *by);
 static int build(struct gs_sched_loop *l, struct gs_diags *d)
 {
     l->cache = gs_cache_new(&l->clock);
+    l->gpu_memo = (struct gs_gpu_state_memo){0}; /* keyed on this cache's epoch */
     l->scheds = calloc(l->cfg->nprofiles, sizeof *l->scheds);
     if (!l->cache || !l->scheds) return GS_ENOMEM;
     struct gs_adm_loop_opts ao = {.source = l->source, .cache = l->cache, .clock = &l->clock,
@@ -674,6 +706,15 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
  * then a pod is only assumed in the cache, as between a cycle and its write
  * before; nothing about it is visible outside the loop until the write.
  */
+
+/* The PodGroup's scheduled / unschedulable status (control/podgroups.h); repeats write nothing. */
+static void group_status(struct gs_sched_loop *l, const struct gs_pod *pod, bool scheduled, const char *msg)
+{
+    char key[GS__KEY_MAX + 64];
+    struct gs_podgroup_status st = {scheduled, msg, gs_wall_time()};
+    if (pod->pod_group && !gs_podgroup_store_key(pod, key, sizeof key))
+        gs_source_mutate(l->source, key, "status", gs_podgroup_status_fn, &st, NULL, NULL);
+}
 
 struct pending_bind {
     struct entry *e;
@@ -765,6 +806,10 @@ static void flush_bindings(struct gs_sched_loop *l)
         if (!b[i].err)
             gs_event_record(&l->ev, GS_EVENT_POD(ns, pod->meta.name, pod->meta.uid), "Normal", "Scheduled",
                             "Binding", "Successfully assigned %s/%s to %s", ns, pod->meta.name, l->pend[i].node);
+        const struct gs_pod *prev = i && !b[i - 1].err ? l->pend[i - 1].e->obj->u.pod : NULL; /* a gang: once a round */
+        if (!b[i].err && pod->pod_group && !(prev && prev->pod_group && !strcmp(prev->pod_group, pod->pod_group) &&
+                                             !strcmp(prev->meta.namespace_ ? prev->meta.namespace_ : "default", ns)))
+            group_status(l, pod, true, NULL);
     }
     l->npend = 0;
 }
@@ -811,11 +856,14 @@ static void write_unschedulable(struct gs_sched_loop *l, struct entry *e, const 
 {
     if (!writable(l)) return;
     const struct gs_pod *pod = e->obj->u.pod; /* every attempt: the recorder aggregates repeats */
+    char full[2048];
+    msg = gs_gpu_state_diagnosis(l->cache, &l->gpu_memo, pod, msg, full, sizeof full); /* + count-only GPU nodes */
     gs_event_record(&l->ev, GS_EVENT_POD(pod->meta.namespace_, pod->meta.name, pod->meta.uid), "Warning",
                     "FailedScheduling", "Scheduling", "%s", msg);
     /* Unschedulable again without preempting: the nomination is void (kube-scheduler clears it too). */
     bool clear = e->nominated && e != l->nominated_now;
     if (e->msg && !strcmp(e->msg, msg) && !clear) return;
+    group_status(l, pod, false, msg);
     struct cond_ctx c = {pod->meta.uid, "Unschedulable", msg, clear};
     if (gs_source_mutate(l->source, e->key, "status", unsched_fn, &c, NULL, NULL) != 0) return;
     if (clear) {

@@ -1,10 +1,29 @@
 /*
  * kinds.c - gang and queue objects, and the checks for kinds we keep generic.
  *
- * PodGroup is read in both shapes users bring: scheduler-plugins'
- * scheduling.x-k8s.io/v1alpha1 (minMember required, minResources,
- * scheduleTimeoutSeconds) and Volcano's scheduling.volcano.sh/v1beta1
- * (minMember defaulting to 1, queue, minTaskMember, priorityClassName).
+ * PodGroup is read in the three shapes users bring, into one struct the gang
+ * plugin uses:
+ *   - scheduler-plugins' scheduling.x-k8s.io/v1alpha1 (minMember required,
+ *     minResources, scheduleTimeoutSeconds); pods join with the label
+ *     scheduling.x-k8s.io/pod-group;
+ *   - Volcano's scheduling.volcano.sh/v1beta1 (minMember defaulting to 1,
+ *     queue, minResources, minTaskMember, priorityClassName); pods join with
+ *     the annotation scheduling.k8s.io/group-name;
+ *   - native scheduling.k8s.io/v1beta1 (Kubernetes 1.37): spec.schedulingPolicy
+ *     is exactly one of basic {} (no gang: minCount 1) or gang {minCount};
+ *     schedulingConstraints.topology[0].key puts every member in one domain
+ *     of that node label (as the annotation gpusched.io/required-topology);
+ *     workloadRef names the Workload template it came from; pods join with
+ *     spec.schedulingGroup.podGroupName.
+ * The group key (gs_podgroup.group, what a member's gs_pod.pod_group holds) is
+ * the bare name for the first shape, as before, and "<api group>/<name>" for
+ * the other two, so a Volcano and a native PodGroup both called "train" in one
+ * namespace are two groups.
+ *
+ * Workload (scheduling.k8s.io/v1beta1) is validated here: podGroupTemplates
+ * (at most 8, unique names) each with a schedulingPolicy as above, at most one
+ * topology constraint and at most 4 resourceClaims. Its whole spec is
+ * immutable in Kubernetes; we check shape only.
  *
  * Queue is Volcano's shape (weight 1..65535, capability, deserved,
  * guarantee.resource, parent, priority), also served as our own
@@ -16,15 +35,25 @@
  * billion, Kubernetes' highest user-definable priority; the built-in
  * "system-" classes go above), globalDefault, preemptionPolicy
  * PreemptLowerPriority|Never, description. The API server resolves a pod's
- * class into spec.priority (control/api_fields.c).
+ * class into spec.priority (control/api_fields.c). Kueue's
+ * WorkloadPriorityClass (v1beta1 and v1beta2 alike) is value (int32) and
+ * description (at most 2048 characters).
  *
- * The Kueue, DRA, NodeResourceTopology and ClusterPolicy kinds have no typed
+ * Kueue is accepted at v1beta1 and v1beta2. What v1beta2 renamed is refused
+ * under its old name with the new one in the message: ClusterQueue
+ * spec.cohort (now cohortName), flavorFungibility whenCanBorrow: Borrow and
+ * whenCanPreempt: Preempt (now MayStopSearch), and the list
+ * spec.admissionChecks (now admissionChecksStrategy). v1beta1 takes both the
+ * old and the new value names, as Kueue's last v1beta1 releases do.
+ *
+ * The DRA, NodeResourceTopology and ClusterPolicy kinds have no typed
  * struct yet; their documents are kept whole and checked here for the fields
  * the scheduler and operator rely on, so a malformed quota or device request
  * is refused at validate time rather than ignored later.
  */
 #include "core/decode.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +65,9 @@ void gs__podgroup_clear(struct gs_podgroup *p)
     json_decref(p->doc);
     gs_resources_free(&p->min_resources);
     free(p->queue);
+    free(p->group);
+    free(p->priority_class_name);
+    free(p->topology_key);
     memset(p, 0, sizeof *p);
 }
 
@@ -52,24 +84,112 @@ static void dec_int_map(struct gs_dec *dc, const json_t *obj, const char *key, i
     gs__dec_pop(dc, m);
 }
 
+/* schedulingPolicy {basic: {} | gang: {minCount}} of a native PodGroup or a
+ * Workload template; *min gets minCount (1 for basic). */
+static void dec_sched_policy(struct gs_dec *dc, const json_t *obj, int32_t *min)
+{
+    json_t *pol = gs__dec_get(dc, obj, "schedulingPolicy", JSON_OBJECT);
+    if (!pol) {
+        if (!json_object_get(obj, "schedulingPolicy")) gs__dec_err_at(dc, "schedulingPolicy", "is required");
+        return;
+    }
+    size_t m = gs__dec_key(dc, "schedulingPolicy");
+    json_t *basic = json_object_get(pol, "basic"), *gang = json_object_get(pol, "gang");
+    if ((basic != NULL) == (gang != NULL))
+        gs__dec_err(dc, "exactly one of basic or gang must be set, got %s", basic ? "both" : "neither");
+    gs__dec_get(dc, pol, "basic", JSON_OBJECT);
+    json_t *g = gs__dec_get(dc, pol, "gang", JSON_OBJECT);
+    *min = 1;
+    if (g) {
+        size_t m2 = gs__dec_key(dc, "gang");
+        int64_t v;
+        if (gs__dec_int(dc, g, "minCount", 1, INT32_MAX, &v)) *min = (int32_t)v;
+        else if (!json_object_get(g, "minCount")) gs__dec_err_at(dc, "minCount", "is required");
+        gs__dec_pop(dc, m2);
+    }
+    gs__dec_pop(dc, m);
+}
+
+static void each(struct gs_dec *dc, const json_t *obj, const char *key, size_t max,
+                 void (*fn)(struct gs_dec *, const json_t *, void *), void *arg);
+static const char *required_str(struct gs_dec *dc, const json_t *obj, const char *key);
+
+/* schedulingConstraints {topology: [{key}]}: one topology key at most. */
+static void topo_key(struct gs_dec *dc, const json_t *t, void *arg)
+{
+    (void)arg;
+    required_str(dc, t, "key");
+}
+
+static void pg_claim(struct gs_dec *dc, const json_t *c, void *arg)
+{
+    (void)arg;
+    required_str(dc, c, "name");
+    bool a = gs__dec_str(dc, c, "resourceClaimName") != NULL, b = gs__dec_str(dc, c, "resourceClaimTemplateName") != NULL;
+    if (a == b) gs__dec_err(dc, "exactly one of resourceClaimName or resourceClaimTemplateName must be set");
+}
+
+static void dec_native_common(struct gs_dec *dc, const json_t *spec)
+{
+    json_t *sc = gs__dec_get(dc, spec, "schedulingConstraints", JSON_OBJECT);
+    if (sc) {
+        size_t m = gs__dec_key(dc, "schedulingConstraints");
+        each(dc, sc, "topology", 1, topo_key, NULL);
+        gs__dec_pop(dc, m);
+    }
+    each(dc, spec, "resourceClaims", 4, pg_claim, NULL);
+    gs__dec_str(dc, spec, "disruptionMode");
+}
+
+static void dec_native_podgroup(struct gs_dec *dc, const json_t *spec, struct gs_podgroup *p)
+{
+    dec_sched_policy(dc, spec, &p->min_member);
+    dec_native_common(dc, spec);
+    /* every member in one domain of the key: the gang plugin's required topology */
+    const json_t *topo = json_object_get(json_object_get(spec, "schedulingConstraints"), "topology");
+    const char *key = json_string_value(json_object_get(json_array_get(topo, 0), "key"));
+    if (key && *key && !(p->topology_key = strdup(key))) dc->oom = true;
+    json_t *ref = gs__dec_get(dc, spec, "workloadRef", JSON_OBJECT);
+    if (ref) {
+        size_t m = gs__dec_key(dc, "workloadRef");
+        required_str(dc, ref, "workloadName");
+        required_str(dc, ref, "templateName");
+        gs__dec_pop(dc, m);
+    }
+    gs__dec_str(dc, spec, "parentCompositePodGroupName");
+    static const char *const policies[] = {"PreemptLowerPriority", "Never", NULL};
+    if (json_object_get(spec, "preemptionPolicy")) gs__dec_enum(dc, spec, "preemptionPolicy", policies, NULL);
+}
+
 int gs__podgroup_decode(json_t *doc, struct gs_podgroup *p, struct gs_dec *dc)
 {
     const char *api = json_string_value(json_object_get(doc, "apiVersion"));
     bool volcano = api && !strncmp(api, "scheduling.volcano.sh/", 22);
+    bool native = api && !strncmp(api, "scheduling.k8s.io/", 18);
+    p->shape = native ? GS_PG_NATIVE : volcano ? GS_PG_VOLCANO : GS_PG_COSCHED;
     gs__dec_meta(dc, doc, true, &p->meta);
     json_t *spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT);
+    if (native && !spec && !json_object_get(doc, "spec")) gs__dec_err_at(dc, "spec", "is required");
     size_t m = gs__dec_key(dc, "spec");
     int64_t v;
     p->min_member = 1;
-    if (gs__dec_int(dc, spec, "minMember", 1, INT32_MAX, &v)) p->min_member = (int32_t)v;
-    else if (!volcano && !(spec && json_object_get(spec, "minMember"))) gs__dec_err_at(dc, "minMember", "is required");
-    gs__dec_resources(dc, spec, "minResources", &p->min_resources);
-    if (gs__dec_int(dc, spec, "scheduleTimeoutSeconds", 1, INT32_MAX, &v)) p->schedule_timeout_seconds = (int32_t)v;
-    p->queue = gs__dec_strdup(dc, spec, "queue");
+    if (native) {
+        if (spec) dec_native_podgroup(dc, spec, p);
+    } else {
+        if (gs__dec_int(dc, spec, "minMember", 1, INT32_MAX, &v)) p->min_member = (int32_t)v;
+        else if (!volcano && !(spec && json_object_get(spec, "minMember"))) gs__dec_err_at(dc, "minMember", "is required");
+        gs__dec_resources(dc, spec, "minResources", &p->min_resources);
+        if (gs__dec_int(dc, spec, "scheduleTimeoutSeconds", 1, INT32_MAX, &v)) p->schedule_timeout_seconds = (int32_t)v;
+        p->queue = gs__dec_strdup(dc, spec, "queue");
+        dec_int_map(dc, spec, "minTaskMember", 0);
+    }
     if (gs__dec_int(dc, spec, "priority", INT32_MIN, INT32_MAX, &v)) p->priority = (int32_t)v;
-    gs__dec_str(dc, spec, "priorityClassName");
-    dec_int_map(dc, spec, "minTaskMember", 0);
+    p->priority_class_name = gs__dec_strdup(dc, spec, "priorityClassName");
     gs__dec_pop(dc, m);
+    if (p->meta.name) {
+        const char *prefix = native ? "scheduling.k8s.io/" : volcano ? "scheduling.volcano.sh/" : "";
+        if (asprintf(&p->group, "%s%s", prefix, p->meta.name) < 0) p->group = NULL, dc->oom = true;
+    }
     p->doc = json_incref(doc);
     return dc->oom ? GS_ENOMEM : 0;
 }
@@ -220,8 +340,37 @@ static void cq_group(struct gs_dec *dc, const json_t *g, void *arg)
     gs__strv_free(c.covered, c.ncovered);
 }
 
-static void validate_clusterqueue(const json_t *spec, struct gs_dec *dc)
+/* What v1beta2 renamed, refused under the old name (see the header). */
+static void clusterqueue_version(const json_t *spec, bool v1beta2, struct gs_dec *dc)
 {
+    if (v1beta2 && json_object_get(spec, "cohort"))
+        gs__dec_err_at(dc, "cohort", "unknown field in kueue.x-k8s.io/v1beta2: it is called cohortName since v1beta2");
+    if (v1beta2 && json_object_get(spec, "admissionChecks"))
+        gs__dec_err_at(dc, "admissionChecks",
+                       "unknown field in kueue.x-k8s.io/v1beta2: list the checks in admissionChecksStrategy.admissionChecks");
+    json_t *ff = gs__dec_get(dc, spec, "flavorFungibility", JSON_OBJECT);
+    if (!ff) return;
+    size_t m = gs__dec_key(dc, "flavorFungibility");
+    static const char *const borrow1[] = {"Borrow", "MayStopSearch", "TryNextFlavor", NULL};
+    static const char *const preempt1[] = {"Preempt", "MayStopSearch", "TryNextFlavor", NULL};
+    static const char *const both2[] = {"MayStopSearch", "TryNextFlavor", NULL};
+    static const char *const pref[] = {"BorrowingOverPreemption", "PreemptionOverBorrowing", NULL};
+    const char *keys[] = {"whenCanBorrow", "whenCanPreempt"}, *old[] = {"Borrow", "Preempt"};
+    const char *const *words1[] = {borrow1, preempt1};
+    for (int i = 0; i < 2; i++) {
+        const char *val = gs__dec_str(dc, ff, keys[i]);
+        if (!val) continue;
+        if (v1beta2 && !strcmp(val, old[i]))
+            gs__dec_err_at(dc, keys[i], "invalid value \"%s\": kueue.x-k8s.io/v1beta2 calls it \"MayStopSearch\"", val);
+        else gs__dec_enum(dc, ff, keys[i], v1beta2 ? both2 : words1[i], NULL);
+    }
+    if (json_object_get(ff, "preference")) gs__dec_enum(dc, ff, "preference", pref, NULL);
+    gs__dec_pop(dc, m);
+}
+
+static void validate_clusterqueue(const json_t *spec, const char *api, struct gs_dec *dc)
+{
+    clusterqueue_version(spec, api && !strcmp(api, "kueue.x-k8s.io/v1beta2"), dc);
     bool cohort = gs__dec_str(dc, spec, "cohort") || gs__dec_str(dc, spec, "cohortName");
     each(dc, spec, "resourceGroups", 16, cq_group, &cohort);
     static const char *const strategies[] = {"BestEffortFIFO", "StrictFIFO", NULL};
@@ -573,6 +722,56 @@ static void validate_priorityclass(const json_t *doc, struct gs_dec *dc)
                        "\"PreemptLowerPriority\"", p);
 }
 
+/*--- Workload (scheduling.k8s.io/v1beta1) and Kueue's WorkloadPriorityClass ---*/
+
+struct tmpl_ctx {
+    const char *names[8];
+    size_t n;
+};
+
+static void pg_template(struct gs_dec *dc, const json_t *t, void *arg)
+{
+    struct tmpl_ctx *c = arg;
+    const char *name = required_str(dc, t, "name"), *why;
+    if (name && (why = gs__dns_check(name, true))) gs__dec_err_at(dc, "name", "invalid name \"%s\": %s", name, why);
+    for (size_t i = 0; name && i < c->n; i++)
+        if (!strcmp(c->names[i], name)) gs__dec_err_at(dc, "name", "duplicate template name \"%s\"", name);
+    if (name && c->n < 8) c->names[c->n++] = name;
+    int32_t min;
+    dec_sched_policy(dc, t, &min);
+    dec_native_common(dc, t);
+    int64_t v;
+    gs__dec_int(dc, t, "priority", INT32_MIN, INT32_MAX, &v);
+    gs__dec_str(dc, t, "priorityClassName");
+}
+
+static void validate_workload(const json_t *spec, struct gs_dec *dc)
+{
+    json_t *ref = gs__dec_get(dc, spec, "controllerRef", JSON_OBJECT);
+    if (ref) {
+        size_t m = gs__dec_key(dc, "controllerRef");
+        gs__dec_str(dc, ref, "apiGroup");
+        required_str(dc, ref, "kind");
+        required_str(dc, ref, "name");
+        gs__dec_pop(dc, m);
+    }
+    struct tmpl_ctx c = {0};
+    json_t *t = json_object_get(spec, "podGroupTemplates"), *ct = json_object_get(spec, "compositePodGroupTemplates");
+    if (!json_array_size(t) && !json_array_size(ct))
+        gs__dec_err_at(dc, "podGroupTemplates", "must list at least one template");
+    each(dc, spec, "podGroupTemplates", 8, pg_template, &c);
+    gs__dec_get(dc, spec, "compositePodGroupTemplates", JSON_ARRAY);
+}
+
+static void validate_workloadpriorityclass(const json_t *doc, struct gs_dec *dc)
+{
+    int64_t v;
+    if (!json_object_get(doc, "value")) gs__dec_err_at(dc, "value", "is required");
+    else gs__dec_int(dc, doc, "value", INT32_MIN, INT32_MAX, &v);
+    const char *d = gs__dec_str(dc, doc, "description");
+    if (d && strlen(d) > 2048) gs__dec_err_at(dc, "description", "must be at most 2048 characters, got %zu", strlen(d));
+}
+
 /*--- Dispatch ---*/
 
 void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t *doc, struct gs_dec *dc)
@@ -586,6 +785,10 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
         validate_priorityclass(doc, dc);
         return;
     }
+    if (k == GS_KIND_WORKLOADPRIORITYCLASS) {
+        validate_workloadpriorityclass(doc, dc);
+        return;
+    }
     json_t *spec = json_object_get(doc, "spec");
     if (!spec || json_is_null(spec)) {
         if (k != GS_KIND_RESOURCEFLAVOR && k != GS_KIND_CLUSTERPOLICY) gs__dec_err_at(dc, "spec", "is required");
@@ -594,7 +797,8 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
     if (!(spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT))) return;
     size_t m = gs__dec_key(dc, "spec");
     switch (k) {
-    case GS_KIND_CLUSTERQUEUE: validate_clusterqueue(spec, dc); break;
+    case GS_KIND_CLUSTERQUEUE: validate_clusterqueue(spec, api_version, dc); break;
+    case GS_KIND_WORKLOAD: validate_workload(spec, dc); break;
     case GS_KIND_LOCALQUEUE: required_str(dc, spec, "clusterQueue"); break;
     case GS_KIND_RESOURCEFLAVOR: validate_resourceflavor(spec, dc); break;
     case GS_KIND_RESOURCECLAIM: validate_resourceclaim(spec, api_version, dc); break;

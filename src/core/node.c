@@ -22,6 +22,18 @@
  *         instances: [{profile: 1g.10gb, uuid: MIG-...}]
  *
  * Peer indices are kept as a 64-bit mask, which is why indices stop at 63.
+ *
+ * Real Kubernetes Nodes have no status.devices (the API server drops unknown
+ * status fields). There, our node DaemonSet publishes the same array as JSON
+ * text in the annotation gpusched.io/gpus, read with the same rules when
+ * status.devices is absent. A bad annotation does not drop the node: the
+ * problem goes to gpu_note ("node n1: annotation gpusched.io/gpus: ...") for
+ * the caller to log, and the node is used count-only. Without either, a node
+ * with allocatable nvidia.com/gpu is count-only (gpu_source GS_GPU_SRC_COUNT):
+ * that many GPUs, no uuid, NUMA or NVLink, the model from the GFD label
+ * nvidia.com/gpu.product. gs_node_gpus_from_zones then gives such a node
+ * per-GPU NUMA nodes from its NodeResourceTopology's zones (the scheduler
+ * calls it through sched/gpu_state.h when the topology is known).
  */
 #include "core/decode.h"
 #include "core/endpoint.h"
@@ -29,25 +41,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void gpus_free(struct gs_node *n);
+
 void gs_node_clear(struct gs_node *n)
 {
     gs_meta_clear(&n->meta);
     json_decref(n->doc);
+    free(n->gpu_note);
     for (size_t i = 0; i < n->ntaints; i++) gs_taint_free(&n->taints[i]);
     free(n->taints);
     gs_resources_free(&n->capacity);
     gs_resources_free(&n->allocatable);
-    for (size_t i = 0; i < n->ngpus; i++) {
-        struct gs_gpu *g = &n->gpus[i];
-        free(g->uuid);
-        free(g->model);
-        for (size_t j = 0; j < g->nmig; j++) {
-            free(g->mig[j].profile);
-            free(g->mig[j].uuid);
-        }
-        free(g->mig);
-    }
-    free(n->gpus);
+    gpus_free(n);
     memset(n, 0, sizeof *n);
 }
 
@@ -126,6 +131,23 @@ static bool dec_gpu(struct gs_dec *dc, const json_t *dev, struct gs_gpu *g)
     return ok;
 }
 
+static void gpus_free(struct gs_node *n)
+{
+    for (size_t i = 0; i < n->ngpus; i++) {
+        struct gs_gpu *g = &n->gpus[i];
+        free(g->uuid);
+        free(g->model);
+        for (size_t j = 0; j < g->nmig; j++) {
+            free(g->mig[j].profile);
+            free(g->mig[j].uuid);
+        }
+        free(g->mig);
+    }
+    free(n->gpus);
+    n->gpus = NULL;
+    n->ngpus = 0;
+}
+
 static void dec_gpus(struct gs_dec *dc, const json_t *status, struct gs_node *n)
 {
     json_t *arr = gs__dec_get(dc, status, "devices", JSON_ARRAY);
@@ -145,6 +167,103 @@ static void dec_gpus(struct gs_dec *dc, const json_t *status, struct gs_node *n)
         gs__dec_pop(dc, m2);
     }
     gs__dec_pop(dc, m);
+}
+
+/*--- GPUs of a Node without status.devices ---*/
+
+static int64_t gpu_count_of(const struct gs_node *n) { return gs_resources_get(&n->allocatable, GS_RES_GPU) / 1000; }
+
+/* The annotation's array, decoded like status.devices on a private diags
+ * list: its problems become gpu_note, never the node's decode errors. */
+static void dec_gpu_annotation(struct gs_dec *dc, struct gs_node *n)
+{
+    const char *txt = gs_labels_get(&n->meta.annotations, GS_ANN_NODE_GPUS);
+    if (!txt) return;
+    json_error_t je;
+    json_t *arr = json_loads(txt, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    struct gs_diags d = {0};
+    struct gs_dec sub;
+    gs__dec_init(&sub, &d);
+    char why[512] = "";
+    if (!arr) snprintf(why, sizeof why, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+    else if (!json_is_array(arr))
+        snprintf(why, sizeof why, "expected a JSON array of devices (as status.devices), got %s", gs__json_type_name(arr));
+    else {
+        json_t *wrap = json_pack("{s:O}", "devices", arr);
+        if (!wrap) dc->oom = true;
+        else dec_gpus(&sub, wrap, n);
+        json_decref(wrap);
+        if (sub.oom) dc->oom = true;
+        if (d.n) /* the path starts "devices": the annotation's own array is the root */
+            snprintf(why, sizeof why, "%s: %s%s", d.v[0].path[0] ? d.v[0].path + strlen("devices") : "(root)",
+                     d.v[0].msg, d.n > 1 ? " (and more)" : "");
+        else if (!n->ngpus) snprintf(why, sizeof why, "the array lists no devices");
+    }
+    json_decref(arr);
+    gs_diags_free(&d);
+    if (!why[0]) {
+        n->gpu_source = GS_GPU_SRC_ANNOTATION;
+        return;
+    }
+    gpus_free(n);
+    if (asprintf(&n->gpu_note, "node %s: annotation %s: %s; using the count-only GPU state",
+                 n->meta.name ? n->meta.name : "?", GS_ANN_NODE_GPUS, why) < 0) {
+        n->gpu_note = NULL;
+        dc->oom = true;
+    }
+}
+
+static void dec_gpu_state(struct gs_dec *dc, const json_t *status, struct gs_node *n)
+{
+    dec_gpus(dc, status, n);
+    if (n->ngpus) {
+        n->gpu_source = GS_GPU_SRC_DEVICES;
+        return;
+    }
+    dec_gpu_annotation(dc, n);
+    if (!n->ngpus) n->gpu_source = gpu_count_of(n) > 0 ? GS_GPU_SRC_COUNT : GS_GPU_SRC_NONE;
+}
+
+int gs_node_gpus_from_zones(struct gs_node *n, const int32_t *zone_numa, const int32_t *zone_gpus, int nzones)
+{
+    if (n->gpu_source != GS_GPU_SRC_COUNT && n->gpu_source != GS_GPU_SRC_NRT) return 0;
+    gpus_free(n);
+    n->gpu_source = gpu_count_of(n) > 0 ? GS_GPU_SRC_COUNT : GS_GPU_SRC_NONE;
+    int64_t in_zones = 0;
+    for (int z = 0; z < nzones; z++) in_zones += zone_gpus[z] > 0 ? zone_gpus[z] : 0;
+    int64_t count = gpu_count_of(n); /* allocatable: the healthy ones, 0 while the GPU stack gate holds them */
+    if (!in_zones || count <= 0) return 0;
+    if (count > 64) count = 64;
+    if (!(n->gpus = calloc((size_t)count, sizeof *n->gpus))) return GS_ENOMEM;
+    const char *model = gs_labels_get(&n->meta.labels, GS_LABEL_GPU_PRODUCT);
+    const char *mem = gs_labels_get(&n->meta.labels, GS_LABEL_GPU_MEMORY);
+    char *end = NULL;
+    long long mib = mem ? strtoll(mem, &end, 10) : 0;
+    if (!mem || *end || mib < 0) mib = 0; /* not a plain MiB count: unknown */
+    int z = 0, used = 0; /* GPUs are numbered zone by zone, in the zones' order */
+    for (int64_t i = 0; i < count; i++) {
+        while (z < nzones && used >= zone_gpus[z]) z++, used = 0;
+        struct gs_gpu *g = &n->gpus[n->ngpus++];
+        g->index = (int32_t)i;
+        g->numa_node = z < nzones ? zone_numa[z] : -1;
+        used++;
+        g->healthy = true;
+        g->memory_mib = mib;
+        if (model && !(g->model = strdup(model))) return GS_ENOMEM;
+    }
+    n->gpu_source = GS_GPU_SRC_NRT;
+    return 0;
+}
+
+const char *gs_gpu_source_name(enum gs_gpu_source s)
+{
+    switch (s) {
+    case GS_GPU_SRC_DEVICES: return "status.devices";
+    case GS_GPU_SRC_ANNOTATION: return "annotation " GS_ANN_NODE_GPUS;
+    case GS_GPU_SRC_NRT: return "NodeResourceTopology";
+    case GS_GPU_SRC_COUNT: return "count-only";
+    default: return "none";
+    }
 }
 
 /*--- The node ---*/
@@ -178,7 +297,7 @@ int gs__node_decode(json_t *doc, struct gs_node *n, struct gs_dec *dc)
     else
         for (size_t i = 0; i < n->capacity.n; i++)
             if (gs_resources_set(&n->allocatable, n->capacity.v[i].name, n->capacity.v[i].milli)) dc->oom = true;
-    dec_gpus(dc, status, n);
+    dec_gpu_state(dc, status, n);
     gs__dec_pop(dc, m);
     n->doc = json_incref(doc);
     return dc->oom ? GS_ENOMEM : 0;

@@ -42,6 +42,8 @@ static const char *const kind_names[GS_KIND_COUNT] = {
     [GS_KIND_NODERESOURCETOPOLOGY] = "NodeResourceTopology",
     [GS_KIND_CLUSTERPOLICY] = "ClusterPolicy",
     [GS_KIND_PRIORITYCLASS] = "PriorityClass",
+    [GS_KIND_WORKLOAD] = "Workload",
+    [GS_KIND_WORKLOADPRIORITYCLASS] = "WorkloadPriorityClass",
 };
 
 /* Which kinds each apiVersion we know defines. Kinds mapped to
@@ -78,7 +80,7 @@ static const struct {
     {"kueue.x-k8s.io/v1beta1", "ResourceFlavor", GS_KIND_RESOURCEFLAVOR},
     {"kueue.x-k8s.io/v1beta1", "Workload", GS_KIND_UNKNOWN},
     {"kueue.x-k8s.io/v1beta1", "AdmissionCheck", GS_KIND_UNKNOWN},
-    {"kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass", GS_KIND_UNKNOWN},
+    {"kueue.x-k8s.io/v1beta1", "WorkloadPriorityClass", GS_KIND_WORKLOADPRIORITYCLASS},
     {"kueue.x-k8s.io/v1beta1", "Cohort", GS_KIND_UNKNOWN},
     {"kueue.x-k8s.io/v1beta1", "Topology", GS_KIND_UNKNOWN},
     {"kueue.x-k8s.io/v1beta2", "ClusterQueue", GS_KIND_CLUSTERQUEUE},
@@ -86,7 +88,7 @@ static const struct {
     {"kueue.x-k8s.io/v1beta2", "ResourceFlavor", GS_KIND_RESOURCEFLAVOR},
     {"kueue.x-k8s.io/v1beta2", "Workload", GS_KIND_UNKNOWN},
     {"kueue.x-k8s.io/v1beta2", "AdmissionCheck", GS_KIND_UNKNOWN},
-    {"kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", GS_KIND_UNKNOWN},
+    {"kueue.x-k8s.io/v1beta2", "WorkloadPriorityClass", GS_KIND_WORKLOADPRIORITYCLASS},
     {"kueue.x-k8s.io/v1beta2", "Cohort", GS_KIND_UNKNOWN},
     {"kueue.x-k8s.io/v1beta2", "Topology", GS_KIND_UNKNOWN},
     {"resource.k8s.io/v1", "ResourceClaim", GS_KIND_RESOURCECLAIM},
@@ -105,6 +107,8 @@ static const struct {
     {"topology.node.k8s.io/v1alpha1", "NodeResourceTopology", GS_KIND_NODERESOURCETOPOLOGY},
     {"nvidia.com/v1", "ClusterPolicy", GS_KIND_CLUSTERPOLICY},
     {"scheduling.k8s.io/v1", "PriorityClass", GS_KIND_PRIORITYCLASS},
+    {"scheduling.k8s.io/v1beta1", "PodGroup", GS_KIND_PODGROUP},
+    {"scheduling.k8s.io/v1beta1", "Workload", GS_KIND_WORKLOAD},
 };
 #define NAPI_KINDS (sizeof api_kinds / sizeof api_kinds[0])
 
@@ -127,6 +131,7 @@ bool gs__kind_namespaced(enum gs_kind k)
     case GS_KIND_POD:
     case GS_KIND_PODGROUP:
     case GS_KIND_LOCALQUEUE:
+    case GS_KIND_WORKLOAD:
     case GS_KIND_RESOURCECLAIM: return true;
     default: return false;
     }

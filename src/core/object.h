@@ -43,7 +43,10 @@
 #define GS_ANN_SIM_DURATION "sim.gpusched.io/duration" /* seconds */
 #define GS_LABEL_POD_GROUP "scheduling.x-k8s.io/pod-group"
 #define GS_ANN_VOLCANO_GROUP "scheduling.k8s.io/group-name"
+#define GS_ANN_NODE_GPUS "gpusched.io/gpus" /* Node: JSON text of the status.devices array (node DaemonSet) */
+#define GS_LABEL_GPU_MEMORY "nvidia.com/gpu.memory" /* GFD: MiB per GPU */
 #define GS_LABEL_QUEUE "kueue.x-k8s.io/queue-name"
+#define GS_LABEL_KUEUE_PRIORITY_CLASS "kueue.x-k8s.io/priority-class" /* a WorkloadPriorityClass */
 #define GS_LABEL_GPU_PRODUCT "nvidia.com/gpu.product"
 #define GS_DEFAULT_SCHEDULER "default-scheduler"
 
@@ -64,6 +67,8 @@ enum gs_kind {
     GS_KIND_NODERESOURCETOPOLOGY,  /* topology.node.k8s.io/v1alpha2 */
     GS_KIND_CLUSTERPOLICY,         /* nvidia.com/v1 */
     GS_KIND_PRIORITYCLASS,         /* scheduling.k8s.io/v1 */
+    GS_KIND_WORKLOAD,              /* scheduling.k8s.io/v1beta1 (native gang templates; Kueue's is generic) */
+    GS_KIND_WORKLOADPRIORITYCLASS, /* kueue.x-k8s.io */
     GS_KIND_COUNT
 };
 
@@ -150,7 +155,12 @@ struct gs_pod {
     struct gs_node_affinity node_affinity;
     struct gs_toleration *tolerations; size_t ntolerations;
     struct gs_spread_constraint *spread; size_t nspread;
-    char *pod_group;           /* from GS_LABEL_POD_GROUP or GS_ANN_VOLCANO_GROUP */
+    /* The group key, equal to its PodGroup's gs_podgroup.group: the name from
+     * GS_LABEL_POD_GROUP (scheduler-plugins); "scheduling.volcano.sh/<name>"
+     * from GS_ANN_VOLCANO_GROUP; "scheduling.k8s.io/<name>" from
+     * spec.schedulingGroup.podGroupName (native). The prefixes keep two shapes
+     * with one name in one namespace apart (names never hold '/'). */
+    char *pod_group;
     char *queue_name;          /* from GS_LABEL_QUEUE */
     char *phase;               /* status.phase, NULL when unset */
     struct gs_demand demand;
@@ -176,6 +186,15 @@ struct gs_gpu {
     struct gs_mig_instance *mig; size_t nmig;
 };
 
+/* Where a node's per-GPU state came from (node.c; NRT: sched/gpu_state.h). */
+enum gs_gpu_source {
+    GS_GPU_SRC_NONE = 0,   /* no GPUs */
+    GS_GPU_SRC_DEVICES,    /* status.devices */
+    GS_GPU_SRC_ANNOTATION, /* GS_ANN_NODE_GPUS */
+    GS_GPU_SRC_NRT,        /* NUMA zones of the node's NodeResourceTopology, count from allocatable */
+    GS_GPU_SRC_COUNT,      /* allocatable nvidia.com/gpu only: no uuid, NUMA or NVLink */
+};
+
 struct gs_node {
     struct gs_meta meta;
     json_t *doc;
@@ -184,18 +203,31 @@ struct gs_node {
     struct gs_resources capacity;    /* status.capacity */
     struct gs_resources allocatable; /* status.allocatable (defaults to capacity when absent) */
     struct gs_gpu *gpus; size_t ngpus;
+    enum gs_gpu_source gpu_source;
+    char *gpu_note;                  /* why GS_ANN_NODE_GPUS was not used ("node n1: annotation ...: ..."), or NULL */
 };
 
 /*--- Gang and queues ---*/
 
+/* The three PodGroup shapes (kinds.c). */
+enum gs_pg_shape {
+    GS_PG_COSCHED = 0, /* scheduling.x-k8s.io/v1alpha1 (and scheduling.gpusched.io) */
+    GS_PG_VOLCANO,     /* scheduling.volcano.sh/v1beta1 */
+    GS_PG_NATIVE,      /* scheduling.k8s.io/v1beta1, pods join by spec.schedulingGroup.podGroupName */
+};
+
 struct gs_podgroup {
     struct gs_meta meta;
     json_t *doc;
-    int32_t min_member;
+    enum gs_pg_shape shape;
+    char *group;                      /* the key member pods' pod_group holds (see gs_pod) */
+    int32_t min_member;               /* minMember; native: schedulingPolicy.gang.minCount, 1 for basic */
     struct gs_resources min_resources;
     int32_t schedule_timeout_seconds; /* 0 when unset (the plugin's default applies) */
     char *queue;                      /* Volcano spec.queue, NULL when unset */
     int32_t priority;
+    char *priority_class_name;        /* spec.priorityClassName, NULL when unset */
+    char *topology_key;               /* native schedulingConstraints.topology[0].key: a required domain, or NULL */
 };
 
 struct gs_queue {
@@ -242,6 +274,14 @@ void gs_object_free(struct gs_object *o);
  * zeroed on failure) and reports problems under path prefix "". */
 int gs_pod_decode(json_t *doc, struct gs_pod *out, struct gs_diags *d);
 int gs_node_decode(json_t *doc, struct gs_node *out, struct gs_diags *d);
+/* Gives a count-only node (gpu_source COUNT or NRT) one GPU per allocatable
+ * nvidia.com/gpu, numbered zone by zone: zone z (NUMA node zone_numa[z])
+ * holds zone_gpus[z] of them; model and memory from the GFD labels. With no
+ * GPUs in the zones the node is count-only again. Other nodes are left as
+ * they are. 0 or GS_ENOMEM. */
+int gs_node_gpus_from_zones(struct gs_node *n, const int32_t *zone_numa, const int32_t *zone_gpus, int nzones);
+/* "status.devices", "annotation gpusched.io/gpus", "NodeResourceTopology", "count-only", "none". */
+const char *gs_gpu_source_name(enum gs_gpu_source s);
 void gs_pod_clear(struct gs_pod *p);
 void gs_node_clear(struct gs_node *n);
 void gs_meta_clear(struct gs_meta *m);

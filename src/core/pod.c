@@ -20,6 +20,11 @@
  * shared at that fraction. A memory-only share has no compute fraction; it
  * gets gpu_milli = 1 (the smallest share) so that the memory amount decides
  * where it fits. gpusched.io/gpu-model restricts the GPU models.
+ *
+ * Gang membership, in this order: spec.schedulingGroup.podGroupName (native
+ * scheduling.k8s.io PodGroup), the label scheduling.x-k8s.io/pod-group
+ * (scheduler-plugins), the annotation scheduling.k8s.io/group-name (Volcano);
+ * pod_group holds the group key object.h describes.
  */
 #include "core/decode.h"
 #include "core/pod_security.h"
@@ -442,6 +447,22 @@ static void dec_seconds(struct gs_dec *dc, const json_t *spec, const char *key, 
                        (long long)min, (long long)max, bound);
 }
 
+/* Native gang membership (Kubernetes 1.36+): spec.schedulingGroup.podGroupName
+ * names a scheduling.k8s.io PodGroup in the pod's namespace. */
+static void dec_scheduling_group(struct gs_dec *dc, const json_t *spec, struct gs_pod *p)
+{
+    json_t *sg = gs__dec_get(dc, spec, "schedulingGroup", JSON_OBJECT);
+    if (!sg) return;
+    size_t m = gs__dec_key(dc, "schedulingGroup");
+    const char *name = gs__dec_str(dc, sg, "podGroupName"), *why;
+    if (!name && !json_object_get(sg, "podGroupName")) gs__dec_err_at(dc, "podGroupName", "is required");
+    else if (name && (why = gs__dns_check(name, false)))
+        gs__dec_err_at(dc, "podGroupName", "invalid name \"%s\": %s", name, why);
+    else if (name && asprintf(&p->pod_group, "scheduling.k8s.io/%s", name) < 0)
+        p->pod_group = NULL, dc->oom = true;
+    gs__dec_pop(dc, m);
+}
+
 static void dec_pod_spec(struct gs_dec *dc, const json_t *spec, struct gs_pod *p, struct gs_resources *overhead)
 {
     size_t m = gs__dec_key(dc, "spec");
@@ -467,6 +488,7 @@ static void dec_pod_spec(struct gs_dec *dc, const json_t *spec, struct gs_pod *p
     dec_seconds(dc, spec, "terminationGracePeriodSeconds", 0, GS_MAX_GRACE_SECONDS, "at most one year");
     dec_seconds(dc, spec, "activeDeadlineSeconds", 1, GS_MAX_DEADLINE_SECONDS, "as in Kubernetes");
     gs__pod_check_security(dc, spec); /* reserved env, securityContext (pod_security.c) */
+    dec_scheduling_group(dc, spec, p);
     gs__dec_pop(dc, m);
 }
 
@@ -483,9 +505,12 @@ int gs__pod_decode(json_t *doc, struct gs_pod *p, struct gs_dec *dc)
     else if ((spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT))) dec_pod_spec(dc, spec, p, &overhead);
     check_unique_names(dc, p);
     if (!p->scheduler_name && !(p->scheduler_name = strdup(GS_DEFAULT_SCHEDULER))) dc->oom = true;
+    /* Group key (object.h): the native field first, then the label, then Volcano's annotation. */
     const char *g = gs_labels_get(&p->meta.labels, GS_LABEL_POD_GROUP);
-    if (!g) g = gs_labels_get(&p->meta.annotations, GS_ANN_VOLCANO_GROUP);
-    if (g && !(p->pod_group = strdup(g))) dc->oom = true;
+    const char *vg = g ? NULL : gs_labels_get(&p->meta.annotations, GS_ANN_VOLCANO_GROUP);
+    if (!p->pod_group && g && !(p->pod_group = strdup(g))) dc->oom = true;
+    if (!p->pod_group && vg && asprintf(&p->pod_group, "scheduling.volcano.sh/%s", vg) < 0)
+        p->pod_group = NULL, dc->oom = true;
     const char *q = gs_labels_get(&p->meta.labels, GS_LABEL_QUEUE);
     if (q && !(p->queue_name = strdup(q))) dc->oom = true;
     json_t *status = gs__dec_get(dc, doc, "status", JSON_OBJECT);

@@ -154,6 +154,7 @@ static const struct sfield host_alias[] = {AN("hostnames"), SC("ip"), END};
 static const struct sfield name_only[] = {SC("name"), END};
 static const struct sfield pod_os[] = {EN("name", e_os), END};
 static const struct sfield readiness_gate[] = {SC("conditionType"), END};
+static const struct sfield sched_group[] = {SC("podGroupName"), END};
 static const struct sfield pod_claim[] = {SC("name"), SC("resourceClaimName"), SC("resourceClaimTemplateName"), END};
 
 static const struct sfield pod_spec[] = {
@@ -164,7 +165,8 @@ static const struct sfield pod_spec[] = {
     LI("initContainers", container), SC("nodeName"), MA("nodeSelector"), OB("os", pod_os), MA("overhead"),
     EN("preemptionPolicy", e_preempt), SC("priority"), SC("priorityClassName"), LI("readinessGates", readiness_gate),
     LI("resourceClaims", pod_claim), OB("resources", resources), EN("restartPolicy", e_restart),
-    SC("runtimeClassName"), SC("schedulerName"), LI("schedulingGates", name_only), AN("securityContext"),
+    SC("runtimeClassName"), SC("schedulerName"), LI("schedulingGates", name_only), OB("schedulingGroup", sched_group),
+    AN("securityContext"),
     SC("serviceAccount"), SC("serviceAccountName"), SC("setHostnameAsFQDN"), SC("shareProcessNamespace"),
     SC("subdomain"), SC("terminationGracePeriodSeconds"), LI("tolerations", toleration),
     LI("topologySpreadConstraints", spread), LI("volumes", volume), END};
@@ -201,6 +203,14 @@ static const struct sfield podgroup_spec[] = {SC("minMember"), MA("minResources"
                                               AN("networkTopology"), SC("priority"), SC("priorityClassName"),
                                               SC("queue"), SC("scheduleTimeoutSeconds"), END};
 static const struct sfield podgroup[] = {TOP(OB("spec", podgroup_spec)), END};
+/* Native scheduling.k8s.io/v1beta1 PodGroup; its Workload is checked as a whole spec. */
+static const struct sfield native_podgroup_spec[] = {
+    SC("disruptionMode"), SC("parentCompositePodGroupName"), SC("preemptionPolicy"), SC("priority"),
+    SC("priorityClassName"), AN("resourceClaims"), AN("schedulingConstraints"), AN("schedulingPolicy"),
+    AN("workloadRef"), END};
+static const struct sfield native_podgroup[] = {TOP(OB("spec", native_podgroup_spec)), END};
+static const struct sfield workload_priority_class[] = {SC("apiVersion"), SC("description"), SC("kind"),
+                                                        OB("metadata", object_meta), SC("value"), END};
 
 /* Volcano's Queue and ours (limit for capability, guarantee as a plain list). */
 static const struct sfield queue_spec[] = {AN("affinity"), MA("capability"), SC("dequeueStrategy"), MA("deserved"),
@@ -247,6 +257,9 @@ static const struct {
     {"scheduling.x-k8s.io", "PodGroup", podgroup},
     {"scheduling.volcano.sh", "PodGroup", podgroup},
     {"scheduling.gpusched.io", "PodGroup", podgroup},
+    {"scheduling.k8s.io", "PodGroup", native_podgroup},
+    {"scheduling.k8s.io", "Workload", generic},
+    {"kueue.x-k8s.io", "WorkloadPriorityClass", workload_priority_class},
     {"scheduling.volcano.sh", "Queue", queue},
     {"scheduling.gpusched.io", "Queue", queue},
     {"kueue.x-k8s.io", "LocalQueue", localqueue},

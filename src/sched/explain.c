@@ -13,6 +13,7 @@
 #include "sched/explain.h"
 
 #include "sched/gang_core.h"
+#include "sched/gpu_state.h"
 #include "sched/preemption_core.h"
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
@@ -184,6 +185,8 @@ int gs_explain_pod(struct gs_framework *fw, struct gs_cache *cache, const struct
     }
     fprintf(out, "%d of %zu schedulable node(s) pass every filter%s\n", ok, n,
             unsched ? " (some nodes are cordoned)" : "");
+    char note[512]; /* nodes whose GPUs are known only by their count (sched/gpu_state.h) */
+    if (gs_gpu_state_note(cache, NULL, pod, note, sizeof note)) fprintf(out, "  %s\n", note);
     if (run.prefilter.code != GS_SUCCESS) {
         fprintf(out, "  %-22s rejected the pod before any node: %s\n", run.prefilter.plugin ? run.prefilter.plugin : "PreFilter",
                 run.prefilter.reason);

@@ -291,9 +291,13 @@ static struct gs_gang_group *group_get(struct gs_gang *g, const char *ns, const 
     return gr;
 }
 
+/* The key member pods name the group by (object.h); in-memory groups may lack it. */
+static const char *pg_group(const struct gs_podgroup *pg) { return pg->group ? pg->group : pg->meta.name; }
+
 int gs_gang_add_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
 {
-    struct gs_gang_group *gr = group_get(g, pg->meta.namespace_, pg->meta.name, true);
+    if (!pg_group(pg)) return GS_EINVAL;
+    struct gs_gang_group *gr = group_get(g, pg->meta.namespace_, pg_group(pg), true);
     if (!gr) return GS_ENOMEM;
     gr->pg = pg;
     return 0;
@@ -301,7 +305,7 @@ int gs_gang_add_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
 
 void gs_gang_remove_podgroup(struct gs_gang *g, const struct gs_podgroup *pg)
 {
-    struct gs_gang_group *gr = group_get(g, pg->meta.namespace_, pg->meta.name, false);
+    struct gs_gang_group *gr = pg_group(pg) ? group_get(g, pg->meta.namespace_, pg_group(pg), false) : NULL;
     if (gr && gr->pg == pg) gr->pg = NULL;
 }
 
@@ -643,6 +647,7 @@ const char *gs_gang_domain(struct gs_gang *g, const struct gs_pod *pod, bool *re
     if (gr->pg) {
         key = gs_labels_get(&gr->pg->meta.annotations, GS_ANN_GANG_REQUIRED_TOPOLOGY);
         if (key) *required = true;
+        else if ((key = gr->pg->topology_key)) *required = true; /* native schedulingConstraints */
         else key = gs_labels_get(&gr->pg->meta.annotations, GS_ANN_GANG_PREFERRED_TOPOLOGY);
     }
     if (!key && g->o.topology_key) key = g->o.topology_key, *required = g->o.topology_required;

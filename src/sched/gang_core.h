@@ -1,10 +1,12 @@
 /*
  * gang_core.h - gang scheduling (Coscheduling) without the framework.
  *
- * A group is a PodGroup (scheduling.x-k8s.io/v1alpha1 or Volcano's
- * scheduling.volcano.sh/v1beta1) and the pods naming it (label
- * scheduling.x-k8s.io/pod-group or annotation scheduling.k8s.io/group-name,
- * same namespace). The core keeps the registry, orders the queue so a
+ * A group is a PodGroup (scheduling.x-k8s.io/v1alpha1, Volcano's
+ * scheduling.volcano.sh/v1beta1 or the native scheduling.k8s.io/v1beta1) and
+ * the pods naming it (label scheduling.x-k8s.io/pod-group, annotation
+ * scheduling.k8s.io/group-name or spec.schedulingGroup.podGroupName, same
+ * namespace), matched by the group key of core/object.h ("ns/<pod_group>")
+ * so equal names of two shapes are two groups. The core keeps the registry, orders the queue so a
  * group's pods come out together, admits a group only when all minMember
  * pods are there and its demand fits free + preemptible capacity, plans a
  * whole group at once (every pending member placed on the cache, then the

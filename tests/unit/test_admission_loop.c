@@ -541,10 +541,41 @@ static void test_estimated_start_from_deadline(void **state)
     env_free(&e);
 }
 
+/* Kueue's label kueue.x-k8s.io/priority-class: the WorkloadPriorityClass's
+ * value (v1beta2 here) orders the workloads, so the later one goes first. */
+static void test_workload_priority_class(void **state)
+{
+    (void)state;
+    struct env e;
+    env_with_queue(&e, 4);
+    queue_doc(&e, "workloadpriorityclasses.kueue.x-k8s.io/urgent",
+              "{\"apiVersion\":\"kueue.x-k8s.io/v1beta2\",\"kind\":\"WorkloadPriorityClass\","
+              "\"metadata\":{\"name\":\"urgent\"},\"value\":1000}");
+    pod(&e, "a", 4, "lq");
+    const struct gs_pod *b = store_pod(&e, "b", 4, "lq", NULL, 0);
+    (void)b;
+    /* b again, labelled with the class (store_pod has no label argument) */
+    json_t *doc = NULL;
+    assert_int_equal(gs_store_get(e.store, "pods/ns/b", &doc, NULL), 0);
+    json_object_set_new(json_object_get(json_object_get(doc, "metadata"), "labels"), GS_LABEL_KUEUE_PRIORITY_CLASS,
+                        json_string("urgent"));
+    struct gs_diags d = {0};
+    struct gs_object *o = NULL;
+    assert_int_equal(gs_object_decode(doc, &o, &d), 0);
+    json_decref(doc);
+    assert_true(gs_adm_loop_pod_add(e.a, "pods/ns/b", o->u.pod));
+    gs_object_free(o);
+    assert_int_equal(gs_adm_loop_cycle(e.a), 1);
+    assert_int_equal(e.nadmitted, 1);
+    assert_string_equal(e.admitted[0], "pods/ns/b");
+    env_free(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_waits_for_quota_then_admitted),
+        cmocka_unit_test(test_workload_priority_class),
         cmocka_unit_test(test_unknown_queue_then_created),
         cmocka_unit_test(test_quota_change_keeps_running_reservation),
         cmocka_unit_test(test_group_all_or_nothing_and_quota_release),
