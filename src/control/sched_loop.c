@@ -729,6 +729,20 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
 {
     struct entry *e = p->e;
     json_decref(p->status_devices);
+    if (b->err == GS_EIO || b->err == GS_EBUSY || b->err == GS_ETIMEDOUT) {
+        /* Refused without a change (a 500, 429s past the client's retries):
+         * no event will come for the pod, so it is queued again. Had the
+         * write landed after all, the next binding's 409 says so. */
+        char key[GS__KEY_MAX];
+        gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
+        gs_cache_remove_pod(l->cache, key);
+        gs_scheduler_delete_pod(l->scheds[e->sched], key);
+        e->state = gs_scheduler_add_pod(l->scheds[e->sched], e->obj->u.pod) == 0 ? P_QUEUED : P_OTHER;
+        gs_log(GS_LOG_INFO, "scheduler: binding not written, queued again", "pod", e->key, "error",
+               gs_strerror(b->err), NULL);
+        json_decref(b->out);
+        return;
+    }
     if (b->err) { /* the pod changed under us: forget the placement, the stream tells what happened */
         char key[GS__KEY_MAX];
         gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
