@@ -659,21 +659,25 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
 /* Everything from the source (nodes, their topologies and the pod groups
  * before the pods), then the stream from the smallest cursor the lists
  * returned. A resource the source does not follow (GS_ENOENT: a Kubernetes
- * source without that CRD) is empty. */
+ * source without that CRD) is empty. One that cannot be listed is said and
+ * the loop stays unsynced, but the others are still listed: stopping there
+ * would leave the pods listed or not depending on whether their creation
+ * happened to fall after the cursor. */
 static int load(struct gs_sched_loop *l)
 {
     int err = 0;
     l->rv = INT64_MAX;
     l->loading = true;
     l->leading = false; /* the next round writes what the lists showed is owed (start_leading) */
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !err; k++) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         int64_t cursor = INT64_MAX;
         struct load_ctx c = {l, kinds[k].fn};
-        err = gs_source_list(l->source, kinds[k].prefix, load_one, &c, &cursor);
-        if (err == GS_ENOENT) err = 0;
-        else if (!err && cursor < l->rv) l->rv = cursor;
-        else if (err) gs_log(GS_LOG_WARN, "scheduler: cannot list", "resource", kinds[k].prefix, "error",
-                             gs_strerror(err), NULL);
+        int e = gs_source_list(l->source, kinds[k].prefix, load_one, &c, &cursor);
+        if (e == GS_ENOENT) e = 0;
+        else if (!e && cursor < l->rv) l->rv = cursor;
+        else if (e) gs_log(GS_LOG_WARN, "scheduler: cannot list", "resource", kinds[k].prefix, "error",
+                           gs_strerror(e), NULL);
+        if (e && !err) err = e;
     }
     if (l->rv == INT64_MAX) l->rv = 0;
     l->loading = false;

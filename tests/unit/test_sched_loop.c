@@ -43,6 +43,7 @@ struct wrap {
      * API server's 500, or 429s past the client's retries). */
     atomic_int fail_binds;
     int fail_err;
+    const char *fail_list; /* list of this prefix answers GS_EINVAL (a resource the source does not follow) */
 };
 
 #define IN(s) (((struct wrap *)(s))->in)
@@ -50,6 +51,7 @@ struct wrap {
 
 static int w_list(struct gs_source *s, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *cursor)
 {
+    if (W(s)->fail_list && !strcmp(prefix, W(s)->fail_list)) return GS_EINVAL;
     int err = gs_source_list(IN(s), prefix, fn, arg, cursor);
     *cursor += W(s)->cursor_offset;
     return err;
@@ -567,6 +569,25 @@ static void failed_binding_write_is_retried(void **state)
     assert_int_equal(n.whole_free, 0);
 }
 
+/* A resource that cannot be listed (listed before the pods) leaves the loop
+ * unsynced, but the pods are still listed and bound: not only those whose
+ * creation happens to come after the stream's cursor. */
+static void a_failed_list_still_lists_the_pods(void **state)
+{
+    struct fx *f = *state;
+    f->w.fail_list = "podgroups.scheduling.volcano.sh/";
+    put_node(f, "g1", 2);
+    put_pod(f, "before", "1", NULL);
+    start(f, false);
+    json_t *p = wait_pod(f, "before", bound);
+    json_decref(p);
+    settle(f);
+    struct gs_sched_loop_stats st;
+    gs_sched_loop_stats(f->loop, &st);
+    assert_false(st.synced);
+    assert_int_equal(st.bound, 1);
+}
+
 /* The stream's cursor is not an object version (a Kubernetes source): the
  * loop resumes from the lists' cursor and tells events apart by their own
  * rv, so pods created before and after it started are both bound, once. */
@@ -603,6 +624,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(already_bound_elsewhere_counts_once, setup, teardown),
         cmocka_unit_test_setup_teardown(cursors_are_not_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_binding_write_is_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_failed_list_still_lists_the_pods, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
