@@ -48,23 +48,6 @@
 
 #define CMD "gpusched scheduler"
 
-/* The resources the scheduler loop and its admission follow (sched_loop.c's
- * kinds[], admission_loop.c's queues), plus what its plugins read. */
-static const char *const follow[] = {
-    "nodes/",
-    "pods/",
-    "namespaces/",
-    "podgroups.scheduling.x-k8s.io/",
-    "noderesourcetopologies.topology.node.k8s.io/",
-    "resourceflavors.kueue.x-k8s.io/",
-    "clusterqueues.kueue.x-k8s.io/",
-    "localqueues.kueue.x-k8s.io/",
-    "queues.scheduling.gpusched.io/",
-    "priorityclasses.scheduling.k8s.io/",
-    "poddisruptionbudgets.policy/",
-    NULL,
-};
-
 struct opts {
     const char *kubeconfig, *config, *name, *listen, *port_file, *request_log;
     const char *tls_cert, *tls_key;
@@ -499,6 +482,8 @@ static int run(struct app *a, struct gs_sched_config *cfg, const sigset_t *set)
         return 1;
     }
     struct gs_diags d = {0};
+    const char *follow[64]; /* exactly what the loop lists: the ClusterRole grants no more */
+    gs_sched_loop_prefixes(follow, sizeof follow / sizeof follow[0]);
     struct gs_source_kube_opts ko = {.client = {.kubeconfig = o->kubeconfig}, .follow = follow, .seed = o->seed,
                                      .on_request = a->reqlog ? on_request : NULL, .on_request_ctx = a};
     int err = gs_source_kube_new(&ko, &a->src, &d);

@@ -1278,6 +1278,14 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+size_t gs_sched_loop_prefixes(const char **out, size_t cap)
+{
+    size_t n = 0;
+    for (; n < sizeof kinds / sizeof kinds[0] && n + 1 < cap; n++) out[n] = kinds[n].prefix;
+    if (cap) out[n] = NULL;
+    return n;
+}
+
 int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop **out, struct gs_diags *d)
 {
     *out = NULL;

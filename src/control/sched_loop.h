@@ -95,6 +95,9 @@ struct gs_sched_loop;
 
 /* Starts the thread. 0, GS_ENOMEM, or an error from the profile (d filled). */
 int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop **out, struct gs_diags *d);
+/* The key prefixes the loop lists and follows (kinds[]): what a kube source
+ * must inform for it. Into out (cap entries, NULL-terminated); the count. */
+size_t gs_sched_loop_prefixes(const char **out, size_t cap);
 /* Stops and joins the thread, frees everything. */
 void gs_sched_loop_stop(struct gs_sched_loop *l);
 void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *out);

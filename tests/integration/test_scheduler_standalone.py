@@ -7,19 +7,21 @@ naming the node's GPUs; a pod for another scheduler and a gated pod are left
 alone; an impossible pod gets PodScheduled=False with the diagnosis;
 events.k8s.io Events are written and `kubectl describe` shows them; probes and
 metrics answer; SIGTERM exits 0. Every request it made is one the scheduler
-role allows.
+role allows, and one deploy/'s ClusterRole grants (tests/kube/rbac.py).
 
 Two replicas with --leader-elect and short leases: one leads, the other only
 follows; kill -9 of the leader mid-run: the other takes the Lease over and
 binds the rest; no pod bound twice, no GPU given twice, no node over its
-allocatable.
+allocatable. A leader frozen (SIGSTOP) past its lease writes nothing when it
+wakes: its renew deadline has passed before it even retries.
 """
 import base64
 import json
-import os
+import pathlib
 import signal
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -28,6 +30,9 @@ import pytest
 import yaml
 
 from stack import Stack, require_tool, wait_for
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kube"))
+import rbac  # noqa: E402  the RBAC matcher of tests/kube
 
 KUBECTL = "/usr/bin/kubectl"
 NAME = "gpusched-ext"
@@ -115,14 +120,18 @@ class Env:
 @pytest.fixture
 def env(gpusched_bin, tmp_path):
     e = Env(gpusched_bin, tmp_path)
-    e.start_server()
-    yield e
-    e.s.stop_all()
-
-
-def probe(port, path):
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as f:
+        e.start_server()
+        yield e
+    finally:
+        e.s.stop_all()  # also when the server never came up
+
+
+def probe(port, path, ca=None):
+    scheme = "https" if ca else "http"
+    ctx = ssl.create_default_context(cafile=ca) if ca else None
+    try:
+        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}{path}", timeout=5, context=ctx) as f:
             return f.status, f.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -132,7 +141,7 @@ def probe(port, path):
 def allowed(method, path):
     path = path.split("?")[0]
     reads = ("/pods", "/nodes", "/namespaces", "/podgroups", "/noderesourcetopologies", "/resourceflavors",
-             "/clusterqueues", "/localqueues", "/queues", "/priorityclasses", "/poddisruptionbudgets")
+             "/clusterqueues", "/localqueues", "/queues", "/workloadpriorityclasses")
     if method == "GET" and "/leases" not in path and "/events" not in path:
         return any(r in path for r in reads)
     if "/leases" in path:
@@ -153,7 +162,11 @@ def test_standalone_binds_diagnoses_and_leaves_others_alone(env):
     a = env.admin
     for n in ("n1", "n2"):
         a.ok("POST", "/api/v1/nodes", node(n, 2))
-    port = env.scheduler("sched")
+    # Probes over HTTPS (the server's serving certificate, for 127.0.0.1, stands in for the scheduler's).
+    data = env.s.data
+    port = env.scheduler("sched", "--tls-cert-file", str(data / "server.crt"), "--tls-private-key-file",
+                         str(data / "server.key"))
+    ca = str(data / "ca.crt")
     for p in (pod("fits"), pod("other", scheduler="someone-else"), pod("huge", gpus=8),
               pod("gated", gates=["example.com/wait"])):
         a.ok("POST", "/api/v1/namespaces/default/pods", p)
@@ -200,9 +213,10 @@ def test_standalone_binds_diagnoses_and_leaves_others_alone(env):
     wait_for(lambda: env.pods()["gated"]["spec"].get("nodeName"), 30, "the ungated pod bound")
 
     # Probes and metrics.
-    assert probe(port, "/healthz")[0] == 200
-    assert probe(port, "/readyz") == (200, "ok")
-    code, text = probe(port, "/metrics")
+    assert probe(port, "/healthz", ca)[0] == 200
+    assert probe(port, "/readyz", ca) == (200, "ok")
+    assert probe(port, "/nothing", ca)[0] == 404
+    code, text = probe(port, "/metrics", ca)
     assert code == 200 and "gpusched_scheduler_schedule_attempts_total" in text and "gpusched_leader_is_leader 1" in text
     assert "gpusched_source_synced 1" in text, text
 
@@ -213,6 +227,10 @@ def test_standalone_binds_diagnoses_and_leaves_others_alone(env):
         method, path, code = line.rsplit(" ", 2)
         assert allowed(method, path), f"the scheduler made a request its role does not list: {line}"
         assert code not in ("401", "403"), f"refused: {line}"
+    # ... and one deploy/'s ClusterRole grants its ServiceAccount in a real cluster.
+    policy = rbac.deploy_policy("system:serviceaccount:gpusched:gpusched-scheduler")
+    v = rbac.check_log(env.tmp / "sched.requests", policy)
+    assert v == [], [x.reason for x in v]
 
 
 def lease(a):
@@ -325,3 +343,36 @@ def test_bad_flags_are_named(gpusched_bin, tmp_path):
     r = subprocess.run([gpusched_bin, "scheduler", "--config", str(tmp_path / "missing.yaml")], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 1 and "missing.yaml: file not found" in r.stderr, r.stderr
+
+
+def test_frozen_leader_writes_nothing_when_it_wakes(env):
+    """A leader stopped (SIGSTOP) past its lease: the other replica takes over; woken up, the old one must not
+    bind from its stale view: its renew deadline has passed, so may_write is false before it even retries."""
+    a = env.admin
+    a.ok("POST", "/api/v1/nodes", node("n0", 4))
+    le = ["--leader-elect", "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1500ms",
+          "--leader-elect-retry-period", "500ms"]
+    ports = {"ra": env.scheduler("ra", *le, "--leader-elect-id", "ra"),
+             "rb": env.scheduler("rb", *le, "--leader-elect-id", "rb")}
+    holder = wait_for(lambda: (lease(a) or {}).get("holderIdentity"), 20, "a leader")
+    other = "rb" if holder == "ra" else "ra"
+    env.s.procs[holder].send_signal(signal.SIGSTOP)
+    try:
+        for i in range(3):
+            a.ok("POST", "/api/v1/namespaces/default/pods", pod(f"f{i}"))
+        wait_for(lambda: (lease(a) or {}).get("holderIdentity") == other, 30, "the other replica taking over")
+        wait_for(lambda: all(p["spec"].get("nodeName") for p in env.pods().values()), 30, "the pods bound")
+        log = env.tmp / f"{holder}.requests"
+        before = len(log.read_text().splitlines())
+    finally:
+        env.s.procs[holder].send_signal(signal.SIGCONT)
+    a.ok("POST", "/api/v1/namespaces/default/pods", pod("late"))
+    wait_for(lambda: env.pods()["late"]["spec"].get("nodeName"), 30, "the late pod bound")
+    time.sleep(2.0)
+    woke = log.read_text().splitlines()[before:]
+    writes = [line for line in woke if line.split(" ", 1)[0] in ("POST", "PUT", "PATCH", "DELETE")
+              and "/leases/" not in line]
+    assert not writes, f"the old leader wrote after waking: {writes}"
+    assert "gpusched_leader_is_leader 0" in probe(ports[holder], "/metrics")[1]
+    assert (lease(a) or {}).get("holderIdentity") == other
+    assert sum(1 for p in env.pods().values() if p["spec"].get("nodeName")) == 4
