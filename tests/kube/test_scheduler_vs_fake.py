@@ -381,7 +381,7 @@ def test_preemption_deletes_the_victim_with_a_uid_precondition_and_nominates(clu
     assert target, "the victim never got the DisruptionTarget condition"
     assert c.bindings() == {"victim": 1, "high": 1}
     evs = {(e["reason"], e["regarding"]["name"]) for e in c.events()}
-    assert ("Preempted", "victim") in evs or any(r == "Preempted" for r, _ in evs), evs
+    assert {("Preempted", "victim"), ("Scheduled", "high")} <= evs, evs
     assert s.metric('gpusched_scheduler_schedule_attempts_total{result="scheduled"}') >= 2
 
 
@@ -479,7 +479,10 @@ def test_kill_9_of_the_leader_the_other_takes_over_and_gangs_stay_whole(cluster)
               "metadata": {"name": "gang", "namespace": "default"}, "spec": {"minMember": 3}})
     gang = [f"gang-{i}" for i in range(3)]
     total = 60
+    both = []
     for i in range(total):
+        if leader.proc.poll() is None and other.leading() and leader.leading():
+            both.append(i)
         c.create(NS + "/pods", pod(f"p{i:02d}"))
         if i == 30:
             wait_for(lambda: len(c.bindings()) > 5, 20, "the leader binding")
@@ -494,7 +497,8 @@ def test_kill_9_of_the_leader_the_other_takes_over_and_gangs_stay_whole(cluster)
     failover = time.monotonic() - killed
     print(f"\nfailover: {other.name} leads {failover:.2f}s after kill -9 of {leader.name} "
           f"(lease 2s, renew deadline 1.5s, retry 0.25s)")
-    assert failover < 2 + 1.5 + 1, failover  # within a lease duration plus a retry or so
+    assert failover < 6, failover  # a lease duration and a few retries, with room for a loaded machine
+    assert not both, f"both replicas led while pods {both} were created"
     names = [f"p{i:02d}" for i in range(total)] + gang
     wait_for(lambda: all(c.pods()[n]["spec"].get("nodeName") for n in names), 30, "every pod bound", every=0.2)
     b = c.bindings()
