@@ -194,7 +194,9 @@ class Sched:
         import requests
         out = {}
         try:
-            text = requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
+            with requests.Session() as s:
+                s.trust_env = False  # no proxy from the environment for 127.0.0.1
+                text = s.get(f"http://127.0.0.1:{self.port}/metrics", timeout=5).text
         except requests.RequestException:
             return None
         for line in text.splitlines():
