@@ -39,8 +39,9 @@ answers. GET /fake/requests and /fake/state show what clients did. Every API req
 as one JSON line in DIR/requests.jsonl with the verb, resource and subresource derived as
 Kubernetes RBAC derives them, so a test can check a client's requests against its ClusterRole
 (rbac.py); each line names the user it authenticated as (--token-auth-file adds users with
-their own tokens, so one component's requests can be told from the test's). Files: fake_rules.py (resources, Status errors, selectors, patches, the two
-Event shapes), fake_objects.py (the store and each verb's semantics), this one (HTTP, watches,
+their own tokens, so one component's requests can be told from the test's). Files:
+fake_rules.py (resources, Status errors, selectors, patches, the two Event shapes),
+fake_objects.py (the store and each verb's semantics), this one (HTTP, watches,
 faults, the request log, certificates, start_fake).
 
 Run: python3 tests/kube/fake_apiserver.py --port 0 --dir DIR [options]; it writes DIR/ca.crt,
@@ -866,7 +867,8 @@ def read_token_file(path):
                 raise ValueError(f"{path}:{n}: want token,user,uid[,groups], got {','.join(row)!r}")
             tok, user = row[0].strip(), row[1].strip()
             if tok in out:
-                raise ValueError(f"{path}:{n}: token of user {user!r} already given to {out[tok]!r}")
+                raise ValueError(f"{path}:{n}: token of user {user!r} already given to "
+                                 f"{out[tok]!r}")
             out[tok] = user
     return out
 

@@ -103,14 +103,16 @@ def test_token_auth_file_users_are_named_in_the_request_log(tmp_path):
         cert = f.session(token=False).get(f.url + "/api/v1/events", cert=(
             os.path.join(f.dir, "client.crt"), os.path.join(f.dir, "client.key")))
         assert cert.status_code == 200
+        sa = "system:serviceaccount:gs:sched"
         log = [(e["resource"], e["user"], e["code"]) for e in f.requests()]
-        assert log == [("nodes", "system:serviceaccount:gs:sched", 200), ("pods", "fake-admin", 200),
-                       ("namespaces", "", 401), ("events", "fake-admin", 200)]
-        assert [e["resource"] for e in f.requests(user="system:serviceaccount:gs:sched")] == ["nodes"]
+        assert log == [("nodes", sa, 200), ("pods", "fake-admin", 200), ("namespaces", "", 401),
+                       ("events", "fake-admin", 200)]
+        assert [e["resource"] for e in f.requests(user=sa)] == ["nodes"]
     bad = tmp_path / "bad.csv"
     bad.write_text("# a comment\nonly-a-token\n")
-    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_apiserver.py"), "--dir", str(tmp_path / "g"),
-                        "--token-auth-file", str(bad)], capture_output=True, text=True, timeout=30)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_apiserver.py")
+    r = subprocess.run([sys.executable, here, "--dir", str(tmp_path / "g"), "--token-auth-file",
+                        str(bad)], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and f"{bad}:2: want token,user,uid[,groups]" in r.stderr, r.stderr
 
 
