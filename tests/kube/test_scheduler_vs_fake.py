@@ -11,8 +11,9 @@ annotation our node DaemonSet publishes, and one node with only allocatable nvid
 of other schedulers and gated pods left alone, PodScheduled=False with the diagnosis,
 events.k8s.io Events, preemption (uid precondition, nominatedNodeName), faults while 200+ pods
 come in (watches closed at random, 429 with Retry-After, 500, a compaction forcing 410 and a
-relist), injected Lease conflicts, kill -9 of the leader of two replicas, and `kubectl
-describe`. After each test a fixture checks every request made with the scheduler's identity
+relist), injected Lease conflicts, kill -9 of the leader of two replicas (a scheduler-plugins
+PodGroup bound whole), Volcano and native scheduling.k8s.io PodGroups with the status each
+shape's controller shows, and `kubectl describe`. After each test a fixture checks every request made with the scheduler's identity
 against deploy/'s scheduler ClusterRole and Role (rbac.py).
 
 Run: GPUSCHED_BIN=$PWD/build/gpusched /usr/bin/python3 -m pytest -q tests/kube/test_scheduler_vs_fake.py
@@ -542,3 +543,49 @@ def test_kubectl_describe_shows_the_events_and_condition_written(cluster):
     assert re.search(r"PodScheduled\s+False", out), out
     assert re.search(rf"Warning\s+FailedScheduling\s+.*{NAME}\s+0/2 nodes are available", out), out
     assert "count-only GPU state" in out, out
+
+
+def test_volcano_and_native_pod_groups_bound_whole_with_their_status(cluster):
+    c = cluster
+    nodes = add_nodes(c, {"n1": (4, True), "n2": (4, True)})
+    vc = "/apis/scheduling.volcano.sh/v1beta1/namespaces/default/podgroups"
+    native = "/apis/scheduling.k8s.io/v1beta1/namespaces/default"
+    for name, gpus in (("vg", 2), ("toolarge", 8)):
+        c.create(vc, {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+                      "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": 2}})
+        for i in range(2):
+            p = pod(f"{name}-{i}", gpus)
+            p["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": name}
+            c.create(NS + "/pods", p)
+    c.create(native + "/workloads", {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {"controllerRef": {"apiGroup": "batch", "kind": "Job", "name": "train"},
+                 "podGroupTemplates": [{"name": "workers", "schedulingPolicy": {"gang": {"minCount": 2}}}]}})
+    c.create(native + "/podgroups", {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "ng", "namespace": "default"},
+        "spec": {"workloadRef": {"workloadName": "train", "templateName": "workers"},
+                 "schedulingPolicy": {"gang": {"minCount": 2}}}})
+    for i in range(2):
+        p = pod(f"ng-{i}", 1)
+        p["spec"]["schedulingGroup"] = {"podGroupName": "ng"}
+        c.create(NS + "/pods", p)
+    c.start("s1")
+    members = ["vg-0", "vg-1", "ng-0", "ng-1"]
+    wait_for(lambda: all(c.pods()[n]["spec"].get("nodeName") for n in members), 20, "both gangs bound")
+    wait_for(lambda: (c.call("GET", vc + "/toolarge").get("status") or {}).get("conditions"), 20,
+             "the Volcano group's Unschedulable condition")
+    pods = c.pods()
+    assert not pods["toolarge-0"]["spec"].get("nodeName") and not pods["toolarge-1"]["spec"].get("nodeName")
+    assert c.bindings() == {n: 1 for n in members}
+    c.check_nodes(nodes)
+    vg = wait_for(lambda: (lambda g: g if (g.get("status") or {}).get("phase") == "Running" else None)(
+        c.call("GET", vc + "/vg")), 10, "the Volcano group Running")
+    assert [x["type"] for x in vg["status"]["conditions"]] == ["Scheduled"], vg["status"]
+    big = c.call("GET", vc + "/toolarge")["status"]
+    un = [x for x in big["conditions"] if x["type"] == "Unschedulable"]
+    assert un and un[0]["reason"] == "NotEnoughResources" and "toolarge needs 16.0 GPUs" in un[0]["message"], big
+    ng = wait_for(lambda: cond(c.call("GET", native + "/podgroups/ng"), "PodGroupScheduled"), 10,
+                  "the native PodGroupScheduled condition")
+    assert ng["status"] == "True" and ng["reason"] == "Scheduled", ng
