@@ -13,7 +13,8 @@ events.k8s.io Events, preemption (uid precondition, nominatedNodeName), faults w
 come in (watches closed at random, 429 with Retry-After, 500, a compaction forcing 410 and a
 relist), injected Lease conflicts, kill -9 of the leader of two replicas (a scheduler-plugins
 PodGroup bound whole), Volcano and native scheduling.k8s.io PodGroups with the status each
-shape's controller shows, and `kubectl describe`. After each test a fixture checks every request made with the scheduler's identity
+shape's controller shows, Kueue v1beta2 queues where only v1beta2 is served, and `kubectl
+describe`. After each test a fixture checks every request made with the scheduler's identity
 against deploy/'s scheduler ClusterRole and Role (rbac.py).
 
 Run: GPUSCHED_BIN=$PWD/build/gpusched /usr/bin/python3 -m pytest -q tests/kube/test_scheduler_vs_fake.py
