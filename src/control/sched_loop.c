@@ -669,21 +669,25 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
 /* Everything from the source (nodes, their topologies and the pod groups
  * before the pods), then the stream from the smallest cursor the lists
  * returned. A resource the source does not follow (GS_ENOENT: a Kubernetes
- * source without that CRD) is empty. */
+ * source without that CRD) is empty. One that cannot be listed is said and
+ * the loop stays unsynced, but the others are still listed: stopping there
+ * would leave the pods listed or not depending on whether their creation
+ * happened to fall after the cursor. */
 static int load(struct gs_sched_loop *l)
 {
     int err = 0;
     l->rv = INT64_MAX;
     l->loading = true;
     l->leading = false; /* the next round writes what the lists showed is owed (start_leading) */
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !err; k++) {
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         int64_t cursor = INT64_MAX;
         struct load_ctx c = {l, kinds[k].fn};
-        err = gs_source_list(l->source, kinds[k].prefix, load_one, &c, &cursor);
-        if (err == GS_ENOENT) err = 0;
-        else if (!err && cursor < l->rv) l->rv = cursor;
-        else if (err) gs_log(GS_LOG_WARN, "scheduler: cannot list", "resource", kinds[k].prefix, "error",
-                             gs_strerror(err), NULL);
+        int e = gs_source_list(l->source, kinds[k].prefix, load_one, &c, &cursor);
+        if (e == GS_ENOENT) e = 0;
+        else if (!e && cursor < l->rv) l->rv = cursor;
+        else if (e) gs_log(GS_LOG_WARN, "scheduler: cannot list", "resource", kinds[k].prefix, "error",
+                           gs_strerror(e), NULL);
+        if (e && !err) err = e;
     }
     if (l->rv == INT64_MAX) l->rv = 0;
     l->loading = false;
@@ -739,6 +743,20 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
 {
     struct entry *e = p->e;
     json_decref(p->status_devices);
+    if (b->err == GS_EIO || b->err == GS_EBUSY || b->err == GS_ETIMEDOUT) {
+        /* Refused without a change (a 500, 429s past the client's retries):
+         * no event will come for the pod, so it is queued again. Had the
+         * write landed after all, the next binding's 409 says so. */
+        char key[GS__KEY_MAX];
+        gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
+        gs_cache_remove_pod(l->cache, key);
+        gs_scheduler_delete_pod(l->scheds[e->sched], key);
+        e->state = gs_scheduler_add_pod(l->scheds[e->sched], e->obj->u.pod) == 0 ? P_QUEUED : P_OTHER;
+        gs_log(GS_LOG_INFO, "scheduler: binding not written, queued again", "pod", e->key, "error",
+               gs_strerror(b->err), NULL);
+        json_decref(b->out);
+        return;
+    }
     if (b->err) { /* the pod changed under us: forget the placement, the stream tells what happened */
         char key[GS__KEY_MAX];
         gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);

@@ -567,6 +567,23 @@ static void replace(struct informer *in, struct listed *l)
 
 enum { LIST_OK = 0, LIST_NOT_SERVED = 1 };
 
+/* The next row of the resource table after r serving the same resource in
+ * another version (Kueue's v1beta1 and v1beta2), wrapping around; r itself
+ * when there is none. A server that dropped the preferred version (Kueue
+ * 0.20 serves only v1beta2) still gets its objects followed. */
+static const struct gs_api_resource *other_version(const struct gs_api_resource *r)
+{
+    size_t n;
+    const struct gs_api_resource *t = gs_api_resources(&n);
+    size_t at = (size_t)(r - t);
+    if (at >= n) return r; /* not a table row */
+    for (size_t k = 1; k < n; k++) {
+        const struct gs_api_resource *c = &t[(at + k) % n];
+        if (!strcmp(c->group, r->group) && !strcmp(c->plural, r->plural) && !strcmp(c->id, r->id)) return c;
+    }
+    return r;
+}
+
 /* A whole paged list into l. LIST_NOT_SERVED on 404; errors back off and
  * are returned (the caller lists again). */
 static int list_all(struct informer *in, struct listed *l)
@@ -575,6 +592,7 @@ static int list_all(struct informer *in, struct listed *l)
     int err = collection_path(in, base, sizeof base);
     if (err < 0) return err;
     int limit = in->h->o.page_size > 0 ? in->h->o.page_size : 500;
+    const struct gs_api_resource *first = in->res;
     char cont[4096] = "";
     bool restarted = false;
     for (;;) {
@@ -587,7 +605,15 @@ static int list_all(struct informer *in, struct listed *l)
         report_req(in, "GET", p, code, false);
         if (code == 404) {
             json_decref(doc);
-            return LIST_NOT_SERVED;
+            if (cont[0]) return LIST_NOT_SERVED; /* gone mid-list: taken as not served */
+            const struct gs_api_resource *alt = other_version(in->res);
+            if (alt == in->res || alt == first) {
+                in->res = first; /* none served: ask for the preferred one next time */
+                return LIST_NOT_SERVED;
+            }
+            in->res = alt; /* the watch follows the version the list found */
+            if ((err = collection_path(in, base, sizeof base)) < 0) return err;
+            continue;
         }
         if (code == 410 && cont[0]) { /* the continue token expired: start again, from a fresh list */
             json_decref(doc);

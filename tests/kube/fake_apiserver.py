@@ -38,8 +38,10 @@ Retry-After or 500, compact the history now, make the next N Lease writes confli
 answers. GET /fake/requests and /fake/state show what clients did. Every API request is logged
 as one JSON line in DIR/requests.jsonl with the verb, resource and subresource derived as
 Kubernetes RBAC derives them, so a test can check a client's requests against its ClusterRole
-(fake_rbac.py). Files: fake_rules.py (resources, Status errors, selectors, patches, the two
-Event shapes), fake_objects.py (the store and each verb's semantics), this one (HTTP, watches,
+(rbac.py); each line names the user it authenticated as (--token-auth-file adds users with
+their own tokens, so one component's requests can be told from the test's). Files:
+fake_rules.py (resources, Status errors, selectors, patches, the two Event shapes),
+fake_objects.py (the store and each verb's semantics), this one (HTTP, watches,
 faults, the request log, certificates, start_fake).
 
 Run: python3 tests/kube/fake_apiserver.py --port 0 --dir DIR [options]; it writes DIR/ca.crt,
@@ -326,15 +328,23 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
     def _authenticated(self):
+        """The user name the request authenticates as ("" when it does not): the bearer token's
+        user (--token is ADMIN_USER, --token-auth-file names the others), or a client
+        certificate's common name, as kube-apiserver's x509 authenticator takes it."""
         fake = self.server.fake
         auth = self.headers.get("Authorization", "")
-        if auth == f"Bearer {fake.token}":
-            return True
+        user = fake.users.get(auth[len("Bearer "):], "") if auth.startswith("Bearer ") else ""
+        if user:
+            return user
         try:
             cert = self.connection.getpeercert()
         except (ValueError, AttributeError, ssl.SSLError):
             cert = None
-        return bool(cert)
+        for rdn in (cert or {}).get("subject", ()):
+            for k, v in rdn:
+                if k == "commonName":
+                    return v
+        return "fake-client" if cert else ""
 
     def _local(self):
         return self.client_address[0] in ("127.0.0.1", "::1")
@@ -364,6 +374,7 @@ class Handler(BaseHTTPRequestHandler):
         path = url.path
         self.code = 0
         self.raw = None
+        self.user = ""
         self._body()
         if path.startswith("/fake/"):
             try:
@@ -379,7 +390,8 @@ class Handler(BaseHTTPRequestHandler):
             if path in ("/healthz", "/readyz", "/livez"):
                 self._send(200, b"ok", ctype="text/plain; charset=utf-8")
                 return
-            if not self._authenticated():
+            self.user = self._authenticated()
+            if not self.user:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             injected = fake.faults.should_fail(info)
             if injected:
@@ -401,9 +413,15 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc()
             self._send(500, ApiError(500, "InternalError", f"fake apiserver bug: {e!r}").status())
         finally:
-            fake.log.add({k: info[k] for k in ("verb", "method", "path", "apiGroup",
-                                               "resource", "subresource", "namespace",
-                                               "name")} | {"code": self.code})
+            entry = {k: info[k] for k in ("verb", "method", "path", "apiGroup", "resource",
+                                          "subresource", "namespace", "name")}
+            entry |= {"code": self.code, "user": self.user}
+            if self.command == "DELETE" and self.raw:  # what a uid precondition test looks at
+                try:
+                    entry["preconditions"] = (json.loads(self.raw) or {}).get("preconditions")
+                except (ValueError, AttributeError):
+                    pass
+            fake.log.add(entry)
 
     # ---- control endpoints
     def _fake_endpoint(self, path, query):
@@ -833,6 +851,28 @@ def write_kubeconfigs(d, port, token, host):
         os.replace(tmp, os.path.join(d, fname))
 
 
+ADMIN_USER = "fake-admin"  # the --token's user, and the client certificate's common name
+
+
+def read_token_file(path):
+    """kube-apiserver's --token-auth-file: CSV lines token,user,uid[,"group1,group2"]. A
+    malformed line is an error naming the file and line, never skipped."""
+    import csv
+    out = {}
+    with open(path, newline="") as f:
+        for n, row in enumerate(csv.reader(f), 1):
+            if not row or not "".join(row).strip() or row[0].startswith("#"):
+                continue
+            if len(row) < 3 or not row[0].strip() or not row[1].strip():
+                raise ValueError(f"{path}:{n}: want token,user,uid[,groups], got {','.join(row)!r}")
+            tok, user = row[0].strip(), row[1].strip()
+            if tok in out:
+                raise ValueError(f"{path}:{n}: token of user {user!r} already given to "
+                                 f"{out[tok]!r}")
+            out[tok] = user
+    return out
+
+
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
@@ -849,6 +889,9 @@ class Fake:
     def __init__(self, args):
         self.args = args
         self.token = args.token or secrets.token_hex(16)
+        self.users = {self.token: ADMIN_USER}  # bearer token -> user name
+        if args.token_auth_file:
+            self.users.update(read_token_file(args.token_auth_file))
         self.store = Store(args.history, args.pod_termination)
         self.faults = Faults(args.seed)
         self.faults.apply({"watch_close_prob": args.watch_close_prob,
@@ -913,6 +956,8 @@ def parse_args(argv):
     p.add_argument("--port", type=int, default=0, help="0: any free port (written to DIR/port)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--token", default="", help="the bearer token (default: random)")
+    p.add_argument("--token-auth-file", default="",
+                   help="more users: CSV token,user,uid[,groups] as kube-apiserver reads it")
     p.add_argument("--history", type=int, default=10000,
                    help="events kept per resource; older resourceVersions are compacted (410)")
     p.add_argument("--bookmark-interval", type=float, default=1.0,
@@ -968,11 +1013,24 @@ class FakeHandle:
             raise RuntimeError(f"{method} {path}: {r.status_code} {r.text}")
         return r.json()
 
+    def add_kubeconfig(self, path, token):
+        """A kubeconfig like DIR/kubeconfig that authenticates with another token (one of
+        --token-auth-file's users)."""
+        with open(self.kubeconfig) as f:
+            text = f.read()
+        text = text.replace(f"token: {self.token}\n", f"token: {token}\n")
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o600)
+        return path
+
     def faults(self, **kw):
         return self._control("POST", "/fake/faults", kw)
 
-    def requests(self):
-        return self._control("GET", "/fake/requests")["requests"]
+    def requests(self, user=None):
+        """The request log; with user, only the requests made as that user."""
+        out = self._control("GET", "/fake/requests")["requests"]
+        return out if user is None else [e for e in out if e.get("user") == user]
 
     def state(self, resource=""):
         return self._control("GET", "/fake/state" + (f"?resource={resource}" if resource else ""))
@@ -1024,4 +1082,6 @@ if __name__ == "__main__":
         main_fake = Fake(parse_args(sys.argv[1:]))
     except ApiError as e:  # an option's value refused by the faults' own checks
         sys.exit(f"fake_apiserver.py: {e.message.replace('/fake/faults: ', 'option ')}")
+    except (OSError, ValueError) as e:  # --token-auth-file
+        sys.exit(f"fake_apiserver.py: --token-auth-file: {e}")
     main_fake.serve()

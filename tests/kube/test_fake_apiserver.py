@@ -86,6 +86,36 @@ def test_requests_without_the_token_get_401(fake):
     assert ok.status_code == 200 and ok.json()["kind"] == "PodList"
 
 
+def test_token_auth_file_users_are_named_in_the_request_log(tmp_path):
+    """Each --token-auth-file token authenticates as its user, the log says who made each
+    request, and a token file kube-apiserver would refuse is refused with its line named."""
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('s3cret,system:serviceaccount:gs:sched,uid-1,"system:serviceaccounts"\n')
+    with start_fake(str(tmp_path / "f"), "--token-auth-file", str(tokens)) as f:
+        kc = f.add_kubeconfig(str(tmp_path / "sched.kubeconfig"), "s3cret")
+        assert "token: s3cret\n" in open(kc).read() and f.token not in open(kc).read()
+        s = f.session(token=False)
+        s.headers["Authorization"] = "Bearer s3cret"
+        assert s.get(f.url + "/api/v1/nodes").status_code == 200
+        assert f.session().get(f.url + "/api/v1/pods").status_code == 200
+        s.headers["Authorization"] = "Bearer s3cre"
+        assert s.get(f.url + "/api/v1/namespaces").status_code == 401
+        cert = f.session(token=False).get(f.url + "/api/v1/events", cert=(
+            os.path.join(f.dir, "client.crt"), os.path.join(f.dir, "client.key")))
+        assert cert.status_code == 200
+        sa = "system:serviceaccount:gs:sched"
+        log = [(e["resource"], e["user"], e["code"]) for e in f.requests()]
+        assert log == [("nodes", sa, 200), ("pods", "fake-admin", 200), ("namespaces", "", 401),
+                       ("events", "fake-admin", 200)]
+        assert [e["resource"] for e in f.requests(user=sa)] == ["nodes"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("# a comment\nonly-a-token\n")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_apiserver.py")
+    r = subprocess.run([sys.executable, here, "--dir", str(tmp_path / "g"), "--token-auth-file",
+                        str(bad)], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and f"{bad}:2: want token,user,uid[,groups]" in r.stderr, r.stderr
+
+
 def test_kubeconfig_names_the_server_ca_and_token(fake):
     text = open(fake.kubeconfig).read()
     assert f"server: https://127.0.0.1:{fake.port}\n" in text
@@ -906,8 +936,17 @@ rules: []
 """
 
 
-def test_request_log_checked_against_a_cluster_role(api, fake):
-    from fake_rbac import denied, load_rules, unused
+def test_request_log_checked_against_a_cluster_role(api, fake, tmp_path):
+    import rbac
+
+    def log_file():
+        p = tmp_path / "requests.jsonl"
+        p.write_text("".join(json.dumps(e) + "\n" for e in fake.requests()))
+        return p
+
+    def denied(roles):
+        return [v.request for v in rbac.check_log(log_file(), roles)]
+
     lease = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
     create_pod(api, "p")
     api.get(api.base + NS + "/pods", params={"watch": "1", "timeoutSeconds": "1"})
@@ -918,24 +957,22 @@ def test_request_log_checked_against_a_cluster_role(api, fake):
     api.get(api.base + lease + "/gpusched")
     api.get(api.base + "/apis")
     api.get(api.base + "/api/v1")
-    rules = load_rules(ROLE, name="sched")
-    log = fake.requests()
-    assert denied(log, rules) == []
-    assert ("", "nodes", "delete") in unused(log, rules)
-    assert ("", "pods/binding", "create") not in unused(log, rules)
-    assert ("", "*/status", "patch") not in unused(log, rules)
+    assert denied(ROLE) == []
+    unused = rbac.unused_rules(log_file(), ROLE)
+    assert ("sched", "delete", "", "nodes") in unused
+    assert ("sched", "create", "", "pods/binding") not in unused
     # What the role does not grant: another lease's name, an update of pods, discovery
-    # without the default roles.
+    # without the bootstrap discovery role.
     api.get(api.base + lease + "/other")
     api.put(api.base + NS + "/pods/p", json=api.get(api.base + NS + "/pods/p").json())
-    bad = denied(fake.requests(), rules)
+    bad = denied(ROLE)
     assert sorted((e["verb"], e["resource"], e["name"]) for e in bad) == [
         ("get", "leases", "other"), ("update", "pods", "p")]
-    paths = {e["path"] for e in denied(log, rules, defaults=False)}
-    assert paths == {"/apis", "/api/v1"}
-    with pytest.raises(ValueError):
-        load_rules(ROLE, name="missing")
-    assert load_rules(ROLE, name="other") == []
+    no_discovery = rbac.Policy(rbac.load_docs(ROLE), discovery=False)
+    assert {e["path"] for e in denied(no_discovery) if not e["resource"]} == {"/apis", "/api/v1"}
+    with pytest.raises(rbac.RBACError):
+        rbac.check_log(log_file(), "kind: ClusterRole\napiVersion: rbac.authorization.k8s.io/v1\n"
+                       "metadata: {name: x}\nrules: [{verbs: [get]}]\n")
 
 
 def test_paged_lists_at_an_old_version_match_what_was_there(api):

@@ -39,6 +39,11 @@ struct wrap {
     /* Cursors in their own number space, as a Kubernetes source's merged
      * stream (source.h): the stream's position is this far from any object's rv. */
     int64_t cursor_offset;
+    /* The next fail_binds bind items answer fail_err without writing (an
+     * API server's 500, or 429s past the client's retries). */
+    atomic_int fail_binds;
+    int fail_err;
+    const char *fail_list; /* list of this prefix answers GS_EINVAL (a resource the source does not follow) */
 };
 
 #define IN(s) (((struct wrap *)(s))->in)
@@ -46,6 +51,7 @@ struct wrap {
 
 static int w_list(struct gs_source *s, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *cursor)
 {
+    if (W(s)->fail_list && !strcmp(prefix, W(s)->fail_list)) return GS_EINVAL;
     int err = gs_source_list(IN(s), prefix, fn, arg, cursor);
     *cursor += W(s)->cursor_offset;
     return err;
@@ -95,6 +101,11 @@ static int w_bind(struct gs_source *s, struct gs_source_bind *b, size_t n)
 {
     struct wrap *w = W(s);
     atomic_fetch_add(&w->writes, (int)n);
+    if (atomic_load(&w->fail_binds) > 0) {
+        for (size_t i = 0; i < n; i++) b[i].err = w->fail_err, b[i].out = NULL;
+        atomic_fetch_sub(&w->fail_binds, (int)n);
+        return 0;
+    }
     for (size_t i = 0; i < n; i++)
         if (w->steal_key && !strcmp(b[i].key, w->steal_key)) {
             json_t *out = NULL;
@@ -522,6 +533,61 @@ static void already_bound_elsewhere_counts_once(void **state)
     json_decref(p);
 }
 
+/* A binding the API server failed (500, or 429s past the client's retries)
+ * changed nothing, so no event will come for the pod: it is queued again and
+ * bound by a later attempt, once. */
+static void failed_binding_write_is_retried(void **state)
+{
+    static const int errs[] = {GS_EIO, GS_EBUSY};
+    struct fx *f = *state;
+    put_node(f, "g1", 2);
+    f->w.fail_err = errs[0];
+    atomic_store(&f->w.fail_binds, 1);
+    put_pod(f, "p", "1", NULL);
+    start(f, false);
+    json_t *p = wait_pod(f, "p", bound);
+    assert_string_equal(node_of(p), "g1");
+    json_decref(p);
+    settle(f);
+    struct gs_sched_loop_stats st;
+    gs_sched_loop_stats(f->loop, &st);
+    assert_int_equal(st.bound, 1);
+    assert_int_equal(st.write_failures, 1);
+    assert_int_equal(node_state(f, "g1").npods, 1); /* the failed attempt's assumption is gone */
+    /* 429s the client gave up on: the same. */
+    f->w.fail_err = errs[1];
+    atomic_store(&f->w.fail_binds, 1);
+    put_pod(f, "q", "1", NULL);
+    p = wait_pod(f, "q", bound);
+    json_decref(p);
+    settle(f);
+    gs_sched_loop_stats(f->loop, &st);
+    assert_int_equal(st.bound, 2);
+    assert_int_equal(st.write_failures, 2);
+    struct node_look n = node_state(f, "g1");
+    assert_int_equal(n.npods, 2);
+    assert_int_equal(n.whole_free, 0);
+}
+
+/* A resource that cannot be listed (listed before the pods) leaves the loop
+ * unsynced, but the pods are still listed and bound: not only those whose
+ * creation happens to come after the stream's cursor. */
+static void a_failed_list_still_lists_the_pods(void **state)
+{
+    struct fx *f = *state;
+    f->w.fail_list = "podgroups.scheduling.volcano.sh/";
+    put_node(f, "g1", 2);
+    put_pod(f, "before", "1", NULL);
+    start(f, false);
+    json_t *p = wait_pod(f, "before", bound);
+    json_decref(p);
+    settle(f);
+    struct gs_sched_loop_stats st;
+    gs_sched_loop_stats(f->loop, &st);
+    assert_false(st.synced);
+    assert_int_equal(st.bound, 1);
+}
+
 /* The stream's cursor is not an object version (a Kubernetes source): the
  * loop resumes from the lists' cursor and tells events apart by their own
  * rv, so pods created before and after it started are both bound, once. */
@@ -557,6 +623,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(nomination_cleared_when_unschedulable_again, setup, teardown),
         cmocka_unit_test_setup_teardown(already_bound_elsewhere_counts_once, setup, teardown),
         cmocka_unit_test_setup_teardown(cursors_are_not_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(failed_binding_write_is_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_failed_list_still_lists_the_pods, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
