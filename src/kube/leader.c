@@ -231,6 +231,7 @@ static int try_fn(json_t *cur, json_t **out, void *arg)
         json_decref(spec);
         return GS_ENOMEM;
     }
+    json_decref(c->written); /* a retried attempt (409) replaces the last one */
     c->written = spec;
     return 0;
 }
@@ -341,6 +342,7 @@ static int release_fn(json_t *cur, json_t **out, void *arg)
         return GS_ENOMEM;
     }
     json_object_set(next, "spec", spec);
+    json_decref(c->written); /* a retried attempt (409) replaces the last one */
     c->written = spec;
     *out = next;
     return 0;
