@@ -915,10 +915,12 @@ static int admission_step(struct gs_adm_loop *a, bool tick)
     return admitted;
 }
 
-/* Queue objects' status: every couple of seconds, only what changed. */
+/* Queue objects' status: every couple of seconds, only what changed. Not
+ * through a Kubernetes source: there Kueue's own controller owns the
+ * ClusterQueue and LocalQueue status, and the scheduler's role only reads them. */
 static void publish_queue_status(struct gs_adm_loop *a, int64_t now)
 {
-    if (!a->adm || now < a->qstatus.next_ns) return;
+    if (!a->adm || now < a->qstatus.next_ns || gs_source_kind(a->o.source) == GS_SOURCE_KUBE) return;
     json_t *view = gs_admission_queues_json(a->adm, QSTATUS_LISTED, QSTATUS_ESTIMATED);
     if (view) gs_qstatus_publish(&a->qstatus, a->o.source, view, now, false);
     json_decref(view);
