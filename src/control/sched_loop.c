@@ -38,6 +38,9 @@
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
 
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -340,6 +343,40 @@ static bool confirms(struct gs_sched_loop *l, const struct entry *e, const struc
     return ni && !strcmp(ni->name, now->node_name);
 }
 
+/* confirms() read from the document itself, before any decoding: with a
+ * Kubernetes source every binding the loop writes comes back once on the
+ * pods watch, and at thousands of bindings a second decoding each echo
+ * only to keep it would cost more than the decision. Anything else (another
+ * uid, a deletion, a finished pod) takes the full path. */
+static bool binding_echo(struct gs_sched_loop *l, const struct entry *e, const json_t *doc)
+{
+    if (!e->confirm || e->state != P_BOUND) return false;
+    const json_t *md = json_object_get(doc, "metadata"), *st = json_object_get(doc, "status");
+    const char *node = json_string_value(json_object_get(json_object_get(doc, "spec"), "nodeName"));
+    const char *uid = json_string_value(json_object_get(md, "uid")), *was = e->obj->u.pod->meta.uid;
+    const char *phase = json_string_value(json_object_get(st, "phase"));
+    if (!node || json_object_get(md, "deletionTimestamp") || (uid || was ? !uid || !was || strcmp(uid, was) : 0) ||
+        (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+        return false;
+    char key[GS__KEY_MAX];
+    gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
+    const struct gs_assignment *a = gs_cache_pod_assignment(l->cache, key);
+    struct gs_node_info *ni = a ? gs_cache_node(l->cache, a->node) : NULL;
+    return ni && !strcmp(ni->name, node);
+}
+
+/* The decoded pod is all the loop reads of a plain pod; only a gated pod
+ * (its gates, its conditions) and one admission may copy (a queue or a
+ * PodGroup names it) read the document again. 50,000 pending pods' jansson
+ * trees were most of the standalone scheduler's memory. */
+static void pod_drop_doc(struct entry *e)
+{
+    struct gs_pod *p = e->obj->u.pod;
+    if (e->state == P_GATED || e->state == P_ADMIT || p->queue_name || p->pod_group) return;
+    json_decref(p->doc);
+    p->doc = NULL;
+}
+
 static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
 {
     struct entry *e = gs__strmap_get(&l->pods, key);
@@ -349,6 +386,12 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
         pod_release(l, e);
         gs__strmap_del(&l->pods, key);
         entry_free(e);
+        return;
+    }
+    if (e && binding_echo(l, e, doc)) { /* what the full path below keeps, without the decoding */
+        e->confirm = false;
+        e->digest = doc_digest(doc);
+        e->rv = rv;
         return;
     }
     struct gs_diags d = {0};
@@ -384,6 +427,7 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     e->obj = o;
     if (deleting && !o->u.pod->node_name) e->state = P_OTHER; /* being deleted: never bound */
     else pod_place(l, e);
+    pod_drop_doc(e);
 }
 
 /* A bad gpusched.io/gpus annotation is logged (the node is count-only), and a
@@ -687,6 +731,12 @@ static int load(struct gs_sched_loop *l)
     }
     if (l->rv == INT64_MAX) l->rv = 0;
     l->loading = false;
+#ifdef __GLIBC__
+    /* The informers' list pages and the lists' parse trees are garbage now,
+     * spread over every thread's arena: give the free pages back, or they
+     * stay the process's RSS (half of it at 50,000 pods). */
+    if (gs_source_kind(l->source) == GS_SOURCE_KUBE) malloc_trim(0);
+#endif
     pthread_mutex_lock(&l->mu);
     l->st.synced = !err;
     pthread_mutex_unlock(&l->mu);
