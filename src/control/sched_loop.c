@@ -48,6 +48,7 @@
 #include <string.h>
 
 #define CYCLES_PER_ROUND 512
+#define BIND_CHUNK 64 /* kube source: bindings sent while the round goes on deciding */
 #define IDLE_WAIT_MS 50
 
 enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED, P_ADMIT /* held by admission */,
@@ -114,6 +115,10 @@ struct gs_sched_loop {
     pthread_mutex_t mu; /* stats */
     struct pending_bind *pend; /* this round's bindings, written when it ends */
     size_t npend;
+    struct gs_source_bind *bb; /* their requests and results, pend's order */
+    json_t **bann;             /* their annotations */
+    size_t bsent;              /* pend[0, bsent) sent (kube: early, in chunks) */
+    struct bind_job *job;      /* the chunk on its way, NULL none */
     struct gs_sched_loop_stats st;
     struct gs_event_source ev; /* events hook */
 };
@@ -810,12 +815,12 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
     gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->node, "devices", p->devices, NULL);
 }
 
-/* Leadership was lost with bindings assumed: none is written, each pod is
- * forgotten in the cache and queued again (a new leader's binding comes
+/* Leadership was lost with bindings assumed: those from pend[from] on are
+ * not written, each pod is forgotten in the cache and queued again (a new leader's binding comes
  * back through the stream and replaces it). */
-static void drop_bindings(struct gs_sched_loop *l)
+static void drop_bindings(struct gs_sched_loop *l, size_t from)
 {
-    for (size_t i = 0; i < l->npend; i++) {
+    for (size_t i = from; i < l->npend; i++) {
         struct entry *e = l->pend[i].e;
         const struct gs_pod *pod = e->obj->u.pod;
         char key[GS__KEY_MAX];
@@ -826,31 +831,93 @@ static void drop_bindings(struct gs_sched_loop *l)
         e->state = gs_scheduler_add_pod(l->scheds[e->sched], pod) == 0 ? P_QUEUED : P_OTHER;
     }
     pthread_mutex_lock(&l->mu);
-    l->st.binds_dropped += l->npend;
+    l->st.binds_dropped += l->npend - from;
     pthread_mutex_unlock(&l->mu);
-    if (l->npend) gs_log(GS_LOG_WARN, "scheduler: no longer allowed to write, assumed bindings dropped", NULL);
-    l->npend = 0;
+    if (l->npend > from) gs_log(GS_LOG_WARN, "scheduler: no longer allowed to write, assumed bindings dropped", NULL);
+    l->npend = from;
+}
+
+/*
+ * Early chunks (kube source). A Kubernetes binding is a round trip per pod,
+ * and a round waiting for 512 of them left the loop idle a third of the
+ * time. So once BIND_CHUNK bindings are queued they go out on a helper
+ * thread while the round goes on deciding; the results are taken only
+ * where the round's bindings always were (flush_bindings), in order, so
+ * every decision sees what it saw before: within a round no decision ever
+ * knew how its predecessors' bindings went. Each chunk asks may_write
+ * right before it is sent, as the whole batch did.
+ */
+struct bind_job {
+    struct gs_source *src;
+    struct gs_source_bind *b;
+    size_t n;
+    pthread_t th;
+    atomic_bool done;
+};
+
+static void *bind_main(void *arg)
+{
+    struct bind_job *j = arg;
+    gs_source_bind(j->src, j->b, j->n); /* a failed batch sets every item's err */
+    atomic_store(&j->done, true);
+    return NULL;
+}
+
+static void bind_prepare(struct gs_sched_loop *l, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        struct pending_bind *p = &l->pend[i];
+        l->bann[i] = p->devices[0] ? json_pack("{s:s}", GS_ANN_DEVICES, p->devices) : NULL;
+        l->bb[i] = (struct gs_source_bind){.key = p->e->key, .uid = p->e->obj->u.pod->meta.uid, .node = p->node,
+                                           .annotations = l->bann[i], .status_devices = p->status_devices};
+    }
+}
+
+static void bind_join(struct gs_sched_loop *l)
+{
+    if (!l->job) return;
+    pthread_join(l->job->th, NULL);
+    free(l->job);
+    l->job = NULL;
+}
+
+/* Sends what is queued and unsent when no chunk is on its way. */
+static void bind_early(struct gs_sched_loop *l)
+{
+    if (l->job && atomic_load(&l->job->done)) bind_join(l);
+    if (l->job || gs_source_kind(l->source) != GS_SOURCE_KUBE || l->npend - l->bsent < BIND_CHUNK || !writable(l))
+        return;
+    struct bind_job *j = malloc(sizeof *j);
+    if (!j) return; /* sent with the rest */
+    bind_prepare(l, l->bsent, l->npend);
+    *j = (struct bind_job){.src = l->source, .b = &l->bb[l->bsent], .n = l->npend - l->bsent};
+    atomic_init(&j->done, false);
+    if (pthread_create(&j->th, NULL, bind_main, j)) {
+        gs_source_bind(j->src, j->b, j->n);
+        free(j);
+    } else {
+        l->job = j;
+    }
+    l->bsent = l->npend;
 }
 
 static void flush_bindings(struct gs_sched_loop *l)
 {
+    bind_join(l);
     if (!l->npend) return;
-    if (!writable(l)) { /* right before the write: a lost lease must not bind */
-        drop_bindings(l);
-        return;
+    if (l->bsent < l->npend) {
+        if (!writable(l)) drop_bindings(l, l->bsent); /* right before the write: a lost lease must not bind */
+        else {
+            bind_prepare(l, l->bsent, l->npend);
+            gs_source_bind(l->source, &l->bb[l->bsent], l->npend - l->bsent); /* a failed batch sets every item's err */
+        }
     }
-    struct gs_source_bind b[CYCLES_PER_ROUND];
-    json_t *ann[CYCLES_PER_ROUND];
-    for (size_t i = 0; i < l->npend; i++) {
-        struct pending_bind *p = &l->pend[i];
-        ann[i] = p->devices[0] ? json_pack("{s:s}", GS_ANN_DEVICES, p->devices) : NULL;
-        b[i] = (struct gs_source_bind){.key = p->e->key, .uid = p->e->obj->u.pod->meta.uid, .node = p->node,
-                                       .annotations = ann[i], .status_devices = p->status_devices};
-    }
-    gs_source_bind(l->source, b, l->npend); /* a failed batch sets every item's err */
+    l->bsent = 0;
+    if (!l->npend) return;
+    struct gs_source_bind *b = l->bb;
     uint64_t ok = 0, conflicts = 0;
     for (size_t i = 0; i < l->npend; i++) {
-        json_decref(ann[i]);
+        json_decref(l->bann[i]);
         ok += !b[i].err;
         conflicts += b[i].err == GS_EEXIST;
         binding_done(l, &l->pend[i], &b[i]);
@@ -884,6 +951,7 @@ static void queue_binding(struct gs_sched_loop *l, struct entry *e, const struct
     p->devices[0] = 0;
     if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, p->devices, sizeof p->devices);
     p->status_devices = status_devices(ni->node, &c->a);
+    bind_early(l);
 }
 
 /*--- Status writes (the status subresource) ---*/
@@ -1348,7 +1416,9 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->pend = calloc(CYCLES_PER_ROUND, sizeof *l->pend);
-    int err = l->pend ? 0 : GS_ENOMEM;
+    l->bb = calloc(CYCLES_PER_ROUND, sizeof *l->bb);
+    l->bann = calloc(CYCLES_PER_ROUND, sizeof *l->bann);
+    int err = l->pend && l->bb && l->bann ? 0 : GS_ENOMEM;
     if (err || o->config) l->cfg = o->config;
     else if (!(err = gs_sched_config_gpusched(&l->own))) l->cfg = &l->own;
     if (!err) err = build(l, d);
@@ -1359,6 +1429,8 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->cv);
         free(l->pend);
+        free(l->bb);
+        free(l->bann);
         free(l);
         return err;
     }
@@ -1381,6 +1453,8 @@ void gs_sched_loop_stop(struct gs_sched_loop *l)
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l->pend);
+    free(l->bb);
+    free(l->bann);
     free(l);
 }
 
