@@ -769,7 +769,9 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
  * A round's bindings are queued and written together (one gs_source_bind:
  * one transaction for the in-process source) when the round ends. Until
  * then a pod is only assumed in the cache, as between a cycle and its write
- * before; nothing about it is visible outside the loop until the write.
+ * before; nothing about it is visible outside the loop until the write. A
+ * Kubernetes source gets them earlier, in chunks (see bind_early), and the
+ * results are still taken when the round ends.
  */
 
 /* The PodGroup's scheduled / unschedulable status (control/podgroups.h); repeats write nothing. */
