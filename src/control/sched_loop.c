@@ -38,6 +38,9 @@
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
 
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -45,6 +48,7 @@
 #include <string.h>
 
 #define CYCLES_PER_ROUND 512
+#define BIND_CHUNK 64 /* kube source: bindings sent while the round goes on deciding */
 #define IDLE_WAIT_MS 50
 
 enum pstate { P_QUEUED, P_BOUND, P_DONE, P_OTHER, P_DETACHED, P_ADMIT /* held by admission */,
@@ -111,6 +115,10 @@ struct gs_sched_loop {
     pthread_mutex_t mu; /* stats */
     struct pending_bind *pend; /* this round's bindings, written when it ends */
     size_t npend;
+    struct gs_source_bind *bb; /* their requests and results, pend's order */
+    json_t **bann;             /* their annotations */
+    size_t bsent;              /* pend[0, bsent) sent (kube: early, in chunks) */
+    struct bind_job *job;      /* the chunk on its way, NULL none */
     struct gs_sched_loop_stats st;
     struct gs_event_source ev; /* events hook */
 };
@@ -340,6 +348,40 @@ static bool confirms(struct gs_sched_loop *l, const struct entry *e, const struc
     return ni && !strcmp(ni->name, now->node_name);
 }
 
+/* confirms() read from the document itself, before any decoding: with a
+ * Kubernetes source every binding the loop writes comes back once on the
+ * pods watch, and at thousands of bindings a second decoding each echo
+ * only to keep it would cost more than the decision. Anything else (another
+ * uid, a deletion, a finished pod) takes the full path. */
+static bool binding_echo(struct gs_sched_loop *l, const struct entry *e, const json_t *doc)
+{
+    if (!e->confirm || e->state != P_BOUND) return false;
+    const json_t *md = json_object_get(doc, "metadata"), *st = json_object_get(doc, "status");
+    const char *node = json_string_value(json_object_get(json_object_get(doc, "spec"), "nodeName"));
+    const char *uid = json_string_value(json_object_get(md, "uid")), *was = e->obj->u.pod->meta.uid;
+    const char *phase = json_string_value(json_object_get(st, "phase"));
+    if (!node || json_object_get(md, "deletionTimestamp") || (uid || was ? !uid || !was || strcmp(uid, was) : 0) ||
+        (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+        return false;
+    char key[GS__KEY_MAX];
+    gs_meta_key(&e->obj->u.pod->meta, key, sizeof key);
+    const struct gs_assignment *a = gs_cache_pod_assignment(l->cache, key);
+    struct gs_node_info *ni = a ? gs_cache_node(l->cache, a->node) : NULL;
+    return ni && !strcmp(ni->name, node);
+}
+
+/* The decoded pod is all the loop reads of a plain pod; only a gated pod
+ * (its gates, its conditions) and one admission may copy (a queue or a
+ * PodGroup names it) read the document again. 50,000 pending pods' jansson
+ * trees were most of the standalone scheduler's memory. */
+static void pod_drop_doc(struct entry *e)
+{
+    struct gs_pod *p = e->obj->u.pod;
+    if (e->state == P_GATED || e->state == P_ADMIT || p->queue_name || p->pod_group) return;
+    json_decref(p->doc);
+    p->doc = NULL;
+}
+
 static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
 {
     struct entry *e = gs__strmap_get(&l->pods, key);
@@ -349,6 +391,12 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
         pod_release(l, e);
         gs__strmap_del(&l->pods, key);
         entry_free(e);
+        return;
+    }
+    if (e && binding_echo(l, e, doc)) { /* what the full path below keeps, without the decoding */
+        e->confirm = false;
+        e->digest = doc_digest(doc);
+        e->rv = rv;
         return;
     }
     struct gs_diags d = {0};
@@ -384,6 +432,7 @@ static void pod_event(struct gs_sched_loop *l, const char *key, json_t *doc, int
     e->obj = o;
     if (deleting && !o->u.pod->node_name) e->state = P_OTHER; /* being deleted: never bound */
     else pod_place(l, e);
+    pod_drop_doc(e);
 }
 
 /* A bad gpusched.io/gpus annotation is logged (the node is count-only), and a
@@ -691,6 +740,12 @@ static int load(struct gs_sched_loop *l)
     }
     if (l->rv == INT64_MAX) l->rv = 0;
     l->loading = false;
+#ifdef __GLIBC__
+    /* The informers' list pages and the lists' parse trees are garbage now,
+     * spread over every thread's arena: give the free pages back, or they
+     * stay the process's RSS (half of it at 50,000 pods). */
+    if (gs_source_kind(l->source) == GS_SOURCE_KUBE) malloc_trim(0);
+#endif
     pthread_mutex_lock(&l->mu);
     l->st.synced = !err;
     pthread_mutex_unlock(&l->mu);
@@ -718,7 +773,9 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
  * A round's bindings are queued and written together (one gs_source_bind:
  * one transaction for the in-process source) when the round ends. Until
  * then a pod is only assumed in the cache, as between a cycle and its write
- * before; nothing about it is visible outside the loop until the write.
+ * before; nothing about it is visible outside the loop until the write. A
+ * Kubernetes source gets them earlier, in chunks (see bind_early), and the
+ * results are still taken when the round ends.
  */
 
 /* The PodGroup's scheduled / unschedulable status (control/podgroups.h); repeats write nothing. */
@@ -778,12 +835,12 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
     gs_log(GS_LOG_DEBUG, "scheduler: bound", "pod", e->key, "node", p->node, "devices", p->devices, NULL);
 }
 
-/* Leadership was lost with bindings assumed: none is written, each pod is
- * forgotten in the cache and queued again (a new leader's binding comes
+/* Leadership was lost with bindings assumed: those from pend[from] on are
+ * not written, each pod is forgotten in the cache and queued again (a new leader's binding comes
  * back through the stream and replaces it). */
-static void drop_bindings(struct gs_sched_loop *l)
+static void drop_bindings(struct gs_sched_loop *l, size_t from)
 {
-    for (size_t i = 0; i < l->npend; i++) {
+    for (size_t i = from; i < l->npend; i++) {
         struct entry *e = l->pend[i].e;
         const struct gs_pod *pod = e->obj->u.pod;
         char key[GS__KEY_MAX];
@@ -794,31 +851,93 @@ static void drop_bindings(struct gs_sched_loop *l)
         e->state = gs_scheduler_add_pod(l->scheds[e->sched], pod) == 0 ? P_QUEUED : P_OTHER;
     }
     pthread_mutex_lock(&l->mu);
-    l->st.binds_dropped += l->npend;
+    l->st.binds_dropped += l->npend - from;
     pthread_mutex_unlock(&l->mu);
-    if (l->npend) gs_log(GS_LOG_WARN, "scheduler: no longer allowed to write, assumed bindings dropped", NULL);
-    l->npend = 0;
+    if (l->npend > from) gs_log(GS_LOG_WARN, "scheduler: no longer allowed to write, assumed bindings dropped", NULL);
+    l->npend = from;
+}
+
+/*
+ * Early chunks (kube source). A Kubernetes binding is a round trip per pod,
+ * and a round waiting for 512 of them left the loop idle a third of the
+ * time. So once BIND_CHUNK bindings are queued they go out on a helper
+ * thread while the round goes on deciding; the results are taken only
+ * where the round's bindings always were (flush_bindings), in order, so
+ * every decision sees what it saw before: within a round no decision ever
+ * knew how its predecessors' bindings went. Each chunk asks may_write
+ * right before it is sent, as the whole batch did.
+ */
+struct bind_job {
+    struct gs_source *src;
+    struct gs_source_bind *b;
+    size_t n;
+    pthread_t th;
+    atomic_bool done;
+};
+
+static void *bind_main(void *arg)
+{
+    struct bind_job *j = arg;
+    gs_source_bind(j->src, j->b, j->n); /* a failed batch sets every item's err */
+    atomic_store(&j->done, true);
+    return NULL;
+}
+
+static void bind_prepare(struct gs_sched_loop *l, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        struct pending_bind *p = &l->pend[i];
+        l->bann[i] = p->devices[0] ? json_pack("{s:s}", GS_ANN_DEVICES, p->devices) : NULL;
+        l->bb[i] = (struct gs_source_bind){.key = p->e->key, .uid = p->e->obj->u.pod->meta.uid, .node = p->node,
+                                           .annotations = l->bann[i], .status_devices = p->status_devices};
+    }
+}
+
+static void bind_join(struct gs_sched_loop *l)
+{
+    if (!l->job) return;
+    pthread_join(l->job->th, NULL);
+    free(l->job);
+    l->job = NULL;
+}
+
+/* Sends what is queued and unsent when no chunk is on its way. */
+static void bind_early(struct gs_sched_loop *l)
+{
+    if (l->job && atomic_load(&l->job->done)) bind_join(l);
+    if (l->job || gs_source_kind(l->source) != GS_SOURCE_KUBE || l->npend - l->bsent < BIND_CHUNK || !writable(l))
+        return;
+    struct bind_job *j = malloc(sizeof *j);
+    if (!j) return; /* sent with the rest */
+    bind_prepare(l, l->bsent, l->npend);
+    *j = (struct bind_job){.src = l->source, .b = &l->bb[l->bsent], .n = l->npend - l->bsent};
+    atomic_init(&j->done, false);
+    if (pthread_create(&j->th, NULL, bind_main, j)) {
+        gs_source_bind(j->src, j->b, j->n);
+        free(j);
+    } else {
+        l->job = j;
+    }
+    l->bsent = l->npend;
 }
 
 static void flush_bindings(struct gs_sched_loop *l)
 {
+    bind_join(l);
     if (!l->npend) return;
-    if (!writable(l)) { /* right before the write: a lost lease must not bind */
-        drop_bindings(l);
-        return;
+    if (l->bsent < l->npend) {
+        if (!writable(l)) drop_bindings(l, l->bsent); /* right before the write: a lost lease must not bind */
+        else {
+            bind_prepare(l, l->bsent, l->npend);
+            gs_source_bind(l->source, &l->bb[l->bsent], l->npend - l->bsent); /* a failed batch sets every item's err */
+        }
     }
-    struct gs_source_bind b[CYCLES_PER_ROUND];
-    json_t *ann[CYCLES_PER_ROUND];
-    for (size_t i = 0; i < l->npend; i++) {
-        struct pending_bind *p = &l->pend[i];
-        ann[i] = p->devices[0] ? json_pack("{s:s}", GS_ANN_DEVICES, p->devices) : NULL;
-        b[i] = (struct gs_source_bind){.key = p->e->key, .uid = p->e->obj->u.pod->meta.uid, .node = p->node,
-                                       .annotations = ann[i], .status_devices = p->status_devices};
-    }
-    gs_source_bind(l->source, b, l->npend); /* a failed batch sets every item's err */
+    l->bsent = 0;
+    if (!l->npend) return;
+    struct gs_source_bind *b = l->bb;
     uint64_t ok = 0, conflicts = 0;
     for (size_t i = 0; i < l->npend; i++) {
-        json_decref(ann[i]);
+        json_decref(l->bann[i]);
         ok += !b[i].err;
         conflicts += b[i].err == GS_EEXIST;
         binding_done(l, &l->pend[i], &b[i]);
@@ -852,6 +971,7 @@ static void queue_binding(struct gs_sched_loop *l, struct entry *e, const struct
     p->devices[0] = 0;
     if (c->a.gpu_mask) gs_devices_format(ni->node, c->a.gpu_mask, c->a.milli, p->devices, sizeof p->devices);
     p->status_devices = status_devices(ni->node, &c->a);
+    bind_early(l);
 }
 
 /*--- Status writes (the status subresource) ---*/
@@ -1316,7 +1436,9 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     l->pend = calloc(CYCLES_PER_ROUND, sizeof *l->pend);
-    int err = l->pend ? 0 : GS_ENOMEM;
+    l->bb = calloc(CYCLES_PER_ROUND, sizeof *l->bb);
+    l->bann = calloc(CYCLES_PER_ROUND, sizeof *l->bann);
+    int err = l->pend && l->bb && l->bann ? 0 : GS_ENOMEM;
     if (err || o->config) l->cfg = o->config;
     else if (!(err = gs_sched_config_gpusched(&l->own))) l->cfg = &l->own;
     if (!err) err = build(l, d);
@@ -1327,6 +1449,8 @@ int gs_sched_loop_start(const struct gs_sched_loop_opts *o, struct gs_sched_loop
         pthread_mutex_destroy(&l->mu);
         pthread_cond_destroy(&l->cv);
         free(l->pend);
+        free(l->bb);
+        free(l->bann);
         free(l);
         return err;
     }
@@ -1349,6 +1473,8 @@ void gs_sched_loop_stop(struct gs_sched_loop *l)
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l->pend);
+    free(l->bb);
+    free(l->bann);
     free(l);
 }
 

@@ -341,10 +341,23 @@ static void ring_push(struct gs_informer_hub *h, enum gs_store_ev type, int64_t 
     h->last++;
 }
 
-/* One change, under h->mu: the cache and the stream together. text is a
- * reference handed over; for DELETED it is the last state to publish. */
-static void apply(struct informer *in, enum gs_store_ev type, const char *key, char *text, int64_t rv)
+/* One change, under h->mu: the cache and the stream together (the cache
+ * only when !publish). text is a reference handed over; for DELETED it is
+ * the last state to publish. */
+static void apply_to(struct informer *in, enum gs_store_ev type, const char *key, char *text, int64_t rv, bool publish)
 {
+    if (!publish) {
+        if (type == GS_STORE_DELETED) {
+            char *old = NULL;
+            cache_del(&in->cache, key, &old);
+            gs_store_text_release(old);
+            gs_store_text_release(text);
+        } else if (cache_put(&in->cache, key, text, rv)) {
+            gs_store_text_release(text);
+            gs_log(GS_LOG_ERROR, "informer: out of memory caching an object", "key", key, NULL);
+        }
+        return;
+    }
     char *k = strdup(key);
     if (type == GS_STORE_DELETED) {
         char *old = NULL;
@@ -362,6 +375,11 @@ static void apply(struct informer *in, enum gs_store_ev type, const char *key, c
         return;
     }
     ring_push(in->h, type, rv, k, text);
+}
+
+static void apply(struct informer *in, enum gs_store_ev type, const char *key, char *text, int64_t rv)
+{
+    apply_to(in, type, key, text, rv, true);
 }
 
 int gs_informer_hub_new(const struct gs_informer_opts *o, size_t ring_events, struct gs_informer_hub **out)
@@ -531,14 +549,19 @@ static int listed_add(struct informer *in, struct listed *l, json_t *obj)
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Client-go's Replace: what the new list holds becomes the cache; each
- * difference is an event. Under h->mu. */
+ * difference is an event. Under h->mu. The first list publishes nothing:
+ * no consumer can hold a cursor that needs it (a list of this resource
+ * waits for it, and a consumer lists what it follows), and its events
+ * would keep every object's first text alive in the ring after the
+ * object changed (50,000 pods' pending versions behind their bindings). */
 static void replace(struct informer *in, struct listed *l)
 {
     int64_t list_rv = atoll(l->rv);
     for (size_t i = 0; i < l->n; i++) {
         struct cent *n = cache_find(&l->fresh, l->order[i]), *o = cache_find(&in->cache, l->order[i]);
         if (o && o->rv == n->rv && n->rv) continue; /* unchanged */
-        apply(in, o ? GS_STORE_MODIFIED : GS_STORE_ADDED, l->order[i], gs_store_text_ref(n->text), n->rv);
+        apply_to(in, o ? GS_STORE_MODIFIED : GS_STORE_ADDED, l->order[i], gs_store_text_ref(n->text), n->rv,
+                 in->synced);
     }
     size_t ngone = 0, cap = 0;
     char **gone = NULL;
