@@ -16,7 +16,7 @@
  */
 #include "agent/agent_int.h"
 #include "control/api.h"
-#include "control/nodelifecycle.h"
+#include "loops/nodelifecycle.h"
 #include "control/resources.h"
 #include "core/log.h"
 #include "core/pod_security.h"

@@ -2,7 +2,7 @@
  * cmd_scheduler.c - `gpusched scheduler`: the scheduler as a process of its
  * own, a secondary scheduler for any Kubernetes API server (ours included).
  *
- * It is the server's scheduler loop (control/sched_loop.h) given a kube
+ * It is the server's scheduler loop (loops/sched_loop.h) given a kube
  * source (informer/source_kube.h) instead of the in-process one: the same
  * profiles, cache, queue and plugins, one scheduler, not two. Pods whose
  * spec.schedulerName is --scheduler-name are scheduled; the others are only
@@ -23,7 +23,7 @@
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "control/events.h"
-#include "control/sched_loop.h"
+#include "loops/sched_loop.h"
 #include "core/codec.h"
 #include "core/log.h"
 #include "govern/metrics.h"

@@ -7,7 +7,7 @@
  * refused by the usual decoder with the usual messages.
  */
 #include "control/admit_defaults.h"
-#include "control/nodelifecycle.h"
+#include "loops/nodelifecycle.h"
 
 #include <errno.h>
 #include <stdio.h>

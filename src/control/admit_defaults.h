@@ -21,7 +21,7 @@
 #ifndef GS_CONTROL_ADMIT_DEFAULTS_H
 #define GS_CONTROL_ADMIT_DEFAULTS_H
 
-#include "control/nodelifecycle.h" /* the taint keys */
+#include "loops/nodelifecycle.h" /* the taint keys */
 #include "core/error.h"
 
 #include <jansson.h>

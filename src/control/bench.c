@@ -20,7 +20,7 @@
  */
 #include "control/apiserver.h"
 #include "control/client.h"
-#include "control/sched_loop.h"
+#include "loops/sched_loop.h"
 #include "control/server.h"
 #include "core/log.h"
 

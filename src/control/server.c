@@ -10,9 +10,9 @@
 #include "control/apiserver.h"
 #include "control/events.h" /* Event recorder and TTL sweep */
 #include "control/auth.h"
-#include "control/sched_loop.h"
+#include "loops/sched_loop.h"
 #include "control/secret.h"
-#include "control/nodelifecycle.h" /* node lifecycle hook */
+#include "loops/nodelifecycle.h" /* node lifecycle hook */
 #include "control/namespaces.h"    /* built-in namespaces, namespace controller */
 #include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
 #include "govern/operator.h"

@@ -21,7 +21,7 @@
  */
 #include "kube/extender.h"
 
-#include "control/sched_loop.h" /* gs_devices_format / gs_devices_parse */
+#include "loops/sched_loop.h" /* gs_devices_format / gs_devices_parse */
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/object.h"

@@ -8,7 +8,7 @@
 #ifndef GS_TEST_NODELC_FIXTURE_H
 #define GS_TEST_NODELC_FIXTURE_H
 
-#include "control/nodelifecycle.h"
+#include "loops/nodelifecycle.h"
 #include "control/store.h"
 #include "tmpdir_fixture.h"
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/admission_loop.h"
+#include "loops/admission_loop.h"
 #include "core/codec.h"
 #include "tmpdir_fixture.h"
 

@@ -14,7 +14,7 @@
 
 #include "api_fixture.h"
 #include "control/api.h"
-#include "control/sched_loop.h"
+#include "loops/sched_loop.h"
 #include "core/codec.h"
 #include "core/object.h"
 

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "api_fixture.h"
-#include "control/sched_loop.h"
+#include "loops/sched_loop.h"
 #include "control/store.h"
 #include "sched/cache.h"
 

@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "control/events.h"
-#include "control/nodelifecycle.h"
+#include "loops/nodelifecycle.h"
 #include "control/resources.h"
 #include "control/store.h"
 #include "tmpdir_fixture.h"

@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "api_fixture.h"
-#include "control/podgroups.h"
+#include "loops/podgroups.h"
 #include "control/store.h"
 #include "core/codec.h"
 #include "sched/gang_core.h"

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "control/queue_status.h"
+#include "loops/queue_status.h"
 #include "tmpdir_fixture.h"
 
 #include <stdio.h>

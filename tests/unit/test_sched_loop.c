@@ -9,7 +9,7 @@
  * rounds (gs_sched_loop_inspect). A wrapping source counts the loop's writes
  * and can let "another replica" bind a pod just before the loop's binding.
  */
-#include "control/sched_loop.h"
+#include "loops/sched_loop.h"
 #include "control/store.h"
 #include "core/object.h" /* GS_ANN_DEVICES */
 #include "informer/source.h"

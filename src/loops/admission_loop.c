@@ -22,12 +22,12 @@
  * withdrawn, in arrival order), the admission cycle, its evictions carried
  * out, admitted pods handed to the scheduler, conditions written.
  */
-#include "control/admission_loop.h"
+#include "loops/admission_loop.h"
 #include "control/events.h" /* Kueue's Events on the pods */
 
 #include "control/api.h"
-#include "control/queue_status.h"
-#include "control/podgroups.h"
+#include "loops/queue_status.h"
+#include "loops/podgroups.h"
 #include "core/log.h"
 #include "sched/admission/admission.h"
 #include "sched/strmap.h"

@@ -7,7 +7,7 @@
  * "podgroups.<api group>/", so both directions are string surgery on the
  * api group; nothing here parses the PodGroup's spec.
  */
-#include "control/podgroups.h"
+#include "loops/podgroups.h"
 
 #include "control/store.h"
 

@@ -19,16 +19,16 @@
  * return is only handed back to the change stream, since for a Kubernetes
  * source it counts something else (source.h).
  */
-#include "control/sched_loop.h"
-#include "control/admission_loop.h" /* multi-tenant admission */
+#include "loops/sched_loop.h"
+#include "loops/admission_loop.h" /* multi-tenant admission */
 #include "sched/admission/admission.h"  /* admission tuning (server options) */
 #include "govern/metrics.h"  /* metrics hook */
 #include "govern/operator.h" /* GPU stack gate */
 
 #include "control/api.h"
 #include "control/events.h" /* Scheduled, FailedScheduling, Preempted */
-#include "control/nodelifecycle.h" /* evictions awaiting their node */
-#include "control/podgroups.h" /* PodGroup shapes and status */
+#include "loops/nodelifecycle.h" /* evictions awaiting their node */
+#include "loops/podgroups.h" /* PodGroup shapes and status */
 #include "core/log.h"
 #include "sched/cache.h"
 #include "sched/gpu_state.h" /* count-only nodes */
@@ -625,7 +625,7 @@ static const struct {
     {"nodes/", node_event},
     {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
     {"podgroups.scheduling.x-k8s.io/", group_event},
-    {"podgroups.scheduling.volcano.sh/", group_event}, /* the three PodGroup shapes: control/podgroups.h */
+    {"podgroups.scheduling.volcano.sh/", group_event}, /* the three PodGroup shapes: loops/podgroups.h */
     {"podgroups.scheduling.k8s.io/", group_event},
     {"resourceflavors.kueue.x-k8s.io/", queue_event},
     {"clusterqueues.kueue.x-k8s.io/", queue_event},
@@ -778,7 +778,7 @@ static json_t *status_devices(const struct gs_node *node, const struct gs_assign
  * results are still taken when the round ends.
  */
 
-/* The PodGroup's scheduled / unschedulable status (control/podgroups.h); repeats write nothing. */
+/* The PodGroup's scheduled / unschedulable status (loops/podgroups.h); repeats write nothing. */
 static void group_status(struct gs_sched_loop *l, const struct gs_pod *pod, bool scheduled, const char *msg)
 {
     char key[GS__KEY_MAX + 64];

@@ -20,7 +20,7 @@
  * from the pod's annotations. Time is wall time (RFC 3339 stamps in
  * objects written by other processes), read by the thread only.
  */
-#include "control/nodelifecycle.h"
+#include "loops/nodelifecycle.h"
 #include "control/api.h"
 #include "control/events.h" /* NodeNotReady, evictions */
 #include "control/apiserver.h"

@@ -1,7 +1,7 @@
 /*
  * queue_status.c - per-queue status on the queue objects; see queue_status.h.
  */
-#include "control/queue_status.h"
+#include "loops/queue_status.h"
 
 #include "control/resources.h"
 #include "core/error.h"
