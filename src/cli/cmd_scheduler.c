@@ -289,24 +289,7 @@ static bool ready(struct app *a, const char **why)
 static char *metrics_text(struct app *a)
 {
     struct gs_mbuf b = {0};
-    struct gs_sched_loop_stats st;
-    gs_sched_loop_stats(a->loop, &st);
-    gs_mbuf_help(&b, "gpusched_scheduler_queue_pods", "gauge", "Pods waiting in the scheduling queue, by sub-queue.");
-    gs_mbuf_printf(&b, "gpusched_scheduler_queue_pods{queue=\"active\"} %llu\n"
-                       "gpusched_scheduler_queue_pods{queue=\"backoff\"} %llu\n"
-                       "gpusched_scheduler_queue_pods{queue=\"unschedulable\"} %llu\n",
-                   (unsigned long long)st.queue_active, (unsigned long long)st.queue_backoff,
-                   (unsigned long long)st.queue_unschedulable);
-    gs_mbuf_help(&b, "gpusched_scheduler_schedule_attempts_total", "counter", "Scheduling cycles, by result.");
-    gs_mbuf_printf(&b, "gpusched_scheduler_schedule_attempts_total{result=\"scheduled\"} %llu\n"
-                       "gpusched_scheduler_schedule_attempts_total{result=\"unschedulable\"} %llu\n"
-                       "gpusched_scheduler_schedule_attempts_total{result=\"any\"} %llu\n",
-                   (unsigned long long)st.bound, (unsigned long long)st.unschedulable, (unsigned long long)st.attempts);
-    gs_mbuf_help(&b, "gpusched_scheduler_binding_write_failures_total", "counter",
-                 "Bindings the API server refused (the pod changed or was bound meanwhile).");
-    gs_mbuf_printf(&b, "gpusched_scheduler_binding_write_failures_total %llu\n", (unsigned long long)st.write_failures);
-    gs_hist_write(&a->cycle_hist, &b, "gpusched_scheduler_scheduling_attempt_duration_seconds",
-                  "Duration of one scheduling cycle (queue pop to decision).");
+    gs_sched_loop_metrics(a->loop, &a->cycle_hist, &b);
     struct gs_leader_stats ls = {0};
     if (a->leader) gs_leader_stats(a->leader, &ls);
     bool leading = a->leader ? ls.leading : true;
@@ -342,17 +325,7 @@ static char *metrics_text(struct app *a)
     gs_mbuf_printf(&b, "gpusched_source_conflicts_total %llu\n", (unsigned long long)ks.conflicts);
     gs_mbuf_help(&b, "gpusched_source_synced", "gauge", "1 once every followed resource was listed.");
     gs_mbuf_printf(&b, "gpusched_source_synced %d\n", ks.synced ? 1 : 0);
-    struct gs_recorder_stats es;
-    gs_recorder_stats(a->rec, &es);
-    gs_mbuf_help(&b, "gpusched_events_total", "counter", "Event records, by what became of them.");
-    gs_mbuf_printf(&b, "gpusched_events_total{result=\"created\"} %llu\n"
-                       "gpusched_events_total{result=\"aggregated\"} %llu\n"
-                       "gpusched_events_total{result=\"dropped_queue_full\"} %llu\n"
-                       "gpusched_events_total{result=\"dropped_rate_limited\"} %llu\n"
-                       "gpusched_events_total{result=\"write_error\"} %llu\n",
-                   (unsigned long long)es.created, (unsigned long long)es.aggregated,
-                   (unsigned long long)es.dropped_full, (unsigned long long)es.dropped_rate,
-                   (unsigned long long)es.write_errors);
+    gs_recorder_metrics(a->rec, false, &b);
     if (b.err || !b.buf) {
         free(b.buf);
         return NULL;

@@ -26,6 +26,7 @@
 #include "control/resources.h"
 #include "control/store.h"
 #include "core/log.h"
+#include "govern/metrics.h" /* gs_mbuf */
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -759,4 +760,20 @@ json_t *gs_event_table_row(const json_t *ev, double now)
     snprintf(cnt, sizeof cnt, "%lld", (long long)(n ? n : 1));
     return json_pack("[s,s,s,s,s,s,s,s,s,s]", la, sget(ev, "type"), sget(ev, "reason"), obj, sget(io, "fieldPath"),
                      src, sget(ev, "message"), fa, cnt, sget(json_object_get(ev, "metadata"), "name"));
+}
+
+void gs_recorder_metrics(struct gs_recorder *r, bool with_expired, struct gs_mbuf *b)
+{
+    struct gs_recorder_stats es;
+    gs_recorder_stats(r, &es);
+    gs_mbuf_help(b, "gpusched_events_total", "counter", "Event records, by what became of them.");
+    gs_mbuf_printf(b, "gpusched_events_total{result=\"created\"} %llu\n"
+                      "gpusched_events_total{result=\"aggregated\"} %llu\n"
+                      "gpusched_events_total{result=\"dropped_queue_full\"} %llu\n"
+                      "gpusched_events_total{result=\"dropped_rate_limited\"} %llu\n"
+                      "gpusched_events_total{result=\"write_error\"} %llu\n",
+                   (unsigned long long)es.created, (unsigned long long)es.aggregated,
+                   (unsigned long long)es.dropped_full, (unsigned long long)es.dropped_rate,
+                   (unsigned long long)es.write_errors);
+    if (with_expired) gs_mbuf_printf(b, "gpusched_events_total{result=\"expired\"} %llu\n", (unsigned long long)es.expired);
 }

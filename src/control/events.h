@@ -112,6 +112,12 @@ struct gs_recorder_stats {
     uint64_t expired;      /* Events deleted by the TTL sweep */
 };
 
+/* The recorder's counters as Prometheus text (gpusched_events_total by
+ * result) appended to b; expired only when with_expired (the store sink). */
+struct gs_mbuf;
+struct gs_recorder;
+void gs_recorder_metrics(struct gs_recorder *r, bool with_expired, struct gs_mbuf *b);
+
 /* Caller frees with gs_recorder_free. 0, GS_EINVAL (no sink), GS_ENOMEM. */
 int gs_recorder_new(const struct gs_recorder_opts *o, struct gs_recorder **out);
 /* Writes what is queued, stops the thread, frees. NULL is fine. */

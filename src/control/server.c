@@ -233,40 +233,8 @@ static char *metrics_page(void *arg)
     struct gs_mbuf b = {0};
     if (s->op) gs_operator_metrics(s->op, &b.buf, &b.len, &b.cap);
     gs_metrics_store(&b, s->store); /* store health */
-    if (s->loop) {
-        struct gs_sched_loop_stats st;
-        gs_sched_loop_stats(s->loop, &st);
-        gs_mbuf_help(&b, "gpusched_scheduler_queue_pods", "gauge", "Pods waiting in the scheduling queue, by sub-queue.");
-        gs_mbuf_printf(&b, "gpusched_scheduler_queue_pods{queue=\"active\"} %llu\n"
-                           "gpusched_scheduler_queue_pods{queue=\"backoff\"} %llu\n"
-                           "gpusched_scheduler_queue_pods{queue=\"unschedulable\"} %llu\n",
-                       (unsigned long long)st.queue_active, (unsigned long long)st.queue_backoff,
-                       (unsigned long long)st.queue_unschedulable);
-        gs_mbuf_help(&b, "gpusched_scheduler_schedule_attempts_total", "counter", "Scheduling cycles, by result.");
-        gs_mbuf_printf(&b, "gpusched_scheduler_schedule_attempts_total{result=\"scheduled\"} %llu\n"
-                           "gpusched_scheduler_schedule_attempts_total{result=\"unschedulable\"} %llu\n"
-                           "gpusched_scheduler_schedule_attempts_total{result=\"any\"} %llu\n",
-                       (unsigned long long)st.bound, (unsigned long long)st.unschedulable,
-                       (unsigned long long)st.attempts);
-        gs_mbuf_help(&b, "gpusched_scheduler_binding_write_failures_total", "counter",
-                     "Bindings the store refused (the pod changed meanwhile).");
-        gs_mbuf_printf(&b, "gpusched_scheduler_binding_write_failures_total %llu\n",
-                       (unsigned long long)st.write_failures);
-        gs_hist_write(&s->cycle_hist, &b, "gpusched_scheduler_scheduling_attempt_duration_seconds",
-                      "Duration of one scheduling cycle (queue pop to decision).");
-    }
-    struct gs_recorder_stats es; /* Event recorder hook */
-    gs_recorder_stats(s->events, &es);
-    gs_mbuf_help(&b, "gpusched_events_total", "counter", "Event records, by what became of them.");
-    gs_mbuf_printf(&b, "gpusched_events_total{result=\"created\"} %llu\n"
-                       "gpusched_events_total{result=\"aggregated\"} %llu\n"
-                       "gpusched_events_total{result=\"dropped_queue_full\"} %llu\n"
-                       "gpusched_events_total{result=\"dropped_rate_limited\"} %llu\n"
-                       "gpusched_events_total{result=\"write_error\"} %llu\n"
-                       "gpusched_events_total{result=\"expired\"} %llu\n",
-                   (unsigned long long)es.created, (unsigned long long)es.aggregated,
-                   (unsigned long long)es.dropped_full, (unsigned long long)es.dropped_rate,
-                   (unsigned long long)es.write_errors, (unsigned long long)es.expired);
+    if (s->loop) gs_sched_loop_metrics(s->loop, &s->cycle_hist, &b);
+    gs_recorder_metrics(s->events, true, &b); /* Event recorder hook */
     if (b.err || !b.buf) {
         free(b.buf);
         return NULL;

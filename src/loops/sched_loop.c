@@ -1484,3 +1484,26 @@ void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *ou
     *out = l->st;
     pthread_mutex_unlock(&l->mu);
 }
+
+void gs_sched_loop_metrics(struct gs_sched_loop *l, struct gs_hist *cycle_hist, struct gs_mbuf *b)
+{
+    struct gs_sched_loop_stats st;
+    gs_sched_loop_stats(l, &st);
+    gs_mbuf_help(b, "gpusched_scheduler_queue_pods", "gauge", "Pods waiting in the scheduling queue, by sub-queue.");
+    gs_mbuf_printf(b, "gpusched_scheduler_queue_pods{queue=\"active\"} %llu\n"
+                      "gpusched_scheduler_queue_pods{queue=\"backoff\"} %llu\n"
+                      "gpusched_scheduler_queue_pods{queue=\"unschedulable\"} %llu\n",
+                   (unsigned long long)st.queue_active, (unsigned long long)st.queue_backoff,
+                   (unsigned long long)st.queue_unschedulable);
+    gs_mbuf_help(b, "gpusched_scheduler_schedule_attempts_total", "counter", "Scheduling cycles, by result.");
+    gs_mbuf_printf(b, "gpusched_scheduler_schedule_attempts_total{result=\"scheduled\"} %llu\n"
+                      "gpusched_scheduler_schedule_attempts_total{result=\"unschedulable\"} %llu\n"
+                      "gpusched_scheduler_schedule_attempts_total{result=\"any\"} %llu\n",
+                   (unsigned long long)st.bound, (unsigned long long)st.unschedulable, (unsigned long long)st.attempts);
+    gs_mbuf_help(b, "gpusched_scheduler_binding_write_failures_total", "counter",
+                 "Bindings refused by the store or the API server (the pod changed or was bound meanwhile).");
+    gs_mbuf_printf(b, "gpusched_scheduler_binding_write_failures_total %llu\n", (unsigned long long)st.write_failures);
+    if (cycle_hist)
+        gs_hist_write(cycle_hist, b, "gpusched_scheduler_scheduling_attempt_duration_seconds",
+                      "Duration of one scheduling cycle (queue pop to decision).");
+}

@@ -102,6 +102,13 @@ size_t gs_sched_loop_prefixes(const char **out, size_t cap);
 void gs_sched_loop_stop(struct gs_sched_loop *l);
 void gs_sched_loop_stats(struct gs_sched_loop *l, struct gs_sched_loop_stats *out);
 
+/* The loop's Prometheus text (queue depth, attempts by result, binding
+ * failures, the cycle-latency histogram when given) appended to b: the same
+ * lines for `gpusched server` and `gpusched scheduler`. */
+struct gs_mbuf;
+struct gs_hist;
+void gs_sched_loop_metrics(struct gs_sched_loop *l, struct gs_hist *cycle_hist, struct gs_mbuf *b);
+
 /* The explain report (sched/explain.h) for pod ns/name, computed by the loop
  * thread from its live cache between cycles; callable from any thread. 0 with
  * *text (free it), GS_ENOENT when the loop does not know the pod, GS_ESTATE

@@ -494,6 +494,8 @@ static void one_namespace_hook_and_agent(void **state)
     assert_int_equal(gs_source_remove(s, "pods/team/a", "uid-a", 0, &old), 0);
     assert_string_equal(json_string_value(json_object_get(json_object_get(old, "metadata"), "name")), "a");
     json_decref(old);
+    /* The watch follows the list on the informer's thread: give it time to be sent. */
+    for (int i = 0; i < 500 && fk_count(f, "GET /api/v1/namespaces/team/pods?watch=true") < 1; i++) usleep(10000);
     gs_source_free(s);
     pthread_mutex_lock(&h.mu);
     bool listed = false;
