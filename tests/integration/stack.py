@@ -138,6 +138,18 @@ class Stack:
             return None
 
 
+def apply(stack, *docs):
+    """`gpusched apply` of the given objects, one JSON document each."""
+    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
+
+
+def delete(stack, *names):
+    """Deletes the pods and waits until they are gone."""
+    for n in names:
+        stack.cli("delete", "pod", n, check=False)
+    wait_for(lambda: not any(stack.pod(n) for n in names), 20, f"{names} deleted")
+
+
 def require_tool(path, what):
     """Marks a test that needs a tool: where the tool is missing the test fails,
     never skips (scripts/install-deps.sh installs it; kubectl comes with the

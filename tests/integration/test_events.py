@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, wait_for
+from stack import Stack, apply, phase, pod_manifest, wait_for
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
@@ -35,10 +35,6 @@ def kubectl(stack, *args, check=True):
     if check:
         assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stdout}{r.stderr}"
     return r
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
 def events(stack, api="events"):

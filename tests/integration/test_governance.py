@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, wait_for
+from stack import Stack, apply, phase, pod_manifest, wait_for
 
 NODE = "gpu-node-1"
 
@@ -24,10 +24,6 @@ def policy(**spec):
     base.update(spec)
     return {"apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
             "spec": base}
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
 def stack_cond(node):

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from stack import Stack, phase, pid_alive, pod_manifest, require_tool, wait_for
+from stack import Stack, apply, phase, pid_alive, pod_manifest, require_tool, wait_for
 
 MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -35,10 +35,6 @@ def stack(gpusched_bin, tmp_path_factory):
     yield s
     rc = s.stop("up")
     assert rc == 0, s.log("up")
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
 def graceful_pod(name, cmd, gpus, grace, run_as_root=False):

@@ -5,7 +5,6 @@ the agent of the pod's node. Whole logs, --tail, -c with a two-container pod
 runs and ending when it ends, and the tenant rule.
 
 kubectl tests use /usr/bin/kubectl when present and are skipped otherwise."""
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import time
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, require_tool, wait_for
+from stack import Stack, apply, phase, pod_manifest, require_tool, wait_for
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 needs_kubectl = require_tool(KUBECTL, "kubectl")
@@ -37,10 +36,6 @@ def stack(gpusched_bin, tmp_path_factory):
     yield s
     rc = s.stop("up")
     assert rc == 0, s.log("up")
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
 def kubectl(stack, *args, token=None, timeout=60):

@@ -12,7 +12,6 @@ nvidia.com/gpu (single) run with NVIDIA_VISIBLE_DEVICES set to MIG UUIDs the
 node agent chose, two pods never share an instance, and the pod status lists
 the instances.
 """
-import json
 import pathlib
 import shutil
 import signal
@@ -23,7 +22,7 @@ import time
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, wait_for
+from stack import Stack, apply, phase, pod_manifest, wait_for
 
 # --- Part 1: the device plugin -----------------------------------------------------------
 
@@ -298,10 +297,6 @@ def policy(strategy, layout):
                      "migManager": {"enabled": True, "drainTimeoutSeconds": 30, "config": {"default": layout}},
                      "validator": {"retry": {"initialBackoffSeconds": 0.2, "maxBackoffSeconds": 1,
                                              "answerTimeoutSeconds": 20}}}}
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
 def stack_state(stack):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, wait_for
+from stack import Stack, apply, delete, phase, pod_manifest, wait_for
 
 MOCK = "2x8xH100-80GB"
 HOST = "kubernetes.io/hostname"
@@ -20,16 +20,6 @@ def stack(gpusched_bin, tmp_path_factory):
     yield s
     rc = s.stop("up")
     assert rc == 0, s.log("up")
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
-
-
-def delete(stack, *names):
-    for n in names:
-        stack.cli("delete", "pod", n, check=False)
-    wait_for(lambda: not any(stack.pod(n) for n in names), 20, f"{names} deleted")
 
 
 def node_of(stack, name):

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, wait_for
+from stack import Stack, apply, phase, pod_manifest, wait_for
 
 MOCK = "1x8xH100-80GB"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -52,10 +52,6 @@ def stack(gpusched_bin, tmp_path_factory):
     yield s
     rc = s.stop("up")
     assert rc == 0, s.log("up")
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
 def queued_pod(name, cmd, gpus, queue, restart="Never"):

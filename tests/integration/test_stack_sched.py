@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from stack import Stack, phase, pod_manifest, wait_for
+from stack import Stack, apply, delete, phase, pod_manifest, wait_for
 
 MOCK = "2x8xH100-80GB,nvlink=islands:4,numa=2"
 
@@ -19,16 +19,6 @@ def stack(gpusched_bin, tmp_path_factory):
     yield s
     rc = s.stop("up")
     assert rc == 0, s.log("up")
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
-
-
-def delete(stack, *names):
-    for n in names:
-        stack.cli("delete", "pod", n, check=False)
-    wait_for(lambda: not any(stack.pod(n) for n in names), 20, f"{names} deleted")
 
 
 def gang(stack, group, n, gpus, cmd="sleep 1"):

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from stack import Stack, phase, pid_alive, pod_manifest, wait_for
+from stack import Stack, apply, phase, pid_alive, pod_manifest, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -16,10 +16,6 @@ def stack(gpusched_bin, tmp_path_factory):
     yield s
     rc = s.stop("up")
     assert rc == 0, s.log("up")
-
-
-def apply(stack, *docs):
-    stack.cli("apply", "-f", "-", input="\n".join(json.dumps(d) for d in docs))
 
 
 def agent_pods(stack):
