@@ -1,11 +1,16 @@
 /*
- * cel.h - the CEL subset of resource.k8s.io/v1 device selectors.
+ * cel.h - CEL for DRA device selectors (resource.k8s.io/v1), compiled and evaluated in C.
  *
- * A selector is compiled once (when its DeviceClass or ResourceClaim is
- * decoded) and evaluated on many devices, so compilation checks everything it
- * can and evaluation only walks the tree. The `device` variable is described
- * by struct gs_cel_device: the driver, typed attributes and quantity
- * capacities, as a ResourceSlice publishes them.
+ * DeviceClass and ResourceClaim selectors are CEL expressions over one variable, `device`
+ * (driver, attributes, capacity, allowMultipleAllocations). The allocator evaluates each
+ * selector on every candidate device, so a selector is compiled once (lexed, parsed into an
+ * AST held in one block, type-checked against the DRA environment, constant regexes compiled)
+ * and the resulting program is immutable: any number of threads may evaluate it at once.
+ *
+ * The language is the subset Kubernetes users write in selectors; docs/DRA.md "Selectors
+ * (CEL)" lists it, with the limits of resource.k8s.io/v1 (10 KiB of text, a runtime cost of
+ * 1,000,000, nesting depth 100). Every error carries the 1-based column of the fault, counted
+ * in bytes from the start of the expression, and a message worded as cel-go words it.
  */
 #ifndef GS_CORE_CEL_H
 #define GS_CORE_CEL_H
@@ -38,5 +43,15 @@ int gs_cel_compile(const char *expr, struct gs_cel_program **out, struct gs_cel_
 int gs_cel_eval(const struct gs_cel_program *p, const struct gs_cel_device *dev, bool *result,
                 struct gs_cel_error *err);
 void gs_cel_free(struct gs_cel_program *p);
+
+/* Limits of resource.k8s.io/v1 (CELSelectorExpressionMaxLength / MaxCost) and of the parser. */
+#define GS_CEL_MAX_LENGTH 10240
+#define GS_CEL_MAX_COST 1000000
+#define GS_CEL_MAX_DEPTH 100
+
+/* The runtime cost of the last successful evaluation is not kept; this variant reports it
+ * (cost units as in the doc: one per node visited, string work by length). cost may be NULL. */
+int gs_cel_eval_cost(const struct gs_cel_program *p, const struct gs_cel_device *dev, bool *result,
+                     int64_t *cost, struct gs_cel_error *err);
 
 #endif
