@@ -255,31 +255,84 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool same_pool(const struct gs_dra_slice *a, const struct gs_dra_slice *b)
+/* Marks usable[i] for every slice of a usable pool: its generation is the
+ * pool's highest, the pool has resourceSliceCount slices of that generation
+ * which agree on the count, and no device name repeats within it (kube's
+ * allocator ignores incomplete pools and rejects invalid ones). next[i]
+ * chains the usable slices of one pool, head[i] is the first of i's pool.
+ * One pass with a map of pools: rebuilds happen per slice update. */
+static int pools_group(const struct gs_dra_pool_view *v, bool *usable, size_t *next, size_t *head)
 {
-    return !strcmp(a->driver, b->driver) && !strcmp(a->pool, b->pool);
-}
-
-/* Whether slice i belongs to a usable pool: its generation is the pool's
- * highest, the pool has resourceSliceCount slices of that generation which
- * agree on the count, and no device name repeats within it. */
-static bool pool_usable(const struct gs_dra_pool_view *v, size_t i)
-{
-    const struct gs_dra_slice *s = &v->slices[i]->s;
-    int64_t seen = 0;
-    for (size_t j = 0; j < v->nslices; j++) {
-        const struct gs_dra_slice *o = &v->slices[j]->s;
-        if (!same_pool(s, o)) continue;
-        if (o->generation > s->generation) return false;
-        if (o->generation < s->generation) continue;
-        if (o->slice_count != s->slice_count) return false;
-        seen++;
-        if (j == i) continue;
-        for (size_t a = 0; a < s->ndevices; a++)
-            for (size_t b = 0; b < o->ndevices; b++)
-                if (!strcmp(s->devices[a].name, o->devices[b].name)) return false;
+    struct pool {
+        char *key;
+        int64_t gen, count, slice_count;
+        bool bad;
+        size_t first, last;
+    };
+    struct gs__strmap m;
+    gs__strmap_init(&m);
+    struct pool *pools = calloc(v->nslices ? v->nslices : 1, sizeof *pools);
+    size_t *pid = calloc(v->nslices ? v->nslices : 1, sizeof *pid), np = 0;
+    int rc = GS_ENOMEM;
+    if (!pools || !pid) goto out;
+    for (size_t i = 0; i < v->nslices; i++) {
+        const struct gs_dra_slice *s = &v->slices[i]->s;
+        char *k = key_of(s->driver, s->pool, NULL);
+        if (!k) goto out;
+        uintptr_t ix = (uintptr_t)gs__strmap_get(&m, k);
+        if (!ix) {
+            pools[np] = (struct pool){.key = k, .gen = s->generation, .slice_count = s->slice_count};
+            if (gs__strmap_put(&m, k, (void *)(uintptr_t)(np + 1))) {
+                free(k);
+                goto out;
+            }
+            ix = ++np;
+        } else {
+            free(k);
+        }
+        struct pool *p = &pools[ix - 1];
+        pid[i] = ix - 1;
+        if (s->generation > p->gen) *p = (struct pool){.key = p->key, .gen = s->generation, .slice_count = s->slice_count};
+        if (s->generation < p->gen) continue;
+        if (s->slice_count != p->slice_count) p->bad = true;
+        if (p->count++) next[p->last] = i;
+        else p->first = i;
+        p->last = i;
+        next[i] = SIZE_MAX;
     }
-    return seen == s->slice_count;
+    for (size_t i = 0; i < v->nslices; i++) {
+        const struct pool *p = &pools[pid[i]];
+        usable[i] = !p->bad && p->count == p->slice_count && v->slices[i]->s.generation == p->gen;
+        head[i] = p->first;
+    }
+    /* Device names repeated across the slices of one pool make it invalid. */
+    struct gs__strmap names;
+    gs__strmap_init(&names);
+    for (size_t q = 0; q < np; q++) {
+        struct pool *p = &pools[q];
+        if (p->count < 2 || !usable[p->first]) continue;
+        for (size_t i = p->first; i != SIZE_MAX && !p->bad; i = next[i])
+            for (size_t k = 0; k < v->slices[i]->s.ndevices && !p->bad; k++) {
+                const char *dn = v->slices[i]->s.devices[k].name;
+                if (gs__strmap_get(&names, dn)) p->bad = true;
+                else if (gs__strmap_put(&names, dn, (void *)1)) {
+                    gs__strmap_free(&names);
+                    goto out;
+                }
+            }
+        gs__strmap_free(&names);
+        gs__strmap_init(&names);
+        if (p->bad)
+            for (size_t i = p->first; i != SIZE_MAX; i = next[i]) usable[i] = false;
+    }
+    gs__strmap_free(&names);
+    rc = 0;
+out:
+    for (size_t q = 0; q < np; q++) free(pools[q].key);
+    free(pools);
+    free(pid);
+    gs__strmap_free(&m);
+    return rc;
 }
 
 static int node_add(struct gs_dra_pool_view *v, const char *node, size_t di)
@@ -378,11 +431,14 @@ static int rebuild(struct gs_dra_pool_view *v)
     size_t *slot_base = calloc(v->nslices ? v->nslices : 1, sizeof *slot_base);
     size_t *pool_slices = calloc(v->nslices ? v->nslices : 1, sizeof *pool_slices);
     size_t *pool_base = calloc(v->nslices ? v->nslices : 1, sizeof *pool_base);
+    size_t *next = calloc(v->nslices ? v->nslices : 1, sizeof *next);
+    size_t *head = calloc(v->nslices ? v->nslices : 1, sizeof *head);
     int rc = GS_ENOMEM;
-    if (!usable || !slot_base || !pool_slices || !pool_base) goto out;
+    if (!usable || !slot_base || !pool_slices || !pool_base || !next || !head) goto out;
+    if (pools_group(v, usable, next, head)) goto out;
     for (size_t i = 0; i < v->nslices; i++) {
         if (vslice_eval_classes(v, v->slices[i])) goto out;
-        if (!(usable[i] = pool_usable(v, i))) continue;
+        if (!usable[i]) continue;
         total += v->slices[i]->s.ndevices;
         slot_base[i] = nslots;
         for (size_t c = 0; c < v->slices[i]->s.ncounters; c++) nslots += v->slices[i]->s.counters[c].n;
@@ -401,11 +457,10 @@ static int rebuild(struct gs_dra_pool_view *v)
         if (!usable[i]) continue;
         struct vslice *vs = v->slices[i];
         size_t npool = 0;
-        for (size_t j = 0; j < v->nslices; j++)
-            if (usable[j] && same_pool(&vs->s, &v->slices[j]->s)) {
-                pool_base[npool] = slot_base[j];
-                pool_slices[npool++] = j;
-            }
+        for (size_t j = head[i]; j != SIZE_MAX; j = next[j]) {
+            pool_base[npool] = slot_base[j];
+            pool_slices[npool++] = j;
+        }
         for (size_t k = 0; k < vs->s.ndevices; k++) {
             size_t di = vs->order[k];
             struct dev *d = &v->devs[v->ndevs];
@@ -471,6 +526,8 @@ out:
     free(slot_base);
     free(pool_slices);
     free(pool_base);
+    free(next);
+    free(head);
     v->gen++;
     return rc;
 }

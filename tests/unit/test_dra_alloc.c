@@ -637,6 +637,17 @@ static void test_pool_generations_and_completeness(void **state)
     expect_why(v, "n1", two, GS_ENOENT, "gpu", "needs 2 devices, 1 of 1 matching devices are free");
     gs_dra_view_remove_slice(v, "b");
     assert_int_equal(gs_dra_view_node_devices(v, "n1"), 0);
+    /* Two slices of one generation naming the same device: the pool is invalid, unused. */
+    add_slice_json(v, Jf("{\"metadata\":{\"name\":\"b\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":\"n1\","
+                         "\"pool\":{\"name\":\"n1\",\"generation\":1,\"resourceSliceCount\":2},\"devices\":[%s]}}", g0));
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 0);
+    /* Slices of one generation disagreeing on the count: invalid too. */
+    add_slice_json(v, Jf("{\"metadata\":{\"name\":\"b\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":\"n1\","
+                         "\"pool\":{\"name\":\"n1\",\"generation\":1,\"resourceSliceCount\":1},\"devices\":[%s]}}", g1));
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 0);
+    gs_dra_view_remove_slice(v, "a");
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 1);
+    gs_dra_view_remove_slice(v, "b");
     /* An allNodes slice is seen from every node. */
     add_slice_json(v, Jf("{\"metadata\":{\"name\":\"net\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"allNodes\":true,"
                          "\"pool\":{\"name\":\"fabric\",\"resourceSliceCount\":1},\"devices\":[%s]}}", g0));
