@@ -39,6 +39,7 @@ struct vslice {
     struct gs_dra_slice s;
     size_t *order;        /* device indices sorted by name */
     uint8_t *class_res;   /* [device][class]: CM_* for classes[] as of class_epoch */
+    char **keys;          /* per device: "driver\x1fpool\x1fdevice" */
     uint64_t class_epoch;
 };
 
@@ -57,7 +58,7 @@ struct dev {
     const struct vslice *vs;
     const struct gs_dra_device *d;
     size_t di;            /* index in vs->s.devices */
-    char *key;            /* "driver\x1fpool\x1fdevice" */
+    const char *key;      /* "driver\x1fpool\x1fdevice", the slice's */
     struct gs_cel_device cel;
     const struct gs_dra_taint **taints;
     size_t ntaints;
@@ -70,7 +71,7 @@ struct dev {
 struct nodeent {
     char *name;
     size_t *devs;         /* indices into v->devs, ascending */
-    size_t n;
+    size_t n, cap;
 };
 
 struct hold {
@@ -102,15 +103,22 @@ struct gs_dra_pool_view {
 
 static char *key_of(const char *driver, const char *pool, const char *device)
 {
-    char *k = NULL;
-    if (asprintf(&k, "%s\x1f%s\x1f%s", driver ? driver : "", pool ? pool : "", device ? device : "") < 0) return NULL;
+    const char *part[3] = {driver ? driver : "", pool ? pool : "", device ? device : ""};
+    size_t len[3], total = 3;
+    for (int i = 0; i < 3; i++) total += len[i] = strlen(part[i]);
+    char *k = malloc(total), *p = k;
+    if (!k) return NULL;
+    for (int i = 0; i < 3; i++) {
+        memcpy(p, part[i], len[i]);
+        p += len[i];
+        *p++ = i < 2 ? '\x1f' : '\0';
+    }
     return k;
 }
 
 static void index_free(struct gs_dra_pool_view *v)
 {
     for (size_t i = 0; i < v->ndevs; i++) {
-        free(v->devs[i].key);
         free(v->devs[i].taints);
         free(v->devs[i].uses);
     }
@@ -149,6 +157,8 @@ struct gs_dra_pool_view *gs_dra_view_new(void)
 static void vslice_free(struct vslice *vs)
 {
     if (!vs) return;
+    for (size_t i = 0; vs->keys && i < vs->s.ndevices; i++) free(vs->keys[i]);
+    free(vs->keys);
     gs_dra_slice_free(&vs->s);
     free(vs->order);
     free(vs->class_res);
@@ -351,9 +361,13 @@ static int node_add(struct gs_dra_pool_view *v, const char *node, size_t di)
         }
     }
     if (ne->n && ne->devs[ne->n - 1] == di) return 0;
-    size_t *g = realloc(ne->devs, (ne->n + 1) * sizeof *g);
-    if (!g) return GS_ENOMEM;
-    ne->devs = g;
+    if (ne->n == ne->cap) {
+        size_t nc = ne->cap ? ne->cap * 2 : 8;
+        size_t *g = realloc(ne->devs, nc * sizeof *g);
+        if (!g) return GS_ENOMEM;
+        ne->devs = g;
+        ne->cap = nc;
+    }
     ne->devs[ne->n++] = di;
     return 0;
 }
@@ -468,7 +482,7 @@ static int rebuild(struct gs_dra_pool_view *v)
             d->d = &vs->s.devices[di];
             d->di = di;
             cel_device(&vs->s, d->d, &d->cel);
-            if (!(d->key = key_of(vs->s.driver, vs->s.pool, d->d->name))) goto out;
+            d->key = vs->keys[di];
             v->ndevs++;
             if (resolve_counters(v, d, pool_slices, npool, pool_base)) goto out;
             size_t nt = d->d->ntaints;
@@ -512,7 +526,7 @@ static int rebuild(struct gs_dra_pool_view *v)
         }
         free(ne->devs);
         ne->devs = m;
-        ne->n = n;
+        ne->n = ne->cap = n;
     }
     qsort(v->node_names, v->nnode_names, sizeof *v->node_names, cmp_str);
     for (size_t i = 0; i < v->holds.cap; i++)
@@ -577,6 +591,15 @@ int gs_dra_view_set_slice(struct gs_dra_pool_view *v, const struct gs_dra_slice 
     }
     dev_order_sort(vs);
     vs->class_epoch = UINT64_MAX;
+    if (!(vs->keys = calloc(s->ndevices ? s->ndevices : 1, sizeof *vs->keys))) {
+        vslice_free(vs);
+        return GS_ENOMEM;
+    }
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (!(vs->keys[i] = key_of(s->driver, s->pool, s->devices[i].name))) {
+            vslice_free(vs);
+            return GS_ENOMEM;
+        }
     bool found;
     size_t at = slice_find(v, s->name, &found);
     if (found) {
@@ -806,6 +829,48 @@ const char *gs_dra_view_device_uuid(const struct gs_dra_pool_view *v, const char
 
 /*--- Allocation ---*/
 
+/* Per-call scratch memory: a bump allocator over a buffer on the caller's
+ * stack, falling back to the heap for large calls. A call makes a dozen small
+ * arrays; taking them from the heap cost more than the allocation itself. */
+struct scratch {
+    _Alignas(max_align_t) unsigned char buf[6144];
+    size_t used;
+    void **heap;
+    size_t nheap;
+    bool oom;
+};
+
+static void *sc_calloc(struct scratch *sc, size_t n, size_t size)
+{
+    if (!n) n = 1;
+    if (size && n > SIZE_MAX / size) {
+        sc->oom = true;
+        return NULL;
+    }
+    size_t bytes = n * size, al = _Alignof(max_align_t);
+    size_t at = (sc->used + al - 1) / al * al;
+    if (at + bytes <= sizeof sc->buf) {
+        sc->used = at + bytes;
+        memset(sc->buf + at, 0, bytes);
+        return sc->buf + at;
+    }
+    void **g = realloc(sc->heap, (sc->nheap + 1) * sizeof *g);
+    void *p = g ? calloc(n, size) : NULL;
+    if (g) sc->heap = g;
+    if (!p) {
+        sc->oom = true;
+        return NULL;
+    }
+    sc->heap[sc->nheap++] = p;
+    return p;
+}
+
+static void sc_free(struct scratch *sc)
+{
+    for (size_t i = 0; i < sc->nheap; i++) free(sc->heap[i]);
+    free(sc->heap);
+}
+
 /* One request of one claim being filled. */
 struct unit {
     size_t claim;                      /* index into the call's claims */
@@ -823,6 +888,7 @@ struct pick {                          /* one device chosen in the search */
 };
 
 struct search {
+    struct scratch *sc;
     const struct gs_dra_pool_view *v;
     const struct nodeent *ne;
     const struct gs_dra_claim *const *claims;
@@ -962,13 +1028,7 @@ static bool constraints_ok(struct search *S, size_t ui, size_t alt, size_t pos)
 
 static bool push_pick(struct search *S, size_t ui, size_t alt, size_t pos)
 {
-    if (S->npicks == S->cap_picks) {
-        size_t nc = S->cap_picks ? S->cap_picks * 2 : 16;
-        struct pick *g = realloc(S->picks, nc * sizeof *g);
-        if (!g) return false;
-        S->picks = g;
-        S->cap_picks = nc;
-    }
+    if (S->npicks == S->cap_picks) return false; /* cap_picks bounds every assignment */
     S->picks[S->npicks++] = (struct pick){ui, alt, pos};
     return true;
 }
@@ -1098,7 +1158,7 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
     u->cls[a] = fr->cls = found ? v->classes[ci] : NULL;
     if (!found) return 0;
     int *sel_left = NULL;
-    if (s->nselectors && !(sel_left = calloc(s->nselectors, sizeof *sel_left))) return GS_ENOMEM;
+    if (s->nselectors && !(sel_left = sc_calloc(S->sc, s->nselectors, sizeof *sel_left))) return GS_ENOMEM;
     for (size_t p = 0; p < ne->n; p++) {
         const struct dev *d = &v->devs[ne->devs[p]];
         fr->considered++;
@@ -1108,7 +1168,6 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
             class_eval(u->cls[a], &d->cel, &err);
             why_set(why, lab, fr->considered, 0, "class \"%s\" selector on device %s: column %zu: %s", s->class_name,
                     d->d->name, err.column, err.msg);
-            free(sel_left);
             return GS_EINVAL;
         }
         if (cm != CM_YES) continue;
@@ -1120,7 +1179,6 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
             if (gs_cel_eval(s->selectors[k].prog, &d->cel, &r, &err)) {
                 why_set(why, lab, fr->considered, 0, "selector %.120s on device %s: column %zu: %s",
                         s->selectors[k].expr, d->d->name, err.column, err.msg);
-                free(sel_left);
                 return GS_EINVAL;
             }
             if (r) sel_left[k]++;
@@ -1160,7 +1218,6 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
             fr->failing_selector = k;
             fr->failing_selector_left = sel_left[k];
         }
-    free(sel_left);
     return 0;
 }
 
@@ -1204,22 +1261,6 @@ static void alt_why(const struct unit *u, size_t a, const struct filter_report *
         why_set(why, lab, fr->considered, fr->sel_ok, "needs %ld devices, %d of %d matching devices are free", need,
                 fr->free_, fr->sel_ok);
     }
-}
-
-static void search_free(struct search *S)
-{
-    for (size_t i = 0; i < S->nunits; i++) {
-        for (size_t a = 0; a < S->units[i].req->nalts; a++) free(S->units[i].cand ? S->units[i].cand[a] : NULL);
-        free(S->units[i].cand);
-        free(S->units[i].ncand);
-        free(S->units[i].cls);
-    }
-    free(S->units);
-    free(S->taken);
-    free(S->self);
-    free(S->slot_delta);
-    free(S->slot_ids);
-    free(S->picks);
 }
 
 static bool same_claim(const struct gs_dra_claim *a, const struct gs_dra_claim *b)
@@ -1326,7 +1367,12 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
                     const struct gs_dra_claim *const *claims, size_t nclaims, struct gs_dra_result **res,
                     size_t *nres, struct gs_dra_why *why)
 {
-    struct search S = {.v = v, .ne = ne, .claims = claims};
+    struct scratch sc;
+    sc.used = 0;
+    sc.heap = NULL;
+    sc.nheap = 0;
+    sc.oom = false;
+    struct search S = {.sc = &sc, .v = v, .ne = ne, .claims = claims};
     int rc = GS_ENOMEM;
     if (why) memset(why, 0, sizeof *why);
     for (size_t c = 0; c < nclaims; c++) {
@@ -1339,15 +1385,15 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
         for (size_t e = 0; e < c; e++) dup |= same_claim(claims[e], claims[c]);
         if (!dup && !claims[c]->allocated) nunits += claims[c]->spec.nrequests;
     }
-    S.units = calloc(nunits ? nunits : 1, sizeof *S.units);
-    S.taken = calloc(ne->n ? ne->n : 1, sizeof *S.taken);
-    S.self = calloc(ne->n ? ne->n : 1, sizeof *S.self);
+    S.units = sc_calloc(&sc, nunits, sizeof *S.units);
+    S.taken = sc_calloc(&sc, ne->n, sizeof *S.taken);
+    S.self = sc_calloc(&sc, ne->n, sizeof *S.self);
     if (!S.units || !S.taken || !S.self) goto out;
     /* Counter slots this node's devices use: the search's local deltas. */
     size_t nuses = 0;
     for (size_t p = 0; p < ne->n; p++) nuses += v->devs[ne->devs[p]].nuses;
-    S.slot_ids = calloc(nuses ? nuses : 1, sizeof *S.slot_ids);
-    S.slot_delta = calloc(nuses ? nuses : 1, sizeof *S.slot_delta);
+    S.slot_ids = sc_calloc(&sc, nuses, sizeof *S.slot_ids);
+    S.slot_delta = sc_calloc(&sc, nuses, sizeof *S.slot_delta);
     if (!S.slot_ids || !S.slot_delta) goto out;
     for (size_t p = 0; p < ne->n; p++) {
         const struct dev *d = &v->devs[ne->devs[p]];
@@ -1373,15 +1419,15 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
             struct unit *u = &S.units[S.nunits++];
             u->claim = c;
             u->req = &cl->spec.requests[r];
-            u->cand = calloc(u->req->nalts ? u->req->nalts : 1, sizeof *u->cand);
-            u->ncand = calloc(u->req->nalts ? u->req->nalts : 1, sizeof *u->ncand);
-            u->cls = calloc(u->req->nalts ? u->req->nalts : 1, sizeof *u->cls);
+            u->cand = sc_calloc(&sc, u->req->nalts, sizeof *u->cand);
+            u->ncand = sc_calloc(&sc, u->req->nalts, sizeof *u->ncand);
+            u->cls = sc_calloc(&sc, u->req->nalts, sizeof *u->cls);
             if (!u->cand || !u->ncand || !u->cls) goto out;
             bool any = false;
             struct filter_report first_fr = {0};
             size_t first_alt = SIZE_MAX;
             for (size_t a = 0; a < u->req->nalts; a++) {
-                if (!(u->cand[a] = calloc(ne->n ? ne->n : 1, sizeof **u->cand))) goto out;
+                if (!(u->cand[a] = sc_calloc(&sc, ne->n, sizeof **u->cand))) goto out;
                 struct filter_report fr;
                 int frc = filter_alt(&S, u, a, &fr, why);
                 if (frc) {
@@ -1406,6 +1452,16 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
             }
         }
     }
+    /* Every assignment takes at most one device per candidate per request. */
+    size_t bound = 0;
+    for (size_t i = 0; i < S.nunits; i++) {
+        size_t most = 0;
+        for (size_t a = 0; a < S.units[i].req->nalts; a++)
+            if (S.units[i].ncand[a] > most) most = S.units[i].ncand[a];
+        bound += most;
+    }
+    if (!(S.picks = sc_calloc(&sc, bound, sizeof *S.picks))) goto out;
+    S.cap_picks = bound;
     int f = search_unit(&S, 0);
     if (f < 0) {
         rc = f;
@@ -1446,7 +1502,7 @@ out:
             res[c] = NULL;
             nres[c] = 0;
         }
-    search_free(&S);
+    sc_free(&sc);
     return rc;
 }
 
