@@ -758,7 +758,7 @@ static unsigned rnd(unsigned n)
     return (unsigned)(rs % n);
 }
 
-struct bdev { int nvl, numa; bool held, tainted; };
+struct bdev { int nvl, numa, weight; bool held, tainted; };
 struct breq { int counts[2]; int nalts; };
 struct bcase {
     int ndev;
@@ -766,10 +766,13 @@ struct bcase {
     int nreq;
     struct breq req[2];
     int constraint; /* 0 none, 1 match nvl, 2 distinct numa */
+    int cap;        /* counter set capacity; 0: no counters */
 };
 
-/* Brute force: does any assignment exist? */
-static bool bf_rec(const struct bcase *b, int r, unsigned used, int *vals, int nvals)
+/* Brute force: does an assignment exist with request r's alternative fixed
+ * to alts[r]? Devices are sets of bits; counters sum weights, held devices
+ * included. */
+static bool bf_rec(const struct bcase *b, const int *alts, int r, unsigned used, int *vals, int nvals)
 {
     if (r == b->nreq) {
         if (b->constraint == 1)
@@ -779,23 +782,42 @@ static bool bf_rec(const struct bcase *b, int r, unsigned used, int *vals, int n
             for (int i = 0; i < nvals; i++)
                 for (int j = 0; j < i; j++)
                     if (vals[i] == vals[j]) return false;
+        if (b->cap) {
+            int sum = 0;
+            for (int i = 0; i < b->ndev; i++)
+                if ((used & (1u << i)) || b->dev[i].held) sum += b->dev[i].weight;
+            if (sum > b->cap) return false;
+        }
         return true;
     }
-    for (int a = 0; a < b->req[r].nalts; a++) {
-        int need = b->req[r].counts[a];
-        for (unsigned m = 0; m < (1u << b->ndev); m++) {
-            if (__builtin_popcount(m) != need || (m & used)) continue;
-            bool ok = true;
-            int nv = nvals;
-            int v2[16];
-            memcpy(v2, vals, sizeof(int) * (size_t)nvals);
-            for (int i = 0; i < b->ndev && ok; i++)
-                if (m & (1u << i)) {
-                    if (b->dev[i].held || b->dev[i].tainted) ok = false;
-                    v2[nv++] = b->constraint == 1 ? b->dev[i].nvl : b->dev[i].numa;
-                }
-            if (ok && bf_rec(b, r + 1, used | m, v2, nv)) return true;
+    int need = b->req[r].counts[alts[r]];
+    for (unsigned m = 0; m < (1u << b->ndev); m++) {
+        if (__builtin_popcount(m) != need || (m & used)) continue;
+        bool ok = true;
+        int nv = nvals;
+        int v2[16];
+        memcpy(v2, vals, sizeof(int) * (size_t)nvals);
+        for (int i = 0; i < b->ndev && ok; i++)
+            if (m & (1u << i)) {
+                if (b->dev[i].held || b->dev[i].tainted) ok = false;
+                v2[nv++] = b->constraint == 1 ? b->dev[i].nvl : b->dev[i].numa;
+            }
+        if (ok && bf_rec(b, alts, r + 1, used | m, v2, nv)) return true;
+    }
+    return false;
+}
+
+/* The first alternative vector (in firstAvailable order) that fits, or false. */
+static bool bf_first(const struct bcase *b, int *alts)
+{
+    int vals[16];
+    for (alts[0] = 0; alts[0] < b->req[0].nalts; alts[0]++) {
+        if (b->nreq == 1) {
+            if (bf_rec(b, alts, 0, 0, vals, 0)) return true;
+            continue;
         }
+        for (alts[1] = 0; alts[1] < b->req[1].nalts; alts[1]++)
+            if (bf_rec(b, alts, 0, 0, vals, 0)) return true;
     }
     return false;
 }
@@ -803,20 +825,34 @@ static bool bf_rec(const struct bcase *b, int r, unsigned used, int *vals, int n
 static void test_random_against_brute_force(void **state)
 {
     (void)state;
-    int agree_yes = 0, agree_no = 0;
-    for (int iter = 0; iter < 300; iter++) {
-        struct bcase b = {.ndev = 2 + (int)rnd(6), .nreq = 1 + (int)rnd(2), .constraint = (int)rnd(3)};
+    int agree_yes = 0, agree_no = 0, with_counters = 0;
+    for (int iter = 0; iter < 400; iter++) {
+        struct bcase b = {.ndev = 2 + (int)rnd(6), .nreq = 1 + (int)rnd(2), .constraint = (int)rnd(3),
+                          .cap = rnd(3) == 0 ? 3 + (int)rnd(8) : 0};
         char devs[8192] = "";
         for (int i = 0; i < b.ndev; i++) {
-            b.dev[i] = (struct bdev){.nvl = (int)rnd(3), .numa = (int)rnd(3), .held = rnd(4) == 0, .tainted = rnd(5) == 0};
-            char *d = gpu_dev("n1", i, "NVIDIA H100", b.dev[i].nvl, b.dev[i].numa,
-                              b.dev[i].tainted ? ",\"taints\":[{\"key\":\"bad\",\"effect\":\"NoSchedule\"}]" : NULL);
+            b.dev[i] = (struct bdev){.nvl = (int)rnd(3), .numa = (int)rnd(3), .weight = 1 + (int)rnd(3),
+                                     .held = rnd(4) == 0, .tainted = rnd(5) == 0};
+            char extra[256] = "";
+            if (b.dev[i].tainted) snprintf(extra, sizeof extra, ",\"taints\":[{\"key\":\"bad\",\"effect\":\"NoSchedule\"}]");
+            if (b.cap)
+                snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+                         ",\"consumesCounters\":[{\"counterSet\":\"cs\",\"counters\":{\"w\":{\"value\":%d}}}]",
+                         b.dev[i].weight);
+            char *d = gpu_dev("n1", i, "NVIDIA H100", b.dev[i].nvl, b.dev[i].numa, extra);
             snprintf(devs + strlen(devs), sizeof devs - strlen(devs), "%s%s", i ? "," : "", d);
             free(d);
         }
         struct gs_dra_pool_view *v = std_view();
         add_slice_json(v, Jf("{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":"
-                             "\"n1\",\"pool\":{\"name\":\"n1\",\"resourceSliceCount\":1},\"devices\":[%s]}}", devs));
+                             "\"n1\",\"pool\":{\"name\":\"n1\",\"resourceSliceCount\":%d},\"devices\":[%s]}}",
+                             b.cap ? 2 : 1, devs));
+        if (b.cap) {
+            with_counters++;
+            add_slice_json(v, Jf("{\"metadata\":{\"name\":\"t\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":"
+                                 "\"n1\",\"pool\":{\"name\":\"n1\",\"resourceSliceCount\":2},\"sharedCounters\":[{"
+                                 "\"name\":\"cs\",\"counters\":{\"w\":{\"value\":%d}}}]}}", b.cap));
+        }
         for (int i = 0; i < b.ndev; i++)
             if (b.dev[i].held) {
                 char dn[16], uid[16];
@@ -845,23 +881,25 @@ static void test_random_against_brute_force(void **state)
                  : b.constraint == 2 ? ",\"constraints\":[{\"distinctAttribute\":\"resource.kubernetes.io/numaNode\"}]"
                                      : "");
         struct gs_dra_claim *c = claim("c", spec);
-        int vals[16];
-        bool want = bf_rec(&b, 0, 0, vals, 0);
+        int alts[2] = {0, 0};
+        bool want = bf_first(&b, alts);
         struct out o = run1(v, "n1", c);
         if (want != (o.rc == 0))
-            fail_msg("iteration %d: brute force says %s, allocate %d (%s: %s) for %s", iter, want ? "fits" : "no",
-                     o.rc, o.why.request, o.why.what, spec);
+            fail_msg("iteration %d: brute force says %s, allocate %d (%s: %s) for %s, cap %d", iter,
+                     want ? "fits" : "no", o.rc, o.why.request, o.why.what, spec, b.cap);
         if (!o.rc) {
-            /* The answer itself must be valid, and firstAvailable must pick the earliest alternative
-             * that leads to a solution for its request given... checked through validity here. */
+            /* The answer is valid, and each firstAvailable request took the
+             * alternative the brute force found first. */
             unsigned seen = 0;
-            int first = -1;
+            int first = -1, sum = 0;
+            for (int i = 0; i < b.ndev; i++) sum += b.dev[i].held ? b.dev[i].weight : 0;
             for (size_t k = 0; k < o.nres[0]; k++) {
                 int i = atoi(o.res[0][k].device + 4);
                 assert_false(seen & (1u << i));
                 seen |= 1u << i;
                 assert_false(b.dev[i].held);
                 assert_false(b.dev[i].tainted);
+                sum += b.dev[i].weight;
                 int val = b.constraint == 1 ? b.dev[i].nvl : b.dev[i].numa;
                 if (b.constraint == 1 && first >= 0) assert_int_equal(val, first);
                 if (b.constraint == 2)
@@ -870,7 +908,14 @@ static void test_random_against_brute_force(void **state)
                         assert_int_not_equal(b.dev[j].numa, val);
                     }
                 first = val;
+                int r = o.res[0][k].request[1] - '0';
+                if (b.req[r].nalts == 2) {
+                    char want_req[8];
+                    snprintf(want_req, sizeof want_req, "r%d/%c", r, alts[r] ? 'b' : 'a');
+                    assert_string_equal(o.res[0][k].request, want_req);
+                }
             }
+            if (b.cap) assert_true(sum <= b.cap);
             agree_yes++;
         } else {
             assert_int_equal(o.rc, GS_ENOENT);
@@ -881,9 +926,10 @@ static void test_random_against_brute_force(void **state)
         claim_drop(c);
         gs_dra_view_free(v);
     }
-    /* Both outcomes were exercised. */
+    /* Every kind of outcome was exercised. */
     assert_true(agree_yes > 30);
     assert_true(agree_no > 30);
+    assert_true(with_counters > 60);
 }
 
 /*--- Speed (reported, not asserted: the machine is shared) ---*/
