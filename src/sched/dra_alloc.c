@@ -654,6 +654,17 @@ const struct gs_dra_class *gs_dra_view_class(const struct gs_dra_pool_view *v, c
     return found ? v->classes[at] : NULL;
 }
 
+const struct gs_dra_class *gs_dra_view_extended_class(const struct gs_dra_pool_view *v, const char *resource)
+{
+    if (!resource) return NULL;
+    for (size_t i = 0; i < v->nclasses; i++)
+        if (v->classes[i]->extended_resource && !strcmp(v->classes[i]->extended_resource, resource))
+            return v->classes[i];
+    static const char implicit[] = "deviceclass.resource.kubernetes.io/";
+    if (!strncmp(resource, implicit, sizeof implicit - 1)) return gs_dra_view_class(v, resource + sizeof implicit - 1);
+    return NULL;
+}
+
 int gs_dra_view_set_class(struct gs_dra_pool_view *v, const struct gs_dra_class *c)
 {
     if (!c || !c->name) return GS_EINVAL;

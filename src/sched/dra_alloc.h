@@ -66,6 +66,10 @@ bool gs_dra_feasible(const struct gs_dra_pool_view *v, const struct gs_dra_claim
 
 /* The class by name (borrowed, valid until the view changes), or NULL. */
 const struct gs_dra_class *gs_dra_view_class(const struct gs_dra_pool_view *v, const char *name);
+/* The DeviceClass serving an extended resource: the first by name whose
+ * extendedResourceName is resource, or the class <c> when resource is the
+ * implicit "deviceclass.resource.kubernetes.io/<c>". Borrowed, or NULL. */
+const struct gs_dra_class *gs_dra_view_extended_class(const struct gs_dra_pool_view *v, const char *resource);
 /* Number of usable devices (complete pools, latest generation) on node, all-nodes slices included. */
 size_t gs_dra_view_node_devices(const struct gs_dra_pool_view *v, const char *node);
 /* The GPU uuid attribute (gpu.nvidia.com/uuid, or parentUUID for a MIG device) of a device,

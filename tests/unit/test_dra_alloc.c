@@ -715,6 +715,41 @@ static void test_search_bound(void **state)
     gs_dra_view_free(v);
 }
 
+static void test_extended_resource(void **state)
+{
+    (void)state;
+    struct gs_dra_pool_view *v = std_view();
+    add_node(v, "n1", 4, "NVIDIA H100");
+    assert_null(gs_dra_view_extended_class(v, "nvidia.com/gpu"));
+    json_t *j = J("{\"metadata\":{\"name\":\"gpu.nvidia.com\"},\"spec\":{\"selectors\":[{\"cel\":{\"expression\":"
+                  "\"device.attributes[\\\"gpu.nvidia.com\\\"].type == \\\"gpu\\\"\"}}],\"extendedResourceName\":\"nvidia.com/gpu\"}}");
+    struct gs_diags d = {0};
+    struct gs_dra_class k;
+    assert_int_equal(gs_dra_class_decode(j, &k, &d), 0);
+    assert_int_equal(gs_dra_view_set_class(v, &k), 0);
+    gs_dra_class_free(&k);
+    json_decref(j);
+    const struct gs_dra_class *c = gs_dra_view_extended_class(v, "nvidia.com/gpu");
+    assert_non_null(c);
+    assert_string_equal(c->name, "gpu.nvidia.com");
+    c = gs_dra_view_extended_class(v, "deviceclass.resource.kubernetes.io/mig.nvidia.com");
+    assert_non_null(c);
+    assert_string_equal(c->name, "mig.nvidia.com");
+    assert_null(gs_dra_view_extended_class(v, "deviceclass.resource.kubernetes.io/none"));
+    /* `nvidia.com/gpu: 2` becomes a claim of 2 devices of the class. */
+    struct gs_dra_claim cl = {.ns = "ns", .name = "p-extended", .uid = "x"};
+    struct gs_dra_claim_spec bad;
+    assert_int_equal(gs_dra_claim_spec_for_extended(&bad, "gpu.nvidia.com", "r", 0), GS_EINVAL);
+    assert_int_equal(gs_dra_claim_spec_for_extended(&cl.spec, "gpu.nvidia.com", "container-0-request-0", 2), 0);
+    struct out o = run1(v, "n1", &cl);
+    assert_int_equal(o.rc, 0);
+    assert_string_equal(devs_of(&o, 0), "gpu-0,gpu-1");
+    assert_string_equal(o.res[0][0].request, "container-0-request-0");
+    out_free(&o);
+    gs_dra_claim_spec_free(&cl.spec);
+    gs_dra_view_free(v);
+}
+
 static void test_feasible(void **state)
 {
     (void)state;
@@ -996,6 +1031,7 @@ int main(void)
         cmocka_unit_test(test_pool_generations_and_completeness),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_search_bound),
+        cmocka_unit_test(test_extended_resource),
         cmocka_unit_test(test_feasible),
         cmocka_unit_test(test_random_against_brute_force),
         cmocka_unit_test(test_speed_500_nodes),
