@@ -28,6 +28,7 @@
 #include "sched/strmap.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,9 @@ struct gs_dra_pool_view {
     size_t nnode_names;
     struct slot *slots;
     size_t nslots;
+    bool dirty;                /* the index is stale: rebuilt by the next read */
+    int index_rc;              /* what the last rebuild returned */
+    pthread_mutex_t mu;        /* serialises the lazy rebuild of concurrent readers */
 };
 
 static char *key_of(const char *driver, const char *pool, const char *device)
@@ -151,6 +155,7 @@ struct gs_dra_pool_view *gs_dra_view_new(void)
     gs__strmap_init(&v->holds);
     gs__strmap_init(&v->by_key);
     gs__strmap_init(&v->by_node);
+    pthread_mutex_init(&v->mu, NULL);
     return v;
 }
 
@@ -192,6 +197,7 @@ void gs_dra_view_free(struct gs_dra_pool_view *v)
     for (size_t i = 0; i < v->holds.cap; i++)
         if (v->holds.slots[i].key) hold_free(v->holds.slots[i].val);
     gs__strmap_free(&v->holds);
+    pthread_mutex_destroy(&v->mu);
     free(v);
 }
 
@@ -542,8 +548,32 @@ out:
     free(pool_base);
     free(next);
     free(head);
-    v->gen++;
     return rc;
+}
+
+/* Changes only mark the index stale; the first read rebuilds it, so feeding
+ * a whole cluster's slices costs one rebuild, not one per slice. */
+static int mark_dirty(struct gs_dra_pool_view *v)
+{
+    v->dirty = true;
+    v->gen++;
+    return 0;
+}
+
+/* Rebuilds a stale index before a read. Reads may run concurrently (the
+ * view is logically const for them), so the rebuild runs under a lock and
+ * the flag is published with release/acquire ordering. */
+static int ensure_index(const struct gs_dra_pool_view *cv)
+{
+    struct gs_dra_pool_view *v = (struct gs_dra_pool_view *)cv; /* allocated writable by gs_dra_view_new */
+    if (!__atomic_load_n(&v->dirty, __ATOMIC_ACQUIRE)) return v->index_rc;
+    pthread_mutex_lock(&v->mu);
+    if (v->dirty) {
+        v->index_rc = rebuild(v);
+        __atomic_store_n(&v->dirty, false, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&v->mu);
+    return v->index_rc;
 }
 
 /*--- Changing the view ---*/
@@ -616,7 +646,7 @@ int gs_dra_view_set_slice(struct gs_dra_pool_view *v, const struct gs_dra_slice 
         g[at] = vs;
         v->nslices++;
     }
-    return rebuild(v);
+    return mark_dirty(v);
 }
 
 void gs_dra_view_remove_slice(struct gs_dra_pool_view *v, const char *name)
@@ -627,7 +657,7 @@ void gs_dra_view_remove_slice(struct gs_dra_pool_view *v, const char *name)
     vslice_free(v->slices[at]);
     memmove(&v->slices[at], &v->slices[at + 1], (v->nslices - at - 1) * sizeof *v->slices);
     v->nslices--;
-    rebuild(v);
+    mark_dirty(v);
 }
 
 static size_t class_find(const struct gs_dra_pool_view *v, const char *name, bool *found)
@@ -692,7 +722,7 @@ int gs_dra_view_set_class(struct gs_dra_pool_view *v, const struct gs_dra_class 
         v->nclasses++;
     }
     v->class_epoch++;
-    return rebuild(v);
+    return mark_dirty(v);
 }
 
 void gs_dra_view_remove_class(struct gs_dra_pool_view *v, const char *name)
@@ -705,7 +735,7 @@ void gs_dra_view_remove_class(struct gs_dra_pool_view *v, const char *name)
     memmove(&v->classes[at], &v->classes[at + 1], (v->nclasses - at - 1) * sizeof *v->classes);
     v->nclasses--;
     v->class_epoch++;
-    rebuild(v);
+    mark_dirty(v);
 }
 
 int gs_dra_view_set_taint_rule(struct gs_dra_pool_view *v, const struct gs_dra_taint_rule *r)
@@ -721,7 +751,7 @@ int gs_dra_view_set_taint_rule(struct gs_dra_pool_view *v, const struct gs_dra_t
             gs_dra_taint_rule_free(v->rules[i]);
             free(v->rules[i]);
             v->rules[i] = cp;
-            return rebuild(v);
+            return mark_dirty(v);
         }
     struct gs_dra_taint_rule **g = realloc(v->rules, (v->nrules + 1) * sizeof *g);
     if (!g) {
@@ -731,7 +761,7 @@ int gs_dra_view_set_taint_rule(struct gs_dra_pool_view *v, const struct gs_dra_t
     }
     v->rules = g;
     g[v->nrules++] = cp;
-    return rebuild(v);
+    return mark_dirty(v);
 }
 
 void gs_dra_view_remove_taint_rule(struct gs_dra_pool_view *v, const char *name)
@@ -742,7 +772,7 @@ void gs_dra_view_remove_taint_rule(struct gs_dra_pool_view *v, const char *name)
             free(v->rules[i]);
             memmove(&v->rules[i], &v->rules[i + 1], (v->nrules - i - 1) * sizeof *v->rules);
             v->nrules--;
-            rebuild(v);
+            mark_dirty(v);
             return;
         }
 }
@@ -794,7 +824,7 @@ int gs_dra_view_hold(struct gs_dra_pool_view *v, const char *claim_uid, const st
         hold_free(h);
         return GS_ENOMEM;
     }
-    apply_hold(v, h->r, h->n, +1);
+    if (!v->dirty) apply_hold(v, h->r, h->n, +1);
     v->gen++;
     return 0;
 }
@@ -803,7 +833,7 @@ void gs_dra_view_release(struct gs_dra_pool_view *v, const char *claim_uid)
 {
     struct hold *h = gs__strmap_del(&v->holds, claim_uid);
     if (!h) return;
-    apply_hold(v, h->r, h->n, -1);
+    if (!v->dirty) apply_hold(v, h->r, h->n, -1);
     hold_free(h);
     v->gen++;
 }
@@ -821,12 +851,14 @@ static const struct nodeent *node_devs(const struct gs_dra_pool_view *v, const c
 
 size_t gs_dra_view_node_devices(const struct gs_dra_pool_view *v, const char *node)
 {
+    if (ensure_index(v)) return 0;
     return node_devs(v, node)->n;
 }
 
 const char *gs_dra_view_device_uuid(const struct gs_dra_pool_view *v, const char *driver, const char *pool,
                                     const char *device)
 {
+    if (ensure_index(v)) return NULL;
     char *k = key_of(driver, pool, device);
     if (!k) return NULL;
     uintptr_t ix = (uintptr_t)gs__strmap_get(&v->by_key, k);
@@ -1520,6 +1552,12 @@ out:
 int gs_dra_allocate(const struct gs_dra_pool_view *v, const char *node, const struct gs_dra_claim *const *claims,
                     size_t nclaims, struct gs_dra_result **res, size_t *nres, struct gs_dra_why *why)
 {
+    int rc = ensure_index(v);
+    if (rc) {
+        for (size_t c = 0; c < nclaims; c++) res[c] = NULL, nres[c] = 0;
+        if (why) memset(why, 0, sizeof *why);
+        return rc;
+    }
     return allocate(v, node_devs(v, node), node, claims, nclaims, res, nres, why);
 }
 
@@ -1530,6 +1568,10 @@ int gs_dra_allocate(const struct gs_dra_pool_view *v, const char *node, const st
  * shallow copy with cleared counts answers "if nothing were in use". */
 bool gs_dra_feasible(const struct gs_dra_pool_view *v, const struct gs_dra_claim_spec *spec, struct gs_dra_why *why)
 {
+    if (ensure_index(v)) {
+        if (why) why_set(why, "", 0, 0, "out of memory");
+        return false;
+    }
     struct gs_dra_pool_view empty = *v;
     struct dev *devs = NULL;
     struct slot *slots = NULL;
