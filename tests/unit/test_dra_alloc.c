@@ -658,6 +658,42 @@ static void test_pool_generations_and_completeness(void **state)
     gs_dra_view_free(v);
 }
 
+static void test_node_selection_forms(void **state)
+{
+    (void)state;
+    struct gs_dra_pool_view *v = std_view();
+    char *g0 = gpu_dev("x", 0, "NVIDIA H100", 0, 0, ",\"nodeName\":\"n1\"");
+    char *g1 = gpu_dev("x", 1, "NVIDIA H100", 0, 0, ",\"nodeName\":\"n2\"");
+    char *g2 = gpu_dev("x", 2, "NVIDIA H100", 0, 0, ",\"allNodes\":true");
+    /* v1beta2 apiVersion, per-device node selection. */
+    add_slice_json(v, Jf("{\"apiVersion\":\"resource.k8s.io/v1beta2\",\"kind\":\"ResourceSlice\",\"metadata\":{"
+                         "\"name\":\"per\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"perDeviceNodeSelection\":true,"
+                         "\"pool\":{\"name\":\"x\",\"resourceSliceCount\":1},\"devices\":[%s,%s,%s]}}", g0, g1, g2));
+    free(g0);
+    free(g1);
+    free(g2);
+    char *h = gpu_dev("y", 0, "NVIDIA H100", 0, 0, NULL);
+    add_slice_json(v, Jf("{\"metadata\":{\"name\":\"sel\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeSelector\":{"
+                         "\"nodeSelectorTerms\":[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\","
+                         "\"values\":[\"n2\",\"n3\"]}]}]},\"pool\":{\"name\":\"y\",\"resourceSliceCount\":1},"
+                         "\"devices\":[%s]}}", h));
+    free(h);
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 2); /* gpu-0, and gpu-2 on every node */
+    assert_int_equal(gs_dra_view_node_devices(v, "n2"), 3); /* gpu-1, gpu-2, pool y's gpu-0 */
+    assert_int_equal(gs_dra_view_node_devices(v, "n3"), 2);
+    struct gs_dra_claim *all = claim("all", "{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"allocationMode\":\"All\"}}]}");
+    struct out o = run1(v, "n2", all);
+    assert_int_equal(o.rc, 0);
+    assert_int_equal(o.nres[0], 3);
+    assert_string_equal(o.res[0][0].pool, "x"); /* slice "per" before slice "sel" */
+    assert_string_equal(o.res[0][0].device, "gpu-1");
+    assert_string_equal(o.res[0][1].device, "gpu-2");
+    assert_string_equal(o.res[0][2].pool, "y");
+    out_free(&o);
+    claim_drop(all);
+    gs_dra_view_free(v);
+}
+
 static void test_determinism(void **state)
 {
     (void)state;
@@ -1029,6 +1065,7 @@ int main(void)
         cmocka_unit_test(test_shared_device_allow_multiple),
         cmocka_unit_test(test_allocated_and_shared_claims),
         cmocka_unit_test(test_pool_generations_and_completeness),
+        cmocka_unit_test(test_node_selection_forms),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_search_bound),
         cmocka_unit_test(test_extended_resource),
