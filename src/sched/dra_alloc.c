@@ -95,6 +95,7 @@ struct gs_dra_pool_view {
     size_t ndevs;
     struct gs__strmap by_key;  /* dev key -> index + 1 */
     struct gs__strmap by_node; /* node -> struct nodeent */
+    struct gs__strmap by_uuid; /* gpu.nvidia.com/uuid -> index + 1 */
     struct nodeent allnodes;   /* devices of allNodes slices */
     char **node_names;         /* sorted */
     size_t nnode_names;
@@ -138,6 +139,7 @@ static void index_free(struct gs_dra_pool_view *v)
         free(ne);
     }
     gs__strmap_free(&v->by_node);
+    gs__strmap_free(&v->by_uuid);
     free(v->allnodes.devs);
     v->allnodes = (struct nodeent){0};
     free(v->node_names);
@@ -155,6 +157,7 @@ struct gs_dra_pool_view *gs_dra_view_new(void)
     gs__strmap_init(&v->holds);
     gs__strmap_init(&v->by_key);
     gs__strmap_init(&v->by_node);
+    gs__strmap_init(&v->by_uuid);
     pthread_mutex_init(&v->mu, NULL);
     return v;
 }
@@ -446,6 +449,7 @@ static int rebuild(struct gs_dra_pool_view *v)
     index_free(v);
     gs__strmap_init(&v->by_key);
     gs__strmap_init(&v->by_node);
+    gs__strmap_init(&v->by_uuid);
     size_t total = 0, nslots = 0;
     bool *usable = calloc(v->nslices ? v->nslices : 1, sizeof *usable);
     size_t *slot_base = calloc(v->nslices ? v->nslices : 1, sizeof *slot_base);
@@ -500,6 +504,10 @@ static int rebuild(struct gs_dra_pool_view *v)
                     if (rule_matches(v->rules[r], d)) d->taints[d->ntaints++] = &v->rules[r]->taint;
             }
             if (gs__strmap_put(&v->by_key, d->key, (void *)(uintptr_t)v->ndevs)) goto out;
+            const struct gs_cel_attr *ua = attr_of(d->d, "gpu.nvidia.com", "uuid");
+            if (ua && ua->kind == GS_CEL_STRING && ua->s && !gs__strmap_get(&v->by_uuid, ua->s) &&
+                gs__strmap_put(&v->by_uuid, ua->s, (void *)(uintptr_t)v->ndevs))
+                goto out;
             size_t idx = v->ndevs - 1;
             const struct gs_dra_slice *s = &vs->s;
             if (s->node_name && node_add(v, s->node_name, idx)) goto out;
@@ -836,6 +844,20 @@ void gs_dra_view_release(struct gs_dra_pool_view *v, const char *claim_uid)
     if (!v->dirty) apply_hold(v, h->r, h->n, -1);
     hold_free(h);
     v->gen++;
+}
+
+int gs_dra_view_find_uuid(const struct gs_dra_pool_view *v, const char *uuid, const char **driver, const char **pool,
+                          const char **device)
+{
+    int rc = ensure_index(v);
+    if (rc) return rc;
+    uintptr_t ix = uuid ? (uintptr_t)gs__strmap_get(&v->by_uuid, uuid) : 0;
+    if (!ix) return GS_ENOENT;
+    const struct dev *d = &v->devs[ix - 1];
+    if (driver) *driver = d->vs->s.driver;
+    if (pool) *pool = d->vs->s.pool;
+    if (device) *device = d->d->name;
+    return 0;
 }
 
 bool gs_dra_view_holds(const struct gs_dra_pool_view *v, const char *claim_uid)

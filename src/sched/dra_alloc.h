@@ -76,6 +76,12 @@ size_t gs_dra_view_node_devices(const struct gs_dra_pool_view *v, const char *no
  * borrowed, or NULL: how the scheduler maps a DRA device to a GPU slot of its cache. */
 const char *gs_dra_view_device_uuid(const struct gs_dra_pool_view *v, const char *driver, const char *pool,
                                     const char *device);
+/* The reverse: the device whose gpu.nvidia.com/uuid attribute is uuid (a whole GPU), so
+ * that a GPU taken through the device-plugin path can be held here too (under a claim uid
+ * of the caller's choosing). 0 with borrowed names valid until the view changes, or
+ * GS_ENOENT. */
+int gs_dra_view_find_uuid(const struct gs_dra_pool_view *v, const char *uuid, const char **driver, const char **pool,
+                          const char **device);
 /* Whether claim_uid holds any device, and how many devices are held in all. */
 bool gs_dra_view_holds(const struct gs_dra_pool_view *v, const char *claim_uid);
 

@@ -232,6 +232,17 @@ static void test_exact_count_and_holds(void **state)
     assert_true(gs_dra_view_holds(v, "a"));
     out_free(&o);
     assert_string_equal(gs_dra_view_device_uuid(v, "gpu.nvidia.com", "n1", "gpu-1"), "GPU-n1-1");
+    const char *drv, *pool, *dev;
+    assert_int_equal(gs_dra_view_find_uuid(v, "GPU-n2-3", &drv, &pool, &dev), 0);
+    assert_string_equal(drv, "gpu.nvidia.com");
+    assert_string_equal(pool, "n2");
+    assert_string_equal(dev, "gpu-3");
+    assert_int_equal(gs_dra_view_find_uuid(v, "GPU-none", &drv, &pool, &dev), GS_ENOENT);
+    /* A GPU taken by a device-plugin pod, held under a uid of the caller's choosing. */
+    struct gs_dra_result dp = {.request = "", .driver = (char *)drv, .pool = "n2", .device = "gpu-0"};
+    assert_int_equal(gs_dra_view_hold(v, "device-plugin/pod-1", &dp, 1), 0);
+    expect_devs(v, "n2", b, "gpu-1,gpu-2,gpu-3");
+    gs_dra_view_release(v, "device-plugin/pod-1");
     expect_why(v, "n1", b, GS_ENOENT, "gpu", "needs 3 devices, 2 of 4 matching devices are free");
     expect_devs(v, "n2", b, "gpu-0,gpu-1,gpu-2"); /* another node is untouched */
     gs_dra_view_release(v, "a");
