@@ -1,12 +1,13 @@
 /*
  * dra_alloc.c - the DRA pool view and the allocator (see dra_alloc.h).
  *
- * The view keeps owned copies of slices, classes and taint rules and, after
- * every change to them, rebuilds a flat index: every usable device (latest
+ * The view keeps owned copies of slices, classes and taint rules and, on the
+ * first read after any change to them, rebuilds a flat index (so feeding a
+ * whole cluster costs one rebuild): every usable device (latest
  * generation of a complete, valid pool) once, in slice-name then device-name
  * order, with its merged taints, its resolved counter consumption, and the
  * result of every DeviceClass's selectors on it. Class selectors are
- * evaluated when a slice or class changes, never per scheduling attempt: the
+ * evaluated once per slice and class version, never per scheduling attempt: the
  * hot path (one pod, one node) then only walks the node's few devices,
  * evaluates the claim's own selectors, and checks use counts. Holds (devices
  * of allocated claims) change per pod and are applied incrementally to the
@@ -603,7 +604,7 @@ static size_t slice_find(const struct gs_dra_pool_view *v, const char *name, boo
     return lo;
 }
 
-static size_t dev_order_sort(struct vslice *vs)
+static void dev_order_sort(struct vslice *vs)
 {
     for (size_t i = 0; i < vs->s.ndevices; i++) vs->order[i] = i;
     /* Insertion sort: slices hold at most 128 devices, and it needs no global. */
@@ -615,7 +616,6 @@ static size_t dev_order_sort(struct vslice *vs)
         }
         vs->order[j] = x;
     }
-    return vs->s.ndevices;
 }
 
 int gs_dra_view_set_slice(struct gs_dra_pool_view *v, const struct gs_dra_slice *s)
