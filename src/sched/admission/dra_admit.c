@@ -231,7 +231,6 @@ static int map_one(struct gs_dra_admit *a, const char *res, const char *cls, con
         return GS_ENOMEM;
     }
     a->nmaps++;
-    a->gen++;
     return 0;
 }
 
@@ -263,6 +262,7 @@ int gs_dra_admit_add_mapping(struct gs_dra_admit *a, const char *text, struct gs
         free(a->maps[a->nmaps].resource);
         free(a->maps[a->nmaps].cls);
     }
+    if (!rc) a->gen++;
     return rc;
 }
 
