@@ -119,6 +119,14 @@ static int adm_charge(const char *cmd, const char *flag, const char *v, double *
     return 0;
 }
 
+/* Is the name c[0..n) one of the comma-separated names of list? */
+static bool in_list(const char *list, const char *c, size_t n)
+{
+    for (const char *x = list; *x; x += strcspn(x, ",") + (x[strcspn(x, ",")] == ','))
+        if (strcspn(x, ",") == n && !strncmp(x, c, n)) return true;
+    return false;
+}
+
 int gs__adm_option(struct gs_admission_opts *o, int code, const char *v, const char *cmd)
 {
     const struct option *f = adm_options;
@@ -165,6 +173,19 @@ int gs__adm_option(struct gs_admission_opts *o, int code, const char *v, const c
         if (!eq || eq == v || !eq[1] || eq[1] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,"))
             return adm_bad(cmd, f->name, v, "want RESOURCE=CLASS[,CLASS...], e.g. example.com/gpus=gpu.example.com");
         if (o->ndra_class_mappings == max) return adm_bad(cmd, f->name, v, "at most 8 mappings");
+        /* a device counts for one resource only: no class in two mappings */
+        for (const char *c = eq + 1; *c; c += strcspn(c, ",") + (c[strcspn(c, ",")] == ',')) {
+            size_t n = strcspn(c, ",");
+            bool twice = c[n] && in_list(c + n + 1, c, n);
+            for (size_t i = 0; i < o->ndra_class_mappings && !twice; i++)
+                twice = in_list(strchr(o->dra_class_mappings[i], '=') + 1, c, n);
+            if (twice) {
+                char why[200];
+                snprintf(why, sizeof why, "DeviceClass \"%.*s\" is mapped twice: a device counts for one resource only",
+                         (int)(n > 100 ? 100 : n), c);
+                return adm_bad(cmd, f->name, v, why);
+            }
+        }
         o->dra_class_mappings[o->ndra_class_mappings++] = v; /* argv outlives the server */
         return 0;
     }
