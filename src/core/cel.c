@@ -839,7 +839,7 @@ static int check_call(struct checker *ck, int32_t i)
     case CF_MAJOR: case CF_MINOR: case CF_PATCH: ok = may_be(rt, CT_VERSION); break;
     case CF_ASINTEGER: case CF_ISINTEGER: case CF_SIGN: ok = may_be(rt, CT_QUANTITY); break;
     case CF_ADD: case CF_SUB: ok = may_be(rt, CT_QUANTITY) && (a0 == CT_DYN || a0 == CT_QUANTITY || a0 == CT_INT); break;
-    case CF_ORVALUE: case CF_HASVALUE: case CF_VALUE: ok = may_be(rt, CT_OPTIONAL); if (fi->fn == CF_ORVALUE) n->type = (uint8_t)a0; break;
+    case CF_ORVALUE: case CF_HASVALUE: case CF_VALUE: ok = may_be(rt, CT_OPTIONAL); break; /* orValue: dyn, the value may have any type */
     default: break;
     }
     if (!ok) {

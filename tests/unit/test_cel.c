@@ -237,6 +237,7 @@ static const struct row rows[] = {
     { "device.attributes['gpu.nvidia.com'][?'profile'].orValue('') == ''", 0, T, NULL, 0 },
     { "device.attributes['x.io'].?a.orValue(3) == 3", 0, T, NULL, 0 },
     { "optional.of(1).orValue(2) == 1", 0, T, NULL, 0 },
+    { "device.attributes['gpu.nvidia.com'].?architecture.orValue(0) == 'Hopper'", 0, T, NULL, 0 },
     { "optional.none().orValue(2) == 2", 0, T, NULL, 0 },
     /* conversions and cel.bind */
     { "int('42') == 42", 0, T, NULL, 0 },
