@@ -306,6 +306,13 @@ static void count_beyond_the_largest_node(void **st)
     run(&v);
     assert_int_equal(state(&v, wa), GS_WL_INADMISSIBLE);
     assert_non_null(strstr(reason(&v, wa), "request gpus cannot be satisfied on any node"));
+    /* the same workload found running (a server rebuilding its state) is restored, charged */
+    const struct gs_pod *b[] = {pod(&v, "b", "nine", NULL)};
+    int wb = submit(&v, "ns/b", b, 1);
+    assert_int_equal(state(&v, wb), GS_WL_INADMISSIBLE);
+    assert_int_equal(gs_admission_restore(v.e.a, wb), 0);
+    assert_int_equal(state(&v, wb), GS_WL_ADMITTED);
+    assert_int_equal(usage(&v, "nvidia.com/gpu"), 9000);
     env_free(&v);
 }
 

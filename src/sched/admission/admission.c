@@ -465,6 +465,13 @@ int gs_admission_restore(struct gs_admission *a, int32_t id)
 {
     if (id < 0 || (size_t)id >= a->n) return GS_ENOENT;
     struct gs_workload *w = a->w[id];
+    if (w->state == GS_WL_INADMISSIBLE && w->dra_wait) {
+        /* it runs, so its claims were satisfied once: the devices it holds stay charged even
+         * if a slice is gone by now */
+        int rc = pending_insert(a, w);
+        if (rc) return rc;
+        w->dra_wait = false;
+    }
     if (w->state != GS_WL_PENDING) return GS_ESTATE;
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
     int8_t flav[GS_QT_MAX_GROUPS] = {0};
@@ -1165,8 +1172,9 @@ static int dra_demand(struct gs_admission *a, int32_t leaf, const struct gs_pod 
                       int64_t *out, int64_t *gpu_milli, bool *uncovered, char *why, size_t len)
 {
     struct gs_dra_need need = {0};
+    /* what was counted is charged even when a claim fails the feasibility check: a workload
+     * restored as running holds those devices */
     int rc = gs_dra_admit_need(a->o.dra, pods, npods, flags, &need, why, len);
-    if (rc) return rc;
     const struct gs_qt_node *n = &a->t->nodes[leaf];
     for (size_t i = 0; i < need.n; i++) {
         int r = gs_queue_tree_res(a->t, need.v[i].resource);
@@ -1178,11 +1186,11 @@ static int dra_demand(struct gs_admission *a, int32_t leaf, const struct gs_pod 
             *gpu_milli += need.v[i].devices * GS_GPU_MILLI;
         if (n->strict_cover && !covered && need.v[i].devices > 0 && uncovered) {
             *uncovered = true;
-            snprintf(why, len, "claims ask for %lld of %s, which ClusterQueue %s does not cover",
-                     (long long)need.v[i].devices, need.v[i].resource, n->name);
+            if (!rc) snprintf(why, len, "claims ask for %lld of %s, which ClusterQueue %s does not cover",
+                              (long long)need.v[i].devices, need.v[i].resource, n->name);
         }
     }
-    return 0;
+    return rc;
 }
 
 static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *uncovered)
