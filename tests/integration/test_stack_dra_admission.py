@@ -90,6 +90,7 @@ def test_an_impossible_claim_is_inadmissible_until_devices_exist(stack):
     assert c["status"] == "False"
     assert ("pod default/dra-c claim gpu (ResourceClaim b200) request gpus cannot be satisfied on any node"
             in c["message"]), c
+    assert "NVIDIA B200" in c["message"], c  # the selector that matched nothing
     # A node publishes B200s: the claim can be satisfied now, and it waits for quota like the others.
     apply(stack, slice_doc("dra-node-b", "NVIDIA B200", 2))
 

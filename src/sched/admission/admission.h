@@ -142,7 +142,7 @@ struct gs_workload {
     int blocked_res;
     int64_t blocked_demand;     /* that queue's demand then */
     uint64_t fail_seq;          /* release counter at the last failed try (0 = none) */
-    char reason[192];           /* why it is still pending */
+    char reason[256];           /* why it is still pending (a QuotaReserved message) */
     bool has_claims;            /* some pod names a ResourceClaim (opts.dra set) */
     bool dra_wait;              /* inadmissible for its claims: looked at again when DRA objects change */
 };
