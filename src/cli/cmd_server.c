@@ -32,7 +32,7 @@ int gs__server_bench(int argc, char **argv);
 
 enum {
     A_HALFLIFE = 0x1000, A_RECLAIM_WAIT, A_MIN_RUNTIME, A_HOLD, A_STARVATION, A_HORIZON,
-    A_MAX_PREEMPT, A_WINDOW, A_CHARGE, A_FROM, A_VICTIMS, A_QUOTA_ONLY,
+    A_MAX_PREEMPT, A_WINDOW, A_CHARGE, A_FROM, A_VICTIMS, A_QUOTA_ONLY, A_DRA_MAP,
 };
 
 static const struct option adm_options[] = {
@@ -48,6 +48,7 @@ static const struct option adm_options[] = {
     {"reclaim-from", required_argument, 0, A_FROM},
     {"victims", required_argument, 0, A_VICTIMS},
     {"admission-quota-only", no_argument, 0, A_QUOTA_ONLY},
+    {"dra-device-class-mapping", required_argument, 0, A_DRA_MAP},
     {0, 0, 0, 0},
 };
 
@@ -67,6 +68,8 @@ const char gs__adm_usage[] =
     "  --starvation-wait DUR|never  wait before a workload of 8+ GPUs gets a reservation (default 30m; 0: at once)\n"
     "  --reserve-horizon DUR|any  reserve only for a start this close (default 1h)\n"
     "  --admission-quota-only  admit on quota alone, without the placement check (Kueue's behaviour)\n"
+    "  --dra-device-class-mapping RESOURCE=CLASS[,CLASS...]  claims of these DeviceClasses count as\n"
+    "                        RESOURCE in queue quotas (Kueue's deviceClassMappings; repeatable, up to 8)\n"
     "  DUR: 250ms, 30s, 10m, 1h (a plain number is seconds)\n";
 
 static int adm_bad(const char *cmd, const char *flag, const char *v, const char *why)
@@ -116,6 +119,14 @@ static int adm_charge(const char *cmd, const char *flag, const char *v, double *
     return 0;
 }
 
+/* Is the name c[0..n) one of the comma-separated names of list? */
+static bool in_list(const char *list, const char *c, size_t n)
+{
+    for (const char *x = list; *x; x += strcspn(x, ",") + (x[strcspn(x, ",")] == ','))
+        if (strcspn(x, ",") == n && !strncmp(x, c, n)) return true;
+    return false;
+}
+
 int gs__adm_option(struct gs_admission_opts *o, int code, const char *v, const char *cmd)
 {
     const struct option *f = adm_options;
@@ -156,6 +167,28 @@ int gs__adm_option(struct gs_admission_opts *o, int code, const char *v, const c
         o->global_victims = !strcmp(v, "global");
         return 0;
     case A_QUOTA_ONLY: o->quota_only = true; return 0;
+    case A_DRA_MAP: {
+        const size_t max = sizeof o->dra_class_mappings / sizeof o->dra_class_mappings[0];
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || !eq[1] || eq[1] == ',' || v[strlen(v) - 1] == ',' || strstr(v, ",,"))
+            return adm_bad(cmd, f->name, v, "want RESOURCE=CLASS[,CLASS...], e.g. example.com/gpus=gpu.example.com");
+        if (o->ndra_class_mappings == max) return adm_bad(cmd, f->name, v, "at most 8 mappings");
+        /* a device counts for one resource only: no class in two mappings */
+        for (const char *c = eq + 1; *c; c += strcspn(c, ",") + (c[strcspn(c, ",")] == ',')) {
+            size_t n = strcspn(c, ",");
+            bool twice = c[n] && in_list(c + n + 1, c, n);
+            for (size_t i = 0; i < o->ndra_class_mappings && !twice; i++)
+                twice = in_list(strchr(o->dra_class_mappings[i], '=') + 1, c, n);
+            if (twice) {
+                char why[200];
+                snprintf(why, sizeof why, "DeviceClass \"%.*s\" is mapped twice: a device counts for one resource only",
+                         (int)(n > 100 ? 100 : n), c);
+                return adm_bad(cmd, f->name, v, why);
+            }
+        }
+        o->dra_class_mappings[o->ndra_class_mappings++] = v; /* argv outlives the server */
+        return 0;
+    }
     }
     return 2;
 }

@@ -23,6 +23,7 @@
 
 #include "core/cel_internal.h"
 #include "core/error.h"
+#include "core/quantity.h"
 
 /*--- Lexer ---*/
 
@@ -839,7 +840,7 @@ static int check_call(struct checker *ck, int32_t i)
     case CF_MAJOR: case CF_MINOR: case CF_PATCH: ok = may_be(rt, CT_VERSION); break;
     case CF_ASINTEGER: case CF_ISINTEGER: case CF_SIGN: ok = may_be(rt, CT_QUANTITY); break;
     case CF_ADD: case CF_SUB: ok = may_be(rt, CT_QUANTITY) && (a0 == CT_DYN || a0 == CT_QUANTITY || a0 == CT_INT); break;
-    case CF_ORVALUE: case CF_HASVALUE: case CF_VALUE: ok = may_be(rt, CT_OPTIONAL); if (fi->fn == CF_ORVALUE) n->type = (uint8_t)a0; break;
+    case CF_ORVALUE: case CF_HASVALUE: case CF_VALUE: ok = may_be(rt, CT_OPTIONAL); break; /* orValue: dyn, the value may have any type */
     default: break;
     }
     if (!ok) {
@@ -850,6 +851,34 @@ static int check_call(struct checker *ck, int32_t i)
         else
             snprintf(sig, sizeof sig, "(%s%s%s)", type_names[a0], n->n > 1 ? ", " : "", n->n > 1 ? type_names[a1] : "");
         return fail(ps, col, GS_EINVAL, "found no matching overload for '%s' applied to '%s'", name, sig);
+    }
+
+    /* quantity() and semver() of a literal: checked here, so a typo is a compile error with
+     * its column; a quantity is also parsed once (sub = 1, the value in lit.i) */
+    if (fi->fn == CF_QUANTITY || fi->fn == CF_SEMVER) {
+        const struct gs__cel_node *an = NODE(ps, ps->p->kids[NODE(ps, i)->k]);
+        if (an->op == CN_STRING) {
+            const char *text = ps->p->pool + an->str;
+            int64_t q = 0;
+            const char *why = NULL;
+            bool ok2 = strlen(text) == an->n;
+            if (ok2 && fi->fn == CF_QUANTITY) {
+                int qrc = gs_quantity_parse(text, &q, &why);
+                if (qrc) {
+                    ok2 = false;
+                    if (!why) why = qrc == GS_ERANGE ? "out of range" : "not a quantity";
+                }
+            } else if (ok2) {
+                ok2 = gs__cel_semver_valid(text, an->n);
+                why = "not a semantic version MAJOR.MINOR.PATCH";
+            }
+            if (!ok2)
+                return fail(ps, an->col, GS_EINVAL, "%s(\"%.64s\"): %s", name, text, why ? why : "invalid");
+            if (fi->fn == CF_QUANTITY) {
+                NODE(ps, i)->sub = 1;
+                NODE(ps, i)->lit.i = q;
+            }
+        }
     }
 
     /* a constant pattern is translated and compiled once, here */

@@ -156,6 +156,12 @@ static bool all_digits(const char *s, size_t n)
     return n > 0;
 }
 
+bool gs__cel_semver_valid(const char *s, size_t n)
+{
+    struct semver sv;
+    return semver_parse(s, n, &sv);
+}
+
 static int cmp_pre(const struct semver *a, const struct semver *b)
 {
     if (!a->npre && !b->npre) return 0;
@@ -365,6 +371,13 @@ static int ev_call(struct ev *e, int32_t i, struct val *out)
     bool member = n->a >= 0;
 
     switch (n->fn) {
+    case CF_QUANTITY:
+        if (n->sub == 1) { /* a literal, parsed at compile time */
+            out->k = V_QUANTITY;
+            out->q = n->lit.i;
+            return charge(e, n->col, 1);
+        }
+        break;
     case CF_OPT_NONE:
         out->k = V_OPT; out->o.has = false; out->o.v = NULL;
         return 0;

@@ -70,7 +70,7 @@ struct gs_cel_program {
  * 0 and *out (malloc'd), or GS_EINVAL with why (static text) and *at (0-based offset). */
 int gs__cel_regex_translate(const char *re, size_t n, char **out, int *icase, const char **why, size_t *at);
 
-/* Evaluates node idx; shared with the compiler only for its prototype. */
-struct gs_cel_device;
+/* Is s[0..n) a semantic version as semver() accepts it (strict semver 2.0)? */
+bool gs__cel_semver_valid(const char *s, size_t n);
 
 #endif

@@ -30,6 +30,7 @@
 #include "loops/podgroups.h"
 #include "core/log.h"
 #include "sched/admission/admission.h"
+#include "sched/admission/dra_admit.h" /* claims counted against quota */
 #include "sched/strmap.h"
 
 #include <stdint.h>
@@ -104,6 +105,7 @@ struct gs_adm_loop {
     bool tree_ok;
     char tree_err[256];
     struct gs_admission *adm;
+    struct gs_dra_admit *dra;  /* DRA objects, kept over rebuilds */
     struct wl **by_id;         /* admission id -> record (NULL once gone) */
     size_t nby, capby;
     size_t finished;
@@ -163,6 +165,7 @@ bool gs_adm_loop_claims(const struct gs_adm_loop *a, const struct gs_pod *pod)
 
 bool gs_adm_loop_is_queue_key(const char *key)
 {
+    if (gs_dra_admit_is_key(key)) return true;
     for (size_t i = 0; gs_adm_loop_prefixes[i]; i++)
         if (!strncmp(key, gs_adm_loop_prefixes[i], strlen(gs_adm_loop_prefixes[i]))) return true;
     return false;
@@ -655,6 +658,16 @@ static int sync_all(struct gs_adm_loop *a, bool all)
 
 void gs_adm_loop_queue_event(struct gs_adm_loop *a, const char *key, const json_t *doc, int64_t rv)
 {
+    if (gs_dra_admit_is_key(key)) { /* no rebuild: the next cycle looks again at workloads with claims */
+        struct gs_diags d = {0};
+        uint64_t before = gs_dra_admit_generation(a->dra);
+        if (gs_dra_admit_event(a->dra, key, doc, rv, &d) == GS_EINVAL)
+            gs_log(GS_LOG_WARN, "admission: DRA object ignored", "key", key, "error", d.n ? d.v[0].msg : "invalid",
+                   "field", d.n ? d.v[0].path : "", NULL);
+        gs_diags_free(&d);
+        if (gs_dra_admit_generation(a->dra) != before) a->changed = true;
+        return;
+    }
     struct qdoc *q = gs__strmap_get(&a->queues, key);
     if (q && rv <= q->rv) return;
     if (!doc) {
@@ -736,6 +749,7 @@ static int rebuild(struct gs_adm_loop *a)
         struct gs_diags d = {0};
         struct gs_admission_opts ao = a->tuning; /* server options */
         ao.profile = a->o.profile, ao.evict = evicted, ao.ctx = a;
+        ao.dra = a->dra;
         if (gs_admission_new(&a->tree, a->o.cache, a->o.clock, &ao, &a->adm, &d)) a->adm = NULL;
         gs_diags_free(&d);
     }
@@ -1087,6 +1101,17 @@ int gs_adm_loop_new(const struct gs_adm_loop_opts *o, struct gs_adm_loop **out)
     /* server options; without them history weighs 0.5, the library's default */
     a->tuning = o->tuning ? *o->tuning : (struct gs_admission_opts){.history_weight = -1};
     a->o.tuning = NULL;
+    if (gs_dra_admit_new(&a->dra)) {
+        free(a);
+        return GS_ENOMEM;
+    }
+    for (size_t i = 0; i < a->tuning.ndra_class_mappings; i++) {
+        struct gs_diags d = {0};
+        if (gs_dra_admit_add_mapping(a->dra, a->tuning.dra_class_mappings[i], &d)) /* checked by the flag parser */
+            gs_log(GS_LOG_WARN, "admission: device class mapping ignored", "mapping", a->tuning.dra_class_mappings[i],
+                   "error", d.n ? d.v[0].msg : "invalid", NULL);
+        gs_diags_free(&d);
+    }
     gs__strmap_init(&a->wls);
     gs_qstatus_init(&a->qstatus);
     gs__strmap_init(&a->members);
@@ -1103,6 +1128,7 @@ void gs_adm_loop_free(struct gs_adm_loop *a)
     if (!a) return;
     gs_qstatus_free(&a->qstatus);
     gs_admission_free(a->adm);
+    gs_dra_admit_free(a->dra);
     gs_queue_tree_free(&a->tree);
     for (size_t s = 0; s < a->wls.cap; s++)
         if (a->wls.slots[s].key) wl_free(a, a->wls.slots[s].val);

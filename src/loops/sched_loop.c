@@ -37,6 +37,7 @@
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
+#include "informer/informer.h" /* which followed kinds the API serves */
 
 #ifdef __GLIBC__
 #include <malloc.h> /* malloc_trim */
@@ -632,6 +633,12 @@ static const struct {
     {"localqueues.kueue.x-k8s.io/", queue_event},
     {"queues.scheduling.gpusched.io/", queue_event},
     {"workloadpriorityclasses.kueue.x-k8s.io/", queue_event}, /* Kueue's workload priorities */
+    /* DRA objects: admission counts claimed devices and checks they exist (dra_admit.h) */
+    {"resourceslices.resource.k8s.io/", queue_event},
+    {"deviceclasses.resource.k8s.io/", queue_event},
+    {"resourceclaims.resource.k8s.io/", queue_event},
+    {"resourceclaimtemplates.resource.k8s.io/", queue_event},
+    {"devicetaintrules.resource.k8s.io/", queue_event},
     {"pods/", pod_event},
 };
 
@@ -647,7 +654,7 @@ static void apply_event(struct gs_sched_loop *l, const struct gs_store_event *ev
         if (!doc) return;
         kinds[k].fn(l, ev->key, doc, ev->rv, ev->type == GS_STORE_DELETED);
         json_decref(doc);
-        return;
+        /* no return: a kind may have more than one reader (DRA objects: admission and the cache) */
     }
 }
 
@@ -1411,7 +1418,14 @@ static void *loop_main(void *arg)
 size_t gs_sched_loop_prefixes(const char **out, size_t cap)
 {
     size_t n = 0;
-    for (; n < sizeof kinds / sizeof kinds[0] && n + 1 < cap; n++) out[n] = kinds[n].prefix;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && n + 1 < cap; k++) {
+        /* once each (a kind may have several readers), and only what the API serves */
+        const char *ns, *name;
+        size_t nsl, namel;
+        bool dup = false;
+        for (size_t j = 0; j < n && !dup; j++) dup = !strcmp(out[j], kinds[k].prefix);
+        if (!dup && gs_informer_resource_of_key(kinds[k].prefix, &ns, &nsl, &name, &namel)) out[n++] = kinds[k].prefix;
+    }
     if (cap) out[n] = NULL;
     return n;
 }

@@ -232,6 +232,14 @@ def test_bad_admission_flags_are_refused(run, tmp_path, cmd):
         (["--evict-charge", "-1"], '--evict-charge "-1": must not be negative'),
         (["--reclaim-from", "anyone"], '--reclaim-from "anyone": want fairshare or nominal'),
         (["--victims", "some"], '--victims "some": want nodewise or global'),
+        (["--dra-device-class-mapping", "gpu.nvidia.com"],
+         '--dra-device-class-mapping "gpu.nvidia.com": want RESOURCE=CLASS[,CLASS...]'),
+        (["--dra-device-class-mapping", "example.com/gpus=a,,b"],
+         '--dra-device-class-mapping "example.com/gpus=a,,b": want RESOURCE=CLASS[,CLASS...]'),
+        (["--dra-device-class-mapping", "example.com/gpus=a,b", "--dra-device-class-mapping", "example.com/x=b"],
+         '--dra-device-class-mapping "example.com/x=b": DeviceClass "b" is mapped twice'),
+        ([a for i in range(9) for a in ("--dra-device-class-mapping", f"r{i}=c{i}")],
+         '--dra-device-class-mapping "r8=c8": at most 8 mappings'),
     ]
     for args, msg in cases:
         r = run(cmd, "--data-dir", str(tmp_path / "data"), "--listen", "127.0.0.1:0", *args, cwd=tmp_path)
@@ -246,5 +254,6 @@ def test_admission_flags_are_listed_in_help(run):
         assert r.returncode == 0, r.stderr
         for flag in ("--reclaim-wait DUR", "--reclaim-min-runtime DUR", "--admission-hold DUR",
                      "--starvation-wait DUR|never", "--max-preemptions N|unlimited", "--preemption-window DUR",
-                     "--admission-halflife DUR", "--admission-quota-only"):
+                     "--admission-halflife DUR", "--admission-quota-only",
+                     "--dra-device-class-mapping RESOURCE=CLASS[,CLASS...]"):
             assert flag in r.stdout, (cmd, flag, r.stdout)

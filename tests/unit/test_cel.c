@@ -237,6 +237,7 @@ static const struct row rows[] = {
     { "device.attributes['gpu.nvidia.com'][?'profile'].orValue('') == ''", 0, T, NULL, 0 },
     { "device.attributes['x.io'].?a.orValue(3) == 3", 0, T, NULL, 0 },
     { "optional.of(1).orValue(2) == 1", 0, T, NULL, 0 },
+    { "device.attributes['gpu.nvidia.com'].?architecture.orValue(0) == 'Hopper'", 0, T, NULL, 0 },
     { "optional.none().orValue(2) == 2", 0, T, NULL, 0 },
     /* conversions and cel.bind */
     { "int('42') == 42", 0, T, NULL, 0 },
@@ -317,8 +318,11 @@ static const struct row rows[] = {
     { "'a'.matches('a{2,1}')", 0, ECOMPILE, "invalid regular expression", 13 },
     { "'a'.matches('x' + '(?=y)')", 0, ERUN, "group flags", 5 },
     /* runtime errors */
-    { "semver('1.2') == semver('1.2.0')", 0, ERUN, "semver(\"1.2\"): not a semantic version", 1 },
-    { "quantity('40GB').isInteger()", 0, ERUN, "quantity(\"40GB\")", 1 },
+    { "semver('1.2') == semver('1.2.0')", 0, ECOMPILE, "semver(\"1.2\"): not a semantic version", 8 },
+    { "quantity('40GB').isInteger()", 0, ECOMPILE, "quantity(\"40GB\"): ", 10 },
+    { "quantity('1n').isInteger()", 0, ECOMPILE, "quantity(\"1n\")", 10 },
+    { "semver('1.2' + '') == semver('1.2.0')", 0, ERUN, "semver(\"1.2\"): not a semantic version", 1 },
+    { "quantity('40' + 'GB').isInteger()", 0, ERUN, "quantity(\"40GB\")", 1 },
     { "quantity('1.5').asInteger() == 1", 0, ERUN, "not a whole number", 17 },
     { "device.capacity['gpu.nvidia.com'].memory > quantity('40Gi')", 0, ECOMPILE, "'_>_' applied to '(kubernetes.Quantity, kubernetes.Quantity)': use compareTo()", 42 },
     { G("driverVersion") " >= semver('1.0.0')", 0, ECOMPILE, "'_>=_' applied to '(dyn, kubernetes.Semver)'", 51 },

@@ -15,6 +15,7 @@
  */
 #include "sched/admission/admission.h"
 
+#include "sched/admission/dra_admit.h"
 #include "sched/admission/nodeplan.h"
 #include "sched/admission/placement.h"
 
@@ -74,6 +75,7 @@ struct gs_admission {
     int32_t *place_nodes; /* nodes of the last successful placement check */
     size_t place_cap;
     int checks;
+    uint64_t dra_gen; /* opts.dra's generation last looked at */
 };
 
 /*--- Small helpers ---*/
@@ -463,6 +465,13 @@ int gs_admission_restore(struct gs_admission *a, int32_t id)
 {
     if (id < 0 || (size_t)id >= a->n) return GS_ENOENT;
     struct gs_workload *w = a->w[id];
+    if (w->state == GS_WL_INADMISSIBLE && w->dra_wait) {
+        /* it runs, so its claims were satisfied once: the devices it holds stay charged even
+         * if a slice is gone by now */
+        int rc = pending_insert(a, w);
+        if (rc) return rc;
+        w->dra_wait = false;
+    }
     if (w->state != GS_WL_PENDING) return GS_ESTATE;
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
     int8_t flav[GS_QT_MAX_GROUPS] = {0};
@@ -1088,6 +1097,8 @@ static void release_kept(struct gs_admission *a)
     a->kept.n = 0;
 }
 
+static int dra_recheck(struct gs_admission *a);
+
 int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
 {
     a->adm.n = a->ev.n = 0;
@@ -1096,6 +1107,11 @@ int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
     gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
     expire_holds(a);
     int rc = grow_scratch(a, 1);
+    if (!rc && a->o.dra && gs_dra_admit_generation(a->o.dra) != a->dra_gen) {
+        a->dra_gen = gs_dra_admit_generation(a->o.dra);
+        rc = dra_recheck(a);
+        a->release_seq++; /* quota or feasibility changed: everyone may try again */
+    }
     pending_demand(a); /* fair shares are current for the reservation's reclaim too */
     gs_fairshare_compute(&a->fs, &a->q, (const double(*)[GS_QT_MAX_RES])a->pend);
     if (!rc) rc = refresh_reservation(a);
@@ -1150,6 +1166,33 @@ static void pod_demand(const struct gs_admission *a, int32_t leaf, const struct 
     }
 }
 
+/* The devices pods' claims ask for (dra_admit.h), added to out as whole units of their
+ * resource names. 0, or the dra_admit error with why filled (w->reason). */
+static int dra_demand(struct gs_admission *a, int32_t leaf, const struct gs_pod *const *pods, size_t npods, int flags,
+                      int64_t *out, int64_t *gpu_milli, bool *uncovered, char *why, size_t len)
+{
+    struct gs_dra_need need = {0};
+    /* what was counted is charged even when a claim fails the feasibility check: a workload
+     * restored as running holds those devices */
+    int rc = gs_dra_admit_need(a->o.dra, pods, npods, flags, &need, why, len);
+    const struct gs_qt_node *n = &a->t->nodes[leaf];
+    for (size_t i = 0; i < need.n; i++) {
+        int r = gs_queue_tree_res(a->t, need.v[i].resource);
+        bool covered = false;
+        for (int g = 0; r >= 0 && g < n->ngroups && !covered; g++)
+            for (int k = 0; k < n->groups[g].nres; k++) covered |= n->groups[g].res[k] == r;
+        if (r >= 0) out[r] += need.v[i].devices * 1000;
+        if (gpu_milli && need.v[i].devices > 0 && !strcmp(need.v[i].resource, GS_RES_GPU))
+            *gpu_milli += need.v[i].devices * GS_GPU_MILLI;
+        if (n->strict_cover && !covered && need.v[i].devices > 0 && uncovered) {
+            *uncovered = true;
+            if (!rc) snprintf(why, len, "claims ask for %lld of %s, which ClusterQueue %s does not cover",
+                              (long long)need.v[i].devices, need.v[i].resource, n->name);
+        }
+    }
+    return rc;
+}
+
 static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *uncovered)
 {
     *uncovered = false;
@@ -1157,7 +1200,40 @@ static void build_demand(struct gs_admission *a, struct gs_workload *w, bool *un
         const struct gs_demand *d = &w->pods[i]->demand;
         w->gpu_milli += (int64_t)d->gpu_count * d->gpu_milli;
         pod_demand(a, w->queue, w->pods[i], w->demand, uncovered);
+        if (a->o.dra && gs_dra_admit_pod_has_claims(w->pods[i])) w->has_claims = true;
     }
+    w->dra_wait = false;
+    if (!w->has_claims || *uncovered) return;
+    bool dra_uncovered = false;
+    int rc = dra_demand(a, w->queue, w->pods, w->npods, GS_DRA_NEED_SHARED | GS_DRA_NEED_FEASIBLE, w->demand,
+                        &w->gpu_milli, &dra_uncovered, w->reason, sizeof w->reason);
+    if (rc || dra_uncovered) w->dra_wait = true; /* w->reason says which claim and why */
+}
+
+/* DRA objects changed: workloads waiting for their claims are looked at again (a class or a
+ * node with the devices appeared), and pending ones whose claims no longer fit anywhere
+ * become inadmissible. Admitted workloads keep what they reserved. */
+static int dra_recheck(struct gs_admission *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        struct gs_workload *w = a->w[i];
+        if (!w->has_claims || !(w->state == GS_WL_PENDING || (w->state == GS_WL_INADMISSIBLE && w->dra_wait))) continue;
+        memset(w->demand, 0, sizeof w->demand);
+        w->gpu_milli = 0;
+        bool uncovered;
+        build_demand(a, w, &uncovered);
+        if (w->state == GS_WL_PENDING && (w->dra_wait || uncovered)) {
+            pending_remove(a, w);
+            w->state = GS_WL_INADMISSIBLE;
+            w->dra_wait = true;
+        } else if (w->state == GS_WL_INADMISSIBLE && !w->dra_wait && !uncovered) {
+            w->reason[0] = '\0';
+            w->fail_seq = 0;
+            int rc = pending_insert(a, w);
+            if (rc) return rc;
+        }
+    }
+    return 0;
 }
 
 int gs_admission_pod_finished(struct gs_admission *a, int32_t id, const struct gs_pod *pod)
@@ -1175,6 +1251,9 @@ int gs_admission_pod_finished(struct gs_admission *a, int32_t id, const struct g
     bool unused = false;
     int64_t d[GS_QT_MAX_RES] = {0};
     pod_demand(a, w->queue, pod, d, &unused);
+    char why[192];
+    if (w->has_claims) /* the pod's own template claims; named ones stay with the workload */
+        dra_demand(a, w->queue, &pod, 1, 0, d, NULL, NULL, why, sizeof why);
     for (int r = 0; r < GS_QT_MAX_RES; r++) w->released[r] += d[r];
     w->pod_done[i] = 1;
     request(a, w, w->flavor, after);
@@ -1221,6 +1300,10 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
         w->state = GS_WL_INADMISSIBLE;
         snprintf(w->reason, sizeof w->reason, "asks for a resource ClusterQueue %s does not cover",
                  a->t->nodes[leaf].name);
+        return w->id;
+    }
+    if (w->dra_wait) {
+        w->state = GS_WL_INADMISSIBLE; /* w->reason names the claim */
         return w->id;
     }
     int rc = pending_insert(a, w);

@@ -83,6 +83,8 @@
 
 #include <jansson.h>
 
+struct gs_dra_admit;
+
 struct gs_admission_opts {
     int64_t halflife_ns;        /* usage decay half-life; 0: 1 hour */
     double history_weight;      /* weight of the decayed history in the ordering key, 0..1; <0: 0.5 */
@@ -101,6 +103,13 @@ struct gs_admission_opts {
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
+    /* DRA objects (dra_admit.h), borrowed: pods' ResourceClaims count against quota and
+     * workloads whose claims fit no node stay inadmissible. NULL: claims are not looked at. */
+    const struct gs_dra_admit *dra;
+    /* Kueue's deviceClassMappings as "RESOURCE=CLASS[,CLASS...]" (the server's
+     * --dra-device-class-mapping), borrowed; the admission loop loads them into its dra. */
+    const char *dra_class_mappings[8];
+    size_t ndra_class_mappings;
     /* Removes an evicted workload's pod from the scheduler (and so the cache).
      * NULL: admission removes it from the cache itself. */
     void (*evict)(void *ctx, const struct gs_pod *pod);
@@ -133,7 +142,9 @@ struct gs_workload {
     int blocked_res;
     int64_t blocked_demand;     /* that queue's demand then */
     uint64_t fail_seq;          /* release counter at the last failed try (0 = none) */
-    char reason[192];           /* why it is still pending */
+    char reason[256];           /* why it is still pending (a QuotaReserved message) */
+    bool has_claims;            /* some pod names a ResourceClaim (opts.dra set) */
+    bool dra_wait;              /* inadmissible for its claims: looked at again when DRA objects change */
 };
 
 struct gs_admission;
