@@ -630,3 +630,73 @@ void gs_claims_stats(struct gs_claims *c, struct gs_claims_stats *out)
     *out = c->st;
     pthread_mutex_unlock(&c->mu);
 }
+
+/*--- The scheduler's claim writes (sched/dra_plugin.h) ---*/
+
+static bool reserved_has(const json_t *rf, const char *uid)
+{
+    size_t i;
+    const json_t *r;
+    json_array_foreach(rf, i, r) {
+        const char *u = json_string_value(json_object_get(r, "uid"));
+        if (u && uid && !strcmp(u, uid)) return true;
+    }
+    return false;
+}
+
+int gs_dra_claim_status_fn(json_t *cur, json_t **out, void *arg)
+{
+    const struct gs_dra_claim_write *w = arg;
+    if (!cur) return GS_ENOENT;
+    const char *uid = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
+    if (w->uid && (!uid || strcmp(uid, w->uid))) return GS_ENOENT;
+    if (json_object_get(json_object_get(cur, "metadata"), "deletionTimestamp")) return GS_ENOENT;
+    const json_t *st = json_object_get(cur, "status");
+    const json_t *have = json_object_get(st, "allocation");
+    if (w->allocation && have && !json_equal(json_object_get(have, "devices"), json_object_get(w->allocation, "devices")))
+        return GS_ECONFLICT; /* allocated elsewhere meanwhile */
+    if (!w->allocation && !have) return GS_ECONFLICT; /* deallocated meanwhile */
+    if (reserved_has(json_object_get(st, "reservedFor"), w->pod_uid) && (have || !w->allocation))
+        return GS_STORE_UNCHANGED;
+    json_t *next = json_deep_copy(cur);
+    if (!next) return GS_ENOMEM;
+    if (!json_is_object(json_object_get(next, "status"))) json_object_set_new(next, "status", json_object());
+    json_t *ns = json_object_get(next, "status");
+    if (w->allocation && !have) json_object_set(ns, "allocation", w->allocation);
+    json_t *rf = json_object_get(ns, "reservedFor");
+    if (!json_is_array(rf)) json_object_set_new(ns, "reservedFor", rf = json_array());
+    if (!reserved_has(rf, w->pod_uid)) {
+        json_t *e = json_pack("{s:s, s:s}", "resource", "pods", "name", w->pod_name);
+        if (w->pod_uid) json_object_set_new(e, "uid", json_string(w->pod_uid));
+        json_array_append_new(rf, e);
+    }
+    *out = next;
+    return 0;
+}
+
+int gs_dra_claim_undo_fn(json_t *cur, json_t **out, void *arg)
+{
+    const struct gs_dra_claim_write *w = arg;
+    if (!cur) return GS_ENOENT;
+    const char *uid = json_string_value(json_object_get(json_object_get(cur, "metadata"), "uid"));
+    if (w->uid && (!uid || strcmp(uid, w->uid))) return GS_ENOENT;
+    json_t *next = json_deep_copy(cur);
+    if (!next) return GS_ENOMEM;
+    json_t *st = json_object_get(next, "status");
+    json_t *rf = json_object_get(st, "reservedFor");
+    for (size_t i = json_array_size(rf); i-- > 0;) {
+        const char *u = json_string_value(json_object_get(json_array_get(rf, i), "uid"));
+        if (u && w->pod_uid && !strcmp(u, w->pod_uid)) json_array_remove(rf, i);
+    }
+    if (rf && !json_array_size(rf)) json_object_del(st, "reservedFor");
+    if (w->allocation && !json_array_size(json_object_get(st, "reservedFor")) &&
+        json_equal(json_object_get(json_object_get(st, "allocation"), "devices"),
+                   json_object_get(w->allocation, "devices")))
+        json_object_del(st, "allocation");
+    if (json_equal(next, cur)) {
+        json_decref(next);
+        return GS_STORE_UNCHANGED;
+    }
+    *out = next;
+    return 0;
+}

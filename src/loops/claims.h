@@ -42,6 +42,7 @@
 #define GS_LOOPS_CLAIMS_H
 
 #include "informer/source.h"
+#include "sched/dra_plugin.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -94,5 +95,15 @@ void gs_claims_stats(struct gs_claims *c, struct gs_claims_stats *out);
  * and claim. Returns the length (snprintf). */
 int gs_claims_generated_name(const char *pod, const char *claim, const char *pod_uid, uint64_t seed, char *buf,
                              size_t len);
+
+/* gs_store_mutate_fn for the claim's status subresource: writes
+ * allocation (when given) and adds the pod to reservedFor; GS_ENOENT when
+ * the claim is gone or has another uid, GS_ECONFLICT when it is allocated
+ * differently meanwhile. arg: a struct gs_dra_claim_write
+ * (sched/dra_plugin.h): what the scheduler loop writes before a binding. */
+int gs_dra_claim_status_fn(json_t *cur, json_t **out, void *arg);
+/* The undo for a failed binding: the pod out of reservedFor, and the
+ * allocation cleared when this write made it and no one else is reserved. */
+int gs_dra_claim_undo_fn(json_t *cur, json_t **out, void *arg);
 
 #endif
