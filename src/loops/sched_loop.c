@@ -380,6 +380,7 @@ static void pod_drop_doc(struct entry *e)
 {
     struct gs_pod *p = e->obj->u.pod;
     if (e->state == P_GATED || e->state == P_ADMIT || p->queue_name || p->pod_group) return;
+    if (gs_pod_has_claims(p)) return; /* DynamicResources reads spec.resourceClaims */
     json_decref(p->doc);
     p->doc = NULL;
 }
