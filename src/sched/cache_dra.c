@@ -43,6 +43,7 @@ struct node_rec {
 struct gs_cache_dra {
     struct gs_dra_pool_view *view;
     struct gs__strmap claims, slices, nodes, templates, classes, rules, devs;
+    struct gs__strmap by_owner; /* owner_key() -> the generated claim (keys owned by the records) */
     const struct gs_dra_class **class_arr;
     size_t nclass;
     uint64_t epoch, global;
@@ -64,6 +65,7 @@ static void claim_rec_free(struct gs_cache_claim *r)
     free(r->assumed_node);
     gs_dra_results_free(r->assumed_res, r->nassumed_res);
     free(r->held_node);
+    free(r->owner_index);
     free(r);
 }
 
@@ -116,6 +118,7 @@ void gs_cache_dra_free(struct gs_cache_dra *d)
     map_free(&d->classes, class_free_v);
     map_free(&d->rules, free);
     map_free(&d->devs, nothing); /* borrowed from the slices */
+    map_free(&d->by_owner, nothing);
     gs_dra_view_free(d->view);
     free(d->class_arr);
     free(d->scratch);
@@ -129,7 +132,8 @@ struct gs_cache_dra *gs__cache_dra_new(void)
         free(d);
         return NULL;
     }
-    struct gs__strmap *maps[] = {&d->claims, &d->slices, &d->nodes, &d->templates, &d->classes, &d->rules, &d->devs};
+    struct gs__strmap *maps[] = {&d->claims, &d->slices, &d->nodes, &d->templates, &d->classes, &d->rules, &d->devs,
+                                 &d->by_owner};
     for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++) gs__strmap_init(maps[i]);
     return d;
 }
@@ -248,7 +252,8 @@ const struct gs_dra_result *gs_cache_dra_slot_devices(struct gs_cache *c, int32_
 
 static void hold_release(struct gs_cache_dra *d, struct gs_cache_claim *r)
 {
-    if (!r->c.uid) return;
+    if (!r->c.uid || !r->held) return; /* nothing held: nothing anyone's answer depended on changes */
+    r->held = false;
     gs_dra_view_release(d->view, r->c.uid);
     if (r->held_node) {
         struct node_rec *n = node_rec(d, r->held_node, false);
@@ -276,6 +281,7 @@ static int hold_apply(struct gs_cache *c, struct gs_cache_dra *d, struct gs_cach
     if (!r->c.uid) return 0;
     int err = gs_dra_view_hold(d->view, r->c.uid, res, n);
     if (err) return err;
+    r->held = true;
     d->epoch++;
     if (!node) {
         d->global++;
@@ -352,18 +358,22 @@ const struct gs_cache_claim *gs_cache_dra_claim(const struct gs_cache_dra *d, co
     return gs__strmap_get(&d->claims, key);
 }
 
+/* "NS\x1fUID\x1fENTRY" (ENTRY "\x1e" for the extended-resource claim): the by_owner key. */
+static char *owner_key(const char *ns, const char *uid, const char *entry)
+{
+    size_t n = strlen(ns) + strlen(uid) + strlen(entry ? entry : "\x1e") + 3;
+    char *k = malloc(n);
+    if (k) snprintf(k, n, "%s\x1f%s\x1f%s", ns, uid, entry ? entry : "\x1e");
+    return k;
+}
+
 const struct gs_cache_claim *gs_cache_dra_pod_claim(const struct gs_cache_dra *d, const char *ns,
                                                     const char *pod_uid, const char *entry)
 {
     if (!pod_uid) return NULL;
-    const char *want_ns = ns ? ns : "default";
-    for (size_t i = 0; i < d->claims.cap; i++) {
-        const struct gs_cache_claim *r = d->claims.slots[i].key ? d->claims.slots[i].val : NULL;
-        if (!r || !r->owner_uid || strcmp(r->owner_uid, pod_uid) || strcmp(r->c.ns ? r->c.ns : "default", want_ns))
-            continue;
-        if (entry ? r->pod_claim_name && !strcmp(r->pod_claim_name, entry) : r->extended) return r;
-    }
-    return NULL;
+    char key[GS__KEY_MAX * 2];
+    snprintf(key, sizeof key, "%s\x1f%s\x1f%s", ns ? ns : "default", pod_uid, entry ? entry : "\x1e");
+    return gs__strmap_get(&d->by_owner, key);
 }
 
 bool gs_cache_dra_has_template(const struct gs_cache_dra *d, const char *ns, const char *name)
@@ -601,6 +611,8 @@ static int feed_claim(struct gs_cache *c, struct gs_cache_dra *d, const char *ke
     }
     /* The old hold goes; an assumption of the same claim stays until its allocation arrives. */
     if (old) {
+        if (old->owner_index && gs__strmap_get(&d->by_owner, old->owner_index) == old)
+            gs__strmap_del(&d->by_owner, old->owner_index);
         hold_release(d, old);
         if (r && old->assumed && !r->c.allocated && old->c.uid && r->c.uid && !strcmp(old->c.uid, r->c.uid)) {
             r->assumed = true;
@@ -616,6 +628,10 @@ static int feed_claim(struct gs_cache *c, struct gs_cache_dra *d, const char *ke
         claim_rec_free(r);
         return GS_ENOMEM;
     }
+    if (r->owner_uid && (r->pod_claim_name || r->extended) &&
+        (r->owner_index = owner_key(r->c.ns ? r->c.ns : "default", r->owner_uid,
+                                    r->extended ? NULL : r->pod_claim_name)) != NULL)
+        gs__strmap_put(&d->by_owner, r->owner_index, r);
     d->epoch++;
     return hold_apply(c, d, r);
 }

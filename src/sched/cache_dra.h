@@ -77,6 +77,8 @@ struct gs_cache_claim {
     struct gs_dra_result *assumed_res; size_t nassumed_res;
     char *held_node;         /* where its hold (allocated or assumed) counts GPU slots, NULL none */
     uint64_t held_mask;
+    char *owner_index;       /* its key in the by-owner index, NULL when not generated */
+    bool held;               /* its devices are held in the view */
 };
 
 /* Claim ns/name, or NULL. Borrowed until the next feed. */
