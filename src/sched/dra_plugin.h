@@ -43,4 +43,12 @@ struct gs_dra_claim_write {
 int gs_dra_plugin_take(void *state, const char *pod_key, double now_s, struct gs_dra_claim_write **w, size_t *n);
 void gs_dra_claim_writes_free(struct gs_dra_claim_write *w, size_t n);
 
+/* Gang planning (plugins/gang.c): allocates pod's claims on node as Reserve
+ * would and holds them as assumed, so the members planned after it see the
+ * devices taken; a->gpu_mask gets their GPUs. 0 (also for a pod without
+ * claims), GS_ENOENT when they do not fit there, GS_ENOMEM. Every plan is
+ * given back with gs_dra_plugin_unplan once the planning is over. */
+int gs_dra_plugin_plan(void *state, const struct gs_pod *pod, struct gs_node_info *node, struct gs_assignment *a);
+void gs_dra_plugin_unplan(void *state, const struct gs_pod *pod);
+
 #endif

@@ -497,6 +497,90 @@ static void test_deallocation_frees_devices(void **state)
     assert_string_equal(node, "n2");
 }
 
+/* A gang of two members, 3 GPUs each by claim, on two 4-GPU nodes: the plan
+ * holds the first member's devices, so the second is planned on the other
+ * node and the whole group is reserved (a plan without the devices would
+ * pack both on one node and fail the second at its cycle). */
+static const char GANG_CONFIG[] =
+    "{\"profiles\":[{\"schedulerName\":\"default-scheduler\",\"plugins\":{"
+    "\"queueSort\":{\"enabled\":[{\"name\":\"Coscheduling\"}],\"disabled\":[{\"name\":\"*\"}]},"
+    "\"preFilter\":{\"enabled\":[{\"name\":\"Coscheduling\"}]},"
+    "\"filter\":{\"enabled\":[{\"name\":\"Coscheduling\"}]},"
+    "\"score\":{\"enabled\":[{\"name\":\"Coscheduling\",\"weight\":10}]},"
+    "\"reserve\":{\"enabled\":[{\"name\":\"Coscheduling\"}]},"
+    "\"permit\":{\"enabled\":[{\"name\":\"Coscheduling\"}]}}}]}";
+
+static int setup_gang(void **state) { return setup_n(state, 2, 4, GANG_CONFIG); }
+static int setup_gang1(void **state) { return setup_n(state, 1, 4, GANG_CONFIG); }
+
+/* Two members with a claim of 3 GPUs each, added as a PodGroup of minMember 2. */
+static struct gs_object *gang_of_two(struct env *e, struct gs_pod **m)
+{
+    json_t *pgj = parse("{\"apiVersion\":\"scheduling.x-k8s.io/v1alpha1\",\"kind\":\"PodGroup\",\"metadata\":"
+                        "{\"name\":\"g\",\"namespace\":\"default\"},\"spec\":{\"minMember\":2}}");
+    struct gs_object *pg = NULL;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_object_decode(pgj, &pg, &d), 0);
+    json_decref(pgj);
+    gs_framework_notify_podgroup(e->fw, pg->u.podgroup, true);
+    claim(e, "m0", exactly(3), NULL);
+    claim(e, "m1", exactly(3), NULL);
+    for (int i = 0; i < 2; i++) {
+        char doc[1024];
+        snprintf(doc, sizeof doc,
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"gm%d\",\"namespace\":\"default\","
+                 "\"uid\":\"uid-gm%d\",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"g\"}},\"spec\":{"
+                 "\"resourceClaims\":[{\"name\":\"gpu\",\"resourceClaimName\":\"m%d\"}],\"containers\":[{"
+                 "\"name\":\"c\",\"image\":\"i\",\"resources\":{\"requests\":{\"cpu\":\"1\"}}}]}}",
+                 i, i, i);
+        json_t *j = parse(doc);
+        m[i] = calloc(1, sizeof *m[i]);
+        assert_int_equal(gs_pod_decode(j, m[i], &d), 0);
+        json_decref(j);
+        e->pods[e->npods++] = m[i];
+        gs_framework_notify_pod(e->fw, m[i], true);
+    }
+    gs_diags_free(&d);
+    return pg;
+}
+
+/* One 4-GPU node cannot hold two 3-GPU claims: the plan, counting devices, fails the group up front. */
+static void test_gang_plan_counts_devices(void **state)
+{
+    struct env *e = *state;
+    struct gs_pod *m[2];
+    struct gs_object *pg = gang_of_two(e, m);
+    struct gs_schedule_result r0;
+    assert_int_equal(gs_framework_schedule(e->fw, m[0], 0, &r0), 0);
+    assert_true(gs_status_rejects(&r0.status));
+    gs_schedule_result_free(&r0);
+    gs_framework_free(e->fw); /* before the group it borrows */
+    e->fw = NULL;
+    gs_object_free(pg);
+}
+
+static void test_gang_plan_includes_devices(void **state)
+{
+    struct env *e = *state;
+    struct gs_pod *m[2];
+    struct gs_object *pg = gang_of_two(e, m);
+    struct gs_schedule_result r0, r1;
+    assert_int_equal(gs_framework_schedule(e->fw, m[0], 0, &r0), 0);
+    assert_int_equal(r0.code, GS_WAIT);
+    assert_int_equal(gs_framework_schedule(e->fw, m[1], 0, &r1), 0);
+    assert_true(r1.code == GS_SUCCESS || r1.code == GS_WAIT);
+    assert_int_not_equal(r0.a.node, r1.a.node);
+    assert_int_equal(popcount(r0.a.gpu_mask), 3);
+    assert_int_equal(popcount(r1.a.gpu_mask), 3);
+    gs_schedule_result_free(&r0);
+    gs_schedule_result_free(&r1);
+    char why[256];
+    assert_int_equal(gs_cache_check(e->cache, why, sizeof why), 0);
+    gs_framework_free(e->fw); /* before the group it borrows */
+    e->fw = NULL;
+    gs_object_free(pg);
+}
+
 /* Many pods of one claim shape: the memo changes no verdict (same answers as without it). */
 static void test_memo_same_decisions(void **state)
 {
@@ -538,6 +622,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_assumed_survives_stale_version_and_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deallocation_frees_devices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memo_same_decisions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_plan_includes_devices, setup_gang, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_plan_counts_devices, setup_gang1, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,6 +71,7 @@ struct dr {
     char *whys[MAX_WHYS];
     int nwhys;
     struct gs__strmap pend; /* pod key -> struct pend */
+    struct gs__strmap plan; /* gang planning's holds, by pod key (gs_dra_plugin_plan) */
     struct gs_dra_result *dp; /* device-plugin GPUs of the node being looked at */
     size_t ndp, dp_cap;
 };
@@ -118,6 +119,7 @@ static int dr_init(const struct gs_handle *h, const json_t *args, void **state, 
     if (!s) return GS_ENOMEM;
     s->h = *h;
     gs__strmap_init(&s->pend);
+    gs__strmap_init(&s->plan);
     *state = s;
     return 0;
 }
@@ -126,14 +128,17 @@ static void dr_fini(void *state)
 {
     struct dr *s = state;
     if (!s) return;
-    for (size_t i = 0; i < s->pend.cap; i++)
-        if (s->pend.slots[i].key) {
-            struct pend *p = s->pend.slots[i].val;
-            for (size_t k = 0; k < p->n; k++)
-                if (p->c[k].fresh) gs_cache_dra_unassume(s->h.cache, p->c[k].claim_key);
-            pend_free(p);
-        }
-    gs__strmap_free(&s->pend);
+    struct gs__strmap *maps[] = {&s->pend, &s->plan};
+    for (int m = 0; m < 2; m++) {
+        for (size_t i = 0; i < maps[m]->cap; i++)
+            if (maps[m]->slots[i].key) {
+                struct pend *p = maps[m]->slots[i].val;
+                for (size_t k = 0; k < p->n; k++)
+                    if (p->c[k].fresh) gs_cache_dra_unassume(s->h.cache, p->c[k].claim_key);
+                pend_free(p);
+            }
+        gs__strmap_free(maps[m]);
+    }
     for (int i = 0; i < s->nwhys; i++) free(s->whys[i]);
     free(s->memo);
     free(s->dp);
@@ -157,9 +162,9 @@ static void add_claim(struct cyc *c, const struct gs_cache_claim *r)
     c->n++;
 }
 
-static struct gs_status dr_pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod)
+/* The pod's claims into c (see PreFilter): Success, Skip (no claims), or the rejection. */
+static struct gs_status find_claims(struct dr *s, const struct gs_pod *pod, struct cyc *c)
 {
-    struct dr *s = state;
     const json_t *entries = json_object_get(json_object_get(pod->doc, "spec"), "resourceClaims");
     struct gs_cache_dra *d = gs_cache_dra(s->h.cache);
     const struct gs_dra_class *ext = d && pod->demand.gpu_count > 0 ? gs_cache_dra_class_for(d, GS_RES_GPU) : NULL;
@@ -167,8 +172,7 @@ static struct gs_status dr_pre_filter(void *state, struct gs_cycle_state *cs, co
     if (!d) return gs_status_make(GS_ERROR, "out of memory");
     if (json_array_size(entries) + 1 > MAX_CLAIMS)
         return gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE, "pod has more than %d resource claims", MAX_CLAIMS - 1);
-    struct cyc *c = calloc(1, sizeof *c);
-    if (!c) return gs_status_make(GS_ERROR, "out of memory");
+    memset(c, 0, sizeof *c);
     const char *ns = pod->meta.namespace_ ? pod->meta.namespace_ : "default";
     size_t i;
     const json_t *en;
@@ -178,27 +182,21 @@ static struct gs_status dr_pre_filter(void *state, struct gs_cycle_state *cs, co
         const char *tn = json_string_value(json_object_get(en, "resourceClaimTemplateName"));
         const struct gs_cache_claim *r = cn ? gs_cache_dra_claim(d, ns, cn)
                                             : gs_cache_dra_pod_claim(d, ns, pod->meta.uid, name ? name : "");
-        if (!r) {
-            struct gs_status st =
-                cn ? gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE, "resourceclaim \"%s\" not found", cn)
-                : tn && !gs_cache_dra_has_template(d, ns, tn)
-                    ? gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE, "resourceclaimtemplate \"%s\" not found", tn)
-                    : gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                     "waiting for the claim of entry \"%s\" (template \"%s\") to be created",
-                                     name ? name : "", tn ? tn : "");
-            free(c);
-            return st;
-        }
+        if (!r)
+            return cn ? gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE, "resourceclaim \"%s\" not found", cn)
+                   : tn && !gs_cache_dra_has_template(d, ns, tn)
+                       ? gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE, "resourceclaimtemplate \"%s\" not found", tn)
+                       : gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        "waiting for the claim of entry \"%s\" (template \"%s\") to be created",
+                                        name ? name : "", tn ? tn : "");
         add_claim(c, r);
     }
     if (ext) {
         const struct gs_cache_claim *r = gs_cache_dra_pod_claim(d, ns, pod->meta.uid, NULL);
-        if (!r) {
-            free(c);
+        if (!r)
             return gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
                                   "waiting for the claim of extended resource %s (DeviceClass \"%s\") to be created",
                                   GS_RES_GPU, ext->name);
-        }
         add_claim(c, r);
     }
     c->sig = 0x9e3779b97f4a7c15ull;
@@ -208,6 +206,18 @@ static struct gs_status dr_pre_filter(void *state, struct gs_cycle_state *cs, co
             break;
         }
         c->sig = gs__mix64(c->sig, c->rec[k]->spec_hash);
+    }
+    return (struct gs_status){0};
+}
+
+static struct gs_status dr_pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    struct cyc *c = malloc(sizeof *c);
+    if (!c) return gs_status_make(GS_ERROR, "out of memory");
+    struct gs_status st = find_claims(state, pod, c);
+    if (st.code != GS_SUCCESS) {
+        free(c);
+        return st;
     }
     if (gs_cycle_state_write(cs, KEY, c, cyc_clone, free)) return gs_status_make(GS_ERROR, "out of memory");
     return (struct gs_status){0};
@@ -350,25 +360,25 @@ static int dr_reason(void *state, const struct gs_pod *pod, uint8_t code, char *
 
 /*--- Reserve ---*/
 
-static void drop_pend(struct dr *s, const char *pod_key, bool unassume)
+static void drop_pend(struct dr *s, struct gs__strmap *map, const char *pod_key, bool unassume)
 {
-    struct pend *p = gs__strmap_del(&s->pend, pod_key);
+    struct pend *p = gs__strmap_del(map, pod_key);
     if (!p) return;
     for (size_t k = 0; unassume && k < p->n; k++)
         if (p->c[k].fresh) gs_cache_dra_unassume(s->h.cache, p->c[k].claim_key);
     pend_free(p);
 }
 
-static struct gs_status dr_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
-                                   struct gs_node_info *node, struct gs_assignment *a)
+/* Allocates c on node, holds fresh claims as assumed and records them in map
+ * under the pod's key; fills a->gpu_mask when still empty. */
+static struct gs_status hold_on(struct dr *s, const struct cyc *c, const struct gs_pod *pod, struct gs_node_info *node,
+                                struct gs_assignment *a, struct gs__strmap *map)
 {
-    struct dr *s = state;
-    const struct cyc *c = gs_cycle_state_read(cs, KEY);
     struct gs_cache_dra *d = gs_cache_dra(s->h.cache);
-    if (!c || !d) return (struct gs_status){0};
+    if (!d) return gs_status_make(GS_ERROR, "out of memory");
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
-    drop_pend(s, key, true);
+    drop_pend(s, map, key, true);
     struct gs_dra_result *res[MAX_CLAIMS] = {0};
     size_t nres[MAX_CLAIMS] = {0};
     uint8_t code = try_node(s, d, c, node, res, nres);
@@ -378,7 +388,7 @@ static struct gs_status dr_reserve(void *state, struct gs_cycle_state *cs, const
         return gs_status_make(GS_UNSCHEDULABLE, "%s", why);
     }
     struct pend *p = calloc(1, sizeof *p);
-    if (p) p->c = calloc(c->n, sizeof *p->c);
+    if (p) p->c = calloc(c->n ? c->n : 1, sizeof *p->c);
     if (!p || !p->c || !(p->pod_key = strdup(key)) || !(p->node = strdup(node->name)) ||
         !(p->pod_name = strdup(pod->meta.name)) || (pod->meta.uid && !(p->pod_uid = strdup(pod->meta.uid)))) {
         for (size_t i = 0; i < c->n; i++) gs_dra_results_free(res[i], nres[i]);
@@ -399,7 +409,7 @@ static struct gs_status dr_reserve(void *state, struct gs_cycle_state *cs, const
         mig_only &= mo || !nres[i];
         if (pc->claim_key) gs_cache_dra_assume(s->h.cache, pc->claim_key, node->name, res[i], nres[i]);
     }
-    if (gs__strmap_put(&s->pend, p->pod_key, p)) {
+    if (gs__strmap_put(map, p->pod_key, p)) {
         for (size_t k = 0; k < p->n; k++)
             if (p->c[k].fresh) gs_cache_dra_unassume(s->h.cache, p->c[k].claim_key);
         pend_free(p);
@@ -414,13 +424,45 @@ static struct gs_status dr_reserve(void *state, struct gs_cycle_state *cs, const
     return (struct gs_status){0};
 }
 
+static struct gs_status dr_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                   struct gs_node_info *node, struct gs_assignment *a)
+{
+    struct dr *s = state;
+    const struct cyc *c = gs_cycle_state_read(cs, KEY);
+    if (!c) return (struct gs_status){0};
+    return hold_on(s, c, pod, node, a, &s->pend);
+}
+
+/*--- Gang planning (dra_plugin.h) ---*/
+
+int gs_dra_plugin_plan(void *state, const struct gs_pod *pod, struct gs_node_info *node, struct gs_assignment *a)
+{
+    struct dr *s = state;
+    struct cyc *c = s ? malloc(sizeof *c) : NULL;
+    if (!c) return s ? GS_ENOMEM : 0;
+    struct gs_status st = find_claims(s, pod, c);
+    int rc = st.code == GS_SKIP ? 0 : st.code != GS_SUCCESS ? GS_ENOENT
+           : hold_on(s, c, pod, node, a, &s->plan).code == GS_SUCCESS ? 0 : GS_ENOENT;
+    free(c);
+    return rc;
+}
+
+void gs_dra_plugin_unplan(void *state, const struct gs_pod *pod)
+{
+    struct dr *s = state;
+    if (!s) return;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    drop_pend(s, &s->plan, key, true);
+}
+
 static void dr_unreserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, struct gs_node_info *node)
 {
     (void)cs, (void)node;
     struct dr *s = state;
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
-    drop_pend(s, key, true);
+    drop_pend(s, &s->pend, key, true);
 }
 
 static struct gs_status dr_pre_bind(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
@@ -443,7 +485,8 @@ static void dr_on_pod(void *state, const struct gs_pod *pod, bool added)
     struct dr *s = state;
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
-    drop_pend(s, key, true);
+    drop_pend(s, &s->pend, key, true);
+    drop_pend(s, &s->plan, key, true);
 }
 
 /*--- The driver's side (dra_plugin.h) ---*/
