@@ -734,6 +734,8 @@ static int build(struct gs_sched_loop *l, struct gs_diags *d)
  * the loop stays unsynced, but the others are still listed: stopping there
  * would leave the pods listed or not depending on whether their creation
  * happened to fall after the cursor. */
+static bool served(const char *prefix);
+
 static int load(struct gs_sched_loop *l)
 {
     int err = 0;
@@ -743,6 +745,7 @@ static int load(struct gs_sched_loop *l)
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         int64_t cursor = INT64_MAX;
         struct load_ctx c = {l, kinds[k].fn};
+        if (!served(kinds[k].prefix)) continue; /* gs_sched_loop_prefixes leaves it out too */
         int e = gs_source_list(l->source, kinds[k].prefix, load_one, &c, &cursor);
         if (e == GS_ENOENT) e = 0;
         else if (!e && cursor < l->rv) l->rv = cursor;
@@ -1439,16 +1442,19 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+/* A kind this build does not serve cannot be informed. */
+static bool served(const char *prefix)
+{
+    const char *ns, *name;
+    size_t nsl, namel;
+    return gs_informer_resource_of_key(prefix, &ns, &nsl, &name, &namel) != NULL;
+}
+
 size_t gs_sched_loop_prefixes(const char **out, size_t cap)
 {
     size_t n = 0;
-    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && n + 1 < cap; k++) {
-        const char *ns, *name;
-        size_t nsl, namel;
-        /* A kind this build does not serve cannot be informed. */
-        if (!gs_informer_resource_of_key(kinds[k].prefix, &ns, &nsl, &name, &namel)) continue;
-        out[n++] = kinds[k].prefix;
-    }
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && n + 1 < cap; k++)
+        if (served(kinds[k].prefix)) out[n++] = kinds[k].prefix;
     if (cap) out[n] = NULL;
     return n;
 }
