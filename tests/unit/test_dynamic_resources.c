@@ -581,6 +581,42 @@ static void test_gang_plan_includes_devices(void **state)
     gs_object_free(pg);
 }
 
+/* A DeviceClass with extendedResourceName nvidia.com/gpu: a plain 2-GPU pod waits for its
+ * extended-resource claim, then gets the claim's devices as its GPUs. */
+static void test_extended_resource_served_by_dra(void **state)
+{
+    struct env *e = *state;
+    feed(e, "deviceclasses.resource.k8s.io/gpu.nvidia.com",
+         "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"DeviceClass\",\"metadata\":{\"name\":\"gpu.nvidia.com\"},"
+         "\"spec\":{\"extendedResourceName\":\"nvidia.com/gpu\",\"selectors\":[{\"cel\":{\"expression\":"
+         "\"device.attributes['gpu.nvidia.com'].type == 'gpu'\"}}]}}");
+    struct gs_pod *p = pod(e, "plain", NULL, 2);
+    char why[512];
+    assert_null(place(e, p, why, sizeof why));
+    assert_non_null(strstr(why, "waiting for the claim of extended resource nvidia.com/gpu"));
+    feed(e, "resourceclaims.resource.k8s.io/default/plain-extended-resources-bcdfg",
+         "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":"
+         "\"plain-extended-resources-bcdfg\",\"namespace\":\"default\",\"uid\":\"uid-ext\",\"annotations\":{"
+         "\"resource.kubernetes.io/extended-resource-claim\":\"true\"},\"ownerReferences\":[{\"apiVersion\":\"v1\","
+         "\"kind\":\"Pod\",\"name\":\"plain\",\"uid\":\"uid-plain\",\"controller\":true}]},\"spec\":{\"devices\":{"
+         "\"requests\":[{\"name\":\"container-0-request-0\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\","
+         "\"count\":2}}]}}}");
+    assert_non_null(place(e, p, NULL, 0));
+    size_t n;
+    struct gs_dra_claim_write *w = take(e, p, &n);
+    assert_int_equal(n, 1);
+    assert_string_equal(w[0].claim_key, "default/plain-extended-resources-bcdfg");
+    char devs[256];
+    devices_of(w[0].allocation, devs, sizeof devs);
+    const struct gs_assignment *a = assignment(e, p);
+    assert_int_equal(popcount(a->gpu_mask), 2);
+    char want[64] = "";
+    for (int g = 0, k = 0; g < 64; g++) /* the devices are the GPUs taken */
+        if (a->gpu_mask >> g & 1) snprintf(want + strlen(want), sizeof want - strlen(want), "%sgpu-%d", k++ ? "," : "", g);
+    assert_string_equal(devs, want);
+    gs_dra_claim_writes_free(w, n);
+}
+
 /* Many pods of one claim shape: the memo changes no verdict (same answers as without it). */
 static void test_memo_same_decisions(void **state)
 {
@@ -622,6 +658,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_assumed_survives_stale_version_and_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deallocation_frees_devices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memo_same_decisions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_extended_resource_served_by_dra, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gang_plan_includes_devices, setup_gang, teardown),
         cmocka_unit_test_setup_teardown(test_gang_plan_counts_devices, setup_gang1, teardown),
     };
