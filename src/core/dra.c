@@ -1042,6 +1042,30 @@ int gs_dra_template_decode(const json_t *obj, struct gs_dra_claim_spec *out, str
     return gs_dra_claim_spec_decode(inner, out, "spec.spec", d);
 }
 
+int gs_dra_claim_spec_for_extended(struct gs_dra_claim_spec *out, const char *class_name, const char *request_name,
+                                   int64_t count)
+{
+    memset(out, 0, sizeof *out);
+    if (!class_name || !request_name || count < 1) return GS_EINVAL;
+    out->requests = calloc(1, sizeof *out->requests);
+    if (!out->requests) return GS_ENOMEM;
+    out->nrequests = 1;
+    struct gs_dra_request *r = &out->requests[0];
+    r->alts = calloc(1, sizeof *r->alts);
+    if (r->alts) r->nalts = 1;
+    r->name = strdup(request_name);
+    if (r->alts) {
+        r->alts[0].name = strdup(request_name);
+        r->alts[0].class_name = strdup(class_name);
+        r->alts[0].count = count;
+    }
+    if (!r->alts || !r->name || !r->alts[0].name || !r->alts[0].class_name) {
+        gs_dra_claim_spec_free(out);
+        return GS_ENOMEM;
+    }
+    return 0;
+}
+
 /*--- ResourceClaim ---*/
 
 static void result_free(struct gs_dra_result *r)

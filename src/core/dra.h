@@ -104,6 +104,12 @@ int gs_dra_class_copy(struct gs_dra_class *out, const struct gs_dra_class *in);
 int gs_dra_taint_rule_copy(struct gs_dra_taint_rule *out, const struct gs_dra_taint_rule *in);
 /* A ResourceClaimTemplate: its spec.spec, at path "spec.spec". */
 int gs_dra_template_decode(const json_t *obj, struct gs_dra_claim_spec *out, struct gs_diags *d);
+/* The claim spec Kubernetes builds for an extended resource served by DRA
+ * (a container asking `nvidia.com/gpu: 2` where a DeviceClass names it in
+ * extendedResourceName): one `exactly` request, named request_name, of count
+ * devices of class_name. 0, GS_EINVAL (count < 1), GS_ENOMEM. */
+int gs_dra_claim_spec_for_extended(struct gs_dra_claim_spec *out, const char *class_name, const char *request_name,
+                                   int64_t count);
 /* "NoSchedule" etc. for an effect value. */
 const char *gs_dra_effect_name(int effect);
 

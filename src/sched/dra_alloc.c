@@ -1,12 +1,13 @@
 /*
  * dra_alloc.c - the DRA pool view and the allocator (see dra_alloc.h).
  *
- * The view keeps owned copies of slices, classes and taint rules and, after
- * every change to them, rebuilds a flat index: every usable device (latest
+ * The view keeps owned copies of slices, classes and taint rules and, on the
+ * first read after any change to them, rebuilds a flat index (so feeding a
+ * whole cluster costs one rebuild): every usable device (latest
  * generation of a complete, valid pool) once, in slice-name then device-name
  * order, with its merged taints, its resolved counter consumption, and the
  * result of every DeviceClass's selectors on it. Class selectors are
- * evaluated when a slice or class changes, never per scheduling attempt: the
+ * evaluated once per slice and class version, never per scheduling attempt: the
  * hot path (one pod, one node) then only walks the node's few devices,
  * evaluates the claim's own selectors, and checks use counts. Holds (devices
  * of allocated claims) change per pod and are applied incrementally to the
@@ -28,6 +29,7 @@
 #include "sched/strmap.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ struct vslice {
     struct gs_dra_slice s;
     size_t *order;        /* device indices sorted by name */
     uint8_t *class_res;   /* [device][class]: CM_* for classes[] as of class_epoch */
+    char **keys;          /* per device: "driver\x1fpool\x1fdevice" */
     uint64_t class_epoch;
 };
 
@@ -57,7 +60,7 @@ struct dev {
     const struct vslice *vs;
     const struct gs_dra_device *d;
     size_t di;            /* index in vs->s.devices */
-    char *key;            /* "driver\x1fpool\x1fdevice" */
+    const char *key;      /* "driver\x1fpool\x1fdevice", the slice's */
     struct gs_cel_device cel;
     const struct gs_dra_taint **taints;
     size_t ntaints;
@@ -70,7 +73,7 @@ struct dev {
 struct nodeent {
     char *name;
     size_t *devs;         /* indices into v->devs, ascending */
-    size_t n;
+    size_t n, cap;
 };
 
 struct hold {
@@ -93,24 +96,35 @@ struct gs_dra_pool_view {
     size_t ndevs;
     struct gs__strmap by_key;  /* dev key -> index + 1 */
     struct gs__strmap by_node; /* node -> struct nodeent */
+    struct gs__strmap by_uuid; /* gpu.nvidia.com/uuid -> index + 1 */
     struct nodeent allnodes;   /* devices of allNodes slices */
     char **node_names;         /* sorted */
     size_t nnode_names;
     struct slot *slots;
     size_t nslots;
+    bool dirty;                /* the index is stale: rebuilt by the next read */
+    int index_rc;              /* what the last rebuild returned */
+    pthread_mutex_t mu;        /* serialises the lazy rebuild of concurrent readers */
 };
 
 static char *key_of(const char *driver, const char *pool, const char *device)
 {
-    char *k = NULL;
-    if (asprintf(&k, "%s\x1f%s\x1f%s", driver ? driver : "", pool ? pool : "", device ? device : "") < 0) return NULL;
+    const char *part[3] = {driver ? driver : "", pool ? pool : "", device ? device : ""};
+    size_t len[3], total = 3;
+    for (int i = 0; i < 3; i++) total += len[i] = strlen(part[i]);
+    char *k = malloc(total), *p = k;
+    if (!k) return NULL;
+    for (int i = 0; i < 3; i++) {
+        memcpy(p, part[i], len[i]);
+        p += len[i];
+        *p++ = i < 2 ? '\x1f' : '\0';
+    }
     return k;
 }
 
 static void index_free(struct gs_dra_pool_view *v)
 {
     for (size_t i = 0; i < v->ndevs; i++) {
-        free(v->devs[i].key);
         free(v->devs[i].taints);
         free(v->devs[i].uses);
     }
@@ -126,6 +140,7 @@ static void index_free(struct gs_dra_pool_view *v)
         free(ne);
     }
     gs__strmap_free(&v->by_node);
+    gs__strmap_free(&v->by_uuid);
     free(v->allnodes.devs);
     v->allnodes = (struct nodeent){0};
     free(v->node_names);
@@ -143,12 +158,16 @@ struct gs_dra_pool_view *gs_dra_view_new(void)
     gs__strmap_init(&v->holds);
     gs__strmap_init(&v->by_key);
     gs__strmap_init(&v->by_node);
+    gs__strmap_init(&v->by_uuid);
+    pthread_mutex_init(&v->mu, NULL);
     return v;
 }
 
 static void vslice_free(struct vslice *vs)
 {
     if (!vs) return;
+    for (size_t i = 0; vs->keys && i < vs->s.ndevices; i++) free(vs->keys[i]);
+    free(vs->keys);
     gs_dra_slice_free(&vs->s);
     free(vs->order);
     free(vs->class_res);
@@ -182,6 +201,7 @@ void gs_dra_view_free(struct gs_dra_pool_view *v)
     for (size_t i = 0; i < v->holds.cap; i++)
         if (v->holds.slots[i].key) hold_free(v->holds.slots[i].val);
     gs__strmap_free(&v->holds);
+    pthread_mutex_destroy(&v->mu);
     free(v);
 }
 
@@ -255,31 +275,84 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool same_pool(const struct gs_dra_slice *a, const struct gs_dra_slice *b)
+/* Marks usable[i] for every slice of a usable pool: its generation is the
+ * pool's highest, the pool has resourceSliceCount slices of that generation
+ * which agree on the count, and no device name repeats within it (kube's
+ * allocator ignores incomplete pools and rejects invalid ones). next[i]
+ * chains the usable slices of one pool, head[i] is the first of i's pool.
+ * One pass with a map of pools: rebuilds happen per slice update. */
+static int pools_group(const struct gs_dra_pool_view *v, bool *usable, size_t *next, size_t *head)
 {
-    return !strcmp(a->driver, b->driver) && !strcmp(a->pool, b->pool);
-}
-
-/* Whether slice i belongs to a usable pool: its generation is the pool's
- * highest, the pool has resourceSliceCount slices of that generation which
- * agree on the count, and no device name repeats within it. */
-static bool pool_usable(const struct gs_dra_pool_view *v, size_t i)
-{
-    const struct gs_dra_slice *s = &v->slices[i]->s;
-    int64_t seen = 0;
-    for (size_t j = 0; j < v->nslices; j++) {
-        const struct gs_dra_slice *o = &v->slices[j]->s;
-        if (!same_pool(s, o)) continue;
-        if (o->generation > s->generation) return false;
-        if (o->generation < s->generation) continue;
-        if (o->slice_count != s->slice_count) return false;
-        seen++;
-        if (j == i) continue;
-        for (size_t a = 0; a < s->ndevices; a++)
-            for (size_t b = 0; b < o->ndevices; b++)
-                if (!strcmp(s->devices[a].name, o->devices[b].name)) return false;
+    struct pool {
+        char *key;
+        int64_t gen, count, slice_count;
+        bool bad;
+        size_t first, last;
+    };
+    struct gs__strmap m;
+    gs__strmap_init(&m);
+    struct pool *pools = calloc(v->nslices ? v->nslices : 1, sizeof *pools);
+    size_t *pid = calloc(v->nslices ? v->nslices : 1, sizeof *pid), np = 0;
+    int rc = GS_ENOMEM;
+    if (!pools || !pid) goto out;
+    for (size_t i = 0; i < v->nslices; i++) {
+        const struct gs_dra_slice *s = &v->slices[i]->s;
+        char *k = key_of(s->driver, s->pool, NULL);
+        if (!k) goto out;
+        uintptr_t ix = (uintptr_t)gs__strmap_get(&m, k);
+        if (!ix) {
+            pools[np] = (struct pool){.key = k, .gen = s->generation, .slice_count = s->slice_count};
+            if (gs__strmap_put(&m, k, (void *)(uintptr_t)(np + 1))) {
+                free(k);
+                goto out;
+            }
+            ix = ++np;
+        } else {
+            free(k);
+        }
+        struct pool *p = &pools[ix - 1];
+        pid[i] = ix - 1;
+        if (s->generation > p->gen) *p = (struct pool){.key = p->key, .gen = s->generation, .slice_count = s->slice_count};
+        if (s->generation < p->gen) continue;
+        if (s->slice_count != p->slice_count) p->bad = true;
+        if (p->count++) next[p->last] = i;
+        else p->first = i;
+        p->last = i;
+        next[i] = SIZE_MAX;
     }
-    return seen == s->slice_count;
+    for (size_t i = 0; i < v->nslices; i++) {
+        const struct pool *p = &pools[pid[i]];
+        usable[i] = !p->bad && p->count == p->slice_count && v->slices[i]->s.generation == p->gen;
+        head[i] = p->first;
+    }
+    /* Device names repeated across the slices of one pool make it invalid. */
+    struct gs__strmap names;
+    gs__strmap_init(&names);
+    for (size_t q = 0; q < np; q++) {
+        struct pool *p = &pools[q];
+        if (p->count < 2 || !usable[p->first]) continue;
+        for (size_t i = p->first; i != SIZE_MAX && !p->bad; i = next[i])
+            for (size_t k = 0; k < v->slices[i]->s.ndevices && !p->bad; k++) {
+                const char *dn = v->slices[i]->s.devices[k].name;
+                if (gs__strmap_get(&names, dn)) p->bad = true;
+                else if (gs__strmap_put(&names, dn, (void *)1)) {
+                    gs__strmap_free(&names);
+                    goto out;
+                }
+            }
+        gs__strmap_free(&names);
+        gs__strmap_init(&names);
+        if (p->bad)
+            for (size_t i = p->first; i != SIZE_MAX; i = next[i]) usable[i] = false;
+    }
+    gs__strmap_free(&names);
+    rc = 0;
+out:
+    for (size_t q = 0; q < np; q++) free(pools[q].key);
+    free(pools);
+    free(pid);
+    gs__strmap_free(&m);
+    return rc;
 }
 
 static int node_add(struct gs_dra_pool_view *v, const char *node, size_t di)
@@ -298,9 +371,13 @@ static int node_add(struct gs_dra_pool_view *v, const char *node, size_t di)
         }
     }
     if (ne->n && ne->devs[ne->n - 1] == di) return 0;
-    size_t *g = realloc(ne->devs, (ne->n + 1) * sizeof *g);
-    if (!g) return GS_ENOMEM;
-    ne->devs = g;
+    if (ne->n == ne->cap) {
+        size_t nc = ne->cap ? ne->cap * 2 : 8;
+        size_t *g = realloc(ne->devs, nc * sizeof *g);
+        if (!g) return GS_ENOMEM;
+        ne->devs = g;
+        ne->cap = nc;
+    }
     ne->devs[ne->n++] = di;
     return 0;
 }
@@ -373,16 +450,20 @@ static int rebuild(struct gs_dra_pool_view *v)
     index_free(v);
     gs__strmap_init(&v->by_key);
     gs__strmap_init(&v->by_node);
+    gs__strmap_init(&v->by_uuid);
     size_t total = 0, nslots = 0;
     bool *usable = calloc(v->nslices ? v->nslices : 1, sizeof *usable);
     size_t *slot_base = calloc(v->nslices ? v->nslices : 1, sizeof *slot_base);
     size_t *pool_slices = calloc(v->nslices ? v->nslices : 1, sizeof *pool_slices);
     size_t *pool_base = calloc(v->nslices ? v->nslices : 1, sizeof *pool_base);
+    size_t *next = calloc(v->nslices ? v->nslices : 1, sizeof *next);
+    size_t *head = calloc(v->nslices ? v->nslices : 1, sizeof *head);
     int rc = GS_ENOMEM;
-    if (!usable || !slot_base || !pool_slices || !pool_base) goto out;
+    if (!usable || !slot_base || !pool_slices || !pool_base || !next || !head) goto out;
+    if (pools_group(v, usable, next, head)) goto out;
     for (size_t i = 0; i < v->nslices; i++) {
         if (vslice_eval_classes(v, v->slices[i])) goto out;
-        if (!(usable[i] = pool_usable(v, i))) continue;
+        if (!usable[i]) continue;
         total += v->slices[i]->s.ndevices;
         slot_base[i] = nslots;
         for (size_t c = 0; c < v->slices[i]->s.ncounters; c++) nslots += v->slices[i]->s.counters[c].n;
@@ -401,11 +482,10 @@ static int rebuild(struct gs_dra_pool_view *v)
         if (!usable[i]) continue;
         struct vslice *vs = v->slices[i];
         size_t npool = 0;
-        for (size_t j = 0; j < v->nslices; j++)
-            if (usable[j] && same_pool(&vs->s, &v->slices[j]->s)) {
-                pool_base[npool] = slot_base[j];
-                pool_slices[npool++] = j;
-            }
+        for (size_t j = head[i]; j != SIZE_MAX; j = next[j]) {
+            pool_base[npool] = slot_base[j];
+            pool_slices[npool++] = j;
+        }
         for (size_t k = 0; k < vs->s.ndevices; k++) {
             size_t di = vs->order[k];
             struct dev *d = &v->devs[v->ndevs];
@@ -413,7 +493,7 @@ static int rebuild(struct gs_dra_pool_view *v)
             d->d = &vs->s.devices[di];
             d->di = di;
             cel_device(&vs->s, d->d, &d->cel);
-            if (!(d->key = key_of(vs->s.driver, vs->s.pool, d->d->name))) goto out;
+            d->key = vs->keys[di];
             v->ndevs++;
             if (resolve_counters(v, d, pool_slices, npool, pool_base)) goto out;
             size_t nt = d->d->ntaints;
@@ -425,6 +505,10 @@ static int rebuild(struct gs_dra_pool_view *v)
                     if (rule_matches(v->rules[r], d)) d->taints[d->ntaints++] = &v->rules[r]->taint;
             }
             if (gs__strmap_put(&v->by_key, d->key, (void *)(uintptr_t)v->ndevs)) goto out;
+            const struct gs_cel_attr *ua = attr_of(d->d, "gpu.nvidia.com", "uuid");
+            if (ua && ua->kind == GS_CEL_STRING && ua->s && !gs__strmap_get(&v->by_uuid, ua->s) &&
+                gs__strmap_put(&v->by_uuid, ua->s, (void *)(uintptr_t)v->ndevs))
+                goto out;
             size_t idx = v->ndevs - 1;
             const struct gs_dra_slice *s = &vs->s;
             if (s->node_name && node_add(v, s->node_name, idx)) goto out;
@@ -457,7 +541,7 @@ static int rebuild(struct gs_dra_pool_view *v)
         }
         free(ne->devs);
         ne->devs = m;
-        ne->n = n;
+        ne->n = ne->cap = n;
     }
     qsort(v->node_names, v->nnode_names, sizeof *v->node_names, cmp_str);
     for (size_t i = 0; i < v->holds.cap; i++)
@@ -471,8 +555,34 @@ out:
     free(slot_base);
     free(pool_slices);
     free(pool_base);
-    v->gen++;
+    free(next);
+    free(head);
     return rc;
+}
+
+/* Changes only mark the index stale; the first read rebuilds it, so feeding
+ * a whole cluster's slices costs one rebuild, not one per slice. */
+static int mark_dirty(struct gs_dra_pool_view *v)
+{
+    v->dirty = true;
+    v->gen++;
+    return 0;
+}
+
+/* Rebuilds a stale index before a read. Reads may run concurrently (the
+ * view is logically const for them), so the rebuild runs under a lock and
+ * the flag is published with release/acquire ordering. */
+static int ensure_index(const struct gs_dra_pool_view *cv)
+{
+    struct gs_dra_pool_view *v = (struct gs_dra_pool_view *)cv; /* allocated writable by gs_dra_view_new */
+    if (!__atomic_load_n(&v->dirty, __ATOMIC_ACQUIRE)) return v->index_rc;
+    pthread_mutex_lock(&v->mu);
+    if (v->dirty) {
+        v->index_rc = rebuild(v);
+        __atomic_store_n(&v->dirty, false, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&v->mu);
+    return v->index_rc;
 }
 
 /*--- Changing the view ---*/
@@ -494,7 +604,7 @@ static size_t slice_find(const struct gs_dra_pool_view *v, const char *name, boo
     return lo;
 }
 
-static size_t dev_order_sort(struct vslice *vs)
+static void dev_order_sort(struct vslice *vs)
 {
     for (size_t i = 0; i < vs->s.ndevices; i++) vs->order[i] = i;
     /* Insertion sort: slices hold at most 128 devices, and it needs no global. */
@@ -506,7 +616,6 @@ static size_t dev_order_sort(struct vslice *vs)
         }
         vs->order[j] = x;
     }
-    return vs->s.ndevices;
 }
 
 int gs_dra_view_set_slice(struct gs_dra_pool_view *v, const struct gs_dra_slice *s)
@@ -520,6 +629,15 @@ int gs_dra_view_set_slice(struct gs_dra_pool_view *v, const struct gs_dra_slice 
     }
     dev_order_sort(vs);
     vs->class_epoch = UINT64_MAX;
+    if (!(vs->keys = calloc(s->ndevices ? s->ndevices : 1, sizeof *vs->keys))) {
+        vslice_free(vs);
+        return GS_ENOMEM;
+    }
+    for (size_t i = 0; i < s->ndevices; i++)
+        if (!(vs->keys[i] = key_of(s->driver, s->pool, s->devices[i].name))) {
+            vslice_free(vs);
+            return GS_ENOMEM;
+        }
     bool found;
     size_t at = slice_find(v, s->name, &found);
     if (found) {
@@ -536,7 +654,7 @@ int gs_dra_view_set_slice(struct gs_dra_pool_view *v, const struct gs_dra_slice 
         g[at] = vs;
         v->nslices++;
     }
-    return rebuild(v);
+    return mark_dirty(v);
 }
 
 void gs_dra_view_remove_slice(struct gs_dra_pool_view *v, const char *name)
@@ -547,7 +665,7 @@ void gs_dra_view_remove_slice(struct gs_dra_pool_view *v, const char *name)
     vslice_free(v->slices[at]);
     memmove(&v->slices[at], &v->slices[at + 1], (v->nslices - at - 1) * sizeof *v->slices);
     v->nslices--;
-    rebuild(v);
+    mark_dirty(v);
 }
 
 static size_t class_find(const struct gs_dra_pool_view *v, const char *name, bool *found)
@@ -572,6 +690,17 @@ const struct gs_dra_class *gs_dra_view_class(const struct gs_dra_pool_view *v, c
     bool found;
     size_t at = class_find(v, name, &found);
     return found ? v->classes[at] : NULL;
+}
+
+const struct gs_dra_class *gs_dra_view_extended_class(const struct gs_dra_pool_view *v, const char *resource)
+{
+    if (!resource) return NULL;
+    for (size_t i = 0; i < v->nclasses; i++)
+        if (v->classes[i]->extended_resource && !strcmp(v->classes[i]->extended_resource, resource))
+            return v->classes[i];
+    static const char implicit[] = "deviceclass.resource.kubernetes.io/";
+    if (!strncmp(resource, implicit, sizeof implicit - 1)) return gs_dra_view_class(v, resource + sizeof implicit - 1);
+    return NULL;
 }
 
 int gs_dra_view_set_class(struct gs_dra_pool_view *v, const struct gs_dra_class *c)
@@ -601,7 +730,7 @@ int gs_dra_view_set_class(struct gs_dra_pool_view *v, const struct gs_dra_class 
         v->nclasses++;
     }
     v->class_epoch++;
-    return rebuild(v);
+    return mark_dirty(v);
 }
 
 void gs_dra_view_remove_class(struct gs_dra_pool_view *v, const char *name)
@@ -614,7 +743,7 @@ void gs_dra_view_remove_class(struct gs_dra_pool_view *v, const char *name)
     memmove(&v->classes[at], &v->classes[at + 1], (v->nclasses - at - 1) * sizeof *v->classes);
     v->nclasses--;
     v->class_epoch++;
-    rebuild(v);
+    mark_dirty(v);
 }
 
 int gs_dra_view_set_taint_rule(struct gs_dra_pool_view *v, const struct gs_dra_taint_rule *r)
@@ -630,7 +759,7 @@ int gs_dra_view_set_taint_rule(struct gs_dra_pool_view *v, const struct gs_dra_t
             gs_dra_taint_rule_free(v->rules[i]);
             free(v->rules[i]);
             v->rules[i] = cp;
-            return rebuild(v);
+            return mark_dirty(v);
         }
     struct gs_dra_taint_rule **g = realloc(v->rules, (v->nrules + 1) * sizeof *g);
     if (!g) {
@@ -640,7 +769,7 @@ int gs_dra_view_set_taint_rule(struct gs_dra_pool_view *v, const struct gs_dra_t
     }
     v->rules = g;
     g[v->nrules++] = cp;
-    return rebuild(v);
+    return mark_dirty(v);
 }
 
 void gs_dra_view_remove_taint_rule(struct gs_dra_pool_view *v, const char *name)
@@ -651,7 +780,7 @@ void gs_dra_view_remove_taint_rule(struct gs_dra_pool_view *v, const char *name)
             free(v->rules[i]);
             memmove(&v->rules[i], &v->rules[i + 1], (v->nrules - i - 1) * sizeof *v->rules);
             v->nrules--;
-            rebuild(v);
+            mark_dirty(v);
             return;
         }
 }
@@ -703,7 +832,7 @@ int gs_dra_view_hold(struct gs_dra_pool_view *v, const char *claim_uid, const st
         hold_free(h);
         return GS_ENOMEM;
     }
-    apply_hold(v, h->r, h->n, +1);
+    if (!v->dirty) apply_hold(v, h->r, h->n, +1);
     v->gen++;
     return 0;
 }
@@ -712,9 +841,23 @@ void gs_dra_view_release(struct gs_dra_pool_view *v, const char *claim_uid)
 {
     struct hold *h = gs__strmap_del(&v->holds, claim_uid);
     if (!h) return;
-    apply_hold(v, h->r, h->n, -1);
+    if (!v->dirty) apply_hold(v, h->r, h->n, -1);
     hold_free(h);
     v->gen++;
+}
+
+int gs_dra_view_find_uuid(const struct gs_dra_pool_view *v, const char *uuid, const char **driver, const char **pool,
+                          const char **device)
+{
+    int rc = ensure_index(v);
+    if (rc) return rc;
+    uintptr_t ix = uuid ? (uintptr_t)gs__strmap_get(&v->by_uuid, uuid) : 0;
+    if (!ix) return GS_ENOENT;
+    const struct dev *d = &v->devs[ix - 1];
+    if (driver) *driver = d->vs->s.driver;
+    if (pool) *pool = d->vs->s.pool;
+    if (device) *device = d->d->name;
+    return 0;
 }
 
 bool gs_dra_view_holds(const struct gs_dra_pool_view *v, const char *claim_uid)
@@ -730,12 +873,14 @@ static const struct nodeent *node_devs(const struct gs_dra_pool_view *v, const c
 
 size_t gs_dra_view_node_devices(const struct gs_dra_pool_view *v, const char *node)
 {
+    if (ensure_index(v)) return 0;
     return node_devs(v, node)->n;
 }
 
 const char *gs_dra_view_device_uuid(const struct gs_dra_pool_view *v, const char *driver, const char *pool,
                                     const char *device)
 {
+    if (ensure_index(v)) return NULL;
     char *k = key_of(driver, pool, device);
     if (!k) return NULL;
     uintptr_t ix = (uintptr_t)gs__strmap_get(&v->by_key, k);
@@ -748,6 +893,48 @@ const char *gs_dra_view_device_uuid(const struct gs_dra_pool_view *v, const char
 }
 
 /*--- Allocation ---*/
+
+/* Per-call scratch memory: a bump allocator over a buffer on the caller's
+ * stack, falling back to the heap for large calls. A call makes a dozen small
+ * arrays; taking them from the heap cost more than the allocation itself. */
+struct scratch {
+    _Alignas(max_align_t) unsigned char buf[6144];
+    size_t used;
+    void **heap;
+    size_t nheap;
+    bool oom;
+};
+
+static void *sc_calloc(struct scratch *sc, size_t n, size_t size)
+{
+    if (!n) n = 1;
+    if (size && n > SIZE_MAX / size) {
+        sc->oom = true;
+        return NULL;
+    }
+    size_t bytes = n * size, al = _Alignof(max_align_t);
+    size_t at = (sc->used + al - 1) / al * al;
+    if (at + bytes <= sizeof sc->buf) {
+        sc->used = at + bytes;
+        memset(sc->buf + at, 0, bytes);
+        return sc->buf + at;
+    }
+    void **g = realloc(sc->heap, (sc->nheap + 1) * sizeof *g);
+    void *p = g ? calloc(n, size) : NULL;
+    if (g) sc->heap = g;
+    if (!p) {
+        sc->oom = true;
+        return NULL;
+    }
+    sc->heap[sc->nheap++] = p;
+    return p;
+}
+
+static void sc_free(struct scratch *sc)
+{
+    for (size_t i = 0; i < sc->nheap; i++) free(sc->heap[i]);
+    free(sc->heap);
+}
 
 /* One request of one claim being filled. */
 struct unit {
@@ -766,6 +953,7 @@ struct pick {                          /* one device chosen in the search */
 };
 
 struct search {
+    struct scratch *sc;
     const struct gs_dra_pool_view *v;
     const struct nodeent *ne;
     const struct gs_dra_claim *const *claims;
@@ -905,13 +1093,7 @@ static bool constraints_ok(struct search *S, size_t ui, size_t alt, size_t pos)
 
 static bool push_pick(struct search *S, size_t ui, size_t alt, size_t pos)
 {
-    if (S->npicks == S->cap_picks) {
-        size_t nc = S->cap_picks ? S->cap_picks * 2 : 16;
-        struct pick *g = realloc(S->picks, nc * sizeof *g);
-        if (!g) return false;
-        S->picks = g;
-        S->cap_picks = nc;
-    }
+    if (S->npicks == S->cap_picks) return false; /* cap_picks bounds every assignment */
     S->picks[S->npicks++] = (struct pick){ui, alt, pos};
     return true;
 }
@@ -1041,7 +1223,7 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
     u->cls[a] = fr->cls = found ? v->classes[ci] : NULL;
     if (!found) return 0;
     int *sel_left = NULL;
-    if (s->nselectors && !(sel_left = calloc(s->nselectors, sizeof *sel_left))) return GS_ENOMEM;
+    if (s->nselectors && !(sel_left = sc_calloc(S->sc, s->nselectors, sizeof *sel_left))) return GS_ENOMEM;
     for (size_t p = 0; p < ne->n; p++) {
         const struct dev *d = &v->devs[ne->devs[p]];
         fr->considered++;
@@ -1051,7 +1233,6 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
             class_eval(u->cls[a], &d->cel, &err);
             why_set(why, lab, fr->considered, 0, "class \"%s\" selector on device %s: column %zu: %s", s->class_name,
                     d->d->name, err.column, err.msg);
-            free(sel_left);
             return GS_EINVAL;
         }
         if (cm != CM_YES) continue;
@@ -1063,7 +1244,6 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
             if (gs_cel_eval(s->selectors[k].prog, &d->cel, &r, &err)) {
                 why_set(why, lab, fr->considered, 0, "selector %.120s on device %s: column %zu: %s",
                         s->selectors[k].expr, d->d->name, err.column, err.msg);
-                free(sel_left);
                 return GS_EINVAL;
             }
             if (r) sel_left[k]++;
@@ -1103,7 +1283,6 @@ static int filter_alt(struct search *S, struct unit *u, size_t a, struct filter_
             fr->failing_selector = k;
             fr->failing_selector_left = sel_left[k];
         }
-    free(sel_left);
     return 0;
 }
 
@@ -1147,22 +1326,6 @@ static void alt_why(const struct unit *u, size_t a, const struct filter_report *
         why_set(why, lab, fr->considered, fr->sel_ok, "needs %ld devices, %d of %d matching devices are free", need,
                 fr->free_, fr->sel_ok);
     }
-}
-
-static void search_free(struct search *S)
-{
-    for (size_t i = 0; i < S->nunits; i++) {
-        for (size_t a = 0; a < S->units[i].req->nalts; a++) free(S->units[i].cand ? S->units[i].cand[a] : NULL);
-        free(S->units[i].cand);
-        free(S->units[i].ncand);
-        free(S->units[i].cls);
-    }
-    free(S->units);
-    free(S->taken);
-    free(S->self);
-    free(S->slot_delta);
-    free(S->slot_ids);
-    free(S->picks);
 }
 
 static bool same_claim(const struct gs_dra_claim *a, const struct gs_dra_claim *b)
@@ -1269,7 +1432,12 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
                     const struct gs_dra_claim *const *claims, size_t nclaims, struct gs_dra_result **res,
                     size_t *nres, struct gs_dra_why *why)
 {
-    struct search S = {.v = v, .ne = ne, .claims = claims};
+    struct scratch sc;
+    sc.used = 0;
+    sc.heap = NULL;
+    sc.nheap = 0;
+    sc.oom = false;
+    struct search S = {.sc = &sc, .v = v, .ne = ne, .claims = claims};
     int rc = GS_ENOMEM;
     if (why) memset(why, 0, sizeof *why);
     for (size_t c = 0; c < nclaims; c++) {
@@ -1282,15 +1450,15 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
         for (size_t e = 0; e < c; e++) dup |= same_claim(claims[e], claims[c]);
         if (!dup && !claims[c]->allocated) nunits += claims[c]->spec.nrequests;
     }
-    S.units = calloc(nunits ? nunits : 1, sizeof *S.units);
-    S.taken = calloc(ne->n ? ne->n : 1, sizeof *S.taken);
-    S.self = calloc(ne->n ? ne->n : 1, sizeof *S.self);
+    S.units = sc_calloc(&sc, nunits, sizeof *S.units);
+    S.taken = sc_calloc(&sc, ne->n, sizeof *S.taken);
+    S.self = sc_calloc(&sc, ne->n, sizeof *S.self);
     if (!S.units || !S.taken || !S.self) goto out;
     /* Counter slots this node's devices use: the search's local deltas. */
     size_t nuses = 0;
     for (size_t p = 0; p < ne->n; p++) nuses += v->devs[ne->devs[p]].nuses;
-    S.slot_ids = calloc(nuses ? nuses : 1, sizeof *S.slot_ids);
-    S.slot_delta = calloc(nuses ? nuses : 1, sizeof *S.slot_delta);
+    S.slot_ids = sc_calloc(&sc, nuses, sizeof *S.slot_ids);
+    S.slot_delta = sc_calloc(&sc, nuses, sizeof *S.slot_delta);
     if (!S.slot_ids || !S.slot_delta) goto out;
     for (size_t p = 0; p < ne->n; p++) {
         const struct dev *d = &v->devs[ne->devs[p]];
@@ -1316,15 +1484,15 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
             struct unit *u = &S.units[S.nunits++];
             u->claim = c;
             u->req = &cl->spec.requests[r];
-            u->cand = calloc(u->req->nalts ? u->req->nalts : 1, sizeof *u->cand);
-            u->ncand = calloc(u->req->nalts ? u->req->nalts : 1, sizeof *u->ncand);
-            u->cls = calloc(u->req->nalts ? u->req->nalts : 1, sizeof *u->cls);
+            u->cand = sc_calloc(&sc, u->req->nalts, sizeof *u->cand);
+            u->ncand = sc_calloc(&sc, u->req->nalts, sizeof *u->ncand);
+            u->cls = sc_calloc(&sc, u->req->nalts, sizeof *u->cls);
             if (!u->cand || !u->ncand || !u->cls) goto out;
             bool any = false;
             struct filter_report first_fr = {0};
             size_t first_alt = SIZE_MAX;
             for (size_t a = 0; a < u->req->nalts; a++) {
-                if (!(u->cand[a] = calloc(ne->n ? ne->n : 1, sizeof **u->cand))) goto out;
+                if (!(u->cand[a] = sc_calloc(&sc, ne->n, sizeof **u->cand))) goto out;
                 struct filter_report fr;
                 int frc = filter_alt(&S, u, a, &fr, why);
                 if (frc) {
@@ -1349,6 +1517,16 @@ static int allocate(const struct gs_dra_pool_view *v, const struct nodeent *ne, 
             }
         }
     }
+    /* Every assignment takes at most one device per candidate per request. */
+    size_t bound = 0;
+    for (size_t i = 0; i < S.nunits; i++) {
+        size_t most = 0;
+        for (size_t a = 0; a < S.units[i].req->nalts; a++)
+            if (S.units[i].ncand[a] > most) most = S.units[i].ncand[a];
+        bound += most;
+    }
+    if (!(S.picks = sc_calloc(&sc, bound, sizeof *S.picks))) goto out;
+    S.cap_picks = bound;
     int f = search_unit(&S, 0);
     if (f < 0) {
         rc = f;
@@ -1389,13 +1567,19 @@ out:
             res[c] = NULL;
             nres[c] = 0;
         }
-    search_free(&S);
+    sc_free(&sc);
     return rc;
 }
 
 int gs_dra_allocate(const struct gs_dra_pool_view *v, const char *node, const struct gs_dra_claim *const *claims,
                     size_t nclaims, struct gs_dra_result **res, size_t *nres, struct gs_dra_why *why)
 {
+    int rc = ensure_index(v);
+    if (rc) {
+        for (size_t c = 0; c < nclaims; c++) res[c] = NULL, nres[c] = 0;
+        if (why) memset(why, 0, sizeof *why);
+        return rc;
+    }
     return allocate(v, node_devs(v, node), node, claims, nclaims, res, nres, why);
 }
 
@@ -1406,6 +1590,10 @@ int gs_dra_allocate(const struct gs_dra_pool_view *v, const char *node, const st
  * shallow copy with cleared counts answers "if nothing were in use". */
 bool gs_dra_feasible(const struct gs_dra_pool_view *v, const struct gs_dra_claim_spec *spec, struct gs_dra_why *why)
 {
+    if (ensure_index(v)) {
+        if (why) why_set(why, "", 0, 0, "out of memory");
+        return false;
+    }
     struct gs_dra_pool_view empty = *v;
     struct dev *devs = NULL;
     struct slot *slots = NULL;

@@ -66,12 +66,22 @@ bool gs_dra_feasible(const struct gs_dra_pool_view *v, const struct gs_dra_claim
 
 /* The class by name (borrowed, valid until the view changes), or NULL. */
 const struct gs_dra_class *gs_dra_view_class(const struct gs_dra_pool_view *v, const char *name);
+/* The DeviceClass serving an extended resource: the first by name whose
+ * extendedResourceName is resource, or the class <c> when resource is the
+ * implicit "deviceclass.resource.kubernetes.io/<c>". Borrowed, or NULL. */
+const struct gs_dra_class *gs_dra_view_extended_class(const struct gs_dra_pool_view *v, const char *resource);
 /* Number of usable devices (complete pools, latest generation) on node, all-nodes slices included. */
 size_t gs_dra_view_node_devices(const struct gs_dra_pool_view *v, const char *node);
 /* The GPU uuid attribute (gpu.nvidia.com/uuid, or parentUUID for a MIG device) of a device,
  * borrowed, or NULL: how the scheduler maps a DRA device to a GPU slot of its cache. */
 const char *gs_dra_view_device_uuid(const struct gs_dra_pool_view *v, const char *driver, const char *pool,
                                     const char *device);
+/* The reverse: the device whose gpu.nvidia.com/uuid attribute is uuid (a whole GPU), so
+ * that a GPU taken through the device-plugin path can be held here too (under a claim uid
+ * of the caller's choosing). 0 with borrowed names valid until the view changes, or
+ * GS_ENOENT. */
+int gs_dra_view_find_uuid(const struct gs_dra_pool_view *v, const char *uuid, const char **driver, const char **pool,
+                          const char **device);
 /* Whether claim_uid holds any device, and how many devices are held in all. */
 bool gs_dra_view_holds(const struct gs_dra_pool_view *v, const char *claim_uid);
 

@@ -232,6 +232,17 @@ static void test_exact_count_and_holds(void **state)
     assert_true(gs_dra_view_holds(v, "a"));
     out_free(&o);
     assert_string_equal(gs_dra_view_device_uuid(v, "gpu.nvidia.com", "n1", "gpu-1"), "GPU-n1-1");
+    const char *drv, *pool, *dev;
+    assert_int_equal(gs_dra_view_find_uuid(v, "GPU-n2-3", &drv, &pool, &dev), 0);
+    assert_string_equal(drv, "gpu.nvidia.com");
+    assert_string_equal(pool, "n2");
+    assert_string_equal(dev, "gpu-3");
+    assert_int_equal(gs_dra_view_find_uuid(v, "GPU-none", &drv, &pool, &dev), GS_ENOENT);
+    /* A GPU taken by a device-plugin pod, held under a uid of the caller's choosing. */
+    struct gs_dra_result dp = {.request = "", .driver = (char *)drv, .pool = "n2", .device = "gpu-0"};
+    assert_int_equal(gs_dra_view_hold(v, "device-plugin/pod-1", &dp, 1), 0);
+    expect_devs(v, "n2", b, "gpu-1,gpu-2,gpu-3");
+    gs_dra_view_release(v, "device-plugin/pod-1");
     expect_why(v, "n1", b, GS_ENOENT, "gpu", "needs 3 devices, 2 of 4 matching devices are free");
     expect_devs(v, "n2", b, "gpu-0,gpu-1,gpu-2"); /* another node is untouched */
     gs_dra_view_release(v, "a");
@@ -637,6 +648,17 @@ static void test_pool_generations_and_completeness(void **state)
     expect_why(v, "n1", two, GS_ENOENT, "gpu", "needs 2 devices, 1 of 1 matching devices are free");
     gs_dra_view_remove_slice(v, "b");
     assert_int_equal(gs_dra_view_node_devices(v, "n1"), 0);
+    /* Two slices of one generation naming the same device: the pool is invalid, unused. */
+    add_slice_json(v, Jf("{\"metadata\":{\"name\":\"b\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":\"n1\","
+                         "\"pool\":{\"name\":\"n1\",\"generation\":1,\"resourceSliceCount\":2},\"devices\":[%s]}}", g0));
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 0);
+    /* Slices of one generation disagreeing on the count: invalid too. */
+    add_slice_json(v, Jf("{\"metadata\":{\"name\":\"b\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":\"n1\","
+                         "\"pool\":{\"name\":\"n1\",\"generation\":1,\"resourceSliceCount\":1},\"devices\":[%s]}}", g1));
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 0);
+    gs_dra_view_remove_slice(v, "a");
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 1);
+    gs_dra_view_remove_slice(v, "b");
     /* An allNodes slice is seen from every node. */
     add_slice_json(v, Jf("{\"metadata\":{\"name\":\"net\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"allNodes\":true,"
                          "\"pool\":{\"name\":\"fabric\",\"resourceSliceCount\":1},\"devices\":[%s]}}", g0));
@@ -644,6 +666,42 @@ static void test_pool_generations_and_completeness(void **state)
     free(g0);
     free(g1);
     claim_drop(two);
+    gs_dra_view_free(v);
+}
+
+static void test_node_selection_forms(void **state)
+{
+    (void)state;
+    struct gs_dra_pool_view *v = std_view();
+    char *g0 = gpu_dev("x", 0, "NVIDIA H100", 0, 0, ",\"nodeName\":\"n1\"");
+    char *g1 = gpu_dev("x", 1, "NVIDIA H100", 0, 0, ",\"nodeName\":\"n2\"");
+    char *g2 = gpu_dev("x", 2, "NVIDIA H100", 0, 0, ",\"allNodes\":true");
+    /* v1beta2 apiVersion, per-device node selection. */
+    add_slice_json(v, Jf("{\"apiVersion\":\"resource.k8s.io/v1beta2\",\"kind\":\"ResourceSlice\",\"metadata\":{"
+                         "\"name\":\"per\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"perDeviceNodeSelection\":true,"
+                         "\"pool\":{\"name\":\"x\",\"resourceSliceCount\":1},\"devices\":[%s,%s,%s]}}", g0, g1, g2));
+    free(g0);
+    free(g1);
+    free(g2);
+    char *h = gpu_dev("y", 0, "NVIDIA H100", 0, 0, NULL);
+    add_slice_json(v, Jf("{\"metadata\":{\"name\":\"sel\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeSelector\":{"
+                         "\"nodeSelectorTerms\":[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\","
+                         "\"values\":[\"n2\",\"n3\"]}]}]},\"pool\":{\"name\":\"y\",\"resourceSliceCount\":1},"
+                         "\"devices\":[%s]}}", h));
+    free(h);
+    assert_int_equal(gs_dra_view_node_devices(v, "n1"), 2); /* gpu-0, and gpu-2 on every node */
+    assert_int_equal(gs_dra_view_node_devices(v, "n2"), 3); /* gpu-1, gpu-2, pool y's gpu-0 */
+    assert_int_equal(gs_dra_view_node_devices(v, "n3"), 2);
+    struct gs_dra_claim *all = claim("all", "{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"gpu.nvidia.com\",\"allocationMode\":\"All\"}}]}");
+    struct out o = run1(v, "n2", all);
+    assert_int_equal(o.rc, 0);
+    assert_int_equal(o.nres[0], 3);
+    assert_string_equal(o.res[0][0].pool, "x"); /* slice "per" before slice "sel" */
+    assert_string_equal(o.res[0][0].device, "gpu-1");
+    assert_string_equal(o.res[0][1].device, "gpu-2");
+    assert_string_equal(o.res[0][2].pool, "y");
+    out_free(&o);
+    claim_drop(all);
     gs_dra_view_free(v);
 }
 
@@ -704,6 +762,41 @@ static void test_search_bound(void **state)
     gs_dra_view_free(v);
 }
 
+static void test_extended_resource(void **state)
+{
+    (void)state;
+    struct gs_dra_pool_view *v = std_view();
+    add_node(v, "n1", 4, "NVIDIA H100");
+    assert_null(gs_dra_view_extended_class(v, "nvidia.com/gpu"));
+    json_t *j = J("{\"metadata\":{\"name\":\"gpu.nvidia.com\"},\"spec\":{\"selectors\":[{\"cel\":{\"expression\":"
+                  "\"device.attributes[\\\"gpu.nvidia.com\\\"].type == \\\"gpu\\\"\"}}],\"extendedResourceName\":\"nvidia.com/gpu\"}}");
+    struct gs_diags d = {0};
+    struct gs_dra_class k;
+    assert_int_equal(gs_dra_class_decode(j, &k, &d), 0);
+    assert_int_equal(gs_dra_view_set_class(v, &k), 0);
+    gs_dra_class_free(&k);
+    json_decref(j);
+    const struct gs_dra_class *c = gs_dra_view_extended_class(v, "nvidia.com/gpu");
+    assert_non_null(c);
+    assert_string_equal(c->name, "gpu.nvidia.com");
+    c = gs_dra_view_extended_class(v, "deviceclass.resource.kubernetes.io/mig.nvidia.com");
+    assert_non_null(c);
+    assert_string_equal(c->name, "mig.nvidia.com");
+    assert_null(gs_dra_view_extended_class(v, "deviceclass.resource.kubernetes.io/none"));
+    /* `nvidia.com/gpu: 2` becomes a claim of 2 devices of the class. */
+    struct gs_dra_claim cl = {.ns = "ns", .name = "p-extended", .uid = "x"};
+    struct gs_dra_claim_spec bad;
+    assert_int_equal(gs_dra_claim_spec_for_extended(&bad, "gpu.nvidia.com", "r", 0), GS_EINVAL);
+    assert_int_equal(gs_dra_claim_spec_for_extended(&cl.spec, "gpu.nvidia.com", "container-0-request-0", 2), 0);
+    struct out o = run1(v, "n1", &cl);
+    assert_int_equal(o.rc, 0);
+    assert_string_equal(devs_of(&o, 0), "gpu-0,gpu-1");
+    assert_string_equal(o.res[0][0].request, "container-0-request-0");
+    out_free(&o);
+    gs_dra_claim_spec_free(&cl.spec);
+    gs_dra_view_free(v);
+}
+
 static void test_feasible(void **state)
 {
     (void)state;
@@ -747,7 +840,7 @@ static unsigned rnd(unsigned n)
     return (unsigned)(rs % n);
 }
 
-struct bdev { int nvl, numa; bool held, tainted; };
+struct bdev { int nvl, numa, weight; bool held, tainted; };
 struct breq { int counts[2]; int nalts; };
 struct bcase {
     int ndev;
@@ -755,10 +848,13 @@ struct bcase {
     int nreq;
     struct breq req[2];
     int constraint; /* 0 none, 1 match nvl, 2 distinct numa */
+    int cap;        /* counter set capacity; 0: no counters */
 };
 
-/* Brute force: does any assignment exist? */
-static bool bf_rec(const struct bcase *b, int r, unsigned used, int *vals, int nvals)
+/* Brute force: does an assignment exist with request r's alternative fixed
+ * to alts[r]? Devices are sets of bits; counters sum weights, held devices
+ * included. */
+static bool bf_rec(const struct bcase *b, const int *alts, int r, unsigned used, int *vals, int nvals)
 {
     if (r == b->nreq) {
         if (b->constraint == 1)
@@ -768,23 +864,42 @@ static bool bf_rec(const struct bcase *b, int r, unsigned used, int *vals, int n
             for (int i = 0; i < nvals; i++)
                 for (int j = 0; j < i; j++)
                     if (vals[i] == vals[j]) return false;
+        if (b->cap) {
+            int sum = 0;
+            for (int i = 0; i < b->ndev; i++)
+                if ((used & (1u << i)) || b->dev[i].held) sum += b->dev[i].weight;
+            if (sum > b->cap) return false;
+        }
         return true;
     }
-    for (int a = 0; a < b->req[r].nalts; a++) {
-        int need = b->req[r].counts[a];
-        for (unsigned m = 0; m < (1u << b->ndev); m++) {
-            if (__builtin_popcount(m) != need || (m & used)) continue;
-            bool ok = true;
-            int nv = nvals;
-            int v2[16];
-            memcpy(v2, vals, sizeof(int) * (size_t)nvals);
-            for (int i = 0; i < b->ndev && ok; i++)
-                if (m & (1u << i)) {
-                    if (b->dev[i].held || b->dev[i].tainted) ok = false;
-                    v2[nv++] = b->constraint == 1 ? b->dev[i].nvl : b->dev[i].numa;
-                }
-            if (ok && bf_rec(b, r + 1, used | m, v2, nv)) return true;
+    int need = b->req[r].counts[alts[r]];
+    for (unsigned m = 0; m < (1u << b->ndev); m++) {
+        if (__builtin_popcount(m) != need || (m & used)) continue;
+        bool ok = true;
+        int nv = nvals;
+        int v2[16];
+        memcpy(v2, vals, sizeof(int) * (size_t)nvals);
+        for (int i = 0; i < b->ndev && ok; i++)
+            if (m & (1u << i)) {
+                if (b->dev[i].held || b->dev[i].tainted) ok = false;
+                v2[nv++] = b->constraint == 1 ? b->dev[i].nvl : b->dev[i].numa;
+            }
+        if (ok && bf_rec(b, alts, r + 1, used | m, v2, nv)) return true;
+    }
+    return false;
+}
+
+/* The first alternative vector (in firstAvailable order) that fits, or false. */
+static bool bf_first(const struct bcase *b, int *alts)
+{
+    int vals[16];
+    for (alts[0] = 0; alts[0] < b->req[0].nalts; alts[0]++) {
+        if (b->nreq == 1) {
+            if (bf_rec(b, alts, 0, 0, vals, 0)) return true;
+            continue;
         }
+        for (alts[1] = 0; alts[1] < b->req[1].nalts; alts[1]++)
+            if (bf_rec(b, alts, 0, 0, vals, 0)) return true;
     }
     return false;
 }
@@ -792,20 +907,34 @@ static bool bf_rec(const struct bcase *b, int r, unsigned used, int *vals, int n
 static void test_random_against_brute_force(void **state)
 {
     (void)state;
-    int agree_yes = 0, agree_no = 0;
-    for (int iter = 0; iter < 300; iter++) {
-        struct bcase b = {.ndev = 2 + (int)rnd(6), .nreq = 1 + (int)rnd(2), .constraint = (int)rnd(3)};
+    int agree_yes = 0, agree_no = 0, with_counters = 0;
+    for (int iter = 0; iter < 400; iter++) {
+        struct bcase b = {.ndev = 2 + (int)rnd(6), .nreq = 1 + (int)rnd(2), .constraint = (int)rnd(3),
+                          .cap = rnd(3) == 0 ? 3 + (int)rnd(8) : 0};
         char devs[8192] = "";
         for (int i = 0; i < b.ndev; i++) {
-            b.dev[i] = (struct bdev){.nvl = (int)rnd(3), .numa = (int)rnd(3), .held = rnd(4) == 0, .tainted = rnd(5) == 0};
-            char *d = gpu_dev("n1", i, "NVIDIA H100", b.dev[i].nvl, b.dev[i].numa,
-                              b.dev[i].tainted ? ",\"taints\":[{\"key\":\"bad\",\"effect\":\"NoSchedule\"}]" : NULL);
+            b.dev[i] = (struct bdev){.nvl = (int)rnd(3), .numa = (int)rnd(3), .weight = 1 + (int)rnd(3),
+                                     .held = rnd(4) == 0, .tainted = rnd(5) == 0};
+            char extra[256] = "";
+            if (b.dev[i].tainted) snprintf(extra, sizeof extra, ",\"taints\":[{\"key\":\"bad\",\"effect\":\"NoSchedule\"}]");
+            if (b.cap)
+                snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+                         ",\"consumesCounters\":[{\"counterSet\":\"cs\",\"counters\":{\"w\":{\"value\":%d}}}]",
+                         b.dev[i].weight);
+            char *d = gpu_dev("n1", i, "NVIDIA H100", b.dev[i].nvl, b.dev[i].numa, extra);
             snprintf(devs + strlen(devs), sizeof devs - strlen(devs), "%s%s", i ? "," : "", d);
             free(d);
         }
         struct gs_dra_pool_view *v = std_view();
         add_slice_json(v, Jf("{\"metadata\":{\"name\":\"s\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":"
-                             "\"n1\",\"pool\":{\"name\":\"n1\",\"resourceSliceCount\":1},\"devices\":[%s]}}", devs));
+                             "\"n1\",\"pool\":{\"name\":\"n1\",\"resourceSliceCount\":%d},\"devices\":[%s]}}",
+                             b.cap ? 2 : 1, devs));
+        if (b.cap) {
+            with_counters++;
+            add_slice_json(v, Jf("{\"metadata\":{\"name\":\"t\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":"
+                                 "\"n1\",\"pool\":{\"name\":\"n1\",\"resourceSliceCount\":2},\"sharedCounters\":[{"
+                                 "\"name\":\"cs\",\"counters\":{\"w\":{\"value\":%d}}}]}}", b.cap));
+        }
         for (int i = 0; i < b.ndev; i++)
             if (b.dev[i].held) {
                 char dn[16], uid[16];
@@ -834,23 +963,25 @@ static void test_random_against_brute_force(void **state)
                  : b.constraint == 2 ? ",\"constraints\":[{\"distinctAttribute\":\"resource.kubernetes.io/numaNode\"}]"
                                      : "");
         struct gs_dra_claim *c = claim("c", spec);
-        int vals[16];
-        bool want = bf_rec(&b, 0, 0, vals, 0);
+        int alts[2] = {0, 0};
+        bool want = bf_first(&b, alts);
         struct out o = run1(v, "n1", c);
         if (want != (o.rc == 0))
-            fail_msg("iteration %d: brute force says %s, allocate %d (%s: %s) for %s", iter, want ? "fits" : "no",
-                     o.rc, o.why.request, o.why.what, spec);
+            fail_msg("iteration %d: brute force says %s, allocate %d (%s: %s) for %s, cap %d", iter,
+                     want ? "fits" : "no", o.rc, o.why.request, o.why.what, spec, b.cap);
         if (!o.rc) {
-            /* The answer itself must be valid, and firstAvailable must pick the earliest alternative
-             * that leads to a solution for its request given... checked through validity here. */
+            /* The answer is valid, and each firstAvailable request took the
+             * alternative the brute force found first. */
             unsigned seen = 0;
-            int first = -1;
+            int first = -1, sum = 0;
+            for (int i = 0; i < b.ndev; i++) sum += b.dev[i].held ? b.dev[i].weight : 0;
             for (size_t k = 0; k < o.nres[0]; k++) {
                 int i = atoi(o.res[0][k].device + 4);
                 assert_false(seen & (1u << i));
                 seen |= 1u << i;
                 assert_false(b.dev[i].held);
                 assert_false(b.dev[i].tainted);
+                sum += b.dev[i].weight;
                 int val = b.constraint == 1 ? b.dev[i].nvl : b.dev[i].numa;
                 if (b.constraint == 1 && first >= 0) assert_int_equal(val, first);
                 if (b.constraint == 2)
@@ -859,7 +990,14 @@ static void test_random_against_brute_force(void **state)
                         assert_int_not_equal(b.dev[j].numa, val);
                     }
                 first = val;
+                int r = o.res[0][k].request[1] - '0';
+                if (b.req[r].nalts == 2) {
+                    char want_req[8];
+                    snprintf(want_req, sizeof want_req, "r%d/%c", r, alts[r] ? 'b' : 'a');
+                    assert_string_equal(o.res[0][k].request, want_req);
+                }
             }
+            if (b.cap) assert_true(sum <= b.cap);
             agree_yes++;
         } else {
             assert_int_equal(o.rc, GS_ENOENT);
@@ -870,9 +1008,10 @@ static void test_random_against_brute_force(void **state)
         claim_drop(c);
         gs_dra_view_free(v);
     }
-    /* Both outcomes were exercised. */
+    /* Every kind of outcome was exercised. */
     assert_true(agree_yes > 30);
     assert_true(agree_no > 30);
+    assert_true(with_counters > 60);
 }
 
 /*--- Speed (reported, not asserted: the machine is shared) ---*/
@@ -937,8 +1076,10 @@ int main(void)
         cmocka_unit_test(test_shared_device_allow_multiple),
         cmocka_unit_test(test_allocated_and_shared_claims),
         cmocka_unit_test(test_pool_generations_and_completeness),
+        cmocka_unit_test(test_node_selection_forms),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_search_bound),
+        cmocka_unit_test(test_extended_resource),
         cmocka_unit_test(test_feasible),
         cmocka_unit_test(test_random_against_brute_force),
         cmocka_unit_test(test_speed_500_nodes),
