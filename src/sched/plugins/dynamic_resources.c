@@ -315,7 +315,7 @@ static uint8_t try_node(struct dr *s, struct gs_cache_dra *d, const struct cyc *
         return 0;
     }
     char text[512];
-    if (err == GS_ENOENT || err == GS_EINVAL) why_text(c, &why, text, sizeof text);
+    if (err == GS_ENOENT || err == GS_EINVAL || err == GS_ERANGE) why_text(c, &why, text, sizeof text); /* ERANGE: search cut off */
     else snprintf(text, sizeof text, "cannot allocate the resource claims: %s", gs_strerror(err));
     return why_code(s, text);
 }
