@@ -364,6 +364,31 @@ static void test_tainted_device_needs_toleration(void **state)
     assert_non_null(place(e, claim_pod(e, "q", "tol"), NULL, 0));
 }
 
+static void test_device_taint_rule(void **state)
+{
+    struct env *e = *state;
+    /* Every device of pool n1 tainted NoSchedule by a rule: a claim goes to n2 only. */
+    feed(e, "devicetaintrules.resource.k8s.io/drain-n1",
+         "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"DeviceTaintRule\",\"metadata\":{\"name\":\"drain-n1\"},"
+         "\"spec\":{\"deviceSelector\":{\"driver\":\"gpu.nvidia.com\",\"pool\":\"n1\"},\"taint\":{\"key\":"
+         "\"example.com/maintenance\",\"effect\":\"NoSchedule\"}}}");
+    claim(e, "c1", exactly(4), NULL);
+    struct gs_pod *p = claim_pod(e, "p", "c1");
+    const char *node = place(e, p, NULL, 0);
+    assert_non_null(node);
+    assert_string_equal(node, "n2");
+    claim(e, "c2", exactly(1), NULL);
+    char why[512];
+    assert_null(place(e, claim_pod(e, "q", "c2"), why, sizeof why));
+    assert_non_null(strstr(why, "example.com/maintenance"));
+    /* The rule is removed: n1 is usable again. */
+    feed(e, "devicetaintrules.resource.k8s.io/drain-n1", NULL);
+    claim(e, "c3", exactly(1), NULL);
+    const char *n3 = place(e, claim_pod(e, "r", "c3"), NULL, 0);
+    assert_non_null(n3);
+    assert_string_equal(n3, "n1");
+}
+
 static void test_shared_claim_reused_on_its_node(void **state)
 {
     struct env *e = *state;
@@ -652,6 +677,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_all_mode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tainted_device_needs_toleration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_claim_reused_on_its_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_device_taint_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_impossible_claim_reason, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_claim_and_template_named, setup, teardown),
         cmocka_unit_test_setup_teardown(test_profile_without_plugin_refuses, setup_no_plugin, teardown),
