@@ -495,6 +495,7 @@ static void pass_free(struct pass *p)
 
 int gs_claims_sync(struct gs_claims *c)
 {
+    if (c->o.may_write && !c->o.may_write(c->o.may_write_ctx)) return 0; /* another replica leads */
     struct pass p = {.c = c};
     int64_t cur = INT64_MAX, k;
     int err = 0;

@@ -63,6 +63,10 @@ struct gs_claims_opts {
     uint64_t seed;            /* generated names */
     int64_t period_ms;        /* the longest wait between passes; 0: 1000 ms (changes wake it sooner) */
     const char *api_version;  /* of the claims it creates; NULL: "resource.k8s.io/v1beta1" */
+    /* Leadership (the standalone scheduler's --leader-elect): a pass runs only
+     * while it answers true. NULL: always. */
+    bool (*may_write)(void *ctx);
+    void *may_write_ctx;
 };
 
 struct gs_claims_stats {

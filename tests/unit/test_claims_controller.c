@@ -309,6 +309,29 @@ static void test_extended_resource_claim(void **state)
     json_decref(f.last);
 }
 
+static bool never(void *ctx)
+{
+    (void)ctx;
+    return false;
+}
+
+/* A replica that does not lead writes nothing. */
+static void test_follower_writes_nothing(void **state)
+{
+    struct env *e = *state;
+    gs_claims_stop(e->c);
+    struct gs_claims_opts co = {.source = e->src, .seed = 7, .may_write = never};
+    assert_int_equal(gs_claims_new(&co, &e->c), 0);
+    put(e, "pods/ml/train", POD_T);
+    put(e, GS_CLAIM_TEMPLATES_PREFIX "ml/one-gpu", TMPL);
+    assert_int_equal(gs_claims_sync(e->c), 0);
+    struct found f = claims_in(e, "ml");
+    assert_int_equal(f.n, 0);
+    struct gs_claims_stats s;
+    gs_claims_stats(e->c, &s);
+    assert_int_equal(s.passes, 0);
+}
+
 static void test_generated_names(void **state)
 {
     (void)state;
@@ -335,6 +358,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reserved_for_new_pod_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_generated_claim_deleted_with_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extended_resource_claim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follower_writes_nothing, setup, teardown),
         cmocka_unit_test(test_generated_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
