@@ -309,6 +309,61 @@ static void test_extended_resource_claim(void **state)
     json_decref(f.last);
 }
 
+/* The scheduler's claim writes (gs_dra_claim_status_fn / gs_dra_claim_undo_fn). */
+static void test_claim_status_write_and_undo(void **state)
+{
+    (void)state;
+    json_t *cur = json_pack("{s:{s:s, s:s}, s:{}}", "metadata", "name", "c", "uid", "u-c", "spec");
+    json_t *alloc = json_pack("{s:{s:[{s:s, s:s, s:s, s:s}]}}", "devices", "results", "request", "g", "driver",
+                              "gpu.nvidia.com", "pool", "n1", "device", "gpu-0");
+    struct gs_dra_claim_write w = {.uid = "u-c", .allocation = alloc, .pod_name = "p", .pod_uid = "u-p"};
+    json_t *out = NULL;
+    assert_int_equal(gs_dra_claim_status_fn(cur, &out, &w), 0);
+    json_t *st = json_object_get(out, "status");
+    assert_true(json_equal(json_object_get(st, "allocation"), alloc));
+    json_t *r = json_array_get(json_object_get(st, "reservedFor"), 0);
+    assert_string_equal(json_string_value(json_object_get(r, "resource")), "pods");
+    assert_string_equal(json_string_value(json_object_get(r, "name")), "p");
+    assert_string_equal(json_string_value(json_object_get(r, "uid")), "u-p");
+    /* Again: nothing to change. A claim with another uid, or allocated differently, is refused. */
+    json_t *again = NULL;
+    assert_int_equal(gs_dra_claim_status_fn(out, &again, &w), GS_STORE_UNCHANGED);
+    struct gs_dra_claim_write other = w;
+    other.uid = "u-other";
+    assert_int_equal(gs_dra_claim_status_fn(out, &again, &other), GS_ENOENT);
+    json_t *alloc2 = json_pack("{s:{s:[{s:s, s:s, s:s, s:s}]}}", "devices", "results", "request", "g", "driver",
+                               "gpu.nvidia.com", "pool", "n2", "device", "gpu-1");
+    struct gs_dra_claim_write w2 = {.uid = "u-c", .allocation = alloc2, .pod_name = "q", .pod_uid = "u-q"};
+    assert_int_equal(gs_dra_claim_status_fn(out, &again, &w2), GS_ECONFLICT);
+    /* A second consumer of the allocated claim only joins reservedFor. */
+    struct gs_dra_claim_write join = {.uid = "u-c", .pod_name = "q", .pod_uid = "u-q"};
+    json_t *two = NULL;
+    assert_int_equal(gs_dra_claim_status_fn(out, &two, &join), 0);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(two, "status"), "reservedFor")), 2);
+    /* Undo of the first binding: p leaves; q still holds it, so the allocation stays. */
+    json_t *undone = NULL;
+    assert_int_equal(gs_dra_claim_undo_fn(two, &undone, &w), 0);
+    st = json_object_get(undone, "status");
+    assert_int_equal(json_array_size(json_object_get(st, "reservedFor")), 1);
+    assert_non_null(json_object_get(st, "allocation"));
+    /* Undo of p alone on the first write: the allocation it made goes too. */
+    json_t *bare = NULL;
+    assert_int_equal(gs_dra_claim_undo_fn(out, &bare, &w), 0);
+    assert_null(json_object_get(json_object_get(bare, "status"), "allocation"));
+    assert_null(json_object_get(json_object_get(bare, "status"), "reservedFor"));
+    json_t *cur_del = json_deep_copy(cur);
+    json_object_set_new(json_object_get(cur_del, "metadata"), "deletionTimestamp", json_string("2026-01-01T00:00:00Z"));
+    assert_int_equal(gs_dra_claim_status_fn(cur_del, &again, &w), GS_ENOENT); /* being deleted: not allocated */
+    json_decref(cur_del);
+    json_decref(bare);
+    json_decref(undone);
+    json_decref(two);
+    json_decref(alloc2);
+    json_decref(out);
+    json_decref(alloc);
+    json_decref(cur);
+}
+
 static bool never(void *ctx)
 {
     (void)ctx;
@@ -359,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_generated_claim_deleted_with_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extended_resource_claim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follower_writes_nothing, setup, teardown),
+        cmocka_unit_test(test_claim_status_write_and_undo),
         cmocka_unit_test(test_generated_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
