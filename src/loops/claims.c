@@ -18,7 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#define MIN_GAP_MS 100 /* passes at most this often, however many changes come */
+#define MIN_GAP_MS 100   /* passes at most this often, however many changes come */
+#define RESYNC_MS 30000  /* a pass without any change at least this often */
 
 struct gs_claims {
     struct gs_claims_opts o;
@@ -561,20 +562,29 @@ static bool relevant(const char *key)
     return false;
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void *claims_main(void *arg)
 {
     struct gs_claims *c = arg;
-    int64_t period = c->o.period_ms > 0 ? c->o.period_ms : 1000;
+    int64_t period = c->o.period_ms > 0 ? c->o.period_ms : RESYNC_MS, last = 0;
     bool due = true;
     while (!atomic_load(&c->stop)) {
         if (due) {
             gs_claims_sync(c);
+            last = mono_ms();
             due = false;
         }
         struct gs_store_event *evs = NULL;
         size_t n = 0;
-        int err = gs_source_events(c->o.source, &c->cursor, NULL, (int)period, &c->stop, &evs, &n);
-        if (err == GS_ERANGE || n == 0) due = true; /* fell behind, or the period passed */
+        int err = gs_source_events(c->o.source, &c->cursor, NULL, 1000, &c->stop, &evs, &n);
+        /* Fell behind the stream, or a quiet period: look at everything again. */
+        if (err == GS_ERANGE || (n == 0 && mono_ms() - last >= period)) due = true;
         for (size_t i = 0; i < n && !due; i++) due = relevant(evs[i].key);
         gs_store_events_free(evs, n);
         if (err && err != GS_ERANGE) {

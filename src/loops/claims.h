@@ -61,7 +61,7 @@
 struct gs_claims_opts {
     struct gs_source *source; /* borrowed: every read and write */
     uint64_t seed;            /* generated names */
-    int64_t period_ms;        /* the longest wait between passes; 0: 1000 ms (changes wake it sooner) */
+    int64_t period_ms;        /* the longest wait between passes; 0: 30 s (changes wake it sooner) */
     const char *api_version;  /* of the claims it creates; NULL: "resource.k8s.io/v1beta1" */
     /* Leadership (the standalone scheduler's --leader-elect): a pass runs only
      * while it answers true. NULL: always. */
@@ -88,7 +88,8 @@ int gs_claims_new(const struct gs_claims_opts *o, struct gs_claims **out);
  * first list error (nothing then written). */
 int gs_claims_sync(struct gs_claims *c);
 /* Starts the thread: a pass at once, then one after each batch of changes
- * to pods, claims, templates or classes, and at least every period_ms. */
+ * to pods, claims, templates or classes (at most every 100 ms), and at
+ * least every period_ms. */
 int gs_claims_start(const struct gs_claims_opts *o, struct gs_claims **out);
 /* Stops the thread (if any) and frees. NULL is fine. */
 void gs_claims_stop(struct gs_claims *c);
