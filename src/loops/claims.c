@@ -29,6 +29,7 @@ struct gs_claims {
     pthread_mutex_t mu;
     struct gs_claims_stats st;
     int64_t cursor; /* change stream position after the last lists */
+    bool idle;      /* the last pass found no claim, template, pod with claims nor extended-resource class */
 };
 
 /*--- Small JSON helpers ---*/
@@ -545,6 +546,12 @@ int gs_claims_sync(struct gs_claims *c)
             p.dead[p.ndead++] = uid;
         }
     }
+    bool any = p.claims.n || p.templates.n;
+    for (size_t i = 0; !any && i < p.classes.n; i++)
+        any = jstr(json_object_get(p.classes.v[i], "spec"), "extendedResourceName", NULL) != NULL;
+    for (size_t i = 0; !any && i < p.pods.n; i++)
+        any = json_array_size(jpath(p.pods.v[i], "spec", "resourceClaims")) > 0;
+    c->idle = !any;
     for (size_t i = 0; i < p.pods.n && !atomic_load(&c->stop); i++) sync_pod(&p, p.pods.v[i]);
     for (size_t i = 0; i < nclaims && !atomic_load(&c->stop); i++) sync_claim(&p, p.claims.v[i]);
     count(c, &c->st.passes);
@@ -554,8 +561,11 @@ int gs_claims_sync(struct gs_claims *c)
 
 /*--- The thread ---*/
 
-static bool relevant(const char *key)
+/* Does a change call for a pass? While idle, a pod matters only when it names claims. */
+static bool relevant(const struct gs_claims *c, const struct gs_store_event *ev)
 {
+    const char *key = ev->key;
+    if (c->idle && !strncmp(key, "pods/", 5)) return ev->value && strstr(ev->value, "\"resourceClaims\"");
     static const char *const pre[] = {"pods/", GS_CLAIMS_PREFIX, GS_CLAIM_TEMPLATES_PREFIX, GS_DEVICECLASSES_PREFIX};
     for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
         if (!strncmp(key, pre[i], strlen(pre[i]))) return true;
@@ -585,7 +595,7 @@ static void *claims_main(void *arg)
         int err = gs_source_events(c->o.source, &c->cursor, NULL, 1000, &c->stop, &evs, &n);
         /* Fell behind the stream, or a quiet period: look at everything again. */
         if (err == GS_ERANGE || (n == 0 && mono_ms() - last >= period)) due = true;
-        for (size_t i = 0; i < n && !due; i++) due = relevant(evs[i].key);
+        for (size_t i = 0; i < n && !due; i++) due = relevant(c, &evs[i]);
         gs_store_events_free(evs, n);
         if (err && err != GS_ERANGE) {
             struct timespec ts = {0, 200 * 1000000L};

@@ -89,7 +89,9 @@ int gs_claims_new(const struct gs_claims_opts *o, struct gs_claims **out);
 int gs_claims_sync(struct gs_claims *c);
 /* Starts the thread: a pass at once, then one after each batch of changes
  * to pods, claims, templates or classes (at most every 100 ms), and at
- * least every period_ms. */
+ * least every period_ms. While the cluster has no claim, template, pod with
+ * claims nor extended-resource class, only a pod naming claims wakes it, so a
+ * cluster without DRA pays nothing per pod change. */
 int gs_claims_start(const struct gs_claims_opts *o, struct gs_claims **out);
 /* Stops the thread (if any) and frees. NULL is fine. */
 void gs_claims_stop(struct gs_claims *c);
