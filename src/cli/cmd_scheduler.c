@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "control/events.h"
+#include "loops/claims.h" /* --claims-controller */
 #include "loops/sched_loop.h"
 #include "core/codec.h"
 #include "core/log.h"
@@ -52,6 +53,7 @@ struct opts {
     const char *kubeconfig, *config, *name, *listen, *port_file, *request_log;
     const char *tls_cert, *tls_key;
     bool leader_elect;
+    bool claims;          /* --claims-controller: run the resourceclaim controller too */
     int64_t lease_ns, renew_ns, retry_ns;
     const char *le_id, *le_ns, *le_name;
     uint64_t seed;
@@ -72,6 +74,9 @@ static void usage(FILE *f)
                "  --scheduler-name NAME pods it schedules (default gpusched); names the first profile\n"
                "  --config FILE         KubeSchedulerConfiguration (profiles, plugins)\n"
                "  --seed N              tie-breaking seed (default 0)\n"
+               "  --claims-controller   also create the ResourceClaims of pods' templates and keep\n"
+               "                        claims' reservedFor (where no kube-controller-manager does;\n"
+               "                        docs/DRA.md)\n"
                "  --leader-elect        elect one active replica on a coordination.k8s.io Lease\n"
                "  --leader-elect-lease-duration DUR  (default 15s)\n"
                "  --leader-elect-renew-deadline DUR  (default 10s; less than the lease duration)\n"
@@ -104,13 +109,14 @@ static int duration(const char *flag, const char *v, int64_t *ns)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-    enum { O_KUBECONFIG = 0x100, O_NAME, O_CONFIG, O_LE, O_LEASE, O_RENEW, O_RETRY, O_ID, O_NS, O_LNAME, O_LISTEN,
+    enum { O_KUBECONFIG = 0x100, O_NAME, O_CONFIG, O_CLAIMS, O_LE, O_LEASE, O_RENEW, O_RETRY, O_ID, O_NS, O_LNAME, O_LISTEN,
            O_SEED, O_PORTFILE, O_REQLOG, O_LOG, O_CERT, O_KEY };
     static const struct option opts[] = {
         {"kubeconfig", required_argument, 0, O_KUBECONFIG},
         {"scheduler-name", required_argument, 0, O_NAME},
         {"config", required_argument, 0, O_CONFIG},
         {"leader-elect", no_argument, 0, O_LE},
+        {"claims-controller", no_argument, 0, O_CLAIMS},
         {"leader-elect-lease-duration", required_argument, 0, O_LEASE},
         {"leader-elect-renew-deadline", required_argument, 0, O_RENEW},
         {"leader-elect-retry-period", required_argument, 0, O_RETRY},
@@ -141,6 +147,7 @@ static int parse(int argc, char **argv, struct opts *o)
             break;
         case O_CONFIG: o->config = optarg; break;
         case O_LE: o->leader_elect = true; break;
+        case O_CLAIMS: o->claims = true; break;
         case O_LEASE: rc = duration("leader-elect-lease-duration", optarg, &o->lease_ns); break;
         case O_RENEW: rc = duration("leader-elect-renew-deadline", optarg, &o->renew_ns); break;
         case O_RETRY: rc = duration("leader-elect-retry-period", optarg, &o->retry_ns); break;
@@ -250,6 +257,7 @@ struct app {
     struct opts o;
     struct gs_source *src;
     struct gs_sched_loop *loop;
+    struct gs_claims *claims; /* --claims-controller */
     struct gs_leader *leader;
     struct gs_recorder *rec;
     struct gs_kube_event_sink *sink;
@@ -431,6 +439,7 @@ static void default_identity(char *buf, size_t len)
 
 static void teardown(struct app *a)
 {
+    gs_claims_stop(a->claims);
     gs_sched_loop_stop(a->loop); /* no more writes ... */
     gs_leader_free(a->leader);   /* ... then the lease goes */
     gs_recorder_free(a->rec); /* writes what is queued */
@@ -490,6 +499,11 @@ static int run(struct app *a, struct gs_sched_config *cfg, const sigset_t *set)
         lo.may_write_ctx = a->leader;
     }
     if (!err) err = gs_sched_loop_start(&lo, &a->loop, &d);
+    if (!err && o->claims) { /* the resourceclaim controller, under the same leadership */
+        struct gs_claims_opts co = {.source = a->src, .seed = o->seed,
+                                    .may_write = a->leader ? gs_leader_may_write : NULL, .may_write_ctx = a->leader};
+        err = gs_claims_start(&co, &a->claims);
+    }
     if (!err && a->leader) err = gs_leader_start(a->leader);
     int port = 0;
     int rc = err ? 1 : serve(a, &port);

@@ -141,7 +141,8 @@ def probe(port, path, ca=None):
 def allowed(method, path):
     path = path.split("?")[0]
     reads = ("/pods", "/nodes", "/namespaces", "/podgroups", "/noderesourcetopologies", "/resourceflavors",
-             "/clusterqueues", "/localqueues", "/queues", "/workloadpriorityclasses", "/poddisruptionbudgets")
+             "/clusterqueues", "/localqueues", "/queues", "/workloadpriorityclasses", "/poddisruptionbudgets",
+             "/resourceslices", "/deviceclasses", "/devicetaintrules", "/resourceclaimtemplates", "/resourceclaims")
     if method == "GET" and "/leases" not in path and "/events" not in path:
         return any(r in path for r in reads)
     if "/leases" in path:
@@ -151,7 +152,8 @@ def allowed(method, path):
     if path.endswith("/binding"):
         return method == "POST"
     if path.endswith("/status"):
-        return method in ("PUT", "PATCH") and ("/pods/" in path or "/podgroups/" in path or "queues/" in path)
+        return method in ("PUT", "PATCH") and ("/pods/" in path or "/podgroups/" in path or "queues/" in path or
+                                               "/resourceclaims/" in path)
     if method == "DELETE":
         return "/pods/" in path
     return False

@@ -210,12 +210,14 @@ INFORMED = [("", "nodes"), ("", "pods"), ("", "namespaces"), ("scheduling.x-k8s.
             ("kueue.x-k8s.io", "localqueues"), ("kueue.x-k8s.io", "resourceflavors"),
             ("kueue.x-k8s.io", "workloadpriorityclasses"), ("policy", "poddisruptionbudgets"),
             ("resource.k8s.io", "resourceslices"), ("resource.k8s.io", "deviceclasses"),
-            ("resource.k8s.io", "resourceclaims"), ("resource.k8s.io", "resourceclaimtemplates"),
-            ("resource.k8s.io", "devicetaintrules")]
+            ("resource.k8s.io", "devicetaintrules"), ("resource.k8s.io", "resourceclaimtemplates"),
+            ("resource.k8s.io", "resourceclaims")]
 SCHEDULER_REQUESTS = [entry(verb, res, group=g) for g, res in INFORMED for verb in ("list", "watch")] + [
     entry("create", "pods", "team-a", "train-0", sub="binding", code=201),
     entry("get", "pods", "team-a", "big"), entry("update", "pods", "team-a", "big", sub="status"),
     entry("delete", "pods", "team-b", "victim"),
+    entry("get", "resourceclaims", "team-a", "c", group="resource.k8s.io"),
+    entry("update", "resourceclaims", "team-a", "c", group="resource.k8s.io", sub="status"),
 ] + [r for g in ("scheduling.k8s.io", "scheduling.x-k8s.io", "scheduling.volcano.sh") for r in (
     entry("get", "podgroups", "team-a", "g", group=g),
     entry("update", "podgroups", "team-a", "g", group=g, sub="status"))] + [

@@ -16,6 +16,7 @@
  * (gs_framework_run_filters) and packs them: among feasible nodes the one
  * with the least free GPU share, so a gang fills few nodes.
  */
+#include "sched/dra_plugin.h" /* members with resource claims */
 #include "sched/framework.h"
 #include "sched/gang_core.h"
 #include "sched/strmap.h"
@@ -38,6 +39,9 @@ struct gang_state {
     struct gs_node_info **nodes;
     uint8_t *rej;
     int32_t cap;
+    /* Members whose claims the plan being made holds (DynamicResources), given back after it. */
+    const struct gs_pod **dra_planned;
+    size_t ndra_planned, dra_cap;
 };
 
 struct cyc {
@@ -104,6 +108,7 @@ static void gang_fini(void *state)
     free(s->topology_key);
     free(s->nodes);
     free(s->rej);
+    free(s->dra_planned);
     free(s);
 }
 
@@ -155,6 +160,19 @@ static int place(void *ctx, const struct gs_pod *pod, const char *dkey, const ch
             best = ni;
     }
     if (!best) return -1;
+    if (gs_pod_has_claims(pod)) { /* the plan includes its devices: later members see them taken */
+        void *dra = gs_framework_plugin_state(s->h.fw, GS_DRA_PLUGIN_NAME);
+        if (s->ndra_planned == s->dra_cap) {
+            size_t cap = s->dra_cap ? s->dra_cap * 2 : 8;
+            const struct gs_pod **v = realloc(s->dra_planned, cap * sizeof *v);
+            if (!v) return -1;
+            s->dra_planned = v, s->dra_cap = cap;
+        }
+        *a = (struct gs_assignment){best->idx, 0, 0, 0};
+        if (!dra || gs_dra_plugin_plan(dra, pod, best, a)) return -1;
+        s->dra_planned[s->ndra_planned++] = pod;
+        return 0;
+    }
     struct gs_gpu_choice ch;
     if (!gs_topo_choose(best, d->gpu_count, d->gpu_milli, d->gpu_mem_mib, ~0ULL, &ch)) return -1;
     *a = (struct gs_assignment){best->idx, ch.mask, d->gpu_count ? d->gpu_milli : 0, d->gpu_count ? d->gpu_mem_mib : 0};
@@ -174,6 +192,9 @@ static struct gs_status gang_pre_filter(void *state, struct gs_cycle_state *cs, 
     bool started = gs_gang_placed(s->g, gr) >= (min > 0 ? min : 1);
     if (!started && s->h.fw && !gs_gang_plan_valid(s->g, pod)) {
         st = gs_gang_plan(s->g, pod, place, s);
+        void *dra = s->ndra_planned ? gs_framework_plugin_state(s->h.fw, GS_DRA_PLUGIN_NAME) : NULL;
+        for (size_t i = 0; i < s->ndra_planned; i++) gs_dra_plugin_unplan(dra, s->dra_planned[i]);
+        s->ndra_planned = 0;
         if (st.code != GS_SUCCESS) return st;
     }
     struct cyc *c = calloc(1, sizeof *c);
