@@ -53,6 +53,9 @@ int gs_placer_new(struct gs_cache *cache, const struct gs_clock *clock, const st
     for (int i = 0; !rc && i < prof->npoints[GS_PT_FILTER]; i++) {
         const struct gs_plugin *pl = prof->points[GS_PT_FILTER][i].plugin;
         if (!pl->filter) continue;
+        /* Devices of claims are dra_admit.c's question (gs_dra_feasible): claims
+         * from templates need not exist yet when a workload is admitted. */
+        if (!strcmp(pl->name, "DynamicResources")) continue;
         p->f[p->nf].plugin = pl;
         if (pl->init) rc = pl->init(&p->h, args_for(prof, pl->name), &p->f[p->nf].state, d);
         if (!rc) p->nf++;
