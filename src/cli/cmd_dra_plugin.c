@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /*--- ResourceSlices ---*/
 
@@ -272,7 +273,14 @@ int gs_dra_plugin_main(const struct gs_dra_plugin_opts *o, volatile sig_atomic_t
     struct gs_clock clk;
     gs_clock_init_real(&clk);
     struct gs_disc d;
-    int rc = o->mock ? gs_disc_open_mock(&d, o->mock, &clk) : gs_disc_open_nvml(&d, NULL, NULL, &clk);
+    /* Named after the node as the agent names its mock GPUs (agent.c), so both see the same UUIDs. */
+    char spec[1024];
+    const char *mock = o->mock;
+    if (mock && !strstr(mock, "host=") && access(mock, R_OK) != 0) {
+        snprintf(spec, sizeof spec, "%s,host=%s", mock, o->node);
+        mock = spec;
+    }
+    int rc = mock ? gs_disc_open_mock(&d, mock, &clk) : gs_disc_open_nvml(&d, NULL, NULL, &clk);
     if (rc) {
         gs_log(GS_LOG_ERROR, "dra-plugin: discovery", "error", d.err[0] ? d.err : gs_strerror(rc), NULL);
         return 1;

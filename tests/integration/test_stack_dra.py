@@ -1,0 +1,171 @@
+"""`gpusched up` with mock GPUs runs pods with resource claims end to end: each node's DRA
+plugin (gpusched dra-plugin on a thread of up) prepares the claim, the agent hands the
+container exactly the claimed devices (NVIDIA_VISIBLE_DEVICES = their UUIDs) and unprepares
+the claim once the pod is gone.
+
+test_bound_pod_*: the claim's allocation is written by the test as the scheduler would and the
+pod is bound by nodeName, so only the node side is exercised. test_scheduled_*: the scheduler
+allocates (DynamicResources plugin, the resourceclaim controller for templates).
+"""
+import json
+
+import pytest
+import requests
+
+from stack import Stack, apply, phase, wait_for
+
+NODE = "gpu-node-1"
+DRIVER = "gpu.nvidia.com"
+VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+
+@pytest.fixture(scope="module")
+def stack(gpusched_bin, tmp_path_factory):
+    s = Stack(gpusched_bin, tmp_path_factory.mktemp("dra"))
+    s.up("2x4xH100-80GB,nvlink=islands:2")
+    yield s
+    rc = s.stop("up")
+    assert rc == 0, s.log("up")
+
+
+class Api:
+    def __init__(self, stack):
+        self.s = requests.Session()
+        self.s.trust_env = False
+        self.s.verify = str(stack.data / "ca.crt")
+        self.s.headers["Authorization"] = f"Bearer {stack.info['token']}"
+        self.base = stack.info["server"]
+
+    def call(self, method, path, **kw):
+        return self.s.request(method, self.base + path, timeout=10, **kw)
+
+    def claim_version(self):
+        """The newest resource.k8s.io version the server serves ResourceClaims in."""
+        for v in VERSIONS:
+            if self.call("GET", f"/apis/resource.k8s.io/{v}/namespaces/default/resourceclaims").status_code == 200:
+                return v
+        raise AssertionError("the server serves no resource.k8s.io ResourceClaims")
+
+
+def claim_doc(version, name, count):
+    if version == "v1beta1":
+        req = {"name": "gpus", "deviceClassName": "gpu.nvidia.com", "count": count}
+    else:
+        req = {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count}}
+    return {"apiVersion": f"resource.k8s.io/{version}", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"devices": {"requests": [req]}}}
+
+
+def dra_pod(name, claims, node=None, cmd='echo "nv=$NVIDIA_VISIBLE_DEVICES cuda=$CUDA_VISIBLE_DEVICES"; sleep 1'):
+    spec = {"restartPolicy": "Never", "resourceClaims": claims,
+            "containers": [{"name": "main", "command": ["sh", "-c", cmd],
+                            "resources": {"claims": [{"name": c["name"]} for c in claims]}},
+                           {"name": "side", "command": ["sh", "-c", 'echo "side nv=$NVIDIA_VISIBLE_DEVICES"']}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+
+
+def uuids_by_device(stack, node):
+    """gpu-<minor> -> UUID, from the Node's status.devices (what the agent discovered)."""
+    return {f"gpu-{d['index']}": d["uuid"] for d in stack.node(node)["status"]["devices"]}  # mock minors = indices
+
+
+def logs(stack, pod, container):
+    return stack.cli("logs", pod, "-c", container).stdout.strip()
+
+
+def test_bound_pod_sees_exactly_its_claimed_gpus(stack):
+    api = Api(stack)
+    v = api.claim_version()
+    base = f"/apis/resource.k8s.io/{v}/namespaces/default/resourceclaims"
+    r = api.call("POST", base, json=claim_doc(v, "two-gpus", 2))
+    assert r.status_code == 201, r.text
+    apply(stack, dra_pod("bound", [{"name": "gpus", "resourceClaimName": "two-gpus"}], node=NODE))
+    pod = wait_for(lambda: stack.pod("bound"), 10, "pod bound")
+
+    # Not allocated yet: the pod waits, saying so, and runs nothing.
+    def waiting():
+        p = stack.pod("bound")
+        conds = {c["type"]: c for c in (p or {}).get("status", {}).get("conditions", [])}
+        c = conds.get("ResourceClaimsPrepared")
+        return c if c and c["status"] == "False" else None
+    cond = wait_for(waiting, 15, "the pod to wait for its claim")
+    assert "two-gpus" in cond["message"] and "allocated" in cond["message"]
+    assert phase(stack.pod("bound")) == "Pending"
+
+    claim = api.call("GET", f"{base}/two-gpus").json()
+    claim["status"] = {
+        "allocation": {
+            "devices": {"results": [{"request": "gpus", "driver": DRIVER, "pool": NODE, "device": d}
+                                    for d in ("gpu-1", "gpu-2")]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [NODE]}]}]}},
+        "reservedFor": [{"resource": "pods", "name": "bound", "uid": pod["metadata"]["uid"]}]}
+    r = api.call("PUT", f"{base}/two-gpus/status", json=claim)
+    assert r.status_code == 200, r.text
+
+    wait_for(lambda: phase(stack.pod("bound")) == "Succeeded", 30, "the claim's pod to succeed")
+    u = uuids_by_device(stack, NODE)
+    want = f"{u['gpu-1']},{u['gpu-2']}"
+    assert logs(stack, "bound", "main") == f"nv={want} cuda={want}"
+    assert logs(stack, "bound", "side") == "side nv=void"  # names no claim: sees none
+
+    cdi = stack.data / "dra" / NODE / "cdi" / f"k8s.gpu.nvidia.com-claim_{claim['metadata']['uid']}.json"
+    wait_for(lambda: not cdi.exists(), 15, "the claim to be unprepared after the pod ended")
+    ckpt = json.loads((stack.data / "dra" / NODE / "plugins" / DRIVER / "checkpoint.json").read_text())
+    assert claim["metadata"]["uid"] not in ckpt["claims"]
+
+
+def test_bound_pod_with_a_bad_allocation_never_starts(stack):
+    api = Api(stack)
+    v = api.claim_version()
+    base = f"/apis/resource.k8s.io/{v}/namespaces/default/resourceclaims"
+    assert api.call("POST", base, json=claim_doc(v, "bad", 1)).status_code == 201
+    apply(stack, dra_pod("bad-pod", [{"name": "gpus", "resourceClaimName": "bad"}], node=NODE,
+                         cmd="echo started"))
+    pod = wait_for(lambda: stack.pod("bad-pod"), 10, "pod bound")
+    claim = api.call("GET", f"{base}/bad").json()
+    claim["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpus", "driver": DRIVER, "pool": NODE, "device": "gpu-7"}]}},
+        "reservedFor": [{"resource": "pods", "name": "bad-pod", "uid": pod["metadata"]["uid"]}]}
+    assert api.call("PUT", f"{base}/bad/status", json=claim).status_code == 200
+
+    def refused():
+        c = {c["type"]: c for c in stack.pod("bad-pod").get("status", {}).get("conditions", [])}
+        m = c.get("ResourceClaimsPrepared", {}).get("message", "")
+        return m if "gpu-7" in m else None
+    msg = wait_for(refused, 20, "the plugin's error on the pod")
+    assert "claim bad" in msg and "not a device" in msg
+    assert phase(stack.pod("bad-pod")) == "Pending"
+    r = stack.cli("get", "events", "-o", "json", check=False)
+    assert "FailedPrepareDynamicResources" in r.stdout
+
+
+def test_scheduled_claim_and_template_run_on_their_devices(stack):
+    """Needs the scheduler side (DynamicResources plugin, resourceclaim controller, the
+    server's ResourceSlices)."""
+    api = Api(stack)
+    v = api.claim_version()
+    base = f"/apis/resource.k8s.io/{v}/namespaces/default"
+    assert api.call("POST", f"{base}/resourceclaims", json=claim_doc(v, "sched-two", 2)).status_code == 201
+    tmpl = {"apiVersion": f"resource.k8s.io/{v}", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": "default"},
+            "spec": {"spec": claim_doc(v, "x", 1)["spec"]}}
+    r = api.call("POST", f"{base}/resourceclaimtemplates", json=tmpl)
+    assert r.status_code == 201, r.text
+    apply(stack, dra_pod("sched", [{"name": "gpus", "resourceClaimName": "sched-two"},
+                                   {"name": "extra", "resourceClaimTemplateName": "one-gpu"}]))
+    p = wait_for(lambda: phase(stack.pod("sched")) == "Succeeded" and stack.pod("sched"), 60, "the pod to succeed")
+    node = p["spec"]["nodeName"]
+    u = uuids_by_device(stack, node)
+    names = {s["name"]: s["resourceClaimName"] for s in p["status"]["resourceClaimStatuses"]}
+    want = []
+    for claim_name in ("sched-two", names["extra"]):
+        c = api.call("GET", f"{base}/resourceclaims/{claim_name}").json()
+        res = c["status"]["allocation"]["devices"]["results"]
+        assert all(x["driver"] == DRIVER and x["pool"] == node for x in res)
+        want += [u[x["device"]] for x in res]
+    assert len(want) == 3 and len(set(want)) == 3
+    nv = logs(stack, "sched", "main").split()[0].removeprefix("nv=")
+    assert sorted(nv.split(",")) == sorted(want)
