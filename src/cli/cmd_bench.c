@@ -2,6 +2,11 @@
  * cmd_bench.c - `gpusched bench`: scheduling throughput on a synthetic cluster.
  *
  *   gpusched bench --nodes N --gpus-per-node G --pods P [--profile NAME] [--seed S]
+ *   gpusched bench --shape dra-template [--nodes 500] [--gpus-per-node 8] [--pods 5000]
+ *
+ * --shape dra-template runs kube-scheduler's SchedulingWithResourceClaimTemplate
+ * shape instead: one resource claim per pod from a template, allocated by the
+ * DynamicResources plugin (cmd_bench_dra.c).
  *
  * Builds N identical nodes of G GPUs and P pods mixing whole (1, 2, 4, 8) and
  * fractional (0.1 .. 0.9) GPU requests, then schedules and binds each pod
@@ -34,7 +39,11 @@ struct bench_opts {
     long nodes, gpus, pods;
     const char *profile;
     uint64_t seed;
+    const char *shape; /* NULL: the GPU mix; "dra-template" */
+    bool set_nodes, set_gpus, set_pods;
 };
+
+int gs__bench_dra(long nodes, long gpus, long pods, uint64_t seed); /* cmd_bench_dra.c */
 
 static double now_us(void)
 {
@@ -56,21 +65,30 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         {"nodes", required_argument, 0, 'n'}, {"gpus-per-node", required_argument, 0, 'g'},
         {"pods", required_argument, 0, 'p'},  {"profile", required_argument, 0, 'P'},
         {"seed", required_argument, 0, 's'},  {"help", no_argument, 0, 'h'},
+        {"shape", required_argument, 0, 'S'},
         {0, 0, 0, 0},
     };
-    *o = (struct bench_opts){1000, 8, 10000, GS_DEFAULT_SCHEDULER, 42};
+    *o = (struct bench_opts){1000, 8, 10000, GS_DEFAULT_SCHEDULER, 42, NULL, false, false, false};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end = NULL;
         switch (c) {
-        case 'n': o->nodes = strtol(optarg, &end, 10); break;
-        case 'g': o->gpus = strtol(optarg, &end, 10); break;
-        case 'p': o->pods = strtol(optarg, &end, 10); break;
+        case 'n': o->nodes = strtol(optarg, &end, 10), o->set_nodes = true; break;
+        case 'g': o->gpus = strtol(optarg, &end, 10), o->set_gpus = true; break;
+        case 'p': o->pods = strtol(optarg, &end, 10), o->set_pods = true; break;
+        case 'S':
+            if (strcmp(optarg, "dra-template")) {
+                fprintf(stderr, "gpusched bench: --shape \"%s\": the only shape is dra-template\n", optarg);
+                return -1;
+            }
+            o->shape = optarg;
+            break;
         case 's': o->seed = strtoull(optarg, &end, 10); break;
         case 'P': o->profile = optarg; break;
         case 'h':
-            printf("usage: gpusched bench --nodes N --gpus-per-node G --pods P [--profile NAME] [--seed S]\n");
+            printf("usage: gpusched bench --nodes N --gpus-per-node G --pods P [--profile NAME] [--seed S]\n"
+                   "       gpusched bench --shape dra-template [--nodes 500] [--gpus-per-node 8] [--pods 5000]\n");
             return 1;
         default: return -1;
         }
@@ -187,6 +205,8 @@ int gs_cmd_bench(int argc, char **argv)
     struct bench_opts o;
     int prc = parse_args(argc, argv, &o);
     if (prc) return prc > 0 ? 0 : 2;
+    if (o.shape) /* kube's SchedulingWithResourceClaimTemplate/5000pods_500nodes */
+        return gs__bench_dra(o.set_nodes ? o.nodes : 500, o.set_gpus ? o.gpus : 8, o.set_pods ? o.pods : 5000, o.seed);
     struct gs_clock clock;
     gs_clock_init_sim(&clock, 0);
     struct gs_cache *cache = gs_cache_new(&clock);

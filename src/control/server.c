@@ -13,6 +13,7 @@
 #include "loops/sched_loop.h"
 #include "control/secret.h"
 #include "loops/nodelifecycle.h" /* node lifecycle hook */
+#include "loops/claims.h"        /* resourceclaim controller hook */
 #include "control/namespaces.h"    /* built-in namespaces, namespace controller */
 #include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
 #include "govern/operator.h"
@@ -42,6 +43,7 @@ struct gs_server {
     bool has_cfg;
     struct gs_sched_loop *loop;
     struct gs_nodelc *nodelc; /* node lifecycle hook */
+    struct gs_claims *claims; /* resourceclaim controller hook */
     struct gs_nsctl *nsctl;   /* namespace controller */
     struct gs_operator *op;   /* GPU stack operator hook */
     struct gs_hist cycle_hist; /* scheduling cycle latency for /metrics */
@@ -314,6 +316,9 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         struct gs_nodelc_opts no = {.source = s->source, .events = s->events,
                                     .lost_ms = (int64_t)(o->node_lost_timeout_s * 1000)};
         if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
+        /* resourceclaim controller hook: claims from templates, reservedFor, deallocation */
+        struct gs_claims_opts co = {.source = s->source, .seed = o->seed};
+        if ((err = gs_claims_start(&co, &s->claims))) return err;
         /* GPU stack operator hook: ClusterPolicy, per-node state machines */
         struct gs_operator_opts oo = {.source = s->source, .events = s->events};
         if ((err = gs_operator_start(&oo, &s->op))) return err;
@@ -365,6 +370,7 @@ void gs_server_stop(struct gs_server *s)
     gs_apiserver_stop(s->api);
     gs_operator_stop(s->op);   /* GPU stack operator hook */
     gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
+    gs_claims_stop(s->claims); /* resourceclaim controller hook */
     gs_nsctl_stop(s->nsctl);
     gs_sched_loop_stop(s->loop);
     gs_recorder_free(s->events); /* writes what its producers queued */

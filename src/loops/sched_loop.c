@@ -33,6 +33,8 @@
 #include "sched/cache.h"
 #include "sched/gpu_state.h" /* count-only nodes */
 #include "sched/cache_feed.h" /* budgets and namespaces */
+#include "loops/sched_dra.h"   /* DRA kinds and claim writes */
+#include "informer/informer.h"  /* served resources, for the prefixes */
 #include "sched/explain.h"
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
@@ -378,6 +380,7 @@ static void pod_drop_doc(struct entry *e)
 {
     struct gs_pod *p = e->obj->u.pod;
     if (e->state == P_GATED || e->state == P_ADMIT || p->queue_name || p->pod_group) return;
+    if (gs_pod_has_claims(p)) return; /* DynamicResources reads spec.resourceClaims */
     json_decref(p->doc);
     p->doc = NULL;
 }
@@ -616,11 +619,20 @@ static void feed_event(struct gs_sched_loop *l, const char *key, json_t *doc, in
     gs_cache_feed(l->cache, key, deleted ? NULL : doc);
 }
 
+/* DRA objects inform the cache and may let waiting pods in (loops/sched_dra.h). */
+static void dra_event(struct gs_sched_loop *l, const char *key, json_t *doc, int64_t rv, bool deleted)
+{
+    (void)rv;
+    if (gs_cache_feed(l->cache, key, deleted ? NULL : doc) == 0)
+        notify_all(l, GS_EV_NODE_UPDATED | GS_EV_DEVICE_FREED);
+}
+
 static const struct {
     const char *prefix;
     event_fn fn;
 } kinds[] = {
     {GS_CACHE_FEED_NAMESPACE, feed_event},
+    GS_SCHED_DRA_KINDS(dra_event), /* before the pods that claim them */
     {GS_CACHE_FEED_PDB, feed_event},
     {"nodes/", node_event},
     {"noderesourcetopologies.topology.node.k8s.io/", nrt_event},
@@ -792,6 +804,8 @@ struct pending_bind {
     const char *node;     /* the cache's name of the node, stable for the round */
     char devices[1024];   /* the devices annotation, "" for none */
     json_t *status_devices;
+    struct gs_dra_claim_write *dra; /* claim status written for it (loops/sched_dra.h) */
+    size_t ndra;
 };
 
 static void write_nomination(struct gs_sched_loop *l, struct entry *e, const char *node);
@@ -800,6 +814,9 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
 {
     struct entry *e = p->e;
     json_decref(p->status_devices);
+    if (b->err) gs_sched_dra_undo(l->source, l->cache, p->dra, p->ndra); /* claims: sched_dra.h */
+    else gs_sched_dra_done(p->dra, p->ndra);
+    p->dra = NULL, p->ndra = 0;
     if (b->err == GS_EIO || b->err == GS_EBUSY || b->err == GS_ETIMEDOUT) {
         /* Refused without a change (a 500, 429s past the client's retries):
          * no event will come for the pod, so it is queued again. Had the
@@ -846,6 +863,7 @@ static void drop_bindings(struct gs_sched_loop *l, size_t from)
         char key[GS__KEY_MAX];
         gs_meta_key(&pod->meta, key, sizeof key);
         json_decref(l->pend[i].status_devices);
+        gs_sched_dra_undo(l->source, l->cache, l->pend[i].dra, l->pend[i].ndra); /* claims: sched_dra.h */
         gs_cache_remove_pod(l->cache, key);
         gs_scheduler_delete_pod(l->scheds[e->sched], key);
         e->state = gs_scheduler_add_pod(l->scheds[e->sched], pod) == 0 ? P_QUEUED : P_OTHER;
@@ -965,7 +983,20 @@ static void queue_binding(struct gs_sched_loop *l, struct entry *e, const struct
 {
     struct gs_node_info *ni = gs_cache_node(l->cache, c->a.node);
     if (l->npend == CYCLES_PER_ROUND) flush_bindings(l); /* a round can overrun by a cycle per profile */
+    /* The claims' status first (loops/sched_dra.h): a pod never runs without its devices. */
+    char pkey[GS__KEY_MAX];
+    gs_meta_key(&e->obj->u.pod->meta, pkey, sizeof pkey);
+    struct gs_dra_claim_write *dra = NULL;
+    size_t ndra = 0;
+    if (gs_sched_dra_write(l->source, gs_scheduler_framework(l->scheds[e->sched]), l->cache, pkey, writable(l), &dra,
+                           &ndra)) {
+        gs_cache_remove_pod(l->cache, pkey);
+        gs_scheduler_delete_pod(l->scheds[e->sched], pkey);
+        e->state = gs_scheduler_add_pod(l->scheds[e->sched], e->obj->u.pod) == 0 ? P_QUEUED : P_OTHER;
+        return;
+    }
     struct pending_bind *p = &l->pend[l->npend++];
+    p->dra = dra, p->ndra = ndra;
     p->e = e;
     p->node = ni->name;
     p->devices[0] = 0;
@@ -1411,7 +1442,13 @@ static void *loop_main(void *arg)
 size_t gs_sched_loop_prefixes(const char **out, size_t cap)
 {
     size_t n = 0;
-    for (; n < sizeof kinds / sizeof kinds[0] && n + 1 < cap; n++) out[n] = kinds[n].prefix;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && n + 1 < cap; k++) {
+        const char *ns, *name;
+        size_t nsl, namel;
+        /* A kind this build does not serve cannot be informed. */
+        if (!gs_informer_resource_of_key(kinds[k].prefix, &ns, &nsl, &name, &namel)) continue;
+        out[n++] = kinds[k].prefix;
+    }
     if (cap) out[n] = NULL;
     return n;
 }

@@ -28,6 +28,8 @@
 
 #include "core/error.h"
 #include "sched/strmap.h"
+#include "sched/cache_dra.h" /* the DRA side */
+#include "sched/dra_plugin.h" /* pods with claims */
 #include "sched/topology_core.h" /* gs_topo_memo_islands */
 
 #include <limits.h>
@@ -102,6 +104,7 @@ struct gs_cache {
     struct gs__strmap ns_labels; /* namespace -> struct gs_labels * (owned) */
     struct gs_pdb_budget **pdbs; /* owned */
     size_t npdbs, pdbs_cap;
+    struct gs_cache_dra *dra; /* DRA objects and holds (cache_dra.h), created on first use */
 };
 
 static const struct gs_labels empty_labels;
@@ -765,6 +768,8 @@ int64_t gs_cache_gpu_milli_used(const struct gs_cache *c) { return c->milli_used
 static bool mask_valid(const struct gs_node_info *n, const struct gs_pod *pod, const struct gs_assignment *a)
 {
     if (n->ngpus < 64 && (a->gpu_mask >> n->ngpus)) return false;
+    if (a->gpu_mask && gs_pod_has_claims(pod)) /* the GPUs of its claims' devices (cache_dra.h) */
+        return a->milli > 0 && a->milli <= GS_GPU_MILLI;
     if (pod->demand.gpu_count == 0) return a->gpu_mask == 0;
     return popcount64(a->gpu_mask) == pod->demand.gpu_count && a->milli > 0 && a->milli <= GS_GPU_MILLI;
 }
@@ -1062,6 +1067,13 @@ static void gs__cache_extra_free(struct gs_cache *c)
     for (size_t i = 0; i < c->npdbs; i++) gs_pdb_budget_free(c->pdbs[i]);
     free(c->pdbs);
     free(c->aff);
+    gs_cache_dra_free(c->dra);
+}
+
+struct gs_cache_dra *gs_cache_dra(struct gs_cache *c)
+{
+    if (!c->dra) c->dra = gs__cache_dra_new();
+    return c->dra;
 }
 
 /*--- Invariant check ---*/

@@ -8,6 +8,7 @@
 #include "sched/cache_feed.h"
 
 #include "core/log.h"
+#include "sched/cache_dra.h" /* the DRA kinds */
 
 #include <stdlib.h>
 #include <string.h>
@@ -75,5 +76,6 @@ int gs_cache_feed(struct gs_cache *c, const char *key, const json_t *doc)
     size_t np = strlen(GS_CACHE_FEED_PDB), nn = strlen(GS_CACHE_FEED_NAMESPACE);
     if (!strncmp(key, GS_CACHE_FEED_PDB, np)) return feed_pdb(c, key, key + np, doc);
     if (!strncmp(key, GS_CACHE_FEED_NAMESPACE, nn)) return feed_namespace(c, key + nn, doc);
+    if (gs_cache_dra_key(key)) return gs_cache_dra_feed(c, key, doc);
     return GS_ENOENT;
 }

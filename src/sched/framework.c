@@ -35,6 +35,7 @@
 #include "sched/framework.h"
 
 #include "sched/strmap.h"
+#include "sched/dra_plugin.h" /* pods with claims */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,8 +342,26 @@ static void unreserve_all(struct gs_framework *fw, struct gs_cycle_state *cs, co
     }
 }
 
+/* Does the profile allocate claims (DynamicResources at PreFilter and Reserve)? */
+static bool runs_dra(const struct gs_framework *fw)
+{
+    bool pf = false, rs = false;
+    for (int i = 0; i < fw->npts[GS_PT_PRE_FILTER]; i++)
+        pf |= !strcmp(SLOT_PL(fw, GS_PT_PRE_FILTER, i)->name, GS_DRA_PLUGIN_NAME);
+    for (int i = 0; i < fw->npts[GS_PT_RESERVE]; i++)
+        rs |= !strcmp(SLOT_PL(fw, GS_PT_RESERVE, i)->name, GS_DRA_PLUGIN_NAME);
+    return pf && rs;
+}
+
 static int run_pre_filter(struct gs_framework *fw, const struct gs_pod *pod, struct gs_schedule_result *res)
 {
+    if (gs_pod_has_claims(pod) && !runs_dra(fw)) { /* never bound without its devices */
+        res->status = gs_status_make(GS_UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                     "pod has spec.resourceClaims but the profile does not run the %s plugin",
+                                     GS_DRA_PLUGIN_NAME);
+        res->code = res->status.code;
+        return -1;
+    }
     for (int i = 0; i < fw->npts[GS_PT_PRE_FILTER]; i++) {
         const struct gs_plugin *pl = SLOT_PL(fw, GS_PT_PRE_FILTER, i);
         if (!pl->pre_filter) continue;
@@ -647,7 +666,7 @@ static int run_reserve(struct gs_framework *fw, const struct gs_pod *pod, struct
         }
     }
     const char *why = NULL;
-    if (pod->demand.gpu_count == 0) {
+    if (pod->demand.gpu_count == 0 && !(a->gpu_mask && gs_pod_has_claims(pod))) { /* a claim's GPUs: DynamicResources */
         a->gpu_mask = 0;
         a->milli = 0;
         a->mem_mib = 0;

@@ -47,6 +47,7 @@ static const struct {
     {GS_PT_PRE_FILTER, "NodeAffinity", 0},
     {GS_PT_PRE_FILTER, "TaintToleration", 0},
     {GS_PT_PRE_FILTER, "InterPodAffinity", 0},
+    {GS_PT_PRE_FILTER, "DynamicResources", 0},
     {GS_PT_FILTER, "NodeUnschedulable", 0},
     {GS_PT_FILTER, "NodeResourcesFit", 0},
     {GS_PT_FILTER, "GpuShare", 0},
@@ -54,6 +55,7 @@ static const struct {
     {GS_PT_FILTER, "NodeAffinity", 0},
     {GS_PT_FILTER, "TaintToleration", 0},
     {GS_PT_FILTER, "InterPodAffinity", 0},
+    {GS_PT_FILTER, "DynamicResources", 0},
     {GS_PT_PRE_SCORE, "NodeAffinity", 0},
     {GS_PT_PRE_SCORE, "TaintToleration", 0},
     {GS_PT_PRE_SCORE, "InterPodAffinity", 0},
@@ -65,7 +67,9 @@ static const struct {
     {GS_PT_SCORE, "TaintToleration", 3},
     {GS_PT_SCORE, "InterPodAffinity", 2},
     {GS_PT_SCORE, "NodeResourcesBalancedAllocation", 1},
+    {GS_PT_RESERVE, "DynamicResources", 0}, /* before GpuShare: its GPUs are the pod's slots */
     {GS_PT_RESERVE, "GpuShare", 0},
+    {GS_PT_PRE_BIND, "DynamicResources", 0},
     {GS_PT_BIND, "DefaultBinder", 0},
 };
 
@@ -152,7 +156,8 @@ static const char gpusched_profile[] =
     "\"postFilter\":{\"enabled\":[{\"name\":\"DefaultPreemption\"},{\"name\":\"Coscheduling\"}]},"
     "\"score\":{\"enabled\":[{\"name\":\"Coscheduling\",\"weight\":10},{\"name\":\"NodeResourceTopology\",\"weight\":3},"
     "{\"name\":\"PodTopologySpread\",\"weight\":2},{\"name\":\"DefaultPreemption\",\"weight\":5}]},"
-    "\"reserve\":{\"enabled\":[{\"name\":\"NodeResourceTopology\"},{\"name\":\"GpuShare\"},"
+    "\"reserve\":{\"enabled\":[{\"name\":\"NodeResourceTopology\"},{\"name\":\"DynamicResources\"},"
+    "{\"name\":\"GpuShare\"},"
     "{\"name\":\"Coscheduling\"},{\"name\":\"DefaultPreemption\"}],\"disabled\":[{\"name\":\"*\"}]},"
     "\"permit\":{\"enabled\":[{\"name\":\"Coscheduling\"}]}},"
     "\"pluginConfig\":["

@@ -28,6 +28,7 @@ extern const struct gs_plugin gs_plugin_pod_topology_spread;
 extern const struct gs_plugin gs_plugin_default_preemption;
 extern const struct gs_plugin gs_plugin_inter_pod_affinity;
 extern const struct gs_plugin gs_plugin_balanced_allocation;
+extern const struct gs_plugin gs_plugin_dynamic_resources; /* DRA (docs/DRA.md) */
 
 extern const struct gs_plugin gs_plugin_random;
 extern const struct gs_plugin gs_plugin_dot_prod;
@@ -52,6 +53,7 @@ static const struct gs_plugin *const table[] = {
     &gs_plugin_default_preemption,
     &gs_plugin_inter_pod_affinity,
     &gs_plugin_balanced_allocation,
+    &gs_plugin_dynamic_resources,
     &gs_plugin_random,
     &gs_plugin_dot_prod,
     &gs_plugin_gpu_clustering,

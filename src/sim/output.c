@@ -242,6 +242,7 @@ static json_t *event_json(const struct gs_sim_event *e, const struct run *r)
     json_object_set_new(o, "gpus", gpus);
     json_object_set_new(o, "milli", json_integer(e->gpus ? e->milli : 0));
     json_object_set_new(o, "reason", e->reason ? json_string(e->reason) : json_null());
+    if (e->claims) json_object_set(o, "claims", (json_t *)e->claims);
     if (r) {
         json_object_set_new(o, "policy", json_string(r->policy));
         json_object_set_new(o, "seed", json_integer((json_int_t)r->seed));

@@ -46,6 +46,7 @@
 #include "sched/topology_core.h"
 #include "sched/scheduler.h"
 #include "sim/sim.h"
+#include "sim/sim_dra.h" /* resource claims */
 
 #include <math.h>
 #include <stdlib.h>
@@ -106,6 +107,8 @@ struct replay {
     size_t nnrts;
     int64_t preempted;
     int hook_err;
+    struct gs_sim_dra *dra;     /* DRA objects and claims (sim_dra.h), NULL without any */
+    const json_t *claims_now;   /* the scheduled event's claims (sim_dra.h) */
 };
 
 static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a);
@@ -150,7 +153,8 @@ static void emit(struct replay *r, enum gs_sim_event_type type, const struct rpo
     struct gs_sim_event e = {.t = to_s(gs_clock_now(&r->clock)), .type = type, .pod = p->key,
                              .node = type == GS_SIM_FAILED || !n ? NULL : n->name,
                              .gpus = type == GS_SIM_FAILED ? 0 : p->a.gpu_mask,
-                             .milli = type == GS_SIM_FAILED ? 0 : p->a.milli, .reason = reason};
+                             .milli = type == GS_SIM_FAILED ? 0 : p->a.milli, .reason = reason,
+                             .claims = type == GS_SIM_SCHEDULED ? r->claims_now : NULL};
     r->sink->event(r->sink->ctx, &e);
 }
 
@@ -271,7 +275,8 @@ static int init_cache(struct replay *r)
         }
     }
     r->capacity_milli = gs_cache_gpu_count(r->cache) * GS_GPU_MILLI;
-    return attach_topologies(r);
+    int rc = gs_sim_dra_new(r->cache, r->t, r->o->seed, &r->dra, r->d); /* DRA: sim_dra.h */
+    return rc ? rc : attach_topologies(r);
 }
 
 static int load_config(struct replay *r)
@@ -431,6 +436,7 @@ static void replay_free(struct replay *r)
     for (size_t i = 0; i < r->nnrts; i++) gs_nrt_clear(&r->nrts[i]);
     free(r->nrts);
     gs_scheduler_free(r->sched);
+    gs_sim_dra_free(r->dra);
     json_decref(r->policy_args);
     if (r->have_cfg) gs_sched_config_free(&r->cfg);
     if (r->frag) gs_frag_model_free(r->frag);
@@ -454,7 +460,9 @@ static int bound(struct replay *r, size_t i, const struct gs_assignment *a)
     p->a = *a;
     r->scheduled++;
     r->running++;
+    r->claims_now = gs_sim_dra_bound(r->dra, gs_scheduler_framework(r->sched), r->t->pods[i].pod, to_s(now));
     emit(r, GS_SIM_SCHEDULED, p, NULL);
+    r->claims_now = NULL;
     return p->duration_ns >= 0 ? heap_push(r, now + p->duration_ns, i, p->run) : 0;
 }
 
@@ -490,6 +498,7 @@ static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs
     snprintf(why, sizeof why, "preempted by %s", key);
     p->a = *a;
     emit(r, GS_SIM_PREEMPTED, p, why);
+    gs_sim_dra_left(r->dra, victim);
     p->run++;
     r->running--;
     r->scheduled--;
@@ -535,6 +544,7 @@ static void complete_due(struct replay *r, int64_t now)
         struct rpod *p = &r->pods[c.pod];
         if (c.run != p->run) continue; /* evicted since: this completion is void */
         emit(r, GS_SIM_COMPLETED, p, NULL); /* before removal: the node's name is still at hand */
+        gs_sim_dra_left(r->dra, r->t->pods[c.pod].pod);
         gs_scheduler_delete_pod(r->sched, p->key); /* frees resources, wakes waiting pods */
         r->running--;
     }

@@ -42,6 +42,12 @@ struct gs_trace {
      * owned; replay hands PodGroups to the scheduler and NRTs to the cache. */
     struct gs_object **objects;
     size_t nobjects;
+    /* ResourceSlice, DeviceClass, ResourceClaim, ResourceClaimTemplate and
+     * DeviceTaintRule documents of a manifest scenario (owned references),
+     * checked by the DRA decoders at load; replay feeds them to the cache
+     * (sim_dra.c). */
+    json_t **dra;
+    size_t ndra;
 };
 
 /* openb: node CSV (sn,cpu_milli,memory_mib,gpu,model) and pod CSV
@@ -74,6 +80,7 @@ struct gs_sim_event {
     uint64_t gpus;             /* GPU indices mask */
     int32_t milli;             /* share per GPU */
     const char *reason;        /* diagnosis for failed, NULL otherwise */
+    const json_t *claims;      /* scheduled: [{claim, allocation}] of the pod's resource claims, NULL none */
 };
 
 /* One point of the time series (after every pod in fgd, per event time in replay). */

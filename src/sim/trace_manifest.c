@@ -24,6 +24,7 @@
 #include "core/codec.h"
 #include "core/object.h"
 #include "sim/sim.h"
+#include "sim/sim_dra.h" /* DRA documents */
 
 #include <errno.h>
 #include <math.h>
@@ -82,11 +83,13 @@ static bool kind_is(struct loader *l, json_t *doc, const char *want)
 {
     const char *kind = json_string_value(json_object_get(doc, "kind"));
     if (kind && !strcmp(kind, want)) return true;
+    if (gs_sim_dra_kind(kind)) return false; /* the caller's DRA documents */
     bool cluster = !strcmp(want, "Node");
     if (kind && !strcmp(kind, cluster ? "NodeResourceTopology" : "PodGroup")) return false; /* the caller's other kind */
     char msg[200];
     snprintf(msg, sizeof msg, "kind \"%.60s\": the %s file holds only %s documents (and %s)", kind ? kind : "",
-             cluster ? "cluster" : "workload", want, cluster ? "NodeResourceTopology" : "PodGroup");
+             cluster ? "cluster" : "workload", want,
+             cluster ? "NodeResourceTopology, DRA kinds" : "PodGroup, DRA kinds");
     problem(l, "kind", msg);
     return false;
 }
@@ -188,9 +191,25 @@ static int add_object(struct loader *l, json_t *doc, struct gs_trace *t, size_t 
     return 0;
 }
 
+/* A DRA document, checked by its decoder and kept as JSON (sim_dra.h). */
+static int add_dra(struct loader *l, json_t *doc, struct gs_trace *t)
+{
+    struct gs_diags inner = {0};
+    int rc = gs_sim_dra_check(doc, &inner);
+    forward_diags(l, &inner);
+    gs_diags_free(&inner);
+    if (rc) return rc == GS_ENOMEM ? rc : 0;
+    json_t **nv = realloc(t->dra, (t->ndra + 1) * sizeof *nv);
+    if (!nv) return GS_ENOMEM;
+    t->dra = nv;
+    t->dra[t->ndra++] = json_incref(doc);
+    return 0;
+}
+
 static int other_kind(struct loader *l, json_t *doc, struct gs_trace *t, size_t cap, const char *kind)
 {
     const char *k = json_string_value(json_object_get(doc, "kind"));
+    if (gs_sim_dra_kind(k)) return add_dra(l, doc, t);
     return k && !strcmp(k, kind) ? add_object(l, doc, t, cap) : 0;
 }
 
@@ -254,6 +273,12 @@ static int add_pod(struct loader *l, json_t *doc, struct gs_trace *t)
         return 0;
     }
     gs_diags_free(&inner);
+    /* A pod's generated claims name it as their owner by uid: a scenario need not invent one. */
+    if (!p->meta.uid && (rc = gs_sim_dra_pod_uid(p)) != 0) {
+        gs_pod_clear(p);
+        free(p);
+        return rc;
+    }
     int before = l->problems;
     struct gs_trace_pod tp = {.pod = p, .arrival = 0, .duration = -1};
     seconds(l, p, GS_ANN_SIM_ARRIVAL, &tp.arrival);

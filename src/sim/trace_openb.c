@@ -444,5 +444,7 @@ void gs_trace_free(struct gs_trace *t)
     free(t->pods);
     for (size_t i = 0; i < t->nobjects; i++) gs_object_free(t->objects[i]);
     free(t->objects);
+    for (size_t i = 0; i < t->ndra; i++) json_decref(t->dra[i]);
+    free(t->dra);
     memset(t, 0, sizeof *t);
 }

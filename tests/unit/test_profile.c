@@ -48,13 +48,15 @@ static void default_profile(void **st)
     assert_string_equal(names_at(p, GS_PT_QUEUE_SORT), "PrioritySort");
     assert_string_equal(names_at(p, GS_PT_FILTER),
                         "NodeUnschedulable,NodeResourcesFit,GpuShare,GpuModel,NodeAffinity,TaintToleration,"
-                        "InterPodAffinity");
+                        "InterPodAffinity,DynamicResources");
     assert_string_equal(names_at(p, GS_PT_PRE_FILTER),
-                        "NodeUnschedulable,GpuShare,GpuModel,NodeAffinity,TaintToleration,InterPodAffinity");
+                        "NodeUnschedulable,GpuShare,GpuModel,NodeAffinity,TaintToleration,InterPodAffinity,"
+                        "DynamicResources");
     /* kube-scheduler's default weights. */
     assert_string_equal(names_at(p, GS_PT_SCORE), "NodeResourcesFit:1,NodeAffinity:2,TaintToleration:3,"
                                                   "InterPodAffinity:2,NodeResourcesBalancedAllocation:1");
-    assert_string_equal(names_at(p, GS_PT_RESERVE), "GpuShare");
+    assert_string_equal(names_at(p, GS_PT_RESERVE), "DynamicResources,GpuShare");
+    assert_string_equal(names_at(p, GS_PT_PRE_BIND), "DynamicResources");
     assert_string_equal(names_at(p, GS_PT_BIND), "DefaultBinder");
     assert_null(gs_sched_config_profile(&c, "other"));
     gs_sched_config_free(&c);
@@ -95,7 +97,7 @@ static void merge_rules(void **st)
     assert_string_equal(names_at(b, GS_PT_SCORE), "NodeAffinity:5");
     assert_string_equal(names_at(b, GS_PT_FILTER),
                         "NodeUnschedulable,NodeResourcesFit,GpuShare,GpuModel,NodeAffinity,TaintToleration,"
-                        "InterPodAffinity");
+                        "InterPodAffinity,DynamicResources");
     assert_int_equal(b->nargs, 1);
     assert_string_equal(b->args_names[0], "NodeResourcesFit");
     gs_sched_config_free(&c);
