@@ -129,9 +129,11 @@ static bool publish(struct gs_client *c, json_t *slices)
                 ok++;
                 break;
             }
-            if (code != 404) {
-                gs_log(GS_LOG_WARN, "dra-plugin: cannot publish the ResourceSlice", "name", name, "status",
-                       code ? "refused" : "unreachable", NULL);
+            if (code != 404 || v + 1 == sizeof versions / sizeof versions[0]) {
+                char st[64];
+                snprintf(st, sizeof st, code ? "HTTP %ld" : "unreachable", code);
+                gs_log(GS_LOG_WARN, "dra-plugin: cannot publish the ResourceSlice", "name", name, "version",
+                       versions[v], "status", st, NULL);
                 break;
             }
         }

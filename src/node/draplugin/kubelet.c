@@ -54,8 +54,10 @@ int gs_drap_kubelet_find(const char *registry_dir, const char *driver, char *end
         has_beta |= !strcmp(json_string_value(v), "v1beta1.DRAPlugin");
     }
     if (!rc) {
-        if (!type || strcmp(type, "DRAPlugin")) snprintf(refusal, sizeof refusal, "type %s, want DRAPlugin", type);
-        else if (!name || strcmp(name, driver)) snprintf(refusal, sizeof refusal, "name %s, want %s", name, driver);
+        if (!type || strcmp(type, "DRAPlugin"))
+            snprintf(refusal, sizeof refusal, "type \"%s\", want DRAPlugin", type ? type : "");
+        else if (!name || strcmp(name, driver))
+            snprintf(refusal, sizeof refusal, "name \"%s\", want %s", name ? name : "", driver);
         else if (!ep || !*ep) snprintf(refusal, sizeof refusal, "no endpoint");
         else if (!has_v1 && !has_beta)
             snprintf(refusal, sizeof refusal, "supported versions name neither v1.DRAPlugin nor v1beta1.DRAPlugin");
