@@ -254,7 +254,7 @@ static int run(const struct gs_dra_plugin_opts *o, struct gs_disc *d, const stru
         rc = gs_drap_create(&cfg, &t, &p, err, sizeof err);
     }
     if (rc) gs_log(GS_LOG_ERROR, "dra-plugin: cannot start", "error", err[0] ? err : gs_strerror(rc), NULL);
-    bool published = !rc && cl && publish(cl, slices);
+    bool published = !rc && cl && o->publish && publish(cl, slices);
     struct health_src hs = {.disc = d, .inv = inv};
     struct gs_health_config hc;
     gs_health_config_default(&hc);
@@ -353,7 +353,7 @@ int gs_cmd_dra_plugin(int argc, char **argv)
             snprintf(state, sizeof state, "%s/checkpoint.json", optarg);
             o.state_path = state;
             break;
-        case 'k': o.conn.kubeconfig = optarg, o.api = true; break;
+        case 'k': o.conn.kubeconfig = optarg, o.api = o.publish = true; break;
         case 'l':
             if (gs_log_level_parse(optarg, &lvl)) {
                 fprintf(stderr, "dra-plugin: --log-level: invalid value \"%s\" (want debug, info, warn or error)\n",

@@ -188,7 +188,8 @@ static void start_dra(struct agents *ag, int i, const char *data, const char *sp
     struct gs_dra_plugin_opts *d = &ag->dra[i];
     *d = (struct gs_dra_plugin_opts){.mock = spec, .nvml = !spec, .node = ag->names[i],
                                      .plugins_dir = ag->dra_plugins[i], .registry_dir = ag->dra_reg[i],
-                                     .cdi_dir = ag->dra_cdi[i], .conn = ao->conn, .api = true};
+                                     .cdi_dir = ag->dra_cdi[i], .conn = ao->conn, .api = true,
+                                     .publish = false}; /* the agent publishes its node's slices */
     ag->dra_started[i] = !pthread_create(&ag->dra_th[i], NULL, dra_main, d);
     if (!ag->dra_started[i]) fprintf(stderr, "gpusched up: node %s: cannot start its DRA plugin\n", ag->names[i]);
 }

@@ -19,6 +19,7 @@ struct gs_dra_plugin_opts {
     const char *plugins_dir, *registry_dir, *cdi_dir, *state_path; /* NULL = the defaults */
     struct gs_client_opts conn; /* conn.kubeconfig or conn.server: read claims, publish slices */
     bool api;                  /* use conn at all */
+    bool publish;              /* also publish the node's ResourceSlices (not where the agent does) */
 };
 
 /* Discovery, slices, plugin, health; returns when *stop is set (0) or on a

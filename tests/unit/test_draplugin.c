@@ -104,6 +104,23 @@ static void device_table_errors(void **state)
     }
 }
 
+static void device_table_placements(void **state)
+{
+    (void)state;
+    static struct gs_drap_table t;
+    char err[256] = "";
+    /* A partitionable GPU's MIG placement that does not exist yet has no uuid: left out. */
+    json_t *s = json_loads("[{\"metadata\":{\"name\":\"s\"},\"spec\":{\"devices\":["
+                           "{\"name\":\"gpu-0\",\"attributes\":{\"uuid\":{\"string\":\"GPU-a\"}}},"
+                           "{\"name\":\"gpu-0-mig-1g10gb-19-3\",\"attributes\":{\"type\":{\"string\":\"mig\"}},"
+                           "\"consumesCounters\":[{\"counterSet\":\"gpu-0-counter-set\"}]}]}}]",
+                           0, NULL);
+    assert_int_equal(gs_drap_table_from_slices(s, NULL, NULL, &t, err, sizeof err), 0);
+    assert_int_equal(t.n, 1);
+    assert_null(gs_drap_table_find(&t, "gpu-0-mig-1g10gb-19-3"));
+    json_decref(s);
+}
+
 static json_t *claim(const char *uid, const char *node, const char *results)
 {
     char text[2048];
@@ -379,6 +396,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names),       cmocka_unit_test(device_table), cmocka_unit_test(device_table_errors),
+        cmocka_unit_test(device_table_placements),
         cmocka_unit_test(choose),      cmocka_unit_test(checkpoint),   cmocka_unit_test(codecs),
         cmocka_unit_test(cdi_env),     cmocka_unit_test(served),
     };

@@ -47,6 +47,8 @@ int gs_drap_table_from_slices(const json_t *slices, gs_drap_minor_fn minor_of, v
                          sname ? sname : "?", j, sizeof t->d[0].name - 1);
                 return GS_EINVAL;
             }
+            /* A partitionable GPU's MIG placement that does not exist yet: nothing to prepare. */
+            if (!uuid && json_object_get(dev, "consumesCounters")) continue;
             if (!uuid || strlen(uuid) >= sizeof t->d[0].uuid) {
                 snprintf(err, errlen, "ResourceSlice %s: device %s: attribute uuid: missing or too long",
                          sname ? sname : "?", name);
