@@ -57,7 +57,7 @@ def claim_doc(version, name, count):
             "metadata": {"name": name, "namespace": "default"}, "spec": {"devices": {"requests": [req]}}}
 
 
-def dra_pod(name, claims, node=None, cmd='echo "nv=$NVIDIA_VISIBLE_DEVICES cuda=$CUDA_VISIBLE_DEVICES"; sleep 1'):
+def dra_pod(name, claims, node=None, cmd='echo "nv=$NVIDIA_VISIBLE_DEVICES cuda=$CUDA_VISIBLE_DEVICES"; sleep 2'):
     spec = {"restartPolicy": "Never", "resourceClaims": claims,
             "containers": [{"name": "main", "command": ["sh", "-c", cmd],
                             "resources": {"claims": [{"name": c["name"]} for c in claims]}},
@@ -116,6 +116,33 @@ def test_bound_pod_sees_exactly_its_claimed_gpus(stack):
     wait_for(lambda: not cdi.exists(), 15, "the claim to be unprepared after the pod ended")
     ckpt = json.loads((stack.data / "dra" / NODE / "plugins" / DRIVER / "checkpoint.json").read_text())
     assert claim["metadata"]["uid"] not in ckpt["claims"]
+
+
+def test_shared_claim_is_unprepared_after_its_last_pod(stack):
+    api = Api(stack)
+    v = api.claim_version()
+    base = f"/apis/resource.k8s.io/{v}/namespaces/default/resourceclaims"
+    assert api.call("POST", base, json=claim_doc(v, "shared", 1)).status_code == 201
+    apply(stack, dra_pod("long", [{"name": "gpus", "resourceClaimName": "shared"}], node=NODE,
+                         cmd='echo "nv=$NVIDIA_VISIBLE_DEVICES"; sleep 4'),
+          dra_pod("short", [{"name": "gpus", "resourceClaimName": "shared"}], node=NODE,
+                  cmd='echo "nv=$NVIDIA_VISIBLE_DEVICES"'))
+    pods = [wait_for(lambda n=n: stack.pod(n), 10, f"{n} bound") for n in ("long", "short")]
+    claim = api.call("GET", f"{base}/shared").json()
+    claim["status"] = {"allocation": {"devices": {"results": [
+        {"request": "gpus", "driver": DRIVER, "pool": NODE, "device": "gpu-3"}]}},
+        "reservedFor": [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+                        for p in pods]}
+    assert api.call("PUT", f"{base}/shared/status", json=claim).status_code == 200
+    cdi = stack.data / "dra" / NODE / "cdi" / f"k8s.gpu.nvidia.com-claim_{claim['metadata']['uid']}.json"
+    wait_for(lambda: phase(stack.pod("short")) == "Succeeded", 20, "the short pod to succeed")
+    assert phase(stack.pod("long")) == "Running"
+    assert cdi.exists(), "unprepared while another pod still uses the claim"
+    uuid = uuids_by_device(stack, NODE)["gpu-3"]
+    assert logs(stack, "short", "main") == f"nv={uuid}"
+    wait_for(lambda: phase(stack.pod("long")) == "Succeeded", 20, "the long pod to succeed")
+    assert logs(stack, "long", "main") == f"nv={uuid}"
+    wait_for(lambda: not cdi.exists(), 15, "the claim to be unprepared after its last pod")
 
 
 def test_bound_pod_with_a_bad_allocation_never_starts(stack):
@@ -184,9 +211,15 @@ def ensure_slices_and_class(stack, api, v):
     return node_slices(api, v)
 
 
-def allocated_uuids(api, base, claim_name, node, slices):
-    c = api.call("GET", f"{base}/resourceclaims/{claim_name}").json()
-    res = c["status"]["allocation"]["devices"]["results"]
+def allocation(api, base, claim_name):
+    """The claim's results once allocated (read while its pod runs: it is deallocated after)."""
+    def get():
+        c = api.call("GET", f"{base}/resourceclaims/{claim_name}").json()
+        return c.get("status", {}).get("allocation", {}).get("devices", {}).get("results")
+    return wait_for(get, 30, f"claim {claim_name} allocated")
+
+
+def uuids_of(res, node, slices):
     assert res and all(x["driver"] == DRIVER and x["pool"] == node for x in res)
     return [slices[node][x["device"]] for x in res]
 
@@ -199,9 +232,10 @@ def test_scheduled_claim_runs_on_its_devices(stack):
     base = f"/apis/resource.k8s.io/{v}/namespaces/default"
     assert api.call("POST", f"{base}/resourceclaims", json=claim_doc(v, "sched-two", 2)).status_code == 201
     apply(stack, dra_pod("sched", [{"name": "gpus", "resourceClaimName": "sched-two"}]))
+    res = allocation(api, base, "sched-two")
     p = wait_for(lambda: phase(stack.pod("sched")) == "Succeeded" and stack.pod("sched"), 60, "the pod to succeed")
     node = p["spec"]["nodeName"]
-    want = allocated_uuids(api, base, "sched-two", node, slices)
+    want = uuids_of(res, node, slices)
     assert len(want) == 2 and len(set(want)) == 2
     nv = logs(stack, "sched", "main").split()[0].removeprefix("nv=")
     assert sorted(nv.split(",")) == sorted(want)
@@ -222,11 +256,14 @@ def test_scheduled_template_claim_runs_on_its_device(stack):
     assert r.status_code == 201, r.text
     apply(stack, dra_pod("tmpl", [{"name": "gpus", "resourceClaimName": "sched-one"},
                                   {"name": "extra", "resourceClaimTemplateName": "one-gpu"}]))
+    res = allocation(api, base, "sched-one")
+    p = wait_for(lambda: (stack.pod("tmpl") or {}).get("status", {}).get("resourceClaimStatuses") and
+                 stack.pod("tmpl"), 30, "the template's claim named on the pod")
+    names = {s["name"]: s["resourceClaimName"] for s in p["status"]["resourceClaimStatuses"]}
+    res += allocation(api, base, names["extra"])
     p = wait_for(lambda: phase(stack.pod("tmpl")) == "Succeeded" and stack.pod("tmpl"), 60, "the pod to succeed")
     node = p["spec"]["nodeName"]
-    names = {s["name"]: s["resourceClaimName"] for s in p["status"]["resourceClaimStatuses"]}
-    want = allocated_uuids(api, base, "sched-one", node, slices) + \
-        allocated_uuids(api, base, names["extra"], node, slices)
+    want = uuids_of(res, node, slices)
     assert len(set(want)) == 2
     nv = logs(stack, "tmpl", "main").split()[0].removeprefix("nv=")
     assert sorted(nv.split(",")) == sorted(want)

@@ -242,3 +242,20 @@ def test_unreadable_checkpoint_is_refused(tmp_path):
                         "--cdi-dir", str(tmp_path / "cdi")], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1
     assert "checkpoint" in r.stderr and "version: want 1" in r.stderr
+
+
+def test_removed_sockets_are_served_again(env, stubs):
+    """A kubelet restart wipes its directories: the plugin serves both sockets again and registers anew."""
+    env.start()
+    kubelet = FakeKubelet(env.registry, stubs)
+    try:
+        kubelet.plugin(DRIVER)
+        before = kubelet.registrations
+        (env.registry / f"{DRIVER}-reg.sock").unlink()
+        (env.plugins / DRIVER / "dra.sock").unlink()
+        assert wait_until(lambda: kubelet.registrations > before, 10), "no new registration after the wipe"
+        uid = env.claim("after-wipe", [("gpus", NODE, "gpu-0")])
+        ans = kubelet.plugin(DRIVER).prepare([("default", uid, "after-wipe")])
+        assert ans[uid].error == "" and [d.device_name for d in ans[uid].devices] == ["gpu-0"]
+    finally:
+        kubelet.stop()
