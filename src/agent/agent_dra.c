@@ -398,10 +398,13 @@ void gs__dra_env(const struct gs__pod *p, const char *ctr, json_t *env)
 void gs__dra_status(const struct gs__pod *p, json_t *obj)
 {
     if (!p->dra) return;
-    if (p->dra->waiting)
+    if (p->dra->waiting) {
         gs__pod_set_condition(obj, "ResourceClaimsPrepared", "False", "WaitingForResourceClaims", p->dra->last);
-    else if (p->dra->prepared)
+    } else if (p->dra->prepared) {
         gs__pod_set_condition(obj, "ResourceClaimsPrepared", "True", NULL, NULL);
+        /* The wait's message came from here: it must not outlive the wait. */
+        if (!p->message[0]) json_object_del(json_object_get(obj, "status"), "message");
+    }
 }
 
 /*--- Unprepare ---*/

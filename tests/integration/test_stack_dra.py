@@ -107,6 +107,9 @@ def test_bound_pod_sees_exactly_its_claimed_gpus(stack):
     assert r.status_code == 200, r.text
 
     wait_for(lambda: phase(stack.pod("bound")) == "Succeeded", 30, "the claim's pod to succeed")
+    st = stack.pod("bound")["status"]
+    assert "message" not in st, st  # the wait's message went with the wait
+    assert {c["type"]: c["status"] for c in st["conditions"]}["ResourceClaimsPrepared"] == "True"
     u = uuids_by_device(stack, NODE)
     want = f"{u['gpu-1']},{u['gpu-2']}"
     assert logs(stack, "bound", "main") == f"nv={want} cuda={want}"
