@@ -10,6 +10,8 @@
 #include "node/draplugin/msgs.h"
 
 #include "core/error.h"
+#include "dra/pluginregistration/v1/api.pb-c.h"
+#include "node/deviceplugin/rpc.h"
 
 #include <jansson.h>
 #include <setjmp.h>
@@ -392,13 +394,80 @@ static void served(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A registration socket that says it is something else. */
+static int m_csi_info(void *ud, const uint8_t *req, size_t len, uint8_t **out, size_t *olen, char *msg, size_t ml)
+{
+    (void)ud, (void)req, (void)len, (void)msg, (void)ml;
+    Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+    info.type = "CSIPlugin";
+    info.name = "gpu.nvidia.com";
+    info.endpoint = "/x.sock";
+    *olen = protobuf_c_message_get_packed_size(&info.base);
+    *out = malloc(*olen ? *olen : 1);
+    protobuf_c_message_pack(&info.base, *out);
+    return GS_RPC_OK;
+}
+
+static int m_status_ok(void *ud, const uint8_t *req, size_t len, uint8_t **out, size_t *olen, char *msg, size_t ml)
+{
+    (void)ud, (void)req, (void)len, (void)msg, (void)ml;
+    *out = NULL, *olen = 0;
+    return GS_RPC_OK;
+}
+
+static void kubelet_refusals(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gs-drap-reg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sock[128], err[512] = "", ep[256];
+    snprintf(sock, sizeof sock, "%s/gpu.nvidia.com-reg.sock", dir);
+    static const struct gs_rpc_method methods[] = {
+        {"/pluginregistration.Registration/GetInfo", m_csi_info, NULL},
+        {"/pluginregistration.Registration/NotifyRegistrationStatus", m_status_ok, NULL},
+    };
+    struct gs_rpc_server_cfg cfg = {sock, methods, 2, NULL, 0};
+    struct gs_rpc_server *srv = NULL;
+    assert_int_equal(gs_rpc_server_start(&cfg, &srv, err, sizeof err), 0);
+    bool v1;
+    assert_int_equal(gs_drap_kubelet_find(dir, "gpu.nvidia.com", ep, sizeof ep, &v1, err, sizeof err), GS_EINVAL);
+    assert_non_null(strstr(err, "is not usable: type \"CSIPlugin\", want DRAPlugin"));
+    gs_rpc_server_stop(srv);
+
+    /* A request that is not a NodePrepareResourcesRequest is a gRPC error, not a claim's. */
+    static struct gs_drap_table t;
+    table(&t);
+    char plugins[128];
+    snprintf(plugins, sizeof plugins, "%s/plugins", dir);
+    struct gs_drap_config dc = {.node = NODE, .plugins_dir = plugins, .registry_dir = dir, .cdi_dir = dir};
+    struct gs_drap *p = NULL;
+    assert_int_equal(gs_drap_create(&dc, &t, &p, err, sizeof err), 0);
+    assert_int_equal(gs_drap_serve(p, err, sizeof err), 0);
+    struct gs_rpc_conn *c;
+    assert_int_equal(gs_rpc_dial(gs_drap_socket(p), &c), 0);
+    const uint8_t junk[] = {0x0a, 0x05, 0x0a};
+    uint8_t *resp = NULL;
+    size_t rlen = 0;
+    int status = 0;
+    assert_int_equal(gs_rpc_unary(c, "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources", junk,
+                                  sizeof junk, &resp, &rlen, 5000, false, &status, err, sizeof err), GS_EIO);
+    assert_int_equal(status, GS_RPC_INVALID_ARGUMENT);
+    assert_string_equal(err, "NodePrepareResourcesRequest: not a valid message");
+    free(resp);
+    gs_rpc_close(c);
+    gs_drap_destroy(p);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names),       cmocka_unit_test(device_table), cmocka_unit_test(device_table_errors),
         cmocka_unit_test(device_table_placements),
         cmocka_unit_test(choose),      cmocka_unit_test(checkpoint),   cmocka_unit_test(codecs),
-        cmocka_unit_test(cdi_env),     cmocka_unit_test(served),
+        cmocka_unit_test(cdi_env),     cmocka_unit_test(served),       cmocka_unit_test(kubelet_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
