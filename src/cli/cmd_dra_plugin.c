@@ -27,6 +27,8 @@
 #define GS_HAVE_RESOURCESLICES 1
 #endif
 
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +300,29 @@ int gs_dra_plugin_main(const struct gs_dra_plugin_opts *o, volatile sig_atomic_t
 
 /*--- The command ---*/
 
+/* One token on one line, surrounding blanks dropped. 0, or -1 with the reason printed. */
+static int read_token(const char *path, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "dra-plugin: --token-file \"%s\": %s\n", path, strerror(errno));
+        return -1;
+    }
+    size_t n = fread(buf, 1, len - 1, f);
+    bool more = n == len - 1 && fgetc(f) != EOF;
+    fclose(f);
+    buf[n] = '\0';
+    while (n && isspace((unsigned char)buf[n - 1])) buf[--n] = '\0';
+    size_t skip = strspn(buf, " \t\r\n");
+    memmove(buf, buf + skip, n - skip + 1);
+    if (more || !*buf || strpbrk(buf, " \t\r\n")) {
+        fprintf(stderr, "dra-plugin: --token-file \"%s\": %s\n", path,
+                more ? "too long for a token" : !*buf ? "the file is empty" : "want one token on one line");
+        return -1;
+    }
+    return 0;
+}
+
 static volatile sig_atomic_t stop_flag;
 
 static void on_signal(int sig)
@@ -320,6 +345,7 @@ static void usage(FILE *f)
                "  --cdi-dir DIR          where per-claim CDI specs go (default /var/run/cdi)\n"
                "  --state-dir DIR        the checkpoint's directory (default <plugins-dir>/<driver>)\n"
                "  --kubeconfig FILE      read claims and publish ResourceSlices through this API\n"
+               "  --token-file FILE      the node's bearer token (one line) instead of the kubeconfig's\n"
                "  --log-level L          debug, info, warn, error (default info)\n"
                "  -h, --help             show this help\n",
                GS_DRAP_DRIVER, GS_DRAP_PLUGINS_DIR, GS_DRAP_REGISTRY_DIR);
@@ -333,10 +359,11 @@ int gs_cmd_dra_plugin(int argc, char **argv)
         {"plugins-dir", required_argument, 0, 'p'},  {"registry-dir", required_argument, 0, 'r'},
         {"cdi-dir", required_argument, 0, 'c'},      {"state-dir", required_argument, 0, 's'},
         {"kubeconfig", required_argument, 0, 'k'},   {"log-level", required_argument, 0, 'l'},
+        {"token-file", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0},
     };
     struct gs_dra_plugin_opts o = {0};
-    static char state[1200];
+    static char state[1200], token[4096];
     enum gs_log_level lvl;
     int c;
     optind = 1;
@@ -354,6 +381,10 @@ int gs_cmd_dra_plugin(int argc, char **argv)
             o.state_path = state;
             break;
         case 'k': o.conn.kubeconfig = optarg, o.api = o.publish = true; break;
+        case 't':
+            if (read_token(optarg, token, sizeof token)) return 2;
+            o.conn.token = token;
+            break;
         case 'l':
             if (gs_log_level_parse(optarg, &lvl)) {
                 fprintf(stderr, "dra-plugin: --log-level: invalid value \"%s\" (want debug, info, warn or error)\n",
@@ -376,6 +407,10 @@ int gs_cmd_dra_plugin(int argc, char **argv)
     }
     if (!o.mock == !o.nvml) {
         fprintf(stderr, "dra-plugin: exactly one of --mock SPEC and --nvml is required\n");
+        return 2;
+    }
+    if (o.conn.token && !o.api) {
+        fprintf(stderr, "dra-plugin: --token-file needs --kubeconfig (the server and its CA)\n");
         return 2;
     }
     if (!o.node || !*o.node) {

@@ -270,3 +270,54 @@ def test_scheduled_template_claim_runs_on_its_device(stack):
     assert len(set(want)) == 2
     nv = logs(stack, "tmpl", "main").split()[0].removeprefix("nv=")
     assert sorted(nv.split(",")) == sorted(want)
+
+
+def test_separate_agent_and_plugin_processes(gpusched_bin, tmp_path):
+    """A server, `gpusched agent --dra-registry-dir` and `gpusched dra-plugin --token-file` as their own
+    processes, as on a real node: the two name the same mock GPUs, the plugin reads claims with the
+    node's token."""
+    import socket
+    import time
+    s = Stack(gpusched_bin, tmp_path)
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    s.node_tokens("solo")
+    reg, plugins, cdi = tmp_path / "registry", tmp_path / "plugins", tmp_path / "cdi"
+    try:
+        s.spawn("server", "server", "--data-dir", str(s.data), "--listen", f"127.0.0.1:{port}", "--log-level", "warn")
+        wait_for(lambda: (s.data / "kubeconfig").exists() and s.cli("get", "nodes", check=False, timeout=5).returncode
+                 == 0, 20, "the server")
+        s.spawn("plugin", "dra-plugin", "--mock", "2xH100-80GB", "--node-name", "solo", "--plugins-dir", str(plugins),
+                "--registry-dir", str(reg), "--cdi-dir", str(cdi), *s.agent_args("solo"))
+        s.spawn("agent", "agent", *s.agent_args("solo"), "--node-name", "solo", "--mock", "2xH100-80GB",
+                "--state-dir", str(tmp_path / "agent"), "--dra-registry-dir", str(reg), "--dra-cdi-dir", str(cdi),
+                "--agent-token-file", str(s.data / "agent.token"), "--grace-ms", "500", "--log-level", "warn")
+        wait_for(lambda: (s.node("solo") or {}).get("status", {}).get("devices"), 20, "the node")
+        wait_for(lambda: (reg / f"{DRIVER}-reg.sock").exists(), 20, "the plugin's registration socket")
+        admin = (s.data / "tokens.csv").read_text().splitlines()[1].split(",")[0]
+        api = requests.Session()
+        api.trust_env = False
+        api.verify = str(s.data / "ca.crt")
+        api.headers["Authorization"] = f"Bearer {admin}"
+        url = f"https://127.0.0.1:{port}"
+        v = next(x for x in VERSIONS if api.get(f"{url}/apis/resource.k8s.io/{x}/namespaces/default/resourceclaims",
+                                                 timeout=10).status_code == 200)
+        base = f"{url}/apis/resource.k8s.io/{v}/namespaces/default/resourceclaims"
+        assert api.post(base, json=claim_doc(v, "solo-claim", 1), timeout=10).status_code == 201
+        apply(s, dra_pod("solo-pod", [{"name": "gpus", "resourceClaimName": "solo-claim"}], node="solo"))
+        pod = wait_for(lambda: s.pod("solo-pod"), 10, "the pod")
+        claim = api.get(f"{base}/solo-claim", timeout=10).json()
+        claim["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpus", "driver": DRIVER, "pool": "solo", "device": "gpu-1"}]}},
+            "reservedFor": [{"resource": "pods", "name": "solo-pod", "uid": pod["metadata"]["uid"]}]}
+        assert api.put(f"{base}/solo-claim/status", json=claim, timeout=10).status_code == 200
+        wait_for(lambda: phase(s.pod("solo-pod")) == "Succeeded", 30, "the pod to succeed")
+        uuid = uuids_by_device(s, "solo")["gpu-1"]
+        assert logs(s, "solo-pod", "main") == f"nv={uuid} cuda={uuid}"
+        wait_for(lambda: not list(cdi.glob("k8s.gpu.nvidia.com-claim_*.json")), 15, "the claim unprepared")
+        time.sleep(0.2)
+        assert s.stop("plugin") == 0, s.log("plugin")
+        assert not (reg / f"{DRIVER}-reg.sock").exists()
+    finally:
+        s.stop_all()
