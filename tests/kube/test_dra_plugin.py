@@ -233,6 +233,19 @@ def test_bad_flags_name_the_flag():
     assert r.returncode == 2 and '"x.io" is not served' in r.stderr
 
 
+def test_token_file_errors(tmp_path):
+    empty = tmp_path / "empty.token"
+    empty.write_text("\n")
+    base = [binary(), "dra-plugin", "--node-name", "n", "--mock", "1xH100-80GB"]
+    r = subprocess.run(base + ["--token-file", str(empty), "--kubeconfig", "/nonexistent"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and f'--token-file "{empty}": the file is empty' in r.stderr
+    tok = tmp_path / "t.token"
+    tok.write_text("abc\n")
+    r = subprocess.run(base + ["--token-file", str(tok)], capture_output=True, text=True)
+    assert r.returncode == 2 and "--token-file needs --kubeconfig" in r.stderr
+
+
 def test_unreadable_checkpoint_is_refused(tmp_path):
     d = tmp_path / "plugins" / DRIVER
     d.mkdir(parents=True)
