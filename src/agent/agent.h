@@ -60,6 +60,10 @@ struct gs_agent_opts {
      * and /healthz (the server's log proxy sends it); borrowed, copied at
      * start. NULL: a random one, so only /metrics is open. */
     const char *http_token;
+    /* DRA (agent_dra.c): the kubelet plugin registry where drivers' plugins
+     * are found, and the CDI directory their specs are read from (NULL:
+     * /var/run/cdi). No registry: pods with resource claims wait. Borrowed. */
+    const char *dra_registry_dir, *dra_cdi_dir;
 };
 
 struct gs_agent;

@@ -25,6 +25,7 @@ enum gs__cstate { GS_C_WAITING, GS_C_RUNNING, GS_C_EXITED };
 enum gs__phase { GS_P_PENDING, GS_P_RUNNING, GS_P_SUCCEEDED, GS_P_FAILED };
 
 struct gs__mig_hold; /* MIG instances a pod holds (agent_mig.c) */
+struct gs__dra;      /* a pod's resource claims (agent_dra.c) */
 
 struct gs__ctr {
     char *name;
@@ -67,6 +68,7 @@ struct gs__pod {
     bool evicted;            /* the server evicted it (nodelifecycle.h): stop, then confirm ProcessesStopped */
     int64_t next_confirm_ns; /* retry of that confirmation (monotonic) */
     struct gs__mig_hold *mig; /* MIG instances chosen for it, or NULL (agent_mig.c); held while holds_devices */
+    struct gs__dra *dra;     /* its resource claims, or NULL (agent_dra.c) */
     char dir[1200];
 };
 
@@ -263,5 +265,24 @@ void gs__mig_recover(struct gs__pod *p, const json_t *doc);
 void gs__mig_status(const struct gs__pod *p, json_t *status); /* once it started */
 /* Inventory slots of the GPUs whose instances p holds, as a mask. */
 uint64_t gs__mig_gpu_mask(const struct gs_agent *a, const struct gs__pod *p);
+
+/* agent_dra.c: pods with spec.resourceClaims, the agent as the kubelet of
+ * the DRA plugins (src/node/draplugin/). Loop thread only. */
+/* Admission: 0 (ready, or no claims), 1 waiting (claims not allocated or
+ * reserved yet, or a plugin error: retried from the tick), -1 refused. */
+int gs__dra_admit(struct gs_agent *a, struct gs__pod *p, char *why, size_t wl);
+bool gs__dra_waiting(const struct gs__pod *p);
+/* The claimed devices' environment for container ctr. */
+void gs__dra_env(const struct gs__pod *p, const char *ctr, json_t *env);
+/* Pod status: condition ResourceClaimsPrepared. */
+void gs__dra_status(const struct gs__pod *p, json_t *obj);
+/* NodeUnprepareResources for claims no other pod here uses. Idempotent. */
+void gs__dra_release(struct gs_agent *a, struct gs__pod *p);
+/* GPU table slots reached through prepared claims. */
+bool gs__dra_holds_slot(const struct gs__pod *p, int slot);
+uint64_t gs__dra_slots(const struct gs__pod *p);
+void gs__dra_save(const struct gs__pod *p, json_t *doc);
+void gs__dra_recover(struct gs__pod *p, const json_t *doc);
+void gs__dra_free(struct gs__pod *p);
 
 #endif

@@ -66,6 +66,7 @@ void gs__pod_free(struct gs__pod *p)
     free(p->devices);
     free(p->restart_policy);
     free(p->mig); /* MIG (agent_mig.c) */
+    gs__dra_free(p); /* resource claims (agent_dra.c) */
     json_decref(p->obj);
     free(p);
 }
@@ -121,6 +122,7 @@ static void save_pod(const struct gs__pod *p)
                             "containers", ctrs, "phase", gs__phase_name(p->phase), "reason", p->reason, "message",
                             p->message, "startTime", (json_int_t)p->start_time);
     gs__mig_save(p, doc); /* MIG instances (agent_mig.c) */
+    gs__dra_save(p, doc); /* resource claims (agent_dra.c) */
     char path[4096];
     snprintf(path, sizeof path, "%s/pod.json", p->dir);
     gs_mkdirs(p->dir);
@@ -194,6 +196,7 @@ static int slot_used(struct gs_agent *a, const struct gs__pod *self, int slot, c
                 used += q->milli;
                 *by = q;
             }
+        if (gs__dra_holds_slot(q, slot)) used += 1000, *by = q; /* through a claim (agent_dra.c) */
     }
     return used;
 }
@@ -295,6 +298,7 @@ static char **env_build(struct gs_agent *a, struct gs__pod *p, const char *ctr, 
         }
     }
     gs__mig_env(p, env); /* MIG instances (agent_mig.c) */
+    gs__dra_env(p, ctr, env); /* resource claims (agent_dra.c) */
     char **v = calloc(json_object_size(env) + 1, sizeof *v);
     size_t n = 0;
     const char *k;
@@ -397,6 +401,7 @@ static void attribute(struct gs_agent *a, struct gs__pod *p, bool on)
 
 static void release(struct gs_agent *a, struct gs__pod *p)
 {
+    gs__dra_release(a, p); /* resource claims (agent_dra.c) */
     if (!p->holds_devices) return;
     attribute(a, p, false);
     pthread_mutex_lock(&a->mu);
@@ -458,6 +463,7 @@ static void fill_status(struct gs_agent *a, struct gs__pod *p, json_t *obj)
     gs__pod_set_condition(obj, "ContainersReady", ready, why, NULL);
     gs__pod_set_condition(obj, "Ready", ready, why, NULL);
     gs__mig_status(p, st); /* MIG instances (agent_mig.c) */
+    gs__dra_status(p, obj); /* resource claims (agent_dra.c) */
     (void)a;
 }
 
@@ -588,7 +594,9 @@ static struct gs__pod *pod_new(struct gs_agent *a, const char *ns, const char *n
 static void start_pod(struct gs_agent *a, struct gs__pod *p)
 {
     char why[256] = "";
-    struct gs_alloc_resp *r = calloc(1, sizeof *r);
+    int dra = gs__dra_admit(a, p, why, sizeof why); /* resource claims (agent_dra.c) */
+    if (dra == 1) return; /* retried by gs__pods_tick */
+    struct gs_alloc_resp *r = dra ? NULL : calloc(1, sizeof *r);
     int adm = r ? admit(a, p, r, why, sizeof why) : -1;
     if (adm == 1) {
         int64_t now = gs__mono_ns();
@@ -602,6 +610,7 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
     p->wait_dev_until_ns = 0;
     if (adm || !build_containers(a, p, r, why, sizeof why)) {
         free(r);
+        gs__dra_release(a, p);
         gs_log(GS_LOG_WARN, "agent: pod refused", "pod", p->key, "why", why, NULL);
         fail_pod(p, "UnexpectedAdmissionError", why[0] ? why : "out of memory");
         gs__pod_event(a, p, NULL, "Warning", "UnexpectedAdmissionError", "Allocate failed: %s", p->message);
@@ -609,7 +618,7 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
     }
     free(r);
     pthread_mutex_lock(&a->mu);
-    p->holds_devices = p->nslots > 0 || p->mig; /* MIG (agent_mig.c) */
+    p->holds_devices = p->nslots > 0 || p->mig || gs__dra_slots(p); /* MIG (agent_mig.c), claims (agent_dra.c) */
     pthread_mutex_unlock(&a->mu);
     if (p->nslots) a->nrt_dirty = true;
     attribute(a, p, true);
@@ -931,7 +940,8 @@ void gs__pods_tick(struct gs_agent *a)
             }
             p->terminating = false;
         }
-        if (p->wait_dev_until_ns && p->phase == GS_P_PENDING) start_pod(a, p);
+        if ((p->wait_dev_until_ns || (gs__dra_waiting(p) && !p->terminating)) && p->phase == GS_P_PENDING)
+            start_pod(a, p);
         for (size_t k = 0; k < p->nc; k++) poll_ctr(a, p, &p->c[k], now);
         settle(a, p);
         if (p->dirty && atomic_load(&a->registered)) report(a, p);
@@ -958,6 +968,7 @@ uint64_t gs__pods_alloc_mask(struct gs_agent *a)
     for (size_t i = 0; i < a->npods; i++)
         if (a->pods[i]->holds_devices)
             for (int k = 0; k < a->pods[i]->nslots; k++) m |= 1ull << a->pods[i]->slots[k];
+    for (size_t i = 0; i < a->npods; i++) m |= a->pods[i]->holds_devices ? gs__dra_slots(a->pods[i]) : 0;
     return m;
 }
 
@@ -1045,6 +1056,7 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
     char why[256];
     parse_devices(a, p, why, sizeof why);
     gs__mig_recover(p, doc); /* MIG instances (agent_mig.c) */
+    gs__dra_recover(p, doc); /* resource claims (agent_dra.c) */
     json_t *ctrs = json_object_get(doc, "containers");
     p->c = calloc(json_array_size(ctrs) + 1, sizeof *p->c);
     size_t i;

@@ -48,11 +48,15 @@ static void usage(FILE *f)
                "                        gets in (default: a random one; logs then unreachable)\n"
                "  --pod-uid N --pod-gid N  ids pods run as when the agent is root and the pod asks\n"
                "                        for none (securityContext.runAsUser; default 65534)\n"
+               "  --dra-registry-dir DIR  kubelet plugin registry where DRA plugins are found, for pods\n"
+               "                        with resource claims (gpusched dra-plugin --registry-dir)\n"
+               "  --dra-cdi-dir DIR     the DRA plugins' CDI specs (default /var/run/cdi)\n"
                "  --log-level LEVEL     debug|info|warn|error\n");
 }
 
 enum { O_SERVER = 256, O_TOKEN, O_TOKEN_FILE, O_KUBECONFIG, O_CA, O_INSECURE, O_NODE, O_MOCK, O_BACKEND, O_STATE, O_LISTEN,
-       O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG, O_AGENT_TOKEN_FILE, O_POD_UID, O_POD_GID };
+       O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG, O_AGENT_TOKEN_FILE, O_POD_UID, O_POD_GID,
+       O_DRA_REGISTRY, O_DRA_CDI };
 
 /* The token in path (one line, surrounding blanks dropped) into buf. */
 static int read_token(const char *path, char *buf, size_t len)
@@ -92,6 +96,7 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         {"log-level", required_argument, 0, O_LOG},       {"help", no_argument, 0, 'h'},
         {"agent-token-file", required_argument, 0, O_AGENT_TOKEN_FILE}, {"pod-uid", required_argument, 0, O_POD_UID},
         {"pod-gid", required_argument, 0, O_POD_GID},
+        {"dra-registry-dir", required_argument, 0, O_DRA_REGISTRY}, {"dra-cdi-dir", required_argument, 0, O_DRA_CDI},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -121,6 +126,8 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         case O_GRACE: o->grace_ms = atoi(optarg); break;
         case O_METRICS: o->metrics_interval_ns = atoll(optarg) * 1000000LL; break;
         case O_LABELS: o->extra_labels = optarg; break;
+        case O_DRA_REGISTRY: o->dra_registry_dir = optarg; break;
+        case O_DRA_CDI: o->dra_cdi_dir = optarg; break;
         case O_KILL: *kill_pods = true; break;
         case O_AGENT_TOKEN_FILE: {
             static char tok[128];

@@ -13,6 +13,7 @@
  */
 #include "agent/agent.h"
 #include "cli/commands.h"
+#include "cli/dra_plugin.h"
 #include "cli/net_flags.h"
 #include "cli/cmd_server_lc.h" /* node lifecycle flags */
 #include "cli/signals.h"
@@ -162,7 +163,43 @@ struct agents {
     char dirs[MAX_NODES][1100];
     const char *name_ptrs[MAX_NODES];
     int planned;
+    /* One DRA plugin per node (cmd_dra_plugin.c) on a thread, in <data>/dra/<node>/. */
+    struct gs_dra_plugin_opts dra[MAX_NODES];
+    char dra_dir[MAX_NODES][1100], dra_plugins[MAX_NODES][1200], dra_reg[MAX_NODES][1200], dra_cdi[MAX_NODES][1200];
+    pthread_t dra_th[MAX_NODES];
+    bool dra_started[MAX_NODES];
 };
+
+static volatile sig_atomic_t dra_stop;
+
+static void *dra_main(void *arg)
+{
+    gs_dra_plugin_main(arg, &dra_stop);
+    return NULL;
+}
+
+/* The node's DRA plugin, talking to the server with the node's own token. */
+static void start_dra(struct agents *ag, int i, const char *data, const char *spec, const struct gs_agent_opts *ao)
+{
+    snprintf(ag->dra_dir[i], sizeof ag->dra_dir[i], "%s/dra/%s", data, ag->names[i]);
+    snprintf(ag->dra_plugins[i], sizeof ag->dra_plugins[i], "%s/plugins", ag->dra_dir[i]);
+    snprintf(ag->dra_reg[i], sizeof ag->dra_reg[i], "%s/plugins_registry", ag->dra_dir[i]);
+    snprintf(ag->dra_cdi[i], sizeof ag->dra_cdi[i], "%s/cdi", ag->dra_dir[i]);
+    struct gs_dra_plugin_opts *d = &ag->dra[i];
+    *d = (struct gs_dra_plugin_opts){.mock = spec, .nvml = !spec, .node = ag->names[i],
+                                     .plugins_dir = ag->dra_plugins[i], .registry_dir = ag->dra_reg[i],
+                                     .cdi_dir = ag->dra_cdi[i], .conn = ao->conn, .api = true,
+                                     .publish = false}; /* the agent publishes its node's slices */
+    ag->dra_started[i] = !pthread_create(&ag->dra_th[i], NULL, dra_main, d);
+    if (!ag->dra_started[i]) fprintf(stderr, "gpusched up: node %s: cannot start its DRA plugin\n", ag->names[i]);
+}
+
+static void stop_dra(struct agents *ag)
+{
+    dra_stop = 1;
+    for (int i = 0; i < ag->planned; i++)
+        if (ag->dra_started[i]) pthread_join(ag->dra_th[i], NULL);
+}
 
 /* The agents' node names, known before the server starts so that it can
  * mint each a node token: an agent never holds the admin token. */
@@ -213,6 +250,9 @@ static int start_agents(struct up_opts *o, struct gs_server *s, struct agents *a
         const char *tok = gs_server_agent_token(s); /* what the server's log proxy sends */
         ao.http_token = tok && *tok ? tok : NULL;
         ao.metrics_interval_ns = o->metrics_ns ? o->metrics_ns : 2000000000LL;
+        start_dra(ag, i, data, spec, &ao);
+        ao.dra_registry_dir = ag->dra_reg[i];
+        ao.dra_cdi_dir = ag->dra_cdi[i];
         char err[512] = "";
         if (gs_agent_start(&ao, &ag->v[i], err, sizeof err)) {
             fprintf(stderr, "gpusched up: agent %s: %s\n", ag->names[i], err);
@@ -293,6 +333,7 @@ int gs_cmd_up(int argc, char **argv)
         sigwait(&set, &sig);
     }
     for (int i = 0; ag && i < ag->n; i++) gs_agent_stop(ag->v[i], !o.keep_pods);
+    if (ag) stop_dra(ag);
     free(ag);
     gs_server_stop(s);
     return rc;

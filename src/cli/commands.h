@@ -24,6 +24,7 @@ int gs_cmd_exporter(int argc, char **argv);
 int gs_cmd_node_publisher(int argc, char **argv);
 /* Layer 3: node execution (src/node). */
 int gs_cmd_device_plugin(int argc, char **argv);
+int gs_cmd_dra_plugin(int argc, char **argv);
 int gs_cmd_kubelet_sim(int argc, char **argv);
 /* Control plane and its client (src/control). */
 int gs_cmd_server(int argc, char **argv);

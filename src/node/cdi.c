@@ -104,29 +104,33 @@ static int write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
-int gs_cdi_write(const char *dir, const struct gs_node_gpus *g, const struct gs_cdi_opts *o, char *path,
-                 size_t pathlen)
+int gs_cdi_write_text(const char *dir, const char *name, const char *text, char *path, size_t pathlen)
 {
-    char name[256], final[4096], tmp[4096];
-    char *text;
-    int rc = gs_cdi_spec_json(g, o, &text);
-    if (rc) return rc;
-    gs_cdi_file_name(o ? o->kind : NULL, name, sizeof name);
+    char final[4096], tmp[4096];
     snprintf(final, sizeof final, "%s/%s", dir, name);
     /* A leading dot and no .json suffix: CDI scanners skip the temporary file. */
     snprintf(tmp, sizeof tmp, "%s/.%s.tmpXXXXXX", dir, name);
     int fd = mkdirs(dir) ? -1 : mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        free(text);
-        return GS_EIO;
-    }
-    rc = write_all(fd, text, strlen(text));
+    if (fd < 0) return GS_EIO;
+    int rc = write_all(fd, text, strlen(text));
     if (!rc) rc = write_all(fd, "\n", 1);
     if (!rc && (fchmod(fd, 0644) || fsync(fd))) rc = GS_EIO;
     if (close(fd) && !rc) rc = GS_EIO;
     if (!rc && rename(tmp, final)) rc = GS_EIO;
     if (rc) unlink(tmp);
-    free(text);
     if (!rc && path) snprintf(path, pathlen, "%s", final);
+    return rc;
+}
+
+int gs_cdi_write(const char *dir, const struct gs_node_gpus *g, const struct gs_cdi_opts *o, char *path,
+                 size_t pathlen)
+{
+    char name[256];
+    char *text;
+    int rc = gs_cdi_spec_json(g, o, &text);
+    if (rc) return rc;
+    gs_cdi_file_name(o ? o->kind : NULL, name, sizeof name);
+    rc = gs_cdi_write_text(dir, name, text, path, pathlen);
+    free(text);
     return rc;
 }

@@ -48,4 +48,8 @@ void gs_cdi_file_name(const char *kind, char *buf, size_t len);
 int gs_cdi_write(const char *dir, const struct gs_node_gpus *g, const struct gs_cdi_opts *o, char *path,
                  size_t pathlen);
 
+/* Writes text as dir/name (dir created if missing) the same atomic way; for
+ * other specs (the DRA plugin's per-claim specs) and checkpoints. 0 or GS_EIO. */
+int gs_cdi_write_text(const char *dir, const char *name, const char *text, char *path, size_t pathlen);
+
 #endif
