@@ -60,6 +60,10 @@ struct gs_agent_opts {
      * and /healthz (the server's log proxy sends it); borrowed, copied at
      * start. NULL: a random one, so only /metrics is open. */
     const char *http_token;
+    /* DRA ResourceSlices (agent_slices.c): no_resource_slices publishes none;
+     * dra_partitionable offers MIG-capable GPUs as counter sets with every
+     * MIG placement (docs/DRA.md "ResourceSlices"). */
+    bool no_resource_slices, dra_partitionable;
 };
 
 struct gs_agent;

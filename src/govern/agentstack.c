@@ -66,6 +66,12 @@ void gs__stack_capacity(const struct gs_agent *a, json_t *capacity)
     json_decref(res);
 }
 
+bool gs__stack_dra(const struct gs_agent *a)
+{
+    (void)a;
+    return true;
+}
+
 void gs__stack_keep_conditions(const json_t *old_status, json_t *status)
 {
     json_t *conds = json_object_get(status, "conditions"), *c;
