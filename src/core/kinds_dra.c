@@ -13,13 +13,15 @@
  * perDeviceNodeSelection; exactly / firstAvailable; an attribute's value;
  * matchAttribute / distinctAttribute), qualified names, the enums
  * (allocationMode, taint effect, toleration operator) and names a constraint
- * or config refers to. CEL is only measured here: compiling needs the
- * evaluator, which the scheduler and admission run.
+ * or config refers to. CEL selectors are compiled (core/cel.c) so a
+ * syntax or type error is refused with its column at write time, not found
+ * by the scheduler later.
  *
  * The API server converts v1beta1 to v1 before it validates
  * (control/dra_convert.c); `gpusched validate` sees documents as written, so
  * v1beta1's `basic` device wrapper and flat requests are checked too.
  */
+#include "core/cel.h"
 #include "core/decode.h"
 
 #include <ctype.h>
@@ -146,8 +148,13 @@ static void cel_selector(struct gs_dec *dc, const json_t *s, void *arg)
     }
     size_t m = gs__dec_key(dc, "cel");
     const char *e = required_str(dc, cel, "expression");
+    struct gs_cel_program *prog = NULL;
+    struct gs_cel_error ce = {0};
     if (e && strlen(e) > MAX_CEL_BYTES)
         gs__dec_err_at(dc, "expression", "must be at most %d bytes, got %zu", MAX_CEL_BYTES, strlen(e));
+    else if (e && gs_cel_compile(e, &prog, &ce)) /* what the scheduler would refuse later, refused now */
+        gs__dec_err_at(dc, "expression", "compilation failed at column %zu: %s", ce.column, ce.msg);
+    gs_cel_free(prog);
     gs__dec_pop(dc, m);
 }
 
