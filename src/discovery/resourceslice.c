@@ -480,3 +480,44 @@ bool gs_resourceslices_same(const json_t *a, const json_t *b)
     }
     return true;
 }
+
+static int by_name(const void *x, const void *y)
+{
+    const char *a = json_string_value(json_object_get(json_object_get(*(json_t *const *)x, "metadata"), "name"));
+    const char *b = json_string_value(json_object_get(json_object_get(*(json_t *const *)y, "metadata"), "name"));
+    return strcmp(a ? a : "", b ? b : "");
+}
+
+int gs_resourceslices_next(const json_t *have, const struct gs_inventory *inv, const char *node, bool partitionable,
+                           const struct gs_slice_health *h, json_t **want, bool *changed, struct gs_diags *d)
+{
+    *want = NULL;
+    *changed = false;
+    int64_t max = 0;
+    size_t n = json_array_size(have);
+    json_t **v = calloc(n ? n : 1, sizeof *v), *hs = json_array();
+    if (!v || !hs) {
+        free(v);
+        json_decref(hs);
+        return GS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        v[i] = json_array_get(have, i);
+        int64_t g = json_integer_value(json_object_get(json_object_get(json_object_get(v[i], "spec"), "pool"),
+                                                       "generation"));
+        if (g > max) max = g;
+    }
+    qsort(v, n, sizeof *v, by_name);
+    for (size_t i = 0; i < n; i++) json_array_append(hs, v[i]);
+    free(v);
+    json_t *w = gs_resourceslices_build_health(inv, node, max, partitionable, h, d);
+    if (w && !gs_resourceslices_same(hs, w)) {
+        json_decref(w);
+        w = gs_resourceslices_build_health(inv, node, max + 1, partitionable, h, d);
+        *changed = true;
+    }
+    json_decref(hs);
+    if (!w) return d && d->n ? GS_EINVAL : GS_ENOMEM;
+    *want = w;
+    return 0;
+}

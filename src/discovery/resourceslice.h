@@ -81,6 +81,15 @@ json_t *gs_resourceslices_build_health(const struct gs_inventory *inv, const cha
  * metadata)? What tells a publisher whether to bump the generation. */
 bool gs_resourceslices_same(const json_t *a, const json_t *b);
 
+/* What a stateless publisher writes: given the slices the server holds for
+ * this node and driver (have, any order; NULL = none), *want (new reference)
+ * are inv's slices at the highest generation in have when their content is
+ * the same (*changed false: write nothing), else one generation above it
+ * (*changed true: create or replace each, delete those of have not in want).
+ * 0, or GS_EINVAL / GS_ENOMEM with d filled. */
+int gs_resourceslices_next(const json_t *have, const struct gs_inventory *inv, const char *node, bool partitionable,
+                           const struct gs_slice_health *h, json_t **want, bool *changed, struct gs_diags *d);
+
 /* Device names: "gpu-<minor>", "gpu-<minor>-mig-<profile w/o dots>-<profileID>-<start>". */
 void gs_dra_gpu_device_name(int minor, char *buf, size_t len);
 void gs_dra_mig_device_name(int minor, const char *profile, int profile_id, int start, char *buf, size_t len);
