@@ -190,9 +190,10 @@ void gs__stack_free(struct gs_agent *a);
 /* The GPU resources the Node advertises (nvidia.com/gpu, nvidia.com/mig-*) into
  * capacity. (MIG instances in the device entries: gs_inventory_devices.) */
 void gs__stack_capacity(const struct gs_agent *a, json_t *capacity);
-/* Does the node take the DRA path (publish ResourceSlices)? Yes without a
- * policy and under a GPUCluster, no under a ClusterPolicy. */
-bool gs__stack_dra(const struct gs_agent *a);
+/* Does the node take the DRA path (publish ResourceSlices)? 1 without a
+ * policy and under a GPUCluster, 0 under a ClusterPolicy (unless its
+ * draDriver is enabled), -1 while the Node was not read yet. */
+int gs__stack_dra(const struct gs_agent *a);
 /* Carries the conditions the agent does not own (GPUStackReady) and the
  * GPU stack answer from old_status into a freshly built status, so a
  * re-registration never opens a window where the node looks ungoverned. */

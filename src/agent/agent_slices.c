@@ -14,9 +14,10 @@
  * only the newest generation never mix the old and the new view.
  *
  * Whether the node publishes at all follows the GPU stack's policy
- * (gs__stack_dra): always without a policy, never under a ClusterPolicy (the
- * device-plugin path), always under a GPUCluster. When publishing stops the
- * node's slices are deleted. Loop thread only.
+ * (gs__stack_dra): always without a policy, under a ClusterPolicy only when
+ * its draDriver is enabled (else that is the device-plugin path), always
+ * under a GPUCluster. When publishing stops the node's slices are deleted.
+ * Loop thread only.
  */
 #include "agent/agent_int.h"
 #include "control/resources.h"
@@ -153,7 +154,9 @@ static json_t *sorted(const json_t *arr)
 
 static int sync_slices(struct gs_agent *a, struct gs__slices *s)
 {
-    bool want_any = gs__stack_dra(a);
+    int dra = gs__stack_dra(a);
+    if (dra < 0) return GS_EBUSY; /* which policy governs the node is not known yet */
+    bool want_any = dra == 1;
     struct gs_slice_health h;
     health_of(a, s, &h);
     struct gs_diags d = {0};

@@ -370,6 +370,7 @@ int gs__fields_node_event_write(struct gs__req *r)
 int gs__fields_create(struct gs__req *r, json_t *obj)
 {
     if (r->res->namespaced && gs__namespace_admits(r)) return GS_EPERM;
+    if (gs__gpu_model_check(r)) return GS_ECONFLICT; /* one GPU model per cluster */
     if (r->if_named) {
         int err = node_create(r, obj);
         if (err) return err;

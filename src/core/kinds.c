@@ -484,7 +484,7 @@ static void validate_clusterpolicy(const json_t *spec, struct gs_dec *dc)
         "driver", "toolkit", "devicePlugin", "dcgmExporter", "dcgm", "gfd", "migManager", "nodeStatusExporter",
         "psp", "psa", "gds", "gdrcopy", "sandboxWorkloads", "vfioManager", "sandboxDevicePlugin", "vgpuManager",
         "vgpuDeviceManager", "kataManager", "kataSandboxDevicePlugin", "ccManager", "cdi", "operator", "daemonsets",
-        "validator", "mig", "hostPaths", NULL};
+        "validator", "mig", "hostPaths", "draDriver", NULL};
     for (const char *const *c = components; *c; c++) {
         json_t *o = gs__dec_get(dc, spec, *c, JSON_OBJECT);
         if (!o) continue;
@@ -500,6 +500,30 @@ static void validate_clusterpolicy(const json_t *spec, struct gs_dec *dc)
         gs__dec_enum(dc, mig, "strategy", strategies, NULL);
         gs__dec_pop(dc, m);
     }
+}
+
+/* GPUCluster (nvidia.com/v1alpha1): the DRA model's operands (the DRA
+ * driver, DCGM, its exporter); what only the device-plugin model has is
+ * refused by name (govern/policy.h, gs_gpucluster_parse, reads the rest). */
+static void validate_gpucluster(const json_t *spec, struct gs_dec *dc)
+{
+    static const char *const components[] = {"draDriver", "dcgm", "dcgmExporter", "driver", "toolkit", "validator",
+                                             "operator", "daemonsets", "hostPaths", "cdi", "gfd", NULL};
+    for (const char *const *c = components; *c; c++) {
+        json_t *o = gs__dec_get(dc, spec, *c, JSON_OBJECT);
+        if (!o) continue;
+        size_t m = gs__dec_key(dc, *c);
+        bool b = true;
+        if (gs__dec_bool(dc, o, "enabled", &b) && !b && !strcmp(*c, "driver"))
+            gs__dec_err_at(dc, "enabled", "false: a GPUCluster does not install the driver, it only checks it "
+                           "(pre-installed or from an NVIDIADriver); leave it out");
+        gs__dec_pop(dc, m);
+    }
+    static const char *const refused[] = {"devicePlugin", "migManager", "mig", NULL};
+    for (const char *const *c = refused; *c; c++)
+        if (json_object_get(spec, *c))
+            gs__dec_err_at(dc, *c, "not managed by a GPUCluster: GPUs and MIG devices reach pods through DRA "
+                           "(spec.draDriver); use a ClusterPolicy for the device-plugin model");
 }
 
 /*--- PriorityClass ---*/
@@ -592,7 +616,8 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
     }
     json_t *spec = json_object_get(doc, "spec");
     if (!spec || json_is_null(spec)) {
-        if (k != GS_KIND_RESOURCEFLAVOR && k != GS_KIND_CLUSTERPOLICY) gs__dec_err_at(dc, "spec", "is required");
+        if (k != GS_KIND_RESOURCEFLAVOR && k != GS_KIND_CLUSTERPOLICY && k != GS_KIND_GPUCLUSTER)
+            gs__dec_err_at(dc, "spec", "is required");
         return;
     }
     if (!(spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT))) return;
@@ -608,6 +633,7 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
     case GS_KIND_RESOURCECLAIMTEMPLATE:
     case GS_KIND_DEVICETAINTRULE: gs__dra_validate(k, api_version, spec, dc); break;
     case GS_KIND_CLUSTERPOLICY: validate_clusterpolicy(spec, dc); break;
+    case GS_KIND_GPUCLUSTER: validate_gpucluster(spec, dc); break;
     default: break;
     }
     gs__dec_pop(dc, m);

@@ -6,7 +6,8 @@
  * v1beta1, v1beta2 or v1: converting to the stored v1 shape never crashes
  * and is idempotent; serving the stored object at every version and
  * converting it back gives the stored object again, whenever the stored
- * object is in v1's shape (no v1beta1-only fields left over).
+ * object is in v1's shape (no v1beta1-only fields left over, requests that
+ * hold only what the API defines).
  */
 #include "control/dra_convert.h"
 #include "control/resources.h"
@@ -32,14 +33,23 @@ static bool v1_shaped(const json_t *obj)
                                                                   "ResourceClaimTemplate")
                            ? json_object_get(spec, "spec")
                            : spec;
+    static const char *const flat[] = {"deviceClassName", "selectors", "allocationMode", "count", "adminAccess",
+                                       "tolerations", "capacity", NULL};
     json_array_foreach(json_object_get(json_object_get(cs, "devices"), "requests"), i, x) {
-        static const char *const flat[] = {"deviceClassName", "selectors", "allocationMode", "count", "adminAccess",
-                                           "tolerations", "capacity"};
-        bool has_ex = json_object_get(x, "exactly") != NULL;
-        if (has_ex && json_object_get(x, "firstAvailable")) return false;
-        for (size_t k = 0; k < sizeof flat / sizeof *flat; k++)
-            if (json_object_get(x, flat[k])) return false;
-        if (has_ex && !json_is_object(json_object_get(x, "exactly"))) return false;
+        /* a request holds name and one of exactly / firstAvailable; exactly only its own fields, at least one
+         * (what else a client sends is not kept by either version, so it need not survive the trip) */
+        const char *key;
+        json_t *v;
+        json_t *ex = json_object_get(x, "exactly");
+        if (!json_is_object(x) || (ex != NULL) == (json_object_get(x, "firstAvailable") != NULL)) return false;
+        json_object_foreach((json_t *)x, key, v)
+            if (strcmp(key, "name") && strcmp(key, "exactly") && strcmp(key, "firstAvailable")) return false;
+        if (ex && (!json_is_object(ex) || !json_object_size(ex))) return false;
+        json_object_foreach(ex, key, v) {
+            bool known = false;
+            for (const char *const *f = flat; *f; f++) known |= !strcmp(*f, key);
+            if (!known) return false;
+        }
     }
     return true;
 }
