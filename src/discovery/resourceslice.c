@@ -511,6 +511,13 @@ int gs_resourceslices_next(const json_t *have, const struct gs_inventory *inv, c
     for (size_t i = 0; i < n; i++) json_array_append(hs, v[i]);
     free(v);
     json_t *w = gs_resourceslices_build_health(inv, node, max, partitionable, h, d);
+    if (w && !gs_resourceslices_same(hs, w) && max == INT64_MAX) { /* nothing above it to publish at */
+        json_decref(w);
+        json_decref(hs);
+        gs_diags_add(d, "generation", "the pool's generation %" PRId64 " cannot go higher: delete the node's "
+                     "ResourceSlices to start over", max);
+        return GS_ERANGE;
+    }
     if (w && !gs_resourceslices_same(hs, w)) {
         json_decref(w);
         w = gs_resourceslices_build_health(inv, node, max + 1, partitionable, h, d);

@@ -86,7 +86,8 @@ bool gs_resourceslices_same(const json_t *a, const json_t *b);
  * are inv's slices at the highest generation in have when their content is
  * the same (*changed false: write nothing), else one generation above it
  * (*changed true: create or replace each, delete those of have not in want).
- * 0, or GS_EINVAL / GS_ENOMEM with d filled. */
+ * 0, or GS_EINVAL / GS_ENOMEM / GS_ERANGE (the generation is at INT64_MAX)
+ * with d filled. */
 int gs_resourceslices_next(const json_t *have, const struct gs_inventory *inv, const char *node, bool partitionable,
                            const struct gs_slice_health *h, json_t **want, bool *changed, struct gs_diags *d);
 

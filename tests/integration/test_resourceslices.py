@@ -27,8 +27,11 @@ def stack(request):
     d = pathlib.Path(tempfile.mkdtemp(prefix="gsslices", dir="/tmp"))
     s = Stack(os.environ["GPUSCHED_BIN"], d)
     yield s
+    rc = s.stop("up") if "up" in s.procs else 0
+    log = s.log("up") if (d / "up.log").exists() else ""
     s.stop_all()
     shutil.rmtree(d, ignore_errors=True)
+    assert rc == 0, log
 
 
 def slices(stack, node=None):

@@ -265,6 +265,42 @@ static void many_devices_make_more_slices(void **state)
     assert_int_equal(d.n, 0);
 }
 
+/* The stateless publisher's plan: nothing written for the same content, one generation up otherwise. */
+static void next_keeps_or_bumps_the_generation(void **state)
+{
+    (void)state;
+    struct gs_inventory inv;
+    inv_of("2xH100-80GB,host=q", &inv);
+    struct gs_diags d = {0};
+    json_t *want = NULL, *again = NULL;
+    bool changed = false;
+    assert_int_equal(gs_resourceslices_next(NULL, &inv, "q", false, NULL, &want, &changed, &d), 0);
+    assert_true(changed);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(json_array_get(want, 0),
+                                                                                          "spec"), "pool"),
+                                                        "generation")), 1);
+    /* the server's copy (with its metadata) is the same content: nothing to write, same generation */
+    json_object_set_new(json_object_get(json_array_get(want, 0), "metadata"), "resourceVersion", json_string("42"));
+    assert_int_equal(gs_resourceslices_next(want, &inv, "q", false, NULL, &again, &changed, &d), 0);
+    assert_false(changed);
+    json_decref(again);
+    /* a GPU turns unhealthy: generation 2 */
+    struct gs_slice_health h = {.unhealthy = 1};
+    assert_int_equal(gs_resourceslices_next(want, &inv, "q", false, &h, &again, &changed, &d), 0);
+    assert_true(changed);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(json_array_get(again, 0),
+                                                                                          "spec"), "pool"),
+                                                        "generation")), 2);
+    json_decref(again);
+    /* no room above the highest generation: said, not wrapped */
+    json_object_set_new(json_object_get(json_object_get(json_array_get(want, 0), "spec"), "pool"), "generation",
+                        json_integer(INT64_MAX));
+    assert_int_equal(gs_resourceslices_next(want, &inv, "q", false, &h, &again, &changed, &d), GS_ERANGE);
+    assert_string_equal(d.v[0].path, "generation");
+    gs_diags_free(&d);
+    json_decref(want);
+}
+
 static void bad_inputs_are_named(void **state)
 {
     (void)state;
@@ -294,6 +330,7 @@ int main(void)
         cmocka_unit_test(whole_gpus_carry_nvidias_attributes), cmocka_unit_test(mig_instances_replace_their_gpu),
         cmocka_unit_test(unhealthy_gpus_are_tainted),          cmocka_unit_test(partitionable_gpus_are_counter_sets),
         cmocka_unit_test(many_devices_make_more_slices),       cmocka_unit_test(bad_inputs_are_named),
+        cmocka_unit_test(next_keeps_or_bumps_the_generation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
