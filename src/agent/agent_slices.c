@@ -37,7 +37,6 @@ struct gs__slices {
     bool started;            /* the server's slices were read once */
     int64_t generation;
     json_t *last;            /* what was last published (array), NULL before */
-    bool published;          /* the server holds slices of ours */
     uint64_t unhealthy;      /* the mask since[] describes */
     int64_t since_s[GS_DISC_MAX_GPUS];
     int64_t next_ns;
@@ -92,11 +91,6 @@ static json_t *server_slices(struct gs_agent *a)
     return json_is_array(items) ? items : (json_decref(items), json_array());
 }
 
-static int64_t generation_of(const json_t *slice)
-{
-    return json_integer_value(json_object_get(json_object_get(json_object_get(slice, "spec"), "pool"), "generation"));
-}
-
 /* Creates or replaces each slice of want, then deletes those of have that want lacks. */
 static int write_slices(struct gs_agent *a, const json_t *want, const json_t *have)
 {
@@ -134,22 +128,11 @@ static int write_slices(struct gs_agent *a, const json_t *want, const json_t *ha
     return 0;
 }
 
-/* Sorted by name, so the server's list compares with what we build. */
-static int by_name(const void *x, const void *y)
+static json_t *build(struct gs_agent *a, bool want_any, int64_t gen, const struct gs_slice_health *h,
+                     struct gs_diags *d)
 {
-    const char *a = name_of(*(json_t *const *)x), *b = name_of(*(json_t *const *)y);
-    return strcmp(a ? a : "", b ? b : "");
-}
-
-static json_t *sorted(const json_t *arr)
-{
-    size_t n = json_array_size(arr);
-    json_t **v = calloc(n ? n : 1, sizeof *v), *out = json_array();
-    for (size_t i = 0; i < n; i++) v[i] = json_array_get(arr, i);
-    qsort(v, n, sizeof *v, by_name);
-    for (size_t i = 0; i < n; i++) json_array_append(out, v[i]);
-    free(v);
-    return out;
+    return want_any ? gs_resourceslices_build_health(&a->inv, a->node, gen, a->o.dra_partitionable, h, d)
+                    : json_array();
 }
 
 static int sync_slices(struct gs_agent *a, struct gs__slices *s)
@@ -160,71 +143,53 @@ static int sync_slices(struct gs_agent *a, struct gs__slices *s)
     struct gs_slice_health h;
     health_of(a, s, &h);
     struct gs_diags d = {0};
-    json_t *want = want_any ? gs_resourceslices_build_health(&a->inv, a->node, s->generation, a->o.dra_partitionable,
-                                                             &h, &d)
-                            : json_array();
-    if (!want) {
-        gs_log(GS_LOG_WARN, "agent: cannot build ResourceSlices", "node", a->node, "why", d.n ? d.v[0].msg : "", NULL);
-        gs_diags_free(&d);
-        return GS_EINVAL;
-    }
+    json_t *want = NULL, *have = NULL;
+    bool changed = false;
     int err = 0;
-    if (!s->started) { /* what the server holds: keep its generation when it says the same */
-        json_t *have = server_slices(a);
-        if (!have) {
-            json_decref(want);
-            return GS_EIO;
-        }
-        int64_t max = 0;
-        size_t i;
-        json_t *x;
-        json_array_foreach(have, i, x) if (generation_of(x) > max) max = generation_of(x);
-        json_t *hs = sorted(have);
-        bool same = gs_resourceslices_same(hs, want);
-        json_decref(hs);
-        s->generation = same ? max : max + 1;
-        json_decref(want);
-        want = want_any ? gs_resourceslices_build_health(&a->inv, a->node, s->generation, a->o.dra_partitionable, &h,
-                                                         &d)
-                        : json_array();
-        if (want && !same) err = write_slices(a, want, have);
-        json_decref(have);
-        if (!want) return GS_ENOMEM;
-        if (!err) {
-            s->started = true;
-            json_decref(s->last);
-            s->last = want;
-            s->published = json_array_size(want) > 0;
-            if (!same)
-                gs_log(GS_LOG_INFO, "agent: ResourceSlices published", "node", a->node, "slices",
-                       json_array_size(want) ? "some" : "none", NULL);
+    if (!s->started) { /* what the server holds: its generation kept when it says the same */
+        if (!(have = server_slices(a))) return GS_EIO;
+        if (want_any) {
+            err = gs_resourceslices_next(have, &a->inv, a->node, a->o.dra_partitionable, &h, &want, &changed, &d);
         } else {
-            json_decref(want);
+            want = json_array();
+            changed = json_array_size(have) > 0;
         }
+        if (!err && want_any && json_array_size(want))
+            s->generation = json_integer_value(json_object_get(
+                json_object_get(json_object_get(json_array_get(want, 0), "spec"), "pool"), "generation"));
+    } else {
+        if (!(want = build(a, want_any, s->generation, &h, &d))) err = GS_EINVAL;
+        else if (!gs_resourceslices_same(s->last, want)) {
+            json_decref(want); /* new content: a new generation, so no consumer mixes the two */
+            want = build(a, want_any, s->generation + 1, &h, &d);
+            changed = true;
+            if (!want) err = GS_EINVAL;
+            else if (!(have = server_slices(a))) err = GS_EIO;
+        }
+    }
+    if (err) {
+        if (d.n) gs_log(GS_LOG_WARN, "agent: cannot build ResourceSlices", "node", a->node, "why", d.v[0].msg, NULL);
+        gs_diags_free(&d);
+        json_decref(want);
+        json_decref(have);
         return err;
     }
-    if (gs_resourceslices_same(s->last, want)) {
+    if (changed && (err = write_slices(a, want, have))) { /* tried again next time, at the same generation */
         json_decref(want);
-        return 0;
-    }
-    s->generation++; /* new content: a new generation, so no consumer mixes the two */
-    json_decref(want);
-    want = want_any ? gs_resourceslices_build_health(&a->inv, a->node, s->generation, a->o.dra_partitionable, &h, &d)
-                    : json_array();
-    json_t *have = want ? server_slices(a) : NULL;
-    err = !want ? GS_ENOMEM : !have ? GS_EIO : write_slices(a, want, have);
-    json_decref(have);
-    if (err) { /* tried again at the same generation */
-        s->generation--;
-        json_decref(want);
+        json_decref(have);
         return err;
     }
+    if (changed && s->started) s->generation++;
+    if (changed) {
+        char gen[24];
+        snprintf(gen, sizeof gen, "%lld", (long long)s->generation);
+        gs_log(GS_LOG_INFO, "agent: ResourceSlices published", "node", a->node, "generation", gen, "slices",
+               json_array_size(want) ? "some" : "none", NULL);
+    }
+    s->started = true;
     json_decref(s->last);
     s->last = want;
-    s->published = json_array_size(want) > 0;
-    char gen[24];
-    snprintf(gen, sizeof gen, "%lld", (long long)s->generation);
-    gs_log(GS_LOG_INFO, "agent: ResourceSlices updated", "node", a->node, "generation", gen, NULL);
+    json_decref(have);
     return 0;
 }
 

@@ -221,6 +221,15 @@ def test_gpucluster_walks_the_dra_stack(gpusched_bin, tmp_path):
         assert gc["status"]["state"] == "ready"
         r = s.cli("apply", "-f", "-", input=json.dumps(policy()), check=False)
         assert r.returncode != 0 and 'GPUCluster "gpu-cluster" exists' in r.stdout + r.stderr
+        # Back to the device-plugin model: the slices go, nvidia.com/gpu comes back.
+        s.cli("delete", "gpuclusters", "gpu-cluster")
+        apply(s, policy())
+
+        def device_plugin_model():
+            n = s.node(NODE)
+            items = json.loads(s.cli("get", "resourceslices", "-o", "json").stdout)["items"]
+            return n["status"].get("capacity", {}).get("nvidia.com/gpu") == "2" and not items
+        wait_for(device_plugin_model, 30, "nvidia.com/gpu advertised and the slices deleted")
     finally:
         rc = s.stop("up")
         assert rc == 0, s.log("up")
