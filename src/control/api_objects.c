@@ -36,7 +36,9 @@ bool gs__filter_needs_object(const struct gs__filter *f)
 
 static const char *node_of(const json_t *obj)
 {
-    return json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName"));
+    const char *n = json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName"));
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    return n || !kind || strcmp(kind, "ResourceClaim") ? n : gs_dra_claim_node(obj); /* a claim: where it is allocated */
 }
 
 static bool bound_to(const json_t *obj, const struct gs_principal *who)

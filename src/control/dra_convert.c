@@ -202,3 +202,20 @@ json_t *gs_dra_table_row(const struct gs_api_resource *res, const json_t *o, con
     if (str(json_object_get(o, "metadata"), "deletionTimestamp")) strcat(state, state[0] ? ",deleted" : "deleted");
     return json_pack("[s, s, s]", name, state[0] ? state : "pending", age);
 }
+
+const char *gs_dra_claim_node(const json_t *claim)
+{
+    const json_t *sel = json_object_get(json_object_get(json_object_get(claim, "status"), "allocation"), "nodeSelector");
+    const json_t *terms = json_object_get(sel, "nodeSelectorTerms"), *t, *f;
+    size_t i, j;
+    const char *node = NULL;
+    json_array_foreach(terms, i, t) json_array_foreach(json_object_get(t, "matchFields"), j, f) {
+        const char *key = str(f, "key"), *op = str(f, "operator");
+        const json_t *vals = json_object_get(f, "values");
+        if (!key || strcmp(key, "metadata.name") || !op || strcmp(op, "In") || json_array_size(vals) != 1) continue;
+        const char *v = json_string_value(json_array_get(vals, 0));
+        if (!v || (node && strcmp(node, v))) return NULL; /* more than one node: none in particular */
+        node = v;
+    }
+    return node;
+}

@@ -37,6 +37,12 @@ json_t *gs_dra_serve(const struct gs_api_resource *res, json_t *obj);
  * NULL when the stored text can be sent as it is. */
 char *gs_dra_text_for(const struct gs_api_resource *res, const char *stored);
 
+/* The node a ResourceClaim is allocated on: the one name of
+ * status.allocation.nodeSelector's matchFields metadata.name In [...] (what
+ * the scheduler writes for node-local devices), else NULL. A node may read
+ * only the claims allocated on it (auth.c). Borrowed from claim. */
+const char *gs_dra_claim_node(const json_t *claim);
+
 /* Table columns like kube's printers: ResourceSlice NAME NODE DRIVER POOL AGE,
  * ResourceClaim NAME STATE AGE. gs_dra_has_table says which resources have
  * them; the others get NAME AGE. */

@@ -3,7 +3,8 @@
  * stored v1 shape served at v1, v1beta2 and v1beta1 (v1beta1's `basic` device
  * wrapper and flat requests converted both ways, patches applied in the
  * version they name, watches converted), the ResourceSlice table, the claim
- * status subresource, a node writing only its own slices, and the default
+ * status subresource, a node writing only its own slices and reading only
+ * the claims allocated on it, and the default
  * DeviceClasses created at start but never overwritten.
  */
 #include <setjmp.h>
@@ -202,6 +203,25 @@ static void a_node_writes_only_its_own_slices(void **state)
     json_decref(out);
     assert_int_equal(gs_client_delete(e->nod, R("v1", "resourceslices"), NULL, "n1-gpu.nvidia.com-0", &out), 0);
     json_decref(out);
+    /* claims: only those allocated on the node are read */
+    json_t *c = J("{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":\"c\"},"
+                  "\"spec\":{\"devices\":{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":\"x\"}}]}}}");
+    assert_int_equal(gs_client_create(e->adm, R("v1", "resourceclaims"), "default", c, NULL), 0);
+    assert_int_equal(gs_client_get(e->nod, R("v1", "resourceclaims"), "default", "c", &out), GS_EPERM);
+    json_decref(out);
+    assert_int_equal(gs_client_list(e->nod, R("v1", "resourceclaims"), NULL, NULL, NULL, false, &out), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 0);
+    json_decref(out);
+    json_t *st = J("{\"status\":{\"allocation\":{\"devices\":{\"results\":[]},\"nodeSelector\":{\"nodeSelectorTerms\":"
+                   "[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\",\"values\":[\"n1\"]}]}]}}}}");
+    assert_int_equal(gs_client_patch(e->adm, R("v1", "resourceclaims"), "default", "c", "status", false, st, NULL), 0);
+    assert_int_equal(gs_client_get(e->nod, R("v1beta1", "resourceclaims"), "default", "c", &out), 0);
+    json_decref(out);
+    assert_int_equal(gs_client_list(e->nod, R("v1", "resourceclaims"), NULL, NULL, NULL, false, &out), 0);
+    assert_int_equal(json_array_size(json_object_get(out, "items")), 1);
+    json_decref(out);
+    json_decref(st);
+    json_decref(c);
     /* reading every slice is fine */
     assert_int_equal(gs_client_list(e->nod, R("v1", "resourceslices"), NULL, NULL, NULL, false, &out), 0);
     assert_int_equal(json_array_size(json_object_get(out, "items")), 1);
