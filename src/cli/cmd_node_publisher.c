@@ -340,7 +340,8 @@ static int publish_slices(struct publisher *p, struct gs_client *c, uint64_t unh
         json_t *obj = gs_dra_serve(r, json_deep_copy(w)), *out = NULL; /* in the version the server speaks */
         if (cur) json_object_set(json_object_get(obj, "metadata"), "resourceVersion",
                                  json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
-        err = cur ? gs_client_update(c, r, NULL, slice_name(w), NULL, obj, &out) : gs_client_create(c, r, NULL, obj, &out);
+        err = cur ? gs_client_update(c, r, NULL, slice_name(w), NULL, obj, &out)
+                  : gs_client_create(c, r, NULL, obj, &out);
         if (err) gs_log(GS_LOG_ERROR, "node-publisher: writing a ResourceSlice failed", "slice", slice_name(w), "error",
                         why(err, out), NULL);
         json_decref(obj);

@@ -38,7 +38,8 @@ static const char *node_of(const json_t *obj)
 {
     const char *n = json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName"));
     const char *kind = json_string_value(json_object_get(obj, "kind"));
-    return n || !kind || strcmp(kind, "ResourceClaim") ? n : gs_dra_claim_node(obj); /* a claim: where it is allocated */
+    /* a claim: the node it is allocated on */
+    return n || !kind || strcmp(kind, "ResourceClaim") ? n : gs_dra_claim_node(obj);
 }
 
 static bool bound_to(const json_t *obj, const struct gs_principal *who)

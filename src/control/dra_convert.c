@@ -205,7 +205,8 @@ json_t *gs_dra_table_row(const struct gs_api_resource *res, const json_t *o, con
 
 const char *gs_dra_claim_node(const json_t *claim)
 {
-    const json_t *sel = json_object_get(json_object_get(json_object_get(claim, "status"), "allocation"), "nodeSelector");
+    const json_t *alloc = json_object_get(json_object_get(claim, "status"), "allocation");
+    const json_t *sel = json_object_get(alloc, "nodeSelector");
     const json_t *terms = json_object_get(sel, "nodeSelectorTerms"), *t, *f;
     size_t i, j;
     const char *node = NULL;

@@ -179,7 +179,8 @@ static void device_toleration(struct gs_dec *dc, const json_t *t, void *arg)
     (void)arg;
     const char *op = "Equal", *key = gs__dec_str(dc, t, "key"), *why;
     if (json_object_get(t, "operator")) gs__dec_enum(dc, t, "operator", toleration_ops, &op);
-    if (key && *key && (why = qualified_check(key, false))) gs__dec_err_at(dc, "key", "invalid key \"%s\": %s", key, why);
+    if (key && *key && (why = qualified_check(key, false)))
+        gs__dec_err_at(dc, "key", "invalid key \"%s\": %s", key, why);
     if ((!key || !*key) && strcmp(op, "Exists"))
         gs__dec_err_at(dc, "operator", "must be Exists when key is empty (to tolerate every taint)");
     if (!strcmp(op, "Exists") && gs__dec_str(dc, t, "value") && *gs__dec_str(dc, t, "value"))
@@ -344,7 +345,8 @@ static void validate_slice(const json_t *spec, struct gs_dec *dc)
     if (n != 1)
         gs__dec_err(dc, "exactly one of nodeName, nodeSelector, allNodes or perDeviceNodeSelection must be set, got %d",
                     n);
-    if (node && (why = gs__dns_check(node, false))) gs__dec_err_at(dc, "nodeName", "invalid node name \"%s\": %s", node, why);
+    if (node && (why = gs__dns_check(node, false)))
+        gs__dec_err_at(dc, "nodeName", "invalid node name \"%s\": %s", node, why);
     json_t *devs = json_object_get(spec, "devices"), *sets = json_object_get(spec, "sharedCounters");
     bool adv = json_array_size(sets) || advanced(devs);
     each(dc, spec, "devices", adv ? MAX_SLICE_DEVICES_ADVANCED : MAX_SLICE_DEVICES, slice_device, NULL);
@@ -484,8 +486,10 @@ static void device_constraint(struct gs_dec *dc, const json_t *c, void *arg)
     }
     const char *ma = gs__dec_str(dc, c, "matchAttribute"), *da = gs__dec_str(dc, c, "distinctAttribute"), *why;
     if ((ma != NULL) == (da != NULL))
-        gs__dec_err(dc, "exactly one of matchAttribute or distinctAttribute must be set, got %s", ma ? "both" : "neither");
-    if (ma && (why = qualified_check(ma, true))) gs__dec_err_at(dc, "matchAttribute", "invalid name \"%s\": %s", ma, why);
+        gs__dec_err(dc, "exactly one of matchAttribute or distinctAttribute must be set, got %s",
+                    ma ? "both" : "neither");
+    if (ma && (why = qualified_check(ma, true)))
+        gs__dec_err_at(dc, "matchAttribute", "invalid name \"%s\": %s", ma, why);
     if (da && (why = qualified_check(da, true)))
         gs__dec_err_at(dc, "distinctAttribute", "invalid name \"%s\": %s", da, why);
 }

@@ -327,7 +327,8 @@ static json_t *mig_device(const struct gs_inventory *inv, int pos, int island, c
     json_t *dev = json_pack("{s:s, s:o, s:o}", "name", name, "attributes", attrs, "capacity", cap);
     json_t *t = taints_of(h, pos);
     if (t) json_object_set_new(dev, "taints", t);
-    if (counters && s && start >= 0) json_object_set_new(dev, "consumesCounters", consumes(minor_of(g), mib, sms, start, mem));
+    if (counters && s && start >= 0)
+        json_object_set_new(dev, "consumesCounters", consumes(minor_of(g), mib, sms, start, mem));
     return dev;
 }
 
