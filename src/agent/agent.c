@@ -153,6 +153,7 @@ static void node_upkeep(struct gs_agent *a, int64_t now)
         a->nrt_dirty = gs__node_publish_nrt(a) != 0;
         a->next_nrt_ns = now + 500000000;
     }
+    gs__slices_tick(a, now, health); /* DRA ResourceSlices */
 }
 
 static void *loop_main(void *arg)
@@ -297,6 +298,7 @@ void gs_agent_stop(struct gs_agent *a, bool kill_pods)
     gs__agent_events_stop(a); /* Events hook */
     gs__http_stop(a);
     gs__stack_free(a); /* GPU stack */
+    gs__slices_free(a); /* DRA ResourceSlices */
     gs_exporter_free(a->exp);
     if (a->disc_open) gs_disc_close(&a->disc);
     gs_client_free(a->cl);

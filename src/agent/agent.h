@@ -64,6 +64,10 @@ struct gs_agent_opts {
      * are found, and the CDI directory their specs are read from (NULL:
      * /var/run/cdi). No registry: pods with resource claims wait. Borrowed. */
     const char *dra_registry_dir, *dra_cdi_dir;
+    /* DRA ResourceSlices (agent_slices.c): no_resource_slices publishes none;
+     * dra_partitionable offers MIG-capable GPUs as counter sets with every
+     * MIG placement (docs/DRA.md "ResourceSlices"). */
+    bool no_resource_slices, dra_partitionable;
 };
 
 struct gs_agent;

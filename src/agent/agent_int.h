@@ -1,7 +1,8 @@
 /*
  * agent_int.h - the agent's internals shared by its files (internal header):
  * agent.c (start/stop, sync loop, reports), agent_pods.c (pod lifecycle),
- * agent_node.c (Node, heartbeat, NodeResourceTopology), agent_watch.c (list
+ * agent_node.c (Node, heartbeat, NodeResourceTopology), agent_slices.c (DRA
+ * ResourceSlices), agent_watch.c (list
  * + watch of this node's pods), agent_http.c (logs, metrics, reports).
  *
  * Locking: a->mu guards the pod table for readers outside the sync loop
@@ -130,6 +131,7 @@ struct gs_agent {
     /* Events (agent_events.c): a recorder writing through a client of its own. */
     struct gs_client *ev_cl;
     struct gs_recorder *events;
+    struct gs__slices *slices; /* DRA ResourceSlices published (agent_slices.c) */
 };
 
 int64_t gs__mono_ns(void);
@@ -145,6 +147,11 @@ int gs__node_publish_nrt(struct gs_agent *a);
 /* Reads the exporter's health machine; true when the Node must be told. */
 bool gs__node_health_changed(struct gs_agent *a);
 json_t *gs__node_devices(const struct gs_agent *a);
+
+/* agent_slices.c: publishes the node's ResourceSlices when they changed
+ * (checked every 2 s; now: at once, e.g. after a health change). */
+void gs__slices_tick(struct gs_agent *a, int64_t now_ns, bool now);
+void gs__slices_free(struct gs_agent *a);
 
 /* agent_watch.c */
 void *gs__watch_main(void *arg);
@@ -185,6 +192,10 @@ void gs__stack_free(struct gs_agent *a);
 /* The GPU resources the Node advertises (nvidia.com/gpu, nvidia.com/mig-*) into
  * capacity. (MIG instances in the device entries: gs_inventory_devices.) */
 void gs__stack_capacity(const struct gs_agent *a, json_t *capacity);
+/* Does the node take the DRA path (publish ResourceSlices)? 1 without a
+ * policy and under a GPUCluster, 0 under a ClusterPolicy (unless its
+ * draDriver is enabled), -1 while the Node was not read yet. */
+int gs__stack_dra(const struct gs_agent *a);
 /* Carries the conditions the agent does not own (GPUStackReady) and the
  * GPU stack answer from old_status into a freshly built status, so a
  * re-registration never opens a window where the node looks ungoverned. */

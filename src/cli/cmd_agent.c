@@ -51,12 +51,15 @@ static void usage(FILE *f)
                "  --dra-registry-dir DIR  kubelet plugin registry where DRA plugins are found, for pods\n"
                "                        with resource claims (gpusched dra-plugin --registry-dir)\n"
                "  --dra-cdi-dir DIR     the DRA plugins' CDI specs (default /var/run/cdi)\n"
+               "  --no-resource-slices  publish no DRA ResourceSlices for this node's GPUs\n"
+               "  --dra-partitionable   publish MIG-capable GPUs as counter sets with every MIG\n"
+               "                        placement (partitionable devices; docs/DRA.md)\n"
                "  --log-level LEVEL     debug|info|warn|error\n");
 }
 
 enum { O_SERVER = 256, O_TOKEN, O_TOKEN_FILE, O_KUBECONFIG, O_CA, O_INSECURE, O_NODE, O_MOCK, O_BACKEND, O_STATE, O_LISTEN,
        O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG, O_AGENT_TOKEN_FILE, O_POD_UID, O_POD_GID,
-       O_DRA_REGISTRY, O_DRA_CDI };
+       O_DRA_REGISTRY, O_DRA_CDI, O_NO_SLICES, O_PARTITIONABLE };
 
 /* The token in path (one line, surrounding blanks dropped) into buf. */
 static int read_token(const char *path, char *buf, size_t len)
@@ -97,6 +100,7 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         {"agent-token-file", required_argument, 0, O_AGENT_TOKEN_FILE}, {"pod-uid", required_argument, 0, O_POD_UID},
         {"pod-gid", required_argument, 0, O_POD_GID},
         {"dra-registry-dir", required_argument, 0, O_DRA_REGISTRY}, {"dra-cdi-dir", required_argument, 0, O_DRA_CDI},
+        {"no-resource-slices", no_argument, 0, O_NO_SLICES}, {"dra-partitionable", no_argument, 0, O_PARTITIONABLE},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -129,6 +133,8 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         case O_DRA_REGISTRY: o->dra_registry_dir = optarg; break;
         case O_DRA_CDI: o->dra_cdi_dir = optarg; break;
         case O_KILL: *kill_pods = true; break;
+        case O_NO_SLICES: o->no_resource_slices = true; break;
+        case O_PARTITIONABLE: o->dra_partitionable = true; break;
         case O_AGENT_TOKEN_FILE: {
             static char tok[128];
             int err = gs_secret_read(optarg, tok, sizeof tok);

@@ -13,17 +13,25 @@
  *   2. GETs the node's NodeResourceTopology and creates it, or PUTs it with
  *      the resourceVersion read when its zones changed. A server without
  *      the NRT CRD answers 404 to the create: said once, the labels and the
- *      annotation still go out.
+ *      annotation still go out;
+ *   3. with --resource-slices, lists the node's DRA ResourceSlices (driver
+ *      gpu.nvidia.com) and, when they differ from what the GPUs say now
+ *      (discovery/resourceslice.h), writes them one pool generation higher
+ *      and deletes the ones no longer produced; at resource.k8s.io/v1, or
+ *      v1beta1 on a server that serves only that (Kubernetes 1.32). Off by
+ *      default: where NVIDIA's DRA kubelet plugin runs it publishes them.
  * Nothing is written for an unchanged node. The client is made afresh each
  * period so a rotated service-account token is picked up.
  *
  * Verbs used, for the ClusterRole in deploy/: get and patch nodes; get,
- * create and update noderesourcetopologies. Exit codes: 0, 1 a publish
+ * create and update noderesourcetopologies; with --resource-slices list,
+ * create, update and delete resourceslices. Exit codes: 0, 1 a publish
  * failed (--once), 2 usage error.
  */
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "control/client.h"
+#include "control/dra_convert.h"
 #include "control/resources.h"
 #include "core/log.h"
 #include "discovery/discovery.h"
@@ -31,6 +39,7 @@
 #include "discovery/health.h"
 #include "discovery/outputs.h"
 #include "discovery/publish.h"
+#include "discovery/resourceslice.h"
 
 #include <getopt.h>
 #include <pthread.h>
@@ -62,6 +71,8 @@ static void usage(FILE *f)
                "  --topology-policy P     NRT topologyManagerPolicy (default none)\n"
                "  --topology-scope S      NRT topologyManagerScope (default container)\n"
                "  --no-nrt                do not write the NodeResourceTopology\n"
+               "  --resource-slices       also publish the node's DRA ResourceSlices (gpu.nvidia.com)\n"
+               "  --dra-partitionable     ...with MIG-capable GPUs as counter sets (docs/DRA.md)\n"
                "  --log-level LEVEL       debug, info (default), warn, error\n"
                "  -h, --help              show this help\n");
 }
@@ -69,12 +80,12 @@ static void usage(FILE *f)
 struct opts {
     const char *kubeconfig, *node, *mock, *backend, *sysfs, *policy, *scope;
     int64_t interval_ns;
-    bool once, no_nrt;
+    bool once, no_nrt, slices, partitionable;
     struct gs_label_opts labels;
 };
 
 enum { O_KUBECONFIG = 256, O_NODE, O_MOCK, O_NVML, O_BACKEND, O_SYSFS, O_INTERVAL, O_ONCE, O_MIG, O_POLICY, O_SCOPE,
-       O_NO_NRT, O_LOG };
+       O_NO_NRT, O_LOG, O_SLICES, O_PARTITIONABLE };
 
 static int bad(const char *flag, const char *value, const char *why)
 {
@@ -94,6 +105,8 @@ static int parse_opt(struct opts *o, int c, const char *arg)
     case O_SYSFS: o->sysfs = arg; return -1;
     case O_ONCE: o->once = true; return -1;
     case O_NO_NRT: o->no_nrt = true; return -1;
+    case O_SLICES: o->slices = true; return -1;
+    case O_PARTITIONABLE: o->partitionable = true; return -1;
     case O_POLICY: o->policy = arg; return -1;
     case O_SCOPE: o->scope = arg; return -1;
     case O_INTERVAL:
@@ -121,6 +134,7 @@ static int parse(int argc, char **argv, struct opts *o)
         {"interval", required_argument, NULL, O_INTERVAL},     {"once", no_argument, NULL, O_ONCE},
         {"mig-strategy", required_argument, NULL, O_MIG},      {"topology-policy", required_argument, NULL, O_POLICY},
         {"topology-scope", required_argument, NULL, O_SCOPE},  {"no-nrt", no_argument, NULL, O_NO_NRT},
+        {"resource-slices", no_argument, NULL, O_SLICES}, {"dra-partitionable", no_argument, NULL, O_PARTITIONABLE},
         {"log-level", required_argument, NULL, O_LOG},         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -159,6 +173,8 @@ struct publisher {
     struct gs_exporter *exp; /* health: one collection per period, no HTTP */
     struct gs_inventory inv;
     bool nrt_unserved_said;
+    uint64_t unhealthy;                /* as of the last period, by position */
+    int64_t since_s[GS_DISC_MAX_GPUS]; /* when each went unhealthy: the taints' timeAdded */
 };
 
 /* The Status message of an error answer, or the error's name. */
@@ -232,6 +248,118 @@ static int publish_nrt(struct publisher *p, struct gs_client *c, uint64_t unheal
     return err;
 }
 
+static const char *slice_name(const json_t *o)
+{
+    const char *n = json_string_value(json_object_get(json_object_get(o, "metadata"), "name"));
+    return n ? n : "";
+}
+
+/* The node's slices at r's version, converted to v1; GS_ENOENT when the version is not served. */
+static int list_slices(struct gs_client *c, const struct gs_api_resource *r, const char *node, json_t **have)
+{
+    char fs[320];
+    snprintf(fs, sizeof fs, "spec.nodeName=%s,spec.driver=%s", node, GS_DRA_NVIDIA_DRIVER);
+    json_t *list = NULL;
+    int err = gs_client_list(c, r, NULL, NULL, fs, false, &list);
+    *have = err ? NULL : json_array();
+    size_t i;
+    json_t *s;
+    json_array_foreach(err ? NULL : json_object_get(list, "items"), i, s) {
+        json_t *copy = json_deep_copy(s); /* list items may omit apiVersion and kind: the list's */
+        char gv[64];
+        if (!copy) continue;
+        json_object_set_new(copy, "apiVersion", json_string(gs_api_resource_gv(r, gv, sizeof gv)));
+        json_object_set_new(copy, "kind", json_string("ResourceSlice"));
+        gs_dra_to_storage(copy);
+        json_array_append_new(*have, copy);
+    }
+    json_decref(list);
+    return err;
+}
+
+/* When the server's slices say GPU uuid became unhealthy (its taint's timeAdded), 0 if they do not: a
+ * restarted publisher keeps the time, and so writes nothing for a node that did not change. */
+static int64_t tainted_since(const json_t *have, const char *uuid)
+{
+    size_t i, j, k;
+    json_t *s, *d, *t;
+    json_array_foreach(have, i, s) json_array_foreach(json_object_get(json_object_get(s, "spec"), "devices"), j, d) {
+        const char *u = json_string_value(json_object_get(json_object_get(json_object_get(d, "attributes"), "uuid"),
+                                                          "string"));
+        if (!u || strcmp(u, uuid)) continue;
+        json_array_foreach(json_object_get(d, "taints"), k, t) {
+            const char *key = json_string_value(json_object_get(t, "key"));
+            const char *at = json_string_value(json_object_get(t, "timeAdded"));
+            struct tm tm = {0};
+            if (key && at && !strcmp(key, GS_DRA_TAINT_UNHEALTHY) && strptime(at, "%Y-%m-%dT%H:%M:%SZ", &tm))
+                return (int64_t)timegm(&tm);
+        }
+    }
+    return 0;
+}
+
+static int publish_slices(struct publisher *p, struct gs_client *c, uint64_t unhealthy)
+{
+    const struct gs_api_resource *r = gs_api_resource_find("resource.k8s.io", "v1", "resourceslices");
+    json_t *have = NULL, *want = NULL;
+    int err = list_slices(c, r, p->o->node, &have);
+    if (err == GS_ENOENT) { /* Kubernetes 1.32 serves resource.k8s.io/v1beta1 only */
+        r = gs_api_resource_find("resource.k8s.io", "v1beta1", "resourceslices");
+        err = list_slices(c, r, p->o->node, &have);
+    }
+    if (err) {
+        gs_log(GS_LOG_ERROR, "node-publisher: cannot list the node's ResourceSlices", "node", p->o->node, "error",
+               gs_strerror(err), NULL);
+        return err;
+    }
+    struct gs_slice_health h = {.unhealthy = unhealthy};
+    int64_t now = (int64_t)time(NULL);
+    for (int i = 0; i < p->inv.n_gpus && i < GS_DISC_MAX_GPUS; i++) {
+        if ((unhealthy >> i & 1) && !(p->unhealthy >> i & 1)) {
+            int64_t was = p->since_s[i] ? 0 : tainted_since(have, p->inv.gpus[i].uuid);
+            p->since_s[i] = was ? was : now;
+        }
+        h.since_s[i] = p->since_s[i];
+        struct gs_health_gpu hg;
+        if ((unhealthy >> i & 1) && gs_health_get(gs_exporter_health(p->exp), p->inv.gpus[i].index, &hg) == 0 &&
+            (!hg.answering || hg.last_xid == 48 || hg.last_xid == 79 || hg.last_xid == 95))
+            h.fatal |= 1ull << i;
+    }
+    p->unhealthy = unhealthy;
+    bool changed = false;
+    struct gs_diags d = {0};
+    if ((err = gs_resourceslices_next(have, &p->inv, p->o->node, p->o->partitionable, &h, &want, &changed, &d)))
+        gs_log(GS_LOG_ERROR, "node-publisher: cannot build the ResourceSlices", "node", p->o->node, "error",
+               d.n ? d.v[0].msg : gs_strerror(err), NULL);
+    gs_diags_free(&d);
+    size_t i, j;
+    json_t *w, *x;
+    json_array_foreach(changed ? want : NULL, i, w) {
+        const json_t *cur = NULL;
+        json_array_foreach(have, j, x) if (!strcmp(slice_name(x), slice_name(w))) cur = x;
+        json_t *obj = gs_dra_serve(r, json_deep_copy(w)), *out = NULL; /* in the version the server speaks */
+        if (cur) json_object_set(json_object_get(obj, "metadata"), "resourceVersion",
+                                 json_object_get(json_object_get(cur, "metadata"), "resourceVersion"));
+        err = cur ? gs_client_update(c, r, NULL, slice_name(w), NULL, obj, &out)
+                  : gs_client_create(c, r, NULL, obj, &out);
+        if (err) gs_log(GS_LOG_ERROR, "node-publisher: writing a ResourceSlice failed", "slice", slice_name(w), "error",
+                        why(err, out), NULL);
+        json_decref(obj);
+        json_decref(out);
+        if (err) break;
+    }
+    json_array_foreach(changed && !err ? have : NULL, j, x) {
+        bool wanted = false;
+        json_array_foreach(want, i, w) wanted |= !strcmp(slice_name(x), slice_name(w));
+        if (!wanted && (err = gs_client_delete(c, r, NULL, slice_name(x), NULL)) == GS_ENOENT) err = 0;
+    }
+    if (changed && !err)
+        gs_log(GS_LOG_INFO, "node-publisher: ResourceSlices written", "node", p->o->node, "version", r->version, NULL);
+    json_decref(have);
+    json_decref(want);
+    return err;
+}
+
 /* A client for the API: --kubeconfig, else client.h's resolution (the
  * environment, in-cluster configuration). Problems are logged. */
 static int connect_api(const struct opts *o, struct gs_client **c)
@@ -261,6 +389,7 @@ static int publish_once(struct publisher *p)
     if ((err = connect_api(p->o, &c))) return err;
     err = publish_node(p, c, unhealthy);
     if (!err && !p->o->no_nrt) err = publish_nrt(p, c, unhealthy);
+    if (!err && p->o->slices) err = publish_slices(p, c, unhealthy);
     gs_client_free(c);
     return err;
 }

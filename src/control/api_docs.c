@@ -10,6 +10,7 @@
  */
 #include "control/api.h"
 #include "control/events.h" /* Event tables */
+#include "control/dra_convert.h" /* ResourceSlice, ResourceClaim tables */
 
 #include "core/object.h"
 
@@ -363,6 +364,7 @@ static json_t *priorityclass_row(const json_t *o, const char *name, const char *
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
     if (which == 6) return gs_event_table_columns();
+    if (which == 9) return gs_dra_table_columns(res);
     if (which == 7)
         return json_pack("[o,o,o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
                          col("Min Available", "string", "", 0, "spec.minAvailable."),
@@ -419,6 +421,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                 : !strcmp(res->kind, "Lease")    ? 5
                 : !strcmp(res->kind, "PodDisruptionBudget") ? 7
                 : !strcmp(res->kind, "PriorityClass") ? 8
+                : gs_dra_has_table(res)          ? 9
                 : res->group[0]                  ? 0
                 : !strcmp(res->plural, "pods")   ? 1
                 : !strcmp(res->plural, "nodes")  ? 2
@@ -438,6 +441,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                         : which == 5 ? lease_row(o, name ? name : "", age)
                         : which == 7 ? pdb_row(o, name ? name : "", age)
                         : which == 8 ? priorityclass_row(o, name ? name : "", age)
+                        : which == 9 ? gs_dra_table_row(res, o, name ? name : "", age)
                                      : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);
         json_t *ro = row_object(o, inc);

@@ -186,6 +186,11 @@ static int node_create(struct gs__req *r, const json_t *obj)
         return ok ? 0 : forbid(r, obj, "User \"%s\" may only create events about node \"%s\" and the pods bound to it",
                                r->who->user, node);
     }
+    if (!strcmp(r->res->plural, "resourceslices")) { /* its own slices: spec.nodeName, whatever the name */
+        const char *sn = str(json_object_get(obj, "spec"), "nodeName");
+        return sn && !strcmp(sn, node) ? 0 : forbid(r, obj, "User \"%s\" may only create ResourceSlices whose "
+                                                   "spec.nodeName is its node \"%s\"", r->who->user, node);
+    }
     if (!name || strcmp(name, node))
         return forbid(r, obj, "User \"%s\" may only create the one named after its node \"%s\"", r->who->user, node);
     return 0;
@@ -365,6 +370,7 @@ int gs__fields_node_event_write(struct gs__req *r)
 int gs__fields_create(struct gs__req *r, json_t *obj)
 {
     if (r->res->namespaced && gs__namespace_admits(r)) return GS_EPERM;
+    if (gs__gpu_model_check(r)) return GS_ECONFLICT; /* one GPU model per cluster */
     if (r->if_named) {
         int err = node_create(r, obj);
         if (err) return err;
@@ -451,6 +457,12 @@ static void immutable_meta(const json_t *cur, const json_t *next, const char *ma
 void gs__fields_update(const struct gs__req *r, const json_t *cur, json_t *next, struct gs_diags *d)
 {
     if (r->sub[0]) return; /* status: only the status moves (next_object) */
+    if (r->if_bound && !strcmp(r->res->plural, "resourceslices")) { /* a node keeps its slices its own */
+        const char *sn = str(json_object_get(next, "spec"), "nodeName");
+        if (!sn || strcmp(sn, r->who->node))
+            gs_diags_add(d, "spec.nodeName", "Forbidden: a node may only write ResourceSlices of its own node \"%s\"",
+                         r->who->node);
+    }
     if (r->if_named && is_core(r, "events") &&
         !json_equal(json_object_get(cur, "involvedObject"), json_object_get(next, "involvedObject")))
         gs_diags_add(d, "involvedObject", "Forbidden: a node may not change what an Event is about");

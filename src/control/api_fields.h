@@ -18,6 +18,8 @@
  * answered (403/404/422) and the caller stops. May rewrite obj (pod status
  * reset, spec.priority and spec.preemptionPolicy resolved from the class). */
 int gs__fields_create(struct gs__req *r, json_t *obj);
+/* ClusterPolicy or GPUCluster, not both (api_gpumodel.c): GS_ECONFLICT when it answered 409. */
+int gs__gpu_model_check(struct gs__req *r);
 
 /* An update or patch of the main resource from cur to next (inside the
  * store's read-modify-write, so no store reads): each refused change is

@@ -14,6 +14,7 @@
 #include "control/apiserver_int.h"
 
 #include "control/events.h" /* events.k8s.io view */
+#include "control/dra_convert.h" /* resource.k8s.io versions */
 #include "control/pdb.h"
 #include "core/codec.h"
 #include "core/object.h"
@@ -35,13 +36,22 @@ bool gs__filter_needs_object(const struct gs__filter *f)
 
 static const char *node_of(const json_t *obj)
 {
-    return json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName"));
+    const char *n = json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName"));
+    const char *kind = json_string_value(json_object_get(obj, "kind"));
+    /* a claim: the node it is allocated on */
+    return n || !kind || strcmp(kind, "ResourceClaim") ? n : gs_dra_claim_node(obj);
 }
 
 static bool bound_to(const json_t *obj, const struct gs_principal *who)
 {
     const char *n = node_of(obj);
     return who && who->node && n && !strcmp(n, who->node);
+}
+
+/* A stored object as the request's resource serves it: events.k8s.io's view, resource.k8s.io's version. */
+static json_t *serve(const struct gs_api_resource *res, json_t *obj)
+{
+    return gs_dra_serve(res, gs_event_serve(res, obj));
 }
 
 bool gs__filter_matches(const struct gs__filter *f, const json_t *obj)
@@ -141,8 +151,8 @@ enum MHD_Result gs__handle_list(struct gs__req *r, bool watch)
         return gs__reply_json(r, 200, t);
     }
     snprintf(kind, sizeof kind, "%sList", r->res->kind);
-    for (size_t i = 0; gs_event_res_is_v1(r->res) && i < json_array_size(c.items); i++)
-        json_array_set_new(c.items, i, gs_event_serve(r->res, json_incref(json_array_get(c.items, i))));
+    for (size_t i = 0; (gs_event_res_is_v1(r->res) || gs_dra_res(r->res)) && i < json_array_size(c.items); i++)
+        json_array_set_new(c.items, i, serve(r->res, json_incref(json_array_get(c.items, i))));
     return gs__reply_json(r, 200,
                           json_pack("{s:s, s:s, s:{s:s}, s:o}", "kind", kind, "apiVersion",
                                     gs_api_resource_gv(r->res, gv, sizeof gv), "metadata", "resourceVersion", rvs,
@@ -166,7 +176,7 @@ enum MHD_Result gs__handle_get(struct gs__req *r)
         json_decref(arr);
         return gs__reply_json(r, 200, t);
     }
-    return gs__reply_json(r, 200, gs_event_serve(r->res, obj));
+    return gs__reply_json(r, 200, serve(r->res, obj));
 }
 
 /*--- Bodies and identity ---*/
@@ -346,9 +356,9 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
     if (!obj) return MHD_YES;
     struct gs_diags d = {0};
     enum MHD_Result ret;
-    if (check_identity(r, obj) || gs__check_fields(r, obj, false)) {
+    if (check_identity(r, obj) || gs__check_fields(r, obj, false) || gs_dra_to_storage(obj)) {
         json_decref(obj);
-        return MHD_YES;
+        return r->answered ? MHD_YES : gs__reply_err(r, GS_ENOMEM, NULL);
     }
     bool ev1 = gs_event_res_is_v1(r->res);
     if (ev1) { /* stored as the core v1 Event it converts to */
@@ -391,9 +401,9 @@ enum MHD_Result gs__handle_create(struct gs__req *r)
                                name, GS__GENERATE_NAME_ATTEMPTS, str(meta_of(obj), "generateName"));
         goto out;
     }
-    if (text && ev1) gs_store_text_release(text), text = NULL;
+    if (text && (ev1 || gs_dra_res(r->res))) gs_store_text_release(text), text = NULL; /* served converted */
     ret = err ? gs__reply_err(r, err, name) : text ? gs__reply_stored(r, 201, text)
-                                                   : gs__reply_json(r, 201, gs_event_serve(r->res, json_incref(obj)));
+                                                   : gs__reply_json(r, 201, serve(r->res, json_incref(obj)));
 out:
     gs_diags_free(&d);
     json_decref(obj);
@@ -424,10 +434,13 @@ static void copy_member(json_t *dst, const json_t *src, const char *key)
 /* The write's new object from the stored one: body or patch, then the status rule and identity. */
 static json_t *next_object(struct wctx *w, json_t *cur)
 {
-    json_t *next = w->kind == W_UPDATE ? json_deep_copy(w->body)
-                   : w->kind == W_MERGE ? gs__merge_patch(cur, w->body)
-                                        : gs__strategic_merge_patch(cur, w->body);
-    if (!next || !json_is_object(next)) {
+    json_t *view = gs_dra_serve(w->r->res, json_incref(cur)); /* a patch applies to the version it names */
+    json_t *next = !view                ? NULL
+                   : w->kind == W_UPDATE ? json_deep_copy(w->body)
+                   : w->kind == W_MERGE  ? gs__merge_patch(view, w->body)
+                                         : gs__strategic_merge_patch(view, w->body);
+    json_decref(view);
+    if (!next || !json_is_object(next) || gs_dra_to_storage(next)) {
         json_decref(next);
         return NULL;
     }
@@ -518,7 +531,7 @@ static enum MHD_Result run_write(struct wctx *w)
         ret = gs__reply_json(r, 200, w->preview), w->preview = NULL;
     } else {
         if (!r->dry_run) finish_deletion(r, key, &out);
-        ret = gs__reply_json(r, 200, gs_event_serve(r->res, out)), out = NULL; /* events.k8s.io: its view */
+        ret = gs__reply_json(r, 200, serve(r->res, out)), out = NULL; /* events.k8s.io, resource.k8s.io: their view */
     }
     json_decref(w->preview);
     json_decref(out);
@@ -562,9 +575,9 @@ enum MHD_Result gs__handle_update(struct gs__req *r)
     if (gs__fields_node_event_write(r)) return MHD_YES;
     json_t *obj = parse_body(r);
     if (!obj) return MHD_YES;
-    if (check_identity(r, obj) || gs__check_fields(r, obj, false)) {
+    if (check_identity(r, obj) || gs__check_fields(r, obj, false) || gs_dra_to_storage(obj)) {
         json_decref(obj);
-        return MHD_YES;
+        return r->answered ? MHD_YES : gs__reply_err(r, GS_ENOMEM, NULL);
     }
     if (gs_event_res_is_v1(r->res)) { /* an events.k8s.io PUT (a recorder's series) replaces the core Event */
         struct gs_diags d = {0};
@@ -898,7 +911,7 @@ enum MHD_Result gs__handle_delete(struct gs__req *r)
     json_decref(opts);
     if (err == GS_EINVAL && r->answered) return MHD_YES;
     if (err) return gs__reply_err(r, err, r->name);
-    return gs__reply_json(r, 200, gs_event_serve(r->res, out));
+    return gs__reply_json(r, 200, serve(r->res, out));
 }
 
 /* After a write: an object being deleted whose finalizers are all gone and

@@ -25,6 +25,7 @@
  * streams - and to netguard.c's bucket of failed authentications. Routing
  * itself is api_route.c, pure functions the request fuzzer drives.
  */
+#include "control/dra_convert.h"
 #include "control/apiserver_int.h"
 #include "control/api_route.h"
 
@@ -247,6 +248,7 @@ static int wbuf_event(struct watch *w, const char *type, const char *raw, json_t
     char head[48];
     int hn = snprintf(head, sizeof head, "{\"type\":\"%s\",\"object\":", type);
     char *text = !w->table && strcmp(type, "ERROR") ? gs_event_text_for(w->f.res, raw) : NULL;
+    if (!text && !w->table && strcmp(type, "ERROR")) text = gs_dra_text_for(w->f.res, raw); /* resource.k8s.io */
     if (text) raw = text;
     else if (w->table && obj) {
         json_t *arr = json_pack("[O]", obj);

@@ -231,10 +231,15 @@ static const struct gs_auth_rule rules[] = {
     {"noderesourcetopologies", "",        "AAAAAAA", "AAADDDD", "AAANNND", "AAADDDD"},
     {"clusterpolicies",        "",        "AAAAAAA", "AAADDDD", "AAADDDD", "DDDDDDD"},
     {"clusterpolicies",        "status",  "A---AA-", "A---DD-", "A---DD-", "D---DD-"},
-    {"resourceclaims",         "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
-    {"resourceclaims",         "status",  "A---AA-", "N---DD-", "A---DD-", "A---DD-"},
+    {"resourceclaims",         "",        "AAAAAAA", "NNNNNNN", "NNNDDDD", "AAAAAAA"},
+    {"resourceclaims",         "status",  "A---AA-", "N---DD-", "N---DD-", "A---AA-"},
+    {"resourceclaimtemplates", "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
     {"deviceclasses",          "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
-    {"resourceslices",         "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"resourceslices",         "",        "AAAAAAA", "AAADDDD", "AAANNNN", "AAADDDD"},
+    {"devicetaintrules",       "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"devicetaintrules",       "status",  "A---AA-", "A---DD-", "A---DD-", "A---DD-"},
+    {"gpuclusters",            "",        "AAAAAAA", "AAADDDD", "AAADDDD", "DDDDDDD"},
+    {"gpuclusters",            "status",  "A---AA-", "A---DD-", "A---DD-", "D---DD-"},
     {"leases",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND", "NDDNNDD"},
     {"priorityclasses",        "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
     {"poddisruptionbudgets",   "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
@@ -307,7 +312,10 @@ static enum gs_authz tenant_narrow(const struct gs_principal *p, const struct gs
 /* N for a node: what belongs to it. Pods: those bound to it (the handler
  * checks the stored object). Its Node, its NodeResourceTopology, its Lease
  * (in kube-node-lease): by name; a create is checked against the name in the
- * body. Events: a create about its Node or a pod bound to it (checked
+ * body. ResourceSlices: those whose spec.nodeName is its node (a create and
+ * an update are checked against the body too, api_fields.c). ResourceClaims:
+ * those allocated on it (status.allocation.nodeSelector, gs_dra_claim_node),
+ * read only. Events: a create about its Node or a pod bound to it (checked
  * against the body, api_fields.c). */
 static enum gs_authz node_narrow(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
 {
@@ -316,6 +324,9 @@ static enum gs_authz node_narrow(const struct gs_principal *p, const struct gs_a
     if (!strcmp(res, "events")) return GS_AUTHZ_IF_NAMED;
     if (!strcmp(res, "leases") && (!r->ns || strcmp(r->ns, GS_NODE_LEASE_NS)))
         return deny(why, "a node may only write its lease in the namespace " GS_NODE_LEASE_NS);
+    if (!strcmp(res, "resourceclaims")) return GS_AUTHZ_IF_BOUND; /* reads: the claims allocated on it */
+    /* ResourceSlices: those whose spec.nodeName is its node (the body's on create, the stored one's after) */
+    if (!strcmp(res, "resourceslices")) return !strcmp(r->verb, "create") ? GS_AUTHZ_IF_NAMED : GS_AUTHZ_IF_BOUND;
     if (!strcmp(r->verb, "create")) return GS_AUTHZ_IF_NAMED; /* the name is in the body */
     if (r->name && !strcmp(r->name, p->node)) return GS_AUTHZ_ALLOW;
     return deny(why, !strcmp(res, "nodes") ? "a node may only write its own Node object"

@@ -36,9 +36,21 @@ static const struct gs_api_resource table[] = {
     RES("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", "noderesourcetopology",
         "NodeResourceTopology", "nrt", false, false),
     RES("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", NULL, false, true),
-    RES("resource.k8s.io", "v1beta1", "resourceclaims", "resourceclaim", "ResourceClaim", NULL, true, true),
-    RES("resource.k8s.io", "v1beta1", "deviceclasses", "deviceclass", "DeviceClass", NULL, false, false),
-    RES("resource.k8s.io", "v1beta1", "resourceslices", "resourceslice", "ResourceSlice", NULL, false, false),
+    /* DRA: v1 first (the group's preferred version and the one stored), then
+     * v1beta2 and v1beta1 over the same stored objects, converted on the way
+     * in and out (dra_convert.c). DeviceTaintRule, which v1beta1 never had, is at v1, v1beta2
+     * and v1alpha3. */
+#define DRA(v)                                                                                                      \
+    RES("resource.k8s.io", v, "resourceclaims", "resourceclaim", "ResourceClaim", NULL, true, true),               \
+        RES("resource.k8s.io", v, "resourceclaimtemplates", "resourceclaimtemplate", "ResourceClaimTemplate", NULL, \
+            true, false),                                                                                           \
+        RES("resource.k8s.io", v, "deviceclasses", "deviceclass", "DeviceClass", NULL, false, false),               \
+        RES("resource.k8s.io", v, "resourceslices", "resourceslice", "ResourceSlice", NULL, false, false)
+#define TAINTS(v) RES("resource.k8s.io", v, "devicetaintrules", "devicetaintrule", "DeviceTaintRule", NULL, false, true)
+    DRA("v1"), TAINTS("v1"), DRA("v1beta2"), TAINTS("v1beta2"), DRA("v1beta1"), TAINTS("v1alpha3"),
+#undef DRA
+#undef TAINTS
+    RES("nvidia.com", "v1alpha1", "gpuclusters", "gpucluster", "GPUCluster", NULL, false, true),
     RES("coordination.k8s.io", "v1", "leases", "lease", "Lease", NULL, true, false),
     /* The same stored Events as core v1's (id "events"), served converted (events.h). */
     {"events.k8s.io", "v1", "events", "event", "Event", "ev", true, false, "events"},

@@ -14,6 +14,7 @@
 #include "control/secret.h"
 #include "loops/nodelifecycle.h" /* node lifecycle hook */
 #include "loops/claims.h"        /* resourceclaim controller hook */
+#include "control/dra_defaults.h"    /* default DeviceClasses */
 #include "control/namespaces.h"    /* built-in namespaces, namespace controller */
 #include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
 #include "govern/operator.h"
@@ -283,6 +284,10 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     }
     if ((err = gs_namespaces_bootstrap(s->store))) {
         gs_diags_add(d, s->dir, "cannot create the built-in namespaces: %s", gs_strerror(err));
+        return err;
+    }
+    if ((err = gs_dra_default_classes(s->store))) { /* gpu.nvidia.com, mig.nvidia.com (dra_defaults.h) */
+        gs_diags_add(d, s->dir, "cannot create the default DeviceClasses: %s", gs_strerror(err));
         return err;
     }
     /* One in-process source for every control loop: the same interface the

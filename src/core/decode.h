@@ -91,6 +91,9 @@ void gs__podgroup_clear(struct gs_podgroup *p);
 void gs__queue_clear(struct gs_queue *q);
 /* Typed checks for kinds kept as struct gs_generic. */
 void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t *doc, struct gs_dec *dc);
+/* The resource.k8s.io kinds (kinds_dra.c): spec (the path at "spec"), and a claim's status. */
+void gs__dra_validate(enum gs_kind k, const char *api_version, const json_t *spec, struct gs_dec *dc);
+void gs__dra_validate_status(enum gs_kind k, const json_t *doc, struct gs_dec *dc);
 /* Is this kind namespaced? */
 bool gs__kind_namespaced(enum gs_kind k);
 

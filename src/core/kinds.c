@@ -46,7 +46,8 @@
  * spec.admissionChecks (now admissionChecksStrategy). v1beta1 takes both the
  * old and the new value names, as Kueue's last v1beta1 releases do.
  *
- * The DRA, NodeResourceTopology and ClusterPolicy kinds have no typed
+ * The resource.k8s.io kinds are checked in kinds_dra.c. The
+ * NodeResourceTopology and ClusterPolicy kinds have no typed
  * struct yet; their documents are kept whole and checked here for the fields
  * the scheduler and operator rely on, so a malformed quota or device request
  * is refused at validate time rather than ignored later.
@@ -284,12 +285,6 @@ static void check_quantity(struct gs_dec *dc, const json_t *obj, const char *key
         gs__dec_err_at(dc, key, "is required");
 }
 
-static void check_dns_label(struct gs_dec *dc, const json_t *obj, const char *key)
-{
-    const char *s = required_str(dc, obj, key), *why;
-    if (s && (why = gs__dns_check(s, true))) gs__dec_err_at(dc, key, "invalid name \"%s\": %s", s, why);
-}
-
 /*--- Kueue ---*/
 
 struct rg_ctx {
@@ -415,201 +410,7 @@ static void validate_resourceflavor(const json_t *spec, struct gs_dec *dc)
     gs__dec_str(dc, spec, "topologyName");
 }
 
-/*--- resource.k8s.io ---*/
-
-static void cel_selector(struct gs_dec *dc, const json_t *s, void *arg)
-{
-    (void)arg;
-    json_t *cel = gs__dec_get(dc, s, "cel", JSON_OBJECT);
-    if (!cel) {
-        if (!json_object_get(s, "cel")) gs__dec_err_at(dc, "cel", "is required");
-        return;
-    }
-    size_t m = gs__dec_key(dc, "cel");
-    const char *e = required_str(dc, cel, "expression");
-    if (e && strlen(e) > 10240) gs__dec_err_at(dc, "expression", "must be at most 10240 bytes, got %zu", strlen(e));
-    gs__dec_pop(dc, m);
-}
-
-/* ExactDeviceRequest / DeviceSubRequest / v1beta1 DeviceRequest fields. */
-static void exact_request(struct gs_dec *dc, const json_t *r, bool sub)
-{
-    required_str(dc, r, "deviceClassName");
-    each(dc, r, "selectors", 32, cel_selector, NULL);
-    static const char *const modes[] = {"ExactCount", "All", NULL};
-    const char *mode = "ExactCount";
-    if (json_object_get(r, "allocationMode")) gs__dec_enum(dc, r, "allocationMode", modes, &mode);
-    int64_t count;
-    if (gs__dec_int(dc, r, "count", 1, INT64_MAX, &count) && !strcmp(mode, "All"))
-        gs__dec_err_at(dc, "count", "must not be set when allocationMode is All");
-    bool b;
-    if (sub && json_object_get(r, "adminAccess")) gs__dec_err_at(dc, "adminAccess", "is not allowed in a subrequest");
-    else gs__dec_bool(dc, r, "adminAccess", &b);
-    struct gs_toleration *tol = NULL;
-    size_t ntol = 0;
-    gs__dec_tolerations(dc, r, "tolerations", &tol, &ntol);
-    for (size_t i = 0; i < ntol; i++) gs_toleration_free(&tol[i]);
-    free(tol);
-}
-
-static void subrequest(struct gs_dec *dc, const json_t *r, void *arg)
-{
-    (void)arg;
-    check_dns_label(dc, r, "name");
-    exact_request(dc, r, true);
-}
-
-static void device_request(struct gs_dec *dc, const json_t *r, void *arg)
-{
-    bool v1beta1 = *(bool *)arg;
-    check_dns_label(dc, r, "name");
-    if (v1beta1 && !json_object_get(r, "firstAvailable")) {
-        exact_request(dc, r, false);
-        return;
-    }
-    json_t *exactly = json_object_get(r, "exactly"), *first = json_object_get(r, "firstAvailable");
-    if (!v1beta1 && (!exactly) == (!first))
-        gs__dec_err(dc, "exactly one of exactly or firstAvailable must be set");
-    json_t *ex = gs__dec_get(dc, r, "exactly", JSON_OBJECT);
-    if (ex) {
-        size_t m = gs__dec_key(dc, "exactly");
-        exact_request(dc, ex, false);
-        gs__dec_pop(dc, m);
-    }
-    each(dc, r, "firstAvailable", 8, subrequest, NULL);
-}
-
-static void device_constraint(struct gs_dec *dc, const json_t *c, void *arg)
-{
-    (void)arg;
-    size_t n;
-    char **reqs = gs__dec_strv(dc, c, "requests", &n);
-    gs__strv_free(reqs, n);
-    bool ma = gs__dec_str(dc, c, "matchAttribute") != NULL, da = gs__dec_str(dc, c, "distinctAttribute") != NULL;
-    if (ma == da) gs__dec_err(dc, "exactly one of matchAttribute or distinctAttribute must be set");
-}
-
-static void validate_resourceclaim(const json_t *spec, const char *api, struct gs_dec *dc)
-{
-    bool v1beta1 = api && !strcmp(api, "resource.k8s.io/v1beta1");
-    json_t *devs = gs__dec_get(dc, spec, "devices", JSON_OBJECT);
-    size_t m = gs__dec_key(dc, "devices");
-    each(dc, devs, "requests", 32, device_request, &v1beta1);
-    each(dc, devs, "constraints", 32, device_constraint, NULL);
-    gs__dec_pop(dc, m);
-}
-
-static void opaque_config(struct gs_dec *dc, const json_t *c, void *arg)
-{
-    (void)arg;
-    json_t *op = gs__dec_get(dc, c, "opaque", JSON_OBJECT);
-    if (!op) return;
-    size_t m = gs__dec_key(dc, "opaque");
-    required_str(dc, op, "driver");
-    gs__dec_pop(dc, m);
-}
-
-static void validate_deviceclass(const json_t *spec, struct gs_dec *dc)
-{
-    each(dc, spec, "selectors", 32, cel_selector, NULL);
-    each(dc, spec, "config", 32, opaque_config, NULL);
-    gs__dec_str(dc, spec, "extendedResourceName");
-}
-
-static void device_attribute(struct gs_dec *dc, const json_t *attrs)
-{
-    const char *k;
-    json_t *a;
-    json_object_foreach((json_t *)attrs, k, a) {
-        size_t m = gs__dec_key(dc, k);
-        if (gs__dec_is(dc, a, JSON_OBJECT)) {
-            static const char *const fields[] = {"int", "bool", "string", "version", "ints", "bools", "strings", "versions"};
-            int n = 0;
-            for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) n += json_object_get(a, fields[i]) != NULL;
-            if (n != 1) gs__dec_err(dc, "exactly one of int, bool, string or version must be set, got %d", n);
-            int64_t iv;
-            gs__dec_int(dc, a, "int", INT64_MIN, INT64_MAX, &iv);
-            bool bv;
-            gs__dec_bool(dc, a, "bool", &bv);
-            gs__dec_str(dc, a, "string");
-            gs__dec_str(dc, a, "version");
-        }
-        gs__dec_pop(dc, m);
-    }
-}
-
-static void device_capacity(struct gs_dec *dc, const json_t *caps)
-{
-    const char *k;
-    json_t *c;
-    json_object_foreach((json_t *)caps, k, c) {
-        size_t m = gs__dec_key(dc, k);
-        if (gs__dec_is(dc, c, JSON_OBJECT)) check_quantity(dc, c, "value", true);
-        gs__dec_pop(dc, m);
-    }
-}
-
-static void slice_device(struct gs_dec *dc, const json_t *d, void *arg)
-{
-    (void)arg;
-    check_dns_label(dc, d, "name");
-    const json_t *body = d;
-    size_t m = dc->len;
-    json_t *basic = gs__dec_get(dc, d, "basic", JSON_OBJECT); /* v1beta1 wraps the data */
-    if (basic) {
-        gs__dec_key(dc, "basic");
-        body = basic;
-    }
-    json_t *attrs = gs__dec_get(dc, body, "attributes", JSON_OBJECT);
-    json_t *caps = gs__dec_get(dc, body, "capacity", JSON_OBJECT);
-    size_t na = json_object_size(attrs), nc = json_object_size(caps);
-    if (na + nc > 32) gs__dec_err(dc, "at most 32 attributes and capacities together, got %zu", na + nc);
-    size_t m2 = gs__dec_key(dc, "attributes");
-    if (attrs) device_attribute(dc, attrs);
-    gs__dec_pop(dc, m2);
-    m2 = gs__dec_key(dc, "capacity");
-    if (caps) device_capacity(dc, caps);
-    gs__dec_pop(dc, m2);
-    gs__dec_pop(dc, m);
-}
-
-static void validate_resourceslice(const json_t *spec, struct gs_dec *dc)
-{
-    const char *drv = required_str(dc, spec, "driver"), *why;
-    if (drv && (why = gs__dns_check(drv, false))) gs__dec_err_at(dc, "driver", "invalid driver \"%s\": %s", drv, why);
-    json_t *pool = gs__dec_get(dc, spec, "pool", JSON_OBJECT);
-    if (!pool && !json_object_get(spec, "pool")) gs__dec_err_at(dc, "pool", "is required");
-    if (pool) {
-        size_t m = gs__dec_key(dc, "pool");
-        int64_t v;
-        required_str(dc, pool, "name");
-        gs__dec_int(dc, pool, "generation", 0, INT64_MAX, &v);
-        if (!gs__dec_int(dc, pool, "resourceSliceCount", 1, INT64_MAX, &v) && !json_object_get(pool, "resourceSliceCount"))
-            gs__dec_err_at(dc, "resourceSliceCount", "is required");
-        gs__dec_pop(dc, m);
-    }
-    bool all = false, per = false;
-    gs__dec_bool(dc, spec, "allNodes", &all);
-    gs__dec_bool(dc, spec, "perDeviceNodeSelection", &per);
-    int n = (gs__dec_str(dc, spec, "nodeName") != NULL) + (gs__dec_get(dc, spec, "nodeSelector", JSON_OBJECT) != NULL) +
-            all + per;
-    if (n != 1) gs__dec_err(dc, "exactly one of nodeName, nodeSelector, allNodes or perDeviceNodeSelection must be set");
-    json_t *devs = json_object_get(spec, "devices");
-    each(dc, spec, "devices", 128, slice_device, NULL);
-    if (json_is_array(devs)) {
-        for (size_t i = 0; i < json_array_size(devs); i++)
-            for (size_t j = 0; j < i; j++) {
-                const char *a = json_string_value(json_object_get(json_array_get(devs, i), "name"));
-                const char *b = json_string_value(json_object_get(json_array_get(devs, j), "name"));
-                if (a && b && !strcmp(a, b)) {
-                    size_t m = gs__dec_key(dc, "devices");
-                    gs__dec_idx(dc, i);
-                    gs__dec_err_at(dc, "name", "duplicate device name \"%s\"", a);
-                    gs__dec_pop(dc, m);
-                }
-            }
-    }
-}
+/*--- resource.k8s.io: kinds_dra.c ---*/
 
 /*--- NodeResourceTopology ---*/
 
@@ -683,7 +484,7 @@ static void validate_clusterpolicy(const json_t *spec, struct gs_dec *dc)
         "driver", "toolkit", "devicePlugin", "dcgmExporter", "dcgm", "gfd", "migManager", "nodeStatusExporter",
         "psp", "psa", "gds", "gdrcopy", "sandboxWorkloads", "vfioManager", "sandboxDevicePlugin", "vgpuManager",
         "vgpuDeviceManager", "kataManager", "kataSandboxDevicePlugin", "ccManager", "cdi", "operator", "daemonsets",
-        "validator", "mig", "hostPaths", NULL};
+        "validator", "mig", "hostPaths", "draDriver", NULL};
     for (const char *const *c = components; *c; c++) {
         json_t *o = gs__dec_get(dc, spec, *c, JSON_OBJECT);
         if (!o) continue;
@@ -699,6 +500,30 @@ static void validate_clusterpolicy(const json_t *spec, struct gs_dec *dc)
         gs__dec_enum(dc, mig, "strategy", strategies, NULL);
         gs__dec_pop(dc, m);
     }
+}
+
+/* GPUCluster (nvidia.com/v1alpha1): the DRA model's operands (the DRA
+ * driver, DCGM, its exporter); what only the device-plugin model has is
+ * refused by name (govern/policy.h, gs_gpucluster_parse, reads the rest). */
+static void validate_gpucluster(const json_t *spec, struct gs_dec *dc)
+{
+    static const char *const components[] = {"draDriver", "dcgm", "dcgmExporter", "driver", "toolkit", "validator",
+                                             "operator", "daemonsets", "hostPaths", "cdi", "gfd", NULL};
+    for (const char *const *c = components; *c; c++) {
+        json_t *o = gs__dec_get(dc, spec, *c, JSON_OBJECT);
+        if (!o) continue;
+        size_t m = gs__dec_key(dc, *c);
+        bool b = true;
+        if (gs__dec_bool(dc, o, "enabled", &b) && !b && !strcmp(*c, "driver"))
+            gs__dec_err_at(dc, "enabled", "false: a GPUCluster does not install the driver, it only checks it "
+                           "(pre-installed or from an NVIDIADriver); leave it out");
+        gs__dec_pop(dc, m);
+    }
+    static const char *const refused[] = {"devicePlugin", "migManager", "mig", NULL};
+    for (const char *const *c = refused; *c; c++)
+        if (json_object_get(spec, *c))
+            gs__dec_err_at(dc, *c, "not managed by a GPUCluster: GPUs and MIG devices reach pods through DRA "
+                           "(spec.draDriver); use a ClusterPolicy for the device-plugin model");
 }
 
 /*--- PriorityClass ---*/
@@ -791,7 +616,8 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
     }
     json_t *spec = json_object_get(doc, "spec");
     if (!spec || json_is_null(spec)) {
-        if (k != GS_KIND_RESOURCEFLAVOR && k != GS_KIND_CLUSTERPOLICY) gs__dec_err_at(dc, "spec", "is required");
+        if (k != GS_KIND_RESOURCEFLAVOR && k != GS_KIND_CLUSTERPOLICY && k != GS_KIND_GPUCLUSTER)
+            gs__dec_err_at(dc, "spec", "is required");
         return;
     }
     if (!(spec = gs__dec_get(dc, doc, "spec", JSON_OBJECT))) return;
@@ -801,11 +627,15 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
     case GS_KIND_WORKLOAD: validate_workload(spec, dc); break;
     case GS_KIND_LOCALQUEUE: required_str(dc, spec, "clusterQueue"); break;
     case GS_KIND_RESOURCEFLAVOR: validate_resourceflavor(spec, dc); break;
-    case GS_KIND_RESOURCECLAIM: validate_resourceclaim(spec, api_version, dc); break;
-    case GS_KIND_DEVICECLASS: validate_deviceclass(spec, dc); break;
-    case GS_KIND_RESOURCESLICE: validate_resourceslice(spec, dc); break;
+    case GS_KIND_RESOURCECLAIM:
+    case GS_KIND_DEVICECLASS:
+    case GS_KIND_RESOURCESLICE:
+    case GS_KIND_RESOURCECLAIMTEMPLATE:
+    case GS_KIND_DEVICETAINTRULE: gs__dra_validate(k, api_version, spec, dc); break;
     case GS_KIND_CLUSTERPOLICY: validate_clusterpolicy(spec, dc); break;
+    case GS_KIND_GPUCLUSTER: validate_gpucluster(spec, dc); break;
     default: break;
     }
     gs__dec_pop(dc, m);
+    gs__dra_validate_status(k, doc, dc);
 }

@@ -44,6 +44,9 @@ static const char *const kind_names[GS_KIND_COUNT] = {
     [GS_KIND_PRIORITYCLASS] = "PriorityClass",
     [GS_KIND_WORKLOAD] = "Workload",
     [GS_KIND_WORKLOADPRIORITYCLASS] = "WorkloadPriorityClass",
+    [GS_KIND_RESOURCECLAIMTEMPLATE] = "ResourceClaimTemplate",
+    [GS_KIND_DEVICETAINTRULE] = "DeviceTaintRule",
+    [GS_KIND_GPUCLUSTER] = "GPUCluster",
 };
 
 /* Which kinds each apiVersion we know defines. Kinds mapped to
@@ -94,15 +97,19 @@ static const struct {
     {"resource.k8s.io/v1", "ResourceClaim", GS_KIND_RESOURCECLAIM},
     {"resource.k8s.io/v1", "DeviceClass", GS_KIND_DEVICECLASS},
     {"resource.k8s.io/v1", "ResourceSlice", GS_KIND_RESOURCESLICE},
-    {"resource.k8s.io/v1", "ResourceClaimTemplate", GS_KIND_UNKNOWN},
+    {"resource.k8s.io/v1", "ResourceClaimTemplate", GS_KIND_RESOURCECLAIMTEMPLATE},
     {"resource.k8s.io/v1beta1", "ResourceClaim", GS_KIND_RESOURCECLAIM},
     {"resource.k8s.io/v1beta1", "DeviceClass", GS_KIND_DEVICECLASS},
     {"resource.k8s.io/v1beta1", "ResourceSlice", GS_KIND_RESOURCESLICE},
-    {"resource.k8s.io/v1beta1", "ResourceClaimTemplate", GS_KIND_UNKNOWN},
+    {"resource.k8s.io/v1beta1", "ResourceClaimTemplate", GS_KIND_RESOURCECLAIMTEMPLATE},
     {"resource.k8s.io/v1beta2", "ResourceClaim", GS_KIND_RESOURCECLAIM},
     {"resource.k8s.io/v1beta2", "DeviceClass", GS_KIND_DEVICECLASS},
     {"resource.k8s.io/v1beta2", "ResourceSlice", GS_KIND_RESOURCESLICE},
-    {"resource.k8s.io/v1beta2", "ResourceClaimTemplate", GS_KIND_UNKNOWN},
+    {"resource.k8s.io/v1beta2", "ResourceClaimTemplate", GS_KIND_RESOURCECLAIMTEMPLATE},
+    {"resource.k8s.io/v1", "DeviceTaintRule", GS_KIND_DEVICETAINTRULE},
+    {"resource.k8s.io/v1beta2", "DeviceTaintRule", GS_KIND_DEVICETAINTRULE},
+    {"resource.k8s.io/v1alpha3", "DeviceTaintRule", GS_KIND_DEVICETAINTRULE},
+    {"nvidia.com/v1alpha1", "GPUCluster", GS_KIND_GPUCLUSTER},
     {"topology.node.k8s.io/v1alpha2", "NodeResourceTopology", GS_KIND_NODERESOURCETOPOLOGY},
     {"topology.node.k8s.io/v1alpha1", "NodeResourceTopology", GS_KIND_NODERESOURCETOPOLOGY},
     {"nvidia.com/v1", "ClusterPolicy", GS_KIND_CLUSTERPOLICY},
@@ -132,7 +139,8 @@ bool gs__kind_namespaced(enum gs_kind k)
     case GS_KIND_PODGROUP:
     case GS_KIND_LOCALQUEUE:
     case GS_KIND_WORKLOAD:
-    case GS_KIND_RESOURCECLAIM: return true;
+    case GS_KIND_RESOURCECLAIM:
+    case GS_KIND_RESOURCECLAIMTEMPLATE: return true;
     default: return false;
     }
 }

@@ -69,6 +69,9 @@ enum gs_kind {
     GS_KIND_PRIORITYCLASS,         /* scheduling.k8s.io/v1 */
     GS_KIND_WORKLOAD,              /* scheduling.k8s.io/v1beta1 (native gang templates; Kueue's is generic) */
     GS_KIND_WORKLOADPRIORITYCLASS, /* kueue.x-k8s.io */
+    GS_KIND_RESOURCECLAIMTEMPLATE, /* resource.k8s.io */
+    GS_KIND_DEVICETAINTRULE,       /* resource.k8s.io */
+    GS_KIND_GPUCLUSTER,            /* nvidia.com/v1alpha1 (the DRA counterpart of ClusterPolicy) */
     GS_KIND_COUNT
 };
 

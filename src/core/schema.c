@@ -242,6 +242,57 @@ static const struct sfield delete_options[] = {DELETE_OPTIONS_FIELDS, END};
 static const struct sfield eviction[] = {SC("apiVersion"), OB("deleteOptions", delete_options), SC("kind"),
                                          OB("metadata", object_meta), END};
 
+/*--- resource.k8s.io (every served version: v1 and v1beta2 fields plus v1beta1's basic and flat requests) ---*/
+
+static const struct sfield dra_cel[] = {SC("expression"), END};
+static const struct sfield dra_selector[] = {OB("cel", dra_cel), END};
+static const struct sfield dra_taint[] = {SC("effect"), SC("key"), SC("timeAdded"), SC("value"), END};
+static const struct sfield dra_toleration[] = {SC("effect"), SC("key"), SC("operator"), SC("tolerationSeconds"),
+                                               SC("value"), END};
+static const struct sfield dra_counter_use[] = {SC("counterSet"), MA("counters"), END};
+#define DRA_DEVICE_DATA                                                                                            \
+    SC("allNodes"), SC("allowMultipleAllocations"), MA("attributes"), AN("bindingConditions"),                    \
+        AN("bindingFailureConditions"), SC("bindsToNode"), MA("capacity"), LI("consumesCounters", dra_counter_use), \
+        SC("nodeName"), OB("nodeSelector", node_selector), LI("taints", dra_taint)
+static const struct sfield dra_basic[] = {DRA_DEVICE_DATA, END};
+static const struct sfield dra_device[] = {OB("basic", dra_basic), SC("name"), DRA_DEVICE_DATA, END};
+static const struct sfield dra_pool[] = {SC("generation"), SC("name"), SC("resourceSliceCount"), END};
+static const struct sfield dra_counter_set[] = {MA("counters"), SC("name"), END};
+static const struct sfield dra_slice_spec[] = {
+    SC("allNodes"), LI("devices", dra_device), SC("driver"), SC("nodeName"), OB("nodeSelector", node_selector),
+    SC("partitionTypeAttribute"), SC("perDeviceNodeSelection"), OB("pool", dra_pool),
+    LI("sharedCounters", dra_counter_set), SC("skipNodeOperations"), END};
+static const struct sfield dra_slice[] = {TOP(OB("spec", dra_slice_spec)), END};
+
+static const struct sfield dra_opaque[] = {SC("driver"), AN("parameters"), END};
+static const struct sfield dra_class_config[] = {OB("opaque", dra_opaque), END};
+static const struct sfield dra_class_spec[] = {LI("config", dra_class_config), SC("extendedResourceName"),
+                                               LI("selectors", dra_selector), END};
+static const struct sfield dra_class[] = {TOP(OB("spec", dra_class_spec)), END};
+
+static const struct sfield dra_capacity_req[] = {MA("requests"), END};
+#define DRA_EXACT_FIELDS                                                                                           \
+    SC("allocationMode"), OB("capacity", dra_capacity_req), SC("count"), SC("deviceClassName"),                   \
+        LI("selectors", dra_selector), LI("tolerations", dra_toleration)
+static const struct sfield dra_subrequest[] = {DRA_EXACT_FIELDS, SC("name"), END};
+static const struct sfield dra_exact[] = {SC("adminAccess"), DRA_EXACT_FIELDS, END};
+static const struct sfield dra_request[] = {SC("adminAccess"), DRA_EXACT_FIELDS, OB("exactly", dra_exact),
+                                            LI("firstAvailable", dra_subrequest), SC("name"), END};
+static const struct sfield dra_constraint[] = {SC("distinctAttribute"), SC("matchAttribute"), AN("requests"), END};
+static const struct sfield dra_claim_config[] = {OB("opaque", dra_opaque), AN("requests"), END};
+static const struct sfield dra_devices[] = {LI("config", dra_claim_config), LI("constraints", dra_constraint),
+                                            LI("requests", dra_request), END};
+static const struct sfield dra_claim_spec[] = {OB("devices", dra_devices), END};
+static const struct sfield dra_claim[] = {TOP(OB("spec", dra_claim_spec)), END};
+static const struct sfield dra_template_spec[] = {OB("metadata", object_meta), OB("spec", dra_claim_spec), END};
+static const struct sfield dra_template[] = {TOP(OB("spec", dra_template_spec)), END};
+
+static const struct sfield dra_device_selector[] = {SC("device"), SC("deviceClassName"), SC("driver"), SC("pool"),
+                                                    AN("selectors"), END};
+static const struct sfield dra_taint_rule_spec[] = {OB("deviceSelector", dra_device_selector),
+                                                    OB("taint", dra_taint), END};
+static const struct sfield dra_taint_rule[] = {TOP(OB("spec", dra_taint_rule_spec)), END};
+
 /*--- Kinds ---*/
 
 static const struct {
@@ -265,9 +316,12 @@ static const struct {
     {"kueue.x-k8s.io", "LocalQueue", localqueue},
     {"kueue.x-k8s.io", "ResourceFlavor", flavor},
     {"kueue.x-k8s.io", "ClusterQueue", generic},
-    {"resource.k8s.io", "ResourceClaim", generic},
-    {"resource.k8s.io", "DeviceClass", generic},
-    {"resource.k8s.io", "ResourceSlice", generic},
+    {"resource.k8s.io", "ResourceClaim", dra_claim},
+    {"resource.k8s.io", "ResourceClaimTemplate", dra_template},
+    {"resource.k8s.io", "DeviceClass", dra_class},
+    {"resource.k8s.io", "ResourceSlice", dra_slice},
+    {"resource.k8s.io", "DeviceTaintRule", dra_taint_rule},
+    {"nvidia.com", "GPUCluster", generic},
     {"topology.node.k8s.io", "NodeResourceTopology", nrt},
     {"nvidia.com", "ClusterPolicy", generic},
     {"policy", "PodDisruptionBudget", pdb},

@@ -47,6 +47,8 @@ struct gs__stack {
     struct gs_mig_backend backend;
     bool backend_open;
     char cdi_dir[1100];
+    int model;                 /* -1 not read yet, 0 ungoverned, 1 ClusterPolicy (device plugin), 2 GPUCluster (DRA) */
+    bool dra_driver;           /* the request's components.draDriver */
 };
 
 static const struct gs_api_resource *nodes_res(void) { return gs_api_resource_lookup("nodes"); }
@@ -55,6 +57,10 @@ static const struct gs_api_resource *nodes_res(void) { return gs_api_resource_lo
 
 void gs__stack_capacity(const struct gs_agent *a, json_t *capacity)
 {
+    if (a->stack && a->stack->model == 2) { /* a GPUCluster: GPUs reach pods through DRA only */
+        json_object_del(capacity, "nvidia.com/gpu");
+        return;
+    }
     json_t *res = gs_stack_resources(&a->inv, (enum gs_mig_strategy)a->mig_strategy);
     const char *k;
     json_t *v;
@@ -64,6 +70,23 @@ void gs__stack_capacity(const struct gs_agent *a, json_t *capacity)
         json_object_set_new(capacity, k, json_string(n));
     }
     json_decref(res);
+}
+
+int gs__stack_dra(const struct gs_agent *a)
+{
+    const struct gs__stack *s = a->stack;
+    if (!s || s->model < 0) return -1;
+    return s->model != 1 || s->dra_driver; /* a ClusterPolicy publishes slices only with draDriver enabled */
+}
+
+/* Which policy governs the node, from its request: a change re-registers the advertised resources. */
+static void follow_model(struct gs_agent *a, struct gs__stack *s, const json_t *req)
+{
+    const char *m = req ? gs__jstr(req, "model") : NULL;
+    int model = !req ? 0 : m && !strcmp(m, "dra") ? 2 : 1;
+    s->dra_driver = req && json_is_true(json_object_get(json_object_get(req, "components"), "draDriver"));
+    if (model != s->model && s->model >= 0 && (model == 2 || s->model == 2)) atomic_store(&a->registered, false);
+    s->model = model;
 }
 
 void gs__stack_keep_conditions(const json_t *old_status, json_t *status)
@@ -182,6 +205,7 @@ static int validate(struct gs_agent *a, struct gs__stack *s, const json_t *req, 
     struct gs_validate_in in = {.disc = &a->disc, .cdi_dirs = dirs, .node = node, .strategy = st,
                                 .layout = known ? &want : NULL};
     struct gs_metrics_text *page = NULL;
+    json_t *slices = NULL;
     int err = 0;
     switch (step) {
     case GS_STEP_TOOLKIT:
@@ -199,11 +223,21 @@ static int validate(struct gs_agent *a, struct gs__stack *s, const json_t *req, 
     case GS_STEP_MONITORING:
         if (a->exp && (page = gs_exporter_text(a->exp))) in.metrics = page->data;
         break;
+    case GS_STEP_DRA_PLUGIN: { /* what the server holds of this node's slices (agent_slices.c writes them) */
+        char fs[320];
+        snprintf(fs, sizeof fs, "spec.nodeName=%s,spec.driver=gpu.nvidia.com", a->node);
+        if (gs_client_list(a->cl, gs_api_resource_find("resource.k8s.io", "v1", "resourceslices"), NULL, NULL, fs,
+                           false, &slices))
+            return snprintf(msg, len, "cannot list the node's ResourceSlices"), GS_EIO;
+        in.slices = json_object_get(slices, "items");
+        break;
+    }
     default:
         break;
     }
     err = gs_validate_step(step, &in, msg, len);
     if (page) gs_metrics_text_unref(page);
+    json_decref(slices);
     return err;
 }
 
@@ -265,6 +299,7 @@ static void answer(struct gs_agent *a, struct gs__stack *s, const json_t *node)
     const char *text = gs__jstr(json_object_get(md, "annotations"), GS_ANN_STACK_REQUEST);
     json_t *req = text ? json_loads(text, 0, NULL) : NULL;
     s->governed = req != NULL;
+    follow_model(a, s, req); /* ClusterPolicy or GPUCluster: nvidia.com/gpu or ResourceSlices */
     if (!req) return;
     int64_t gen = json_integer_value(json_object_get(req, "generation"));
     const char *stepname = gs__jstr(req, "step") ?: "";
@@ -296,6 +331,7 @@ void gs__stack_tick(struct gs_agent *a, int64_t now_ns)
     if (!a->stack) {
         if (!(a->stack = calloc(1, sizeof *a->stack))) return;
         snprintf(a->stack->cdi_dir, sizeof a->stack->cdi_dir, "%s/cdi", a->state_dir);
+        a->stack->model = -1;
         gs_migmgr_init(&a->stack->mig);
     }
     struct gs__stack *s = a->stack;

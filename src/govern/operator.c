@@ -211,6 +211,7 @@ static void stack_cfg(const struct gs_policy *p, const json_t *labels, struct gs
     } gates[] = {{GS_STEP_DRIVER, GS_COMP_DRIVER},
                  {GS_STEP_TOOLKIT, GS_COMP_TOOLKIT},
                  {GS_STEP_DEVICE_PLUGIN, GS_COMP_DEVICE_PLUGIN},
+                 {GS_STEP_DRA_PLUGIN, GS_COMP_DRA_DRIVER},
                  {GS_STEP_MIG, GS_COMP_MIG_MANAGER},
                  {GS_STEP_MONITORING, GS_COMP_DCGM_EXPORTER}};
     for (size_t i = 0; i < sizeof gates / sizeof gates[0]; i++)
@@ -439,10 +440,11 @@ static json_t *request_json(const struct gs_operator *op, const struct gs_stack_
         json_object_set_new(comps, gs_comp_key(c), json_boolean(gs_policy_node_enabled(p, labels, c)));
     /* At ready the request names the step checked again after a restore, if any. */
     enum gs_step step = sm->step == GS_STEP_READY && sm->check != GS_STEP_NOT_READY ? sm->check : sm->step;
-    return json_pack("{s:I,s:s,s:i,s:s,s:s,s:s?,s:b,s:f,s:o}", "generation", (json_int_t)sm->generation, "step",
+    return json_pack("{s:I,s:s,s:i,s:s,s:s,s:s?,s:b,s:f,s:o,s:s}", "generation", (json_int_t)sm->generation, "step",
                      gs_step_name(step), "attempt", sm->attempt, "strategy", gs_mig_strategy_name(p->strategy),
                      "migConfig", lname ? lname : "", "migLayout", l ? text : NULL, "migKnown", l != NULL,
-                     "drainTimeoutSeconds", (double)p->drain_timeout_ms / 1000, "components", comps);
+                     "drainTimeoutSeconds", (double)p->drain_timeout_ms / 1000, "components", comps, "model",
+                     p->dra ? "dra" : "device-plugin"); /* GPUCluster or ClusterPolicy: what the agent advertises */
 }
 
 /* Sets (v non-NULL) or removes annotation k to v's compact JSON. */
@@ -649,6 +651,7 @@ static void sync_policy(struct gs_operator *op)
     struct pick p = {NULL, NULL, json_object()};
     int64_t rv;
     gs_source_list(op->source, "clusterpolicies.nvidia.com/", pick_policy, &p, &rv);
+    gs_source_list(op->source, GS_GPUCLUSTER_PREFIX, pick_policy, &p, &rv); /* the DRA model, one or the other */
     const char *key;
     json_t *obj;
     bool had = op->have_policy;
@@ -656,15 +659,20 @@ static void sync_policy(struct gs_operator *op)
     json_object_foreach(p.all, key, obj) {
         if (obj != p.best) {
             char msg[300];
-            snprintf(msg, sizeof msg, "another ClusterPolicy (%s) is in force; only one is kept",
+            snprintf(msg, sizeof msg, "another %s (%s) is in force; only one is kept", jstr(p.best, "kind") ?: "policy",
                      jstr(json_object_get(p.best, "metadata"), "name") ?: "?");
             write_policy_status(op, key, "ignored", msg);
             continue;
         }
         struct gs_diags d = {0};
         struct gs_policy pol;
-        char *spec = json_dumps(json_object_get(obj, "spec") ?: json_object(), JSON_SORT_KEYS | JSON_COMPACT);
-        if (gs_policy_parse(obj, &pol, &d)) {
+        bool dra = !strncmp(key, GS_GPUCLUSTER_PREFIX, strlen(GS_GPUCLUSTER_PREFIX));
+        /* The kind is part of what is driven: the same spec under the other model re-drives every node. */
+        json_t *what = json_pack("{s:s, s:O}", "kind", dra ? "GPUCluster" : "ClusterPolicy", "spec",
+                                 json_object_get(obj, "spec") ?: json_object());
+        char *spec = json_dumps(what, JSON_SORT_KEYS | JSON_COMPACT);
+        json_decref(what);
+        if (dra ? gs_gpucluster_parse(obj, &pol, &d) : gs_policy_parse(obj, &pol, &d)) {
             char msg[400];
             snprintf(msg, sizeof msg, "invalid: %s: %s%s", d.n ? d.v[0].path : "", d.n ? d.v[0].msg : "",
                      had ? "; the previous policy stays in force" : "");
@@ -705,7 +713,8 @@ static void policy_status(struct gs_operator *op, int gpu_nodes, int ready)
 {
     if (!op->have_policy || !op->policy.name[0]) return;
     char key[300], msg[200];
-    snprintf(key, sizeof key, "clusterpolicies.nvidia.com/%s", op->policy.name);
+    snprintf(key, sizeof key, "%s%s", op->policy.dra ? GS_GPUCLUSTER_PREFIX : "clusterpolicies.nvidia.com/",
+             op->policy.name);
     snprintf(msg, sizeof msg, "%d of %d GPU nodes ready", ready, gpu_nodes);
     write_policy_status(op, key, gpu_nodes == ready ? "ready" : "notReady", msg);
 }

@@ -6,7 +6,10 @@
  *
  * The ClusterPolicy kept is the oldest one (creation time, then name);
  * others get status.state "ignored", as the GPU Operator does with
- * duplicates. Without any, nothing is governed and nodes keep no stack
+ * duplicates. A GPUCluster (nvidia.com/v1alpha1, policy.h) takes the place
+ * of a ClusterPolicy: the same walk with the DRA kubelet plugin step instead
+ * of the device plugin's; the API refuses the second of the two kinds, and
+ * should both exist the oldest object of either kind is kept. Without any, nothing is governed and nodes keep no stack
  * condition (so clusters that never apply one behave as before). A policy
  * whose spec changed re-drives every node from not-ready.
  *
@@ -60,6 +63,7 @@
 #include <stdint.h>
 
 #define GS_COND_GPU_STACK "GPUStackReady"
+#define GS_GPUCLUSTER_PREFIX "gpuclusters.nvidia.com/" /* store keys of GPUClusters */
 #define GS_LABEL_STACK_STATE "gpusched.io/gpu-stack-state"
 #define GS_ANN_STACK_REQUEST "gpusched.io/gpu-stack-request"
 #define GS_ANN_DEPLOY_MANAGED "gpusched.io/gpu-deploy-managed"

@@ -27,6 +27,7 @@ static const struct {
     [GS_COMP_MIG_MANAGER] = {"migManager", "mig-manager", true},
     [GS_COMP_NODE_STATUS_EXPORTER] = {"nodeStatusExporter", "node-status-exporter", false},
     [GS_COMP_VALIDATOR] = {"validator", "operator-validator", true},
+    [GS_COMP_DRA_DRIVER] = {"draDriver", "dra-driver", false},
 };
 
 const char *gs_comp_key(enum gs_comp c) { return c < GS_COMP_COUNT ? comps[c].key : "?"; }
@@ -307,4 +308,54 @@ bool gs_policy_node_enabled(const struct gs_policy *p, const json_t *labels, enu
     char key[96];
     snprintf(key, sizeof key, GS_LABEL_DEPLOY_PREFIX "%s", comps[c].operand);
     return !label_false(labels, key);
+}
+
+/*--- GPUCluster ---*/
+
+int gs_gpucluster_parse(const json_t *doc, struct gs_policy *p, struct gs_diags *d)
+{
+    gs_policy_defaults(p);
+    p->dra = true;
+    json_t *md = json_object_get(doc, "metadata");
+    snprintf(p->name, sizeof p->name, "%s", json_string_value(json_object_get(md, "name")) ?: "");
+    const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+    p->generation = rv ? atoll(rv) : 0;
+    json_t *spec = json_object_get(doc, "spec");
+    if (spec && !json_is_object(spec)) return gs_diags_add(d, "spec", "want an object"), GS_EINVAL;
+    /* GPUs reach pods through DRA: no device plugin, no node-wide MIG layout. */
+    p->enabled[GS_COMP_DEVICE_PLUGIN] = false;
+    p->enabled[GS_COMP_MIG_MANAGER] = false;
+    p->enabled[GS_COMP_DRA_DRIVER] = true;
+    int err = 0;
+    static const char *const refused[] = {"devicePlugin", "migManager", "mig"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (json_object_get(spec, refused[i])) {
+            char path[64];
+            snprintf(path, sizeof path, "spec.%s", refused[i]);
+            gs_diags_add(d, path, "not managed by a GPUCluster: GPUs and MIG devices reach pods through DRA "
+                         "(spec.draDriver); use a ClusterPolicy for the device-plugin model");
+            err = GS_EINVAL;
+        }
+    static const enum gs_comp read[] = {GS_COMP_DRA_DRIVER, GS_COMP_DCGM, GS_COMP_DCGM_EXPORTER, GS_COMP_DRIVER,
+                                       GS_COMP_GFD};
+    for (size_t i = 0; i < sizeof read / sizeof *read; i++) {
+        enum gs_comp c = read[i];
+        json_t *o = json_object_get(spec, comps[c].key);
+        char path[64];
+        snprintf(path, sizeof path, "spec.%s", comps[c].key);
+        if (o && !json_is_object(o)) {
+            gs_diags_add(d, path, "want an object");
+            err = GS_EINVAL;
+        } else if (want_bool(o, "enabled", &p->enabled[c], path, d)) {
+            err = GS_EINVAL;
+        }
+    }
+    if (!p->enabled[GS_COMP_DRIVER]) {
+        gs_diags_add(d, "spec.driver.enabled", "false: a GPUCluster does not install the driver, it only checks it "
+                     "(pre-installed or from an NVIDIADriver); leave it out");
+        err = GS_EINVAL;
+        p->enabled[GS_COMP_DRIVER] = true;
+    }
+    if (parse_retry(spec, p, d)) err = GS_EINVAL;
+    return err;
 }

@@ -1,7 +1,8 @@
 /*
- * policy.h - the ClusterPolicy (nvidia.com/v1) as the operator and the node
- * agent read it: which GPU stack components are wanted, and which MIG layout
- * each node gets.
+ * policy.h - the ClusterPolicy (nvidia.com/v1), or its DRA counterpart the
+ * GPUCluster (nvidia.com/v1alpha1), as the operator and the node agent read
+ * it: which GPU stack components are wanted, and which MIG layout each node
+ * gets.
  *
  * The document keeps every field (the store holds it verbatim); this is a
  * typed view of the few that drive layer 4. Component keys and their
@@ -45,6 +46,7 @@ enum gs_comp {
     GS_COMP_MIG_MANAGER,
     GS_COMP_NODE_STATUS_EXPORTER,
     GS_COMP_VALIDATOR,
+    GS_COMP_DRA_DRIVER,      /* NVIDIA's DRA kubelet plugin: off under a ClusterPolicy unless draDriver.enabled */
     GS_COMP_COUNT
 };
 
@@ -73,6 +75,7 @@ struct gs_mig_layout {
 
 struct gs_policy {
     char name[128];
+    bool dra;                    /* a GPUCluster (nvidia.com/v1alpha1): the DRA model, no device plugin */
     int64_t generation;          /* the document's resourceVersion: a new one re-drives every node */
     bool enabled[GS_COMP_COUNT];
     enum gs_mig_strategy strategy;
@@ -94,6 +97,17 @@ void gs_policy_defaults(struct gs_policy *p);
 /* Reads a ClusterPolicy document. Problems (wrong types, unknown strategy,
  * bad layouts) go to d with the field's path; GS_EINVAL then. */
 int gs_policy_parse(const json_t *doc, struct gs_policy *p, struct gs_diags *d);
+
+/* Reads a GPUCluster (nvidia.com/v1alpha1), NVIDIA's DRA counterpart of the
+ * ClusterPolicy: the same stack walked with the DRA kubelet plugin
+ * (spec.draDriver, on by default) instead of the device plugin, and no MIG
+ * manager (DRA drivers partition MIG themselves). What it reads:
+ * draDriver.enabled, dcgm.enabled, dcgmExporter.enabled, gfd.enabled (default true),
+ * validator.retry as in a ClusterPolicy; devicePlugin, migManager, mig
+ * and driver.enabled: false are refused by name, since a GPUCluster does not
+ * manage them (GPUs are surfaced through DRA, the driver is pre-installed).
+ * Sets p->dra. GS_EINVAL with d filled. */
+int gs_gpucluster_parse(const json_t *doc, struct gs_policy *p, struct gs_diags *d);
 
 /* The layout named name, or NULL. */
 const struct gs_mig_layout *gs_policy_layout(const struct gs_policy *p, const char *name);

@@ -10,11 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const names[GS_STEP_COUNT] = {"not-ready", "driver", "toolkit", "device-plugin",
-                                                 "mig",       "monitoring", "ready"};
+static const char *const names[GS_STEP_COUNT] = {"not-ready", "driver", "toolkit",    "device-plugin",
+                                                 "dra-plugin", "mig",   "monitoring", "ready"};
 static const char *const reasons[GS_STEP_COUNT] = {"NotReady",       "DriverValidating",     "ToolkitValidating",
-                                                   "DevicePluginValidating", "MIGConfiguring", "MonitoringValidating",
-                                                   "Ready"};
+                                                   "DevicePluginValidating", "DRAPluginValidating", "MIGConfiguring",
+                                                   "MonitoringValidating", "Ready"};
+_Static_assert(sizeof reasons / sizeof reasons[0] == GS_STEP_COUNT, "step reasons");
 _Static_assert(sizeof names / sizeof names[0] == GS_STEP_COUNT, "step names");
 
 const char *gs_step_name(enum gs_step s) { return s < GS_STEP_COUNT ? names[s] : "unknown"; }

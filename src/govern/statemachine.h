@@ -4,6 +4,9 @@
  *
  *   not-ready -> driver -> toolkit -> device-plugin -> mig -> monitoring -> ready
  *
+ * (under a GPUCluster: ... toolkit -> dra-plugin -> monitoring -> ready; the
+ * steps are one list and each policy enables its own)
+ *
  * A node leaves not-ready once its agent posts Ready. At each later step the
  * operator asks the node's agent to validate that step (a request carries
  * the step and an attempt number); the agent answers ok or not with a
@@ -40,16 +43,17 @@ enum gs_step {
     GS_STEP_DRIVER,
     GS_STEP_TOOLKIT,
     GS_STEP_DEVICE_PLUGIN,
+    GS_STEP_DRA_PLUGIN,        /* a GPUCluster's DRA kubelet plugin, in place of the device plugin */
     GS_STEP_MIG,
     GS_STEP_MONITORING,
     GS_STEP_READY,
     GS_STEP_COUNT
 };
 
-/* Label value: "not-ready", "driver", "toolkit", "device-plugin", "mig", "monitoring", "ready". */
+/* Label value: "not-ready", "driver", "toolkit", "device-plugin", "dra-plugin", "mig", "monitoring", "ready". */
 const char *gs_step_name(enum gs_step s);
 /* Condition reason: "NotReady", "DriverValidating", "ToolkitValidating",
- * "DevicePluginValidating", "MIGConfiguring", "MonitoringValidating", "Ready". */
+ * "DevicePluginValidating", "DRAPluginValidating", "MIGConfiguring", "MonitoringValidating", "Ready". */
 const char *gs_step_reason(enum gs_step s);
 /* From a label value; -1 when unknown. */
 int gs_step_parse(const char *name);

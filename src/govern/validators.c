@@ -232,6 +232,49 @@ int gs_validate_device_plugin(const struct gs_validate_in *in, char *msg, size_t
     return err;
 }
 
+/*--- dra-plugin ---*/
+
+/* Does a device of slices carry uuid as its uuid attribute? */
+static bool offered(const json_t *slices, const char *uuid)
+{
+    size_t i, j;
+    json_t *s, *d;
+    json_array_foreach(slices, i, s) json_array_foreach(json_object_get(json_object_get(s, "spec"), "devices"), j, d) {
+        const char *u = json_string_value(json_object_get(json_object_get(json_object_get(d, "attributes"), "uuid"),
+                                                          "string"));
+        if (u && !strcmp(u, uuid)) return true;
+    }
+    return false;
+}
+
+int gs_validate_dra_plugin(const struct gs_validate_in *in, char *msg, size_t len)
+{
+    if (!json_array_size(in->slices))
+        return fail(msg, len, GS_ENOENT, "the server holds no ResourceSlices of driver gpu.nvidia.com for this node");
+    struct gs_inventory *inv = malloc(sizeof *inv);
+    if (!inv) return fail(msg, len, GS_ENOMEM, "out of memory");
+    int err = in->disc && in->disc->ops ? gs_disc_inventory(in->disc, inv) : GS_ENOENT;
+    if (err) fail(msg, len, err, "cannot list the node's GPUs");
+    int n = 0;
+    for (int i = 0; !err && i < inv->n_gpus; i++) {
+        const struct gs_disc_gpu *g = &inv->gpus[i];
+        if (g->mig_enabled && g->n_mig) {
+            for (int k = 0; !err && k < g->n_mig; k++, n++)
+                if (!offered(in->slices, g->mig[k].uuid))
+                    err = fail(msg, len, GS_ESTATE, "MIG device %s of GPU %d is in no ResourceSlice", g->mig[k].uuid,
+                               g->index);
+        } else if (!offered(in->slices, g->uuid)) {
+            err = fail(msg, len, GS_ESTATE, "GPU %d (%s) is in no ResourceSlice", g->index, g->uuid);
+        } else {
+            n++;
+        }
+    }
+    if (!err) snprintf(msg, len, "%zu ResourceSlice%s offer all %d devices", json_array_size(in->slices),
+                       json_array_size(in->slices) == 1 ? "" : "s", n);
+    free(inv);
+    return err;
+}
+
 /*--- mig ---*/
 
 static void describe(const struct gs_disc_gpu *g, char *buf, size_t len)
@@ -303,6 +346,7 @@ int gs_validate_step(enum gs_step s, const struct gs_validate_in *in, char *msg,
     case GS_STEP_DRIVER: return gs_validate_driver(in, msg, len);
     case GS_STEP_TOOLKIT: return gs_validate_toolkit(in, msg, len);
     case GS_STEP_DEVICE_PLUGIN: return gs_validate_device_plugin(in, msg, len);
+    case GS_STEP_DRA_PLUGIN: return gs_validate_dra_plugin(in, msg, len);
     case GS_STEP_MIG: return gs_validate_mig(in, msg, len);
     case GS_STEP_MONITORING: return gs_validate_monitoring(in, msg, len);
     default: return fail(msg, len, GS_EINVAL, "%s has no validator", gs_step_name(s));

@@ -13,6 +13,10 @@
  *                  under the MIG strategy (gs_stack_resources) are on the
  *                  Node's status.allocatable as the server holds it: the
  *                  scheduler sees exactly the devices that exist.
+ *   dra-plugin     (GPUCluster) the server holds ResourceSlices of driver
+ *                  gpu.nvidia.com for the node, and they offer every GPU
+ *                  (MIG instances for MIG-enabled GPUs) by uuid: the
+ *                  scheduler sees exactly the devices that exist.
  *   mig            every MIG-capable GPU carries the wanted layout.
  *   monitoring     the exporter's page has samples for every GPU (by UUID).
  *
@@ -39,11 +43,13 @@ struct gs_validate_in {
     enum gs_mig_strategy strategy;     /* device-plugin */
     const struct gs_mig_layout *layout;/* mig: the wanted layout; NULL: MIG left as it is */
     const char *metrics;               /* monitoring: the exporter's page, NULL when it has none yet */
+    const json_t *slices;              /* dra-plugin: the node's ResourceSlices as the server holds them */
 };
 
 int gs_validate_driver(const struct gs_validate_in *in, char *msg, size_t len);
 int gs_validate_toolkit(const struct gs_validate_in *in, char *msg, size_t len);
 int gs_validate_device_plugin(const struct gs_validate_in *in, char *msg, size_t len);
+int gs_validate_dra_plugin(const struct gs_validate_in *in, char *msg, size_t len);
 int gs_validate_mig(const struct gs_validate_in *in, char *msg, size_t len);
 int gs_validate_monitoring(const struct gs_validate_in *in, char *msg, size_t len);
 /* The validator of a step; GS_EINVAL for not-ready and ready. */

@@ -9,11 +9,15 @@
  * values are strings or null and whose annotations are strings; applying it
  * and building again yields no patch (the publisher converges in one write);
  * an NRT to write carries the node's name and, over an existing object, that
- * object's resourceVersion when it had one.
+ * object's resourceVersion when it had one. The same bytes as the node's
+ * ResourceSlices the server holds (discovery/resourceslice.h): the slices
+ * to publish are above every generation seen when they changed, and once
+ * written, the next look finds nothing to write.
  */
 #include "discovery/discovery.h"
 #include "discovery/outputs.h"
 #include "discovery/publish.h"
+#include "discovery/resourceslice.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -52,6 +56,36 @@ static void apply(json_t *node, const json_t *patch)
     }
 }
 
+static void check_slices(const json_t *have)
+{
+    json_t *want = NULL, *again = NULL;
+    bool changed = false, changed2 = true;
+    struct gs_diags d = {0};
+    int64_t max = 0, gen = -1;
+    size_t i;
+    json_t *x;
+    json_array_foreach(json_is_array(have) ? have : NULL, i, x) {
+        int64_t g = json_integer_value(json_object_get(json_object_get(json_object_get(x, "spec"), "pool"),
+                                                       "generation"));
+        if (g > max) max = g;
+    }
+    int rc = gs_resourceslices_next(json_is_array(have) ? have : NULL, &inv, "n1", false, NULL, &want, &changed, &d);
+    if (rc == GS_ERANGE && max == INT64_MAX && d.n) {
+        gs_diags_free(&d);
+        return;
+    }
+    if (rc) abort();
+    json_array_foreach(want, i, x) {
+        gen = json_integer_value(json_object_get(json_object_get(json_object_get(x, "spec"), "pool"), "generation"));
+        if (gen != (changed ? max + 1 : max)) abort();
+    }
+    if (gs_resourceslices_next(want, &inv, "n1", false, NULL, &again, &changed2, &d) || changed2)
+        abort(); /* what was written is found unchanged */
+    json_decref(want);
+    json_decref(again);
+    gs_diags_free(&d);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!ready) {
@@ -85,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     json_decref(nrt);
     json_decref(patch);
+    check_slices(doc);
     json_decref(doc);
     return 0;
 }

@@ -336,6 +336,7 @@ def discover(binary, mock):
 
 
 NRT = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies"
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 def test_node_publisher_labels_annotation_nrt(server, gpusched_bin, tmp_path):
@@ -347,7 +348,7 @@ def test_node_publisher_labels_annotation_nrt(server, gpusched_bin, tmp_path):
     try:
         kc = kubeconfig(tmp_path / "kubeconfig", proxy.url)
         mock = "4xH100-80GB,nvlink=all,numa=2,xid=79@gpu1@t=0s"
-        r = publish(gpusched_bin, kc, "gpu-1", mock)
+        r = publish(gpusched_bin, kc, "gpu-1", mock, "--resource-slices")
         assert r.returncode == 0, r.stderr
         n = s.call("GET", "/api/v1/nodes/gpu-1").json()
         labels, ann = n["metadata"]["labels"], n["metadata"]["annotations"]
@@ -369,21 +370,36 @@ def test_node_publisher_labels_annotation_nrt(server, gpusched_bin, tmp_path):
         gpu = {z["name"]: [x for x in z["resources"] if x["name"] == "nvidia.com/gpu"][0] for z in nrt["zones"]}
         assert sum(int(g["capacity"]) for g in gpu.values()) == 4
         assert sum(int(g["allocatable"]) for g in gpu.values()) == 3
+        # The DRA ResourceSlice: the same GPUs, the unhealthy one tainted.
+        sl = s.call("GET", f"{SLICES}?fieldSelector=spec.nodeName=gpu-1").json()["items"]
+        assert [x["metadata"]["name"] for x in sl] == ["gpu-1-gpu.nvidia.com-0"]
+        sdevs = {d["name"]: d for d in sl[0]["spec"]["devices"]}
+        assert [sdevs[f"gpu-{i}"]["attributes"]["uuid"]["string"] for i in range(4)] == [d["uuid"] for d in devs]
+        assert sdevs["gpu-1"]["taints"][0]["effect"] == "NoExecute" and "taints" not in sdevs["gpu-0"]
+        assert sl[0]["spec"]["pool"]["generation"] == 1
         rv = n["metadata"]["resourceVersion"]
-        # Unchanged inventory: no write at all.
-        r = publish(gpusched_bin, kc, "gpu-1", mock)
+        srv = sl[0]["metadata"]["resourceVersion"]
+        # Unchanged inventory: no write at all (the taint keeps its time across publisher runs).
+        r = publish(gpusched_bin, kc, "gpu-1", mock, "--resource-slices")
         assert r.returncode == 0, r.stderr
         assert s.call("GET", "/api/v1/nodes/gpu-1").json()["metadata"]["resourceVersion"] == rv
+        assert s.call("GET", f"{SLICES}/gpu-1-gpu.nvidia.com-0").json()["metadata"]["resourceVersion"] == srv
         # MIG under the single strategy, then MIG off: its labels come and go, others' stay.
-        r = publish(gpusched_bin, kc, "gpu-1", "2xA100-40GB,mig=1g.5gb*7", "--mig-strategy", "single")
+        r = publish(gpusched_bin, kc, "gpu-1", "2xA100-40GB,mig=1g.5gb*7", "--mig-strategy", "single",
+                    "--resource-slices", "--dra-partitionable")
         assert r.returncode == 0, r.stderr
+        sl = s.call("GET", f"{SLICES}?fieldSelector=spec.nodeName=gpu-1").json()["items"]
+        assert len(sl) == 2 and {x["spec"]["pool"]["generation"] for x in sl} == {2}  # counter sets, devices
         labels = s.call("GET", "/api/v1/nodes/gpu-1").json()["metadata"]["labels"]
         assert labels["nvidia.com/mig.strategy"] == "single" and labels["nvidia.com/gpu.count"] == "14"
         assert "nvidia.com/mig-1g.5gb" in json.dumps(s.call("GET", f"{NRT}/gpu-1").json()["zones"])
         s.call("PATCH", "/api/v1/nodes/gpu-1", data=json.dumps({"metadata": {"labels": {"nvidia.com/x": "mine"}}}),
                headers={"Content-Type": "application/merge-patch+json"})
-        r = publish(gpusched_bin, kc, "gpu-1", "2xA100-40GB")
+        r = publish(gpusched_bin, kc, "gpu-1", "2xA100-40GB", "--resource-slices")
         assert r.returncode == 0, r.stderr
+        sl = s.call("GET", f"{SLICES}?fieldSelector=spec.nodeName=gpu-1").json()["items"]
+        assert [x["metadata"]["name"] for x in sl] == ["gpu-1-gpu.nvidia.com-0"]  # the second one deleted
+        assert sorted(d["name"] for d in sl[0]["spec"]["devices"]) == ["gpu-0", "gpu-1"]
         n = s.call("GET", "/api/v1/nodes/gpu-1").json()
         labels = n["metadata"]["labels"]
         assert "nvidia.com/mig.strategy" not in labels and "nvidia.com/gpu.slices.gi" not in labels
@@ -399,7 +415,8 @@ def test_node_publisher_labels_annotation_nrt(server, gpusched_bin, tmp_path):
         assert rbac.unused_rules(log, policy) == []
         verbs = {(x.verb, x.resource) for _, _, x in rbac.read_log(log)}
         assert {("get", "nodes"), ("patch", "nodes"), ("get", "noderesourcetopologies"),
-                ("create", "noderesourcetopologies"), ("update", "noderesourcetopologies")} == verbs
+                ("create", "noderesourcetopologies"), ("update", "noderesourcetopologies"), ("list", "resourceslices"),
+                ("create", "resourceslices"), ("update", "resourceslices"), ("delete", "resourceslices")} == verbs
     finally:
         proxy.close()
 

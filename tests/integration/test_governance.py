@@ -182,3 +182,54 @@ def test_get_nodes_wide_shows_stack_state(stack):
     out = stack.cli("get", "nodes", "-o", "wide").stdout
     assert "GPU-STACK" in out.splitlines()[0]
     assert "ready" in out.splitlines()[1]
+
+
+# --- GPUCluster: the DRA model ---------------------------------------------------------------
+
+def gpu_cluster(**spec):
+    base = {"validator": {"retry": {"initialBackoffSeconds": 0.2, "maxBackoffSeconds": 1,
+                                    "answerTimeoutSeconds": 20}}}
+    base.update(spec)
+    return {"apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster", "metadata": {"name": "gpu-cluster"},
+            "spec": base}
+
+
+def test_gpucluster_walks_the_dra_stack(gpusched_bin, tmp_path):
+    """Under a GPUCluster the node walks driver -> toolkit -> dra-plugin -> monitoring -> ready, its
+    ResourceSlices are what the dra-plugin step checks, the Node no longer advertises nvidia.com/gpu
+    (GPUs reach pods through DRA), and a ClusterPolicy is refused while the GPUCluster exists."""
+    s = Stack(gpusched_bin, tmp_path)
+    s.up("2xH100-80GB")
+    try:
+        wait_for(lambda: s.node(NODE), 20, "node registration")
+        apply(s, gpu_cluster())
+        wait_for(lambda: state(s) == "ready", 40, "the node to become ready under the GPUCluster")
+        reasons = [e["reason"] for e in events(s)]
+        walk = ["DriverValidating", "ToolkitValidating", "DRAPluginValidating", "MonitoringValidating", "Ready"]
+        assert [r for r in reasons if r in walk][:5] == walk, reasons
+        assert "DevicePluginValidating" not in reasons and "MIGConfiguring" not in reasons
+        n = s.node(NODE)
+        labels = n["metadata"]["labels"]
+        assert labels["nvidia.com/gpu.deploy.dra-driver"] == "true"
+        assert labels["nvidia.com/gpu.deploy.device-plugin"] == "false"
+        wait_for(lambda: "nvidia.com/gpu" not in s.node(NODE)["status"].get("capacity", {}), 20,
+                 "nvidia.com/gpu no longer advertised")
+        r = s.cli("get", "resourceslices", "-o", "json")
+        slices = [x for x in json.loads(r.stdout)["items"] if x["spec"]["nodeName"] == NODE]
+        assert sorted(d["name"] for x in slices for d in x["spec"]["devices"]) == ["gpu-0", "gpu-1"]
+        gc = json.loads(s.cli("get", "gpuclusters", "gpu-cluster", "-o", "json").stdout)
+        assert gc["status"]["state"] == "ready"
+        r = s.cli("apply", "-f", "-", input=json.dumps(policy()), check=False)
+        assert r.returncode != 0 and 'GPUCluster "gpu-cluster" exists' in r.stdout + r.stderr
+        # Back to the device-plugin model: the slices go, nvidia.com/gpu comes back.
+        s.cli("delete", "gpuclusters", "gpu-cluster")
+        apply(s, policy())
+
+        def device_plugin_model():
+            n = s.node(NODE)
+            items = json.loads(s.cli("get", "resourceslices", "-o", "json").stdout)["items"]
+            return n["status"].get("capacity", {}).get("nvidia.com/gpu") == "2" and not items
+        wait_for(device_plugin_model, 30, "nvidia.com/gpu advertised and the slices deleted")
+    finally:
+        rc = s.stop("up")
+        assert rc == 0, s.log("up")

@@ -6,7 +6,7 @@
  * not answer 401/403, denied ones 403 (401 without a token); a narrowed cell
  * is tried inside its scope (not 401/403) and, where it has an outside, there
  * too (403): another namespace for a tenant, another node's pod, Node, Lease,
- * NodeResourceTopology or Event for a node, a Lease outside kube-system for
+ * NodeResourceTopology, Event, ResourceSlice or ResourceClaim for a node, a Lease outside kube-system for
  * the scheduler.
  *
  * Requests go over a raw socket so a watch is judged by its status line.
@@ -186,6 +186,8 @@ static void body_for(const struct gs_api_resource *res, const char *verb, const 
     if (!strcmp(res->plural, "events"))
         n += snprintf(buf + n, len - (size_t)n, ",\"involvedObject\":{\"kind\":\"Node\",\"name\":\"%s\"}",
                       t->outside ? "n2" : "n1");
+    if (!strcmp(res->plural, "resourceslices") && !strcmp(role, "node") && strcmp(sub, "status"))
+        n += snprintf(buf + n, len - (size_t)n, ",\"spec\":{\"nodeName\":\"%s\"}", t->outside ? "n2" : "n1");
     if (!strcmp(res->plural, "pods") && !strcmp(verb, "create"))
         n += snprintf(buf + n, len - (size_t)n, ",\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"i\"}]}");
     if (!strcmp(sub, "status")) n += snprintf(buf + n, len - (size_t)n, ",\"status\":{}");
@@ -261,6 +263,34 @@ static void every_cell_against_the_server(void **state)
                           "{\"metadata\":{\"name\":\"n2\"},\"involvedObject\":{\"kind\":\"Node\",\"name\":\"n2\"},"
                           "\"reason\":\"R\",\"message\":\"m\",\"type\":\"Normal\"}", NULL, 0),
                      201);
+
+    /* Two ResourceSlices: one of the node token's node, one of another (a node writes only its own). */
+    const char *slice = "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceSlice\",\"metadata\":{\"name\":"
+                        "\"%s\"},\"spec\":{\"driver\":\"gpu.nvidia.com\",\"nodeName\":\"%s\",\"pool\":{\"name\":"
+                        "\"%s\",\"generation\":1,\"resourceSliceCount\":1},\"devices\":[{\"name\":\"gpu-0\"}]}}";
+    snprintf(b, sizeof b, slice, "n1", "n1", "n1");
+    assert_int_equal(http("adm", "POST", "/apis/resource.k8s.io/v1/resourceslices", NULL, b, msg, sizeof msg), 201);
+    snprintf(b, sizeof b, slice, "n2", "n2", "n2");
+    assert_int_equal(http("adm", "POST", "/apis/resource.k8s.io/v1/resourceslices", NULL, b, NULL, 0), 201);
+
+    /* Two ResourceClaims, allocated on the node token's node and on another (a node reads only its own). */
+    const char *claim = "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaim\",\"metadata\":{\"name\":"
+                        "\"%s\"},\"spec\":{\"devices\":{\"requests\":[{\"name\":\"g\",\"exactly\":{\"deviceClassName\":"
+                        "\"gpu.nvidia.com\"}}]}}}";
+    const char *alloc = "{\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":\"g\",\"driver\":"
+                        "\"gpu.nvidia.com\",\"pool\":\"%s\",\"device\":\"gpu-0\"}]},\"nodeSelector\":{"
+                        "\"nodeSelectorTerms\":[{\"matchFields\":[{\"key\":\"metadata.name\",\"operator\":\"In\","
+                        "\"values\":[\"%s\"]}]}]}}}}";
+    for (int k = 1; k <= 2; k++) {
+        char n[8], path[160];
+        snprintf(n, sizeof n, "n%d", k);
+        snprintf(b, sizeof b, claim, n);
+        assert_int_equal(http("adm", "POST", "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims", NULL, b,
+                              NULL, 0), 201);
+        snprintf(b, sizeof b, alloc, n, n);
+        snprintf(path, sizeof path, "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/%s/status", n);
+        assert_int_equal(http("adm", "PATCH", path, "application/merge-patch+json", b, NULL, 0), 200);
+    }
 
     size_t nt, cells = 0, outside = 0, skipped = 0;
     const struct gs_auth_rule *t = gs_auth_table(&nt);

@@ -149,11 +149,33 @@ static void kinds_and_groups(void **state)
     check("apps/v1", "Deployment", "{\"spec\":{\"replicaz\":1}}", 0, &u, NULL);
     assert_int_equal(u.n, 0);
     /* kinds kept with a free-form spec: only the top level is checked */
-    check("resource.k8s.io/v1beta1", "ResourceClaim", "{\"spec\":{\"devices\":{\"anything\":1}},\"specc\":{}}", 0, &u,
-          NULL);
+    check("kueue.x-k8s.io/v1beta1", "ClusterQueue", "{\"spec\":{\"anything\":1},\"specc\":{}}", 0, &u, NULL);
     assert_int_equal(u.n, 1);
     assert_string_equal(u.v[0].path, "specc");
     gs_diags_free(&u);
+    /* resource.k8s.io: v1's fields and v1beta1's (basic, flat requests) in every version */
+    check("resource.k8s.io/v1beta1", "ResourceClaim",
+          "{\"spec\":{\"devices\":{\"requests\":[{\"name\":\"g\",\"deviceClassName\":\"c\",\"count\":1,"
+          "\"exactly\":{\"count\":1,\"adminAccess\":true},\"firstAvailable\":[{\"name\":\"a\",\"adminAcess\":1}]}],"
+          "\"anything\":1}}}", 0, &u, NULL);
+    assert_int_equal(u.n, 2);
+    assert_string_equal(u.v[0].path, "spec.devices.requests[0].firstAvailable[0].adminAcess");
+    assert_string_equal(u.v[1].path, "spec.devices.anything");
+    gs_diags_free(&u);
+    check("resource.k8s.io/v1", "ResourceSlice",
+          "{\"spec\":{\"driver\":\"d\",\"devices\":[{\"name\":\"g\",\"basic\":{\"attributes\":{\"x\":{}},\"taint\":[]},"
+          "\"taints\":[{\"key\":\"k\",\"efect\":\"NoSchedule\"}]}],\"pool\":{\"name\":\"p\",\"gen\":1}}}", 0, &u, NULL);
+    assert_int_equal(u.n, 3);
+    assert_string_equal(u.v[0].path, "spec.devices[0].basic.taint");
+    assert_string_equal(u.v[1].path, "spec.devices[0].taints[0].efect");
+    assert_string_equal(u.v[2].path, "spec.pool.gen");
+    gs_diags_free(&u);
+    check("resource.k8s.io/v1", "DeviceTaintRule", "{\"spec\":{\"taint\":{\"key\":\"k\",\"efect\":\"None\"}}}", 0, &u,
+          NULL);
+    assert_int_equal(u.n, 1);
+    assert_string_equal(u.v[0].path, "spec.taint.efect");
+    gs_diags_free(&u);
+    assert_true(gs_schema_known("resource.k8s.io/v1", "ResourceClaimTemplate"));
     check("policy/v1", "PodDisruptionBudget",
           "{\"spec\":{\"minAvailable\":\"50%\",\"selector\":{\"matchLabels\":{\"a\":\"b\"}},\"maxUnavailabel\":1,"
           "\"unhealthyPodEvictionPolicy\":\"Sometimes\"}}",
