@@ -22,10 +22,7 @@
 #include "discovery/health.h"
 #include "node/draplugin/draplugin.h"
 
-#if __has_include("discovery/resourceslice.h")
 #include "discovery/resourceslice.h"
-#define GS_HAVE_RESOURCESLICES 1
-#endif
 
 #include <ctype.h>
 #include <errno.h>
@@ -38,48 +35,14 @@
 
 /*--- ResourceSlices ---*/
 
-#ifndef GS_HAVE_RESOURCESLICES
-/* The node's whole GPUs as one v1 slice, until discovery builds the full
- * slices (attributes, MIG, counters, taints): names and the uuid attribute
- * are what the plugin needs. */
-static json_t *fallback_slices(const struct gs_inventory *inv, const char *node, int64_t gen)
-{
-    json_t *devs = json_array();
-    for (int i = 0; i < inv->n_gpus; i++) {
-        const struct gs_disc_gpu *g = &inv->gpus[i];
-        char name[32], cc[32], mem[32];
-        snprintf(name, sizeof name, "gpu-%d", g->minor >= 0 ? g->minor : g->index);
-        snprintf(cc, sizeof cc, "%d.%d.0", g->cc_major, g->cc_minor);
-        snprintf(mem, sizeof mem, "%lluMi", (unsigned long long)g->memory_mib);
-        json_t *attrs = json_pack("{s:{s:s},s:{s:s},s:{s:s},s:{s:s},s:{s:s}}", "type", "string", "gpu", "uuid",
-                                  "string", g->uuid, "productName", "string", g->name, "cudaComputeCapability",
-                                  "version", cc, "resource.kubernetes.io/pciBusID", "string", g->pci_bus_id);
-        if (g->numa_node >= 0)
-            json_object_set_new(attrs, "resource.kubernetes.io/numaNode", json_pack("{s:i}", "int", g->numa_node));
-        json_array_append_new(devs, json_pack("{s:s,s:o,s:{s:{s:s}}}", "name", name, "attributes", attrs, "capacity",
-                                              "memory", "value", mem));
-    }
-    char sname[300];
-    snprintf(sname, sizeof sname, "%s-" GS_DRAP_DRIVER "-0", node);
-    return json_pack("[{s:s,s:s,s:{s:s},s:{s:s,s:s,s:{s:s,s:I,s:i},s:o}}]", "apiVersion", "resource.k8s.io/v1",
-                     "kind", "ResourceSlice", "metadata", "name", sname, "spec", "driver", GS_DRAP_DRIVER, "nodeName",
-                     node, "pool", "name", node, "generation", (json_int_t)gen, "resourceSliceCount", 1, "devices",
-                     devs);
-}
-#endif
-
 /* The one place the plugin asks for its node's slices. */
 static json_t *node_slices(const struct gs_inventory *inv, const char *node, int64_t gen)
 {
-#ifdef GS_HAVE_RESOURCESLICES
     struct gs_diags d = {0};
     json_t *s = gs_resourceslices_build(inv, node, gen, false, &d);
     for (size_t i = 0; i < d.n; i++) gs_log(GS_LOG_ERROR, "dra-plugin: slices", d.v[i].path, d.v[i].msg, NULL);
     gs_diags_free(&d);
     return s;
-#else
-    return fallback_slices(inv, node, gen);
-#endif
 }
 
 static int minor_of(void *ud, const char *uuid)
