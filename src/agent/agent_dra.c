@@ -95,6 +95,9 @@ static int get_claim(struct gs_agent *a, const char *ns, const char *name, json_
         if (!rc && code == 200) return 0;
         json_decref(*out);
         *out = NULL;
+        /* A node reads only the claims allocated on it (docs/CONTROL_PLANE.md):
+         * before the scheduler's allocation the claim is forbidden, not absent. */
+        if (code == 403) return GS_EPERM;
         if (code != 404) return GS_EIO;
     }
     return GS_ENOENT;
@@ -152,6 +155,9 @@ static int resolve(struct gs_agent *a, struct gs__pod *p, struct gs__dra *d, cha
         const json_t *md = json_object_get(claim, "metadata");
         const json_t *alloc = json_object_get(json_object_get(claim, "status"), "allocation");
         if (rc == GS_ENOENT) snprintf(why, wl, "waiting for ResourceClaim %s/%s to exist", p->ns, name);
+        else if (rc == GS_EPERM)
+            snprintf(why, wl, "waiting for ResourceClaim %s/%s to be allocated on this node (until then this node may not read it)",
+                     p->ns, name);
         else if (rc) snprintf(why, wl, "cannot read ResourceClaim %s/%s: %s", p->ns, name, gs_strerror(rc));
         else if (!json_is_object(alloc)) snprintf(why, wl, "waiting for ResourceClaim %s/%s to be allocated", p->ns, name);
         else if (!reserved_for(claim, p->uid))

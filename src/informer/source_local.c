@@ -37,8 +37,18 @@ static int l_events(struct gs_source *s, int64_t *after, const char *prefix, int
 static int l_get(struct gs_source *s, const char *key, json_t **obj, int64_t *rv)
 { return gs_store_get(ST(s), key, obj, rv); }
 
+/* A loop's create gets what the API gives every new object (uid,
+ * creationTimestamp): a claim the resourceclaim controller makes is then
+ * told apart from a later one of the same name, as through a kube source. */
 static int l_create(struct gs_source *s, const char *key, json_t *obj, int64_t *rv)
-{ return gs_store_create(ST(s), key, obj, rv); }
+{
+    const json_t *md = json_object_get(obj, "metadata");
+    if (!json_object_get(md, "uid")) {
+        int err = gs_apiserver_prepare_new(obj);
+        if (err) return err;
+    }
+    return gs_store_create(ST(s), key, obj, rv);
+}
 
 /* The store has no subresources: a status write is a write of the object
  * whose fn only touches status. */

@@ -67,6 +67,13 @@ def dra_pod(name, claims, node=None, cmd='echo "nv=$NVIDIA_VISIBLE_DEVICES cuda=
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
 
 
+def on_node(devices, node=NODE):
+    """An allocation as the scheduler writes it: the devices, and the node they are on (a node
+    may read only the claims allocated on it)."""
+    return {"devices": devices, "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}
+
+
 def uuids_by_device(stack, node):
     """gpu-<minor> -> UUID, from the Node's status.devices (what the agent discovered)."""
     return {f"gpu-{d['index']}": d["uuid"] for d in stack.node(node)["status"]["devices"]}  # mock minors = indices
@@ -132,8 +139,8 @@ def test_shared_claim_is_unprepared_after_its_last_pod(stack):
                   cmd='echo "nv=$NVIDIA_VISIBLE_DEVICES"'))
     pods = [wait_for(lambda n=n: stack.pod(n), 10, f"{n} bound") for n in ("long", "short")]
     claim = api.call("GET", f"{base}/shared").json()
-    claim["status"] = {"allocation": {"devices": {"results": [
-        {"request": "gpus", "driver": DRIVER, "pool": NODE, "device": "gpu-3"}]}},
+    claim["status"] = {"allocation": on_node({"results": [
+        {"request": "gpus", "driver": DRIVER, "pool": NODE, "device": "gpu-3"}]}),
         "reservedFor": [{"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
                         for p in pods]}
     assert api.call("PUT", f"{base}/shared/status", json=claim).status_code == 200
@@ -157,8 +164,8 @@ def test_bound_pod_with_a_bad_allocation_never_starts(stack):
                          cmd="echo started"))
     pod = wait_for(lambda: stack.pod("bad-pod"), 10, "pod bound")
     claim = api.call("GET", f"{base}/bad").json()
-    claim["status"] = {"allocation": {"devices": {"results": [
-        {"request": "gpus", "driver": DRIVER, "pool": NODE, "device": "gpu-7"}]}},
+    claim["status"] = {"allocation": on_node({"results": [
+        {"request": "gpus", "driver": DRIVER, "pool": NODE, "device": "gpu-7"}]}),
         "reservedFor": [{"resource": "pods", "name": "bad-pod", "uid": pod["metadata"]["uid"]}]}
     assert api.call("PUT", f"{base}/bad/status", json=claim).status_code == 200
 
@@ -308,8 +315,8 @@ def test_separate_agent_and_plugin_processes(gpusched_bin, tmp_path):
         apply(s, dra_pod("solo-pod", [{"name": "gpus", "resourceClaimName": "solo-claim"}], node="solo"))
         pod = wait_for(lambda: s.pod("solo-pod"), 10, "the pod")
         claim = api.get(f"{base}/solo-claim", timeout=10).json()
-        claim["status"] = {"allocation": {"devices": {"results": [
-            {"request": "gpus", "driver": DRIVER, "pool": "solo", "device": "gpu-1"}]}},
+        claim["status"] = {"allocation": on_node({"results": [
+            {"request": "gpus", "driver": DRIVER, "pool": "solo", "device": "gpu-1"}]}, node="solo"),
             "reservedFor": [{"resource": "pods", "name": "solo-pod", "uid": pod["metadata"]["uid"]}]}
         assert api.put(f"{base}/solo-claim/status", json=claim, timeout=10).status_code == 200
         wait_for(lambda: phase(s.pod("solo-pod")) == "Succeeded", 30, "the pod to succeed")
