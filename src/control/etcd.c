@@ -2,9 +2,9 @@
  * etcd.c - the etcd v3 client of etcd.h on the gRPC C core.
  *
  * One channel per endpoint, made at open; gRPC connects lazily and
- * reconnects by itself, with the reconnect backoff kept short (100 ms to
- * 1 s) so a restarted member is used again within a second instead of
- * gRPC's default two minutes. `cur` is the endpoint that answered last:
+ * reconnects by itself, with the reconnect backoff capped at 1 s so a
+ * restarted member is used again within a second or two instead of after
+ * gRPC's default of up to two minutes. `cur` is the endpoint that answered last:
  * every call starts there, so a healthy client sticks to one member and
  * moves on only when that one fails. Calls are not sent with
  * wait-for-ready: an unreachable member fails fast (UNAVAILABLE) and the
@@ -254,8 +254,8 @@ int gs_etcd_open(const struct gs_etcd_opts *o, struct gs_etcd **out, char *why, 
     grpc_channel_credentials *plain = grpc_insecure_credentials_create();
     grpc_arg args[] = {
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, .value.integer = -1},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, .value.integer = 100},
-        {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, .value.integer = 100},
+        /* Only the ceiling: gRPC 1.51 never reconnects to a restarted member
+         * when GRPC_ARG_MIN_RECONNECT_BACKOFF_MS (also its connect timeout) is set. */
         {.type = GRPC_ARG_INTEGER, .key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, .value.integer = 1000},
         /* A member that stops answering (paused, partitioned) is noticed on an idle watch too.
          * etcd refuses pings more often than every 5 s. */

@@ -377,8 +377,18 @@ static int txn(struct et_store *s, const char *key, enum cmp how, int64_t mod, c
     saw_rev(s, r->header);
     res->rev = r->header ? r->header->revision : 0;
     if (r->succeeded) {
-        if (!value && r->n_responses && r->responses[0]->response_case ==
-                                            ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE) {
+        /* A success without the operation's result is not one: etcd 3.4
+         * answered so, right after a restart, a Txn it never applied. The
+         * write's outcome is unknown to the caller (as after a timeout). */
+        int want = value ? ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT
+                         : ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE;
+        if (r->n_responses != 1 || (int)r->responses[0]->response_case != want) {
+            gs_log(GS_LOG_WARN, "store: etcd answered a write without its result; reported as failed", "key", key,
+                   NULL);
+            note_call(s, GS_EIO, "etcd answered a write without its result");
+            return GS_EIO;
+        }
+        if (!value) {
             Etcdserverpb__DeleteRangeResponse *d = r->responses[0]->response_delete_range;
             if (d->n_prev_kvs) res->prev = d->prev_kvs[0];
         }
