@@ -16,6 +16,7 @@
 
 #include "control/etcd.h"
 #include "control/store.h"
+#include "control/store_etcd.h"
 #include "core/error.h"
 #include "etcd_fixture.h"
 #include "etcdserverpb/rpc.pb-c.h"
@@ -776,6 +777,72 @@ static void concurrent_creates_get_distinct_versions(void **state)
     json_decref(col.names);
 }
 
+static Mvccpb__KeyValue kv_of(const char *key, const char *val, int64_t cr, int64_t mod)
+{
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+    kv.key = (ProtobufCBinaryData){strlen(key), (uint8_t *)(uintptr_t)key};
+    kv.value = (ProtobufCBinaryData){val ? strlen(val) : 0, (uint8_t *)(uintptr_t)val};
+    kv.create_revision = cr;
+    kv.mod_revision = mod;
+    return kv;
+}
+
+static void events_convert_from_etcd(void **state)
+{
+    (void)state;
+    const char *pfx = "/registry/";
+    size_t pl = strlen(pfx);
+    Mvccpb__KeyValue kv = kv_of("/registry/pods/ns/p", "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\"}}", 7, 7);
+    Mvccpb__Event ev = MVCCPB__EVENT__INIT;
+    ev.kv = &kv;
+    struct gs_store_event out;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), 0);
+    assert_int_equal(out.type, GS_STORE_ADDED); /* created in this revision */
+    assert_string_equal(out.key, "pods/ns/p");
+    assert_int_equal(out.rv, 7);
+    assert_non_null(strstr(out.value, "\"resourceVersion\":\"7\""));
+    free(out.key);
+    gs_store_text_release(out.value);
+    kv.mod_revision = 9;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), 0);
+    assert_int_equal(out.type, GS_STORE_MODIFIED);
+    free(out.key);
+    gs_store_text_release(out.value);
+    /* A delete without its previous state (compacted): the name from the key. */
+    Mvccpb__KeyValue dk = kv_of("/registry/pods/ns/p", NULL, 0, 11);
+    ev.type = MVCCPB__EVENT__EVENT_TYPE__DELETE;
+    ev.kv = &dk;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), 0);
+    assert_int_equal(out.type, GS_STORE_DELETED);
+    json_t *o = json_loads(out.value, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "metadata"), "name")), "p");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(o, "metadata"), "namespace")), "ns");
+    assert_int_equal(gs_store_obj_rv(o), 11);
+    json_decref(o);
+    free(out.key);
+    gs_store_text_release(out.value);
+    /* With it: the last state, with the delete's version. */
+    ev.prev_kv = &kv;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), 0);
+    assert_non_null(strstr(out.value, "\"kind\":\"Pod\""));
+    assert_non_null(strstr(out.value, "\"resourceVersion\":\"11\""));
+    free(out.key);
+    gs_store_text_release(out.value);
+    /* Not ours or not an object. */
+    Mvccpb__KeyValue other = kv_of("/other/x", "{}", 3, 3), bad = kv_of("/registry/x/y", "[1]", 3, 3),
+                     norev = kv_of("/registry/x/y", "{}", 0, 0);
+    ev.type = MVCCPB__EVENT__EVENT_TYPE__PUT;
+    ev.prev_kv = NULL;
+    ev.kv = &other;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), GS_EINVAL);
+    ev.kv = &bad;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), GS_EPARSE);
+    ev.kv = &norev;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), GS_EINVAL);
+    ev.kv = NULL;
+    assert_int_equal(gs__etcd_event_convert(pfx, pl, &ev, &out), GS_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -792,6 +859,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(concurrent_creates_get_distinct_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(watch_survives_an_etcd_restart, setup, teardown),
         cmocka_unit_test(bad_options_and_unreachable_etcd_are_clear_errors),
+        cmocka_unit_test(events_convert_from_etcd),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
