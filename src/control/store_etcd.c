@@ -687,6 +687,8 @@ static void ring_push(struct et_store *s, struct gs_store_event *e)
     pthread_cond_broadcast(&s->ecv);
 }
 
+static int head_rev(struct et_store *s, int64_t *rev);
+
 /* Events after *after (see gs_store_events). Under emu. */
 static int collect(struct et_store *s, int64_t *after, const char *prefix, struct gs_store_event **evs, size_t *n)
 {
@@ -730,6 +732,14 @@ static int et_events(struct gs_store *b, int64_t *after, const char *prefix, int
     *evs = NULL;
     *n = 0;
     struct timespec dl = ts_at(mono_ns() + (int64_t)timeout_ms * 1000000);
+    pthread_mutex_lock(&s->emu);
+    bool ahead = *after > s->known;
+    pthread_mutex_unlock(&s->emu);
+    /* A version above any this server saw may come from another server on
+     * the same etcd (a list there, a watch here): ask etcd before calling
+     * it the future. */
+    int64_t head;
+    if (ahead) head_rev(s, &head);
     pthread_mutex_lock(&s->emu);
     unsigned gen = s->interrupts;
     int err = 0;

@@ -299,6 +299,59 @@ static void watch_from_a_fresh_write_waits_for_it(void **state)
     json_decref(o);
 }
 
+/* Puts key=value straight into etcd; the write's revision. */
+static int64_t raw_put(const char *key, const char *value)
+{
+    const char *eps[] = {etcd.url};
+    struct gs_etcd_opts o = {.endpoints = eps, .n_endpoints = 1};
+    struct gs_etcd *c = NULL;
+    char why[512];
+    assert_int_equal(gs_etcd_open(&o, &c, why, sizeof why), 0);
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key = (ProtobufCBinaryData){strlen(key), (uint8_t *)(uintptr_t)key};
+    p.value = (ProtobufCBinaryData){strlen(value), (uint8_t *)(uintptr_t)value};
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(gs_etcd_unary(c, "/etcdserverpb.KV/Put", &p.base, &etcdserverpb__put_response__descriptor, &m,
+                                   false, 0, why, sizeof why), 0);
+    int64_t rev = ((Etcdserverpb__PutResponse *)m)->header->revision;
+    protobuf_c_message_free_unpacked(m, NULL);
+    gs_etcd_close(c);
+    return rev;
+}
+
+static void progress_moves_the_version_without_events(void **state)
+{
+    /* A write elsewhere in etcd moves the revision; progress notifications
+     * move the store's version (and so watch bookmarks) with it. */
+    struct env *e = *state;
+    int64_t before = gs_store_current_rv(e->s);
+    int64_t rev = raw_put("/elsewhere/x", "1");
+    assert_true(rev > before);
+    int64_t end = mono_ms() + 8000;
+    while (gs_store_current_rv(e->s) < rev && mono_ms() < end) usleep(50000);
+    assert_int_equal(gs_store_current_rv(e->s), rev);
+    /* A watcher asking from there gets nothing (nothing of ours changed) and stays there. */
+    int64_t after = rev;
+    struct gs_store_event *ev = NULL;
+    size_t n = 0;
+    assert_int_equal(gs_store_events(e->s, &after, NULL, 50, NULL, &ev, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(after, rev);
+    /* A version another server on this etcd handed out (here: a raw write this
+     * store never saw an answer for) is waited for, not taken for the future. */
+    struct gs_store *other = NULL;
+    assert_int_equal(open_store(e->prefix, -1, 0, &other), 0);
+    json_t *o = obj("o", "1");
+    int64_t orv = 0;
+    assert_int_equal(gs_store_create(other, "things/o", o, &orv), 0);
+    after = orv;
+    assert_int_equal(gs_store_events(e->s, &after, NULL, 50, NULL, &ev, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(after, orv); /* not moved back to before the create */
+    json_decref(o);
+    gs_store_close(other);
+}
+
 static void list_pages_over_many_keys(void **state)
 {
     struct env *e = *state;
@@ -849,6 +902,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(crud_versions_and_conflicts, setup, teardown),
         cmocka_unit_test_setup_teardown(list_snapshot_then_watch_sees_every_change, setup, teardown),
         cmocka_unit_test_setup_teardown(watch_from_a_fresh_write_waits_for_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(progress_moves_the_version_without_events, setup, teardown),
         cmocka_unit_test_setup_teardown(list_pages_over_many_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(compaction_expires_old_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(mutate_retries_on_a_concurrent_writer, setup, teardown),
