@@ -2,7 +2,8 @@
  * etcd_fixture.h - a real single-member etcd for unit tests of the etcd
  * store: started on free loopback ports with its data in a scratch
  * directory, killed (SIGKILL, as a crash) and restarted on the same ports
- * and data, and stopped in teardown. The binary is GS_ETCD_BIN or
+ * and data, and stopped in teardown; or one that speaks only TLS with client
+ * certificates (made with the openssl CLI). The binary is GS_ETCD_BIN or
  * /usr/bin/etcd (Debian's etcd-server); a missing binary fails the test,
  * it is never skipped. Static functions: each test includes its own copy.
  */
@@ -31,6 +32,8 @@ struct fx_etcd {
     int client_port, peer_port;
     char url[64];
     pid_t pid;
+    bool tls;              /* https client URL, client certificates required */
+    char ca[96], cert[96], key[96]; /* with tls: what a client presents (signed by ca) */
 };
 
 __attribute__((unused)) static int fx_free_port(void)
@@ -76,6 +79,10 @@ static int fx_etcd_run(struct fx_etcd *e)
     snprintf(cu, sizeof cu, "http://127.0.0.1:%d", e->client_port);
     snprintf(pu, sizeof pu, "http://127.0.0.1:%d", e->peer_port);
     snprintf(cluster, sizeof cluster, "t=%s", pu);
+    if (e->tls) snprintf(cu, sizeof cu, "https://127.0.0.1:%d", e->client_port);
+    char scert[96], skey[96];
+    snprintf(scert, sizeof scert, "%s/server.crt", e->dir);
+    snprintf(skey, sizeof skey, "%s/server.key", e->dir);
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -85,6 +92,11 @@ static int fx_etcd_run(struct fx_etcd *e)
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        if (e->tls)
+            execl(fx_etcd_bin(), fx_etcd_bin(), "--name", "t", "--data-dir", data, "--listen-client-urls", cu,
+                  "--advertise-client-urls", cu, "--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
+                  "--initial-cluster", cluster, "--initial-cluster-state", "new", "--cert-file", scert, "--key-file",
+                  skey, "--trusted-ca-file", e->ca, "--client-cert-auth", (char *)NULL);
         execl(fx_etcd_bin(), fx_etcd_bin(), "--name", "t", "--data-dir", data, "--listen-client-urls", cu,
               "--advertise-client-urls", cu, "--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
               "--initial-cluster", cluster, "--initial-cluster-state", "new", (char *)NULL);
@@ -116,6 +128,49 @@ __attribute__((unused)) static int fx_etcd_start(struct fx_etcd *e)
     e->peer_port = fx_free_port();
     while (e->peer_port == e->client_port) e->peer_port = fx_free_port();
     snprintf(e->url, sizeof e->url, "http://127.0.0.1:%d", e->client_port);
+    return fx_etcd_run(e);
+}
+
+/* Makes a CA, a server certificate for 127.0.0.1 and a client certificate
+ * with the openssl CLI (a missing openssl fails: scripts/install-deps.sh
+ * installs it). 0 or -1. */
+static int fx_etcd_certs(struct fx_etcd *e)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "set -e; cd %s; k='-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes';"
+             "openssl req -x509 $k -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca;"
+             "openssl req $k -keyout server.key -out server.csr -subj /CN=etcd;"
+             "printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' > server.ext;"
+             "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 "
+             "-extfile server.ext;"
+             "openssl req $k -keyout client.key -out client.csr -subj /CN=gpusched;"
+             "printf 'extendedKeyUsage=clientAuth\n' > client.ext;"
+             "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2 "
+             "-extfile client.ext",
+             e->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "etcd fixture: making test certificates with openssl failed (is openssl installed?)\n");
+        return -1;
+    }
+    snprintf(e->ca, sizeof e->ca, "%s/ca.crt", e->dir);
+    snprintf(e->cert, sizeof e->cert, "%s/client.crt", e->dir);
+    snprintf(e->key, sizeof e->key, "%s/client.key", e->dir);
+    return 0;
+}
+
+/* A fresh member that speaks only TLS to clients and wants their certificates. */
+__attribute__((unused)) static int fx_etcd_start_tls(struct fx_etcd *e)
+{
+    memset(e, 0, sizeof *e);
+    snprintf(e->dir, sizeof e->dir, "/tmp/gs-etcd-XXXXXX");
+    if (!mkdtemp(e->dir)) return -1;
+    e->tls = true;
+    e->client_port = fx_free_port();
+    e->peer_port = fx_free_port();
+    while (e->peer_port == e->client_port) e->peer_port = fx_free_port();
+    snprintf(e->url, sizeof e->url, "https://127.0.0.1:%d", e->client_port);
+    if (fx_etcd_certs(e)) return -1;
     return fx_etcd_run(e);
 }
 

@@ -6,7 +6,8 @@
  * followed by a watch from its version, GS_ERANGE after compaction, paging
  * over more than one page, read-modify-write retried under a concurrent
  * writer, fencing, interrupt, a watch that survives etcd being killed and
- * restarted, health, and the errors for bad options and an unreachable etcd.
+ * restarted, health, TLS with client certificates, and the errors for bad
+ * options and an unreachable etcd.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -830,6 +831,49 @@ static void concurrent_creates_get_distinct_versions(void **state)
     json_decref(col.names);
 }
 
+static void tls_with_client_certificates(void **state)
+{
+    (void)state;
+    struct fx_etcd t;
+    int started = fx_etcd_start_tls(&t);
+    if (started) fx_etcd_stop(&t);
+    assert_int_equal(started, 0);
+    const char *eps[] = {t.url};
+    struct gs_diags d = {0};
+    struct gs_store *s = NULL;
+    struct gs_store_etcd_opts o = {.endpoints = eps, .n_endpoints = 1, .cafile = t.ca, .certfile = t.cert,
+                                   .keyfile = t.key, .compaction_interval_ms = -1, .diags = &d};
+    int err = gs_store_open_etcd(&o, &s);
+    for (size_t i = 0; i < d.n; i++) fprintf(stderr, "open: %s: %s\n", d.v[i].path, d.v[i].msg);
+    gs_diags_free(&d);
+    if (err) fx_etcd_stop(&t);
+    assert_int_equal(err, 0);
+    int64_t after = gs_store_current_rv(s), rv = 0;
+    json_t *x = obj("x", "tls");
+    assert_int_equal(gs_store_create(s, "things/x", x, &rv), 0);
+    json_t *got = NULL;
+    assert_int_equal(gs_store_get(s, "things/x", &got, NULL), 0);
+    assert_string_equal(v_of(got), "tls");
+    json_decref(got);
+    struct gs_store_event *ev = NULL;
+    size_t n = wait_events(s, &after, NULL, 1, &ev);
+    assert_int_equal(n, 1);
+    assert_int_equal(ev[0].rv, rv);
+    gs_store_events_free(ev, n);
+    gs_store_close(s);
+    json_decref(x);
+    /* Without the client certificate etcd refuses the handshake: no store. */
+    o.certfile = o.keyfile = NULL;
+    o.open_timeout_ms = 2000;
+    o.diags = &d;
+    assert_int_not_equal(gs_store_open_etcd(&o, &s), 0);
+    assert_null(s);
+    assert_int_equal(d.n, 1);
+    assert_non_null(strstr(d.v[0].msg, t.url));
+    gs_diags_free(&d);
+    fx_etcd_stop(&t);
+}
+
 static Mvccpb__KeyValue kv_of(const char *key, const char *val, int64_t cr, int64_t mod)
 {
     Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
@@ -914,6 +958,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(watch_survives_an_etcd_restart, setup, teardown),
         cmocka_unit_test(bad_options_and_unreachable_etcd_are_clear_errors),
         cmocka_unit_test(events_convert_from_etcd),
+        cmocka_unit_test(tls_with_client_certificates),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
