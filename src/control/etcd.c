@@ -309,15 +309,26 @@ const char *gs_etcd_endpoints(const struct gs_etcd *c) { return c->joined; }
 
 /*--- Messages ---*/
 
-static grpc_byte_buffer *pack(const struct ProtobufCMessage *m)
+/* m packed into a slice (one reference). */
+static grpc_slice pack_slice(const struct ProtobufCMessage *m)
 {
     size_t len = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = malloc(len ? len : 1);
-    if (!buf) return NULL;
-    protobuf_c_message_pack(m, buf);
-    grpc_slice s = grpc_slice_from_copied_buffer((const char *)buf, len);
-    free(buf);
-    grpc_byte_buffer *b = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice s = grpc_slice_malloc(len);
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(s));
+    return s;
+}
+
+/* A byte buffer for one send: the call takes its contents, so an attempt on
+ * another endpoint needs a new one. */
+static grpc_byte_buffer *buffer_of(grpc_slice s)
+{
+    return grpc_raw_byte_buffer_create(&s, 1);
+}
+
+static grpc_byte_buffer *pack(const struct ProtobufCMessage *m)
+{
+    grpc_slice s = pack_slice(m);
+    grpc_byte_buffer *b = buffer_of(s);
     grpc_slice_unref(s);
     return b;
 }
@@ -363,10 +374,11 @@ static int map_status(grpc_status_code code, const char *msg)
 }
 
 /* One attempt on endpoint i: the status code, details in msg. */
-static grpc_status_code call_once(struct gs_etcd *c, size_t i, const char *method, grpc_byte_buffer *send,
+static grpc_status_code call_once(struct gs_etcd *c, size_t i, const char *method, grpc_slice req,
                                   int64_t budget_ns, grpc_byte_buffer **recv, char *msg, size_t msg_len)
 {
     *recv = NULL;
+    grpc_byte_buffer *send = buffer_of(req);
     grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
     grpc_call *call = grpc_channel_create_call(c->ch[i], NULL, GRPC_PROPAGATE_DEFAULTS, cq,
                                                grpc_slice_from_static_string(method), NULL, at_ns(budget_ns), NULL);
@@ -403,6 +415,7 @@ static grpc_status_code call_once(struct gs_etcd *c, size_t i, const char *metho
     grpc_metadata_array_destroy(&md_init);
     grpc_metadata_array_destroy(&md_trail);
     grpc_call_unref(call);
+    grpc_byte_buffer_destroy(send);
     grpc_completion_queue_shutdown(cq);
     while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
     }
@@ -419,8 +432,7 @@ int gs_etcd_unary(struct gs_etcd *c, const char *method, const struct ProtobufCM
                   int timeout_ms, char *why, size_t why_len)
 {
     *resp = NULL;
-    grpc_byte_buffer *send = pack(req);
-    if (!send) return GS_ENOMEM;
+    grpc_slice send = pack_slice(req);
     int64_t start = now_ns(), end = start + (int64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms) * 1000000;
     size_t first = atomic_load(&c->cur);
     char msg[400] = "";
@@ -446,7 +458,7 @@ int gs_etcd_unary(struct gs_etcd *c, const char *method, const struct ProtobufCM
             atomic_store(&c->cur, i);
             *resp = recv ? unpack(recv, resp_desc) : protobuf_c_message_unpack(resp_desc, NULL, 0, (const uint8_t *)"");
             if (recv) grpc_byte_buffer_destroy(recv);
-            grpc_byte_buffer_destroy(send);
+            grpc_slice_unref(send);
             if (!*resp) {
                 setwhy(why, why_len, "%s at %s: the answer is not a valid %s message", method, c->urls[i],
                        resp_desc->name);
@@ -467,7 +479,7 @@ int gs_etcd_unary(struct gs_etcd *c, const char *method, const struct ProtobufCM
             nanosleep(&ts, NULL);
         }
     }
-    grpc_byte_buffer_destroy(send);
+    grpc_slice_unref(send);
     setwhy(why, why_len, "%s failed on every etcd endpoint (%s); last: %s", method, c->joined, msg);
     return err;
 }

@@ -6,7 +6,8 @@
  * followed by a watch from its version, GS_ERANGE after compaction, paging
  * over more than one page, read-modify-write retried under a concurrent
  * writer, fencing, interrupt, a watch that survives etcd being killed and
- * restarted, health, TLS with client certificates, and the errors for bad
+ * restarted, health, TLS with client certificates, a dead endpoint passed
+ * over for a live one, and the errors for bad
  * options and an unreachable etcd.
  */
 #include <setjmp.h>
@@ -831,6 +832,33 @@ static void concurrent_creates_get_distinct_versions(void **state)
     json_decref(col.names);
 }
 
+static void a_dead_endpoint_is_passed_over(void **state)
+{
+    (void)state;
+    char dead[64];
+    snprintf(dead, sizeof dead, "http://127.0.0.1:%d", fx_free_port());
+    const char *eps[] = {dead, etcd.url};
+    struct gs_diags d = {0};
+    struct gs_store *s = NULL;
+    struct gs_store_etcd_opts o = {.endpoints = eps, .n_endpoints = 2, .prefix = "/failover",
+                                   .compaction_interval_ms = -1, .diags = &d};
+    assert_int_equal(gs_store_open_etcd(&o, &s), 0);
+    gs_diags_free(&d);
+    int64_t after = gs_store_current_rv(s), rv = 0;
+    json_t *x = obj("x", "1");
+    int64_t t0 = mono_ms();
+    assert_int_equal(gs_store_create(s, "things/x", x, &rv), 0);
+    assert_int_equal(gs_store_update(s, "things/x", x, rv, &rv), 0);
+    assert_true(mono_ms() - t0 < 3000); /* the live member answers at once: no waiting on the dead one */
+    struct gs_store_event *ev = NULL;
+    size_t n = wait_events(s, &after, NULL, 2, &ev); /* the watch found the live member too */
+    assert_int_equal(n, 2);
+    assert_int_equal(ev[1].rv, rv);
+    gs_store_events_free(ev, n);
+    json_decref(x);
+    gs_store_close(s);
+}
+
 static void tls_with_client_certificates(void **state)
 {
     (void)state;
@@ -959,6 +987,7 @@ int main(void)
         cmocka_unit_test(bad_options_and_unreachable_etcd_are_clear_errors),
         cmocka_unit_test(events_convert_from_etcd),
         cmocka_unit_test(tls_with_client_certificates),
+        cmocka_unit_test(a_dead_endpoint_is_passed_over),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
