@@ -81,6 +81,7 @@ struct et_store {
     struct ring_ev *ring;
     size_t cap, start, count;
     int64_t floor, rv, known, compacted;
+    int64_t ev_rv; /* the revision of the last watch event (held or skipped) */
     unsigned interrupts;
     /* Threads. */
     atomic_bool stop;
@@ -665,7 +666,8 @@ static void ring_reset(struct et_store *s, int64_t to)
 /* Appends one converted event (takes its key and value). Under emu. */
 static void ring_push(struct et_store *s, struct gs_store_event *e)
 {
-    bool same_rev = s->count && ring_at(s, s->count - 1)->rv == e->rv;
+    bool same_rev = s->ev_rv == e->rv; /* more of one Txn's events */
+    s->ev_rv = e->rv;
     if (e->rv < s->rv || (e->rv == s->rv && !same_rev)) {
         /* An event below what the ring already claimed complete: some
          * watcher may have gone past it. Make them all list again. */
@@ -853,7 +855,7 @@ static bool watch_response(struct et_store *s, const Etcdserverpb__WatchResponse
                      kv && kv->key.data ? (const char *)kv->key.data : "");
             gs_log(GS_LOG_ERROR, "store: an etcd event that is not a stored object was skipped", "key", k, "error",
                    gs_strerror(err), NULL);
-            if (kv && kv->mod_revision > s->rv) s->rv = kv->mod_revision; /* the revision itself was seen */
+            if (kv && kv->mod_revision > s->rv) s->rv = s->ev_rv = kv->mod_revision; /* the revision was seen */
             continue;
         }
         ring_push(s, &e);

@@ -354,6 +354,62 @@ static void progress_moves_the_version_without_events(void **state)
     gs_store_close(other);
 }
 
+static void a_value_that_is_not_json_is_skipped(void **state)
+{
+    struct env *e = *state;
+    int64_t before = gs_store_current_rv(e->s);
+    /* One Txn writing a garbage value and a good one (one revision, two events). */
+    char k1[64], k2[64];
+    snprintf(k1, sizeof k1, "%s/bad/a", e->prefix);
+    snprintf(k2, sizeof k2, "%s/bad/b", e->prefix);
+    const char *v1 = "not json", *v2 = "{\"kind\":\"Thing\",\"metadata\":{\"name\":\"b\"}}";
+    Etcdserverpb__PutRequest put[2] = {ETCDSERVERPB__PUT_REQUEST__INIT, ETCDSERVERPB__PUT_REQUEST__INIT};
+    put[0].key = (ProtobufCBinaryData){strlen(k1), (uint8_t *)k1};
+    put[0].value = (ProtobufCBinaryData){strlen(v1), (uint8_t *)(uintptr_t)v1};
+    put[1].key = (ProtobufCBinaryData){strlen(k2), (uint8_t *)k2};
+    put[1].value = (ProtobufCBinaryData){strlen(v2), (uint8_t *)(uintptr_t)v2};
+    Etcdserverpb__RequestOp op[2] = {ETCDSERVERPB__REQUEST_OP__INIT, ETCDSERVERPB__REQUEST_OP__INIT};
+    Etcdserverpb__RequestOp *ops[2] = {&op[0], &op[1]};
+    for (int i = 0; i < 2; i++) {
+        op[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+        op[i].request_put = &put[i];
+    }
+    Etcdserverpb__TxnRequest t = ETCDSERVERPB__TXN_REQUEST__INIT;
+    t.n_success = 2;
+    t.success = ops;
+    const char *eps[] = {etcd.url};
+    struct gs_etcd_opts o = {.endpoints = eps, .n_endpoints = 1};
+    struct gs_etcd *c = NULL;
+    char why[512];
+    assert_int_equal(gs_etcd_open(&o, &c, why, sizeof why), 0);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(gs_etcd_unary(c, "/etcdserverpb.KV/Txn", &t.base, &etcdserverpb__txn_response__descriptor, &m,
+                                   false, 0, why, sizeof why), 0);
+    protobuf_c_message_free_unpacked(m, NULL);
+    gs_etcd_close(c);
+    /* The good one reaches watchers; the bad one is skipped without making them relist. */
+    int64_t after = before;
+    struct gs_store_event *ev = NULL;
+    size_t n = wait_events(e->s, &after, NULL, 1, &ev);
+    assert_int_equal(n, 1);
+    assert_string_equal(ev[0].key, "bad/b");
+    gs_store_events_free(ev, n);
+    after = before;
+    assert_int_equal(gs_store_events(e->s, &after, NULL, 10, NULL, &ev, &n), 0); /* still held: no 410 */
+    assert_int_equal(n, 1);
+    gs_store_events_free(ev, n);
+    /* Lists skip it, a read of it fails, health counts it. */
+    struct collect col = {json_array()};
+    assert_int_equal(gs_store_list(e->s, "bad/", collect_fn, &col, NULL), 0);
+    assert_int_equal(json_array_size(col.names), 1);
+    json_decref(col.names);
+    json_t *got = NULL;
+    assert_int_equal(gs_store_get(e->s, "bad/a", &got, NULL), GS_EPARSE);
+    struct gs_store_health h;
+    gs_store_health(e->s, false, &h);
+    assert_true(h.corrupt >= 1);
+}
+
 static void list_pages_over_many_keys(void **state)
 {
     struct env *e = *state;
@@ -975,6 +1031,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(list_snapshot_then_watch_sees_every_change, setup, teardown),
         cmocka_unit_test_setup_teardown(watch_from_a_fresh_write_waits_for_it, setup, teardown),
         cmocka_unit_test_setup_teardown(progress_moves_the_version_without_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_value_that_is_not_json_is_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(list_pages_over_many_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(compaction_expires_old_watches, setup, teardown),
         cmocka_unit_test_setup_teardown(mutate_retries_on_a_concurrent_writer, setup, teardown),
