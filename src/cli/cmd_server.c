@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/net_flags.h"
 #include "cli/cmd_server_lc.h" /* node lifecycle flags */
+#include "cli/cmd_server_ha.h" /* replica flags */
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -203,6 +204,7 @@ static void usage(FILE *f)
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
     fputs(gs__lc_usage, f);
+    fputs(gs__ha_usage, f); /* replica flags */
 }
 
 static int bad(const char *flag, const char *v, const char *why)
@@ -238,6 +240,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
     gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
     gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
+    gs__ha_options_append(opts, sizeof opts / sizeof opts[0]); /* replica flags (cmd_server_ha.c) */
     optind = 1;
     int c, rc = 0;
     double x;
@@ -273,7 +276,8 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         case '?': usage(stderr); return 2; /* getopt said which option */
         default:
             /* hardening, node lifecycle, then admission flags */
-            if ((rc = gs__net_option(o, c, optarg, "server")) < 0 && (rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0)
+            if ((rc = gs__net_option(o, c, optarg, "server")) < 0 && (rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0 &&
+                (rc = gs__ha_option(o, c, optarg, "gpusched server")) < 0) /* replica flags */
                 rc = gs__adm_option(adm, c, optarg, "gpusched server");
             break;
         }
@@ -283,6 +287,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         fprintf(stderr, "gpusched server: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
     }
+    if (gs__ha_check(o, "gpusched server")) return 2; /* replica flags */
     return -1;
 }
 
