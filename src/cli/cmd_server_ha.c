@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { H_ID = 0x2200, H_LEASE, H_RENEW, H_RETRY }; /* apart from net_flags.c (0x2000) and cmd_server_lc.c (0x2100) */
+enum { H_ID = 0x2300, H_LEASE, H_RENEW, H_RETRY }; /* apart from 0x2000 (net), 0x2100 (lifecycle), 0x2200 (store) */
 
 static const struct option ha_options[] = {
     {"replica-id", required_argument, 0, H_ID},

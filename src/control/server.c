@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,6 +65,7 @@ struct gs_server {
     int64_t event_ttl_ns;
     double node_lost_timeout_s;
     bool no_scheduler;
+    int lock_fd;                  /* <dir>/store.lock, held while a SQLite store is open; -1: none */
 };
 
 static int write_private(const char *path, const char *text)
@@ -375,10 +377,30 @@ static char *ready_note(void *arg)
     return s->replica ? gs_replica_ready_note(s->replica) : NULL;
 }
 
+/* A SQLite store belongs to one process: the lock tells a second server,
+ * and `gpusched store migrate`, that this one runs. */
+static int lock_data_dir(struct gs_server *s, struct gs_diags *d)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" GS_SERVER_LOCK_FILE, s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) {
+        gs_diags_add(d, path, "cannot open the store lock: %s", strerror(errno));
+        return GS_EIO;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
+        gs_diags_add(d, path, "the data directory is in use by another gpusched server (or store migrate): %s",
+                     strerror(errno));
+        return GS_EBUSY;
+    }
+    return 0;
+}
+
 static int start_parts(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
 {
     int err = private_dir(s, o, d);
     if (err) return err;
+    if ((err = lock_data_dir(s, d))) return err;
     struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events,
                                .accept_regression = o->accept_store_regression, .diags = d};
     size_t nd = d->n;
@@ -460,6 +482,7 @@ int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, stru
     }
     gs_hist_init(&s->cycle_hist, 0.0001, 2, 16); /* 100 us .. 3.3 s */
     pthread_mutex_init(&s->lead_mu, NULL);
+    s->lock_fd = -1;
     int err = start_parts(s, o, d);
     if (err) {
         gs_server_stop(s);
@@ -483,6 +506,7 @@ void gs_server_stop(struct gs_server *s)
     if (s->own_loop_store) gs_store_close(s->loop_store);
     gs_store_close(s->store);
     pthread_mutex_destroy(&s->lead_mu);
+    if (s->lock_fd >= 0) close(s->lock_fd); /* after the store closed */
     gs_hist_destroy(&s->cycle_hist);
     if (s->has_cfg) gs_sched_config_free(&s->cfg);
     if (s->has_auth) gs_auth_free(&s->auth);

@@ -71,6 +71,9 @@ struct gs_server_opts {
     int64_t retry_period_ns;   /* 0: 2 s */
 };
 
+/* In the data directory of a server on SQLite: locked (flock) while it runs. */
+#define GS_SERVER_LOCK_FILE "store.lock"
+
 struct gs_server;
 
 /* Starts everything. Problems with files (tokens, profiles) go to d. */
