@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/net_flags.h"
 #include "cli/cmd_server_lc.h" /* node lifecycle flags */
+#include "cli/cmd_server_store.h" /* --store, --etcd-* */
 #include "cli/cmd_server_ha.h" /* replica flags */
 #include "cli/signals.h"
 #include "control/server.h"
@@ -183,7 +184,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpusched server [options]\n\n"
                "Serves the Kubernetes-shaped API (kubectl works against it), keeps objects in\n"
-               "SQLite and runs the scheduler on the stored pods and nodes.\n\n"
+               "SQLite (or etcd: --store etcd) and runs the scheduler on the stored pods and nodes.\n\n"
                "  --data-dir DIR        state directory (default ./gpusched-data)\n"
                "  --listen ADDR:PORT    address (default 127.0.0.1:6443; port 0 = any free port)\n"
                "  --insecure            plain http instead of https\n"
@@ -204,6 +205,7 @@ static void usage(FILE *f)
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
     fputs(gs__lc_usage, f);
+    fputs(gs__store_usage, f);
     fputs(gs__ha_usage, f); /* replica flags */
 }
 
@@ -222,7 +224,7 @@ static int number(const char *flag, const char *v, double *out)
 }
 
 static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admission_opts *adm,
-                 struct gs__lc_flags *lc, const char **port_file)
+                 struct gs__lc_flags *lc, struct gs__store_flags *sf, const char **port_file)
 {
     static const struct option base[] = {
         {"data-dir", required_argument, 0, 'd'}, {"listen", required_argument, 0, 'l'},
@@ -240,6 +242,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
     gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
     gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
+    gs__store_options_append(opts, sizeof opts / sizeof opts[0]);
     gs__ha_options_append(opts, sizeof opts / sizeof opts[0]); /* replica flags (cmd_server_ha.c) */
     optind = 1;
     int c, rc = 0;
@@ -277,6 +280,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         default:
             /* hardening, node lifecycle, then admission flags */
             if ((rc = gs__net_option(o, c, optarg, "server")) < 0 && (rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0 &&
+                (rc = gs__store_option(sf, o, c, optarg, "gpusched server")) < 0 &&
                 (rc = gs__ha_option(o, c, optarg, "gpusched server")) < 0) /* replica flags */
                 rc = gs__adm_option(adm, c, optarg, "gpusched server");
             break;
@@ -287,6 +291,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         fprintf(stderr, "gpusched server: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
     }
+    if ((rc = gs__store_flags_check(sf, o, "gpusched server"))) return rc;
     if (gs__ha_check(o, "gpusched server")) return 2; /* replica flags */
     return -1;
 }
@@ -301,8 +306,12 @@ int gs_cmd_server(int argc, char **argv)
     const char *port_file = NULL;
     struct gs__lc_flags lc;
     gs__lc_flags_init(&lc, &o);
-    int rc = parse(argc, argv, &o, &adm, &lc, &port_file);
-    if (rc >= 0) return rc;
+    struct gs__store_flags sf = {0};
+    int rc = parse(argc, argv, &o, &adm, &lc, &sf, &port_file);
+    if (rc >= 0) {
+        gs__store_flags_free(&sf);
+        return rc;
+    }
     /* Block the stop signals before any thread starts, so only sigwait sees them. */
     sigset_t set;
     gs_cli_block_stop_signals(&set, NULL);
@@ -314,6 +323,7 @@ int gs_cmd_server(int argc, char **argv)
         for (size_t i = 0; i < d.n; i++) fprintf(stderr, "gpusched server: %s: %s\n", d.v[i].path, d.v[i].msg);
         if (!d.n) fprintf(stderr, "gpusched server: %s\n", gs_strerror(err));
         gs_diags_free(&d);
+        gs__store_flags_free(&sf);
         return 1;
     }
     gs_diags_free(&d);
@@ -330,5 +340,6 @@ int gs_cmd_server(int argc, char **argv)
     sigwait(&set, &sig);
     gs_log(GS_LOG_INFO, "server: stopping", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM", NULL);
     gs_server_stop(s);
+    gs__store_flags_free(&sf);
     return 0;
 }

@@ -342,17 +342,30 @@ static int leader_loops_start(void *ctx)
 static int loop_fence(void *ctx, const char *key, int64_t rv)
 {
     struct gs_server *s = ctx;
-    (void)s, (void)key, (void)rv;
-    return GS_EUNSUPPORTED;
+    return gs_store_set_fence(s->loop_store, key, rv);
 }
 
 /* The loops' store handle: a second one where the store can fence writes
- * (etcd), else the API's own (SQLite: one process, nothing to fence). */
+ * (etcd: same endpoints and prefix, its own watch and ring; the API's
+ * handle compacts, this one does not), else the API's own (SQLite: one
+ * process, nothing to fence). */
 static int open_loop_store(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
 {
-    (void)o, (void)d;
     s->loop_store = s->store;
     s->own_loop_store = false;
+    if (o->store_kind != GS_STORE_ETCD) return 0;
+    struct gs_store_etcd_opts eo = o->etcd;
+    eo.ring_events = o->ring_events;
+    eo.compaction_interval_ms = -1;
+    eo.diags = d;
+    size_t nd = d->n;
+    int err = gs_store_open_etcd(&eo, &s->loop_store);
+    if (err) {
+        s->loop_store = s->store;
+        if (d->n == nd) gs_diags_add(d, "etcd", "cannot open the control loops' store handle: %s", gs_strerror(err));
+        return err;
+    }
+    s->own_loop_store = true;
     return 0;
 }
 
@@ -400,11 +413,18 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
 {
     int err = private_dir(s, o, d);
     if (err) return err;
-    if ((err = lock_data_dir(s, d))) return err;
+    if (o->store_kind != GS_STORE_ETCD && (err = lock_data_dir(s, d))) return err; /* etcd: shared by design */
     struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events,
                                .accept_regression = o->accept_store_regression, .diags = d};
     size_t nd = d->n;
-    err = gs_store_open_sqlite(&so, &s->store);
+    if (o->store_kind == GS_STORE_ETCD) { /* store_etcd.c: the data directory keeps tokens and TLS only */
+        struct gs_store_etcd_opts eo = o->etcd;
+        eo.ring_events = o->ring_events;
+        eo.diags = d;
+        err = gs_store_open_etcd(&eo, &s->store);
+    } else {
+        err = gs_store_open_sqlite(&so, &s->store);
+    }
     if (err) {
         if (d->n == nd) gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
         return err;
@@ -483,7 +503,9 @@ int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, stru
     gs_hist_init(&s->cycle_hist, 0.0001, 2, 16); /* 100 us .. 3.3 s */
     pthread_mutex_init(&s->lead_mu, NULL);
     s->lock_fd = -1;
-    int err = start_parts(s, o, d);
+    struct gs_server_opts eo = *o;
+    if (eo.store_kind == GS_STORE_ETCD) eo.leader_elect = true; /* a shared store: replicas elect one leader */
+    int err = start_parts(s, &eo, d);
     if (err) {
         gs_server_stop(s);
         return err;
