@@ -87,6 +87,14 @@ class Replicas(Stack):
                    "--agent-token-file", str(self.data / "agent.token"))
 
 
+def _get_text(req):
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
 def node_ready(s, name):
     n = s.node(name) or {}
     return any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
@@ -130,6 +138,11 @@ def test_two_replicas_one_leader_kill9_failover(gpusched_bin, tmp_path, one_etcd
         req = urllib.request.Request(s.urls[other] + "/api/v1/namespaces/default/pods/before", headers=hdr)
         with urllib.request.urlopen(req, timeout=5) as r:
             assert json.loads(r.read())["spec"]["nodeName"] == "n1"
+        # explain on the follower: answered from its own read-only scheduler cache, nothing proxied.
+        s.cli("apply", "-f", "-", input=json.dumps(pod_manifest("huge", "sleep 1", gpus=8)))
+        req = urllib.request.Request(s.urls[other] + "/api/v1/namespaces/default/pods/huge/explain", headers=hdr)
+        text = wait_for(lambda: _get_text(req), 20, "explain from the follower")
+        assert "huge" in text and "n1" in text, text
 
         t0 = time.time()
         s.stop(f"r{lead}", sig=signal.SIGKILL)
