@@ -38,6 +38,23 @@ class Replicas(Stack):
         (self.data / "agent.token").write_text("agent-" + os.urandom(8).hex() + "\n")
         (self.data / "agent.token").chmod(0o600)
         self.write_kubeconfig(self.urls)
+        self.agent_ports = {}
+
+    def close(self):
+        """Stops everything, the pods' processes included: a container's shim outlives its agent by
+        design (a restarted agent adopts it), so each is killed by its process group."""
+        for port in self.agent_ports.values():
+            report = self.agent_pods(port) or {}
+            for p in report.get("pods", []):
+                for ct in p.get("containers", []):
+                    try:
+                        os.killpg(ct["pid"], signal.SIGKILL)
+                    except (ProcessLookupError, KeyError, TypeError):
+                        pass
+        for name, p in list(self.procs.items()):
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)  # a paused replica must be able to stop
+        self.stop_all()
 
     def admin_token(self):
         for line in (self.data / "tokens.csv").read_text().splitlines():
@@ -80,6 +97,7 @@ class Replicas(Stack):
         return [i for i in among if (self.readyz(i) or "").startswith("ok\nleader ")]
 
     def agent(self, node, port):
+        self.agent_ports[node] = port
         self.spawn(f"agent-{node}", "agent", "--server", ",".join(self.urls), "--token-file",
                    str(self.data / f"{node}.token"), "--node-name", node, "--mock", "2xH100-80GB",
                    "--state-dir", str(self.dir / "agents" / node), "--listen", f"127.0.0.1:{port}",
@@ -163,7 +181,7 @@ def test_two_replicas_one_leader_kill9_failover(gpusched_bin, tmp_path, one_etcd
             after["metadata"]["annotations"]["gpusched.io/devices"].split(","))
         assert f'gpusched_leader{{replica="r{other}"}} 1' in s.metrics(other)
     finally:
-        s.stop_all()
+        s.close()
 
 
 def test_paused_leader_steps_down_and_binds_nothing(gpusched_bin, tmp_path, one_etcd):
@@ -200,7 +218,7 @@ def test_paused_leader_steps_down_and_binds_nothing(gpusched_bin, tmp_path, one_
         assert f'gpusched_leader{{replica="r{lead}"}} 0' in m
         assert "gpusched_leader_lost_total 1" in m
     finally:
-        s.stop_all()
+        s.close()
 
 
 def test_three_replicas_on_three_etcd_members(gpusched_bin, tmp_path, etcd_cluster):
@@ -223,11 +241,18 @@ def test_three_replicas_on_three_etcd_members(gpusched_bin, tmp_path, etcd_clust
         time.sleep(2)
         assert s.leaders(rest) == new  # the lease kept being renewed through the member's death
     finally:
-        s.stop_all()
+        s.close()
 
 
 def test_migrate_sqlite_to_etcd_round_trip(gpusched_bin, tmp_path, one_etcd):
     s = Stack(gpusched_bin, tmp_path)
+    try:
+        migrate_round_trip(s, gpusched_bin, one_etcd)
+    finally:
+        s.stop_all()
+
+
+def migrate_round_trip(s, gpusched_bin, one_etcd):
     s.node_tokens()
     port = free_ports(1)[0]
     s.spawn("sqlite", "server", "--data-dir", str(s.data), "--listen", f"127.0.0.1:{port}", "--no-scheduler",
@@ -275,7 +300,6 @@ def test_migrate_sqlite_to_etcd_round_trip(gpusched_bin, tmp_path, one_etcd):
     newest_old = max(int(old["metadata"]["resourceVersion"]), int(old_pc["metadata"]["resourceVersion"]))
     assert int(new["metadata"]["resourceVersion"]) > newest_old
     assert int(new_pc["metadata"]["resourceVersion"]) > newest_old
-    s.stop_all()
 
 
 def test_migrate_flag_errors(gpusched_bin, tmp_path):
