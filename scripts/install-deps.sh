@@ -24,6 +24,9 @@ PKGS+=(openssl)
 # is not a Debian package: install it from the Kubernetes apt repository (pkgs.k8s.io).
 if ! command -v kubectl >/dev/null; then echo "install-deps: kubectl not found (see pkgs.k8s.io)" >&2; fi
 # --- end control plane ---
+# --- etcd store backend: the integration tests start real etcd members (tests/integration/etcd.py) ---
+PKGS+=(etcd-server etcd-client)
+# --- end etcd ---
 # `--fuzz`: clang and its libFuzzer runtime, needed only by `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
   PKGS+=(clang libclang-rt-14-dev)
@@ -43,3 +46,9 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's etcd-server starts a system etcd on 2379/2380 when installed; the tests start their own
+# members on free ports and want no cluster beside them, so that one is stopped and kept off.
+if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  $SUDO systemctl disable --now etcd.service >/dev/null 2>&1 ||
+    echo "install-deps: could not stop the system etcd service (the tests use their own ports)" >&2
+fi

@@ -36,3 +36,26 @@ def run(gpusched_bin):
 @pytest.fixture
 def examples_dir():
     return ROOT / "examples"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keeps each phase's report on the test item, so a fixture can tell at
+    teardown whether its test failed (etcd_cluster prints its logs then)."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+@pytest.fixture
+def etcd_cluster(tmp_path, request):
+    """A three-member etcd cluster on free loopback ports (tests/integration/etcd.py),
+    stopped after the test; its members' logs are printed when the test failed."""
+    from etcd import EtcdCluster
+
+    c = EtcdCluster(tmp_path, members=3)
+    yield c
+    c.stop()
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        print("\n" + c.log_tail(60))
