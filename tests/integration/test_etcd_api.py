@@ -137,10 +137,19 @@ def kubectl(server, home, *args, input=None):
 @require_tool(KUBECTL, "kubectl")
 def test_kubectl_on_etcd_and_the_keys_it_leaves(servers, etcd_cluster, tmp_path):
     (s,) = servers(1, "--no-scheduler")
+    out_path = tmp_path / "kubectl-watch.out"
+    out_f = open(out_path, "w")
     watch = subprocess.Popen([KUBECTL, "get", "pods", "--watch", "-o", "json", "--output-watch-events"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdout=out_f, stderr=subprocess.STDOUT, text=True,
                              env=dict(os.environ, HOME=str(tmp_path), KUBECONFIG=s.kubeconfig))
+
+    def seen():
+        text = out_path.read_text()
+        return [(e["type"], e["object"]["metadata"]["name"]) for e in
+                (json.loads(d) for d in re.findall(r"^\{.*?^\}", text, re.M | re.S))]
     try:
+        assert s.call("POST", PODS, json=pod("pre")).status_code == 201
+        wait_for(lambda: ("ADDED", "pre") in seen(), 15, "kubectl's watch to start")
         r = kubectl(s, tmp_path, "create", "-f", "-", input=json.dumps(pod("web")))
         assert r.returncode == 0 and "pod/web created" in r.stdout, r.stderr
         r = kubectl(s, tmp_path, "get", "pod", "web", "-o", "json")
@@ -158,22 +167,23 @@ def test_kubectl_on_etcd_and_the_keys_it_leaves(servers, etcd_cluster, tmp_path)
         assert kv2["mod_revision"] > kv["mod_revision"] and kv2["create_revision"] == kv["create_revision"]
         assert kv2["value"]["metadata"]["labels"]["tier"] == "front"
         r = kubectl(s, tmp_path, "get", "pods", "-o", "json")
-        items = json.loads(r.stdout)["items"]
-        assert [p["metadata"]["name"] for p in items] == ["web"]
-        assert rv(items[0]) == kv2["mod_revision"]
+        items = {p["metadata"]["name"]: p for p in json.loads(r.stdout)["items"]}
+        assert sorted(items) == ["pre", "web"]
+        assert rv(items["web"]) == kv2["mod_revision"]
         r = kubectl(s, tmp_path, "get", "pods", "-l", "tier=front", "-o", "name")
         assert r.stdout.split() == ["pod/web"], r.stderr
         r = kubectl(s, tmp_path, "delete", "pod", "web", "--grace-period=0", "--force")
         assert r.returncode == 0, r.stderr
         assert etcd_kv(etcd_cluster, "/registry/pods/default/web") is None
         assert s.call("GET", PODS + "/web").status_code == 404
+        # kubectl's watch saw it all, in order.
+        wait_for(lambda: ("DELETED", "web") in seen(), 15, f"kubectl's watch to show the delete: {seen()}")
+        ev = seen()
+        assert ev.index(("ADDED", "web")) < ev.index(("MODIFIED", "web")) < ev.index(("DELETED", "web")), ev
     finally:
-        time.sleep(0.5)
         watch.terminate()
-        out, err = watch.communicate(timeout=10)
-    seen = [(e["type"], e["object"]["metadata"]["name"]) for e in
-            (json.loads(d) for d in re.findall(r"^\{.*?^\}", out, re.M | re.S))]
-    assert ("ADDED", "web") in seen and ("MODIFIED", "web") in seen and ("DELETED", "web") in seen, (seen, err)
+        watch.wait(10)
+        out_f.close()
 
 
 def test_stale_update_is_a_409_on_etcd(servers):

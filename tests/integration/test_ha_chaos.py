@@ -56,6 +56,7 @@ class HA:
                     "--leader-elect-retry-period", LEASE[2], *extra]
             self.servers.append(Server(binary, tmp / name, args, name=name))
         self.agents, self.agent_logs = {}, {}
+        self.paused = set()  # names of replicas frozen with SIGSTOP: the test's own requests avoid them
         self.agent_ports = {n: free_port() for n in self.nodes}
 
     # --- servers ---
@@ -68,14 +69,22 @@ class HA:
             s.start()
 
     def live(self):
-        return [s for s in self.servers if s.pid is not None]
+        return [s for s in self.servers if s.pid is not None and s.name not in self.paused]
+
+    def pause(self, s):
+        self.paused.add(s.name)
+        s.send(signal.SIGSTOP)
+
+    def resume(self, s):
+        s.send(signal.SIGCONT)
+        self.paused.discard(s.name)
 
     def api(self, method, path, **kw):
         """The request through the first live replica that answers (as a client with every URL would)."""
-        last = None
+        last, timeout = None, kw.pop("timeout", 10)
         for s in self.live():
             try:
-                r = s.call(method, path, timeout=kw.pop("timeout", 10), **kw)
+                r = s.call(method, path, timeout=timeout, **kw)
             except OSError as e:
                 last = e
                 continue
@@ -96,7 +105,7 @@ class HA:
         """The replica that leads: the Lease's holder, alive, and saying so on its /metrics."""
         def find():
             h = self.holder()
-            s = next((s for s in self.servers if s.name == h and s.pid is not None), None)
+            s = next((s for s in self.live() if s.name == h), None)
             return s if s is not None and metric(s, "gpusched_leader_is_leader") == 1 else None
         return wait_for(find, timeout, "a leading replica", step=0.1)
 
@@ -222,7 +231,7 @@ class Sampler:
             self.violations.append(v)
 
     def _api_running(self):
-        r = self.ha.api("GET", "/api/v1/pods", params={"fieldSelector": "status.phase=Running"})
+        r = self.ha.api("GET", "/api/v1/pods", params={"fieldSelector": "status.phase=Running"}, timeout=3)
         held = {}
         items = r.json().get("items", []) if r.status_code == 200 else []
         self.most_running = max(self.most_running, len(items))
@@ -455,7 +464,7 @@ def test_leader_paused_past_its_lease_is_fenced(gpusched_bin, tmp_path):
         with Sampler(ha, str(ran)) as inv:
             create_all(ha, docs)
             wait_unbound(ha, lambda n: n < n_pods, 20, "the first bindings")
-            old.send(signal.SIGSTOP)
+            ha.pause(old)
             t0 = time.time()
             try:
                 n0, _ = wait_unbound(ha, lambda n: n > 0, 5, "pods left unbound when the leader froze")
@@ -465,7 +474,7 @@ def test_leader_paused_past_its_lease_is_fenced(gpusched_bin, tmp_path):
                 took = when - t0
                 time.sleep(max(0.0, LEASE_S * 2 - (time.time() - t0)))  # frozen for at least twice its lease
             finally:
-                old.send(signal.SIGCONT)
+                ha.resume(old)
             print(f"\nha pause: {old.name} frozen, {new.name} leads and binds after {took:.2f}s; "
                   f"{old.name} woken after {time.time() - t0:.1f}s")
             # Woken, the old leader sees it lost the Lease; whatever its threads had in hand is fenced.
