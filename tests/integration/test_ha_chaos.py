@@ -422,7 +422,7 @@ def test_leader_and_etcd_member_killed_during_a_workload(gpusched_bin, tmp_path)
                     print(f"\nha chaos: leader {old.name} killed, {new.name} leads, first binding after "
                           f"{dt:.2f}s")
                 else:
-                    victim = wait_for(lambda: etcd.leader(), 10, "an etcd leader")
+                    victim = etcd.wait_leader()
                     etcd.kill(victim)  # etcd's own leader: the harder case (an election, writes pause)
                     time.sleep(rnd.uniform(0.5, 2.0))
                     etcd.start(victim)
