@@ -177,7 +177,7 @@ class Bench:
     def leader(self, reps, timeout=120):
         def find():
             for r in reps:
-                if r.pid is not None and metric(r, "gpusched_leader_is_leader") == 1:
+                if r.pid is not None and metric(r, "gpusched_leader") == 1:
                     return r
             return None
         return wait_for(find, timeout, "a leading replica", step=0.05)
