@@ -372,10 +372,14 @@ def wait_all_succeeded(ha, names, timeout):
     except AssertionError as e:
         pods = {p["metadata"]["name"]: phase(p) for p in
                 ha.api("GET", "/api/v1/namespaces/default/pods", timeout=20).json()["items"]}
-        by = {}
+        by, stuck = {}, {}
         for n in names:
-            by[pods.get(n, "missing")] = by.get(pods.get(n, "missing"), 0) + 1
-        raise AssertionError(f"{e}; pods by phase: {by}") from None
+            ph = pods.get(n, "missing")
+            by[ph] = by.get(ph, 0) + 1
+            if ph != "Succeeded":
+                stuck.setdefault(ph, []).append(n)
+        raise AssertionError(f"{e}; pods by phase: {by}; not Succeeded: "
+                             + "; ".join(f"{ph}: {ns[:5]}" for ph, ns in stuck.items())) from None
 
 
 def assert_converged(ha, names, ran):
