@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/net_flags.h"
 #include "cli/cmd_server_lc.h" /* node lifecycle flags */
+#include "cli/cmd_server_store.h" /* --store, --etcd-* */
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -182,7 +183,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: gpusched server [options]\n\n"
                "Serves the Kubernetes-shaped API (kubectl works against it), keeps objects in\n"
-               "SQLite and runs the scheduler on the stored pods and nodes.\n\n"
+               "SQLite (or etcd: --store etcd) and runs the scheduler on the stored pods and nodes.\n\n"
                "  --data-dir DIR        state directory (default ./gpusched-data)\n"
                "  --listen ADDR:PORT    address (default 127.0.0.1:6443; port 0 = any free port)\n"
                "  --insecure            plain http instead of https\n"
@@ -203,6 +204,7 @@ static void usage(FILE *f)
     fputs(gs__adm_usage, f);
     fputs(gs__net_usage, f);
     fputs(gs__lc_usage, f);
+    fputs(gs__store_usage, f);
 }
 
 static int bad(const char *flag, const char *v, const char *why)
@@ -220,7 +222,7 @@ static int number(const char *flag, const char *v, double *out)
 }
 
 static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admission_opts *adm,
-                 struct gs__lc_flags *lc, const char **port_file)
+                 struct gs__lc_flags *lc, struct gs__store_flags *sf, const char **port_file)
 {
     static const struct option base[] = {
         {"data-dir", required_argument, 0, 'd'}, {"listen", required_argument, 0, 'l'},
@@ -238,6 +240,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
     gs__adm_options_merge(base, opts, sizeof opts / sizeof opts[0]);
     gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
     gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
+    gs__store_options_append(opts, sizeof opts / sizeof opts[0]);
     optind = 1;
     int c, rc = 0;
     double x;
@@ -273,7 +276,8 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         case '?': usage(stderr); return 2; /* getopt said which option */
         default:
             /* hardening, node lifecycle, then admission flags */
-            if ((rc = gs__net_option(o, c, optarg, "server")) < 0 && (rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0)
+            if ((rc = gs__net_option(o, c, optarg, "server")) < 0 && (rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0 &&
+                (rc = gs__store_option(sf, o, c, optarg, "gpusched server")) < 0)
                 rc = gs__adm_option(adm, c, optarg, "gpusched server");
             break;
         }
@@ -283,6 +287,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         fprintf(stderr, "gpusched server: unexpected argument \"%s\"\n", argv[optind]);
         return 2;
     }
+    if ((rc = gs__store_flags_check(sf, o, "gpusched server"))) return rc;
     return -1;
 }
 
@@ -296,8 +301,12 @@ int gs_cmd_server(int argc, char **argv)
     const char *port_file = NULL;
     struct gs__lc_flags lc;
     gs__lc_flags_init(&lc, &o);
-    int rc = parse(argc, argv, &o, &adm, &lc, &port_file);
-    if (rc >= 0) return rc;
+    struct gs__store_flags sf = {0};
+    int rc = parse(argc, argv, &o, &adm, &lc, &sf, &port_file);
+    if (rc >= 0) {
+        gs__store_flags_free(&sf);
+        return rc;
+    }
     /* Block the stop signals before any thread starts, so only sigwait sees them. */
     sigset_t set;
     gs_cli_block_stop_signals(&set, NULL);
@@ -309,6 +318,7 @@ int gs_cmd_server(int argc, char **argv)
         for (size_t i = 0; i < d.n; i++) fprintf(stderr, "gpusched server: %s: %s\n", d.v[i].path, d.v[i].msg);
         if (!d.n) fprintf(stderr, "gpusched server: %s\n", gs_strerror(err));
         gs_diags_free(&d);
+        gs__store_flags_free(&sf);
         return 1;
     }
     gs_diags_free(&d);
@@ -325,5 +335,6 @@ int gs_cmd_server(int argc, char **argv)
     sigwait(&set, &sig);
     gs_log(GS_LOG_INFO, "server: stopping", "signal", sig == SIGINT ? "SIGINT" : "SIGTERM", NULL);
     gs_server_stop(s);
+    gs__store_flags_free(&sf);
     return 0;
 }

@@ -274,7 +274,14 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events,
                                .accept_regression = o->accept_store_regression, .diags = d};
     size_t nd = d->n;
-    err = gs_store_open_sqlite(&so, &s->store);
+    if (o->store_kind == GS_STORE_ETCD) { /* store_etcd.c: the data directory keeps tokens and TLS only */
+        struct gs_store_etcd_opts eo = o->etcd;
+        eo.ring_events = o->ring_events;
+        eo.diags = d;
+        err = gs_store_open_etcd(&eo, &s->store);
+    } else {
+        err = gs_store_open_sqlite(&so, &s->store);
+    }
     if (err) {
         if (d->n == nd) gs_diags_add(d, s->dir, "cannot open the store: %s", gs_strerror(err));
         return err;

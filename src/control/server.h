@@ -39,6 +39,10 @@ struct gs_server_opts {
     bool sync_full;           /* fsync every commit */
     bool accept_store_regression; /* start a store that lost acknowledged writes (store.h "Self-checks") */
     size_t ring_events;       /* watch history kept in memory; 0: default */
+    /* The store: SQLite in data_dir (the default, and what `up` embeds) or
+     * etcd (etcd.endpoints etc.; its ring_events and diags are set here). */
+    enum gs_store_kind store_kind;
+    struct gs_store_etcd_opts etcd;
     uint64_t seed;
     /* Admission tuning (sched/admission/admission.h), copied at start; NULL:
      * the library's defaults with history weight 0.5. profile/evict/ctx are

@@ -121,6 +121,7 @@ struct gs_store_vtbl {
     void (*interrupt)(struct gs_store *s);
     void (*close)(struct gs_store *s);
     void (*health)(struct gs_store *s, bool probe, struct gs_store_health *out); /* may be NULL */
+    int (*set_fence)(struct gs_store *s, const char *key, int64_t mod_rv); /* may be NULL */
 };
 
 struct gs_store {
@@ -130,6 +131,44 @@ struct gs_store {
 /* Opens (or creates) the SQLite store in o->dir. 0, GS_EIO (with errno-ish
  * detail logged) or GS_ENOMEM. */
 int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out);
+
+/* The etcd backend (store_etcd.c; docs/CONTROL_PLANE.md "Store backends:
+ * SQLite and etcd"): every key is stored under <prefix>/<key> in etcd as the
+ * object's compact JSON; resourceVersion is the key's mod_revision, the
+ * store's version etcd's revision. Writes are Txns comparing the key's
+ * revision (create: create_revision == 0; update, delete, mutate:
+ * mod_revision == the one read), so several servers can share one etcd.
+ * One etcd Watch on <prefix>/ feeds the same kind of event ring as SQLite's. */
+enum gs_store_kind { GS_STORE_SQLITE = 0, GS_STORE_ETCD };
+
+struct gs_store_etcd_opts {
+    const char *const *endpoints; /* "http://host:port" / "https://host:port" */
+    size_t n_endpoints;
+    const char *cafile, *certfile, *keyfile; /* TLS; NULL: none (certfile and keyfile together) */
+    const char *prefix;           /* key prefix; NULL: "/registry" */
+    /* Every interval, compact etcd's history to the revision seen one interval
+     * earlier (as kube-apiserver does); watches from before it get GS_ERANGE.
+     * 0: 5 minutes; < 0: never. */
+    int64_t compaction_interval_ms;
+    size_t ring_events;           /* change-stream memory in events; 0 = 10000 */
+    int call_timeout_ms;          /* one etcd call, all endpoints together; 0: 5000 */
+    int open_timeout_ms;          /* how long open waits for etcd to answer; 0: 10000 */
+    struct gs_diags *diags;       /* why the store refused to open; may be NULL */
+};
+
+/* Connects to etcd (waiting up to open_timeout_ms for a quorum's answer)
+ * and starts the watch and compaction threads. 0; GS_EINVAL (bad options,
+ * named in diags); GS_EIO / GS_ETIMEDOUT with the endpoints and etcd's
+ * error in diags; GS_ENOMEM. */
+int gs_store_open_etcd(const struct gs_store_etcd_opts *o, struct gs_store **out);
+
+/* Fencing for a leader's writes: from now on every write through s is also
+ * conditional on key's mod_revision being mod_rv (key as given to the
+ * store, e.g. "leases/kube-system/gpusched-control-plane"); once another
+ * writer changed key, writes fail with GS_ECONFLICT and change nothing.
+ * mod_rv 0 turns it off. GS_EUNSUPPORTED for backends without it (SQLite:
+ * one process owns the store). */
+static inline int gs_store_set_fence(struct gs_store *s, const char *key, int64_t mod_rv);
 
 /* Creates key; sets obj's metadata.resourceVersion. GS_EEXIST when present. */
 static inline int gs_store_create(struct gs_store *s, const char *key, json_t *obj, int64_t *rv)
@@ -196,6 +235,9 @@ static inline void gs_store_health(struct gs_store *s, bool probe, struct gs_sto
     *out = (struct gs_store_health){.writable = true};
     if (s->v->health) s->v->health(s, probe, out);
 }
+
+static inline int gs_store_set_fence(struct gs_store *s, const char *key, int64_t mod_rv)
+{ return s->v->set_fence ? s->v->set_fence(s, key, mod_rv) : GS_EUNSUPPORTED; }
 
 /*--- Self-checks ---
  *
