@@ -293,8 +293,11 @@ def main():
         for ph in ("api", "e2e", "rss"):
             if ph in phases:
                 for store in ("sqlite", "etcd"):
-                    b.rows[store].update(parse(run_bench(a.bin, ph, store, b.etcd.endpoints, a.pods,
-                                                         a.rss_nodes, a.rss_pods)))
+                    got = parse(run_bench(a.bin, ph, store, b.etcd.endpoints, a.pods, a.rss_nodes, a.rss_pods))
+                    want = {"api": "creates", "e2e": "e2e", "rss": "rss"}[ph]
+                    if want not in got:
+                        raise SystemExit(f"gpusched server --bench --only {ph} ({store}) printed no {want} figure")
+                    b.rows[store].update(got)
         if "failover" in phases:
             b.sqlite_restart()
             b.failover("short", "1s", "700ms", "200ms")

@@ -15,6 +15,7 @@ servers and etcd.
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -404,3 +405,21 @@ def test_data_survives_a_full_restart_of_servers_and_etcd(servers, etcd_cluster)
         assert items == made, (s.name, items)
     r = a.call("POST", PODS, json=pod("new"))
     assert r.status_code == 201 and rv(r.json()) > top, r.text
+
+
+def test_server_bench_on_etcd(gpusched_bin, etcd_cluster, tmp_path):
+    """`gpusched server --bench --store etcd` (what bench/ha.py runs): every create answered and
+    every watcher given every pod, from the revision its seed object got (not 1)."""
+    r = subprocess.run([gpusched_bin, "server", "--bench", "--only", "api", "--pods", "300", "--watchers", "5",
+                        "--dir", str(tmp_path), "--store", "etcd", "--etcd-endpoints", ",".join(etcd_cluster.endpoints)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(store etcd)" in r.stdout
+    assert re.search(r"creates +300 pods, 8 clients \(raw HTTP\): \d+ pods/s \(0 failed\)", r.stdout), r.stdout
+    assert re.search(r"watch +5 watchers x 300 pods: 1500 events in", r.stdout), r.stdout + r.stderr
+    # Each phase under its own prefix, next to nothing of the API's default one.
+    keys = etcd_cluster.etcdctl("get", "/gs-bench/", "--prefix", "--keys-only").stdout.split()
+    assert any("/pods/bench/p0" in k for k in keys) and not etcd_cluster.etcdctl(
+        "get", "/registry/", "--prefix", "--keys-only").stdout.strip()
+    bad = subprocess.run([gpusched_bin, "server", "--bench", "--store", "etcd"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--store etcd needs --etcd-endpoints" in bad.stderr
