@@ -12,6 +12,7 @@
 #include "cli/net_flags.h"
 #include "cli/cmd_server_lc.h" /* node lifecycle flags */
 #include "cli/cmd_server_store.h" /* --store, --etcd-* */
+#include "cli/cmd_server_ha.h" /* replica flags */
 #include "cli/signals.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -205,6 +206,7 @@ static void usage(FILE *f)
     fputs(gs__net_usage, f);
     fputs(gs__lc_usage, f);
     fputs(gs__store_usage, f);
+    fputs(gs__ha_usage, f); /* replica flags */
 }
 
 static int bad(const char *flag, const char *v, const char *why)
@@ -241,6 +243,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
     gs__net_options_append(opts, sizeof opts / sizeof opts[0]); /* hardening flags (net_flags.c) */
     gs__lc_options_append(opts, sizeof opts / sizeof opts[0]);
     gs__store_options_append(opts, sizeof opts / sizeof opts[0]);
+    gs__ha_options_append(opts, sizeof opts / sizeof opts[0]); /* replica flags (cmd_server_ha.c) */
     optind = 1;
     int c, rc = 0;
     double x;
@@ -277,7 +280,8 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         default:
             /* hardening, node lifecycle, then admission flags */
             if ((rc = gs__net_option(o, c, optarg, "server")) < 0 && (rc = gs__lc_option(lc, o, c, optarg, "gpusched server")) < 0 &&
-                (rc = gs__store_option(sf, o, c, optarg, "gpusched server")) < 0)
+                (rc = gs__store_option(sf, o, c, optarg, "gpusched server")) < 0 &&
+                (rc = gs__ha_option(o, c, optarg, "gpusched server")) < 0) /* replica flags */
                 rc = gs__adm_option(adm, c, optarg, "gpusched server");
             break;
         }
@@ -288,6 +292,7 @@ static int parse(int argc, char **argv, struct gs_server_opts *o, struct gs_admi
         return 2;
     }
     if ((rc = gs__store_flags_check(sf, o, "gpusched server"))) return rc;
+    if (gs__ha_check(o, "gpusched server")) return 2; /* replica flags */
     return -1;
 }
 

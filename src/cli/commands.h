@@ -32,6 +32,7 @@ int gs_cmd_apply(int argc, char **argv);
 int gs_cmd_get(int argc, char **argv);
 int gs_cmd_describe(int argc, char **argv);
 int gs_cmd_delete(int argc, char **argv);
+int gs_cmd_store(int argc, char **argv); /* cmd_store.c: `store migrate` from SQLite to etcd */
 /* Kubernetes-facing (src/kube): the kube-scheduler extender. */
 int gs_cmd_extender(int argc, char **argv);
 /* Node agent, all-in-one, client views (src/agent). */

@@ -19,6 +19,7 @@ static const struct {
     {"get", gs_cmd_get, "list or show objects"},
     {"describe", gs_cmd_describe, "show an object in detail: status, devices, scheduling diagnosis"},
     {"delete", gs_cmd_delete, "delete objects"},
+    {"store", gs_cmd_store, "move a stopped server's SQLite store into etcd (store migrate)"},
     {"extender", gs_cmd_extender, "answer kube-scheduler's extender callouts (filter, prioritize, preempt, bind)"},
     {"logs", gs_cmd_logs, "print a pod's log (from its node's agent)"},
     {"top", gs_cmd_top, "GPU allocation and utilisation per node (top nodes)"},

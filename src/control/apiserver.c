@@ -595,7 +595,10 @@ static enum MHD_Result route(struct gs__req *r)
     struct gs_route rt; /* api_route.c; r's ns/name/sub point into it while the request is routed */
     gs__route_parse(r->url, &rt);
     switch (rt.kind) {
-    case GS_RT_HEALTH: return gs__reply_text(r, 200, "text/plain", strdup("ok"));
+    case GS_RT_HEALTH: {
+        char *note = !strcmp(r->url, "/readyz") && r->s->ready_note ? r->s->ready_note(r->s->metrics_arg) : NULL;
+        return gs__reply_text(r, 200, "text/plain", note ? note : strdup("ok"));
+    }
     case GS_RT_METRICS:
         if (!r->s->metrics) break;
         { /* /metrics hook: Prometheus text from govern/ */
@@ -777,6 +780,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     s->store = o->store;
     s->auth = o->auth;
     s->metrics = o->metrics, s->metrics_arg = o->metrics_arg; /* /metrics hook */
+    s->ready_note = o->ready_note;                            /* /readyz: which replica leads */
     s->max_body = o->max_body ? o->max_body : DEFAULT_MAX_BODY;
     s->explain = o->explain;
     s->explain_ctx = o->explain_ctx;

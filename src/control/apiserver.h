@@ -52,6 +52,9 @@ struct gs_apiserver_opts {
     double fail_qps;           /* failed authentications per second per address; 0: 10, < 0: off */
     /* Default NoExecute toleration seconds added to new pods; NULL: 300 s each. */
     const struct gs_admit_defaults *admit_defaults;
+    /* GET /readyz when ready: a malloc'd text to answer instead of "ok"
+     * (which replica leads), or NULL for "ok". Optional; gets metrics_arg. */
+    char *(*ready_note)(void *arg);
 };
 
 struct gs_apiserver;

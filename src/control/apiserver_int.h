@@ -23,6 +23,7 @@ struct gs_apiserver {
     atomic_bool stopping;
     char *(*metrics)(void *arg); /* /metrics hook (govern/metrics) */
     void *metrics_arg;
+    char *(*ready_note)(void *arg); /* /readyz text (replicas) */
     int (*explain)(void *ctx, const char *ns, const char *name, char **text);
     void *explain_ctx;
     int64_t watch_keepalive_ns; /* an idle watch gets a keep-alive this often */

@@ -8,11 +8,16 @@
  * (memfd, named by its /proc/self/fd path) that lives as long as the client
  * and leaves nothing behind, even when the process is killed; where memfd or
  * /proc is not available, to a private temporary file removed at free.
+ *
+ * Several servers (replicas on one store): the client talks to one at a
+ * time and moves on to the next when a request cannot be answered
+ * ("Several servers" below; client.h says which requests are tried again).
  */
 #include "control/client.h"
 
 #include "control/curlfd.h"
 #include "core/codec.h"
+#include "core/log.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -29,7 +34,10 @@
 #include <unistd.h>
 
 struct gs_client {
-    char *server;
+    char *server;               /* the server setting as given: one URL or URL,URL,... */
+    char **servers;             /* each URL (trailing '/' removed) */
+    size_t nservers;
+    atomic_size_t cur;          /* the one in use: a failure moves it on, and it stays there */
     char *token;
     char *ca_file;
     bool ca_temp; /* ca_file is ours to unlink */
@@ -203,6 +211,72 @@ static int kc_user(struct gs_client *c, const char *path, const json_t *us, cons
     return err;
 }
 
+/*--- Several servers ---*/
+
+/* c->server split at commas into c->servers; an empty entry is an error
+ * naming the list (a stray comma must not silently mean "fewer replicas"). */
+static int split_servers(struct gs_client *c, struct gs_diags *d)
+{
+    size_t n = 1;
+    for (const char *p = c->server; *p; p++) n += *p == ',';
+    if (!(c->servers = calloc(n, sizeof *c->servers))) return GS_ENOMEM;
+    const char *p = c->server;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strcspn(p, ",");
+        const char *a = p, *b = p + len;
+        while (a < b && (*a == ' ' || *a == '\t')) a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t' || b[-1] == '/')) b--;
+        if (a == b) {
+            gs_diags_add(d, "server", "\"%s\": entry %zu of the comma-separated list is empty", c->server, i + 1);
+            return GS_EINVAL;
+        }
+        if (!(c->servers[c->nservers++] = strndup(a, (size_t)(b - a)))) return GS_ENOMEM;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+/* The cluster's server, or every server of its gpusched.io/servers
+ * extension (kubeconfig has one server per cluster; kubectl ignores the
+ * extension and uses server):
+ *   extensions:
+ *   - name: gpusched.io/servers
+ *     extension: {servers: [https://a:6443, https://b:6443]}
+ * c->server gets them joined with commas. */
+static int kc_servers(struct gs_client *c, const char *path, const char *cname, const json_t *cl, struct gs_diags *d)
+{
+    size_t i, k;
+    json_t *e, *u;
+    json_array_foreach(json_object_get(cl, "extensions"), i, e) {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (!n || strcmp(n, GS_CLIENT_SERVERS_EXTENSION)) continue;
+        json_t *list = json_object_get(json_object_get(e, "extension"), "servers");
+        if (!json_array_size(list)) {
+            gs_diags_add(d, path, "clusters[%s].cluster.extensions[%zu] (%s): extension.servers must be a non-empty "
+                         "list of URLs", cname ? cname : "", i, GS_CLIENT_SERVERS_EXTENSION);
+            return GS_EINVAL;
+        }
+        size_t len = 0;
+        json_array_foreach(list, k, u) {
+            const char *url = json_string_value(u);
+            if (!url || !*url || strchr(url, ',')) {
+                gs_diags_add(d, path, "clusters[%s].cluster.extensions[%zu] (%s): servers[%zu]: want a URL such as "
+                             "https://host:6443 (no commas)", cname ? cname : "", i, GS_CLIENT_SERVERS_EXTENSION, k);
+                return GS_EINVAL;
+            }
+            len += strlen(url) + 1;
+        }
+        if (!(c->server = calloc(1, len))) return GS_ENOMEM;
+        json_array_foreach(list, k, u) {
+            if (k) strcat(c->server, ",");
+            strcat(c->server, json_string_value(u));
+        }
+        return 0;
+    }
+    c->server = dup_or_null(json_string_value(json_object_get(cl, "server")));
+    return 0;
+}
+
 static int from_kubeconfig(struct gs_client *c, const char *path, bool required, struct gs_diags *d)
 {
     char *buf = NULL;
@@ -229,7 +303,13 @@ static int from_kubeconfig(struct gs_client *c, const char *path, bool required,
     const char *uname = json_string_value(json_object_get(ctx, "user"));
     const json_t *cl = json_object_get(named(json_object_get(kc, "clusters"), cname), "cluster");
     const json_t *us = json_object_get(named(json_object_get(kc, "users"), uname), "user");
-    if (!c->server) c->server = dup_or_null(json_string_value(json_object_get(cl, "server")));
+    if (!c->server) {
+        err = kc_servers(c, path, cname, cl, d);
+        if (err) {
+            gs_docs_free(&docs);
+            return err;
+        }
+    }
     err = kc_user(c, path, us, uname, d);
     if (json_is_true(json_object_get(cl, "insecure-skip-tls-verify"))) c->insecure = true;
     const char *cad = json_string_value(json_object_get(cl, "certificate-authority-data"));
@@ -314,8 +394,7 @@ int gs_client_new(const struct gs_client_opts *o, struct gs_client **out, struct
                                   "at the kubeconfig `gpusched server` wrote");
         err = GS_EINVAL;
     }
-    size_t sl = c->server ? strlen(c->server) : 0;
-    while (sl && c->server[sl - 1] == '/') c->server[--sl] = 0;
+    if (!err) err = split_servers(c, d);
     if (!err && !(c->h = curl_easy_init())) err = GS_ENOMEM;
     if (!err && c->token && asprintf(&c->auth_header, "Authorization: Bearer %s", c->token) < 0) err = GS_ENOMEM;
     if (err) {
@@ -340,13 +419,16 @@ void gs_client_free(struct gs_client *c)
     free(c->user_agent);
     free(c->token_file);
     free(c->server);
+    for (size_t i = 0; i < c->nservers; i++) free(c->servers[i]);
+    free(c->servers);
     free(c->token);
     free(c->auth_header);
     json_decref(c->warnings);
     free(c);
 }
 
-const char *gs_client_server(const struct gs_client *c) { return c->server; }
+const char *gs_client_server(const struct gs_client *c) { return c->servers[atomic_load(&((struct gs_client *)c)->cur)]; }
+size_t gs_client_nservers(const struct gs_client *c) { return c->nservers; }
 
 void gs_client_set_cancel(struct gs_client *c, const atomic_bool *cancel) { c->cancel = cancel; }
 
@@ -526,13 +608,13 @@ size_t gs_client_warnings(const struct gs_client *c, size_t i, const char **text
     return json_array_size(c->warnings);
 }
 
-int gs_client_call(struct gs_client *c, const char *method, const char *path, const char *content_type,
-                   const json_t *body, const char *accept, json_t **out, long *code)
+static int call_once(struct gs_client *c, const char *method, const char *path, const char *content_type,
+                     const json_t *body, const char *accept, json_t **out, long *code, CURLcode *ccp)
 {
     if (out) *out = NULL;
     if (code) *code = 0;
     char *url = NULL, *text = NULL;
-    if (asprintf(&url, "%s%s", c->server, path) < 0) return GS_ENOMEM;
+    if (asprintf(&url, "%s%s", gs_client_server(c), path) < 0) return GS_ENOMEM;
     CURL *h = c->h;
     curl_easy_reset(h);
     struct curl_slist *hd = setup(c, h, method, url, body ? content_type : NULL, accept);
@@ -548,6 +630,7 @@ int gs_client_call(struct gs_client *c, const char *method, const char *path, co
     curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
     CURLcode cc = curl_easy_perform(h);
+    *ccp = cc;
     long st = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
     curl_slist_free_all(hd);
@@ -569,6 +652,136 @@ int gs_client_call(struct gs_client *c, const char *method, const char *path, co
     if (out) *out = doc;
     else json_decref(doc);
     return err;
+}
+
+/*--- Several servers: which failures move on to the next ---
+ *
+ * A request that never reached a server (refused, unresolvable, no TLS
+ * session) goes to the next one whatever it is. One that may have reached
+ * it (cut off, timed out, a 5xx answer) is sent again only when sending it
+ * twice does no harm: GET, HEAD, PUT, PATCH, DELETE, and a create, whose
+ * second try answering AlreadyExists is taken as success when the stored
+ * object carries everything we sent (it is the one the first try stored). Every
+ * other POST (a binding, an eviction) is not sent again: its caller sees
+ * the error and decides, as after any timeout. */
+
+static bool not_sent(CURLcode cc)
+{
+    return cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST || cc == CURLE_COULDNT_RESOLVE_PROXY ||
+           cc == CURLE_SSL_CONNECT_ERROR;
+}
+
+/* Worth another server: no answer, or a server-side failure (not a refusal). */
+static bool failed_over(CURLcode cc, long st)
+{
+    if (cc == CURLE_ABORTED_BY_CALLBACK) return false; /* cancelled by the caller */
+    if (cc != CURLE_OK) return true;
+    return st >= 500 && st != 501;
+}
+
+static void next_server(struct gs_client *c, size_t from)
+{
+    size_t to = (from + 1) % c->nservers;
+    if (atomic_compare_exchange_strong(&c->cur, &from, to) && c->nservers > 1) {
+        char why[48];
+        snprintf(why, sizeof why, "%zu of %zu", to + 1, c->nservers);
+        gs_log(GS_LOG_WARN, "client: server not answering, trying the next", "failed", c->servers[from], "next",
+               c->servers[to], "server", why, NULL);
+    }
+}
+
+/* sent is contained in stored: every field sent is there with the same
+ * value; an array's elements each appear in the stored array (the server
+ * may add defaults, e.g. tolerations). Server-set metadata is skipped. */
+static bool contains(const json_t *sent, const json_t *stored, bool top_meta)
+{
+    if (json_is_object(sent)) {
+        if (!json_is_object(stored)) return false;
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)sent, k, v) {
+            if (top_meta && (!strcmp(k, "resourceVersion") || !strcmp(k, "uid") || !strcmp(k, "creationTimestamp") ||
+                             !strcmp(k, "generation") || !strcmp(k, "managedFields")))
+                continue;
+            if (!contains(v, json_object_get(stored, k), false)) return false;
+        }
+        return true;
+    }
+    if (json_is_array(sent)) {
+        if (!json_is_array(stored)) return false;
+        size_t i, j;
+        json_t *a, *b;
+        json_array_foreach(sent, i, a) {
+            bool found = false;
+            json_array_foreach(stored, j, b) if ((found = contains(a, b, false))) break;
+            if (!found) return false;
+        }
+        return true;
+    }
+    return json_equal(sent, stored);
+}
+
+static bool ours(const json_t *sent, const json_t *stored)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)sent, k, v) {
+        if (!strcmp(k, "status")) continue; /* the server resets a new object's status */
+        if (!contains(v, json_object_get(stored, k), !strcmp(k, "metadata"))) return false;
+    }
+    return true;
+}
+
+enum call_kind { CALL_PLAIN, CALL_CREATE };
+
+static int call_failover(struct gs_client *c, enum call_kind kind, const char *method, const char *path,
+                         const char *content_type, const json_t *body, const char *accept, json_t **out, long *code)
+{
+    bool idempotent = !strcmp(method, "GET") || !strcmp(method, "HEAD") || !strcmp(method, "PUT") ||
+                      !strcmp(method, "PATCH") || !strcmp(method, "DELETE");
+    bool maybe_landed = false; /* a create that may have been stored by an earlier try */
+    long st = 0;
+    int err = 0;
+    for (size_t try = 0; try < c->nservers; try++) {
+        size_t at = atomic_load(&c->cur);
+        CURLcode cc = CURLE_OK;
+        json_t *doc = NULL;
+        err = call_once(c, method, path, content_type, body, accept, &doc, &st, &cc);
+        bool last = try + 1 == c->nservers;
+        if (!last && failed_over(cc, st) && (not_sent(cc) || idempotent || kind == CALL_CREATE)) {
+            if (!not_sent(cc)) maybe_landed = true;
+            json_decref(doc);
+            next_server(c, at);
+            continue;
+        }
+        if (failed_over(cc, st) && c->nservers > 1) next_server(c, at); /* the next call starts elsewhere */
+        if (err == GS_EEXIST && maybe_landed) { /* AlreadyExists: ours, from the try that seemed to fail? */
+            const char *name = json_string_value(json_object_get(json_object_get(body, "metadata"), "name"));
+            char *p = NULL;
+            json_t *cur = NULL;
+            if (name && asprintf(&p, "%s/%s", path, name) >= 0 &&
+                !call_once(c, "GET", p, NULL, NULL, NULL, &cur, &st, &cc) && ours(body, cur)) {
+                json_decref(doc);
+                doc = cur, cur = NULL;
+                err = 0;
+                st = 201;
+                gs_log(GS_LOG_INFO, "client: a create retried on another server had been stored", "path", p, NULL);
+            }
+            json_decref(cur);
+            free(p);
+        }
+        if (out) *out = doc;
+        else json_decref(doc);
+        break;
+    }
+    if (code) *code = st;
+    return err;
+}
+
+int gs_client_call(struct gs_client *c, const char *method, const char *path, const char *content_type,
+                   const json_t *body, const char *accept, json_t **out, long *code)
+{
+    return call_failover(c, CALL_PLAIN, method, path, content_type, body, accept, out, code);
 }
 
 /*--- Objects ---*/
@@ -640,7 +853,7 @@ int gs_client_create(struct gs_client *c, const struct gs_api_resource *r, const
 {
     char p[1024];
     int err = path_of(r, ns, NULL, NULL, p, sizeof p);
-    return err ? err : gs_client_call(c, "POST", p, "application/json", obj, NULL, out, NULL);
+    return err ? err : call_failover(c, CALL_CREATE, "POST", p, "application/json", obj, NULL, out, NULL);
 }
 
 int gs_client_update(struct gs_client *c, const struct gs_api_resource *r, const char *ns, const char *name,
@@ -707,6 +920,7 @@ struct wstate {
     void *arg;
     int stopped;
     int broken; /* GS_EPARSE: an event that cannot be read ends the watch */
+    size_t delivered; /* events handed to fn */
 };
 
 /* One line of the stream: blank (a keep-alive) or one event. */
@@ -721,6 +935,7 @@ static int watch_line(struct wstate *w, const char *text)
         w->broken = GS_EPARSE;
         return 1;
     }
+    w->delivered++;
     w->stopped = w->fn(type, obj, w->arg);
     json_decref(ev);
     return w->stopped;
@@ -748,9 +963,9 @@ static size_t on_watch_data(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const char *ns,
-                    const char *label_selector, const char *field_selector, const char *resource_version,
-                    int timeout_s, gs_watch_fn fn, void *arg)
+static int watch_once(struct gs_client *c, const struct gs_api_resource *r, const char *ns,
+                      const char *label_selector, const char *field_selector, const char *resource_version,
+                      int timeout_s, gs_watch_fn fn, void *arg, CURLcode *ccp, bool *delivered)
 {
     char p[4096], url[4400];
     int err = path_of(r, ns, NULL, NULL, p, sizeof p);
@@ -762,17 +977,21 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
     add_query(p, sizeof p, "resourceVersion", resource_version, h);
     add_query(p, sizeof p, "labelSelector", label_selector, h);
     add_query(p, sizeof p, "fieldSelector", field_selector, h);
-    snprintf(url, sizeof url, "%s%s", c->server, p);
+    size_t at = atomic_load(&c->cur);
+    snprintf(url, sizeof url, "%s%s", c->servers[at], p);
     struct curl_slist *hd = setup(c, h, "GET", url, NULL, NULL);
     struct wstate w = {.fn = fn, .arg = arg};
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)(timeout_s > 0 ? timeout_s : WATCH_SERVER_MAX_S) + WATCH_CLIENT_GRACE_S);
     CURLcode cc = curl_easy_perform(h);
+    *ccp = cc;
     long st = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+    *delivered = w.delivered > 0;
     curl_slist_free_all(hd);
     curl_easy_cleanup(h);
+    if (st >= 500 && st != 501) *ccp = CURLE_RECV_ERROR; /* a server-side failure: worth the next server */
     bool partial = w.line.n && w.line.p[strspn(w.line.p, " \t\r")];
     free(w.line.p);
     if (w.stopped) return w.stopped;
@@ -781,6 +1000,30 @@ int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const 
     if (cc == CURLE_OPERATION_TIMEDOUT) return 0;
     /* The server ends a stream between events; one that stops inside an event was cut short. */
     return cc == CURLE_OK && !partial ? 0 : GS_EIO;
+}
+
+/* A watch that failed on one server before any event starts on the next,
+ * from the same resourceVersion (every replica numbers versions alike: they
+ * are the shared store's). One cut off after events came returns GS_EIO as
+ * before, and the caller's next watch or list goes to the next server. */
+int gs_client_watch(struct gs_client *c, const struct gs_api_resource *r, const char *ns,
+                    const char *label_selector, const char *field_selector, const char *resource_version,
+                    int timeout_s, gs_watch_fn fn, void *arg)
+{
+    int err = 0;
+    for (size_t try = 0; try < c->nservers; try++) {
+        size_t at = atomic_load(&c->cur);
+        CURLcode cc = CURLE_OK;
+        bool delivered = false;
+        err = watch_once(c, r, ns, label_selector, field_selector, resource_version, timeout_s, fn, arg, &cc,
+                         &delivered);
+        bool failed = cc != CURLE_OK && cc != CURLE_OPERATION_TIMEDOUT && cc != CURLE_ABORTED_BY_CALLBACK &&
+                      cc != CURLE_WRITE_ERROR; /* a write error: fn stopped it, or an event too long */
+        if (!failed) break;
+        if (c->nservers > 1) next_server(c, at);
+        if (delivered) break; /* events came: the caller goes on from the last it saw (or relists) */
+    }
+    return err;
 }
 
 /*--- Streamed GET (pod logs) ---*/
@@ -804,13 +1047,14 @@ static size_t on_stream_data(char *data, size_t size, size_t nmemb, void *arg)
     return n;
 }
 
-static int stream(struct gs_client *c, const char *path, const char *accept, long timeout_s, gs_stream_fn fn,
-                  void *arg, json_t **status, long *code)
+static int stream_once(struct gs_client *c, const char *path, const char *accept, long timeout_s, gs_stream_fn fn,
+                       void *arg, json_t **status, long *code, CURLcode *ccp)
 {
     if (status) *status = NULL;
     if (code) *code = 0;
     char *url = NULL;
-    if (asprintf(&url, "%s%s", c->server, path) < 0) return GS_ENOMEM;
+    size_t at = atomic_load(&c->cur);
+    if (asprintf(&url, "%s%s", c->servers[at], path) < 0) return GS_ENOMEM;
     CURL *h = curl_easy_init();
     if (!h) {
         free(url);
@@ -826,6 +1070,7 @@ static int stream(struct gs_client *c, const char *path, const char *accept, lon
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
     if (timeout_s > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
     CURLcode cc = curl_easy_perform(h);
+    *ccp = cc;
     long st = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
     curl_slist_free_all(hd);
@@ -841,6 +1086,23 @@ static int stream(struct gs_client *c, const char *path, const char *accept, lon
     if (code) *code = st;
     if (status) *status = doc;
     else json_decref(doc);
+    return err;
+}
+
+/* Only a stream that reached no server goes to the next (data may have
+ * been handed to fn otherwise). */
+static int stream(struct gs_client *c, const char *path, const char *accept, long timeout_s, gs_stream_fn fn,
+                  void *arg, json_t **status, long *code)
+{
+    int err = 0;
+    for (size_t try = 0; try < c->nservers; try++) {
+        size_t at = atomic_load(&c->cur);
+        CURLcode cc = CURLE_OK;
+        err = stream_once(c, path, accept, timeout_s, fn, arg, status, code, &cc);
+        if (!not_sent(cc)) break;
+        if (c->nservers > 1) next_server(c, at);
+        if (try + 1 < c->nservers && status) json_decref(*status), *status = NULL;
+    }
     return err;
 }
 

@@ -19,6 +19,22 @@
  * A token read from a file (tokenFile, the service account) is read again
  * every minute, as kubelet rotates bound tokens.
  *
+ * Several servers (replicas of `gpusched server` on one store): the server
+ * setting may be a comma-separated list (--server a,b; GPUSCHED_SERVER), or
+ * the kubeconfig cluster's extension named gpusched.io/servers may list
+ * them (extension: {servers: [URL, ...]}; kubectl ignores it and uses
+ * server). The client uses one at a time and moves to the next, staying
+ * there, when one cannot answer: a connection refused or unresolvable, a
+ * failed TLS handshake, a transfer cut off or timed out, or a 5xx (but
+ * 501). What is sent again on the next server: anything that never reached
+ * the first; GET, PUT, PATCH and DELETE in any case; a create, whose
+ * AlreadyExists on the retry counts as success when the stored object holds
+ * every field sent (the first try stored it); no other POST (bindings,
+ * evictions). A watch that failed before its first event starts on the next
+ * server from the same resourceVersion; one cut off later returns GS_EIO
+ * as before and the caller's next request goes to the next server. Every
+ * server must accept the same credentials and CA.
+ *
  * Calls return 0 or a negative GS_E* mapped from the HTTP answer: 404
  * GS_ENOENT, 409 AlreadyExists GS_EEXIST, 409 Conflict GS_ECONFLICT, 401/403
  * GS_EPERM, 400/422 GS_EINVAL, 429 GS_EBUSY, anything else GS_EIO. A
@@ -53,7 +69,11 @@ struct gs_client;
  * server anywhere) go to d. */
 int gs_client_new(const struct gs_client_opts *o, struct gs_client **out, struct gs_diags *d);
 void gs_client_free(struct gs_client *c);
+/* The server in use now (borrowed; another one after a failover). */
 const char *gs_client_server(const struct gs_client *c);
+/* How many servers the client knows (1 unless given a list). */
+size_t gs_client_nservers(const struct gs_client *c);
+#define GS_CLIENT_SERVERS_EXTENSION "gpusched.io/servers"
 /* When *cancel becomes true (another thread's stop flag, borrowed for the
  * client's life), every transfer of c ends within about a second with
  * GS_EIO: a long watch need not be short to be stoppable. NULL: never. */

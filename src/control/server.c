@@ -17,15 +17,18 @@
 #include "govern/metrics.h"         /* GPU stack operator and /metrics hook */
 #include "govern/operator.h"
 #include "control/tls.h"
+#include "control/replica.h" /* one leader among replicas */
 #include "core/codec.h"
 #include "core/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -50,6 +53,19 @@ struct gs_server {
     char url[300];
     char kubeconfig[4200];
     char agent_token[128];
+    /* Replicas (replica.h): the loops' own store handle (fenced to the
+     * leader's term; the API's handle where the store has no fence), the
+     * elector, and what the leader-only loops need to start again. */
+    struct gs_store *loop_store;
+    bool own_loop_store;          /* a second handle, closed at stop */
+    struct gs_source *lease_source; /* the Lease's way to the API's handle */
+    struct gs_replica *replica;
+    pthread_mutex_t lead_mu;      /* guards the leader-only handles below against /metrics */
+    struct gs_recorder *sweeper;  /* the Event TTL sweep, leader-only */
+    int64_t event_ttl_ns;
+    double node_lost_timeout_s;
+    bool no_scheduler;
+    int lock_fd;                  /* <dir>/store.lock, held while a SQLite store is open; -1: none */
 };
 
 static int write_private(const char *path, const char *text)
@@ -231,7 +247,10 @@ static char *metrics_page(void *arg)
 {
     struct gs_server *s = arg;
     struct gs_mbuf b = {0};
+    pthread_mutex_lock(&s->lead_mu); /* the operator comes and goes with leadership */
     if (s->op) gs_operator_metrics(s->op, &b.buf, &b.len, &b.cap);
+    pthread_mutex_unlock(&s->lead_mu);
+    if (s->replica) gs_replica_metrics(s->replica, &b); /* gpusched_leader{replica=...} */
     gs_metrics_store(&b, s->store); /* store health */
     if (s->loop) gs_sched_loop_metrics(s->loop, &s->cycle_hist, &b);
     gs_recorder_metrics(s->events, true, &b); /* Event recorder hook */
@@ -267,10 +286,134 @@ static int private_dir(struct gs_server *s, const struct gs_server_opts *o, stru
     return err;
 }
 
+/*--- The leader's loops (replica.h) ---
+ *
+ * Without leader_elect they start once, here, and run until stop. With it
+ * they start when this replica becomes leader and stop when it stops
+ * leading. The scheduler loop is not among them: it runs on every replica,
+ * following the store so its cache is warm for a takeover and answers the
+ * explain subresource, and writes only while may_write says so. */
+
+static void leader_loops_stop(void *ctx)
+{
+    struct gs_server *s = ctx;
+    pthread_mutex_lock(&s->lead_mu);
+    struct gs_operator *op = s->op;
+    struct gs_nodelc *lc = s->nodelc;
+    struct gs_nsctl *ns = s->nsctl;
+    struct gs_recorder *sw = s->sweeper;
+    s->op = NULL, s->nodelc = NULL, s->nsctl = NULL, s->sweeper = NULL;
+    pthread_mutex_unlock(&s->lead_mu);
+    gs_operator_stop(op);   /* GPU stack operator hook */
+    gs_nodelc_stop(lc);     /* node lifecycle hook */
+    gs_nsctl_stop(ns);
+    gs_recorder_free(sw);
+}
+
+static int leader_loops_start(void *ctx)
+{
+    struct gs_server *s = ctx;
+    struct gs_nsctl *ns = NULL;
+    struct gs_nodelc *lc = NULL;
+    struct gs_operator *op = NULL;
+    struct gs_recorder *sw = NULL;
+    struct gs_nsctl_opts nso = {.store = s->loop_store};
+    int err = gs_nsctl_start(&nso, &ns);
+    if (!err && s->replica) { /* one sweeper among the replicas: its recorder records nothing else */
+        struct gs_recorder_opts ro = {.store = s->loop_store, .ttl_ns = s->event_ttl_ns};
+        err = gs_recorder_new(&ro, &sw);
+    }
+    if (!err && !s->no_scheduler) {
+        /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
+        struct gs_nodelc_opts no = {.source = s->source, .events = s->events,
+                                    .lost_ms = (int64_t)(s->node_lost_timeout_s * 1000)};
+        err = gs_nodelc_start(&no, &lc);
+        /* GPU stack operator hook: ClusterPolicy, per-node state machines */
+        struct gs_operator_opts oo = {.source = s->source, .events = s->events};
+        if (!err) err = gs_operator_start(&oo, &op);
+    }
+    pthread_mutex_lock(&s->lead_mu);
+    s->nsctl = ns, s->nodelc = lc, s->op = op, s->sweeper = sw;
+    pthread_mutex_unlock(&s->lead_mu);
+    return err;
+}
+
+/* The fence of the loops' handle (replica.h). */
+static int loop_fence(void *ctx, const char *key, int64_t rv)
+{
+    struct gs_server *s = ctx;
+    return gs_store_set_fence(s->loop_store, key, rv);
+}
+
+/* The loops' store handle: a second one where the store can fence writes
+ * (etcd: same endpoints and prefix, its own watch and ring; the API's
+ * handle compacts, this one does not), else the API's own (SQLite: one
+ * process, nothing to fence). */
+static int open_loop_store(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
+{
+    s->loop_store = s->store;
+    s->own_loop_store = false;
+    if (o->store_kind != GS_STORE_ETCD) return 0;
+    struct gs_store_etcd_opts eo = o->etcd;
+    eo.ring_events = o->ring_events;
+    eo.compaction_interval_ms = -1;
+    eo.diags = d;
+    size_t nd = d->n;
+    int err = gs_store_open_etcd(&eo, &s->loop_store);
+    if (err) {
+        s->loop_store = s->store;
+        if (d->n == nd) gs_diags_add(d, "etcd", "cannot open the control loops' store handle: %s", gs_strerror(err));
+        return err;
+    }
+    s->own_loop_store = true;
+    return 0;
+}
+
+/* The election, when asked for: made before the scheduler loop (whose
+ * may_write it is), started last, once everything it starts and stops exists. */
+static int make_replica(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
+{
+    int err = gs_source_local_new(s->store, &s->lease_source);
+    if (err) return err;
+    struct gs_replica_opts ro = {.lease_source = s->lease_source, .identity = o->replica_id,
+                                 .lease_duration_ns = o->lease_duration_ns, .renew_deadline_ns = o->renew_deadline_ns,
+                                 .retry_period_ns = o->retry_period_ns, .seed = o->seed,
+                                 .set_fence = s->own_loop_store ? loop_fence : NULL, .start = leader_loops_start,
+                                 .stop = leader_loops_stop, .ctx = s};
+    return gs_replica_new(&ro, &s->replica, d);
+}
+
+/* /readyz's note: which replica leads. */
+static char *ready_note(void *arg)
+{
+    struct gs_server *s = arg;
+    return s->replica ? gs_replica_ready_note(s->replica) : NULL;
+}
+
+/* A SQLite store belongs to one process: the lock tells a second server,
+ * and `gpusched store migrate`, that this one runs. */
+static int lock_data_dir(struct gs_server *s, struct gs_diags *d)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" GS_SERVER_LOCK_FILE, s->dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) {
+        gs_diags_add(d, path, "cannot open the store lock: %s", strerror(errno));
+        return GS_EIO;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB)) {
+        gs_diags_add(d, path, "the data directory is in use by another gpusched server (or store migrate): %s",
+                     strerror(errno));
+        return GS_EBUSY;
+    }
+    return 0;
+}
+
 static int start_parts(struct gs_server *s, const struct gs_server_opts *o, struct gs_diags *d)
 {
     int err = private_dir(s, o, d);
     if (err) return err;
+    if (o->store_kind != GS_STORE_ETCD && (err = lock_data_dir(s, d))) return err; /* etcd: shared by design */
     struct gs_store_opts so = {.dir = s->dir, .sync_full = o->sync_full, .ring_events = o->ring_events,
                                .accept_regression = o->accept_store_regression, .diags = d};
     size_t nd = d->n;
@@ -290,11 +433,10 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         gs_diags_add(d, s->dir, "cannot create the built-in namespaces: %s", gs_strerror(err));
         return err;
     }
+    if ((err = open_loop_store(s, o, d))) return err;
     /* One in-process source for every control loop: the same interface the
      * standalone scheduler gets over a Kubernetes API server. */
-    if ((err = gs_source_local_new(s->store, &s->source))) return err;
-    struct gs_nsctl_opts nso = {.store = s->store};
-    if ((err = gs_nsctl_start(&nso, &s->nsctl))) return err;
+    if ((err = gs_source_local_new(s->loop_store, &s->source))) return err;
     if (!o->no_auth && (err = load_tokens(s, o, d))) return err;
     if (!o->insecure) {
         if ((err = gs_tls_ensure(s->dir, NULL, 0, &s->tls))) {
@@ -309,26 +451,26 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
         gs_diags_add(d, "event-ttl", "must be > 0 seconds, got %lld", (long long)o->event_ttl_s);
         return GS_EINVAL;
     }
-    struct gs_recorder_opts ro = {.store = s->store,
-                                  .ttl_ns = (o->event_ttl_s ? o->event_ttl_s : GS_EVENT_TTL_DEFAULT_S) * GS_NS_PER_SEC};
+    s->event_ttl_ns = (o->event_ttl_s ? o->event_ttl_s : GS_EVENT_TTL_DEFAULT_S) * GS_NS_PER_SEC;
+    s->node_lost_timeout_s = o->node_lost_timeout_s;
+    s->no_scheduler = o->no_scheduler;
+    if (o->leader_elect && (err = make_replica(s, o, d))) return err;
+    /* With replicas the TTL sweep is the leader's (leader_loops_start). */
+    struct gs_recorder_opts ro = {.store = s->loop_store, .ttl_ns = o->leader_elect ? 0 : s->event_ttl_ns};
     if ((err = gs_recorder_new(&ro, &s->events))) return err;
     if (!o->no_scheduler) {
         struct gs_sched_loop_opts lo = {.source = s->source, .config = s->has_cfg ? &s->cfg : NULL, .seed = o->seed,
                                         .cycle_latency = &s->cycle_hist, .admission = o->admission,
                                         .events = s->events}; /* admission server options, events */
+        if (s->replica) lo.may_write = gs_replica_may_write, lo.may_write_ctx = s->replica;
         if ((err = gs_sched_loop_start(&lo, &s->loop, d))) return err;
-        /* node lifecycle hook: NotReady nodes, their pods failed or re-created */
-        struct gs_nodelc_opts no = {.source = s->source, .events = s->events,
-                                    .lost_ms = (int64_t)(o->node_lost_timeout_s * 1000)};
-        if ((err = gs_nodelc_start(&no, &s->nodelc))) return err;
-        /* GPU stack operator hook: ClusterPolicy, per-node state machines */
-        struct gs_operator_opts oo = {.source = s->source, .events = s->events};
-        if ((err = gs_operator_start(&oo, &s->op))) return err;
     }
+    if (!o->leader_elect && (err = leader_loops_start(s))) return err;
     struct gs_apiserver_opts ao = {o->listen ? o->listen : "127.0.0.1:6443", s->store, o->no_auth ? NULL : &s->auth,
                                    s->has_tls ? &s->tls : NULL, o->max_body, metrics_page, s, NULL, NULL,
                                    s->agent_token, o->max_connections, o->max_per_ip, o->idle_timeout_s, o->fail_qps,
-                                   o->admit_defaults}; /* default tolerations (admit_defaults.c) */
+                                   o->admit_defaults, /* default tolerations (admit_defaults.c) */
+                                   ready_note};       /* which replica leads, on /readyz */
     if (s->loop) {
         ao.explain = server_explain;
         ao.explain_ctx = s->loop;
@@ -343,8 +485,11 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
     if (hl == 0 || (hl == 7 && !strncmp(host, "0.0.0.0", 7))) host = "127.0.0.1", hl = 9;
     snprintf(s->url, sizeof s->url, "%s://%.*s:%d", s->has_tls ? "https" : "http", hl, host,
              gs_apiserver_port(s->api));
-    if ((err = write_kubeconfig(s))) gs_diags_add(d, s->dir, "cannot write the kubeconfig");
-    return err;
+    if ((err = write_kubeconfig(s))) {
+        gs_diags_add(d, s->dir, "cannot write the kubeconfig");
+        return err;
+    }
+    return s->replica ? gs_replica_start(s->replica) : 0;
 }
 
 int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, struct gs_diags *d)
@@ -356,7 +501,11 @@ int gs_server_start(const struct gs_server_opts *o, struct gs_server **out, stru
         return GS_ENOMEM;
     }
     gs_hist_init(&s->cycle_hist, 0.0001, 2, 16); /* 100 us .. 3.3 s */
-    int err = start_parts(s, o, d);
+    pthread_mutex_init(&s->lead_mu, NULL);
+    s->lock_fd = -1;
+    struct gs_server_opts eo = *o;
+    if (eo.store_kind == GS_STORE_ETCD) eo.leader_elect = true; /* a shared store: replicas elect one leader */
+    int err = start_parts(s, &eo, d);
     if (err) {
         gs_server_stop(s);
         return err;
@@ -370,13 +519,16 @@ void gs_server_stop(struct gs_server *s)
 {
     if (!s) return;
     gs_apiserver_stop(s->api);
-    gs_operator_stop(s->op);   /* GPU stack operator hook */
-    gs_nodelc_stop(s->nodelc); /* node lifecycle hook */
-    gs_nsctl_stop(s->nsctl);
+    gs_replica_free(s->replica); /* the leader's loops stop, then the Lease is released */
+    leader_loops_stop(s);        /* without replicas: the operator, node lifecycle, namespaces */
     gs_sched_loop_stop(s->loop);
     gs_recorder_free(s->events); /* writes what its producers queued */
     gs_source_free(s->source);   /* after every loop that borrowed it */
+    gs_source_free(s->lease_source);
+    if (s->own_loop_store) gs_store_close(s->loop_store);
     gs_store_close(s->store);
+    pthread_mutex_destroy(&s->lead_mu);
+    if (s->lock_fd >= 0) close(s->lock_fd); /* after the store closed */
     gs_hist_destroy(&s->cycle_hist);
     if (s->has_cfg) gs_sched_config_free(&s->cfg);
     if (s->has_auth) gs_auth_free(&s->auth);
@@ -392,6 +544,8 @@ const char *gs_server_agent_token(const struct gs_server *s) { return s->agent_t
 struct gs_store *gs_server_store(struct gs_server *s) { return s->store; }
 struct gs_recorder *gs_server_events(struct gs_server *s) { return s->events; }
 struct gs_sched_loop *gs_server_sched_loop(struct gs_server *s) { return s->loop; }
+struct gs_replica *gs_server_replica(struct gs_server *s) { return s->replica; }
+bool gs_server_leading(struct gs_server *s) { return !s->replica || gs_replica_leading(s->replica); }
 
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out)
 {

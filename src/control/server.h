@@ -63,7 +63,21 @@ struct gs_server_opts {
      * tokens file when it has none yet: what `up` gives its agents. */
     const char *const *node_names;
     size_t nnode_names;
+    /* Replicas (control/replica.h; docs/CONTROL_PLANE.md "Running highly
+     * available"): several servers on one shared store elect one leader on
+     * the Lease kube-system/gpusched-control-plane; only it runs the control
+     * loops, every replica serves the API. Always on with store_kind etcd;
+     * false over SQLite: one process, the loops always run and no Lease is
+     * written (true there elects the one process, for tests). */
+    bool leader_elect;
+    const char *replica_id;    /* NULL: HOSTNAME_PID */
+    int64_t lease_duration_ns; /* 0: 15 s */
+    int64_t renew_deadline_ns; /* 0: 10 s */
+    int64_t retry_period_ns;   /* 0: 2 s */
 };
+
+/* In the data directory of a server on SQLite: locked (flock) while it runs. */
+#define GS_SERVER_LOCK_FILE "store.lock"
 
 struct gs_server;
 
@@ -98,5 +112,11 @@ struct gs_sched_loop *gs_server_sched_loop(struct gs_server *s);
 struct gs_sched_loop_stats;
 /* Scheduler counters (zeros when it does not run). */
 void gs_server_sched_stats(struct gs_server *s, struct gs_sched_loop_stats *out);
+
+struct gs_replica;
+/* The election among replicas, NULL without leader_elect (borrowed). */
+struct gs_replica *gs_server_replica(struct gs_server *s);
+/* Whether this server runs the control loops: always without leader_elect. */
+bool gs_server_leading(struct gs_server *s);
 
 #endif

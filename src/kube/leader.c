@@ -263,7 +263,9 @@ bool gs_leader_tick(struct gs_leader *l)
     if (l->leading && c.now >= l->last_renew_ns + l->o.renew_deadline_ns) step_down(l, "renew deadline passed");
     pthread_mutex_unlock(&l->mu);
 
-    int err = gs_source_mutate(l->o.source, l->key, NULL, try_fn, &c, NULL, NULL);
+    int64_t rv = 0;
+    int err = gs_source_mutate(l->o.source, l->key, NULL, try_fn, &c, NULL, &rv);
+    if (!err && l->o.on_renew) l->o.on_renew(l->o.ctx, rv); /* the fence moves before may_write says yes */
 
     pthread_mutex_lock(&l->mu);
     if (!err || err == HELD_BY_OTHER) l->st.last_contact_ns = c.now;

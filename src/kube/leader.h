@@ -59,6 +59,11 @@ struct gs_leader_opts {
     /* Called on the elector's thread when leadership starts (true) or ends. Optional. */
     void (*on_change)(void *ctx, bool leading);
     void *ctx;
+    /* Called on the elector's thread after each successful write of the
+     * Lease (acquire or renew) with the resourceVersion it got, before
+     * may_write answers true for that write: what fences the leader's other
+     * writes to this term (control/replica.h). Optional; gets ctx. */
+    void (*on_renew)(void *ctx, int64_t rv);
 };
 
 struct gs_leader_stats {
