@@ -378,8 +378,13 @@ def wait_all_succeeded(ha, names, timeout):
             by[ph] = by.get(ph, 0) + 1
             if ph != "Succeeded":
                 stuck.setdefault(ph, []).append(n)
+        said = []  # what the replicas last logged about the first stuck pods
+        for n in [n for ns in stuck.values() for n in ns][:3]:
+            lines = [ln for s in ha.servers for ln in s.log().splitlines() if f"pods/default/{n} " in ln + " "]
+            said.append(f"{n}: {lines[-1] if lines else 'nothing logged'}")
         raise AssertionError(f"{e}; pods by phase: {by}; not Succeeded: "
-                             + "; ".join(f"{ph}: {ns[:5]}" for ph, ns in stuck.items())) from None
+                             + "; ".join(f"{ph}: {ns[:5]}" for ph, ns in stuck.items())
+                             + ("\n" + "\n".join(said) if said else "")) from None
 
 
 def assert_converged(ha, names, ran):
