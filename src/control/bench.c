@@ -17,9 +17,14 @@
  *     the scheduler; the process's resident set size, with the server's
  *     default change-stream ring (as `gpusched server` runs).
  * Each phase uses a fresh data directory under --dir (default /tmp).
+ * With --store etcd --etcd-endpoints URL[,URL...] the server keeps its
+ * objects in that etcd instead (bench/ha.py starts a cluster), each phase
+ * under a fresh key prefix /gs-bench/<pid>-<n>, left behind for the
+ * cluster's owner to drop.
  */
 #include "control/apiserver.h"
 #include "control/client.h"
+#include "control/etcd.h"
 #include "loops/sched_loop.h"
 #include "control/server.h"
 #include "core/log.h"
@@ -48,6 +53,9 @@ struct bopts {
     bool sync_full;
     bool curl; /* create with the library's libcurl client instead of the raw HTTP one */
     int runs;  /* end-to-end runs (the median is printed) */
+    bool etcd; /* --store etcd */
+    char **endpoints; /* --etcd-endpoints, parsed */
+    size_t n_endpoints;
 };
 
 static double now_s(void)
@@ -80,9 +88,20 @@ static struct gs_server *start(const struct bopts *b, char *dir, size_t len, boo
     struct gs_server_opts o = {.data_dir = dir, .listen = "127.0.0.1:0", .insecure = true, .no_auth = true,
                                .no_scheduler = !sched, .qps = -1, .sync_full = b->sync_full,
                                .ring_events = ring};
+    static int phase_no;
+    char prefix[64];
+    if (b->etcd) { /* a fresh prefix: no phase sees another's objects */
+        snprintf(prefix, sizeof prefix, "/gs-bench/%ld-%d", (long)getpid(), ++phase_no);
+        o.store_kind = GS_STORE_ETCD;
+        o.etcd = (struct gs_store_etcd_opts){.endpoints = (const char *const *)b->endpoints,
+                                             .n_endpoints = b->n_endpoints, .prefix = prefix,
+                                             .compaction_interval_ms = -1};
+    }
     struct gs_server *s = NULL;
     struct gs_diags d = {0};
-    gs_server_start(&o, &s, &d);
+    if (gs_server_start(&o, &s, &d))
+        for (size_t i = 0; i < d.n; i++)
+            fprintf(stderr, "gpusched server --bench: %s: %s\n", d.v[i].path, d.v[i].msg);
     gs_diags_free(&d);
     /* Pods are created only in an existing namespace. */
     json_t *ns = s ? json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata", "name", "bench")
@@ -288,6 +307,7 @@ static double create_all(const struct bopts *b, const char *url, int gpus, doubl
 
 struct watcher {
     const char *url;
+    char from[32]; /* the seed's version: etcd's revisions do not start at 1 */
     int want;
     atomic_int seen;
     double done_at;
@@ -311,7 +331,7 @@ static void *watch_pods(void *arg)
     struct gs_client *cl = NULL;
     struct gs_diags d = {0};
     if (gs_client_new(&o, &cl, &d) == 0) {
-        gs_client_watch(cl, gs_api_resource_lookup("pods"), NULL, NULL, NULL, "1", 120, on_event, w);
+        gs_client_watch(cl, gs_api_resource_lookup("pods"), NULL, NULL, NULL, w->from, 120, on_event, w);
         gs_client_free(cl);
     }
     gs_diags_free(&d);
@@ -337,10 +357,12 @@ static void phase_api(const struct bopts *b)
     /* A first object gives the watchers a version to start after. */
     struct gs_store *st = gs_server_store(s);
     json_t *seed = json_pack("{s:s}", "kind", "Seed");
-    gs_store_create(st, "seeds/x", seed, NULL);
+    int64_t seed_rv = 1;
+    gs_store_create(st, "seeds/x", seed, &seed_rv);
     json_decref(seed);
     for (int i = 0; i < nw; i++) {
         w[i].url = gs_server_url(s);
+        snprintf(w[i].from, sizeof w[i].from, "%lld", (long long)seed_rv);
         w[i].want = b->pods;
         pthread_create(&th[i], NULL, watch_pods, &w[i]);
     }
@@ -539,6 +561,7 @@ int gs__server_bench(int argc, char **argv)
         {"rss-pods", required_argument, 0, 'P'}, {"dir", required_argument, 0, 'd'},
         {"sync", required_argument, 0, 's'},   {"only", required_argument, 0, 'o'},
         {"client", required_argument, 0, 'C'}, {"runs", required_argument, 0, 'r'},
+        {"store", required_argument, 0, 'S'},  {"etcd-endpoints", required_argument, 0, 'E'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -564,19 +587,45 @@ int gs__server_bench(int argc, char **argv)
             b.curl = !strcmp(optarg, "curl");
             break;
         case 'r': b.runs = atoi(optarg); break;
+        case 'S':
+            if (strcmp(optarg, "sqlite") && strcmp(optarg, "etcd")) {
+                fprintf(stderr, "gpusched server --bench: --store \"%s\": want sqlite or etcd\n", optarg);
+                return 2;
+            }
+            b.etcd = !strcmp(optarg, "etcd");
+            break;
+        case 'E': {
+            char why[256];
+            gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
+            b.endpoints = NULL, b.n_endpoints = 0;
+            if (gs_etcd_endpoints_parse(optarg, &b.endpoints, &b.n_endpoints, why, sizeof why)) {
+                fprintf(stderr, "gpusched server --bench: --etcd-endpoints \"%s\": %s\n", optarg, why);
+                return 2;
+            }
+            break;
+        }
         case 'h':
             printf("usage: gpusched server --bench [--nodes 100] [--pods 20000] [--clients 8] [--watchers 50]\n"
                    "       [--rss-nodes 5000] [--rss-pods 50000] [--dir /tmp] [--sync normal|full]\n"
-                   "       [--only api|e2e|rss] [--client raw|curl] [--runs 1]\n");
+                   "       [--only api|e2e|rss] [--client raw|curl] [--runs 1]\n"
+                   "       [--store sqlite|etcd --etcd-endpoints URL[,URL...]]\n");
+            gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
             return 0;
-        default: return 2;
+        default: gs_etcd_endpoints_free(b.endpoints, b.n_endpoints); return 2;
         }
     }
+    if (b.etcd != (b.n_endpoints > 0)) {
+        fprintf(stderr, "gpusched server --bench: %s\n", b.etcd ? "--store etcd needs --etcd-endpoints URL[,URL...]"
+                                                              : "--etcd-endpoints is for --store etcd");
+        gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
+        return 2;
+    }
     gs_log_set_level(GS_LOG_WARN);
-    printf("gpusched server --bench (sync=%s)\n", b.sync_full ? "full" : "normal");
+    printf("gpusched server --bench (%s)\n", b.etcd ? "store etcd" : b.sync_full ? "sync=full" : "sync=normal");
     bool all = !b.only;
     if (all || !strcmp(b.only, "api")) phase_api(&b);
     if (all || !strcmp(b.only, "e2e")) phase_e2e(&b);
     if (b.rss_nodes > 0 && (all || !strcmp(b.only, "rss"))) phase_rss(&b);
+    gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
     return 0;
 }

@@ -58,4 +58,4 @@ def etcd_cluster(tmp_path, request):
     c.stop()
     rep = getattr(request.node, "rep_call", None)
     if rep is not None and rep.failed:
-        print("\n" + c.log_tail(60))
+        print("\n" + c.log_tail(20))

@@ -93,7 +93,7 @@ class EtcdCluster:
                 "--initial-cluster-state", "existing" if self.started[i] else "new",
                 "--heartbeat-interval", str(hb), "--election-timeout", str(el),
                 "--experimental-watch-progress-notify-interval", pn,
-                "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn"]
+                "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error"]
 
     def _spawn(self, i):
         if self.procs[i] is not None and self.procs[i].poll() is None:
@@ -178,6 +178,16 @@ class EtcdCluster:
             if st["leader"] == st["header"]["member_id"]:
                 return i
         return None
+
+    def wait_leader(self, timeout=10):
+        """Index of etcd's leader once there is one (member 0 is a leader too: no truthiness here)."""
+        end = time.time() + timeout
+        while time.time() < end:
+            i = self.leader()
+            if i is not None:
+                return i
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout}s waiting for an etcd leader\n{self.log_tail()}")
 
     def etcdctl(self, *args, endpoints=None, check=True, timeout=20):
         """Runs etcdctl (v3 API) against the given endpoints (all members by default)."""

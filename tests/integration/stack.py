@@ -5,6 +5,7 @@ import os
 import pathlib
 import secrets
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -136,6 +137,120 @@ class Stack:
             return json.loads(self.agent_get(port, "/pods", timeout=2))
         except OSError:
             return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# What replicas of one control plane share, so that one kubeconfig, one CA and
+# one set of tokens serve for all of them: the first replica's are copied into
+# the others' data directories before they first start.
+SHARED_FILES = ("ca.crt", "ca.key", "server.crt", "server.key", "tokens.csv", "agent.token")
+
+
+class Server:
+    """One `gpusched server` process with its own data directory, on a port
+    fixed for its life (a restart comes back on the same URL), with any extra
+    flags (e.g. `--store etcd --etcd-endpoints ...`). Its output goes to
+    DIR/server.log."""
+
+    def __init__(self, binary, data_dir, extra=(), port=None, name="server", env=None):
+        self.bin, self.data, self.extra, self.name = binary, pathlib.Path(data_dir), list(extra), name
+        self.env = dict(os.environ, **(env or {}))
+        self.port = port or free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.proc, self.logf = None, None
+
+    def start(self, wait=True, timeout=30):
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.logf = open(self.data / "server.log", "ab")
+        self.proc = subprocess.Popen([self.bin, "server", "--data-dir", str(self.data),
+                                      "--listen", f"127.0.0.1:{self.port}", "--log-level", "info", *self.extra],
+                                     stdout=self.logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=self.env)
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=30):
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{self.name} exited {self.proc.returncode}:\n{self.log()[-4000:]}")
+            try:
+                return self.call("GET", "/readyz", timeout=2).status_code == 200
+            except OSError:  # requests' connection errors are OSErrors
+                return False
+        wait_for(lambda: (self.data / "ca.crt").exists() and (self.data / "kubeconfig").exists() and ready(),
+                 timeout, f"{self.name} on {self.url}")
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    def send(self, sig):
+        os.kill(self.proc.pid, sig)
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        """Stops it (SIGKILL: kill -9) and returns its exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+        rc, self.proc = self.proc.returncode, None
+        return rc
+
+    def log(self):
+        return (self.data / "server.log").read_text(errors="replace")
+
+    @property
+    def token(self):
+        for line in (self.data / "tokens.csv").read_text().splitlines():
+            if line and not line.startswith("#"):
+                return line.split(",")[0]
+        raise AssertionError(f"no token in {self.data / 'tokens.csv'}")
+
+    def call(self, method, path, timeout=20, **kw):
+        """An HTTPS request as the admin, verified against the server's CA."""
+        import requests
+        h = {"Authorization": f"Bearer {self.token}", **kw.pop("headers", {})}
+        return requests.request(method, self.url + path, headers=h, verify=str(self.data / "ca.crt"),
+                                timeout=timeout, **kw)
+
+    @property
+    def kubeconfig(self):
+        return str(self.data / "kubeconfig")
+
+
+def start_replicas(binary, workdir, n, extra=(), names=None, env=None):
+    """n servers sharing one CA, serving certificate and tokens (SHARED_FILES,
+    copied from the first once it has made them), each with its own data
+    directory and port; all started and ready."""
+    names = names or [f"r{i}" for i in range(n)]
+    servers = [Server(binary, pathlib.Path(workdir) / nm, extra, name=nm, env=env) for nm in names]
+    servers[0].start()
+    for s in servers[1:]:
+        share_identity(servers[0], s)
+        s.start()
+    return servers
+
+
+def share_identity(src, dst):
+    """Copies the files replicas share (SHARED_FILES) from src's data directory to dst's."""
+    dst.data.mkdir(parents=True, exist_ok=True)
+    for f in SHARED_FILES:
+        if (src.data / f).exists():
+            (dst.data / f).write_bytes((src.data / f).read_bytes())
+            (dst.data / f).chmod((src.data / f).stat().st_mode & 0o777)
 
 
 def apply(stack, *docs):
