@@ -165,7 +165,9 @@ int gs_store_open_etcd(const struct gs_store_etcd_opts *o, struct gs_store **out
 /* Fencing for a leader's writes: from now on every write through s is also
  * conditional on key's mod_revision being mod_rv (key as given to the
  * store, e.g. "leases/kube-system/gpusched-control-plane"); once another
- * writer changed key, writes fail with GS_ECONFLICT and change nothing.
+ * writer changed key, writes fail with GS_EFENCED and change nothing
+ * (not GS_ECONFLICT: the object itself did not change, so a caller that
+ * waits for news of the object after a conflict must retry instead).
  * mod_rv 0 turns it off. GS_EUNSUPPORTED for backends without it (SQLite:
  * one process owns the store). */
 static inline int gs_store_set_fence(struct gs_store *s, const char *key, int64_t mod_rv);

@@ -38,7 +38,7 @@
  * one interval earlier and drops the ring's events at or below it.
  *
  * Fencing (gs_store_set_fence): every write's Txn also compares the fence
- * key's mod_revision; a failed fence compare is GS_ECONFLICT, never retried.
+ * key's mod_revision; a failed fence compare is GS_EFENCED, never retried.
  */
 #include "control/store_etcd.h"
 
@@ -426,7 +426,7 @@ static int put_obj(struct et_store *s, const char *key, json_t *obj, enum cmp ho
     int err = txn(s, key, how, mod, j, strlen(j), &res);
     free(j);
     if (!err && !res.r->succeeded) {
-        if (res.fenced) log_fenced(key), err = GS_ECONFLICT;
+        if (res.fenced) log_fenced(key), err = GS_EFENCED;
         else if (how == CMP_ABSENT) err = GS_EEXIST;
         else err = res.cur ? GS_ECONFLICT : GS_ENOENT;
     }
@@ -453,7 +453,7 @@ static int et_remove(struct gs_store *b, const char *key, int64_t expect_rv, jso
     struct txn_res res;
     int err = txn(s, key, expect_rv ? CMP_MOD : CMP_PRESENT, expect_rv, NULL, 0, &res);
     if (!err && !res.r->succeeded) {
-        if (res.fenced) log_fenced(key), err = GS_ECONFLICT;
+        if (res.fenced) log_fenced(key), err = GS_EFENCED;
         else err = res.cur ? GS_ECONFLICT : GS_ENOENT;
     }
     if (!err && old && res.prev) {
@@ -556,7 +556,7 @@ static int et_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn,
         if (err) break;
         if (res.fenced) {
             log_fenced(key);
-            err = GS_ECONFLICT;
+            err = GS_EFENCED;
             break;
         }
         kv = res.cur; /* lost a race: again on what won, read back by the same Txn */

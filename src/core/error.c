@@ -27,6 +27,7 @@ static const struct {
     [11] = {"GS_EBUSY", "resource busy"},
     [12] = {"GS_EPERM", "permission denied"},
     [13] = {"GS_ESTATE", "invalid state"},
+    [14] = {"GS_EFENCED", "write fenced off: this replica no longer leads"},
 };
 static_assert(sizeof errtab / sizeof errtab[0] == GS_ERR_COUNT, "errtab out of sync with enum gs_err");
 

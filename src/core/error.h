@@ -29,8 +29,9 @@ enum gs_err {
     GS_EBUSY = -11,       /* resource in use */
     GS_EPERM = -12,       /* not allowed */
     GS_ESTATE = -13,      /* call not valid in the current state */
+    GS_EFENCED = -14,     /* a fenced store handle's write refused: another replica leads (store.h) */
 };
-#define GS_ERR_COUNT 14
+#define GS_ERR_COUNT 15
 
 /* Message for a code ("invalid argument"); never NULL, unknown codes included. */
 const char *gs_strerror(int err);

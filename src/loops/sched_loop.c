@@ -827,8 +827,9 @@ static void binding_done(struct gs_sched_loop *l, struct pending_bind *p, struct
     if (b->err) gs_sched_dra_undo(l->source, l->cache, p->dra, p->ndra); /* claims: sched_dra.h */
     else gs_sched_dra_done(p->dra, p->ndra);
     p->dra = NULL, p->ndra = 0;
-    if (b->err == GS_EIO || b->err == GS_EBUSY || b->err == GS_ETIMEDOUT) {
-        /* Refused without a change (a 500, 429s past the client's retries):
+    if (b->err == GS_EIO || b->err == GS_EBUSY || b->err == GS_ETIMEDOUT || b->err == GS_EFENCED) {
+        /* Refused without a change (a 500, 429s past the client's retries, a
+         * fenced write between a Lease renewal and the fence moving, store.h):
          * no event will come for the pod, so it is queued again. Had the
          * write landed after all, the next binding's 409 says so. */
         char key[GS__KEY_MAX];

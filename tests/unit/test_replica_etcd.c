@@ -150,7 +150,7 @@ static void test_paused_leader_cannot_bind_after_takeover(void **state)
     assert_int_equal(e->b.starts, 0);
 
     pending_pod(&e->a, "p1");
-    assert_int_equal(bind_pod(&e->b, "p1", "n-b"), GS_ECONFLICT); /* a follower's handle writes nothing */
+    assert_int_equal(bind_pod(&e->b, "p1", "n-b"), GS_EFENCED); /* a follower's handle writes nothing */
     assert_string_equal(node_of(&e->a, "p1"), "");
     assert_int_equal(bind_pod(&e->a, "p1", "n-a"), 0); /* the leader's does */
     assert_string_equal(node_of(&e->a, "p1"), "n-a");
@@ -170,7 +170,7 @@ static void test_paused_leader_cannot_bind_after_takeover(void **state)
     assert_true(gs_replica_tick(e->b.r));
     assert_int_equal(e->b.starts, 1);
     /* a wakes with a binding in hand: its elector has not noticed yet, the fence refuses it. */
-    assert_int_equal(bind_pod(&e->a, "p3", "n-a"), GS_ECONFLICT);
+    assert_int_equal(bind_pod(&e->a, "p3", "n-a"), GS_EFENCED);
     assert_string_equal(node_of(&e->a, "p3"), "");
     assert_int_equal(bind_pod(&e->b, "p3", "n-b"), 0);
     assert_string_equal(node_of(&e->b, "p3"), "n-b");
@@ -178,7 +178,7 @@ static void test_paused_leader_cannot_bind_after_takeover(void **state)
     assert_false(gs_replica_tick(e->a.r));
     assert_int_equal(e->a.stops, 1);
     pending_pod(&e->a, "p4");
-    assert_int_equal(bind_pod(&e->a, "p4", "n-a"), GS_ECONFLICT);
+    assert_int_equal(bind_pod(&e->a, "p4", "n-a"), GS_EFENCED);
     assert_int_equal(bind_pod(&e->b, "p4", "n-b"), 0);
     assert_int_equal(bind_pod(&e->b, "p4", "n-b"), GS_EEXIST); /* bound once */
 }

@@ -635,12 +635,12 @@ static void fenced_writes_fail_once_the_fence_key_moved(void **state)
     json_object_set_new(lease, "v", json_string("other"));
     assert_int_equal(gs_store_update(e->s, "leases/kube-system/l", lease, 0, NULL), 0);
     json_t *y = obj("y", "1");
-    assert_int_equal(gs_store_create(loops, "things/y", y, NULL), GS_ECONFLICT);
-    assert_int_equal(gs_store_update(loops, "things/x", x, xrv, NULL), GS_ECONFLICT);
-    assert_int_equal(gs_store_update(loops, "things/x", x, 0, NULL), GS_ECONFLICT);
-    assert_int_equal(gs_store_delete(loops, "things/x", 0, NULL, NULL), GS_ECONFLICT);
+    assert_int_equal(gs_store_create(loops, "things/y", y, NULL), GS_EFENCED);
+    assert_int_equal(gs_store_update(loops, "things/x", x, xrv, NULL), GS_EFENCED);
+    assert_int_equal(gs_store_update(loops, "things/x", x, 0, NULL), GS_EFENCED);
+    assert_int_equal(gs_store_delete(loops, "things/x", 0, NULL, NULL), GS_EFENCED);
     struct bump b = {0};
-    assert_int_equal(gs_store_mutate(loops, "things/x", bump_fn, &b, NULL, NULL), GS_ECONFLICT);
+    assert_int_equal(gs_store_mutate(loops, "things/x", bump_fn, &b, NULL, NULL), GS_EFENCED);
     assert_int_equal(b.calls, 1); /* a fence is not retried */
     json_t *got = NULL;
     assert_int_equal(gs_store_get(e->s, "things/y", &got, NULL), GS_ENOENT); /* nothing written */
@@ -658,7 +658,7 @@ static void fenced_writes_fail_once_the_fence_key_moved(void **state)
     assert_int_equal(gs_store_set_fence(loops, "leases/kube-system/l", lrv), 0);
     assert_int_equal(gs_store_create(loops, "things/y", y, NULL), 0);
     assert_int_equal(gs_store_update(e->s, "leases/kube-system/l", lease, 0, NULL), 0);
-    assert_int_equal(gs_store_update(loops, "things/y", y, 0, NULL), GS_ECONFLICT);
+    assert_int_equal(gs_store_update(loops, "things/y", y, 0, NULL), GS_EFENCED);
     assert_int_equal(gs_store_set_fence(loops, NULL, 0), 0);
     assert_int_equal(gs_store_update(loops, "things/y", y, 0, NULL), 0);
     assert_int_equal(gs_store_set_fence(loops, "", 5), GS_EINVAL);
