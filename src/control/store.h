@@ -192,7 +192,9 @@ static inline int gs_store_update(struct gs_store *s, const char *key, json_t *o
 static inline int gs_store_mutate(struct gs_store *s, const char *key, gs_store_mutate_fn fn, void *arg,
                                   json_t **out, int64_t *rv)
 { return s->v->mutate(s, key, fn, arg, out, rv); }
-/* Several read-modify-writes applied in order, committed together: each is
+/* Several read-modify-writes applied in order, committed together (SQLite;
+ * on etcd each is its own Txn, and requests on distinct keys run at once on
+ * several threads, so their fns must not share unguarded state): each is
  * acknowledged (its err and out set, its event visible) only after the one
  * commit that stores it, so a crash loses none that was reported done. A
  * failed fn affects only its own request; a failed commit fails them all

@@ -58,6 +58,8 @@
 #define MAX_EVENTS_PER_CALL 1024
 #define LIST_PAGE 500
 #define MUTATE_TRIES 32
+#define BATCH_THREADS 16               /* requests of one mutate_batch in flight at once */
+#define BATCH_MAX_PARALLEL_KEYS 1024    /* larger batches run in order (no key check) */
 #define PROGRESS_EVERY_NS 1000000000LL  /* ask for progress after this long without a message */
 #define PROGRESS_SETTLE_NS 300000000LL  /* quiet time before a progress revision is trusted */
 #define RETRY_PAUSE_NS 200000000LL      /* between watch reopen attempts */
@@ -95,6 +97,7 @@ struct et_store {
     pthread_mutex_t fmu;
     char *fence_key;
     int64_t fence_rv;
+    int64_t fence_logged; /* the fence value last logged as refusing (fmu): one line per fence, not per write */
     /* Health (under lmu). */
     pthread_mutex_t lmu;
     bool werr;
@@ -411,10 +414,17 @@ static void txn_done(struct txn_res *res)
     res->r = NULL;
 }
 
-static void log_fenced(const char *key)
+static void log_fenced(struct et_store *s, const char *key)
 {
-    gs_log(GS_LOG_WARN, "store: write refused: this handle's fence key changed (another replica leads now)", "key",
-           key, NULL);
+    pthread_mutex_lock(&s->fmu);
+    bool first = s->fence_logged != s->fence_rv;
+    s->fence_logged = s->fence_rv;
+    pthread_mutex_unlock(&s->fmu);
+    if (first)
+        gs_log(GS_LOG_WARN,
+               "store: write refused: this handle's fence key changed (another replica leads now); "
+               "further refusals under this fence are not logged",
+               "key", key, NULL);
 }
 
 /* create / update: obj is written; its metadata.resourceVersion set to the new version. */
@@ -426,7 +436,7 @@ static int put_obj(struct et_store *s, const char *key, json_t *obj, enum cmp ho
     int err = txn(s, key, how, mod, j, strlen(j), &res);
     free(j);
     if (!err && !res.r->succeeded) {
-        if (res.fenced) log_fenced(key), err = GS_EFENCED;
+        if (res.fenced) log_fenced(s, key), err = GS_EFENCED;
         else if (how == CMP_ABSENT) err = GS_EEXIST;
         else err = res.cur ? GS_ECONFLICT : GS_ENOENT;
     }
@@ -453,7 +463,7 @@ static int et_remove(struct gs_store *b, const char *key, int64_t expect_rv, jso
     struct txn_res res;
     int err = txn(s, key, expect_rv ? CMP_MOD : CMP_PRESENT, expect_rv, NULL, 0, &res);
     if (!err && !res.r->succeeded) {
-        if (res.fenced) log_fenced(key), err = GS_EFENCED;
+        if (res.fenced) log_fenced(s, key), err = GS_EFENCED;
         else err = res.cur ? GS_ECONFLICT : GS_ENOENT;
     }
     if (!err && old && res.prev) {
@@ -555,7 +565,7 @@ static int et_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn,
         json_decref(next);
         if (err) break;
         if (res.fenced) {
-            log_fenced(key);
+            log_fenced(s, key);
             err = GS_EFENCED;
             break;
         }
@@ -566,15 +576,61 @@ static int et_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn,
     return err;
 }
 
+static void batch_one(struct gs_store *b, struct gs_store_mut *m)
+{
+    m->out = NULL;
+    m->text = NULL;
+    m->rv = 0;
+    m->err = et_mutate(b, m->key, m->fn, m->arg, &m->out, &m->rv);
+    if (!m->err && m->want_text && m->out) m->text = obj_text(m->out);
+}
+
+struct batch_job {
+    struct gs_store *b;
+    struct gs_store_mut *m;
+    size_t n;
+    atomic_size_t next;
+};
+
+static void *batch_worker(void *arg)
+{
+    struct batch_job *j = arg;
+    for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) batch_one(j->b, &j->m[i]);
+    return NULL;
+}
+
+/* True when no two requests name the same key (small batches only: the
+ * scheduler's round of bindings). */
+static bool keys_distinct(const struct gs_store_mut *m, size_t n)
+{
+    if (n > BATCH_MAX_PARALLEL_KEYS) return false;
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(m[i].key, m[k].key)) return false;
+    return true;
+}
+
+/* etcd cannot commit several read-modify-writes as one (each is its own
+ * Txn on its own revision), so a batch is about latency: each request is a
+ * read and a Txn through Raft, and one at a time a round of bindings waits
+ * for every quorum fsync in turn. Requests on distinct keys therefore run
+ * on up to BATCH_THREADS threads at once (etcd folds concurrent proposals
+ * into one Raft entry); a batch that names a key twice runs in order. */
 static int et_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        m[i].out = NULL;
-        m[i].text = NULL;
-        m[i].rv = 0;
-        m[i].err = et_mutate(b, m[i].key, m[i].fn, m[i].arg, &m[i].out, &m[i].rv);
-        if (!m[i].err && m[i].want_text && m[i].out) m[i].text = obj_text(m[i].out);
+    size_t nt = n < BATCH_THREADS ? n : BATCH_THREADS;
+    if (nt < 2 || !keys_distinct(m, n)) {
+        for (size_t i = 0; i < n; i++) batch_one(b, &m[i]);
+        return 0;
     }
+    struct batch_job j = {.b = b, .m = m, .n = n};
+    atomic_init(&j.next, 0);
+    pthread_t th[BATCH_THREADS];
+    size_t started = 0;
+    for (; started + 1 < nt; started++)
+        if (pthread_create(&th[started], NULL, batch_worker, &j)) break; /* fewer helpers: the rest runs here */
+    batch_worker(&j);
+    for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
     return 0;
 }
 
