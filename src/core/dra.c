@@ -186,6 +186,15 @@ static const json_t *get_spec(struct gs_dec *dc, const json_t *obj)
     return spec;
 }
 
+/* The start of every top-level decoder: dc ready, obj an object (else that error). */
+static bool dec_begin(struct gs_dec *dc, struct gs_diags *d, const json_t *obj)
+{
+    gs__dec_init(dc, d);
+    if (json_is_object(obj)) return true;
+    gs__dec_err(dc, "expected an object, got %s", obj ? gs__json_type_name(obj) : "nothing");
+    return false;
+}
+
 static void check_api(struct gs_dec *dc, const json_t *obj, const char *kind)
 {
     const char *api = gs__dec_str(dc, obj, "apiVersion");
@@ -629,12 +638,8 @@ int gs_dra_slice_decode(const json_t *obj, struct gs_dra_slice *out, struct gs_d
 {
     struct ddec x = {0};
     struct gs_dec *dc = &x.dc;
-    gs__dec_init(dc, d);
     memset(out, 0, sizeof *out);
-    if (!json_is_object(obj)) {
-        gs__dec_err(dc, "expected an object, got %s", obj ? gs__json_type_name(obj) : "nothing");
-        return GS_EINVAL;
-    }
+    if (!dec_begin(dc, d, obj)) return GS_EINVAL;
     check_api(dc, obj, "ResourceSlice");
     out->name = dup_or_oom(dc, meta_str(dc, obj, "name", true));
     const json_t *spec = get_spec(dc, obj);
@@ -769,12 +774,8 @@ int gs_dra_class_decode(const json_t *obj, struct gs_dra_class *out, struct gs_d
 {
     struct ddec x = {0};
     struct gs_dec *dc = &x.dc;
-    gs__dec_init(dc, d);
     memset(out, 0, sizeof *out);
-    if (!json_is_object(obj)) {
-        gs__dec_err(dc, "expected an object, got %s", obj ? gs__json_type_name(obj) : "nothing");
-        return GS_EINVAL;
-    }
+    if (!dec_begin(dc, d, obj)) return GS_EINVAL;
     check_api(dc, obj, "DeviceClass");
     out->name = dup_or_oom(dc, meta_str(dc, obj, "name", true));
     const json_t *spec = gs__dec_get(dc, obj, "spec", JSON_OBJECT);
@@ -1137,12 +1138,8 @@ int gs_dra_claim_decode(const json_t *obj, struct gs_dra_claim *out, struct gs_d
 {
     struct ddec x = {0};
     struct gs_dec *dc = &x.dc;
-    gs__dec_init(dc, d);
     memset(out, 0, sizeof *out);
-    if (!json_is_object(obj)) {
-        gs__dec_err(dc, "expected an object, got %s", obj ? gs__json_type_name(obj) : "nothing");
-        return GS_EINVAL;
-    }
+    if (!dec_begin(dc, d, obj)) return GS_EINVAL;
     check_api(dc, obj, "ResourceClaim");
     out->name = dup_or_oom(dc, meta_str(dc, obj, "name", true));
     const char *ns = meta_str(dc, obj, "namespace", false);
@@ -1208,12 +1205,8 @@ int gs_dra_taint_rule_decode(const json_t *obj, struct gs_dra_taint_rule *out, s
 {
     struct ddec x = {0};
     struct gs_dec *dc = &x.dc;
-    gs__dec_init(dc, d);
     memset(out, 0, sizeof *out);
-    if (!json_is_object(obj)) {
-        gs__dec_err(dc, "expected an object, got %s", obj ? gs__json_type_name(obj) : "nothing");
-        return GS_EINVAL;
-    }
+    if (!dec_begin(dc, d, obj)) return GS_EINVAL;
     const char *api = gs__dec_str(dc, obj, "apiVersion");
     if (api && strcmp(api, "resource.k8s.io/v1") && strcmp(api, "resource.k8s.io/v1beta2") &&
         strcmp(api, "resource.k8s.io/v1alpha3"))
