@@ -534,9 +534,9 @@ void gs_server_stop(struct gs_server *s)
 {
     if (!s) return;
     gs_apiserver_stop(s->api);
+    gs_sched_loop_stop(s->loop); /* first: its may_write asks the replica's elector */
     gs_replica_free(s->replica); /* the leader's loops stop, then the Lease is released */
     leader_loops_stop(s);        /* without replicas: the operator, node lifecycle, namespaces */
-    gs_sched_loop_stop(s->loop);
     gs_recorder_free(s->events); /* writes what its producers queued */
     gs_source_free(s->source);   /* after every loop that borrowed it */
     gs_source_free(s->lease_source);
