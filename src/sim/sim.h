@@ -28,6 +28,14 @@ struct gs_trace_pod {
     struct gs_pod *pod;     /* owned */
     double arrival;         /* seconds from trace start */
     double duration;        /* seconds, -1 = runs forever */
+    /* A pod already running when the trace starts (a snapshot of a live
+     * cluster): the node it runs on and its devices, placed before the first
+     * instant without a decision. NULL node: a pod still to arrive. started:
+     * seconds (<= 0) relative to the trace start; duration then counts from it. */
+    char *node;             /* owned, NULL = not bound */
+    uint64_t gpus;          /* GPU indices mask on node */
+    int32_t milli;          /* share per GPU */
+    double started;
 };
 
 struct gs_object;
@@ -48,6 +56,10 @@ struct gs_trace {
      * (sim_dra.c). */
     json_t **dra;
     size_t ndra;
+    /* Seconds after the start at which each node becomes schedulable (its
+     * GPU stack walked under a ClusterPolicy); NULL = every node is ready
+     * from the start. Owned, nnodes entries. */
+    double *node_ready_at;
 };
 
 /* openb: node CSV (sn,cpu_milli,memory_mib,gpu,model) and pod CSV
@@ -81,6 +93,8 @@ struct gs_sim_event {
     int32_t milli;             /* share per GPU */
     const char *reason;        /* diagnosis for failed, NULL otherwise */
     const json_t *claims;      /* scheduled: [{claim, allocation}] of the pod's resource claims, NULL none */
+    const char *queue;         /* the pod's queue when admission runs (LocalQueue or Queue name), NULL otherwise */
+    const char *group;         /* its PodGroup or Workload "ns/name", NULL when none */
 };
 
 /* One point of the time series (after every pod in fgd, per event time in replay). */

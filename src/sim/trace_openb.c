@@ -440,11 +440,15 @@ void gs_trace_free(struct gs_trace *t)
     }
     free(t->nodes);
     free(t->node_labels);
-    for (size_t i = 0; i < t->npods; i++) pod_free(t->pods[i].pod);
+    for (size_t i = 0; i < t->npods; i++) {
+        pod_free(t->pods[i].pod);
+        free(t->pods[i].node);
+    }
     free(t->pods);
     for (size_t i = 0; i < t->nobjects; i++) gs_object_free(t->objects[i]);
     free(t->objects);
     for (size_t i = 0; i < t->ndra; i++) json_decref(t->dra[i]);
     free(t->dra);
+    free(t->node_ready_at);
     memset(t, 0, sizeof *t);
 }
