@@ -101,17 +101,17 @@ static json_t *doc_of(const char *text)
     return doc;
 }
 
-/* A Pod asking for gpus whole GPUs; labels: a JSON object's members, or "". */
-static size_t trace_pod(struct gs_trace *t, const char *name, const char *labels, double arrival, double duration,
-                        int gpus)
+/* A Pod asking for gpus whole GPUs at a priority; labels: a JSON object's members, or "". */
+static size_t trace_pod_prio(struct gs_trace *t, const char *name, const char *labels, double arrival,
+                             double duration, int gpus, int priority)
 {
     char text[1024];
     snprintf(text, sizeof text,
              "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"%s\",\"namespace\":\"default\","
-             "\"uid\":\"uid-%s\",\"labels\":{%s}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\","
-             "\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\",\"nvidia.com/gpu\":\"%d\"},"
-             "\"limits\":{\"nvidia.com/gpu\":\"%d\"}}}]}}",
-             name, name, labels, gpus, gpus);
+             "\"uid\":\"uid-%s\",\"labels\":{%s}},\"spec\":{\"priority\":%d,\"containers\":[{\"name\":\"c\","
+             "\"image\":\"x\",\"resources\":{\"requests\":{\"cpu\":\"1\",\"memory\":\"1Gi\","
+             "\"nvidia.com/gpu\":\"%d\"},\"limits\":{\"nvidia.com/gpu\":\"%d\"}}}]}}",
+             name, name, labels, priority, gpus, gpus);
     json_t *doc = doc_of(text);
     struct gs_pod *p = calloc(1, sizeof *p);
     assert_non_null(p);
@@ -125,6 +125,12 @@ static size_t trace_pod(struct gs_trace *t, const char *name, const char *labels
     assert_non_null(t->pods);
     t->pods[t->npods] = (struct gs_trace_pod){.pod = p, .arrival = arrival, .duration = duration};
     return t->npods++;
+}
+
+static size_t trace_pod(struct gs_trace *t, const char *name, const char *labels, double arrival, double duration,
+                        int gpus)
+{
+    return trace_pod_prio(t, name, labels, arrival, duration, gpus, 0);
 }
 
 static void trace_object(struct gs_trace *t, const char *text)
@@ -264,6 +270,71 @@ static void test_admission_quota(void **state)
         assert_string_equal(find(&r, "default/plain", GS_SIM_SCHEDULED)->queue, "");
         assert_string_equal(find(&r, "default/plain", GS_SIM_SCHEDULED)->group, "");
     }
+    gs_trace_free(&t);
+}
+
+/* Admission's preemption within a ClusterQueue (Kueue's LowerPriority): the
+ * low-priority workload is evicted for the high one (a "preempted" event),
+ * waits for admission again and runs its whole duration after. */
+static void test_admission_evicts(void **state)
+{
+    (void)state;
+    struct gs_trace t = {0};
+    trace_nodes(&t, 1, 4);
+    trace_object(&t, "{\"apiVersion\":\"kueue.x-k8s.io/v1beta1\",\"kind\":\"ResourceFlavor\","
+                     "\"metadata\":{\"name\":\"default\"},\"spec\":{}}");
+    trace_object(&t, "{\"apiVersion\":\"kueue.x-k8s.io/v1beta1\",\"kind\":\"ClusterQueue\",\"metadata\":"
+                     "{\"name\":\"cq\"},\"spec\":{\"namespaceSelector\":{},\"preemption\":{\"withinClusterQueue\":"
+                     "\"LowerPriority\"},\"resourceGroups\":[{\"coveredResources\":[\"cpu\",\"memory\","
+                     "\"nvidia.com/gpu\"],\"flavors\":[{\"name\":\"default\",\"resources\":[{\"name\":\"cpu\","
+                     "\"nominalQuota\":\"64\"},{\"name\":\"memory\",\"nominalQuota\":\"256Gi\"},{\"name\":"
+                     "\"nvidia.com/gpu\",\"nominalQuota\":1}]}]}]}}");
+    trace_object(&t, "{\"apiVersion\":\"kueue.x-k8s.io/v1beta1\",\"kind\":\"LocalQueue\",\"metadata\":{\"name\":"
+                     "\"lq\",\"namespace\":\"default\"},\"spec\":{\"clusterQueue\":\"cq\"}}");
+    const char *lq = "\"kueue.x-k8s.io/queue-name\":\"lq\"";
+    trace_pod_prio(&t, "low", lq, 0, 5000, 1, 0);
+    trace_pod_prio(&t, "high", lq, 1000, 100, 1, 100);
+    struct rec r;
+    struct gs_sim_result res;
+    assert_int_equal(run(&t, NULL, &r, &res), 0);
+    const struct rec_event *ev = find(&r, "default/low", GS_SIM_PREEMPTED);
+    if (!ev) fail_msg("low was never evicted");
+    if (ev->t < 1000 || ev->t > 1001) fail_msg("low evicted at %g, want when high arrives (1000 s)", ev->t);
+    assert_non_null(strstr(ev->reason, "evicted by admission"));
+    assert_string_equal(ev->queue, "lq");
+    double high = sched_at(&r, "default/high");
+    assert_true(high >= 1000 && high <= 1001);
+    /* low again once high is done, for its whole 5000 s */
+    const struct rec_event *again = NULL, *done = find(&r, "default/low", GS_SIM_COMPLETED);
+    for (size_t i = 0; i < r.nev; i++)
+        if (r.ev[i].type == GS_SIM_SCHEDULED && !strcmp(r.ev[i].pod, "default/low") && r.ev[i].t > 0) again = &r.ev[i];
+    if (!again || !done) fail_msg("low was not scheduled again and completed");
+    assert_true(again->t >= high + 100 && again->t <= high + 101);
+    assert_true(done->t == again->t + 5000);
+    assert_int_equal(res.pods_preempted, 1);
+    gs_trace_free(&t);
+}
+
+/* A Volcano Queue (kept under the gpusched Queue's key, as the server has no
+ * resource of its own for it) caps its pods at its capability. */
+static void test_volcano_queue(void **state)
+{
+    (void)state;
+    struct gs_trace t = {0};
+    trace_nodes(&t, 1, 4);
+    trace_object(&t, "{\"apiVersion\":\"scheduling.volcano.sh/v1beta1\",\"kind\":\"Queue\",\"metadata\":"
+                     "{\"name\":\"vq\"},\"spec\":{\"weight\":1,\"capability\":{\"nvidia.com/gpu\":\"1\"}}}");
+    const char *vq = "\"kueue.x-k8s.io/queue-name\":\"vq\"";
+    trace_pod(&t, "v1", vq, 0, 50, 1);
+    trace_pod(&t, "v2", vq, 0, 50, 1);
+    struct rec r;
+    struct gs_sim_result res;
+    assert_int_equal(run(&t, NULL, &r, &res), 0);
+    assert_int_equal(res.pods_scheduled, 2);
+    double a = sched_at(&r, "default/v1"), b = sched_at(&r, "default/v2");
+    if (!((a == 0 && b >= 50 && b <= 51) || (b == 0 && a >= 50 && a <= 51)))
+        fail_msg("v1 at %g, v2 at %g: want one at 0 and the other when it ends (50 s)", a, b);
+    assert_string_equal(find(&r, "default/v2", GS_SIM_SCHEDULED)->queue, "vq");
     gs_trace_free(&t);
 }
 
@@ -439,7 +510,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_profile_gangs), cmocka_unit_test(test_admission_quota),
-        cmocka_unit_test(test_unknown_queue_held),   cmocka_unit_test(test_running_at_start),
+        cmocka_unit_test(test_unknown_queue_held),   cmocka_unit_test(test_volcano_queue),
+        cmocka_unit_test(test_admission_evicts),   cmocka_unit_test(test_running_at_start),
         cmocka_unit_test(test_node_ready_later),     cmocka_unit_test(test_config_and_warnings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
