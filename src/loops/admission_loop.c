@@ -32,6 +32,7 @@
 #include "sched/admission/admission.h"
 #include "sched/admission/dra_admit.h" /* claims counted against quota */
 #include "sched/strmap.h"
+#include "kube/goduration.h" /* duration annotations */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -469,7 +470,8 @@ static const char *wl_queue(const struct gs_adm_loop *a, const struct wl *w)
     return g && g->queue ? g->queue : "";
 }
 
-/* Seconds of run time a pod states: the simulator's duration annotation,
+/* Seconds of run time a pod states: the simulator's duration annotation
+ * (seconds, or a Go duration such as "1m30s", as the simulator reads it),
  * else spec.activeDeadlineSeconds (an upper bound); 0 when neither. */
 static int64_t pod_duration_ns(const struct gs_pod *p)
 {
@@ -477,6 +479,9 @@ static int64_t pod_duration_ns(const struct gs_pod *p)
     char *end = NULL;
     double v = s ? strtod(s, &end) : 0;
     if (s && end != s && !*end && v > 0) return (int64_t)(v * GS_NS_PER_SEC);
+    int64_t ns = 0;
+    const char *why = NULL;
+    if (s && gs_go_duration_parse(s, &ns, &why) == 0 && ns > 0) return ns;
     json_t *ads = json_object_get(json_object_get(p->doc, "spec"), "activeDeadlineSeconds");
     return json_integer_value(ads) > 0 ? json_integer_value(ads) * GS_NS_PER_SEC : 0;
 }

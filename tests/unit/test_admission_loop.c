@@ -541,6 +541,34 @@ static void test_estimated_start_from_deadline(void **state)
     env_free(&e);
 }
 
+/* The simulator's duration annotation in Go's form counts as the run time,
+ * as in seconds. */
+static void test_estimated_start_from_go_duration(void **state)
+{
+    (void)state;
+    struct env e;
+    env_with_queue(&e, 4);
+    const struct gs_pod *p = store_pod(&e, "a", 4, "lq", NULL, 0);
+    json_t *doc = json_deep_copy(p->doc);
+    json_object_set_new(json_object_get(doc, "metadata"), "annotations",
+                        json_pack("{s:s}", GS_ANN_SIM_DURATION, "1m40s"));
+    struct gs_diags d = {0};
+    struct gs_object *o = NULL;
+    assert_int_equal(gs_object_decode(doc, &o, &d), 0);
+    json_decref(doc);
+    gs_diags_free(&d);
+    assert_true(gs_adm_loop_pod_add(e.a, "pods/ns/a", o->u.pod));
+    gs_object_free(o);
+    gs_object_free(e.pods[--e.npods]);
+    assert_int_equal(gs_adm_loop_cycle(e.a), 1);
+    gpod(&e, "b", 4, "lq", NULL, 0);
+    assert_int_equal(gs_adm_loop_cycle(e.a), 0);
+    char *text = explain(&e, "pods/ns/b");
+    assert_non_null(strstr(text, "estimated start: in 100 s"));
+    free(text);
+    env_free(&e);
+}
+
 /* Kueue's label kueue.x-k8s.io/priority-class: the WorkloadPriorityClass's
  * value (v1beta2 here) orders the workloads, so the later one goes first. */
 static void test_workload_priority_class(void **state)
@@ -583,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_group_deleted_while_pending),
         cmocka_unit_test(test_reclaim_evicts_whole_group_and_holds),
         cmocka_unit_test(test_estimated_start_from_deadline),
+        cmocka_unit_test(test_estimated_start_from_go_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
