@@ -20,12 +20,26 @@
  * to arrive or complete and no pod is backing off: pods still unschedulable
  * then would fail forever and stay counted as pending.
  *
- * The profile is the default one (or --config's) with the placement policy
- * as the only Score plugin and enabled at every other point it implements;
- * the FGD family gets the trace's target workload as its args unless the
- * config gives one. Fragmentation samples use the same target workload, and
- * the fragmentation ratio is the fragmented share of idle GPU milli, as in
- * the fgd experiment.
+ * The profile. Without a policy it is the server's (gs_sched_config_gpusched,
+ * or --config's read by gs_sched_config_load) exactly as the server's
+ * scheduler loop runs it: the replay is then the server on a simulated
+ * clock. With one, it is kube's default set (or --config's) with the
+ * placement policy as the only Score plugin besides the feature scorers and
+ * enabled at every other point it implements; the FGD family gets the
+ * trace's target workload as its args unless the config gives one.
+ * Fragmentation samples use the same target workload, and the fragmentation
+ * ratio is the fragmented share of idle GPU milli, as in the fgd experiment.
+ *
+ * Admission (replay_admit.h). When the trace uses queues, the server's
+ * admission loop holds pods back until their workload is admitted, runs one
+ * cycle at every instant before the scheduler (as the server's rounds do)
+ * and wakes the loop for its one-second tick while workloads wait. A pod it
+ * evicts is a "preempted" event and waits for admission again.
+ *
+ * The cluster at the start. Pods of the trace already running (a node set)
+ * are put in the cache on their devices before the first instant; nodes with
+ * a ready time are unschedulable until then, and waiting pods look again
+ * when one becomes ready.
  *
  * Events: "scheduled" and "completed" for every pod, "failed" for the first
  * failed attempt of a pod only (with its diagnosis): retries after each

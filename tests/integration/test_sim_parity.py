@@ -183,3 +183,23 @@ def test_same_placements_as_the_server(gpusched_bin, run, tmp_path):
     assert len(server) == len(WORKLOAD)
     assert times["g-0"] == times["g-1"] == 12  # the gang started whole when its second member came
     assert times["q-3"] == times["q-1:end"]  # admitted when q-1 gave its quota back
+
+
+def test_feature_the_profile_does_not_run_is_said_in_one_line(run, tmp_path):
+    """--policy keeps kube's default plugins, which do not run gangs: one line on stderr says so,
+    naming the feature, the profile and what to do; without --policy nothing is said."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "32", "memory": "64Gi", "nvidia.com/gpu": "4", "pods": "110"}}}
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all([node]))
+    work = [GANG] + [dict(p, metadata=dict(p["metadata"], annotations={"sim.gpusched.io/duration": "1m"}))
+                     for _, p in WORKLOAD if p["metadata"]["name"].startswith("g-")]
+    (tmp_path / "workload.yaml").write_text(yaml.safe_dump_all(work))
+    args = ["sim", "--cluster", str(tmp_path / "cluster.yaml"), "--workload", str(tmp_path / "workload.yaml"),
+            "--experiment", "replay", "-q"]
+    r = run(*args, "--policy", "BestFit")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if "warning" in line]
+    assert len(lines) == 1, r.stderr
+    assert "Coscheduling" in lines[0] and "--policy BestFit" in lines[0] and "drop --policy" in lines[0], lines[0]
+    r = run(*args)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
