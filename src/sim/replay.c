@@ -648,6 +648,16 @@ static void complete_due(struct replay *r, int64_t now)
     }
 }
 
+/* Is the pod for the profile that runs? The server leaves a pod naming
+ * another schedulerName to that scheduler (or to a profile of its own, which
+ * the replay does not run); --policy replays schedule every pod, as always. */
+static bool ours(const struct replay *r, const struct gs_pod *p)
+{
+    if (!r->server_profile || !p->scheduler_name) return true;
+    const char *name = r->profile.scheduler_name ? r->profile.scheduler_name : GS_DEFAULT_SCHEDULER;
+    return !strcmp(p->scheduler_name, name);
+}
+
 static int arrive_due(struct replay *r, int64_t now)
 {
     while (r->next_arrival < r->t->npods) {
@@ -662,6 +672,7 @@ static int arrive_due(struct replay *r, int64_t now)
         r->arrived_milli += r->pods[i].gpu_milli;
         r->changes++;
         r->changed_ns = now;
+        if (!ours(r, r->t->pods[i].pod)) continue; /* another scheduler's: pending, as on the server */
         if (gs_replay_admit_arrive(r->adm, i)) continue; /* held until its workload is admitted */
         int rc = gs_scheduler_add_pod(r->sched, r->t->pods[i].pod);
         if (rc) {
@@ -982,6 +993,16 @@ int gs_sim_check(const struct gs_trace *t, const struct gs_sim_opts *o, struct g
                          "claims are not allocated; drop --policy to run the server's profile, or enable "
                          "DynamicResources in --config",
                          f.claims, f.claims == 1 ? "" : "s", what);
+        size_t others = 0;
+        const char *other = NULL;
+        for (size_t i = 0; i < t->npods; i++)
+            if (!ours(&r, t->pods[i].pod) && !others++) other = t->pods[i].pod->scheduler_name;
+        if (others)
+            gs_diags_add(warnings, "schedulerName",
+                         "%zu pod%s name schedulerName \"%s\" but the replay runs only %s: they stay pending, as the "
+                         "server leaves them to that scheduler; set their spec.schedulerName to \"%s\", or give "
+                         "--config only that scheduler's profile",
+                         others, others == 1 ? "" : "s", other, what, name);
         if (f.undefined)
             gs_diags_add(warnings, "admission",
                          "%zu pod%s name queue \"%s\" (label kueue.x-k8s.io/queue-name) but the workload defines no "

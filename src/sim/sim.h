@@ -145,7 +145,8 @@ int gs_sim_run_replay(const struct gs_trace *t, const struct gs_sim_opts *o, con
 
 /* Features of the trace the chosen experiment and profile do not run
  * (PodGroups without Coscheduling, queues named but never defined, claims
- * without DynamicResources, gangs or queues in the fgd experiment): one
+ * without DynamicResources, pods for a scheduler the replay does not run,
+ * gangs or queues in the fgd experiment): one
  * line each in warnings (path: the feature; msg: the line to show, naming
  * the profile and what to do). 0 when it could check (warnings or not), or
  * the error building the profile would give, with d filled. */

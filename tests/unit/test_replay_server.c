@@ -367,6 +367,41 @@ static void test_unknown_queue_held(void **state)
     gs_trace_free(&t);
 }
 
+/* A pod for another scheduler waits for it, as on the server (the replay
+ * runs one profile), and the warning says so; --policy schedules every pod. */
+static void test_other_scheduler_waits(void **state)
+{
+    (void)state;
+    struct gs_trace t = {0};
+    trace_nodes(&t, 1, 2);
+    size_t i = trace_pod(&t, "theirs", "", 0, 10, 1);
+    free(t.pods[i].pod->scheduler_name);
+    t.pods[i].pod->scheduler_name = strdup("volcano");
+    trace_pod(&t, "ours", "", 0, 10, 1);
+    struct rec r;
+    struct gs_sim_result res;
+    assert_int_equal(run(&t, NULL, &r, &res), 0);
+    assert_int_equal(res.pods_arrived, 2);
+    assert_int_equal(res.pods_scheduled, 1);
+    assert_null(find(&r, "default/theirs", GS_SIM_SCHEDULED));
+    struct gs_sim_opts o = {.mode = GS_SIM_REPLAY};
+    struct gs_diags warn = {0}, d = {0};
+    assert_int_equal(gs_sim_check(&t, &o, &warn, &d), 0);
+    assert_int_equal(warn.n, 1);
+    assert_string_equal(warn.v[0].path, "schedulerName");
+    assert_non_null(strstr(warn.v[0].msg, "\"volcano\""));
+    assert_non_null(strstr(warn.v[0].msg, "\"default-scheduler\""));
+    gs_diags_free(&warn);
+    assert_int_equal(run(&t, "BestFit", &r, &res), 0);
+    assert_int_equal(res.pods_scheduled, 2);
+    o.policy = "BestFit";
+    assert_int_equal(gs_sim_check(&t, &o, &warn, &d), 0);
+    assert_int_equal(warn.n, 0);
+    gs_diags_free(&warn);
+    gs_diags_free(&d);
+    gs_trace_free(&t);
+}
+
 /* A pod running at the start holds exactly its devices from before the
  * first instant, and ends `duration` after it started. */
 static void test_running_at_start(void **state)
@@ -511,7 +546,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_profile_gangs), cmocka_unit_test(test_admission_quota),
         cmocka_unit_test(test_unknown_queue_held),   cmocka_unit_test(test_volcano_queue),
-        cmocka_unit_test(test_admission_evicts),   cmocka_unit_test(test_running_at_start),
+        cmocka_unit_test(test_admission_evicts),     cmocka_unit_test(test_other_scheduler_waits),   cmocka_unit_test(test_running_at_start),
         cmocka_unit_test(test_node_ready_later),     cmocka_unit_test(test_config_and_warnings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
