@@ -67,6 +67,8 @@ static void usage(FILE *f)
           "options:\n"
           "  --experiment fgd|replay  fgd: the FGD paper's procedure (default); replay: trace times\n"
           "  --experiment tenants     multi-tenant queues and admission (--experiment tenants --help)\n"
+          "  --from-cluster, --snapshot DIR  what-if on a live cluster: when each pending pod would\n"
+          "                           start (--from-cluster --help)\n"
           "  --policy A,B,...         placement policies (fgd: default FGD), e.g.\n"
           "                           Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD;\n"
           "                           replay without --policy runs the server's profile as it is\n"
@@ -588,9 +590,12 @@ static int simulate(const struct sim_args *a)
 
 /*--- multi-tenant experiment (cmd_sim_tenants.c) ---*/
 int gs_cmd_sim_tenants(int argc, char **argv);
+int gs_cmd_sim_whatif(int argc, char **argv);
 
 int gs_cmd_sim(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* what-if on a live cluster: cmd_sim_whatif.c */
+        if (!strcmp(argv[i], "--from-cluster") || !strcmp(argv[i], "--snapshot")) return gs_cmd_sim_whatif(argc, argv);
     for (int i = 1; i + 1 < argc; i++) /* --experiment tenants has its own flags */
         if (!strcmp(argv[i], "--experiment") && !strcmp(argv[i + 1], "tenants")) return gs_cmd_sim_tenants(argc, argv);
     /*--- end multi-tenant ---*/

@@ -18,6 +18,7 @@ int gs_cmd_validate(int argc, char **argv);
 int gs_cmd_sim(int argc, char **argv);
 int gs_cmd_bench(int argc, char **argv);
 int gs_cmd_explain(int argc, char **argv);
+int gs_cmd_snapshot(int argc, char **argv);
 /* Layer 1: discovery and metrics (src/discovery). */
 int gs_cmd_discover(int argc, char **argv);
 int gs_cmd_exporter(int argc, char **argv);

@@ -25,6 +25,7 @@ static const struct {
     {"top", gs_cmd_top, "GPU allocation and utilisation per node (top nodes)"},
     {"explain", gs_cmd_explain, "say why a pod or pod group is pending, and what would make it fit"},
     {"validate", gs_cmd_validate, "check manifests (YAML/JSON) and report every problem by field"},
+    {"snapshot", gs_cmd_snapshot, "write the live cluster as simulator input (what-if replays)"},
     {"sim", gs_cmd_sim, "replay a cluster trace through the scheduler on a simulated clock"},
     {"bench", gs_cmd_bench, "measure scheduling throughput on a synthetic cluster"},
     {"discover", gs_cmd_discover, "print this node's GPUs, labels (GFD) and topology (NRT)"},
