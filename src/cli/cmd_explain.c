@@ -16,7 +16,11 @@
  *
  * Without --cluster the question goes to the server (the connection flags,
  * $KUBECONFIG or the default kubeconfig, as for get/describe): its
- * scheduler answers from its live cache (pods/NAME/explain).
+ * scheduler answers from its live cache (pods/NAME/explain). A pending pod
+ * then also gets an ETA: the first start of that pod in a replay of a
+ * snapshot of the cluster taken now (sim/whatif.h), pods without a duration
+ * annotation running --assume-duration D; without it, and with such pods,
+ * the ETA line says why there is none.
  */
 #include "cli/commands.h"
 #include "control/cli_common.h"
@@ -25,6 +29,8 @@
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
 #include "sim/sim.h"
+#include "sim/trace_manifest.h"
+#include "sim/whatif.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,15 +295,67 @@ static int explain_target(struct world *w, const struct gs_trace *t, const char 
     return rc;
 }
 
+static int explain_server_args(int argc, char **argv, double assume);
+
 static const char server_usage[] =
     "usage: gpusched explain POD [-n NAMESPACE] [connection flags]\n\n"
     "Asks the server's scheduler why a pod (namespace/name or name) is pending:\n"
     "per filter plugin how many nodes reject it and why, the closest node and\n"
     "what it lacks, and what preemption would change. A gang member explains\n"
     "its whole pod group. With --cluster/--workload the question goes to the\n"
-    "simulator instead (gpusched explain --cluster x --help).\n";
+    "simulator instead (gpusched explain --cluster x --help).\n\n"
+    "A pending pod also gets an ETA from a replay of the cluster as it is now:\n"
+    "      --assume-duration D     how long pods without a sim.gpusched.io/duration\n"
+    "                              annotation run in that replay (30m, 2h, seconds)\n";
+
+/* The ETA line: when a replay of the cluster as it is now starts the pod. */
+static void print_eta(const struct gs_client_opts *conn, const char *key, double assume)
+{
+    struct gs_whatif_pod p;
+    bool running = false;
+    struct gs_diags d = {0};
+    int rc = gs_whatif_eta(conn, assume, NULL, key, &p, &running, &d);
+    char dur[64] = "";
+    if (assume >= 0) snprintf(dur, sizeof dur, "; pods without a duration assumed to run %gs", assume);
+    if (rc == 0 && p.start >= 0)
+        printf("ETA: starts in %gs on %s (replay of the cluster as it is now, running pods ending at their "
+               "durations%s)\n", p.start, p.node, dur);
+    else if (rc == 0)
+        printf("ETA: none: a replay of the cluster as it is now does not start it (%s)%s\n", p.reason, dur);
+    else if (rc == GS_ENOENT)
+        printf("ETA: none: the pod is %s\n", running ? "already bound to a node" : "not in the cluster's snapshot");
+    else {
+        printf("ETA: none: %s\n", d.n ? d.v[0].msg : gs_strerror(rc));
+    }
+    gs_diags_free(&d);
+}
 
 static int explain_server(int argc, char **argv)
+{
+    /* --assume-duration is explain's own; the rest are the shared client flags. */
+    double assume = -1;
+    char **av = calloc((size_t)argc + 1, sizeof *av);
+    if (!av) return 1;
+    int ac = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--assume-duration")) {
+            av[ac++] = argv[i];
+            continue;
+        }
+        const char *why = "needs a value";
+        if (i + 1 >= argc || gs_sim_duration_parse(argv[++i], &assume, &why)) {
+            fprintf(stderr, "gpusched explain: --assume-duration \"%s\": %s (want 30m, 2h or seconds)\n",
+                    i < argc ? argv[i] : "", why);
+            free(av);
+            return 2;
+        }
+    }
+    int rc = explain_server_args(ac, av, assume);
+    free(av);
+    return rc;
+}
+
+static int explain_server_args(int argc, char **argv, double assume)
 {
     struct gs_cli c;
     int rc = gs_cli_parse(argc, argv, server_usage, &c);
@@ -323,6 +381,9 @@ static int explain_server(int argc, char **argv)
         const char *report = json_string_value(json_object_get(out, "report"));
         if (!err && code == 200 && report) {
             fputs(report, stdout);
+            char key[600];
+            snprintf(key, sizeof key, "%s/%s", ns, name);
+            print_eta(&c.conn, key, assume);
             rc = 0;
         } else {
             gs_cli_report("explain", err ? err : GS_EIO, out);
