@@ -66,8 +66,9 @@ struct gs_trace {
  * (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...,creation_time,
  * deletion_time,...). Problems reported as "FILE:LINE: column: message". */
 int gs_trace_load_openb(const char *node_csv, const char *pod_csv, struct gs_trace *out, struct gs_diags *d);
-/* Manifests: Node (and NodeResourceTopology) documents, and Pod documents with
- * sim.gpusched.io/arrival and /duration annotations (and PodGroup documents). */
+/* Manifests: Node documents (cluster file), Pod documents with the
+ * sim.gpusched.io/ annotations (workload file), and in either every other
+ * kind the server accepts (trace_manifest.c, trace_manifest.h). */
 int gs_trace_load_manifests(const char *cluster_path, const char *workload_path, struct gs_trace *out,
                             struct gs_diags *d);
 void gs_trace_free(struct gs_trace *t);

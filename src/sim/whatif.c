@@ -102,7 +102,7 @@ int gs_whatif_change_parse(const char *flag, const char *value, struct gs_whatif
             if (!*why) *why = "the weight must be > 0";
             return GS_EINVAL;
         }
-        snprintf(out->value, sizeof out->value, "%s", rest);
+        memcpy(out->value, rest, strlen(rest) + 1); /* fits: checked above */
         return 0;
     }
     *why = "not a what-if change";
