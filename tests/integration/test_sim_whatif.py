@@ -165,3 +165,38 @@ def test_snapshot_of_our_server_and_explain_eta(gpusched_bin, run, tmp_path):
     finally:
         rc = stack.stop("up")
     assert rc == 0, stack.log("up")
+
+
+def test_quota_change_on_a_kueue_cluster(run, fake, api, tmp_path):
+    """A LocalQueue's ClusterQueue has 2 GPUs, held by a running pod for 1 h: the queued pod waits for the
+    quota although n2 is free; --set-quota to 4 GPUs starts it at once, on n2."""
+    for n in ("n1", "n2"):
+        assert api.post(api.base + "/api/v1/nodes", json=node(n, 2)).ok
+    kueue = api.base + "/apis/kueue.x-k8s.io/v1beta2"
+    r = api.post(kueue + "/resourceflavors", json={"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                                   "metadata": {"name": "f"}})
+    assert r.ok, r.text
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "team-cq"},
+          "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+              {"name": "f", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 2}]}]}]}}
+    assert api.post(kueue + "/clusterqueues", json=cq).ok
+    lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+          "metadata": {"name": "team", "namespace": "default"}, "spec": {"clusterQueue": "team-cq"}}
+    assert api.post(kueue + "/namespaces/default/localqueues", json=lq).ok
+    for p in ("held", "queued"):
+        doc = kpod(p, 2, {"sim.gpusched.io/duration": "1h"})
+        doc["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team"}
+        assert api.post(api.base + "/api/v1/namespaces/default/pods", json=doc).ok
+    assert api.post(api.base + "/api/v1/namespaces/default/pods/held/binding",
+                    json={"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "held"},
+                          "target": {"kind": "Node", "name": "n1"}}).ok
+    out = tmp_path / "snap"
+    r = run("snapshot", "-o", str(out), "--kubeconfig", fake.kubeconfig)
+    assert r.returncode == 0, r.stderr
+    kinds = {d["kind"] for d in docs(out / "cluster.yaml") + docs(out / "workload.yaml")}
+    assert {"ClusterQueue", "LocalQueue", "ResourceFlavor"} <= kinds
+    r = run("sim", "--snapshot", str(out), "--set-quota", "team-cq:nvidia.com/gpu=4", "--json")
+    assert r.returncode == 0, r.stderr
+    (c,) = json.loads(r.stdout.strip().splitlines()[-1])["pods"]
+    assert 3590 <= c["start"] <= 3600, c  # before: when held gives its quota back
+    assert c["after"] == {"start": 0.0, "node": "n2"} and c["change"].endswith("earlier"), c
