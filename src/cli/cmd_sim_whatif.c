@@ -35,6 +35,7 @@ struct wargs {
     size_t noverlays;
     struct gs_client_opts conn;
     double assume;
+    const char *assume_text;
     uint64_t seed;
     struct gs_whatif_change changes[MAX_CHANGES];
     size_t nchanges;
@@ -102,6 +103,7 @@ static int parse(int argc, char **argv, struct wargs *a)
         case 'I': a->conn.insecure_skip_verify = true; break;
         case 'd':
             if (gs_sim_duration_parse(optarg, &a->assume, &why)) return bad(flag, optarg, why);
+            a->assume_text = optarg;
             break;
         case 'a': case 'r': case 'q': case 'w':
             if (a->nchanges == MAX_CHANGES) return bad(flag, optarg, "too many changes (64 at most)");
@@ -135,7 +137,8 @@ static int parse(int argc, char **argv, struct wargs *a)
         return 2;
     }
     if (a->snapshot && a->assume >= 0)
-        return bad("--assume-duration", "", "only for --from-cluster: a snapshot's pods already carry durations");
+        return bad("--assume-duration", a->assume_text,
+                   "only for --from-cluster: a snapshot's pods already carry durations");
     return 0;
 }
 
