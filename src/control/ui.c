@@ -62,8 +62,7 @@ static enum MHD_Result reply(struct gs__req *r, int code, const char *ctype, con
     return ret;
 }
 
-/* Does an If-None-Match header name etag ("*", or one of a comma list)? */
-static bool etag_matches(const char *inm, const char *etag)
+bool gs_ui_etag_matches(const char *inm, const char *etag)
 {
     if (!inm) return false;
     size_t el = strlen(etag);
@@ -90,6 +89,6 @@ enum MHD_Result gs__handle_ui(struct gs__req *r)
         return reply(r, 404, "text/plain; charset=utf-8", not_found, sizeof not_found - 1, NULL, NULL);
     case GS_UI_ASSET: break;
     }
-    if (etag_matches(gs__header(r, "If-None-Match"), a->etag)) return reply(r, 304, NULL, "", 0, a->etag, NULL);
+    if (gs_ui_etag_matches(gs__header(r, "If-None-Match"), a->etag)) return reply(r, 304, NULL, "", 0, a->etag, NULL);
     return reply(r, 200, a->ctype, a->data, a->len, a->etag, NULL);
 }

@@ -49,4 +49,8 @@ enum gs_ui_result {
  * an embedded file named exactly NAME. Never fails; *out borrowed (static). */
 enum gs_ui_result gs_ui_find(const char *url, const struct gs_ui_asset **out);
 
+/* Does an If-None-Match header value name etag ("*", or one of a comma
+ * list, weak or strong)? NULL: no. */
+bool gs_ui_etag_matches(const char *if_none_match, const char *etag);
+
 #endif
