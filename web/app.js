@@ -150,6 +150,8 @@ async function route() {
 }
 
 logout.addEventListener('click', () => signOut());
+// The skip link moves focus without touching location.hash (which is the route).
+document.querySelector('.skip').addEventListener('click', (e) => { e.preventDefault(); view.focus(); });
 onUnauthorizedSet(() => signOut('the server no longer accepts this token'));
 window.addEventListener('hashchange', route);
 route();

@@ -162,11 +162,11 @@ export function podView(view, state, ns, name) {
     if (ph !== lastPhase || nn !== lastNode) {
       if (explained.get(key)) explained.get(key).at = 0; // the answer may have changed
       showReason(pod);
+      // A pod that just started has logs now; a followed stream keeps going by itself.
+      if (lastPhase !== null && ph !== lastPhase && follow.getAttribute('aria-pressed') !== 'true') loadLogs(false);
       lastPhase = ph; lastNode = nn;
     }
   };
-  const u = pods.subscribe(keys => { if (keys.has(key)) render(); });
-  render();
   // Events about this pod, listed then watched.
   const evKind = state.kind(`/api/v1/namespaces/${encodeURIComponent(ns)}/events?fieldSelector=${encodeURIComponent('involvedObject.name=' + name)}`);
   const renderEvents = () => {
@@ -211,6 +211,8 @@ export function podView(view, state, ns, name) {
     loadLogs(on);
   });
   loadLogs(false);
+  const u = pods.subscribe(keys => { if (keys.has(key)) render(); });
+  render();
   return {
     destroy() {
       u(); ue();
