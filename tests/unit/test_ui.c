@@ -247,6 +247,11 @@ static void whoami_each_role(void **state)
     assert_non_null(strstr(r.body, "SelfSubjectReview body must be a JSON object"));
     assert_non_null(strstr(r.body, "not json"));
     resp_free(&r);
+    /* kubectl auth whoami sends protobuf: the review takes no input, so the body is not decoded. */
+    http("ten", "POST", path, "Content-Type: application/vnd.kubernetes.protobuf\r\n", "k8s\001\002", &r);
+    assert_int_equal(r.code, 201);
+    assert_non_null(strstr(r.body, "\"username\":\"alice\""));
+    resp_free(&r);
     http("ten", "GET", path, NULL, NULL, &r);
     assert_int_equal(r.code, 403); /* only create is served */
     resp_free(&r);
@@ -392,6 +397,14 @@ static void history_narrowed_for_tenants(void **state)
     assert_int_equal(r.code, 404);
     assert_non_null(strstr(r.body, "no LocalQueue of that name in namespace \\\"team-a\\\""));
     resp_free(&r);
+    /* kubectl get: a Table with a row per queue the tenant may see. */
+    http("ten", "GET", all, "Accept: application/json;as=Table;v=v1;g=meta.k8s.io\r\n", NULL, &r);
+    assert_int_equal(r.code, 200);
+    json_t *table = json_of(&r);
+    resp_free(&r);
+    assert_string_equal(json_string_value(json_object_get(table, "kind")), "Table");
+    assert_int_equal(json_array_size(json_object_get(table, "rows")), 2);
+    json_decref(table);
     /* Node and scheduler: refused; writes: refused for everyone. */
     http("nod", "GET", all, NULL, NULL, &r);
     assert_int_equal(r.code, 403);
