@@ -94,8 +94,11 @@ export function pendingView(view, state) {
   };
   const vl = new VirtualList(list, 48, render);
   const refresh = (dirty) => {
-    const keys = [...pods.objects.values()].filter(isPending).sort((a, b) =>
-      (a.metadata.creationTimestamp || '').localeCompare(b.metadata.creationTimestamp || '') || podKey(a).localeCompare(podKey(b))).map(podKey);
+    // Plain comparisons, not localeCompare: this sorts up to 50,000 pods per batch of changes.
+    const rows = [];
+    for (const p of pods.objects.values()) if (isPending(p)) rows.push([p.metadata.creationTimestamp || '', podKey(p)]);
+    rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+    const keys = rows.map(r => r[1]);
     count.textContent = `${keys.length} pending pods, oldest first`;
     vl.setKeys(keys, dirty);
   };

@@ -5,8 +5,9 @@
  *
  * Invariants beyond "no crash": an asset is found only for a path under
  * /ui/ whose last part is exactly an embedded file's name (never a path with
- * another '/', so no ".." can reach anything), "/ui" alone redirects, and an
- * asset's own ETag always matches itself.
+ * another '/', so no ".." can reach anything), "/ui" alone redirects, an
+ * asset's own ETag always matches itself, and a report path names one plain
+ * run (no '/', not starting with '.') and one of the three report files.
  */
 #include "control/ui.h"
 
@@ -37,6 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strcmp(buf, "/ui")) abort();
     } else if (a) {
         abort();
+    }
+    char run[256];
+    const char *file;
+    if (gs_ui_report_path(buf, run, &file)) { /* a run is one plain name, a file one of three */
+        if (strchr(run, '/') || run[0] == '.' || (*file && !run[0]) || (!*file && run[0])) abort();
+        if (*file && strcmp(file, "report.html") && strcmp(file, "series.csv") && strcmp(file, "events.jsonl")) abort();
     }
     free(buf);
     return 0;

@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,7 +105,8 @@ static void files_are_web_byte_for_byte(void **state)
 {
     (void)state;
     assert_true(gs_ui_nassets >= 5);
-    const char *want[] = {"index.html", "app.js", "api.js", "style.css", "nodes.js", "pods.js", "queues.js", "util.js"};
+    const char *want[] = {"index.html", "app.js",   "api.js",    "style.css", "nodes.js",
+                          "pods.js",    "queues.js", "reports.js", "util.js"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const struct gs_ui_asset *a = NULL;
         char url[64];
@@ -467,6 +469,103 @@ static void history_interval_errors(void **state)
     assert_int_equal(ms, GS_UI_HISTORY_INTERVAL_DEFAULT_MS);
 }
 
+/*--- Simulator reports ---*/
+
+static char repdir[64];
+
+static void put(const char *rel, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", repdir, rel);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void reports_listed_and_served(void **state)
+{
+    struct api_env *e = *state;
+    port = gs_server_port(e->srv);
+    char v[512];
+    struct resp r;
+    http(NULL, "GET", "/ui/reports/", NULL, NULL, &r);
+    assert_int_equal(r.code, 200);
+    assert_string_equal(r.body, "{\"runs\":[\"run-1\",\"run_2.b\"]}"); /* sorted; no .hidden, no run without a report */
+    resp_free(&r);
+    http(NULL, "GET", "/ui/reports/run-1/report.html", NULL, NULL, &r);
+    assert_int_equal(r.code, 200);
+    assert_string_equal(r.body, "<html><style>b{}</style>hello</html>");
+    assert_string_equal(header(&r, "Content-Type", v, sizeof v), "text/html; charset=utf-8");
+    header(&r, "Content-Security-Policy", v, sizeof v);
+    assert_non_null(strstr(v, "default-src 'none'"));
+    assert_null(strstr(v, "script-src")); /* no script at all in a report */
+    resp_free(&r);
+    http(NULL, "GET", "/ui/reports/run-1/series.csv", NULL, NULL, &r);
+    assert_int_equal(r.code, 200);
+    assert_string_equal(header(&r, "Content-Type", v, sizeof v), "text/csv; charset=utf-8");
+    assert_string_equal(r.body, "t,x\n0,1\n");
+    resp_free(&r);
+    const char *refused[] = {"/ui/reports/run-1/secret.txt", "/ui/reports/../tokens.csv", "/ui/reports/.hidden/report.html",
+                             "/ui/reports/run-1/../run-1/report.html", "/ui/reports/run-1"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        http(NULL, "GET", refused[i], NULL, NULL, &r);
+        if (r.code != 404) fail_msg("%s: %d %s", refused[i], r.code, r.body);
+        assert_non_null(strstr(r.body, "no such report: want /ui/reports/RUN/report.html"));
+        resp_free(&r);
+    }
+    http(NULL, "GET", "/ui/reports/run_2.b/events.jsonl", NULL, NULL, &r);
+    assert_int_equal(r.code, 404);
+    assert_string_equal(r.body, "run \"run_2.b\" has no such file\n");
+    resp_free(&r);
+    char run[256];
+    const char *file;
+    assert_true(gs_ui_report_path("/ui/reports", run, &file));
+    assert_string_equal(file, "");
+    assert_true(gs_ui_report_path("/ui/reports/a.b/events.jsonl", run, &file));
+    assert_string_equal(run, "a.b");
+    assert_string_equal(file, "events.jsonl");
+    assert_false(gs_ui_report_path("/ui/reportsx", run, &file));
+}
+
+static void reports_not_configured(void **state)
+{
+    struct api_env *e = *state;
+    port = gs_server_port(e->srv);
+    struct resp r;
+    http(NULL, "GET", "/ui/reports/", NULL, NULL, &r);
+    assert_int_equal(r.code, 404);
+    assert_string_equal(r.body, "no simulator reports here: start the server with --ui-reports DIR\n");
+    resp_free(&r);
+}
+
+static int setup_reports(void **state)
+{
+    snprintf(repdir, sizeof repdir, "/tmp/gs-ui-reports-XXXXXX");
+    assert_non_null(mkdtemp(repdir));
+    const char *dirs[] = {"run-1", "run_2.b", ".hidden", "empty"};
+    for (size_t i = 0; i < 4; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/%s", repdir, dirs[i]);
+        assert_int_equal(mkdir(path, 0700), 0);
+    }
+    put("run-1/report.html", "<html><style>b{}</style>hello</html>");
+    put("run-1/series.csv", "t,x\n0,1\n");
+    put("run-1/secret.txt", "no");
+    put("run_2.b/report.html", "<html>two</html>");
+    put(".hidden/report.html", "<html>hidden</html>");
+    put("tokens.csv", "adm,admin,,,admin\n");
+    return api_env_start(state, "/tmp/gs-ui-XXXXXX", tokens, true,
+                         (struct gs_server_opts){.no_scheduler = true, .ui_reports = repdir});
+}
+
+static int teardown_reports(void **state)
+{
+    api_env_teardown(state);
+    fx_rm_tree(repdir);
+    return 0;
+}
+
 static int setup(void **state)
 {
     setenv("GPUSCHED_UI_HISTORY_INTERVAL", "0.05", 1);
@@ -484,6 +583,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(history_narrowed_for_tenants, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(history_ring_is_bounded, setup, api_env_teardown),
         cmocka_unit_test(history_interval_errors),
+        cmocka_unit_test_setup_teardown(reports_listed_and_served, setup_reports, teardown_reports),
+        cmocka_unit_test_setup_teardown(reports_not_configured, setup, api_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
