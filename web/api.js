@@ -120,7 +120,7 @@ export class Kind {
     this.state = s; this.error = err || '';
     if (this.onState) this.onState();
   }
-  stop() { this.stopped = true; if (this.ctl) this.ctl.abort(); }
+  stop() { this.stopped = true; if (this.ctl) this.ctl.abort(); if (this.onState) this.onState(); }
   async list() {
     const doc = await request(this.path, { signal: this.ctl.signal });
     const seen = new Set();

@@ -220,8 +220,8 @@ export function podView(view, state, ns, name) {
     destroy() {
       u(); ue();
       if (ctl) ctl.abort();
-      evKind.stop();
       state.kinds.delete(evKind.path);
+      evKind.stop(); // after the delete: #live is recomputed without it
     },
   };
 }

@@ -185,7 +185,12 @@ int gs_ui_history_sample(struct gs_ui_history *h, double now)
     int err = list_kind(h->store, "kueue.x-k8s.io", "v1beta1", "clusterqueues", cq_one, &c);
     if (!err) err = list_kind(h->store, "scheduling.gpusched.io", "v1alpha1", "queues", vq_one, &c);
     if (!err) err = list_kind(h->store, "kueue.x-k8s.io", "v1beta1", "localqueues", lq_one, &c);
-    if (!err) err = list_kind(h->store, "", "v1", "pods", pod_one, &c);
+    /* Pods only when some LocalQueue exists: listing every pod is the sample's whole cost. */
+    bool any_lq = false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(c.next, k, v) any_lq = any_lq || !strncmp(k, "LocalQueue/", 11);
+    if (!err && any_lq) err = list_kind(h->store, "", "v1", "pods", pod_one, &c);
     if (err) {
         json_decref(c.next);
         return err;
