@@ -87,7 +87,7 @@ struct gs_framework {
     const uint8_t *rej[GS_MAX_PLUGINS_PER_POINT];
     size_t rej_n[GS_MAX_PLUGINS_PER_POINT];
     const int32_t *rej_w[GS_MAX_PLUGINS_PER_POINT]; /* class sizes of those verdicts, NULL: one node each */
-    bool per_node;                   /* never by class (gs_framework_set_node_classes) */
+    enum gs_node_classes classes;    /* gs_framework_set_node_classes */
     uint64_t class_cycles;           /* cycles whose node was chosen by class */
     struct gs__strmap recs;
     struct rec **list;
@@ -744,7 +744,7 @@ static bool slot_by_class(struct gs_framework *fw, enum gs_point pt, int i, cons
  * left on, and every PreScore and Score plugin, must say so for the pod. */
 static bool classes_apply(struct gs_framework *fw, const struct gs_pod *pod)
 {
-    if (fw->per_node || fw->only) return false;
+    if (fw->classes == GS_CLASSES_OFF || fw->only) return false;
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
         int k = fw->pts[GS_PT_FILTER][i].inst;
         if (!fw->inst[k].pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
@@ -817,6 +817,9 @@ static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct 
     struct gs_nodeclasses *x = gs_cache_classes(fw->h.cache);
     if (!x) return -1; /* out of memory keying the classes: the full scan still works */
     size_t nc = gs_nodeclass_count(x);
+    /* Nearly a class per node: the full scan's sequential passes cost less
+     * than a pass over scattered representatives. Either way, the same node. */
+    if (fw->classes == GS_CLASSES_AUTO && nc * 4 > fw->ncand * 3) return -1;
     size_t want = nc * (3 * sizeof(int32_t) + sizeof(void *) + 2 * sizeof(int64_t) + GS_MAX_PLUGINS_PER_POINT) + 8192;
     if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
     int32_t *idx = gs_arena_alloc(&fw->arena, nc * sizeof *idx + 1), *size = gs_arena_alloc(&fw->arena, nc * sizeof *size + 1);
@@ -857,7 +860,7 @@ static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct 
     return 1;
 }
 
-void gs_framework_set_node_classes(struct gs_framework *fw, bool on) { fw->per_node = !on; }
+void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes mode) { fw->classes = mode; }
 uint64_t gs_framework_class_cycles(const struct gs_framework *fw) { return fw->class_cycles; }
 
 static int finish_cycle(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *node, const char *key,

@@ -3,7 +3,7 @@
  * the full scan.
  *
  * Two identical caches and frameworks take the same random pod stream, one
- * choosing by class (the default) and one with classes off (every node
+ * choosing by class whenever the plugins allow and one with classes off (every node
  * filtered and scored). Clusters mix a few node shapes (so classes hold many
  * nodes and ties between classes are common), labels including a per-node
  * kubernetes.io/hostname, taints, cordons, pods bound before the run, GPU
@@ -132,7 +132,7 @@ static struct gs_pod *make_pod(const char *prefix, int i, uint64_t *rng)
     return p;
 }
 
-static void side_start(struct world *w, struct side *s, const char *policy, bool classes)
+static void side_start(struct world *w, struct side *s, const char *policy, enum gs_node_classes classes)
 {
     s->cache = gs_cache_new(&w->clock);
     for (int i = 0; i < NNODES; i++) assert_int_equal(gs_cache_add_node(s->cache, w->nodes[i]), i);
@@ -253,8 +253,8 @@ static void run_policy(const char *policy, uint64_t seed)
     for (int i = 0; i < NNODES; i++) w.nodes[i] = make_node(i, &w.rng);
     for (int i = 0; i < NNODES; i++) w.pre[i] = make_pod("pre", i, &w.rng);
     for (int i = 0; i < NPODS; i++) w.pods[i] = make_pod("pod", i, &w.rng);
-    side_start(&w, &w.on, policy, true);
-    side_start(&w, &w.off, policy, false);
+    side_start(&w, &w.on, policy, GS_CLASSES_ALWAYS);
+    side_start(&w, &w.off, policy, GS_CLASSES_OFF);
     struct counts t = {0};
     size_t fewest = SIZE_MAX;
     for (int i = 0; i < NPODS; i++) {
