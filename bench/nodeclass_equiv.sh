@@ -6,11 +6,12 @@
 #   bench/nodeclass_equiv.sh BEFORE_BIN AFTER_BIN [VARIANT...]
 #
 # BEFORE_BIN is a build of the commit before the change (for example
-# `git worktree add /tmp/base <commit>` and build it there). Variants default
+# `git archive <commit> | tar -x -C /tmp/base` and build it there). Variants default
 # to "default"; the trace comes from $GS_TRACE_DIR or ../shared/traces/openb.
 # The wall_seconds fields (how long a run took) are left out of the
 # comparison; every other number must be the same. The replay also writes its
-# events (every placement: node and GPUs) with --out, compared whole.
+# events (every placement: node and GPUs) with --out, for FGD, BestFit and
+# FGDPack, compared whole.
 # Exit status 0 when every output is identical, 1 otherwise.
 set -eu
 if [ $# -lt 2 ]; then
@@ -45,7 +46,7 @@ for v in "$@"; do
             status=1
         fi
     done
-    for p in FGD BestFit; do
+    for p in FGD BestFit FGDPack; do
         for side in before after; do
             bin=$before
             [ $side = after ] && bin=$after
