@@ -26,6 +26,7 @@
 
 #include "sched/frag.h"
 #include "sched/framework.h"
+#include "sched/nodeclass.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -249,6 +250,9 @@ int gs_cmd_bench(int argc, char **argv)
             "bench: %.0f pods/s (%.0f per CPU second), %.1f us/pod p50, %.1f us/pod p99, peak RSS %.1f MiB "
             "(%.0f bytes/GPU)\n",
             o.nodes, o.gpus, o.pods, b.scheduled, o.profile, pps, cpps, p50, p99, rss, per_gpu);
+    struct gs_nodeclasses *classes = gs_cache_classes(cache);
+    fprintf(stderr, "bench: %llu of %ld cycles decided by node class; %zu classes at the end\n",
+            (unsigned long long)gs_framework_class_cycles(fw), o.pods, classes ? gs_nodeclass_count(classes) : 0);
     printf("{\"nodes\":%ld,\"pods\":%ld,\"scheduled\":%ld,\"pods_per_second\":%.1f,\"pods_per_cpu_second\":%.1f,"
            "\"us_per_pod_p50\":%.2f,\"us_per_pod_p99\":%.2f,\"peak_rss_mb\":%.1f,\"bytes_per_gpu\":%.0f}\n",
            o.nodes, o.pods, b.scheduled, pps, cpps, p50, p99, rss, per_gpu);

@@ -199,6 +199,15 @@ int gs_framework_run_scores(struct gs_framework *fw, const struct gs_pod *pod, s
 /* GS_MAX_SCORE times the sum of the Score weights: the highest total. */
 int64_t gs_framework_max_total_score(const struct gs_framework *fw);
 
+/* Node classes (plugin.h): AUTO (the default) decides by class unless the
+ * classes are nearly as many as the nodes; OFF filters and scores every
+ * node; ALWAYS decides by class whenever the plugins allow. The decisions
+ * are the same in every mode; OFF and ALWAYS are for tests that prove it. */
+enum gs_node_classes { GS_CLASSES_AUTO, GS_CLASSES_OFF, GS_CLASSES_ALWAYS };
+void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes mode);
+/* How many cycles chose their node by class so far. */
+uint64_t gs_framework_class_cycles(const struct gs_framework *fw);
+
 /* The per-cycle arena (scratch valid until the next cycle). */
 struct gs_arena *gs_framework_arena(struct gs_framework *fw);
 

@@ -16,7 +16,9 @@
  * row is scanned in node order, which keeps the Score loop in cache.
  *
  * The target workload comes from args ("targetWorkload") or is learned
- * online (gs_frag_source); a new model drops the rows.
+ * online (gs_frag_source); a new model makes every row stale (a stamp per
+ * slot) but keeps its memory, so a large cluster does not clear and refill
+ * rows of every node each time the learned workload changes.
  */
 #include "sched/frag.h"
 #include "sched/plugin.h"
@@ -30,7 +32,8 @@
 struct slot {
     uint64_t gen;
     const char *name; /* detects a reused node slot */
-    int32_t score;    /* -1: empty */
+    int32_t score;
+    uint32_t stamp;   /* the model's stamp when computed; a zeroed slot is empty */
 };
 
 struct shape {
@@ -48,6 +51,7 @@ struct fgd {
     struct shape *shapes;
     size_t nshapes;
     int32_t cur; /* shape of the pod in this cycle, -1 none */
+    uint32_t stamp; /* bumped with every new model: slots of older stamps are stale */
 };
 
 static int fgd_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
@@ -56,6 +60,7 @@ static int fgd_init(const struct gs_handle *h, const json_t *args, void **state,
     if (!f) return GS_ENOMEM;
     f->h = h;
     f->cur = -1;
+    f->stamp = 1;
     int rc = gs_frag_source_new(h->cache, args, d, &f->src);
     if (rc < 0) {
         free(f);
@@ -199,7 +204,7 @@ static struct gs_status fgd_pre_score(void *state, struct gs_cycle_state *cs, co
     uint64_t epoch;
     gs_frag_source_model(f->src, &epoch);
     if (epoch != f->epoch) {
-        drop_rows(f);
+        f->stamp++; /* a new model: every row's scores go stale, their memory stays */
         f->epoch = epoch;
     }
     f->cur = shape_of(f, &pod->demand);
@@ -213,9 +218,12 @@ static struct slot *row_for(struct fgd *f, int32_t shape, size_t nnodes)
     if (s->nrow < nnodes) {
         size_t nc = s->nrow ? s->nrow : 64;
         while (nc < nnodes) nc *= 2;
-        struct slot *nr = realloc(s->row, nc * sizeof *nr);
+        /* Zeroed slots are empty (no node has a NULL name). A fresh row comes
+         * from calloc, so only the pages of nodes actually scored are touched:
+         * with node classes, the representatives. */
+        struct slot *nr = s->nrow ? realloc(s->row, nc * sizeof *nr) : calloc(nc, sizeof *nr);
         if (!nr) return NULL;
-        for (size_t i = s->nrow; i < nc; i++) nr[i] = (struct slot){0, NULL, -1};
+        if (s->nrow) memset(nr + s->nrow, 0, (nc - s->nrow) * sizeof *nr);
         s->row = nr;
         s->nrow = nc;
     }
@@ -236,12 +244,12 @@ static void fgd_score(void *state, struct gs_cycle_state *cs, const struct gs_po
     for (size_t i = 0; i < n; i++) {
         const struct gs_node_info *nd = nodes[i];
         struct slot *sl = row && (size_t)nd->idx < f->shapes[f->cur].nrow ? &row[nd->idx] : NULL;
-        if (sl && sl->score >= 0 && sl->gen == nd->generation && sl->name == nd->name) {
+        if (sl && sl->stamp == f->stamp && sl->gen == nd->generation && sl->name == nd->name) {
             scores[i] = sl->score;
             continue;
         }
         int32_t s = node_score(m, nd, &pod->demand, NULL);
-        if (sl) *sl = (struct slot){nd->generation, nd->name, s};
+        if (sl) *sl = (struct slot){nd->generation, nd->name, s, f->stamp};
         scores[i] = s;
     }
 }
@@ -271,6 +279,7 @@ static struct gs_status fgd_reserve(void *state, struct gs_cycle_state *cs, cons
 
 const struct gs_plugin gs_plugin_fgd = {
     .name = "FGD",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = fgd_init,
     .fini = fgd_fini,
     .pre_score = fgd_pre_score,

@@ -19,6 +19,10 @@
  * The key (bucket, occupied) is mapped by NormalizeScore so the best node
  * gets 100 and every other node at most 99: with one score plugin the argmax
  * is exactly the best key.
+ *
+ * Keys are remembered per (CPU, milli, GPU count) request and node, with the
+ * node generation and the model stamp they were computed at, as FGD does:
+ * a key depends on nothing else, and one placement changes one node.
  */
 #include "sched/frag.h"
 #include "sched/plugin.h"
@@ -26,15 +30,39 @@
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+#define MAX_SHAPES 4096
+
+struct memo {
+    uint64_t gen;
+    const char *name; /* detects a reused node slot */
+    int64_t key;
+    uint32_t stamp;   /* f->stamp when computed; a zeroed slot is empty */
+};
+
+struct shape {
+    int64_t cpu;
+    int32_t milli, count;
+    struct memo *row;
+    size_t nrow;
+};
 
 struct fp {
     struct gs_frag_source *src;
+    struct gs_cache *cache;
+    struct shape *shapes;
+    size_t nshapes;
+    uint64_t epoch;   /* the model's, when the rows were stamped */
+    uint32_t stamp;
 };
 
 static int fp_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
 {
     struct fp *f = calloc(1, sizeof *f);
     if (!f) return GS_ENOMEM;
+    f->cache = h->cache;
+    f->stamp = 1;
     int rc = gs_frag_source_new(h->cache, args, d, &f->src);
     if (rc < 0) {
         free(f);
@@ -48,6 +76,8 @@ static void fp_fini(void *state)
 {
     struct fp *f = state;
     gs_frag_source_free(f->src);
+    for (size_t i = 0; i < f->nshapes; i++) free(f->shapes[i].row);
+    free(f->shapes);
     free(f);
 }
 
@@ -91,7 +121,41 @@ static struct gs_status fp_pre_score(void *state, struct gs_cycle_state *cs, con
     (void)cs, (void)nodes, (void)n;
     struct fp *f = state;
     gs_frag_source_observe(f->src, pod);
+    uint64_t epoch;
+    gs_frag_source_model(f->src, &epoch);
+    if (epoch != f->epoch) {
+        f->stamp++; /* a new model: every remembered key is stale */
+        f->epoch = epoch;
+    }
     return (struct gs_status){0};
+}
+
+/* The memo row of the pod's request covering nnodes slots, or NULL (then
+ * every key is computed). */
+static struct memo *row_of(struct fp *f, const struct gs_demand *d, size_t nnodes)
+{
+    struct shape *s = NULL;
+    for (size_t i = f->nshapes; i-- > 0 && !s;)
+        if (f->shapes[i].cpu == d->cpu_milli && f->shapes[i].milli == d->gpu_milli && f->shapes[i].count == d->gpu_count)
+            s = &f->shapes[i];
+    if (!s) {
+        if (f->nshapes >= MAX_SHAPES) return NULL;
+        struct shape *ns = realloc(f->shapes, (f->nshapes + 1) * sizeof *ns);
+        if (!ns) return NULL;
+        f->shapes = ns;
+        s = &f->shapes[f->nshapes++];
+        *s = (struct shape){d->cpu_milli, d->gpu_milli, d->gpu_count, NULL, 0};
+    }
+    if (s->nrow < nnodes) {
+        size_t nc = s->nrow ? s->nrow : 64;
+        while (nc < nnodes) nc *= 2;
+        struct memo *nr = s->nrow ? realloc(s->row, nc * sizeof *nr) : calloc(nc, sizeof *nr);
+        if (!nr) return NULL;
+        if (s->nrow) memset(nr + s->nrow, 0, (nc - s->nrow) * sizeof *nr);
+        s->row = nr;
+        s->nrow = nc;
+    }
+    return s->row;
 }
 
 static void fp_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
@@ -100,7 +164,17 @@ static void fp_score(void *state, struct gs_cycle_state *cs, const struct gs_pod
     (void)cs;
     struct fp *f = state;
     struct gs_frag_model *m = gs_frag_source_model(f->src, NULL);
-    for (size_t i = 0; i < n; i++) scores[i] = m ? node_key(m, nodes[i], &pod->demand, NULL) : 0;
+    struct memo *row = m && f->cache ? row_of(f, &pod->demand, (size_t)gs_cache_node_count(f->cache)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_node_info *nd = nodes[i];
+        struct memo *e = row && nd->idx >= 0 && nd->idx < gs_cache_node_count(f->cache) ? &row[nd->idx] : NULL;
+        if (e && e->stamp == f->stamp && e->gen == nd->generation && e->name == nd->name) {
+            scores[i] = e->key;
+            continue;
+        }
+        scores[i] = m ? node_key(m, nd, &pod->demand, NULL) : 0;
+        if (e) *e = (struct memo){nd->generation, nd->name, scores[i], f->stamp};
+    }
 }
 
 static void fp_normalize(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
@@ -142,6 +216,7 @@ static struct gs_status fp_reserve(void *state, struct gs_cycle_state *cs, const
 
 const struct gs_plugin gs_plugin_fgd_pack = {
     .name = "FGDPack",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = fp_init,
     .fini = fp_fini,
     .pre_score = fp_pre_score,
