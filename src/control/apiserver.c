@@ -28,6 +28,8 @@
 #include "control/dra_convert.h"
 #include "control/apiserver_int.h"
 #include "control/api_route.h"
+#include "control/api_ui.h" /* the console's queue history */
+#include "control/ui.h"     /* the console's files at /ui */
 
 #include "core/codec.h"
 #include "control/events.h" /* events.k8s.io view of watch lines */
@@ -558,6 +560,7 @@ static enum MHD_Result dispatch_resource(struct gs__req *r)
     if (!strcmp(r->sub, "eviction") && (strcmp(r->res->plural, "pods") || r->res->group[0]))
         return gs__reply_status(r, 404, NULL, r->name, "only pods have an eviction subresource");
     if (refused(r, verb)) return MHD_YES;
+    if (gs__ui_api_resource(r->res)) return gs__handle_ui_api(r, verb); /* api_ui.c: read-only */
     if (strcmp(r->method, "GET") && gs__write_options(r)) return MHD_YES; /* dryRun, fieldValidation */
     if (!strcmp(verb, "create") && !strcmp(r->sub, "eviction") && r->name) return gs__handle_eviction(r);
     if (!strcmp(r->sub, "log")) return gs__handle_log(r); /* api_logs.c: proxied to the node's agent */
@@ -575,7 +578,7 @@ static enum MHD_Result dispatch_resource(struct gs__req *r)
 
 static bool public_path(const char *url)
 {
-    return !strcmp(url, "/version") || !strcmp(url, "/healthz") || !strcmp(url, "/livez") || !strcmp(url, "/readyz");
+    return gs_ui_is_path(url) || !strcmp(url, "/version") || !strcmp(url, "/healthz") || !strcmp(url, "/livez") || !strcmp(url, "/readyz");
 }
 
 static enum MHD_Result route(struct gs__req *r)
@@ -588,6 +591,7 @@ static enum MHD_Result route(struct gs__req *r)
             return gs__reply_text(r, 500, "text/plain", asprintf(&msg, "not ready: %s\n", h.why) < 0 ? NULL : msg);
         }
     }
+    if (gs_ui_is_path(r->url)) return gs__handle_ui(r); /* ui.c: the console's files, no data */
     long bad = strlen(r->url) < sizeof ((struct gs_route *)0)->path ? gs__text_bad_byte(r->url) : -1; /* longer: 414 below */
     if (bad >= 0)
         return gs__reply_status(r, 400, "BadRequest", NULL, "invalid URL path \"%s\": byte %ld is %s", r->url, bad,
@@ -790,9 +794,18 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         free(s);
         return GS_EINVAL;
     }
+    int64_t ui_ms;
+    char why[160] = "no memory or thread for the sampler";
+    if (gs_ui_history_interval_env(&ui_ms, why, sizeof why) ||
+        gs_ui_history_new(o->store, ui_ms, GS_UI_HISTORY_SAMPLES_DEFAULT, &s->ui_history)) {
+        gs_log(GS_LOG_ERROR, "api: cannot keep the console's queue history", "why", why, NULL);
+        free(s);
+        return GS_EINVAL;
+    }
     if (o->agent_token) snprintf(s->agent_token, sizeof s->agent_token, "%s", o->agent_token);
     struct gs_netguard_opts go = {.fail_qps = o->fail_qps};
     if (gs_netguard_new(&go, &s->guard)) {
+        gs_ui_history_free(s->ui_history);
         free(s);
         return GS_ENOMEM;
     }
@@ -800,6 +813,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     int fd = listen_socket(o->listen ? o->listen : "127.0.0.1:6443", &s->port);
     if (fd < 0) {
         gs_netguard_free(s->guard);
+        gs_ui_history_free(s->ui_history);
         free(s);
         return fd;
     }
@@ -828,6 +842,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         gs_log(GS_LOG_ERROR, "api: libmicrohttpd failed to start", NULL);
         close(fd);
         gs_netguard_free(s->guard);
+        gs_ui_history_free(s->ui_history);
         free(s);
         return GS_EIO;
     }
@@ -848,6 +863,7 @@ void gs_apiserver_stop(struct gs_apiserver *s)
     gs_store_interrupt(s->store);
     MHD_stop_daemon(s->d);
     close(s->fd);
+    gs_ui_history_free(s->ui_history);
     gs_netguard_free(s->guard);
     gs__fields_cache_free(atomic_load(&s->fields_cache));
     free(s);

@@ -31,6 +31,7 @@ struct gs_apiserver {
     struct gs_netguard *guard;    /* connection limits and pre-auth rate limit (netguard.c) */
     struct gs_admit_defaults admit_defaults; /* default tolerations at pod create (admit_defaults.c) */
     _Atomic(struct gs__fields_cache *) fields_cache; /* api_fields.c: namespaces and classes seen lately */
+    struct gs_ui_history *ui_history; /* api_ui.c: queue usage samples for the console */
 };
 
 struct gs__fields_cache;
@@ -95,6 +96,10 @@ double gs__wall_now(void);
 
 /* GET pods/NAME/explain (api_explain.c). */
 enum MHD_Result gs__handle_explain(struct gs__req *r);
+/* The web console (ui.c: /ui files; api_ui.c: its read-only routes). */
+enum MHD_Result gs__handle_ui(struct gs__req *r);
+bool gs__ui_api_resource(const struct gs_api_resource *res);
+enum MHD_Result gs__handle_ui_api(struct gs__req *r, const char *verb);
 
 /* Starts a watch stream (takes f's contents). */
 enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const char *prefix);

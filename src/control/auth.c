@@ -246,6 +246,8 @@ static const struct gs_auth_rule rules[] = {
     {"poddisruptionbudgets",   "status",  "A---AA-", "N---DD-", "A---DD-", "A---DD-"},
     {"workloads",              "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
     {"workloadpriorityclasses", "",       "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"selfsubjectreviews",     "",        "---A---", "---A---", "---A---", "---A---"},
+    {"queuehistories",         "",        "AA-----", "NN-----", "DD-----", "DD-----"},
 };
 #define NRULES (sizeof rules / sizeof rules[0])
 

@@ -59,6 +59,10 @@ static const struct gs_api_resource table[] = {
     /* After v1's row: v1 stays the group's preferred version. */
     RES("scheduling.k8s.io", "v1beta1", "podgroups", "podgroup", "PodGroup", NULL, true, true),
     RES("scheduling.k8s.io", "v1beta1", "workloads", "workload", "Workload", NULL, true, false),
+    /* Served by api_ui.c, never stored: who a token is, and the console's queue history. */
+    RES("authentication.k8s.io", "v1", "selfsubjectreviews", "selfsubjectreview", "SelfSubjectReview", NULL, false,
+        false),
+    RES("ui.gpusched.io", "v1", "queuehistories", "queuehistory", "QueueHistory", NULL, true, false),
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

@@ -1,0 +1,155 @@
+// app.js - the console's entry: login, routing by location.hash, and the
+// cluster state every page reads (one list+watch per kind, see api.js).
+// Routes: #/login, #/nodes, #/nodes/<name>, #/queues, #/pending,
+// #/pods/<ns>/<name>; without a token every route shows the login form.
+import { Kind, token, setToken, whoami, onUnauthorizedSet } from './api.js';
+import { el, podKey } from './util.js';
+import { nodesView, nodeView } from './nodes.js';
+import { pendingView, podView } from './pods.js';
+import { queuesView } from './queues.js';
+
+const view = document.getElementById('view');
+const live = document.getElementById('live');
+const who = document.getElementById('whoami');
+const logout = document.getElementById('logout');
+
+// The shared state: kinds started on demand, and who holds which GPU.
+export const state = {
+  me: null,
+  kinds: new Map(),
+  // node name -> GPU index -> [{pod: "ns/name", milli}] (pods bound there, not finished)
+  holders: new Map(),
+  kind(path) {
+    let k = this.kinds.get(path);
+    if (!k) { k = new Kind(path, liveState); this.kinds.set(path, k); liveState(); }
+    return k;
+  },
+  nodes() { return this.kind('/api/v1/nodes'); },
+  pods() { return this.kind('/api/v1/pods'); },
+};
+
+function liveState() {
+  let ok = state.kinds.size > 0, err = '';
+  for (const k of state.kinds.values()) if (k.state !== 'connected') { ok = false; err = k.error; }
+  live.dataset.state = ok ? 'connected' : 'reconnecting';
+  live.textContent = ok ? 'live' : 'reconnecting' + (err ? ': ' + err : '');
+}
+
+// GPU holders, rebuilt from the pods the token may read (a tenant sees its own only).
+function podDevices(pod, node) {
+  const out = [];
+  const st = pod.status || {};
+  if (Array.isArray(st.devices) && st.devices.length) {
+    for (const d of st.devices) if (typeof d.index === 'number') out.push({ index: d.index, milli: d.milli || 1000 });
+    return out;
+  }
+  const ann = (pod.metadata.annotations || {})['gpusched.io/devices'];
+  if (ann && node) {
+    const devs = (node.status && node.status.devices) || [];
+    for (const u of ann.split(',')) {
+      const d = devs.find(x => x.uuid === u.trim());
+      if (d) out.push({ index: d.index, milli: 1000 });
+    }
+  }
+  return out;
+}
+
+export function rebuildHolders() {
+  const h = new Map();
+  const nodes = state.nodes().objects;
+  for (const pod of state.pods().objects.values()) {
+    const nn = pod.spec && pod.spec.nodeName;
+    const ph = pod.status && pod.status.phase;
+    if (!nn || ph === 'Succeeded' || ph === 'Failed') continue;
+    let per = h.get(nn);
+    if (!per) h.set(nn, per = new Map());
+    for (const d of podDevices(pod, nodes.get(nn))) {
+      let l = per.get(d.index);
+      if (!l) per.set(d.index, l = []);
+      l.push({ pod: podKey(pod), milli: d.milli });
+    }
+  }
+  for (const per of h.values()) for (const l of per.values()) l.sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+  state.holders = h;
+}
+
+let current = null; // the page shown: {destroy()}
+
+function loginView(message) {
+  const input = el('input', { id: 'token', type: 'password', autocomplete: 'off', required: true });
+  const err = el('p', { id: 'login-error', class: 'error', role: 'alert', hidden: !message, text: message || '' });
+  const button = el('button', { id: 'login', type: 'submit', text: 'Sign in' });
+  const form = el('form', { class: 'login', 'aria-labelledby': 'login-title' },
+    el('h1', { id: 'login-title', text: 'Sign in to gpusched' }),
+    el('p', { class: 'muted', text: 'Use a bearer token of the server (tokens.csv in its data directory).' }),
+    el('p', {}, el('label', { for: 'token', text: 'Token' }), input),
+    err, button);
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    button.disabled = true;
+    try {
+      const me = await whoami(input.value.trim());
+      setToken(input.value.trim());
+      signedIn(me);
+      const want = sessionStorage.getItem('gpusched.after') || '#/nodes';
+      sessionStorage.removeItem('gpusched.after');
+      location.hash = want === '#/login' ? '#/nodes' : want;
+      route();
+    } catch (ex) {
+      err.hidden = false;
+      err.textContent = 'Sign-in refused: ' + (ex.message || String(ex));
+      button.disabled = false;
+      input.focus();
+    }
+  });
+  view.replaceChildren(form);
+  input.focus();
+  return { destroy() {} };
+}
+
+function signedIn(me) {
+  state.me = me;
+  who.textContent = me.user + (me.role ? ' (' + me.role + (me.namespaces.length ? ': ' + me.namespaces.join(', ') : '') + ')' : '');
+  logout.hidden = false;
+}
+
+function signOut(message) {
+  for (const k of state.kinds.values()) k.stop();
+  state.kinds.clear();
+  state.me = null;
+  setToken(null);
+  who.textContent = '';
+  logout.hidden = true;
+  liveState();
+  if (current) current.destroy();
+  current = loginView(message);
+  if (location.hash !== '#/login') history.replaceState(null, '', '#/login');
+}
+
+async function route() {
+  const hash = location.hash || '#/nodes';
+  if (current) { current.destroy(); current = null; }
+  if (!token()) {
+    if (hash !== '#/login') sessionStorage.setItem('gpusched.after', hash);
+    current = loginView();
+    return;
+  }
+  if (!state.me) {
+    try { signedIn(await whoami(token())); } catch (e) { signOut(e.message); return; }
+  }
+  const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  for (const a of document.querySelectorAll('header nav a')) {
+    if (a.getAttribute('href') === '#/' + parts[0]) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  if (parts[0] === 'login') { location.hash = '#/nodes'; return; }
+  if (parts[0] === 'nodes' && parts[1]) current = nodeView(view, state, parts[1]);
+  else if (parts[0] === 'queues') current = queuesView(view, state);
+  else if (parts[0] === 'pending') current = pendingView(view, state);
+  else if (parts[0] === 'pods' && parts[2]) current = podView(view, state, parts[1], parts[2]);
+  else current = nodesView(view, state);
+}
+
+logout.addEventListener('click', () => signOut());
+onUnauthorizedSet(() => signOut('the server no longer accepts this token'));
+window.addEventListener('hashchange', route);
+route();
