@@ -13,6 +13,7 @@ variance) together with the DOM facts at the same moment.
 """
 import json
 import pathlib
+import re
 import secrets
 import sys
 import time
@@ -337,11 +338,18 @@ def test_queues_show_usage_against_nominal_quota(stack, browser):
     apply(stack, {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "h100"}},
           {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "research"},
            "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-               {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]}]}})
+               {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 6}]}]}]}},
+          {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+           "metadata": {"name": "lq", "namespace": "team-a"}, "spec": {"clusterQueue": "research"}})
+    queued = pod_manifest("queued", "sleep 600", gpus=1, ns="team-a")
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+    apply(stack, queued)
+    wait_for(lambda: phase(stack.pod("queued", "team-a")) == "Running", 30, "the queued pod to be admitted and run")
     login(d, stack, route="#/queues")
-    q = wait_for(lambda: els(d, '[data-queue="research"]'), 15, "the research queue")[0]
-    assert "6" in q.text, f"the queue row does not show its nominal quota 6: {q.text!r}"
+    q = wait_for(lambda: (lambda e: e if e and re.search(r"\b1 / 6 GPUs", e[0].text) else None)(
+        els(d, '[data-queue="research"]')), 20, "the research queue with 1 of its 6 GPUs used")[0]
     shot(d, "console-queues", queue=q.text[:80])
+    stack.cli("delete", "pod", "queued", "-n", "team-a")
 
 
 def test_a_blank_screenshot_is_refused(browser):
