@@ -2,7 +2,7 @@
 """The web console (/ui) at scale: first paint of the GPU grid and the delay of a live update.
 
     /usr/bin/python3 bench/console.py [--bin build/gpusched] [--nodes 5000] [--pods 50000]
-        [--pending 1000] [--threads 4] [--repeat 3] [--json FILE]
+        [--pending 1000] [--threads 4] [--repeat 3] [--loads 3] [--json FILE]
 
 Starts one `gpusched server` (SQLite) in a temporary directory and fills it through
 the API: --nodes Node objects of 8 H100s each (status.devices, two NVLink islands of
@@ -14,8 +14,9 @@ GPUs. Headless Chromium (tests/integration/browser.py) then opens the console an
 measures, with performance.now() in the page:
 
   first paint   navigation start -> the first GPU cell ([data-gpu]) in the DOM, and
-                -> the next animation frame after it (the grid on screen); the
-                browser's cache is warm for the static files only (a second load)
+                -> the next animation frame after it (the grid on screen), for
+                --loads page loads (the first with a cold cache; the JSON's
+                first_paint_ms is that one), with the API requests done by then
   update        performance.now() just before the API write -> the cell changed:
                 a GPU marked Unhealthy in its Node's status (data-health), and a pod
                 holding a GPU deleted (data-holders); each --repeat times
@@ -159,6 +160,13 @@ return performance.now();
 """
 
 
+RESOURCES_JS = """
+return performance.getEntriesByType('resource').filter(e => e.name.includes('/api')).map(e => ({
+  path: new URL(e.name).pathname + new URL(e.name).search, start_ms: Math.round(e.startTime),
+  end_ms: Math.round(e.responseEnd), bytes: e.encodedBodySize}));
+"""
+
+
 def _wait(d, js, timeout, what):
     end = time.time() + timeout
     while time.time() < end:
@@ -169,16 +177,22 @@ def _wait(d, js, timeout, what):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def measure(d, url, token, ca, repeat=3):
-    """First paint and update delays (ms) on the console in driver d; see the module's comment."""
+def measure(d, url, token, ca, repeat=3, loads=1):
+    """First paint (of `loads` page loads; first_paint_ms is the first) and update delays (ms) on the
+    console in driver d; see the module's comment."""
     s = session(token, ca)
     # the token goes in from another page of the origin, so that /ui is a new document (not a hash change)
     d.get(url + "/readyz")
     d.execute_script("sessionStorage.setItem('gpusched.token', arguments[0]);", token)
     d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FIRST_CELL_JS})
-    d.get(url + "/ui/#/nodes")
-    first = _wait(d, "return window.__gsFirstFrame", 60, "the first GPU cell")
-    cell = d.execute_script("return window.__gsFirstCell")
+    firsts, cells, api = [], [], []
+    for _ in range(loads):
+        d.get(url + "/ui/#/nodes")
+        firsts.append(_wait(d, "return window.__gsFirstFrame", 60, "the first GPU cell"))
+        cells.append(d.execute_script("return window.__gsFirstCell"))
+        # where the time went: the API requests done by then (watches still open are not listed)
+        api.append(d.execute_script(RESOURCES_JS))
+    first, cell = firsts[0], cells[0]
     _wait(d, "const e = document.querySelector('#live'); return e && e.dataset.state === 'connected'", 30,
           "#live connected")
     dom_cells = d.execute_script("return document.querySelectorAll('[data-gpu]').length")
@@ -210,6 +224,7 @@ def measure(d, url, token, ca, repeat=3):
             raise RuntimeError(f"DELETE pod {space}/{name}: {r.status_code} {r.text[:200]}")
         holder.append(_wait(d, "return window.__gsChanged", 30, f"{n} GPU {g} to lose {space}/{name}") - t0)
     return {"first_cell_ms": round(cell), "first_paint_ms": round(first), "dom_cells": dom_cells,
+            "first_paint_all_ms": [round(x) for x in firsts], "api_requests": api[0],
             "update_health_ms": round(max(health)), "update_health_median_ms": round(statistics.median(health)),
             "update_holder_ms": round(max(holder)), "update_holder_median_ms": round(statistics.median(holder))}
 
@@ -221,7 +236,8 @@ def main():
     ap.add_argument("--pods", type=int, default=50000)
     ap.add_argument("--pending", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3, help="updates of each kind")
+    ap.add_argument("--loads", type=int, default=3, help="page loads timed for the first paint")
     ap.add_argument("--json", help="also write the result here")
     a = ap.parse_args()
     from browser import chrome
@@ -233,7 +249,9 @@ def main():
             print(f"console: {a.nodes} nodes + {a.pods} pods ({a.pending} pending) created in {took:.0f} s",
                   flush=True)
             with chrome(accept_insecure_certs=True) as d:
-                res = measure(d, srv.url, srv.token, str(srv.data / "ca.crt"), a.repeat)
+                res = measure(d, srv.url, srv.token, str(srv.data / "ca.crt"), a.repeat, a.loads)
+            with open("/proc/loadavg") as f:
+                res["loadavg"] = f.read().split()[0]
             res.update(nodes=a.nodes, pods=a.pods, pending=a.pending, fill_s=round(took))
             print(json.dumps(res), flush=True)
             if a.json:
