@@ -187,6 +187,7 @@ def measure(d, url, token, ca, repeat=3, loads=1):
     d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FIRST_CELL_JS})
     firsts, cells, api = [], [], []
     for _ in range(loads):
+        d.get(url + "/readyz")  # away first: loading the same URL with the same hash would be no navigation
         d.get(url + "/ui/#/nodes")
         firsts.append(_wait(d, "return window.__gsFirstFrame", 60, "the first GPU cell"))
         cells.append(d.execute_script("return window.__gsFirstCell"))
@@ -246,13 +247,23 @@ def main():
         srv = Server(a.bin, pathlib.Path(tmp) / "srv", env={"GPUSCHED_NODE_GRACE": "86400"}).start()
         try:
             took = fill(srv.url, srv.token, str(srv.data / "ca.crt"), a.nodes, a.pods, a.pending, a.threads)
+            lists = {}
+            s = session(srv.token, str(srv.data / "ca.crt"))
+            for what in ("nodes", "pods"):  # the server's side of the page's first lists, without a browser
+                t0 = time.time()
+                r = s.get(f"{srv.url}/api/v1/{what}", timeout=120)
+                lists[f"list_{what}_ms"] = round((time.time() - t0) * 1000)
+                lists[f"list_{what}_bytes"] = len(r.content)
+            t0 = time.time()  # one page, as a page that painted the first screen first would ask
+            s.get(f"{srv.url}/api/v1/nodes?limit=100", timeout=120).raise_for_status()
+            lists["list_nodes_limit100_ms"] = round((time.time() - t0) * 1000)
             print(f"console: {a.nodes} nodes + {a.pods} pods ({a.pending} pending) created in {took:.0f} s",
                   flush=True)
             with chrome(accept_insecure_certs=True) as d:
                 res = measure(d, srv.url, srv.token, str(srv.data / "ca.crt"), a.repeat, a.loads)
             with open("/proc/loadavg") as f:
                 res["loadavg"] = f.read().split()[0]
-            res.update(nodes=a.nodes, pods=a.pods, pending=a.pending, fill_s=round(took))
+            res.update(nodes=a.nodes, pods=a.pods, pending=a.pending, fill_s=round(took), **lists)
             print(json.dumps(res), flush=True)
             if a.json:
                 pathlib.Path(a.json).write_text(json.dumps(res, indent=2) + "\n")
