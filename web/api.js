@@ -91,7 +91,9 @@ function schedule(kind) {
 
 // One resource, listed and watched: objects by "ns/name" (or "name").
 export class Kind {
-  constructor(path, onState) {
+  // startAfter: a promise to wait for before the first list (or null), so a
+  // small kind the first paint needs (nodes) is not slowed by a large one.
+  constructor(path, onState, startAfter) {
     this.path = path; // "/api/v1/pods"
     this.objects = new Map();
     this.changed = new Set();
@@ -103,6 +105,8 @@ export class Kind {
     this.stopped = false;
     this.backoff = 500;
     this.ctl = null;
+    this.startAfter = startAfter || null;
+    this.listed = new Promise(resolve => { this.listedResolve = resolve; });
     this.run();
   }
   subscribe(fn) { this.listeners.add(fn); return () => this.listeners.delete(fn); }
@@ -116,7 +120,7 @@ export class Kind {
     this.state = s; this.error = err || '';
     if (this.onState) this.onState();
   }
-  stop() { this.stopped = true; if (this.ctl) this.ctl.abort(); }
+  stop() { this.stopped = true; if (this.ctl) this.ctl.abort(); if (this.onState) this.onState(); }
   async list() {
     const doc = await request(this.path, { signal: this.ctl.signal });
     const seen = new Set();
@@ -128,8 +132,10 @@ export class Kind {
     }
     for (const k of [...this.objects.keys()]) if (!seen.has(k)) { this.objects.delete(k); this.mark(k); }
     this.rv = (doc.metadata && doc.metadata.resourceVersion) || '';
+    this.listedResolve();
   }
   async run() {
+    if (this.startAfter) await this.startAfter;
     while (!this.stopped) {
       this.ctl = new AbortController();
       try {
@@ -143,6 +149,7 @@ export class Kind {
         // The server ended the stream (its timeout): resume at once.
       } catch (e) {
         if (this.stopped) return;
+        this.listedResolve(); // a kind waiting on this one does not wait for a failing list
         if (e instanceof ApiError && e.code === 410) this.rv = '';
         this.setState('reconnecting', e.message || String(e));
         if (e instanceof ApiError && (e.code === 401 || e.code === 403)) this.backoff = Math.max(this.backoff, 5000);

@@ -7,6 +7,7 @@ import { el, podKey } from './util.js';
 import { nodesView, nodeView } from './nodes.js';
 import { pendingView, podView } from './pods.js';
 import { queuesView } from './queues.js';
+import { reportsView } from './reports.js';
 
 const view = document.getElementById('view');
 const live = document.getElementById('live');
@@ -19,13 +20,16 @@ export const state = {
   kinds: new Map(),
   // node name -> GPU index -> [{pod: "ns/name", milli}] (pods bound there, not finished)
   holders: new Map(),
-  kind(path) {
+  kind(path, startAfter) {
     let k = this.kinds.get(path);
-    if (!k) { k = new Kind(path, liveState); this.kinds.set(path, k); liveState(); }
+    if (!k) { k = new Kind(path, liveState, startAfter); this.kinds.set(path, k); liveState(); }
     return k;
   },
   nodes() { return this.kind('/api/v1/nodes'); },
-  pods() { return this.kind('/api/v1/pods'); },
+  // Pods are listed once the nodes are (or 1.5 s later): the grid paints first, holders follow.
+  pods() {
+    return this.kind('/api/v1/pods', Promise.race([this.nodes().listed, new Promise(r => setTimeout(r, 1500))]));
+  },
 };
 
 function liveState() {
@@ -145,11 +149,14 @@ async function route() {
   if (parts[0] === 'nodes' && parts[1]) current = nodeView(view, state, parts[1]);
   else if (parts[0] === 'queues') current = queuesView(view, state);
   else if (parts[0] === 'pending') current = pendingView(view, state);
+  else if (parts[0] === 'reports') current = reportsView(view, parts[1]);
   else if (parts[0] === 'pods' && parts[2]) current = podView(view, state, parts[1], parts[2]);
   else current = nodesView(view, state);
 }
 
 logout.addEventListener('click', () => signOut());
+// The skip link moves focus without touching location.hash (which is the route).
+document.querySelector('.skip').addEventListener('click', (e) => { e.preventDefault(); view.focus(); });
 onUnauthorizedSet(() => signOut('the server no longer accepts this token'));
 window.addEventListener('hashchange', route);
 route();

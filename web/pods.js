@@ -94,8 +94,11 @@ export function pendingView(view, state) {
   };
   const vl = new VirtualList(list, 48, render);
   const refresh = (dirty) => {
-    const keys = [...pods.objects.values()].filter(isPending).sort((a, b) =>
-      (a.metadata.creationTimestamp || '').localeCompare(b.metadata.creationTimestamp || '') || podKey(a).localeCompare(podKey(b))).map(podKey);
+    // Plain comparisons, not localeCompare: this sorts up to 50,000 pods per batch of changes.
+    const rows = [];
+    for (const p of pods.objects.values()) if (isPending(p)) rows.push([p.metadata.creationTimestamp || '', podKey(p)]);
+    rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+    const keys = rows.map(r => r[1]);
     count.textContent = `${keys.length} pending pods, oldest first`;
     vl.setKeys(keys, dirty);
   };
@@ -162,11 +165,11 @@ export function podView(view, state, ns, name) {
     if (ph !== lastPhase || nn !== lastNode) {
       if (explained.get(key)) explained.get(key).at = 0; // the answer may have changed
       showReason(pod);
+      // A pod that just started has logs now; a followed stream keeps going by itself.
+      if (lastPhase !== null && ph !== lastPhase && follow.getAttribute('aria-pressed') !== 'true') loadLogs(false);
       lastPhase = ph; lastNode = nn;
     }
   };
-  const u = pods.subscribe(keys => { if (keys.has(key)) render(); });
-  render();
   // Events about this pod, listed then watched.
   const evKind = state.kind(`/api/v1/namespaces/${encodeURIComponent(ns)}/events?fieldSelector=${encodeURIComponent('involvedObject.name=' + name)}`);
   const renderEvents = () => {
@@ -211,12 +214,14 @@ export function podView(view, state, ns, name) {
     loadLogs(on);
   });
   loadLogs(false);
+  const u = pods.subscribe(keys => { if (keys.has(key)) render(); });
+  render();
   return {
     destroy() {
       u(); ue();
       if (ctl) ctl.abort();
-      evKind.stop();
       state.kinds.delete(evKind.path);
+      evKind.stop(); // after the delete: #live is recomputed without it
     },
   };
 }

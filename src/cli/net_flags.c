@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-enum { N_MAXCONN = 0x2000, N_PERIP, N_IDLE, N_FAILQPS, N_AGENT_TOKEN };
+enum { N_MAXCONN = 0x2000, N_PERIP, N_IDLE, N_FAILQPS, N_AGENT_TOKEN, N_UI_REPORTS };
 
 static const struct option net_options[] = {
     {"max-connections", required_argument, 0, N_MAXCONN},
@@ -16,6 +17,7 @@ static const struct option net_options[] = {
     {"idle-timeout", required_argument, 0, N_IDLE},
     {"auth-fail-qps", required_argument, 0, N_FAILQPS},
     {"agent-token-file", required_argument, 0, N_AGENT_TOKEN},
+    {"ui-reports", required_argument, 0, N_UI_REPORTS}, /* the console's simulator reports (docs/CONSOLE.md) */
     {0, 0, 0, 0},
 };
 
@@ -28,7 +30,9 @@ const char gs__net_usage[] =
     "  --auth-fail-qps N          failed authentications per second per address before 429\n"
     "                             (default 10; -1: no limit)\n"
     "  --agent-token-file FILE    token the log proxy presents to agents\n"
-    "                             (default DATA/agent.token, created 0600)\n";
+    "                             (default DATA/agent.token, created 0600)\n"
+    "  --ui-reports DIR           serve the simulator runs under DIR (DIR/RUN/report.html)\n"
+    "                             in the web console, without a token (docs/CONSOLE.md)\n";
 
 void gs__net_options_append(struct option *opts, size_t cap)
 {
@@ -79,6 +83,12 @@ int gs__net_option(struct gs_server_opts *o, int code, const char *v, const char
         return 0;
     }
     case N_AGENT_TOKEN: o->agent_token_file = v; return 0;
+    case N_UI_REPORTS: {
+        struct stat st;
+        if (stat(v, &st) || !S_ISDIR(st.st_mode)) return bad(cmd, "ui-reports", v, "not a directory");
+        o->ui_reports = v;
+        return 0;
+    }
     default: return -1;
     }
 }

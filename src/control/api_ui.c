@@ -185,7 +185,12 @@ int gs_ui_history_sample(struct gs_ui_history *h, double now)
     int err = list_kind(h->store, "kueue.x-k8s.io", "v1beta1", "clusterqueues", cq_one, &c);
     if (!err) err = list_kind(h->store, "scheduling.gpusched.io", "v1alpha1", "queues", vq_one, &c);
     if (!err) err = list_kind(h->store, "kueue.x-k8s.io", "v1beta1", "localqueues", lq_one, &c);
-    if (!err) err = list_kind(h->store, "", "v1", "pods", pod_one, &c);
+    /* Pods only when some LocalQueue exists: listing every pod is the sample's whole cost. */
+    bool any_lq = false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(c.next, k, v) any_lq = any_lq || !strncmp(k, "LocalQueue/", 11);
+    if (!err && any_lq) err = list_kind(h->store, "", "v1", "pods", pod_one, &c);
     if (err) {
         json_decref(c.next);
         return err;
@@ -301,6 +306,13 @@ json_t *gs_ui_history_list(struct gs_ui_history *h, bool (*keep)(const char *ns,
         if (keep && !keep(ns ? ns : "", arg)) continue;
         json_t *md = json_pack("{s:O}", "name", json_object_get(e, "name"));
         if (ns && *ns) json_object_set_new(md, "namespace", json_string(ns));
+        /* The first sample's time: a table's AGE then says how far back the history reaches. */
+        time_t first = (time_t)json_number_value(json_object_get(json_array_get(json_object_get(e, "samples"), 0), "t"));
+        struct tm tm;
+        char ts[32];
+        gmtime_r(&first, &tm);
+        strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        json_object_set_new(md, "creationTimestamp", json_string(ts));
         json_t *item = json_pack("{s:s, s:s, s:o, s:O, s:O}", "apiVersion", "ui.gpusched.io/v1", "kind",
                                  "QueueHistory", "metadata", md, "queueKind", json_object_get(e, "queueKind"),
                                  "samples", json_object_get(e, "samples"));
@@ -346,8 +358,11 @@ static json_t *strings(char **v, size_t n)
 
 static enum MHD_Result self_review(struct gs__req *r)
 {
+    /* The review takes no input: a protobuf body (kubectl's) is not decoded, a JSON one must be an object. */
+    const char *ct = gs__header(r, "Content-Type");
+    bool proto = ct && !strncmp(ct, "application/vnd.kubernetes.protobuf", 35);
     json_error_t jerr;
-    json_t *in = r->len ? json_loadb(r->body, r->len, 0, &jerr) : json_object();
+    json_t *in = !r->len || proto ? json_object() : json_loadb(r->body, r->len, 0, &jerr);
     if (!json_is_object(in)) {
         json_decref(in);
         return gs__reply_status(r, 400, "BadRequest", NULL,
@@ -388,6 +403,11 @@ static enum MHD_Result history(struct gs__req *r, const char *verb)
     struct narrow n = {r->who, r->ns};
     json_t *doc = gs_ui_history_list(r->s->ui_history, keep_ns, &n);
     if (!doc) return gs__reply_status(r, 500, NULL, NULL, "out of memory");
+    if (!strcmp(verb, "list") && gs__wants_table(r)) { /* kubectl get / gpusched get: NAME and AGE */
+        json_t *t = gs__table(r->res, json_object_get(doc, "items"), NULL, gs__wall_now(), GS_INCLUDE_METADATA);
+        json_decref(doc);
+        return t ? gs__reply_json(r, 200, t) : gs__reply_status(r, 500, NULL, NULL, "out of memory");
+    }
     if (!strcmp(verb, "list")) return gs__reply_json(r, 200, doc);
     size_t i;
     json_t *item;

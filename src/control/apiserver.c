@@ -802,6 +802,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         free(s);
         return GS_EINVAL;
     }
+    if (o->ui_reports) snprintf(s->ui_reports, sizeof s->ui_reports, "%s", o->ui_reports);
     if (o->agent_token) snprintf(s->agent_token, sizeof s->agent_token, "%s", o->agent_token);
     struct gs_netguard_opts go = {.fail_qps = o->fail_qps};
     if (gs_netguard_new(&go, &s->guard)) {

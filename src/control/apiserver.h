@@ -55,6 +55,7 @@ struct gs_apiserver_opts {
     /* GET /readyz when ready: a malloc'd text to answer instead of "ok"
      * (which replica leads), or NULL for "ok". Optional; gets metrics_arg. */
     char *(*ready_note)(void *arg);
+    const char *ui_reports;    /* /ui/reports/: simulator runs under this directory (ui.c); NULL: none */
 };
 
 struct gs_apiserver;

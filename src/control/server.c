@@ -485,7 +485,8 @@ static int start_parts(struct gs_server *s, const struct gs_server_opts *o, stru
                                    s->has_tls ? &s->tls : NULL, o->max_body, metrics_page, s, NULL, NULL,
                                    s->agent_token, o->max_connections, o->max_per_ip, o->idle_timeout_s, o->fail_qps,
                                    o->admit_defaults, /* default tolerations (admit_defaults.c) */
-                                   ready_note};       /* which replica leads, on /readyz */
+                                   ready_note,        /* which replica leads, on /readyz */
+                                   o->ui_reports};    /* the console's simulator reports */
     if (s->loop) {
         ao.explain = server_explain;
         ao.explain_ctx = s->loop;

@@ -58,6 +58,7 @@ struct gs_server_opts {
      * 300 s each), and how long after an eviction a silent node is declared
      * lost (0: 5 minutes). */
     const struct gs_admit_defaults *admit_defaults;
+    const char *ui_reports;   /* the console's simulator runs (ui.c); NULL: none served */
     double node_lost_timeout_s;
     /* Nodes that get a node token (role node, user system:node:NAME) in the
      * tokens file when it has none yet: what `up` gives its agents. */

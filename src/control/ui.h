@@ -49,4 +49,15 @@ enum gs_ui_result {
  * an embedded file named exactly NAME. Never fails; *out borrowed (static). */
 enum gs_ui_result gs_ui_find(const char *url, const struct gs_ui_asset **out);
 
+/* Simulator reports (`--ui-reports DIR`): "/ui/reports" and "/ui/reports/"
+ * are the list of runs (*run and *file ""); "/ui/reports/RUN/FILE" one file
+ * of a run, RUN a single name of letters, digits, '.', '_', '-' not starting
+ * with '.', FILE one of report.html, series.csv, events.jsonl. false for
+ * anything else (404). run has room for 256 bytes; *file is static. */
+bool gs_ui_report_path(const char *url, char *run, const char **file);
+
+/* Does an If-None-Match header value name etag ("*", or one of a comma
+ * list, weak or strong)? NULL: no. */
+bool gs_ui_etag_matches(const char *if_none_match, const char *etag);
+
 #endif
