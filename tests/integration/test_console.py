@@ -379,6 +379,7 @@ def test_first_paint_and_live_update_at_small_scale(gpusched_bin, tmp_path):
         srv.stop()
 
 
-def test_browser_log_helper(browser):
+def test_browser_log_reads_the_page_console(browser):
+    """browser_log(), printed when a console test fails, has what the page logged."""
     browser.get("data:text/html,<script>console.error('gs-marker')</script>")
     assert "gs-marker" in browser_log(browser)
