@@ -32,6 +32,12 @@ struct leafq {
     size_t n, cap;
 };
 
+struct runq {
+    int32_t *v;       /* admitted workload ids, unordered */
+    size_t n, cap;
+    size_t submitted; /* workloads ever submitted to the leaf: cap is at least this */
+};
+
 struct hold {
     int32_t wl;
     int64_t until_ns;
@@ -66,6 +72,14 @@ struct gs_admission {
     uint64_t release_seq, seq;
     struct ids adm, ev;
     struct ids kept; /* admitted this cycle, pods assumed in the cache until it ends */
+    /* Per leaf, its admitted workloads in no particular order (callers sort
+     * with a total order, so results do not depend on it): victim and
+     * end-time searches visit the running workloads of the queues concerned
+     * instead of every workload ever submitted. runpos[id]: index in its
+     * leaf's list, -1 when not admitted. Each list has room for every
+     * workload submitted to its leaf, so admit() never allocates. */
+    struct runq *runq;
+    int32_t *runpos;
     struct hold *holds;
     size_t nholds, capholds;
     int32_t res_wl;
@@ -366,6 +380,25 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
 
 /*--- Admit, evict, finish ---*/
 
+static void run_add(struct gs_admission *a, const struct gs_workload *w)
+{
+    struct runq *q = &a->runq[w->queue];
+    if (a->runpos[w->id] >= 0) return;
+    a->runpos[w->id] = (int32_t)q->n;
+    q->v[q->n++] = w->id; /* room reserved at submission */
+}
+
+static void run_del(struct gs_admission *a, const struct gs_workload *w)
+{
+    struct runq *q = &a->runq[w->queue];
+    int32_t at = a->runpos[w->id];
+    if (at < 0) return;
+    int32_t last = q->v[--q->n];
+    q->v[at] = last;
+    a->runpos[last] = at;
+    a->runpos[w->id] = -1;
+}
+
 static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *flav)
 {
     gs_qvec req;
@@ -379,6 +412,7 @@ static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *f
     w->reason[0] = '\0';
     a->st.admitted++;
     ids_push(&a->adm, w->id);
+    run_add(a, w);
     if (a->res_wl == w->id) a->res_wl = -1, a->res_nodes.n = 0;
 }
 
@@ -401,6 +435,7 @@ static int evict(struct gs_admission *a, struct gs_workload *v, const struct gs_
     gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
     request(a, v, v->flavor, req);
     gs_quota_apply(&a->q, v->queue, req, -1);
+    run_del(a, v);
     evict_pods(a, v);
     memset(v->released, 0, sizeof v->released); /* it restarts whole */
     memset(v->pod_done, 0, v->npods);
@@ -447,6 +482,7 @@ int gs_admission_finish(struct gs_admission *a, int32_t id)
         gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
         request(a, w, w->flavor, req);
         gs_quota_apply(&a->q, w->queue, req, -1);
+        run_del(a, w);
     } else if (w->state == GS_WL_PENDING) {
         pending_remove(a, w);
     }
@@ -591,9 +627,8 @@ static bool keeps_fair_share(struct gs_admission *a, const struct gs_workload *v
 }
 
 /* Too young to evict (1), or evicted often enough lately (2); 0 when neither. */
-static int protected_victim(const struct gs_admission *a, const struct gs_workload *v)
+static int protected_victim(const struct gs_admission *a, const struct gs_workload *v, int64_t now)
 {
-    int64_t now = now_ns(a);
     if (a->o.reclaim_min_runtime_ns > 0 && now - v->admitted_ns < a->o.reclaim_min_runtime_ns) return 1;
     if (a->o.max_preemptions > 0 && v->window_preemptions >= a->o.max_preemptions &&
         now - v->window_start_ns < a->o.preemption_window_ns)
@@ -613,25 +648,31 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
     }
     size_t k = 0;
     bool spared[3] = {0};
-    for (size_t i = 0; i < a->n; i++) {
-        const struct gs_workload *v = a->w[i];
-        if (v->state != GS_WL_ADMITTED || v == w) continue;
-        if (v->queue != w->queue && !(reclaim && root_of(a->t, v->queue) == root_of(a->t, w->queue))) continue;
-        int why = protected_victim(a, v);
-        if (why) {
-            spared[why] = true;
-            continue;
+    int64_t now = now_ns(a);
+    int32_t root = root_of(a->t, w->queue);
+    for (int32_t leaf = 0; leaf < a->t->n; leaf++) {
+        if (leaf != w->queue && !(reclaim && root_of(a->t, leaf) == root)) continue;
+        bool other = leaf != w->queue;
+        for (size_t i = 0; i < a->runq[leaf].n; i++) {
+            const struct gs_workload *v = a->w[a->runq[leaf].v[i]];
+            if (v == w) continue;
+            int why = protected_victim(a, v, now);
+            if (why) {
+                spared[why] = true;
+                continue;
+            }
+            bool ok;
+            if (!other) {
+                ok = (n->within == GS_PREEMPT_LOWER_PRIORITY && v->priority < w->priority) ||
+                     (n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL &&
+                      (v->priority < w->priority || (v->priority == w->priority && v->created_ns > w->created_ns)));
+            } else {
+                ok = (n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority) &&
+                     borrows_contested(a, v->queue, req);
+                if (ok && !keeps_fair_share(a, v, r)) ok = false, spared[0] = true;
+            }
+            if (ok) out[k++] = (struct cand){.wl = v->id, .other = other};
         }
-        bool ok = false, other = v->queue != w->queue;
-        if (!other) {
-            ok = (n->within == GS_PREEMPT_LOWER_PRIORITY && v->priority < w->priority) ||
-                 (n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL &&
-                  (v->priority < w->priority || (v->priority == w->priority && v->created_ns > w->created_ns)));
-        } else if (reclaim && root_of(a->t, v->queue) == root_of(a->t, w->queue)) {
-            ok = (n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority) && borrows_contested(a, v->queue, req);
-            if (ok && !keeps_fair_share(a, v, r)) ok = false, spared[0] = true;
-        }
-        if (ok) out[k++] = (struct cand){.wl = v->id, .other = other};
     }
     qsort_r(out, k, sizeof *out, cmp_cand, a);
     /* Counted per claim, not per candidate: claims in which the rule protected someone. */
@@ -850,11 +891,14 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
     gs_qvec req;
     if (!choose_flavors(a, w, flav, true, 0, NULL)) return 0;
     request(a, w, flav, req);
+    /* The search's arrays are sized by the candidates, not by every workload:
+     * zeroing one per failed try was a tenth of a busy cycle. */
     struct cand *c = malloc((a->n ? a->n : 1) * sizeof *c);
-    struct removed *rm = calloc(a->n ? a->n : 1, sizeof *rm);
-    int32_t *chosen = malloc((a->n ? a->n : 1) * sizeof *chosen);
-    int rc = c && rm && chosen ? 0 : GS_ENOMEM;
+    struct removed *rm = NULL;
+    int32_t *chosen = NULL;
+    int rc = c ? 0 : GS_ENOMEM;
     size_t nc = rc ? 0 : victim_candidates(a, w, req, c);
+    if (nc && (!(rm = calloc(nc, sizeof *rm)) || !(chosen = malloc(nc * sizeof *chosen)))) rc = GS_ENOMEM, nc = 0;
     if (nc) a->searches++, a->st.victim_searches++;
     int k = nc ? search_victims(a, w, req, flav, c, nc, rm, chosen) : 0;
     if (k < 0) rc = k;
@@ -981,9 +1025,11 @@ static int64_t shadow_time(struct gs_admission *a, struct gs_workload *w, bool *
     struct ending *e = malloc((a->n ? a->n : 1) * sizeof *e);
     struct removed *rm = calloc(MAX_SHADOW_STEPS, sizeof *rm);
     size_t ne = 0, k = 0;
-    for (size_t i = 0; e && i < a->n; i++)
-        if (a->w[i]->state == GS_WL_ADMITTED && a->w[i]->est_duration_ns > 0)
-            e[ne++] = (struct ending){a->w[i]->admitted_ns + a->w[i]->est_duration_ns, a->w[i]->id};
+    for (int32_t leaf = 0; e && leaf < a->t->n; leaf++)
+        for (size_t i = 0; i < a->runq[leaf].n; i++) {
+            const struct gs_workload *x = a->w[a->runq[leaf].v[i]];
+            if (x->est_duration_ns > 0) e[ne++] = (struct ending){x->admitted_ns + x->est_duration_ns, x->id};
+        }
     if (e) qsort(e, ne, sizeof *e, cmp_end);
     int checks = 0;
     for (size_t i = 0; rm && e && i < ne && k < MAX_SHADOW_STEPS && checks < MAX_SHADOW_CHECKS; i++) {
@@ -1273,7 +1319,18 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
         struct gs_workload **v = realloc(a->w, cap * sizeof *v);
         if (!v) return GS_ENOMEM;
         a->w = v;
+        int32_t *pos = realloc(a->runpos, cap * sizeof *pos);
+        if (!pos) return GS_ENOMEM;
+        a->runpos = pos;
         a->cap = cap;
+    }
+    struct runq *rq = &a->runq[leaf];
+    if (rq->cap == rq->submitted) {
+        size_t cap = rq->cap ? 2 * rq->cap : 16;
+        int32_t *v = realloc(rq->v, cap * sizeof *v);
+        if (!v) return GS_ENOMEM;
+        rq->v = v;
+        rq->cap = cap;
     }
     struct gs_workload *w = calloc(1, sizeof *w);
     if (!w) return GS_ENOMEM;
@@ -1295,6 +1352,8 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
     w->blocked_by = -1;
     bool uncovered;
     build_demand(a, w, &uncovered);
+    a->runpos[w->id] = -1;
+    rq->submitted++;
     a->w[a->n++] = w;
     if (uncovered) {
         w->state = GS_WL_INADMISSIBLE;
@@ -1356,11 +1415,12 @@ int gs_admission_new(const struct gs_queue_tree *tree, struct gs_cache *cache, c
     a->res_wl = -1;
     size_t n = tree->n ? (size_t)tree->n : 1;
     a->lq = calloc(n, sizeof *a->lq);
+    a->runq = calloc(n, sizeof *a->runq);
     a->q_preempt = calloc(n, sizeof *a->q_preempt);
     a->q_caused = calloc(n, sizeof *a->q_caused);
     a->pend = calloc(n, sizeof *a->pend);
     a->cand = calloc(n, sizeof *a->cand);
-    int rc = a->lq && a->q_preempt && a->q_caused && a->pend && a->cand ? 0 : GS_ENOMEM;
+    int rc = a->lq && a->runq && a->q_preempt && a->q_caused && a->pend && a->cand ? 0 : GS_ENOMEM;
     if (!rc) rc = gs_quota_init(&a->q, tree);
     if (!rc) rc = gs_fairshare_init(&a->fs, tree, a->o.halflife_ns, a->o.history_weight, now_ns(a));
     if (!rc) rc = gs_placer_new(cache, clock, a->o.profile, &a->placer, d);
@@ -1383,11 +1443,12 @@ void gs_admission_free(struct gs_admission *a)
     }
     free(a->w);
     for (int32_t i = 0; a->lq && i < a->t->n; i++) free(a->lq[i].v);
+    for (int32_t i = 0; a->runq && i < a->t->n; i++) free(a->runq[i].v);
     for (size_t h = 0; h < a->nholds; h++) free(a->holds[h].nodes);
     free(a->holds);
     free(a->lq), free(a->q_preempt), free(a->q_caused), free(a->pend), free(a->cand);
     free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
-    free(a->excl), free(a->place_nodes);
+    free(a->excl), free(a->place_nodes), free(a->runq), free(a->runpos);
     gs_quota_free(&a->q);
     gs_fairshare_free(&a->fs);
     gs_placer_free(a->placer);
@@ -1431,6 +1492,16 @@ int gs_admission_check(const struct gs_admission *a, char *why, size_t len)
         gs_qvec req;
         request(a, w, w->flavor, req);
         for (int fr = 0; fr < GS_QT_NFR; fr++) sum[w->queue][fr] += req[fr];
+    }
+    for (size_t i = 0; !rc && i < a->n; i++) { /* the running lists hold exactly the admitted */
+        const struct gs_workload *w = a->w[i];
+        int32_t at = a->runpos[i];
+        bool listed = at >= 0 && (size_t)at < a->runq[w->queue].n && a->runq[w->queue].v[at] == w->id;
+        if (listed != (w->state == GS_WL_ADMITTED) || (at >= 0 && !listed)) {
+            snprintf(why, len, "workload %s: %s the running list of its queue", w->key,
+                     listed ? "not admitted but in" : "admitted but missing from");
+            rc = GS_ESTATE;
+        }
     }
     for (size_t i = 0; !rc && i < a->n; i++) {
         const struct gs_workload *w = a->w[i];
