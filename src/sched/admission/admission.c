@@ -33,9 +33,10 @@ struct leafq {
 };
 
 struct runq {
-    int32_t *v;       /* admitted workload ids, unordered */
+    int32_t *v;       /* admitted workload ids, by (admitted_ns, id) */
     size_t n, cap;
     size_t submitted; /* workloads ever submitted to the leaf: cap is at least this */
+    size_t capped;    /* of them, admitted with their evictions at the cap of the window */
 };
 
 struct hold {
@@ -72,14 +73,13 @@ struct gs_admission {
     uint64_t release_seq, seq;
     struct ids adm, ev;
     struct ids kept; /* admitted this cycle, pods assumed in the cache until it ends */
-    /* Per leaf, its admitted workloads in no particular order (callers sort
-     * with a total order, so results do not depend on it): victim and
+    /* Per leaf, its admitted workloads by admission time: victim and
      * end-time searches visit the running workloads of the queues concerned
-     * instead of every workload ever submitted. runpos[id]: index in its
-     * leaf's list, -1 when not admitted. Each list has room for every
-     * workload submitted to its leaf, so admit() never allocates. */
+     * instead of every workload ever submitted, and a victim search learns
+     * whether a queue has a workload too young to evict from its newest one.
+     * Each list has room for every workload submitted to its leaf, so
+     * admit() never allocates. */
     struct runq *runq;
-    int32_t *runpos;
     struct hold *holds;
     size_t nholds, capholds;
     int32_t res_wl;
@@ -380,23 +380,42 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
 
 /*--- Admit, evict, finish ---*/
 
+static bool run_capped(const struct gs_admission *a, const struct gs_workload *w)
+{
+    return a->o.max_preemptions > 0 && w->window_preemptions >= a->o.max_preemptions;
+}
+
+/* Where w is or would go in its leaf's list (admitted_ns must not have changed since). */
+static size_t run_slot(const struct gs_admission *a, const struct runq *q, const struct gs_workload *w)
+{
+    size_t lo = 0, hi = q->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const struct gs_workload *x = a->w[q->v[mid]];
+        if (x->admitted_ns < w->admitted_ns || (x->admitted_ns == w->admitted_ns && x->id < w->id)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 static void run_add(struct gs_admission *a, const struct gs_workload *w)
 {
     struct runq *q = &a->runq[w->queue];
-    if (a->runpos[w->id] >= 0) return;
-    a->runpos[w->id] = (int32_t)q->n;
-    q->v[q->n++] = w->id; /* room reserved at submission */
+    size_t at = run_slot(a, q, w);
+    memmove(q->v + at + 1, q->v + at, (q->n - at) * sizeof *q->v); /* room reserved at submission */
+    q->v[at] = w->id;
+    q->n++;
+    q->capped += run_capped(a, w);
 }
 
 static void run_del(struct gs_admission *a, const struct gs_workload *w)
 {
     struct runq *q = &a->runq[w->queue];
-    int32_t at = a->runpos[w->id];
-    if (at < 0) return;
-    int32_t last = q->v[--q->n];
-    q->v[at] = last;
-    a->runpos[last] = at;
-    a->runpos[w->id] = -1;
+    size_t at = run_slot(a, q, w);
+    if (at == q->n || q->v[at] != w->id) return;
+    memmove(q->v + at, q->v + at + 1, (q->n - at - 1) * sizeof *q->v);
+    q->n--;
+    q->capped -= run_capped(a, w);
 }
 
 static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *flav)
@@ -412,7 +431,7 @@ static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *f
     w->reason[0] = '\0';
     a->st.admitted++;
     ids_push(&a->adm, w->id);
-    run_add(a, w);
+    run_add(a, w); /* after admitted_ns: the list is ordered by it */
     if (a->res_wl == w->id) a->res_wl = -1, a->res_nodes.n = 0;
 }
 
@@ -650,11 +669,20 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
     bool spared[3] = {0};
     int64_t now = now_ns(a);
     int32_t root = root_of(a->t, w->queue);
+    bool within = n->within == GS_PREEMPT_LOWER_PRIORITY || n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL;
     for (int32_t leaf = 0; leaf < a->t->n; leaf++) {
         if (leaf != w->queue && !(reclaim && root_of(a->t, leaf) == root)) continue;
+        const struct runq *q = &a->runq[leaf];
         bool other = leaf != w->queue;
-        for (size_t i = 0; i < a->runq[leaf].n; i++) {
-            const struct gs_workload *v = a->w[a->runq[leaf].v[i]];
+        bool may = other ? borrows_contested(a, leaf, req) : within; /* can any of q be a victim? */
+        if (!may && q->n) {
+            /* Only what the rules spared is counted: the newest workload is
+             * the youngest, and only capped ones can be spared by the cap. */
+            if (protected_victim(a, a->w[q->v[q->n - 1]], now) == 1) spared[1] = true;
+            if (!q->capped || spared[2]) continue;
+        }
+        for (size_t i = 0; i < q->n; i++) {
+            const struct gs_workload *v = a->w[q->v[i]];
             if (v == w) continue;
             int why = protected_victim(a, v, now);
             if (why) {
@@ -662,13 +690,14 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
                 continue;
             }
             bool ok;
-            if (!other) {
+            if (!may) {
+                ok = false;
+            } else if (!other) {
                 ok = (n->within == GS_PREEMPT_LOWER_PRIORITY && v->priority < w->priority) ||
                      (n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL &&
                       (v->priority < w->priority || (v->priority == w->priority && v->created_ns > w->created_ns)));
             } else {
-                ok = (n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority) &&
-                     borrows_contested(a, v->queue, req);
+                ok = n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority;
                 if (ok && !keeps_fair_share(a, v, r)) ok = false, spared[0] = true;
             }
             if (ok) out[k++] = (struct cand){.wl = v->id, .other = other};
@@ -1319,9 +1348,6 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
         struct gs_workload **v = realloc(a->w, cap * sizeof *v);
         if (!v) return GS_ENOMEM;
         a->w = v;
-        int32_t *pos = realloc(a->runpos, cap * sizeof *pos);
-        if (!pos) return GS_ENOMEM;
-        a->runpos = pos;
         a->cap = cap;
     }
     struct runq *rq = &a->runq[leaf];
@@ -1352,7 +1378,6 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
     w->blocked_by = -1;
     bool uncovered;
     build_demand(a, w, &uncovered);
-    a->runpos[w->id] = -1;
     rq->submitted++;
     a->w[a->n++] = w;
     if (uncovered) {
@@ -1448,7 +1473,7 @@ void gs_admission_free(struct gs_admission *a)
     free(a->holds);
     free(a->lq), free(a->q_preempt), free(a->q_caused), free(a->pend), free(a->cand);
     free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
-    free(a->excl), free(a->place_nodes), free(a->runq), free(a->runpos);
+    free(a->excl), free(a->place_nodes), free(a->runq);
     gs_quota_free(&a->q);
     gs_fairshare_free(&a->fs);
     gs_placer_free(a->placer);
@@ -1495,11 +1520,21 @@ int gs_admission_check(const struct gs_admission *a, char *why, size_t len)
     }
     for (size_t i = 0; !rc && i < a->n; i++) { /* the running lists hold exactly the admitted */
         const struct gs_workload *w = a->w[i];
-        int32_t at = a->runpos[i];
-        bool listed = at >= 0 && (size_t)at < a->runq[w->queue].n && a->runq[w->queue].v[at] == w->id;
-        if (listed != (w->state == GS_WL_ADMITTED) || (at >= 0 && !listed)) {
+        const struct runq *q = &a->runq[w->queue];
+        size_t at = run_slot(a, q, w);
+        bool listed = at < q->n && q->v[at] == w->id;
+        if (listed != (w->state == GS_WL_ADMITTED)) {
             snprintf(why, len, "workload %s: %s the running list of its queue", w->key,
                      listed ? "not admitted but in" : "admitted but missing from");
+            rc = GS_ESTATE;
+        }
+    }
+    for (int32_t i = 0; !rc && i < a->t->n; i++) {
+        size_t capped = 0;
+        for (size_t k = 0; k < a->runq[i].n; k++) capped += run_capped(a, a->w[a->runq[i].v[k]]);
+        if (capped != a->runq[i].capped) {
+            snprintf(why, len, "queue %s: %zu running workloads at the eviction cap, counted %zu", a->t->nodes[i].name,
+                     capped, a->runq[i].capped);
             rc = GS_ESTATE;
         }
     }
