@@ -746,7 +746,30 @@ struct np_ctx {
     const struct cand *c;
     gs_qvec *gone; /* per leaf: what the victims booked so far would free */
     int r;         /* the contested resource */
+    /* The planner calls take/untake for every victim it tries on every node:
+     * the (flavor, resource) entries the claimant asks for, listed once, spare
+     * those calls a walk over every entry. */
+    int nreq;
+    int16_t reqfr[GS_QT_NFR];
 };
+
+#define MAX_TERMS (GS_QT_MAX_GROUPS * GS_QT_MAX_RES)
+
+/* The entries request() writes, as (index, value) pairs; their number. */
+static int request_terms(const struct gs_admission *a, const struct gs_workload *w, const int8_t *flav, int16_t *fr,
+                         int64_t *val)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    int k = 0;
+    for (int g = 0; g < n->ngroups; g++)
+        for (int j = 0; j < n->groups[g].nres; j++) {
+            int r = n->groups[g].res[j], at = GS_QT_FR(flav[g], r), t = 0;
+            while (t < k && fr[t] != at) t++; /* a later group writing the same entry wins, as in request() */
+            if (t == k && k < MAX_TERMS) fr[k++] = (int16_t)at;
+            if (t < k) val[t] = w->demand[r] - w->released[r];
+        }
+    return k;
+}
 
 /* The planner's view of the reclaim rules, with the victims booked so far
  * counted as gone: the victim's queue still borrows what the claimant asks
@@ -756,22 +779,24 @@ static bool np_take(void *ctx, size_t i)
     struct np_ctx *x = ctx;
     struct gs_admission *a = x->a;
     const struct gs_workload *v = a->w[x->c[i].wl];
-    gs_qvec vreq;
-    request(a, v, v->flavor, vreq);
+    const int64_t *use_v = a->q.usage[v->queue], *gone = x->gone[v->queue];
     if (x->c[i].other) {
         bool borrows = false;
         int64_t use = 0;
-        for (int fr = 0; fr < GS_QT_NFR; fr++) {
-            if (x->req[fr] > 0 && a->q.usage[v->queue][fr] - x->gone[v->queue][fr] > a->q.subtree[v->queue][fr])
-                borrows = true;
-            if (fr % GS_QT_MAX_RES == x->r) use += a->q.usage[v->queue][fr] - x->gone[v->queue][fr];
+        for (int j = 0; j < x->nreq && !borrows; j++) {
+            int fr = x->reqfr[j];
+            borrows = use_v[fr] - gone[fr] > a->q.subtree[v->queue][fr];
         }
+        for (int f = 0; f < GS_QT_MAX_FLAVORS; f++) use += use_v[GS_QT_FR(f, x->r)] - gone[GS_QT_FR(f, x->r)];
         if (!borrows) return false;
         if (!a->o.reclaim_above_nominal &&
             (double)(use - (v->demand[x->r] - v->released[x->r])) < a->fs.n[v->queue].deserved[x->r] - 0.5)
             return false;
     }
-    for (int fr = 0; fr < GS_QT_NFR; fr++) x->gone[v->queue][fr] += vreq[fr];
+    int16_t fr[MAX_TERMS];
+    int64_t val[MAX_TERMS];
+    int k = request_terms(a, v, v->flavor, fr, val);
+    for (int t = 0; t < k; t++) x->gone[v->queue][fr[t]] += val[t];
     return true;
 }
 
@@ -779,9 +804,10 @@ static void np_untake(void *ctx, size_t i)
 {
     struct np_ctx *x = ctx;
     const struct gs_workload *v = x->a->w[x->c[i].wl];
-    gs_qvec vreq;
-    request(x->a, v, v->flavor, vreq);
-    for (int fr = 0; fr < GS_QT_NFR; fr++) x->gone[v->queue][fr] -= vreq[fr];
+    int16_t fr[MAX_TERMS];
+    int64_t val[MAX_TERMS];
+    int k = request_terms(x->a, v, v->flavor, fr, val);
+    for (int t = 0; t < k; t++) x->gone[v->queue][fr[t]] -= val[t];
 }
 
 /* The nodes as the planner sees them; held, reserved and other-flavor nodes unusable. */
@@ -833,6 +859,8 @@ static int np_plan(struct gs_admission *a, struct gs_workload *w, const int64_t 
         }
         for (size_t i = 0; i < w->npods; i++) gs__np_pod_of(a->cache, w->pods[i], &pods[i]);
         struct np_ctx x = {.a = a, .req = req, .c = c, .gone = gone, .r = contested_res(a, req)};
+        for (int fr = 0; fr < GS_QT_NFR; fr++)
+            if (req[fr] > 0) x.reqfr[x.nreq++] = (int16_t)fr;
         struct gs__np_req r = {.nodes = nodes, .nnodes = nn, .v = v, .nv = nc, .pods = pods, .npods = w->npods,
                                .take = np_take, .untake = np_untake, .ctx = &x};
         rc = gs__nodeplan(&r, pick, k);
@@ -1021,11 +1049,24 @@ struct ending {
     int32_t wl;
 };
 
-static int cmp_end(const void *x, const void *y)
+static bool end_before(const struct ending *p, const struct ending *q)
 {
-    const struct ending *p = x, *q = y;
-    if (p->end_ns != q->end_ns) return p->end_ns < q->end_ns ? -1 : 1;
-    return p->wl < q->wl ? -1 : p->wl > q->wl;
+    return p->end_ns != q->end_ns ? p->end_ns < q->end_ns : p->wl < q->wl;
+}
+
+/* Min-heap by (end, workload): a total order, so the walk is the sorted one. */
+static void end_sift(struct ending *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < n && end_before(&h[l], &h[m])) m = l;
+        if (l + 1 < n && end_before(&h[l + 1], &h[m])) m = l + 1;
+        if (m == i) return;
+        struct ending t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
 }
 
 static bool gpu_room(struct gs_admission *a, const struct gs_workload *w)
@@ -1059,15 +1100,19 @@ static int64_t shadow_time(struct gs_admission *a, struct gs_workload *w, bool *
             const struct gs_workload *x = a->w[a->runq[leaf].v[i]];
             if (x->est_duration_ns > 0) e[ne++] = (struct ending){x->admitted_ns + x->est_duration_ns, x->id};
         }
-    if (e) qsort(e, ne, sizeof *e, cmp_end);
+    /* A heap, not a sort: the walk usually stops after a few endings of many. */
+    for (size_t i = ne / 2; e && i-- > 0;) end_sift(e, ne, i);
     int checks = 0;
-    for (size_t i = 0; rm && e && i < ne && k < MAX_SHADOW_STEPS && checks < MAX_SHADOW_CHECKS; i++) {
-        if (sim_remove(a, e[i].wl, &rm[k])) break;
+    while (rm && e && ne && k < MAX_SHADOW_STEPS && checks < MAX_SHADOW_CHECKS) {
+        struct ending cur = e[0];
+        e[0] = e[--ne];
+        end_sift(e, ne, 0);
+        if (sim_remove(a, cur.wl, &rm[k])) break;
         k++;
         if (!gs_quota_fits(&a->q, w->queue, req, NULL) || !gpu_room(a, w)) continue;
         checks++;
         if (placeable(a, w, flav, false, false) == 1) {
-            start = e[i].end_ns > now ? e[i].end_ns : now;
+            start = cur.end_ns > now ? cur.end_ns : now;
             *ok = true;
             break;
         }
