@@ -27,6 +27,10 @@ if ! command -v kubectl >/dev/null; then echo "install-deps: kubectl not found (
 # --- etcd store backend: the integration tests start real etcd members (tests/integration/etcd.py) ---
 PKGS+=(etcd-server etcd-client)
 # --- end etcd ---
+# --- web console (/ui): headless Chromium and the WebDriver that tests/integration/browser.py drives;
+# Pillow reads its screenshots back to check they are not blank ---
+PKGS+=(chromium chromium-driver python3-selenium python3-pil)
+# --- end web console ---
 # `--fuzz`: clang and its libFuzzer runtime, needed only by `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
   PKGS+=(clang libclang-rt-14-dev)
