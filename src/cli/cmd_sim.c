@@ -67,12 +67,13 @@ static void usage(FILE *f)
           "options:\n"
           "  --experiment fgd|replay  fgd: the FGD paper's procedure (default); replay: trace times\n"
           "  --experiment tenants     multi-tenant queues and admission (--experiment tenants --help)\n"
-          "  --policy A,B,...         placement policies (default FGD), e.g.\n"
-          "                           Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD\n"
+          "  --policy A,B,...         placement policies (fgd: default FGD), e.g.\n"
+          "                           Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD;\n"
+          "                           replay without --policy runs the server's profile as it is\n"
           "  --seed N                 random seed (default 42)\n"
           "  --seeds LIST             several seeds, e.g. 42-51 or 1,5,9: means and _std reported\n"
           "  --tune X                 fgd: inflate GPU demand to X times capacity (default 1.3)\n"
-          "  --config FILE            scheduler configuration (profiles)\n"
+          "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
           "  --json                   print the results as a JSON array on the last line\n"
           "  -q, --quiet              no progress bar or notes on stderr\n"
@@ -332,7 +333,8 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             return 2;
         }
     }
-    if (a->npolicies == 0 && parse_policies(a, "--policy", "FGD")) return 2;
+    if (a->npolicies == 0 && a->mode == GS_SIM_REPLAY) a->policies[a->npolicies++] = GS_SIM_PROFILE; /* the server's */
+    else if (a->npolicies == 0 && parse_policies(a, "--policy", "FGD")) return 2;
     if (a->nseeds == 0 && push_seed(a, 42)) return 1;
     return check_inputs(a);
 }
@@ -440,6 +442,13 @@ static int run_all(const struct sim_args *a, const struct gs_trace *t, struct gs
                          .enabled = !a->quiet && isatty(STDERR_FILENO)};
     p.start_ns = gs_clock_now(&wall);
     int rc = 0;
+    for (size_t i = 0; i < a->npolicies && !rc; i++) { /* what the trace uses and the profile does not run */
+        struct gs_sim_opts o = {.mode = a->mode, .policy = a->policies[i], .config_path = a->config};
+        struct gs_diags warn = {0}, d = {0};
+        if (gs_sim_check(t, &o, &warn, &d) == 0)
+            for (size_t k = 0; k < warn.n; k++) fprintf(stderr, "gpusched sim: warning: %s\n", warn.v[k].msg);
+        gs_diags_free(&warn), gs_diags_free(&d); /* a profile that does not build is reported by the run */
+    }
     for (size_t i = 0; i < a->npolicies && !rc; i++)
         for (size_t s = 0; s < a->nseeds && !rc; s++, p.run++)
             rc = run_one(a, t, &p, a->policies[i], a->seeds[s], &results[i * a->nseeds + s]);

@@ -229,20 +229,8 @@ static int server_explain(void *ctx, const char *ns, const char *name, char **te
 
 static int load_sched_config(struct gs_server *s, const char *path, struct gs_diags *d)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    int err = gs_read_file(path, &buf, &len);
-    struct gs_docs docs = {0};
-    if (!err) err = gs_decode_stream(buf, len, &docs, d, NULL);
-    free(buf);
-    if (!err && docs.n != 1) {
-        gs_diags_add(d, path, "want one KubeSchedulerConfiguration document");
-        err = GS_EINVAL;
-    }
-    if (!err) err = gs_sched_config_parse(docs.docs[0], &s->cfg, d);
-    gs_docs_free(&docs);
+    int err = gs_sched_config_load(path, &s->cfg, d); /* the file shape `sim --config` takes too */
     s->has_cfg = !err;
-    if (err == GS_ENOENT) gs_diags_add(d, path, "file not found");
     return err;
 }
 

@@ -81,6 +81,12 @@ int gs_sched_config_default(struct gs_sched_config *out);
 /* The server's default: the default profile plus Coscheduling,
  * NodeResourceTopology, PodTopologySpread and DefaultPreemption. */
 int gs_sched_config_gpusched(struct gs_sched_config *out);
+/* Reads a --config file: exactly one KubeSchedulerConfiguration document
+ * (YAML or JSON), parsed as gs_sched_config_parse does. Shared by `gpusched
+ * server --config` and `gpusched sim --config`, so both take the same file.
+ * 0, GS_ENOENT ("file not found"), GS_EINVAL or another read error; problems
+ * go to d under the path. */
+int gs_sched_config_load(const char *path, struct gs_sched_config *out, struct gs_diags *d);
 /* Profile for a schedulerName, or NULL. Borrowed. */
 const struct gs_profile *gs_sched_config_profile(const struct gs_sched_config *c, const char *scheduler_name);
 void gs_sched_config_free(struct gs_sched_config *c);

@@ -15,6 +15,7 @@
  * cache, so bad args fail at parse time with their full path too.
  */
 #include "sched/framework.h"
+#include "core/codec.h" /* gs_sched_config_load */
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -179,6 +180,25 @@ int gs_sched_config_gpusched(struct gs_sched_config *out)
     int err = gs_sched_config_parse(doc, out, &d);
     gs_diags_free(&d);
     json_decref(doc);
+    return err;
+}
+
+int gs_sched_config_load(const char *path, struct gs_sched_config *out, struct gs_diags *d)
+{
+    memset(out, 0, sizeof *out);
+    char *buf = NULL;
+    size_t len = 0;
+    int err = gs_read_file(path, &buf, &len);
+    struct gs_docs docs = {0};
+    if (!err) err = gs_decode_stream(buf, len, &docs, d, NULL);
+    free(buf);
+    if (!err && docs.n != 1) {
+        gs_diags_add(d, path, "want one KubeSchedulerConfiguration document, found %zu", docs.n);
+        err = GS_EINVAL;
+    }
+    if (!err) err = gs_sched_config_parse(docs.docs[0], out, d);
+    gs_docs_free(&docs);
+    if (err == GS_ENOENT) gs_diags_add(d, path, "file not found");
     return err;
 }
 

@@ -47,6 +47,7 @@
 #include "sched/scheduler.h"
 #include "sim/sim.h"
 #include "sim/sim_dra.h" /* resource claims */
+#include "sim/replay_admit.h" /* admission in front of the queue */
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,6 +55,10 @@
 #include <strings.h>
 
 #define MAX_ERRORS 16 /* attempts ending in Error before a pod is given up */
+/* With workloads waiting for admission and nothing else left to happen,
+ * admission ticks go on this long after the last change: its timers
+ * (patience and minimum runtime 10 min, reservations 30 min) fall inside. */
+#define ADMIT_IDLE_NS (3600LL * GS_NS_PER_SEC)
 
 struct rpod {
     char *key;                /* "ns/name" */
@@ -64,6 +69,14 @@ struct rpod {
     int32_t errors;
     bool failed_logged;
     uint32_t run;             /* bumped on eviction: older completions are stale */
+    bool prebound;            /* running when the trace starts: placed before the first instant */
+    bool on_node;             /* bound now (scheduled and not yet completed or evicted) */
+    char *group;              /* "ns/<group>" of its PodGroup or Workload, NULL none */
+};
+
+struct ready {
+    int64_t t_ns;
+    int32_t node;
 };
 
 struct completion {
@@ -109,12 +122,20 @@ struct replay {
     int hook_err;
     struct gs_sim_dra *dra;     /* DRA objects and claims (sim_dra.h), NULL without any */
     const json_t *claims_now;   /* the scheduled event's claims (sim_dra.h) */
+    bool server_profile;        /* no policy: the profile runs as it is (see build_profile) */
+    struct gs_replay_admit *adm; /* admission (replay_admit.h), NULL when the trace uses none */
+    struct ready *ready;        /* nodes not schedulable from the start, by time */
+    size_t nready, next_ready;
+    uint64_t changes;           /* arrivals, events and nodes made ready so far */
+    int64_t changed_ns;         /* when changes last moved */
 };
 
 static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a);
 static void hook_rejected(void *ctx, const struct gs_pod *pod, const char *reason);
 static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
                          const struct gs_assignment *a);
+static void hook_admitted(void *ctx, size_t i);
+static void hook_admit_evicted(void *ctx, size_t i, const char *by);
 
 /*--- Small helpers ---*/
 
@@ -146,16 +167,24 @@ static int cmp_arrival(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i; /* trace order among equal times */
 }
 
-static void emit(struct replay *r, enum gs_sim_event_type type, const struct rpod *p, const char *reason)
+static void emit_at(struct replay *r, double t, enum gs_sim_event_type type, const struct rpod *p, const char *reason)
 {
+    r->changes++;
+    r->changed_ns = gs_clock_now(&r->clock);
     if (!r->sink->event) return;
     const struct gs_node_info *n = p->a.node >= 0 ? gs_cache_node(r->cache, p->a.node) : NULL;
-    struct gs_sim_event e = {.t = to_s(gs_clock_now(&r->clock)), .type = type, .pod = p->key,
+    struct gs_sim_event e = {.t = t, .type = type, .pod = p->key,
                              .node = type == GS_SIM_FAILED || !n ? NULL : n->name,
                              .gpus = type == GS_SIM_FAILED ? 0 : p->a.gpu_mask,
                              .milli = type == GS_SIM_FAILED ? 0 : p->a.milli, .reason = reason,
-                             .claims = type == GS_SIM_SCHEDULED ? r->claims_now : NULL};
+                             .claims = type == GS_SIM_SCHEDULED ? r->claims_now : NULL,
+                             .queue = gs_replay_admit_queue(r->adm, (size_t)(p - r->pods)), .group = p->group};
     r->sink->event(r->sink->ctx, &e);
+}
+
+static void emit(struct replay *r, enum gs_sim_event_type type, const struct rpod *p, const char *reason)
+{
+    emit_at(r, to_s(gs_clock_now(&r->clock)), type, p, reason);
 }
 
 /*--- Completion heap ---*/
@@ -230,6 +259,17 @@ static int init_pods(struct replay *r)
         p->gpu_milli = (int64_t)tp->pod->demand.gpu_count * tp->pod->demand.gpu_milli;
         p->sched_ns = -1;
         p->a.node = -1;
+        p->prebound = tp->node != NULL;
+        if (tp->pod->pod_group && *tp->pod->pod_group) {
+            const char *ns = tp->pod->meta.namespace_ ? tp->pod->meta.namespace_ : "default";
+            size_t len = strlen(ns) + strlen(tp->pod->pod_group) + 2;
+            if (!(p->group = malloc(len))) {
+                free(arr);
+                return GS_ENOMEM;
+            }
+            const char *g = strrchr(tp->pod->pod_group, '/'); /* "<api group>/<name>" for the other shapes */
+            snprintf(p->group, len, "%s/%s", ns, g ? g + 1 : tp->pod->pod_group);
+        }
         arr[i] = (struct by_arrival){p->arrival_ns, i};
         r->index[i] = (struct by_ptr){tp->pod, i};
     }
@@ -279,26 +319,13 @@ static int init_cache(struct replay *r)
     return rc ? rc : attach_topologies(r);
 }
 
+/* --config takes the file `gpusched server --config` takes (gs_sched_config_load).
+ * Without one: the server's own profile when no policy is given, else
+ * kube's default set the policy is put into (what --policy always meant). */
 static int load_config(struct replay *r)
 {
-    if (!r->o->config_path) return gs_sched_config_default(&r->cfg);
-    char *buf = NULL;
-    size_t len = 0;
-    int rc = gs_read_file(r->o->config_path, &buf, &len);
-    if (rc) {
-        gs_diags_add(r->d, r->o->config_path, "cannot read: %s", gs_strerror(rc));
-        return rc;
-    }
-    struct gs_docs docs = {0};
-    rc = gs_decode_stream(buf, len, &docs, r->d, NULL);
-    free(buf);
-    if (!rc && docs.n != 1) {
-        gs_diags_add(r->d, r->o->config_path, "want exactly one configuration document, found %zu", docs.n);
-        rc = GS_EINVAL;
-    }
-    if (!rc) rc = gs_sched_config_parse(docs.docs[0], &r->cfg, r->d);
-    gs_docs_free(&docs);
-    return rc;
+    if (r->o->config_path) return gs_sched_config_load(r->o->config_path, &r->cfg, r->d);
+    return r->server_profile ? gs_sched_config_gpusched(&r->cfg) : gs_sched_config_default(&r->cfg);
 }
 
 static const struct gs_plugin *find_policy(const char *name)
@@ -389,13 +416,29 @@ static void topology_reserve_first(struct gs_profile *pr)
     }
 }
 
+/* No policy: the profile exactly as the server's scheduler loop runs it,
+ * placement included. A policy: it becomes the placement score (below). */
+static bool server_profile(const struct gs_sim_opts *o)
+{
+    return !o->policy || !*o->policy || !strcmp(o->policy, GS_SIM_PROFILE);
+}
+
 static int build_profile(struct replay *r)
 {
+    r->server_profile = server_profile(r->o);
     int rc = load_config(r);
     if (rc) return rc;
     r->have_cfg = true;
     const struct gs_profile *base = gs_sched_config_profile(&r->cfg, GS_DEFAULT_SCHEDULER);
     if (!base && r->cfg.nprofiles) base = &r->cfg.profiles[0];
+    if (r->server_profile) {
+        if (!base) {
+            gs_diags_add(r->d, r->o->config_path ? r->o->config_path : "config", "no scheduler profile");
+            return GS_EINVAL;
+        }
+        r->profile = *base;
+        return 0;
+    }
     const struct gs_plugin *p = find_policy(r->o->policy);
     if (!base || !p) {
         gs_diags_add(r->d, "policy", base ? "unknown placement policy \"%s\"" : "no scheduler profile", r->o->policy);
@@ -422,7 +465,10 @@ static int init_scheduler(struct replay *r)
     free(pods);
     if (rc) return rc;
     if ((rc = build_profile(r))) return rc;
-    struct gs_scheduler_opts so = {.profile = &r->profile, .seed = r->o->seed,
+    /* Admission before the scheduler, whose profile gets its AdmissionHold filter, as on the server. */
+    struct gs_replay_admit_hooks ah = {.admitted = hook_admitted, .evicted = hook_admit_evicted, .ctx = r};
+    if ((rc = gs_replay_admit_new(r->t, r->cache, &r->clock, &r->profile, &ah, &r->adm, r->d))) return rc;
+    struct gs_scheduler_opts so = {.profile = gs_replay_admit_profile(r->adm, &r->profile), .seed = r->o->seed,
                                    .hooks = {.bound = hook_bound, .rejected = hook_rejected,
                                              .evicted = hook_evicted, .ctx = r}};
     if ((rc = gs_scheduler_new(&r->clock, r->cache, &so, &r->sched, r->d))) return rc;
@@ -436,12 +482,14 @@ static void replay_free(struct replay *r)
     for (size_t i = 0; i < r->nnrts; i++) gs_nrt_clear(&r->nrts[i]);
     free(r->nrts);
     gs_scheduler_free(r->sched);
+    gs_replay_admit_free(r->adm); /* after the scheduler, whose profile it owns */
     gs_sim_dra_free(r->dra);
     json_decref(r->policy_args);
     if (r->have_cfg) gs_sched_config_free(&r->cfg);
     if (r->frag) gs_frag_model_free(r->frag);
     if (r->cache) gs_cache_free(r->cache);
-    for (size_t i = 0; r->pods && i < r->t->npods; i++) free(r->pods[i].key);
+    for (size_t i = 0; r->pods && i < r->t->npods; i++) free(r->pods[i].key), free(r->pods[i].group);
+    free(r->ready);
     free(r->pods);
     free(r->order);
     free(r->index);
@@ -458,6 +506,7 @@ static int bound(struct replay *r, size_t i, const struct gs_assignment *a)
     if (p->sched_ns < 0) r->delays[r->ndelays++] = to_s(now - p->arrival_ns); /* first placement only */
     p->sched_ns = now;
     p->a = *a;
+    p->on_node = true;
     r->scheduled++;
     r->running++;
     r->claims_now = gs_sim_dra_bound(r->dra, gs_scheduler_framework(r->sched), r->t->pods[i].pod, to_s(now));
@@ -499,10 +548,43 @@ static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs
     p->a = *a;
     emit(r, GS_SIM_PREEMPTED, p, why);
     gs_sim_dra_left(r->dra, victim);
+    p->on_node = false;
     p->run++;
     r->running--;
     r->scheduled--;
     r->preempted++;
+}
+
+/* Admission admitted the pod's workload: it enters the scheduling queue. */
+static void hook_admitted(void *ctx, size_t i)
+{
+    struct replay *r = ctx;
+    int rc = gs_scheduler_add_pod(r->sched, r->t->pods[i].pod);
+    if (rc) {
+        gs_diags_add(r->d, r->pods[i].key, "cannot queue: %s", gs_strerror(rc));
+        if (!r->hook_err) r->hook_err = rc;
+    }
+}
+
+/* Admission's reclaim or preemption evicted the pod's workload: out of the
+ * scheduler and the cache, its completion void; admission holds it again
+ * (replay_admit.c) and it runs its full duration once admitted again. */
+static void hook_admit_evicted(void *ctx, size_t i, const char *by)
+{
+    struct replay *r = ctx;
+    struct rpod *p = &r->pods[i];
+    if (p->on_node) {
+        char why[600];
+        snprintf(why, sizeof why, "evicted by admission for workload %s", by ? by : "?");
+        emit(r, GS_SIM_PREEMPTED, p, why);
+        gs_sim_dra_left(r->dra, r->t->pods[i].pod);
+        p->on_node = false;
+        p->run++;
+        r->running--;
+        r->scheduled--;
+        r->preempted++;
+    }
+    gs_scheduler_delete_pod(r->sched, p->key);
 }
 
 /* The driver has requeued the pod; log its first failure, and give up on a
@@ -546,6 +628,8 @@ static void complete_due(struct replay *r, int64_t now)
         emit(r, GS_SIM_COMPLETED, p, NULL); /* before removal: the node's name is still at hand */
         gs_sim_dra_left(r->dra, r->t->pods[c.pod].pod);
         gs_scheduler_delete_pod(r->sched, p->key); /* frees resources, wakes waiting pods */
+        gs_replay_admit_gone(r->adm, c.pod);   /* its share of the quota */
+        p->on_node = false;
         r->running--;
     }
 }
@@ -554,10 +638,17 @@ static int arrive_due(struct replay *r, int64_t now)
 {
     while (r->next_arrival < r->t->npods) {
         size_t i = r->order[r->next_arrival];
+        if (r->pods[i].prebound) { /* placed before the first instant */
+            r->next_arrival++;
+            continue;
+        }
         if (r->pods[i].arrival_ns > now) break;
         r->next_arrival++;
         r->arrived++;
         r->arrived_milli += r->pods[i].gpu_milli;
+        r->changes++;
+        r->changed_ns = now;
+        if (gs_replay_admit_arrive(r->adm, i)) continue; /* held until its workload is admitted */
         int rc = gs_scheduler_add_pod(r->sched, r->t->pods[i].pod);
         if (rc) {
             gs_diags_add(r->d, r->pods[i].key, "cannot queue: %s", gs_strerror(rc));
@@ -565,6 +656,99 @@ static int arrive_due(struct replay *r, int64_t now)
         }
     }
     return 0;
+}
+
+/*--- The cluster at the start ---*/
+
+/* Pods running when the trace starts (a snapshot): on exactly their node and
+ * devices, without a decision; their run counts from `started`. */
+static int place_running(struct replay *r)
+{
+    for (size_t i = 0; i < r->t->npods; i++) {
+        const struct gs_trace_pod *tp = &r->t->pods[i];
+        struct rpod *p = &r->pods[i];
+        if (!tp->node) continue;
+        int32_t idx = gs_cache_find_node(r->cache, tp->node);
+        if (idx < 0) {
+            gs_diags_add(r->d, p->key, "runs on node \"%s\", which the cluster does not have", tp->node);
+            return GS_EINVAL;
+        }
+        if (!(tp->started <= 0) || !isfinite(tp->started)) {
+            gs_diags_add(r->d, p->key, "started %g: a running pod started at or before the trace start (<= 0)",
+                         tp->started);
+            return GS_EINVAL;
+        }
+        const struct gs_node_info *n = gs_cache_node(r->cache, idx);
+        if (n->ngpus < 64 && tp->gpus >> n->ngpus) {
+            gs_diags_add(r->d, p->key, "GPU mask %#llx names GPUs that node %s (%d GPUs) does not have",
+                         (unsigned long long)tp->gpus, tp->node, (int)n->ngpus);
+            return GS_EINVAL;
+        }
+        struct gs_assignment a = {.node = idx, .gpu_mask = tp->gpus,
+                                  .milli = tp->milli > 0 ? tp->milli : tp->pod->demand.gpu_milli,
+                                  .mem_mib = tp->pod->demand.gpu_mem_mib};
+        int rc = gs_cache_add_bound(r->cache, tp->pod, &a);
+        if (rc) {
+            gs_diags_add(r->d, p->key, "cannot run on node %s with GPU mask %#llx: %s", tp->node,
+                         (unsigned long long)tp->gpus, rc == GS_EINVAL ? "it does not fit there" : gs_strerror(rc));
+            return rc;
+        }
+        int64_t started = to_ns(tp->started);
+        p->sched_ns = started;
+        p->a = a;
+        p->on_node = true;
+        r->arrived++;
+        r->arrived_milli += p->gpu_milli;
+        r->scheduled++;
+        r->running++;
+        emit_at(r, tp->started, GS_SIM_SCHEDULED, p, NULL);
+        gs_replay_admit_running(r->adm, i);
+        if (p->duration_ns >= 0 && (rc = heap_push(r, started + p->duration_ns, i, p->run))) return rc;
+    }
+    return 0;
+}
+
+static int cmp_ready(const void *a, const void *b)
+{
+    const struct ready *x = a, *y = b;
+    if (x->t_ns != y->t_ns) return x->t_ns < y->t_ns ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Nodes that become schedulable later (trace->node_ready_at): unschedulable until then. */
+static int init_ready(struct replay *r)
+{
+    if (!r->t->node_ready_at) return 0;
+    r->ready = calloc(r->t->nnodes ? r->t->nnodes : 1, sizeof *r->ready);
+    if (!r->ready) return GS_ENOMEM;
+    for (size_t i = 0; i < r->t->nnodes; i++) {
+        double at = r->t->node_ready_at[i];
+        const char *name = r->t->nodes[i].name ? r->t->nodes[i].name : "node";
+        if (!isfinite(at) || at < 0) {
+            gs_diags_add(r->d, name, "ready at %g s: want a time at or after the trace start (>= 0)", at);
+            return GS_EINVAL;
+        }
+        if (at <= 0) continue;
+        int32_t idx = gs_cache_find_node(r->cache, name);
+        if (idx < 0) return GS_ESTATE;
+        gs_cache_set_schedulable(r->cache, idx, false);
+        r->ready[r->nready++] = (struct ready){to_ns(at), idx};
+    }
+    qsort(r->ready, r->nready, sizeof *r->ready, cmp_ready);
+    return 0;
+}
+
+static void ready_due(struct replay *r, int64_t now)
+{
+    bool any = false;
+    for (; r->next_ready < r->nready && r->ready[r->next_ready].t_ns <= now; r->next_ready++) {
+        gs_cache_set_schedulable(r->cache, r->ready[r->next_ready].node, true);
+        any = true;
+    }
+    if (!any) return;
+    r->changes++;
+    r->changed_ns = now;
+    gs_sched_queue_on_event(gs_scheduler_queue(r->sched), GS_EV_NODE_UPDATED); /* waiting pods look again */
 }
 
 static void sample(struct replay *r, int64_t now)
@@ -591,17 +775,26 @@ static void sample(struct replay *r, int64_t now)
 /* The next instant anything happens, or INT64_MAX when nothing will. Once
  * no pod is left to arrive or complete, only pods still backing off can
  * change anything; the unschedulable ones would fail again forever. */
-static int64_t next_instant(const struct replay *r, int64_t now)
+static int64_t next_instant(const struct replay *r, int64_t now, bool *tick_only)
 {
     int64_t next = INT64_MAX;
+    *tick_only = false;
+    /* Admission retries waiting workloads every tick, as on the server;
+     * once nothing else can happen, only for a while (ADMIT_IDLE_NS). */
+    int64_t tick = gs_replay_admit_next_tick(r->adm, now);
     const struct gs_sched_queue *q = gs_scheduler_queue(r->sched);
     if (r->next_arrival == r->t->npods && r->nheap == 0 && gs_sched_queue_backoff_len(q) == 0 &&
-        gs_framework_waiting(gs_scheduler_framework(r->sched)) == 0)
-        return next;
+        gs_framework_waiting(gs_scheduler_framework(r->sched)) == 0 && r->next_ready == r->nready) {
+        if (tick < 0 || tick - r->changed_ns > ADMIT_IDLE_NS) return next;
+        *tick_only = true;
+        return tick;
+    }
     if (r->next_arrival < r->t->npods) next = r->pods[r->order[r->next_arrival]].arrival_ns;
     if (r->nheap && r->heap[0].t_ns < next) next = r->heap[0].t_ns;
+    if (r->next_ready < r->nready && r->ready[r->next_ready].t_ns < next) next = r->ready[r->next_ready].t_ns;
     int64_t ready = gs_scheduler_next_wake(r->sched);
     if (ready >= 0 && (ready > now ? ready : now + 1) < next) next = ready > now ? ready : now + 1;
+    if (tick >= 0 && tick < next) next = tick, *tick_only = true;
     return next;
 }
 
@@ -609,14 +802,24 @@ static int run_loop(struct replay *r)
 {
     int64_t now = 0;
     size_t total = 2 * r->t->npods, step = 0;
-    for (int64_t next; (next = next_instant(r, now)) != INT64_MAX;) {
+    bool tick_only;
+    for (int64_t next; (next = next_instant(r, now, &tick_only)) != INT64_MAX;) {
         now = next > now ? next : now;
         gs_clock_set(&r->clock, now);
+        uint64_t changes = r->changes;
         complete_due(r, now);
+        ready_due(r, now);
         int rc = arrive_due(r, now);
+        /* Admission first, as in the server's rounds: what it admits is scheduled now. */
+        if (!rc && r->adm && (rc = gs_replay_admit_cycle(r->adm)) > 0) rc = 0;
+        if (!rc) rc = r->hook_err;
         if (!rc) rc = schedule_ready(r);
         if (!rc) rc = r->hook_err;
-        if (rc) return rc;
+        if (rc) {
+            if (r->d && !r->d->n) gs_diags_add(r->d, "replay", "at %.3f s: %s", to_s(now), gs_strerror(rc));
+            return rc;
+        }
+        if (tick_only && changes == r->changes) continue; /* an admission tick that changed nothing */
         sample(r, now);
         if (r->sink->progress && (++step & 255) == 0)
             r->sink->progress(r->sink->ctx, total ? (double)(r->arrived + r->scheduled) / (double)total : 1);
@@ -643,7 +846,7 @@ static double percentile(const double *v, size_t n, double p)
 
 static void fill_result(struct replay *r, struct gs_sim_result *res)
 {
-    snprintf(res->policy, sizeof res->policy, "%s", r->o->policy);
+    snprintf(res->policy, sizeof res->policy, "%s", r->server_profile ? GS_SIM_PROFILE : r->o->policy);
     res->seed = r->o->seed;
     res->nodes = gs_cache_live_nodes(r->cache);
     res->gpus = gs_cache_gpu_count(r->cache);
@@ -671,9 +874,108 @@ int gs_sim_run_replay(const struct gs_trace *t, const struct gs_sim_opts *o, con
     int rc = init_pods(&r);
     if (!rc) rc = init_cache(&r);
     if (!rc) rc = init_scheduler(&r);
+    if (!rc) rc = init_ready(&r);
+    if (!rc) rc = place_running(&r);
     if (!rc) rc = run_loop(&r);
     if (!rc) fill_result(&r, res);
     res->wall_seconds = (double)(gs_clock_now(&wall) - t0) / GS_NS_PER_SEC;
     replay_free(&r);
+    return rc;
+}
+
+/*--- Features the profile does not run (gs_sim_check) ---*/
+
+static bool profile_runs(const struct gs_profile *pr, const char *name)
+{
+    for (int pt = 0; pt < GS_PT_COUNT; pt++)
+        for (int i = 0; i < pr->npoints[pt]; i++)
+            if (!strcmp(pr->points[pt][i].plugin->name, name)) return true;
+    return false;
+}
+
+static bool pod_claims(const struct gs_pod *p)
+{
+    return json_array_size(json_object_get(json_object_get(p->doc, "spec"), "resourceClaims")) > 0;
+}
+
+/* Is queue q (named by a pod of namespace ns) defined by the trace: a LocalQueue there, or a Queue? */
+static bool queue_defined(const struct gs_trace *t, const char *ns, const char *q)
+{
+    for (size_t i = 0; i < t->nobjects; i++) {
+        const struct gs_object *o = t->objects[i];
+        if (o->kind != GS_KIND_LOCALQUEUE && o->kind != GS_KIND_QUEUE) continue;
+        const struct gs_meta *m = &o->u.generic->meta;
+        const char *ons = m->namespace_ ? m->namespace_ : "default";
+        if (m->name && !strcmp(m->name, q) && (o->kind == GS_KIND_QUEUE || !strcmp(ons, ns))) return true;
+    }
+    return false;
+}
+
+struct features {
+    size_t groups, claims, queued, undefined;
+    const char *group, *queue; /* an example of each */
+};
+
+static void count_features(const struct gs_trace *t, struct features *f)
+{
+    memset(f, 0, sizeof *f);
+    for (size_t i = 0; i < t->nobjects; i++)
+        if (t->objects[i]->kind == GS_KIND_PODGROUP) {
+            if (!f->groups++) f->group = t->objects[i]->u.podgroup->meta.name;
+        }
+    for (size_t i = 0; i < t->npods; i++) {
+        const struct gs_pod *p = t->pods[i].pod;
+        const char *ns = p->meta.namespace_ ? p->meta.namespace_ : "default";
+        if (!f->groups && p->pod_group && *p->pod_group) f->group = p->pod_group; /* named, not defined */
+        f->claims += pod_claims(p);
+        if (!p->queue_name || !*p->queue_name) continue;
+        f->queued++;
+        if (!queue_defined(t, ns, p->queue_name) && !f->undefined++) f->queue = p->queue_name;
+    }
+}
+
+int gs_sim_check(const struct gs_trace *t, const struct gs_sim_opts *o, struct gs_diags *warnings, struct gs_diags *d)
+{
+    struct features f;
+    count_features(t, &f);
+    if (o->mode == GS_SIM_FGD) {
+        if (f.groups || f.queued)
+            gs_diags_add(warnings, f.groups ? "gangs" : "admission",
+                         "the fgd experiment places each pod once, on its own: %s%s%s are not run; use --experiment "
+                         "replay to run them as the server does",
+                         f.groups ? "PodGroups (gangs)" : "", f.groups && f.queued ? " and " : "",
+                         f.queued ? "queues (admission)" : "");
+        return 0;
+    }
+    struct replay r = {.t = t, .o = o, .d = d};
+    int rc = build_profile(&r);
+    if (!rc) {
+        char what[400];
+        const char *name = r.profile.scheduler_name ? r.profile.scheduler_name : GS_DEFAULT_SCHEDULER;
+        if (r.server_profile && !o->config_path) snprintf(what, sizeof what, "the server's default profile");
+        else if (r.server_profile) snprintf(what, sizeof what, "profile \"%s\" of --config %s", name, o->config_path);
+        else snprintf(what, sizeof what, "profile \"%s\" (%s with --policy %s)", name,
+                      o->config_path ? "--config's plugins" : "kube's default plugins", o->policy);
+        if ((f.groups || f.group) && !profile_runs(&r.profile, "Coscheduling"))
+            gs_diags_add(warnings, "gangs",
+                         "the workload has PodGroups (%s%s) but %s does not run Coscheduling: gang members are "
+                         "placed one by one and partial gangs hold GPUs; drop --policy to run the server's profile, "
+                         "or enable Coscheduling in --config",
+                         f.group ? f.group : "", f.groups > 1 ? ", ..." : "", what);
+        if (f.claims && !profile_runs(&r.profile, "DynamicResources"))
+            gs_diags_add(warnings, "claims",
+                         "%zu pod%s claim devices (spec.resourceClaims) but %s does not run DynamicResources: the "
+                         "claims are not allocated; drop --policy to run the server's profile, or enable "
+                         "DynamicResources in --config",
+                         f.claims, f.claims == 1 ? "" : "s", what);
+        if (f.undefined)
+            gs_diags_add(warnings, "admission",
+                         "%zu pod%s name queue \"%s\" (label kueue.x-k8s.io/queue-name) but the workload defines no "
+                         "LocalQueue or Queue of that name: admission holds them (UnknownQueue) as the server "
+                         "would; add the LocalQueue and ClusterQueue (or Queue) documents",
+                         f.undefined, f.undefined == 1 ? "" : "s", f.queue);
+    }
+    json_decref(r.policy_args);
+    if (r.have_cfg) gs_sched_config_free(&r.cfg);
     return rc;
 }

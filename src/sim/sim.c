@@ -13,7 +13,7 @@
 static int check_opts(const struct gs_trace *t, const struct gs_sim_opts *o, struct gs_diags *d)
 {
     if (!t || !o) return GS_EINVAL;
-    if (!o->policy || !*o->policy) {
+    if (o->mode == GS_SIM_FGD && (!o->policy || !*o->policy)) { /* replay: none runs the server's profile */
         gs_diags_add(d, "policy", "no placement policy given");
         return GS_EINVAL;
     }

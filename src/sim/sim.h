@@ -76,11 +76,17 @@ enum gs_sim_mode { GS_SIM_FGD, GS_SIM_REPLAY };
 
 struct gs_sim_opts {
     enum gs_sim_mode mode;
-    const char *policy;        /* placement policy plugin name (e.g. "FGD", "BestFit") */
+    /* Placement policy plugin name (e.g. "FGD", "BestFit"). replay: NULL, ""
+     * or GS_SIM_PROFILE runs the profile as the server does (the server's
+     * default profile, or --config's), placement included. */
+    const char *policy;
     uint64_t seed;
     double tune;               /* fgd: inflate GPU demand to tune x capacity (default 1.3) */
     const char *config_path;   /* optional scheduler config (profiles); NULL = built-in */
 };
+
+/* The policy name of a replay that runs the server's profile unchanged. */
+#define GS_SIM_PROFILE "profile"
 
 enum gs_sim_event_type { GS_SIM_SCHEDULED, GS_SIM_FAILED, GS_SIM_PREEMPTED, GS_SIM_COMPLETED };
 
@@ -136,5 +142,14 @@ int gs_sim_run_fgd(const struct gs_trace *t, const struct gs_sim_opts *o, const 
                    struct gs_sim_result *res, struct gs_diags *d);
 int gs_sim_run_replay(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,
                       struct gs_sim_result *res, struct gs_diags *d);
+
+/* Features of the trace the chosen experiment and profile do not run
+ * (PodGroups without Coscheduling, queues named but never defined, claims
+ * without DynamicResources, gangs or queues in the fgd experiment): one
+ * line each in warnings (path: the feature; msg: the line to show, naming
+ * the profile and what to do). 0 when it could check (warnings or not), or
+ * the error building the profile would give, with d filled. */
+int gs_sim_check(const struct gs_trace *t, const struct gs_sim_opts *o, struct gs_diags *warnings,
+                 struct gs_diags *d);
 
 #endif
