@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The multi-tenant experiment of bench/RESULTS.md ("Multi-tenant queues") run
 # by two gpusched binaries: prints each one's CPU seconds and fails unless
-# both leave byte-identical outputs (the table, tenants.csv, tenants.html and
-# queues.json). A change meant to make the experiment faster must pass it
+# both leave byte-identical outputs: the table, tenants.csv (every sample)
+# and queues.json (tenants.html is only their rendering, and carries the date
+# and command line). A change meant to make the experiment faster must pass it
 # against a binary built from the commit before the change:
 #
 #   git worktree add /tmp/ref COMMIT && cmake -S /tmp/ref -B /tmp/ref/build \

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { CW = 960, CH = 400, ML = 76, MR = 180, MT = 36, MB = 56 };
+enum { CW = 960, CH = 400, ML = 92, MR = 180, MT = 36, MB = 56 };
 #define MAX_VERTICES 900
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -91,7 +91,7 @@ static void axis_titles(FILE *f, const char *xlabel, const char *ylabel)
     fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label xlabel\" text-anchor=\"middle\">", (ML + CW - MR) / 2, CH - 12);
     gs_html_escaped(f, xlabel);
     fprintf(f, "</text>\n<text x=\"16\" y=\"%d\" class=\"label ylabel\" text-anchor=\"middle\" "
-               "transform=\"rotate(-90 16 %d)\">",
+               "transform=\"rotate(-90 14 %d)\">",
             (MT + CH - MB) / 2, (MT + CH - MB) / 2);
     gs_html_escaped(f, ylabel);
     fputs("</text>\n", f);
