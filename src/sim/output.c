@@ -1088,8 +1088,10 @@ static void replay_sections(FILE *f, struct gs_sim_writer *w, const struct run *
             const struct gs_trace_pod *tp = &w->trace->pods[i];
             if (tp->node) continue; /* running before the trace starts: no wait to measure */
             const struct podrec *p = &r->pods[i];
-            queues |= p->queue != NULL;
-            v[n] = (struct pod_view){.i = i, .pod = tp->pod, .queue = p->queue ? p->queue : "(no queue)",
+            /* A pod admission never let through has no event naming its queue: its label does. */
+            const char *queue = p->queue ? p->queue : tp->pod->queue_name;
+            queues |= queue != NULL;
+            v[n] = (struct pod_view){.i = i, .pod = tp->pod, .queue = queue ? queue : "(no queue)",
                                      .group = p->group, .shape = shape_names[shape_of(tp->pod)],
                                      .arrival = tp->arrival, .start = p->start,
                                      .wait = isnan(p->start) ? NAN : p->start - tp->arrival};
@@ -1098,7 +1100,7 @@ static void replay_sections(FILE *f, struct gs_sim_writer *w, const struct run *
             fprintf(wc, "%s,%llu,", r->policy, (unsigned long long)r->seed);
             csv_str(wc, key);
             fputc(',', wc);
-            csv_str(wc, p->queue ? p->queue : "");
+            csv_str(wc, queue ? queue : "");
             fputc(',', wc);
             csv_str(wc, p->group ? p->group : "");
             fprintf(wc, ",%s,%d,%d,%.3f,", v[n].shape, tp->pod->demand.gpu_count, tp->pod->demand.gpu_milli,

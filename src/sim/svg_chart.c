@@ -90,7 +90,7 @@ static void axis_titles(FILE *f, const char *xlabel, const char *ylabel)
 {
     fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label xlabel\" text-anchor=\"middle\">", (ML + CW - MR) / 2, CH - 12);
     gs_html_escaped(f, xlabel);
-    fprintf(f, "</text>\n<text x=\"16\" y=\"%d\" class=\"label ylabel\" text-anchor=\"middle\" "
+    fprintf(f, "</text>\n<text x=\"14\" y=\"%d\" class=\"label ylabel\" text-anchor=\"middle\" "
                "transform=\"rotate(-90 14 %d)\">",
             (MT + CH - MB) / 2, (MT + CH - MB) / 2);
     gs_html_escaped(f, ylabel);
