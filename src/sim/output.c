@@ -1189,13 +1189,16 @@ static void report_body(FILE *f, struct gs_sim_writer *w, const struct run *cons
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpusched sim: %s</title>"
                "<style>%s</style></head><body>\n<h1>gpusched sim &mdash; %s experiment</h1>\n",
             fgd ? "fgd" : "replay", style, fgd ? "fgd" : "replay");
-    if (w->meta) {
-        uint64_t seeds[64];
+    uint64_t *seeds = w->meta ? malloc(GS_SIM_MAX_SEEDS * sizeof *seeds) : NULL;
+    if (seeds) {
         struct gs_sim_meta m;
-        meta_from_json(w->meta, &m, seeds, sizeof seeds / sizeof *seeds);
+        meta_from_json(w->meta, &m, seeds, GS_SIM_MAX_SEEDS);
         fputs("<h2>Run</h2>\n", f);
         gs_sim_meta_html(f, &m);
+    } else if (w->meta) {
+        fail(w, GS_ENOMEM);
     }
+    free(seeds);
     fputs("<h2>Summary</h2>\n", f);
     report_table(f, w);
     if (nk > 0 && kept[0]->seed)
