@@ -78,6 +78,7 @@ static void usage(FILE *f)
           "  --tune X                 fgd: inflate GPU demand to X times capacity (default 1.3)\n"
           "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
+          "                           (with summary.json and CSVs; docs/SCHEDULING.md \"Reports\")\n"
           "  --json                   print the results as a JSON array on the last line\n"
           "  -q, --quiet              no progress bar or notes on stderr\n"
           "  -h, --help               this help\n",

@@ -74,7 +74,7 @@ static void usage(FILE *f)
           "  --queues-json FILE   write the per-queue status of the fair run (quotas, usage, fair share,\n"
           "                       pending workloads with position and estimated start, counters)\n"
           "  --queues-at S        take that snapshot at simulated second S (default: at the end)\n"
-          "  --out DIR            write tenants.csv and tenants.html\n"
+          "  --out DIR            write tenants.csv, tenants.json and tenants.html\n"
           "  --json               results as a JSON array on the last line\n",
           f);
 }
