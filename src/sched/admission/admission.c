@@ -18,7 +18,9 @@
 #include "sched/admission/dra_admit.h"
 #include "sched/admission/nodeplan.h"
 #include "sched/admission/placement.h"
+#include "sched/strmap.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,7 @@ struct gs_admission {
      * Each list has room for every workload submitted to its leaf, so
      * admit() never allocates. */
     struct runq *runq;
+    struct gs__strmap by_key; /* workload key -> id + 1 (keys borrowed from the workloads) */
     struct hold *holds;
     size_t nholds, capholds;
     int32_t res_wl;
@@ -1408,7 +1411,8 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
     w->key = strdup(s->key);
     w->pods = malloc((s->npods ? s->npods : 1) * sizeof *w->pods);
     w->pod_done = calloc(s->npods ? s->npods : 1, 1);
-    if (!w->key || !w->pods || !w->pod_done) {
+    if (!w->key || !w->pods || !w->pod_done || gs__strmap_put(&a->by_key, w->key, (void *)(intptr_t)(a->n + 1))) {
+        if (w->key) gs__strmap_del(&a->by_key, w->key);
         free(w->key), free(w->pods), free(w->pod_done), free(w);
         return GS_ENOMEM;
     }
@@ -1519,6 +1523,7 @@ void gs_admission_free(struct gs_admission *a)
     free(a->lq), free(a->q_preempt), free(a->q_caused), free(a->pend), free(a->cand);
     free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
     free(a->excl), free(a->place_nodes), free(a->runq);
+    gs__strmap_free(&a->by_key);
     gs_quota_free(&a->q);
     gs_fairshare_free(&a->fs);
     gs_placer_free(a->placer);
@@ -1532,9 +1537,8 @@ const struct gs_workload *gs_admission_workload(const struct gs_admission *a, in
 
 int32_t gs_admission_find(const struct gs_admission *a, const char *key)
 {
-    for (size_t i = 0; key && i < a->n; i++)
-        if (!strcmp(a->w[i]->key, key)) return (int32_t)i;
-    return -1;
+    void *v = key ? gs__strmap_get(&a->by_key, key) : NULL;
+    return v ? (int32_t)((intptr_t)v - 1) : -1;
 }
 
 size_t gs_admission_count(const struct gs_admission *a) { return a->n; }
