@@ -16,6 +16,7 @@
  * second); the simulator itself runs on its simulated clock.
  */
 #include "cli/commands.h"
+#include "cli/cmd_sim_meta.h"
 #include "core/clock.h"
 #include "sched/plugin.h"
 #include "sim/output.h"
@@ -51,6 +52,8 @@ struct sim_args {
     const char *config, *out;
     bool json, quiet;
     char node_path[4096], pod_path[4096];
+    int argc;                         /* the command line, for the report's metadata */
+    char **argv;
 };
 
 static void usage(FILE *f)
@@ -78,6 +81,7 @@ static void usage(FILE *f)
           "  --tune X                 fgd: inflate GPU demand to X times capacity (default 1.3)\n"
           "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
+          "                           (with summary.json and CSVs; docs/SCHEDULING.md \"Reports\")\n"
           "  --json                   print the results as a JSON array on the last line\n"
           "  -q, --quiet              no progress bar or notes on stderr\n"
           "  -h, --help               this help\n",
@@ -558,6 +562,29 @@ static void print_table(const struct sim_args *a, const struct gs_sim_result *re
 
 /*--- Entry point ---*/
 
+/* What the report says about the run (sim/output.h), and the trace it names pods from. */
+static void report_meta(const struct sim_args *a, struct gs_sim_writer *w, const struct gs_trace *t)
+{
+    struct gs_cli_meta cm;
+    gs_cli_meta_init(&cm, a->argc, a->argv);
+    char trace[8300], policies[1024] = "";
+    snprintf(trace, sizeof trace, "%s %s", a->cluster ? a->cluster : a->nodes ? a->nodes : a->node_path,
+             a->cluster ? (a->workload ? a->workload : "") : a->nodes ? a->pods : a->pod_path);
+    for (size_t i = 0; i < a->npolicies; i++)
+        snprintf(policies + strlen(policies), sizeof policies - strlen(policies), "%s%s", i ? "," : "", a->policies[i]);
+    cm.m.experiment = a->mode == GS_SIM_FGD ? "fgd" : "replay";
+    cm.m.trace = trace;
+    cm.m.variant = a->cluster || a->nodes ? NULL : a->variant ? a->variant : "default";
+    cm.m.config = a->config;
+    cm.m.policies = policies[0] ? policies : NULL;
+    cm.m.tune = a->mode == GS_SIM_FGD ? a->tune : 0;
+    cm.m.seeds = a->seeds;
+    cm.m.nseeds = a->nseeds;
+    if (gs_sim_writer_set_meta(w, &cm.m)) fprintf(stderr, "gpusched sim: out of memory for the report's metadata\n");
+    gs_sim_writer_set_trace(w, t);
+    gs_cli_meta_free(&cm);
+}
+
 static int simulate(const struct sim_args *a)
 {
     struct gs_trace t = {0};
@@ -572,6 +599,7 @@ static int simulate(const struct sim_args *a)
         gs_trace_free(&t);
         return 1;
     }
+    if (w) report_meta(a, w, &t);
     struct gs_sim_result *results = calloc(a->npolicies * a->nseeds, sizeof *results);
     rc = results ? run_all(a, &t, w, results) : 1;
     if (w) {
@@ -605,7 +633,7 @@ int gs_cmd_sim(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-    struct sim_args a = {.mode = GS_SIM_FGD, .tune = 1.3};
+    struct sim_args a = {.mode = GS_SIM_FGD, .tune = 1.3, .argc = argc, .argv = argv};
     int rc = parse_args(argc, argv, &a);
     if (rc == 0) rc = simulate(&a);
     fflush(stdout);

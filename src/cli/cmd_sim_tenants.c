@@ -8,11 +8,16 @@
  * entitlement, waiting-time percentiles for small and large workloads,
  * preemptions) or, with --json, one JSON array on the last stdout line.
  * With --out DIR it writes tenants.csv (every sample: t, mode, tenant, used,
- * entitled, demand GPUs, jain) and tenants.html: for each mode a chart per
- * tenant of GPUs used against the fair-share entitlement over time, and the
- * Jain index over time - inline SVG, no script.
+ * entitled, demand GPUs, jain), tenants.json (the run's metadata and each
+ * mode's results) and tenants.html: the metadata, and for each mode the GPUs
+ * used per tenant, a chart per tenant of GPUs used against the fair-share
+ * entitlement, and the Jain index over time, in hours and GPUs with ticks and
+ * a legend (sim/svg_chart.h) - inline SVG, no script.
  */
 #include "cli/commands.h"
+#include "cli/cmd_sim_meta.h"
+#include "sim/output.h"
+#include "sim/svg_chart.h"
 #include "sim/tenants.h"
 
 #include <errno.h>
@@ -23,7 +28,7 @@
 #include <sys/stat.h>
 
 #define NODE_CSV "openb_node_list_gpu_node.csv"
-#define MAX_POINTS 4096
+#define MAX_POINTS 65536 /* samples kept for the charts (every 10 simulated minutes: 450 days) */
 
 struct targs {
     const char *trace_dir, *variant, *nodes, *pods, *out, *policy, *modes, *queues_json;
@@ -69,7 +74,7 @@ static void usage(FILE *f)
           "  --queues-json FILE   write the per-queue status of the fair run (quotas, usage, fair share,\n"
           "                       pending workloads with position and estimated start, counters)\n"
           "  --queues-at S        take that snapshot at simulated second S (default: at the end)\n"
-          "  --out DIR            write tenants.csv and tenants.html\n"
+          "  --out DIR            write tenants.csv, tenants.json and tenants.html\n"
           "  --json               results as a JSON array on the last line\n",
           f);
 }
@@ -200,56 +205,108 @@ static void on_sample(void *ctx, const struct gs_tenants_point *p)
     s->v[s->n++] = *p;
 }
 
-static void svg_chart(FILE *f, const struct series *s, int k, double ymax, double tmax)
+/* Series k of a run (k < 0: Jain's index over contended samples), t in hours. */
+static size_t series_of(const struct series *s, int k, bool entitled, double tmax, double *x, double *y)
 {
-    const double W = 460, H = 170, L = 40, B = 20;
-    fprintf(f, "<svg width='%.0f' height='%.0f' xmlns='http://www.w3.org/2000/svg'>"
-               "<rect x='%.0f' y='5' width='%.0f' height='%.0f' fill='none' stroke='#999'/>"
-               "<text x='2' y='14' font-size='10'>%.0f</text><text x='2' y='%.0f' font-size='10'>0</text>"
-               "<text x='%.0f' y='%.0f' font-size='10'>%.0f h</text>",
-            W, H, L, W - L - 5, H - B - 5, ymax, H - B, W - 60, H - 4, tmax / 3600);
-    const char *colour[2] = {"#1f77b4", "#d62728"};
-    for (int line = 0; line < 2; line++) {
-        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.2' points='", colour[line]);
-        for (size_t i = 0; i < s->n; i++) {
-            double y = k < 0 ? (s->v[i].jain < 0 ? 1 : s->v[i].jain) : line ? s->v[i].entitled[k] : s->v[i].used[k];
-            if (k < 0 && line) break;
-            fprintf(f, "%.1f,%.1f ", L + s->v[i].t / (tmax > 0 ? tmax : 1) * (W - L - 5),
-                    H - B - (y > ymax ? ymax : y) / ymax * (H - B - 5));
-        }
-        fputs("'/>", f);
+    size_t n = 0;
+    for (size_t i = 0; i < s->n && s->v[i].t <= tmax; i++) {
+        if (k < 0 && s->v[i].jain < 0) continue; /* fewer than two tenants with demand: no index */
+        x[n] = s->v[i].t / 3600.0;
+        y[n++] = k < 0 ? s->v[i].jain : entitled ? s->v[i].entitled[k] : s->v[i].used[k];
     }
-    fputs("</svg>\n", f);
+    return n;
 }
 
-static void html_report(FILE *f, struct series *runs, struct gs_tenants_result *res, size_t nruns, double gpus)
+static int html_charts(FILE *f, const struct series *r, const struct gs_tenants_result *res, size_t idx)
 {
-    fputs("<!doctype html><html><head><meta charset='utf-8'><title>gpusched tenants</title>"
-          "<style>body{font-family:sans-serif;margin:20px}td,th{padding:3px 8px;border-bottom:1px solid #ddd}"
-          "</style></head><body><h1>Multi-tenant queues</h1>"
-          "<p>Blue: GPUs used; red: fair-share entitlement (water-filled by weight over the demand).</p>",
-          f);
-    fputs("<table><tr><th>mode</th><th>Jain mean</th><th>Jain min</th><th>small p50/p90/p99 s</th>"
-          "<th>large p50/p90/p99 s</th><th>preemptions</th></tr>",
+    size_t n = r->n ? r->n : 1;
+    int nt = res->ntenants;
+    double *buf = malloc((size_t)(2 * nt + 2) * 2 * n * sizeof *buf);
+    if (!buf) return GS_ENOMEM;
+    char names[GS_TENANTS_MAX][48], id[64], title[160];
+    /* The long tail after the last contended sample (pods finishing one by
+     * one for thousands of hours) would squash the curves into the first
+     * pixels: the charts end a little after it, the CSV has the rest. */
+    double tlast = 0, tend = r->n ? r->v[r->n - 1].t : 0;
+    for (size_t i = 0; i < r->n; i++) {
+        double dem = 0;
+        for (int k = 0; k < nt; k++) dem += r->v[i].demand[k];
+        if (dem > (double)res->gpus) tlast = r->v[i].t;
+    }
+    double tmax = tlast > 0 && tlast * 1.25 < tend ? tlast * 1.25 : tend;
+    fprintf(f, "<p>Charts from 0 to %.1f h (%s); every sample up to %.1f h is in tenants.csv.</p>\n", tmax / 3600,
+            tmax < tend ? "a quarter past the last sample where demand exceeded the cluster" : "the whole run",
+            tend / 3600);
+    struct gs_chart_series all[GS_TENANTS_MAX], two[2];
+    for (int k = 0; k < nt; k++) {
+        double *x = buf + (size_t)k * 2 * n, *y = x + n;
+        snprintf(names[k], sizeof names[k], "tenant-%c (weight %g)", 'a' + k, res->weight[k]);
+        all[k] = (struct gs_chart_series){.label = names[k], .x = x, .y = y, .n = series_of(r, k, false, tmax, x, y)};
+    }
+    snprintf(id, sizeof id, "tenants-used-%zu", idx);
+    snprintf(title, sizeof title, "%s: GPUs used per tenant", r->mode);
+    gs_chart_line(f, &(struct gs_chart){.id = id, .title = title, .xlabel = "simulated time (hours)",
+                                        .ylabel = "GPUs in use", .xunit = "h", .yunit = "GPUs", .steps = true,
+                                        .s = all, .ns = (size_t)nt});
+    for (int k = 0; k < nt; k++) {
+        double *x = buf + (size_t)(nt + k) * 2 * n, *y = x + n;
+        size_t m = series_of(r, k, true, tmax, x, y);
+        two[0] = (struct gs_chart_series){.label = "fair-share entitlement", .x = x, .y = y, .n = m};
+        two[1] = (struct gs_chart_series){.label = "GPUs used", .x = all[k].x, .y = all[k].y, .n = all[k].n};
+        fprintf(f, "<h3>tenant-%c (weight %g): GPUs used vs entitled</h3>\n", 'a' + k, res->weight[k]);
+        snprintf(id, sizeof id, "tenant-%c-%zu", 'a' + k, idx);
+        snprintf(title, sizeof title, "%s, tenant-%c: GPUs used and entitled", r->mode, 'a' + k);
+        gs_chart_line(f, &(struct gs_chart){.id = id, .title = title, .xlabel = "simulated time (hours)",
+                                            .ylabel = "GPUs", .xunit = "h", .yunit = "GPUs", .steps = true, .s = two,
+                                            .ns = 2});
+    }
+    double *x = buf + (size_t)(2 * nt) * 2 * n, *y = x + n;
+    struct gs_chart_series j = {.label = "Jain's index", .x = x, .y = y, .n = series_of(r, -1, false, tmax, x, y)};
+    fputs("<h3>Jain's fairness index over contended samples (1: shares proportional to entitlements)</h3>\n", f);
+    snprintf(id, sizeof id, "jain-%zu", idx);
+    snprintf(title, sizeof title, "%s: Jain's fairness index of used / entitled", r->mode);
+    gs_chart_line(f, &(struct gs_chart){.id = id, .title = title, .xlabel = "simulated time (hours)",
+                                        .ylabel = "Jain's index", .xunit = "h", .ymax = 1, .s = &j, .ns = 1});
+    free(buf);
+    return 0;
+}
+
+static const char style[] =
+    "body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
+    "table.meta td{text-align:left}td.code{font-family:monospace;white-space:pre-wrap;word-break:break-all}"
+    ".title{font-size:15px;font-weight:600}.tick{font-size:12px;fill:#444}.label{font-size:13px;fill:#222}"
+    ".grid{stroke:#e6e6e6}.frame{fill:none;stroke:#999}.line{fill:none;stroke-width:1.6}"
+    "svg.chart{display:block;width:100%;height:auto;margin:1em 0}";
+
+static int html_report(FILE *f, const struct gs_sim_meta *meta, struct series *runs, struct gs_tenants_result *res,
+                       size_t nruns)
+{
+    fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpusched sim: tenants</title>"
+               "<style>%s</style></head><body>\n<h1>gpusched sim &mdash; multi-tenant queues</h1>\n<h2>Run</h2>\n",
+            style);
+    gs_sim_meta_html(f, meta);
+    fputs("<h2>Summary</h2>\n<table><tr><th>mode</th><th>GPUs</th><th>workloads</th><th>Jain mean</th>"
+          "<th>Jain min</th><th>small wait p50/p90/p99 (s)</th><th>large wait p50/p90/p99 (s)</th><th>preemptions</th>"
+          "<th>idle share</th></tr>\n",
           f);
     for (size_t r = 0; r < nruns; r++)
-        fprintf(f, "<tr><td>%s</td><td>%.3f</td><td>%.3f</td><td>%.0f / %.0f / %.0f</td><td>%.0f / %.0f / %.0f</td>"
-                   "<td>%lld</td></tr>",
-                runs[r].mode, res[r].jain_mean, res[r].jain_min, res[r].wait_small[0], res[r].wait_small[1],
-                res[r].wait_small[2], res[r].wait_large[0], res[r].wait_large[1], res[r].wait_large[2],
-                (long long)res[r].preemptions);
-    fputs("</table>", f);
-    for (size_t r = 0; r < nruns; r++) {
-        double tmax = runs[r].n ? runs[r].v[runs[r].n - 1].t : 1;
-        fprintf(f, "<h2>%s</h2>", runs[r].mode);
-        for (int k = 0; k < res[r].ntenants; k++) {
-            fprintf(f, "<h3>tenant-%c (weight %g): GPUs used vs entitled</h3>", 'a' + k, res[r].weight[k]);
-            svg_chart(f, &runs[r], k, gpus, tmax);
-        }
-        fputs("<h3>Jain's fairness index (1 when contended samples are fair)</h3>", f);
-        svg_chart(f, &runs[r], -1, 1, tmax);
+        fprintf(f, "<tr><td>%s</td><td>%lld</td><td>%lld</td><td>%.3f</td><td>%.3f</td><td>%.0f / %.0f / %.0f</td>"
+                   "<td>%.0f / %.0f / %.0f</td><td>%lld</td><td>%.2f</td></tr>\n",
+                runs[r].mode, (long long)res[r].gpus, (long long)res[r].workloads, res[r].jain_mean, res[r].jain_min,
+                res[r].wait_small[0], res[r].wait_small[1], res[r].wait_small[2], res[r].wait_large[0],
+                res[r].wait_large[1], res[r].wait_large[2], (long long)res[r].preemptions, res[r].idle_share);
+    fputs("</table>\n<p>Entitlement: each tenant's fair share of the cluster's GPUs, water-filled by weight over the "
+          "demand at that moment. Every sample is in tenants.csv; the results and this metadata in tenants.json.</p>\n",
+          f);
+    int rc = 0;
+    for (size_t r = 0; r < nruns && !rc; r++) {
+        fprintf(f, "<h2>%s</h2>\n", runs[r].mode);
+        rc = html_charts(f, &runs[r], &res[r], r);
     }
     fputs("</body></html>\n", f);
+    return rc;
 }
 
 /*--- Output ---*/
@@ -337,7 +394,28 @@ static int load(const struct targs *a, struct gs_trace *t)
     return rc;
 }
 
-static int run_all(struct targs *a, const struct gs_trace *t)
+/* tenants.json: the metadata and each mode's results (as --json prints them). */
+static int write_json(const char *dir, const struct gs_sim_meta *meta, const char *const *modes,
+                      const struct gs_tenants_result *res, size_t n)
+{
+    json_t *o = json_object(), *arr = json_array();
+    if (!o || !arr) {
+        json_decref(o);
+        json_decref(arr);
+        return GS_ENOMEM;
+    }
+    for (size_t r = 0; r < n; r++) json_array_append_new(arr, result_json(modes[r], &res[r]));
+    json_object_set_new(o, "meta", gs_sim_meta_json(meta));
+    json_object_set_new(o, "results", arr);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tenants.json", dir);
+    int rc = json_dump_file(o, path, JSON_INDENT(2)) ? GS_EIO : 0;
+    if (rc) fprintf(stderr, "gpusched sim: cannot write %s\n", path);
+    json_decref(o);
+    return rc;
+}
+
+static int run_all(struct targs *a, const struct gs_trace *t, const struct gs_sim_meta *meta)
 {
     const char *modes[2];
     size_t n = 0;
@@ -371,7 +449,10 @@ static int run_all(struct targs *a, const struct gs_trace *t)
     if (csv) fclose(csv);
     if (!rc && a->out) {
         FILE *h = open_out(a->out, "tenants.html");
-        if (h) html_report(h, runs, res, n, (double)res[0].gpus), fclose(h);
+        if (!h || html_report(h, meta, runs, res, n) || ferror(h)) rc = GS_EIO;
+        if (h && fclose(h)) rc = GS_EIO;
+        if (rc) fprintf(stderr, "gpusched sim: writing %s/tenants.html failed\n", a->out);
+        if (!rc) rc = write_json(a->out, meta, modes, res, n);
     }
     if (!rc && !a->json) print_table(runs, res, n);
     if (!rc && a->json) {
@@ -401,7 +482,20 @@ int gs_cmd_sim_tenants(int argc, char **argv)
         gs_trace_free(&t);
         return 1;
     }
-    rc = run_all(&a, &t);
+    struct gs_cli_meta cm;
+    gs_cli_meta_init(&cm, argc, argv);
+    const char *dir = a.trace_dir ? a.trace_dir : getenv("GS_TRACE_DIR");
+    char trace[8300];
+    if (a.nodes || a.pods) snprintf(trace, sizeof trace, "%s %s", a.nodes ? a.nodes : "", a.pods ? a.pods : "");
+    else snprintf(trace, sizeof trace, "%s", dir ? dir : "../shared/traces/openb");
+    cm.m.experiment = "tenants";
+    cm.m.trace = trace;
+    cm.m.variant = a.pods ? NULL : a.variant ? a.variant : "default";
+    cm.m.policies = a.policy;
+    cm.m.seeds = &a.o.seed;
+    cm.m.nseeds = 1;
+    rc = run_all(&a, &t, &cm.m);
+    gs_cli_meta_free(&cm);
     gs_trace_free(&t);
     fflush(stdout);
     return rc;

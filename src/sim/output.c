@@ -1,24 +1,31 @@
 /*
- * output.c - the simulator's files: events.jsonl, series.csv, report.html.
+ * output.c - the simulator's files: events.jsonl, series.csv, report.html,
+ * and the CSV/JSON next to the report (summary.json; band.csv and
+ * unscheduled.csv for fgd; waits.csv, queues.csv and gangs.csv for replay).
  *
  * Events and samples are written as they arrive, so a run over a large trace
- * never holds its event log in memory. The report is the exception: it draws
- * whole curves, so the samples of the first run of each policy are kept as
- * small float points (four floats a sample; the FGD experiment on the openb
- * trace makes ~11k samples a run, well under a megabyte for six policies).
- * Later runs of the same policy (other seeds) only contribute their summary
- * to the table, where means and standard deviations are shown.
+ * never holds its event log in memory. The report keeps only what its
+ * charts draw: the samples of the first run of each policy as small float
+ * points (four floats a sample; ~11k samples a run for fgd on openb), each
+ * run's allocation on a fixed grid of arrived % (the band over seeds: 801
+ * floats a run), its unscheduled pods by request shape (a few counters),
+ * and for replay, per pod of the first run of each policy, its first start,
+ * queue, group and last failure reason (the waiting-time CDFs and the
+ * per-queue and per-gang tables). Later runs of a policy (other seeds) also
+ * contribute their summary to the table, with means and standard deviations.
  *
- * The page is deliberately plain: inline SVG polylines, a legend, light CSS,
- * no script and no external resource, so it opens offline and can be mailed
- * or attached to a ticket as one file. Curves are thinned to about
- * MAX_POINTS vertices (each bucket of samples keeps its lowest and highest
- * point), which is about the chart's width in pixels and keeps the file small.
+ * The page is deliberately plain: inline SVG (svg_chart.h), light CSS, no
+ * script and no external resource, so it opens offline and can be mailed or
+ * attached to a ticket as one file. Its first table is the run's metadata
+ * (version, command line, trace, tune, seeds, date), which the caller sets;
+ * the date is the caller's, so the library never reads the wall clock.
  *
  * Write errors are remembered (first one wins) and reported by close(), so
  * the per-event path stays free of error plumbing.
  */
 #include "sim/output.h"
+
+#include "sim/svg_chart.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -28,7 +35,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_POINTS 800
+#define GRID_STEP 0.5  /* arrived % between two points of the fgd band */
+#define GRID_N 801     /* 0 .. 400 % arrived */
+#define MAX_TABLE_ROWS 50
 
 /*--- Statistics ---*/
 
@@ -93,11 +102,34 @@ const char *gs_sim_event_name(enum gs_sim_event_type t)
     return "unknown";
 }
 
+
+/*--- Request shapes ---*/
+
+enum shape { SH_CPU, SH_SHARE, SH_1, SH_2, SH_4, SH_8, SH_OTHER, NSHAPES };
+static const char *const shape_names[NSHAPES] = {"CPU only", "GPU share", "1 GPU", "2 GPUs", "4 GPUs", "8 GPUs",
+                                                 "other GPUs"};
+
+static enum shape shape_of(const struct gs_pod *p)
+{
+    int32_t n = p->demand.gpu_count, m = p->demand.gpu_milli;
+    if (n <= 0 || m <= 0) return SH_CPU;
+    if (m < GS_GPU_MILLI) return SH_SHARE;
+    return n == 1 ? SH_1 : n == 2 ? SH_2 : n == 4 ? SH_4 : n == 8 ? SH_8 : SH_OTHER;
+}
+
 /*--- Writer state ---*/
 
 /* One sample as the charts need it. x: arrived % (fgd) or hours (replay). */
 struct point {
     float x, alloc, frag, pending;
+};
+
+/* What the replay report knows of one trace pod in a kept run. */
+struct podrec {
+    double start;        /* first scheduled, NAN none */
+    int32_t preempted;
+    char *queue, *group; /* first seen on its events; owned */
+    char *reason;        /* last failure; owned */
 };
 
 struct run {
@@ -108,6 +140,17 @@ struct run {
     bool keep;          /* first run of its policy: samples kept for the charts */
     struct point *pts;
     size_t n, cap;
+    float *grid;        /* fgd: alloc % at arrived % = i * GRID_STEP, gfill points */
+    size_t gfill;
+    double last_x, last_alloc;
+    int64_t unsched[NSHAPES]; /* failed events by the pod's request shape */
+    struct podrec *pods;      /* replay, kept runs: one per trace pod */
+    size_t npods;
+};
+
+struct tkey {
+    char *key;          /* "ns/name" */
+    size_t i;           /* index in the trace */
 };
 
 struct gs_sim_writer {
@@ -117,12 +160,185 @@ struct gs_sim_writer {
     struct run *runs;
     size_t nruns, cap;
     int err;            /* first failure since open */
+    json_t *meta;       /* gs_sim_meta_json of the caller's metadata, NULL none */
+    const struct gs_trace *trace;
+    struct tkey *keys;  /* the trace's pods by key */
+    size_t nkeys;
 };
 
 static void fail(struct gs_sim_writer *w, int err)
 {
     if (!w->err) w->err = err;
 }
+
+/*--- Metadata ---*/
+
+/* An argument a POSIX shell reads back as itself, quoted only when needed. */
+static bool shell_plain(const char *s)
+{
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%", *s)) return false;
+    return true;
+}
+
+char *gs_sim_command_line(int argc, char *const *argv)
+{
+    size_t len = strlen("gpusched") + 1;
+    for (int i = 0; i < argc; i++) len += 4 * strlen(argv[i]) + 3;
+    char *out = malloc(len), *p = out;
+    if (!out) return NULL;
+    p += sprintf(p, "gpusched");
+    for (int i = 0; i < argc; i++) {
+        *p++ = ' ';
+        if (shell_plain(argv[i])) {
+            p += sprintf(p, "%s", argv[i]);
+            continue;
+        }
+        *p++ = '\'';
+        for (const char *s = argv[i]; *s; s++) {
+            if (*s == '\'') p += sprintf(p, "'\\''");
+            else *p++ = *s;
+        }
+        *p++ = '\'';
+    }
+    *p = '\0';
+    return out;
+}
+
+json_t *gs_sim_meta_json(const struct gs_sim_meta *m)
+{
+    json_t *o = json_object(), *seeds = json_array();
+    if (!o || !seeds) {
+        json_decref(o);
+        json_decref(seeds);
+        return NULL;
+    }
+    const char *keys[] = {"version", "command", "date", "experiment", "trace", "variant", "config", "policies"};
+    const char *vals[] = {m->version, m->command, m->date, m->experiment, m->trace, m->variant, m->config, m->policies};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        json_object_set_new(o, keys[i], vals[i] ? json_string(vals[i]) : json_null());
+    json_object_set_new(o, "tune", m->tune > 0 ? json_real(m->tune) : json_null());
+    for (size_t i = 0; i < m->nseeds; i++) json_array_append_new(seeds, json_integer((json_int_t)m->seeds[i]));
+    json_object_set_new(o, "seeds", seeds);
+    return o;
+}
+
+static void meta_row(FILE *f, const char *name, const char *value, bool code)
+{
+    if (!value) return;
+    fprintf(f, "<tr><th>%s</th><td class=\"%s\">", name, code ? "code" : "text");
+    gs_html_escaped(f, value);
+    fputs("</td></tr>\n", f);
+}
+
+void gs_sim_meta_html(FILE *f, const struct gs_sim_meta *m)
+{
+    fputs("<table class=\"meta\">\n", f);
+    meta_row(f, "gpusched version", m->version, false);
+    meta_row(f, "command", m->command, true);
+    meta_row(f, "experiment", m->experiment, false);
+    meta_row(f, "trace", m->trace, true);
+    meta_row(f, "variant", m->variant, false);
+    meta_row(f, "scheduler config", m->config, true);
+    meta_row(f, "policies", m->policies ? m->policies : "the default profile", false);
+    if (m->tune > 0) fprintf(f, "<tr><th>tune</th><td class=\"text\">%g</td></tr>\n", m->tune);
+    if (m->nseeds) {
+        fputs("<tr><th>seeds</th><td class=\"text\">", f);
+        for (size_t i = 0; i < m->nseeds; i++) fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)m->seeds[i]);
+        fputs("</td></tr>\n", f);
+    }
+    meta_row(f, "date", m->date, false);
+    fputs("</table>\n", f);
+}
+
+static const char *meta_str(const json_t *meta, const char *key)
+{
+    return json_string_value(json_object_get(meta, key));
+}
+
+/* The stored JSON back as a gs_sim_meta for the HTML table (strings borrowed from meta). */
+static void meta_from_json(const json_t *meta, struct gs_sim_meta *m, uint64_t *seeds, size_t max)
+{
+    *m = (struct gs_sim_meta){.version = meta_str(meta, "version"), .command = meta_str(meta, "command"),
+                              .date = meta_str(meta, "date"), .experiment = meta_str(meta, "experiment"),
+                              .trace = meta_str(meta, "trace"), .variant = meta_str(meta, "variant"),
+                              .config = meta_str(meta, "config"), .policies = meta_str(meta, "policies"),
+                              .tune = json_real_value(json_object_get(meta, "tune")), .seeds = seeds};
+    const json_t *arr = json_object_get(meta, "seeds");
+    for (size_t i = 0; i < json_array_size(arr) && i < max; i++)
+        seeds[m->nseeds++] = (uint64_t)json_integer_value(json_array_get(arr, i));
+}
+
+int gs_sim_writer_set_meta(struct gs_sim_writer *w, const struct gs_sim_meta *m)
+{
+    json_t *j = gs_sim_meta_json(m);
+    if (!j) return GS_ENOMEM;
+    json_decref(w->meta);
+    w->meta = j;
+    return 0;
+}
+
+/*--- The trace's pods by key ---*/
+
+static int cmp_tkey(const void *a, const void *b)
+{
+    return strcmp(((const struct tkey *)a)->key, ((const struct tkey *)b)->key);
+}
+
+static void free_keys(struct gs_sim_writer *w)
+{
+    for (size_t i = 0; i < w->nkeys; i++) free(w->keys[i].key);
+    free(w->keys);
+    w->keys = NULL;
+    w->nkeys = 0;
+}
+
+void gs_sim_writer_set_trace(struct gs_sim_writer *w, const struct gs_trace *t)
+{
+    free_keys(w);
+    w->trace = t;
+    if (!t || !t->npods) return;
+    w->keys = calloc(t->npods, sizeof *w->keys);
+    if (!w->keys) {
+        fail(w, GS_ENOMEM);
+        w->trace = NULL;
+        return;
+    }
+    for (size_t i = 0; i < t->npods; i++) {
+        char key[512];
+        gs_meta_key(&t->pods[i].pod->meta, key, sizeof key);
+        if (!(w->keys[i].key = strdup(key))) {
+            w->nkeys = i;
+            free_keys(w);
+            fail(w, GS_ENOMEM);
+            w->trace = NULL;
+            return;
+        }
+        w->keys[i].i = i;
+    }
+    w->nkeys = t->npods;
+    qsort(w->keys, w->nkeys, sizeof *w->keys, cmp_tkey);
+}
+
+/* The trace pod behind an event's pod key; the fgd experiment's inflated
+ * copies ("NAME-tuned-N") map to the pod they copy. SIZE_MAX when unknown. */
+static size_t trace_index(const struct gs_sim_writer *w, const char *key)
+{
+    if (!w->nkeys || !key) return SIZE_MAX;
+    struct tkey k = {.key = (char *)key};
+    const struct tkey *hit = bsearch(&k, w->keys, w->nkeys, sizeof *w->keys, cmp_tkey);
+    if (hit) return hit->i;
+    const char *tuned = strstr(key, "-tuned-");
+    if (!tuned) return SIZE_MAX;
+    char base[512];
+    snprintf(base, sizeof base, "%.*s", (int)(tuned - key), key);
+    k.key = base;
+    hit = bsearch(&k, w->keys, w->nkeys, sizeof *w->keys, cmp_tkey);
+    return hit ? hit->i : SIZE_MAX;
+}
+
+/*--- Opening, runs ---*/
 
 static int mkdir_p(const char *dir)
 {
@@ -185,6 +401,18 @@ static struct run *current(struct gs_sim_writer *w)
     return w->nruns && !w->runs[w->nruns - 1].ended ? &w->runs[w->nruns - 1] : NULL;
 }
 
+/* fgd: grid points below x hold the allocation before the sample at x. */
+static void grid_fill(struct run *r, double x)
+{
+    while (r->grid && r->gfill < GRID_N && (double)r->gfill * GRID_STEP < x) r->grid[r->gfill++] = (float)r->last_alloc;
+}
+
+static void close_grid(struct run *r)
+{
+    while (r->grid && r->gfill < GRID_N && (double)r->gfill * GRID_STEP <= r->last_x)
+        r->grid[r->gfill++] = (float)r->last_alloc;
+}
+
 int gs_sim_writer_begin_run(struct gs_sim_writer *w, const char *policy, uint64_t seed)
 {
     struct run *cur = current(w);
@@ -203,6 +431,12 @@ int gs_sim_writer_begin_run(struct gs_sim_writer *w, const char *policy, uint64_
     r->keep = true;
     for (size_t i = 0; i + 1 < w->nruns; i++)
         if (!strcmp(w->runs[i].policy, r->policy)) r->keep = false;
+    if (w->mode == GS_SIM_FGD && !(r->grid = malloc(GRID_N * sizeof *r->grid))) return GS_ENOMEM;
+    if (w->mode == GS_SIM_REPLAY && r->keep && w->trace && w->trace->npods) {
+        if (!(r->pods = calloc(w->trace->npods, sizeof *r->pods))) return GS_ENOMEM;
+        r->npods = w->trace->npods;
+        for (size_t i = 0; i < w->trace->npods; i++) r->pods[i].start = NAN;
+    }
     return 0;
 }
 
@@ -212,6 +446,7 @@ int gs_sim_writer_end_run(struct gs_sim_writer *w, const struct gs_sim_result *r
     if (!cur) return GS_ESTATE;
     cur->res = *res;
     cur->ended = true;
+    close_grid(cur);
     return 0;
 }
 
@@ -247,12 +482,39 @@ static json_t *event_json(const struct gs_sim_event *e, const struct run *r)
         json_object_set_new(o, "policy", json_string(r->policy));
         json_object_set_new(o, "seed", json_integer((json_int_t)r->seed));
     }
+    if (e->queue) json_object_set_new(o, "queue", json_string(e->queue));
+    if (e->group) json_object_set_new(o, "group", json_string(e->group));
     return o;
+}
+
+static void set_once(struct gs_sim_writer *w, char **slot, const char *v)
+{
+    if (*slot || !v) return;
+    if (!(*slot = strdup(v))) fail(w, GS_ENOMEM);
+}
+
+/* What the report needs of the event: shapes of unscheduled pods, per-pod starts. */
+static void note_event(struct gs_sim_writer *w, struct run *r, const struct gs_sim_event *e)
+{
+    size_t i = trace_index(w, e->pod);
+    if (i == SIZE_MAX || i >= w->trace->npods) return;
+    if (e->type == GS_SIM_FAILED && w->mode == GS_SIM_FGD) r->unsched[shape_of(w->trace->pods[i].pod)]++;
+    if (!r->pods || i >= r->npods) return;
+    struct podrec *p = &r->pods[i];
+    set_once(w, &p->queue, e->queue);
+    set_once(w, &p->group, e->group);
+    if (e->type == GS_SIM_SCHEDULED && isnan(p->start)) p->start = e->t;
+    if (e->type == GS_SIM_PREEMPTED) p->preempted++;
+    if (e->type == GS_SIM_FAILED && e->reason) {
+        free(p->reason);
+        if (!(p->reason = strdup(e->reason))) fail(w, GS_ENOMEM);
+    }
 }
 
 void gs_sim_writer_event(struct gs_sim_writer *w, const struct gs_sim_event *e)
 {
-    json_t *o = event_json(e, current(w));
+    struct run *r = current(w);
+    json_t *o = event_json(e, r);
     if (!o) {
         fail(w, GS_ENOMEM);
         return;
@@ -260,6 +522,7 @@ void gs_sim_writer_event(struct gs_sim_writer *w, const struct gs_sim_event *e)
     if (json_dumpf(o, w->events, JSON_COMPACT | JSON_REAL_PRECISION(12)) != 0 || fputc('\n', w->events) == EOF)
         fail(w, GS_EIO);
     json_decref(o);
+    if (r) note_event(w, r, e);
 }
 
 static void keep_point(struct gs_sim_writer *w, struct run *r, const struct gs_sim_sample *s)
@@ -287,7 +550,13 @@ void gs_sim_writer_sample(struct gs_sim_writer *w, const struct gs_sim_sample *s
                     (long long)s->arrived_milli, (long long)s->used_milli, (long long)s->frag_milli,
                     r ? r->policy : "", r ? (unsigned long long)r->seed : 0ULL);
     if (n < 0) fail(w, GS_EIO);
-    if (r && r->keep) keep_point(w, r, s);
+    if (!r) return;
+    if (r->keep) keep_point(w, r, s);
+    if (r->grid) {
+        grid_fill(r, s->arrived_pct);
+        r->last_x = s->arrived_pct;
+        r->last_alloc = s->alloc_pct;
+    }
 }
 
 static void sink_event(void *ctx, const struct gs_sim_event *e) { gs_sim_writer_event(ctx, e); }
@@ -298,7 +567,7 @@ void gs_sim_writer_sink(struct gs_sim_writer *w, struct gs_sim_sink *sink)
     *sink = (struct gs_sim_sink){.event = sink_event, .sample = sink_sample, .progress = NULL, .ctx = w};
 }
 
-/*--- report.html: SVG charts ---*/
+/*--- report.html: curves of the first seed (struct point) ---*/
 
 enum field { F_ALLOC, F_FRAG, F_PENDING };
 
@@ -307,146 +576,37 @@ static double point_value(const struct point *p, enum field f)
     return f == F_ALLOC ? p->alloc : f == F_FRAG ? p->frag : p->pending;
 }
 
-static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                                      "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
-#define NPALETTE (sizeof palette / sizeof palette[0])
-
-static void html_escaped(FILE *f, const char *s)
+/* c's series are the kept runs' field f against x. */
+static void points_chart(FILE *f, struct gs_sim_writer *w, struct gs_chart c, enum field fld,
+                         const struct run *const *kept, size_t nk)
 {
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
+    struct gs_chart_series *s = calloc(nk ? nk : 1, sizeof *s);
+    double **xy = calloc(2 * (nk ? nk : 1), sizeof *xy);
+    bool ok = s && xy;
+    for (size_t k = 0; ok && k < nk; k++) {
+        const struct run *r = kept[k];
+        xy[2 * k] = malloc((r->n ? r->n : 1) * sizeof **xy);
+        xy[2 * k + 1] = malloc((r->n ? r->n : 1) * sizeof **xy);
+        if (!xy[2 * k] || !xy[2 * k + 1]) {
+            ok = false;
+            break;
         }
+        for (size_t i = 0; i < r->n; i++) xy[2 * k][i] = r->pts[i].x, xy[2 * k + 1][i] = point_value(&r->pts[i], fld);
+        s[k] = (struct gs_chart_series){.label = r->policy, .x = xy[2 * k], .y = xy[2 * k + 1], .n = r->n};
     }
-}
-
-/* A round tick step giving about five intervals over range. */
-static double nice_step(double range)
-{
-    if (!(range > 0)) return 1;
-    double raw = range / 5, mag = pow(10, floor(log10(raw))), r = raw / mag;
-    return mag * (r <= 1 ? 1 : r <= 2 ? 2 : r <= 5 ? 5 : 10);
-}
-
-/* Upper axis bound: the data's max rounded up to a tick. */
-static double nice_max(double v)
-{
-    if (!(v > 0)) return 1;
-    double step = nice_step(v);
-    return ceil(v / step - 1e-9) * step;
-}
-
-struct chart {
-    const char *title, *xlabel, *ylabel;
-    enum field field;
-    double ymax;     /* fixed top of the y axis; 0: fitted to the data */
-    bool xfit;       /* x axis starts where the data starts (else at 0) */
-    bool steps;      /* values hold until the next sample (state over time) */
-    double ycap;     /* fitted y axis never above this (0: no cap) */
-    double xmin, xmax;
-};
-
-enum { CW = 760, CH = 380, ML = 64, MR = 150, MT = 34, MB = 48 };
-
-static double sx(const struct chart *c, double x)
-{
-    return ML + (x - c->xmin) / (c->xmax - c->xmin) * (CW - ML - MR);
-}
-static double sy(const struct chart *c, double y) { return CH - MB - y / c->ymax * (CH - MT - MB); }
-
-static void chart_axes(FILE *f, const struct chart *c)
-{
-    fprintf(f, "<text x=\"%d\" y=\"20\" class=\"title\">", ML);
-    html_escaped(f, c->title);
-    fputs("</text>\n", f);
-    double xs = nice_step(c->xmax - c->xmin), ys = nice_step(c->ymax);
-    for (double v = c->xmin; v <= c->xmax + xs * 1e-6; v += xs)
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"grid\"/><text x=\"%.1f\" y=\"%d\" "
-                   "class=\"tick\" text-anchor=\"middle\">%g</text>\n",
-                sx(c, v), MT, sx(c, v), CH - MB, sx(c, v), CH - MB + 16, v);
-    for (double v = 0; v <= c->ymax + ys * 1e-6; v += ys)
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" class=\"grid\"/><text x=\"%d\" y=\"%.1f\" "
-                   "class=\"tick\" text-anchor=\"end\">%g</text>\n",
-                ML, sy(c, v), CW - MR, sy(c, v), ML - 6, sy(c, v) + 4, v);
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" class=\"frame\"/>\n", ML, MT, CW - ML - MR,
-            CH - MT - MB);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"label\" text-anchor=\"middle\">", (ML + CW - MR) / 2, CH - 10);
-    html_escaped(f, c->xlabel);
-    fprintf(f, "</text>\n<text x=\"14\" y=\"%d\" class=\"label\" text-anchor=\"middle\" "
-               "transform=\"rotate(-90 14 %d)\">",
-            (MT + CH - MB) / 2, (MT + CH - MB) / 2);
-    html_escaped(f, c->ylabel);
-    fputs("</text>\n", f);
-}
-
-/* prev_y: the y drawn last (NAN at the start), for step lines. */
-static void vertex(FILE *f, const struct chart *c, const struct point *p, double *prev_y)
-{
-    double x = sx(c, p->x), y = sy(c, point_value(p, c->field));
-    if (c->steps && !isnan(*prev_y)) fprintf(f, "%.1f,%.1f ", x, *prev_y);
-    fprintf(f, "%.1f,%.1f ", x, y);
-    *prev_y = y;
-}
-
-/* Thinned to MAX_POINTS vertices: each bucket of samples contributes its
- * lowest and highest point, in order, so short spikes stay visible. */
-static void chart_line(FILE *f, const struct chart *c, const struct run *r, size_t k)
-{
-    const char *color = palette[k % NPALETTE];
-    size_t step = r->n > MAX_POINTS ? (r->n + MAX_POINTS / 2 - 1) / (MAX_POINTS / 2) : 1, last = 0;
-    double prev_y = NAN;
-    fprintf(f, "<polyline class=\"line\" stroke=\"%s\" points=\"", color);
-    for (size_t i = 0; i < r->n; i += step) {
-        size_t lo = i, hi = i, end = i + step < r->n ? i + step : r->n;
-        for (size_t j = i; j < end; j++) {
-            if (point_value(&r->pts[j], c->field) < point_value(&r->pts[lo], c->field)) lo = j;
-            if (point_value(&r->pts[j], c->field) > point_value(&r->pts[hi], c->field)) hi = j;
-        }
-        vertex(f, c, &r->pts[lo < hi ? lo : hi], &prev_y);
-        if (lo != hi) vertex(f, c, &r->pts[lo < hi ? hi : lo], &prev_y);
-        last = lo > hi ? lo : hi;
+    if (ok) {
+        c.s = s;
+        c.ns = nk;
+        gs_chart_line(f, &c);
+    } else {
+        fail(w, GS_ENOMEM);
     }
-    if (r->n && last != r->n - 1) vertex(f, c, &r->pts[r->n - 1], &prev_y); /* the end state, always */
-    fputs("\"/>\n", f);
-    double ly = MT + 10 + 18.0 * (double)k;
-    fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"3\"/>"
-               "<text x=\"%d\" y=\"%.1f\" class=\"tick\">",
-            CW - MR + 12, ly, CW - MR + 32, ly, color, CW - MR + 38, ly + 4);
-    html_escaped(f, r->policy);
-    fputs("</text>\n", f);
-}
-
-/* Draws field of every kept run against x. */
-static void chart(FILE *f, struct chart c, const struct run *const *runs, size_t n)
-{
-    double xmin = INFINITY, xmax = 0, ymax = 0;
-    for (size_t k = 0; k < n; k++)
-        for (size_t i = 0; i < runs[k]->n; i++) {
-            const struct point *p = &runs[k]->pts[i];
-            xmin = p->x < xmin ? p->x : xmin;
-            xmax = p->x > xmax ? p->x : xmax;
-            ymax = point_value(p, c.field) > ymax ? point_value(p, c.field) : ymax;
-        }
-    c.xmin = 0;
-    if (c.xfit && xmin < xmax) {
-        double step = nice_step(xmax - xmin);
-        c.xmin = floor(xmin / step) * step;
-    }
-    c.xmax = c.xmin + nice_max(xmax - c.xmin);
-    if (!(c.ymax > 0)) c.ymax = nice_max(c.ycap > 0 && ymax > c.ycap ? c.ycap : ymax);
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", CW, CH,
-            CW, CH);
-    chart_axes(f, &c);
-    for (size_t k = 0; k < n; k++) chart_line(f, &c, runs[k], k);
-    fputs("</svg>\n", f);
+    for (size_t k = 0; xy && k < 2 * nk; k++) free(xy[k]);
+    free(xy);
+    free(s);
 }
 
 /*--- report.html: summary table ---*/
-
 static void cell(FILE *f, double mean, double std, size_t nruns, const char *fmt)
 {
     fputs("<td>", f);
@@ -468,7 +628,7 @@ static void table_row(FILE *f, enum gs_sim_mode mode, const struct gs_sim_stats 
     const enum gs_sim_field *cols = mode == GS_SIM_FGD ? fgd_cols : replay_cols;
     size_t ncols = mode == GS_SIM_FGD ? sizeof fgd_cols / sizeof *fgd_cols : sizeof replay_cols / sizeof *replay_cols;
     fputs("<tr><td>", f);
-    html_escaped(f, s->policy);
+    gs_html_escaped(f, s->policy);
     fprintf(f, "</td><td>%zu</td><td>%.0f</td><td>%.0f</td>", s->nruns, s->mean[GS_SF_NODES], s->mean[GS_SF_GPUS]);
     for (size_t i = 0; i < ncols; i++) {
         enum gs_sim_field c = cols[i];
@@ -526,33 +686,549 @@ static const char style[] =
     "body{font-family:system-ui,sans-serif;margin:2em;color:#222}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}"
     "td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
-    ".title{font-size:15px;font-weight:600}.tick{font-size:11px;fill:#444}.label{font-size:12px;fill:#222}"
+    "table.meta th{text-align:left}table.meta td{text-align:left}td.code{font-family:monospace;white-space:pre-wrap;"
+    "word-break:break-all}"
+    ".title{font-size:15px;font-weight:600}.tick{font-size:12px;fill:#444}.label{font-size:13px;fill:#222}"
     ".grid{stroke:#e6e6e6}.frame{fill:none;stroke:#999}.line{fill:none;stroke-width:1.6}"
-    "svg{display:block;margin:1em 0}";
+    ".band{fill-opacity:0.18;stroke:none}.whisker{stroke:#222;stroke-width:1.2}"
+    "svg.chart{display:block;width:100%;height:auto;margin:1em 0}";
 
-static void report_body(FILE *f, const struct gs_sim_writer *w, const struct run *const *kept, size_t nk)
+/*--- fgd: mean and band over seeds, bars, unscheduled shapes ---*/
+
+/* Per policy (in order of first appearance): its ended runs. */
+static size_t runs_of(const struct gs_sim_writer *w, const struct run *first, const struct run **out)
+{
+    size_t n = 0;
+    for (size_t j = (size_t)(first - w->runs); j < w->nruns; j++)
+        if (w->runs[j].ended && !strcmp(w->runs[j].policy, first->policy)) out[n++] = &w->runs[j];
+    return n;
+}
+
+struct band {
+    double *x, *mean, *lo, *hi;
+    size_t n, nruns;
+};
+
+/* Mean, min and max over the policy's runs on the grid points all of them reached. */
+static int band_of(const struct gs_sim_writer *w, const struct run *first, const struct run **tmp, struct band *b)
+{
+    size_t nr = runs_of(w, first, tmp), n = GRID_N;
+    for (size_t k = 0; k < nr; k++) n = tmp[k]->gfill < n ? tmp[k]->gfill : n;
+    if (!nr) n = 0;
+    *b = (struct band){.x = malloc((n ? n : 1) * sizeof(double)), .mean = malloc((n ? n : 1) * sizeof(double)),
+                       .lo = malloc((n ? n : 1) * sizeof(double)), .hi = malloc((n ? n : 1) * sizeof(double)),
+                       .n = n, .nruns = nr};
+    if (!b->x || !b->mean || !b->lo || !b->hi) return GS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        double sum = 0, lo = INFINITY, hi = -INFINITY;
+        for (size_t k = 0; k < nr; k++) {
+            double v = tmp[k]->grid[i];
+            sum += v;
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        b->x[i] = (double)i * GRID_STEP;
+        b->mean[i] = sum / (double)nr;
+        b->lo[i] = lo;
+        b->hi[i] = hi;
+    }
+    return 0;
+}
+
+static void band_free(struct band *b) { free(b->x), free(b->mean), free(b->lo), free(b->hi); }
+
+static void fgd_sections(FILE *f, struct gs_sim_writer *w, const struct run *const *kept, size_t nk)
+{
+    const struct run **tmp = calloc(w->nruns ? w->nruns : 1, sizeof *tmp);
+    struct band *bands = calloc(nk ? nk : 1, sizeof *bands);
+    struct gs_chart_series *s = calloc(nk ? nk : 1, sizeof *s);
+    FILE *csv = open_in(w->dir, "band.csv"), *us = open_in(w->dir, "unscheduled.csv");
+    if (!tmp || !bands || !s || !csv || !us) {
+        fail(w, tmp && bands && s ? GS_EIO : GS_ENOMEM);
+        goto out;
+    }
+    fputs("policy,arrived_pct,alloc_pct_mean,alloc_pct_min,alloc_pct_max,runs\n", csv);
+    size_t maxruns = 0;
+    for (size_t k = 0; k < nk; k++) {
+        if (band_of(w, kept[k], tmp, &bands[k])) {
+            fail(w, GS_ENOMEM);
+            goto out;
+        }
+        const struct band *b = &bands[k];
+        maxruns = b->nruns > maxruns ? b->nruns : maxruns;
+        for (size_t i = 0; i < b->n; i++)
+            fprintf(csv, "%s,%.1f,%.4f,%.4f,%.4f,%zu\n", kept[k]->policy, b->x[i], b->mean[i], b->lo[i], b->hi[i],
+                    b->nruns);
+        s[k] = (struct gs_chart_series){.label = kept[k]->policy, .x = b->x, .y = b->mean, .n = b->n,
+                                        .lo = b->nruns > 1 ? b->lo : NULL, .hi = b->nruns > 1 ? b->hi : NULL};
+    }
+    fputs("<h2>Allocation over seeds</h2>\n", f);
+    fprintf(f, "<p>Mean over seeds of each policy%s, on arrived demand in steps of %.1f%%.</p>\n",
+            maxruns > 1 ? "; the shaded band spans the lowest and highest seed" : " (one seed: no band)", GRID_STEP);
+    gs_chart_line(f, &(struct gs_chart){.id = "alloc-band", .title = "GPU allocation vs arrived workload (mean over seeds)",
+                                        .xlabel = "arrived GPU demand (% of capacity)",
+                                        .ylabel = "allocated GPU (% of capacity)", .xunit = "%", .yunit = "%",
+                                        .ymax = 100, .s = s, .ns = nk});
+
+    /* Bars: alloc % at 100 % arrived, mean +- std over seeds. */
+    const char **names = calloc(nk ? nk : 1, sizeof *names);
+    double *val = calloc(nk ? nk : 1, sizeof *val), *err = calloc(nk ? nk : 1, sizeof *err);
+    struct gs_sim_result *res = calloc(w->nruns ? w->nruns : 1, sizeof *res);
+    struct gs_sim_stats *st = malloc(sizeof *st);
+    const char *series[1] = {"mean ± std"};
+    if (names && val && err && res && st) {
+        for (size_t k = 0; k < nk; k++) {
+            size_t nr = runs_of(w, kept[k], tmp);
+            for (size_t j = 0; j < nr; j++) res[j] = tmp[j]->res;
+            gs_sim_stats_compute(res, nr, st);
+            names[k] = kept[k]->policy;
+            val[k] = st->mean[GS_SF_ALLOC_AT_100];
+            err[k] = st->std[GS_SF_ALLOC_AT_100];
+        }
+        gs_chart_bars(f, &(struct gs_bar_chart){.id = "alloc-bars", .title = "GPU allocation at 100% arrived, per policy",
+                                                .xlabel = "policy", .ylabel = "allocated GPU (% of capacity)",
+                                                .yunit = "%", .groups = names, .ngroups = nk, .series = series,
+                                                .nseries = 1, .value = val, .err = err});
+    } else {
+        fail(w, GS_ENOMEM);
+    }
+
+    /* Unscheduled pods by request shape: mean over seeds per policy. */
+    fputs("policy,seed,shape,pods\n", us);
+    for (size_t i = 0; i < w->nruns; i++)
+        for (int sh = 0; w->trace && w->runs[i].ended && sh < NSHAPES; sh++)
+            fprintf(us, "%s,%llu,%s,%lld\n", w->runs[i].policy, (unsigned long long)w->runs[i].seed, shape_names[sh],
+                    (long long)w->runs[i].unsched[sh]);
+    double *cnt = calloc(NSHAPES * (nk ? nk : 1), sizeof *cnt);
+    if (w->trace && cnt && names) {
+        for (size_t k = 0; k < nk; k++) {
+            size_t nr = runs_of(w, kept[k], tmp);
+            for (int sh = 0; sh < NSHAPES; sh++) {
+                double sum = 0;
+                for (size_t j = 0; j < nr; j++) sum += (double)tmp[j]->unsched[sh];
+                cnt[(size_t)sh * nk + k] = nr ? sum / (double)nr : 0;
+            }
+        }
+        fputs("<h2>Unscheduled pods by request shape</h2>\n<p>Pods the policy could not place (each is tried once), "
+              "mean over seeds; every count per seed is in unscheduled.csv.</p>\n",
+              f);
+        gs_chart_bars(f, &(struct gs_bar_chart){.id = "unscheduled-shapes",
+                                                .title = "Unscheduled pods by request shape",
+                                                .xlabel = "request shape", .ylabel = "unscheduled pods",
+                                                .groups = shape_names, .ngroups = NSHAPES, .series = names,
+                                                .nseries = nk, .value = cnt});
+    }
+    free(cnt);
+    free(names), free(val), free(err), free(res), free(st);
+out:
+    for (size_t k = 0; bands && k < nk; k++) band_free(&bands[k]);
+    free(bands), free(s), free(tmp);
+    if (csv && fclose(csv) != 0) fail(w, GS_EIO);
+    if (us && fclose(us) != 0) fail(w, GS_EIO);
+}
+
+/*--- replay: waiting times, queues, gangs, pods never scheduled ---*/
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted v[0..n). */
+static double pct(const double *v, size_t n, double p)
+{
+    if (!n) return 0;
+    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+    return v[rank ? rank - 1 : 0];
+}
+
+struct pod_view {
+    size_t i;           /* trace index */
+    const struct gs_pod *pod;
+    const char *queue, *group, *shape;
+    double arrival, start, wait; /* NAN when never started */
+};
+
+static int cmp_by_queue(const void *a, const void *b)
+{
+    const struct pod_view *x = a, *y = b;
+    int c = strcmp(x->queue, y->queue);
+    return c ? c : x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int cmp_by_shape(const void *a, const void *b)
+{
+    const struct pod_view *x = a, *y = b;
+    int c = strcmp(x->shape, y->shape);
+    return c ? c : x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int cmp_by_group(const void *a, const void *b)
+{
+    const struct pod_view *x = a, *y = b;
+    int c = strcmp(x->group ? x->group : "", y->group ? y->group : "");
+    return c ? c : x->i < y->i ? -1 : x->i > y->i;
+}
+
+struct unit {
+    const char *name;
+    double div;
+};
+
+static struct unit wait_unit(double max_s)
+{
+    if (max_s > 3 * 3600) return (struct unit){"h", 3600};
+    if (max_s > 600) return (struct unit){"min", 60};
+    return (struct unit){"s", 1};
+}
+
+/* One CDF per run of v (sorted by key): the share of the key's pods started within x. */
+static void cdf_chart(FILE *f, struct gs_sim_writer *w, const char *id, const char *title, const char *what,
+                      struct pod_view *v, size_t n, int (*cmp)(const void *, const void *),
+                      const char *(*key)(const struct pod_view *))
+{
+    qsort(v, n, sizeof *v, cmp);
+    double maxw = 0;
+    for (size_t i = 0; i < n; i++) maxw = !isnan(v[i].wait) && v[i].wait > maxw ? v[i].wait : maxw;
+    struct unit u = wait_unit(maxw);
+    size_t ng = 0;
+    for (size_t i = 0; i < n; i++) ng += !i || strcmp(key(&v[i]), key(&v[i - 1]));
+    struct gs_chart_series *s = calloc(ng ? ng : 1, sizeof *s);
+    double *xs = malloc((n ? n : 1) * sizeof *xs), *ys = malloc((n ? n : 1) * sizeof *ys);
+    if (!s || !xs || !ys) {
+        fail(w, GS_ENOMEM);
+        free(s), free(xs), free(ys);
+        return;
+    }
+    size_t at = 0, g = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i, started = 0;
+        while (j < n && !strcmp(key(&v[j]), key(&v[i]))) j++;
+        double *x = xs + at, *y = ys + at;
+        for (size_t k = i; k < j; k++)
+            if (!isnan(v[k].wait)) x[started++] = v[k].wait / u.div;
+        qsort(x, started, sizeof *x, cmp_double);
+        for (size_t k = 0; k < started; k++) y[k] = 100.0 * (double)(k + 1) / (double)(j - i);
+        s[g++] = (struct gs_chart_series){.label = key(&v[i]), .x = x, .y = y, .n = started};
+        at += started;
+        i = j;
+    }
+    char xlabel[96];
+    snprintf(xlabel, sizeof xlabel, "waiting time, arrival to first start (%s)", u.name);
+    char ylabel[96];
+    snprintf(ylabel, sizeof ylabel, "%s started within (%%)", what);
+    gs_chart_line(f, &(struct gs_chart){.id = id, .title = title, .xlabel = xlabel, .ylabel = ylabel,
+                                        .xunit = u.name, .yunit = "%", .ymax = 100, .steps = true, .s = s, .ns = g});
+    free(s), free(xs), free(ys);
+}
+
+static const char *queue_key(const struct pod_view *p) { return p->queue; }
+static const char *shape_key(const struct pod_view *p) { return p->shape; }
+
+static void queue_table(FILE *f, FILE *csv, const struct run *r, struct pod_view *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_by_queue);
+    double *waits = malloc((n ? n : 1) * sizeof *waits);
+    if (!waits) return;
+    fputs("<table class=\"queues\">\n<tr><th>queue</th><th>pods</th><th>started</th><th>never started</th>"
+          "<th>preemptions</th><th>wait p50 (s)</th><th>wait p90 (s)</th><th>wait p99 (s)</th><th>wait max (s)</th></tr>\n",
+          f);
+    for (size_t i = 0; i < n;) {
+        size_t j = i, nw = 0;
+        int64_t pre = 0;
+        while (j < n && !strcmp(v[j].queue, v[i].queue)) j++;
+        for (size_t k = i; k < j; k++) {
+            if (!isnan(v[k].wait)) waits[nw++] = v[k].wait;
+            pre += r->pods[v[k].i].preempted;
+        }
+        qsort(waits, nw, sizeof *waits, cmp_double);
+        double p50 = pct(waits, nw, 50), p90 = pct(waits, nw, 90), p99 = pct(waits, nw, 99),
+               mx = nw ? waits[nw - 1] : 0;
+        fputs("<tr><td>", f);
+        gs_html_escaped(f, v[i].queue);
+        fprintf(f, "</td><td>%zu</td><td>%zu</td><td>%zu</td><td>%lld</td><td>%.1f</td><td>%.1f</td><td>%.1f</td>"
+                   "<td>%.1f</td></tr>\n",
+                j - i, nw, j - i - nw, (long long)pre, p50, p90, p99, mx);
+        fprintf(csv, "%s,%llu,\"%s\",%zu,%zu,%zu,%lld,%.3f,%.3f,%.3f,%.3f\n", r->policy, (unsigned long long)r->seed,
+                v[i].queue, j - i, nw, j - i - nw, (long long)pre, p50, p90, p99, mx);
+        i = j;
+    }
+    fputs("</table>\n", f);
+    free(waits);
+}
+
+struct gang {
+    const char *name;
+    size_t members, started;
+    double first_arrival, first_start, last_start;
+};
+
+static int cmp_gang(const void *a, const void *b)
+{
+    const struct gang *x = a, *y = b;
+    bool fx = x->started == x->members, fy = y->started == y->members;
+    if (fx != fy) return fx ? 1 : -1; /* partial gangs first */
+    double sx_ = x->last_start - x->first_start, sy_ = y->last_start - y->first_start;
+    if (sx_ != sy_) return sx_ > sy_ ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static void gang_table(FILE *f, FILE *csv, const struct run *r, struct pod_view *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_by_group);
+    struct gang *g = calloc(n ? n : 1, sizeof *g);
+    if (!g) return;
+    size_t ng = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && !strcmp(v[j].group ? v[j].group : "", v[i].group ? v[i].group : "")) j++;
+        if (v[i].group) {
+            struct gang *x = &g[ng++];
+            *x = (struct gang){.name = v[i].group, .members = j - i, .first_arrival = INFINITY,
+                               .first_start = INFINITY, .last_start = -INFINITY};
+            for (size_t k = i; k < j; k++) {
+                x->first_arrival = v[k].arrival < x->first_arrival ? v[k].arrival : x->first_arrival;
+                if (isnan(v[k].start)) continue;
+                x->started++;
+                x->first_start = v[k].start < x->first_start ? v[k].start : x->first_start;
+                x->last_start = v[k].start > x->last_start ? v[k].start : x->last_start;
+            }
+        }
+        i = j;
+    }
+    if (!ng) {
+        fputs("<p>No pod of this run belongs to a PodGroup or Workload.</p>\n", f);
+        free(g);
+        return;
+    }
+    qsort(g, ng, sizeof *g, cmp_gang);
+    size_t partial = 0;
+    for (size_t i = 0; i < ng; i++) partial += g[i].started && g[i].started < g[i].members;
+    fprintf(f, "<p>%zu gangs; %zu started only in part (members running while others never started).%s</p>\n", ng,
+            partial, ng > MAX_TABLE_ROWS ? " The first 50 rows: partial gangs, then by spread; all in gangs.csv." : "");
+    fputs("<table class=\"gangs\">\n<tr><th>group</th><th>members</th><th>started</th><th>first start (s)</th>"
+          "<th>last start (s)</th><th>spread (s)</th><th>wait of the last member (s)</th></tr>\n",
+          f);
+    for (size_t i = 0; i < ng; i++) {
+        const struct gang *x = &g[i];
+        bool any = x->started > 0;
+        double spread = any ? x->last_start - x->first_start : 0, wait = any ? x->last_start - x->first_arrival : 0;
+        fprintf(csv, "%s,%llu,\"%s\",%zu,%zu,", r->policy, (unsigned long long)r->seed, x->name, x->members,
+                x->started);
+        if (any) fprintf(csv, "%.3f,%.3f,%.3f,%.3f\n", x->first_start, x->last_start, spread, wait);
+        else fputs(",,,\n", csv);
+        if (i >= MAX_TABLE_ROWS) continue;
+        fputs("<tr><td>", f);
+        gs_html_escaped(f, x->name);
+        fprintf(f, "</td><td>%zu</td><td>%zu</td>", x->members, x->started);
+        if (any) fprintf(f, "<td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td></tr>\n", x->first_start,
+                         x->last_start, spread, wait);
+        else fputs("<td>-</td><td>-</td><td>-</td><td>-</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+    free(g);
+}
+
+static void never_table(FILE *f, const struct run *r, const struct pod_view *v, size_t n)
+{
+    size_t never = 0;
+    for (size_t i = 0; i < n; i++) never += isnan(v[i].start);
+    fprintf(f, "<p>%zu of %zu pods never started%s</p>\n", never, n,
+            never > MAX_TABLE_ROWS ? " (the first 50 below; all in waits.csv, with an empty start)" : never ? ":" : ".");
+    if (!never) return;
+    fputs("<table class=\"never\">\n<tr><th>pod</th><th>queue</th><th>group</th><th>request</th><th>arrival (s)</th>"
+          "<th>last reason</th></tr>\n",
+          f);
+    for (size_t i = 0, shown = 0; i < n && shown < MAX_TABLE_ROWS; i++) {
+        if (!isnan(v[i].start)) continue;
+        shown++;
+        char key[512];
+        gs_meta_key(&v[i].pod->meta, key, sizeof key);
+        fputs("<tr><td>", f);
+        gs_html_escaped(f, key);
+        fputs("</td><td>", f);
+        gs_html_escaped(f, v[i].queue);
+        fputs("</td><td>", f);
+        gs_html_escaped(f, v[i].group ? v[i].group : "-");
+        fprintf(f, "</td><td>%s</td><td>%.1f</td><td>", v[i].shape, v[i].arrival);
+        gs_html_escaped(f, r->pods[v[i].i].reason ? r->pods[v[i].i].reason : "-");
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
+
+static void csv_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void replay_sections(FILE *f, struct gs_sim_writer *w, const struct run *const *kept, size_t nk)
+{
+    FILE *wc = open_in(w->dir, "waits.csv"), *qc = open_in(w->dir, "queues.csv"), *gc = open_in(w->dir, "gangs.csv");
+    struct pod_view *v = calloc(w->trace->npods ? w->trace->npods : 1, sizeof *v);
+    if (!wc || !qc || !gc || !v) {
+        fail(w, v ? GS_EIO : GS_ENOMEM);
+        goto out;
+    }
+    fputs("policy,seed,pod,queue,group,shape,gpus,gpu_milli,arrival,start,wait,preemptions\n", wc);
+    fputs("policy,seed,queue,pods,started,never_started,preemptions,wait_p50,wait_p90,wait_p99,wait_max\n", qc);
+    fputs("policy,seed,group,members,started,first_start,last_start,spread,wait_last_member\n", gc);
+    for (size_t k = 0; k < nk; k++) {
+        const struct run *r = kept[k];
+        if (!r->pods || r->npods != w->trace->npods) continue;
+        size_t n = 0;
+        bool queues = false;
+        for (size_t i = 0; i < w->trace->npods; i++) {
+            const struct gs_trace_pod *tp = &w->trace->pods[i];
+            if (tp->node) continue; /* running before the trace starts: no wait to measure */
+            const struct podrec *p = &r->pods[i];
+            /* A pod admission never let through has no event naming its queue: its label does. */
+            const char *queue = p->queue ? p->queue : tp->pod->queue_name;
+            queues |= queue != NULL;
+            v[n] = (struct pod_view){.i = i, .pod = tp->pod, .queue = queue ? queue : "(no queue)",
+                                     .group = p->group, .shape = shape_names[shape_of(tp->pod)],
+                                     .arrival = tp->arrival, .start = p->start,
+                                     .wait = isnan(p->start) ? NAN : p->start - tp->arrival};
+            char key[512];
+            gs_meta_key(&tp->pod->meta, key, sizeof key);
+            fprintf(wc, "%s,%llu,", r->policy, (unsigned long long)r->seed);
+            csv_str(wc, key);
+            fputc(',', wc);
+            csv_str(wc, queue ? queue : "");
+            fputc(',', wc);
+            csv_str(wc, p->group ? p->group : "");
+            fprintf(wc, ",%s,%d,%d,%.3f,", v[n].shape, tp->pod->demand.gpu_count, tp->pod->demand.gpu_milli,
+                    tp->arrival);
+            if (isnan(p->start)) fprintf(wc, ",,%d\n", p->preempted);
+            else fprintf(wc, "%.3f,%.3f,%d\n", p->start, v[n].wait, p->preempted);
+            n++;
+        }
+        fputs("<h2>Waiting times: ", f);
+        gs_html_escaped(f, r->policy);
+        fprintf(f, ", seed %llu</h2>\n", (unsigned long long)r->seed);
+        if (!queues)
+            fputs("<p>No pod went through admission (no queue on any event): one curve, \"(no queue)\".</p>\n", f);
+        char id[160], title[200];
+        snprintf(id, sizeof id, "wait-cdf-queue-%zu", k);
+        snprintf(title, sizeof title, "Waiting time per queue (%s)", r->policy);
+        cdf_chart(f, w, id, title, "pods of the queue", v, n, cmp_by_queue, queue_key);
+        snprintf(id, sizeof id, "wait-cdf-size-%zu", k);
+        snprintf(title, sizeof title, "Waiting time per job size (%s)", r->policy);
+        cdf_chart(f, w, id, title, "pods of the size", v, n, cmp_by_shape, shape_key);
+        fputs("<h3>Per queue</h3>\n", f);
+        queue_table(f, qc, r, v, n);
+        fputs("<h3>Per gang</h3>\n", f);
+        gang_table(f, gc, r, v, n);
+        fputs("<h3>Pods never scheduled</h3>\n", f);
+        qsort(v, n, sizeof *v, cmp_by_queue);
+        never_table(f, r, v, n);
+    }
+out:
+    free(v);
+    if (wc && fclose(wc) != 0) fail(w, GS_EIO);
+    if (qc && fclose(qc) != 0) fail(w, GS_EIO);
+    if (gc && fclose(gc) != 0) fail(w, GS_EIO);
+}
+
+/*--- summary.json ---*/
+
+static int write_summary(struct gs_sim_writer *w)
+{
+    json_t *o = json_object(), *pol = json_array();
+    struct gs_sim_stats *stats = calloc(w->nruns ? w->nruns : 1, sizeof *stats);
+    struct gs_sim_result *tmp = calloc(w->nruns ? w->nruns : 1, sizeof *tmp);
+    int rc = o && pol && stats && tmp ? 0 : GS_ENOMEM;
+    if (!rc) {
+        size_t np = collect_stats(w, stats, tmp);
+        for (size_t i = 0; i < np; i++) {
+            json_t *p = json_object(), *mean = json_object(), *std = json_object(), *seeds = json_array();
+            for (int fld = 0; fld < GS_SF_COUNT; fld++) {
+                json_object_set_new(mean, gs_sim_field_name(fld), json_real(stats[i].mean[fld]));
+                json_object_set_new(std, gs_sim_field_name(fld), json_real(stats[i].std[fld]));
+            }
+            for (size_t s = 0; s < stats[i].nruns && s < GS_SIM_MAX_SEEDS; s++)
+                json_array_append_new(seeds, json_integer((json_int_t)stats[i].seeds[s]));
+            json_object_set_new(p, "policy", json_string(stats[i].policy));
+            json_object_set_new(p, "runs", json_integer((json_int_t)stats[i].nruns));
+            json_object_set_new(p, "seeds", seeds);
+            json_object_set_new(p, "mean", mean);
+            json_object_set_new(p, "std", std);
+            json_array_append_new(pol, p);
+        }
+        json_object_set_new(o, "meta", w->meta ? json_incref(w->meta) : json_null());
+        json_object_set_new(o, "experiment", json_string(w->mode == GS_SIM_FGD ? "fgd" : "replay"));
+        json_object_set_new(o, "policies", pol);
+        pol = NULL;
+        size_t len = strlen(w->dir) + 16;
+        char *path = malloc(len);
+        if (!path) rc = GS_ENOMEM;
+        else {
+            snprintf(path, len, "%s/summary.json", w->dir);
+            if (json_dump_file(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(10))) rc = GS_EIO;
+            free(path);
+        }
+    }
+    json_decref(o);
+    json_decref(pol);
+    free(stats);
+    free(tmp);
+    return rc;
+}
+
+/*--- report.html ---*/
+
+static void report_body(FILE *f, struct gs_sim_writer *w, const struct run *const *kept, size_t nk)
 {
     bool fgd = w->mode == GS_SIM_FGD;
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>gpusched sim: %s</title>"
                "<style>%s</style></head><body>\n<h1>gpusched sim &mdash; %s experiment</h1>\n",
             fgd ? "fgd" : "replay", style, fgd ? "fgd" : "replay");
+    uint64_t *seeds = w->meta ? malloc(GS_SIM_MAX_SEEDS * sizeof *seeds) : NULL;
+    if (seeds) {
+        struct gs_sim_meta m;
+        meta_from_json(w->meta, &m, seeds, GS_SIM_MAX_SEEDS);
+        fputs("<h2>Run</h2>\n", f);
+        gs_sim_meta_html(f, &m);
+    } else if (w->meta) {
+        fail(w, GS_ENOMEM);
+    }
+    free(seeds);
     fputs("<h2>Summary</h2>\n", f);
     report_table(f, w);
     if (nk > 0 && kept[0]->seed)
-        fprintf(f, "<p>Curves show the first seed of each policy (%llu).</p>\n", (unsigned long long)kept[0]->seed);
+        fprintf(f, "<p>Curves below show the first seed of each policy (%llu).</p>\n",
+                (unsigned long long)kept[0]->seed);
     if (fgd) {
-        chart(f, (struct chart){"GPU allocation vs arrived workload", "arrived GPU demand (% of capacity)",
-                                "allocated GPU (% of capacity)", F_ALLOC, .ymax = 100},
-              kept, nk);
-        chart(f, (struct chart){"Fragmentation vs arrived workload", "arrived GPU demand (% of capacity)",
-                                "fragmented share of idle GPU (%)", F_FRAG, .ycap = 100},
-              kept, nk);
+        points_chart(f, w,
+                     (struct gs_chart){.id = "alloc", .title = "GPU allocation vs arrived workload",
+                                       .xlabel = "arrived GPU demand (% of capacity)",
+                                       .ylabel = "allocated GPU (% of capacity)", .xunit = "%", .yunit = "%",
+                                       .ymax = 100},
+                     F_ALLOC, kept, nk);
+        points_chart(f, w,
+                     (struct gs_chart){.id = "frag", .title = "Fragmentation vs arrived workload",
+                                       .xlabel = "arrived GPU demand (% of capacity)",
+                                       .ylabel = "fragmented share of idle GPU (%)", .xunit = "%", .yunit = "%",
+                                       .ycap = 100},
+                     F_FRAG, kept, nk);
+        fgd_sections(f, w, kept, nk);
     } else {
-        chart(f, (struct chart){"GPU utilisation over time", "time (hours)", "allocated GPU (% of capacity)",
-                                F_ALLOC, .xfit = true, .steps = true, .ycap = 100},
-              kept, nk);
-        chart(f, (struct chart){"Pending pods over time", "time (hours)", "pending pods", F_PENDING, .xfit = true, .steps = true},
-              kept, nk);
+        points_chart(f, w,
+                     (struct gs_chart){.id = "util", .title = "GPU utilisation over time", .xlabel = "time (hours)",
+                                       .ylabel = "allocated GPU (% of capacity)", .xunit = "h", .yunit = "%",
+                                       .xfit = true, .steps = true, .ycap = 100},
+                     F_ALLOC, kept, nk);
+        points_chart(f, w,
+                     (struct gs_chart){.id = "pending", .title = "Pending pods over time", .xlabel = "time (hours)",
+                                       .ylabel = "pending pods", .xunit = "h", .xfit = true, .steps = true},
+                     F_PENDING, kept, nk);
+        if (w->trace) replay_sections(f, w, kept, nk);
     }
     fputs("</body></html>\n", f);
 }
@@ -572,7 +1248,9 @@ static int write_report(struct gs_sim_writer *w)
     report_body(f, w, kept, nk);
     free(kept);
     int bad = ferror(f);
-    return fclose(f) != 0 || bad ? GS_EIO : 0;
+    int rc = fclose(f) != 0 || bad ? GS_EIO : 0;
+    int src = write_summary(w);
+    return rc ? rc : src;
 }
 
 int gs_sim_writer_close(struct gs_sim_writer *w)
@@ -585,8 +1263,17 @@ int gs_sim_writer_close(struct gs_sim_writer *w)
     if (ferror(w->series)) fail(w, GS_EIO);
     if (fclose(w->series) != 0) fail(w, GS_EIO);
     rc = w->err;
-    for (size_t i = 0; i < w->nruns; i++) free(w->runs[i].pts);
+    for (size_t i = 0; i < w->nruns; i++) {
+        struct run *r = &w->runs[i];
+        free(r->pts);
+        free(r->grid);
+        for (size_t k = 0; k < r->npods; k++)
+            free(r->pods[k].queue), free(r->pods[k].group), free(r->pods[k].reason);
+        free(r->pods);
+    }
     free(w->runs);
+    free_keys(w);
+    json_decref(w->meta);
     free(w->dir);
     free(w);
     return rc;

@@ -18,7 +18,9 @@
 #include "sched/admission/dra_admit.h"
 #include "sched/admission/nodeplan.h"
 #include "sched/admission/placement.h"
+#include "sched/strmap.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,13 @@
 struct leafq {
     int32_t *v; /* pending workload ids, in admission order */
     size_t n, cap;
+};
+
+struct runq {
+    int32_t *v;       /* admitted workload ids, by (admitted_ns, id) */
+    size_t n, cap;
+    size_t submitted; /* workloads ever submitted to the leaf: cap is at least this */
+    size_t capped;    /* of them, admitted with their evictions at the cap of the window */
 };
 
 struct hold {
@@ -66,6 +75,14 @@ struct gs_admission {
     uint64_t release_seq, seq;
     struct ids adm, ev;
     struct ids kept; /* admitted this cycle, pods assumed in the cache until it ends */
+    /* Per leaf, its admitted workloads by admission time: victim and
+     * end-time searches visit the running workloads of the queues concerned
+     * instead of every workload ever submitted, and a victim search learns
+     * whether a queue has a workload too young to evict from its newest one.
+     * Each list has room for every workload submitted to its leaf, so
+     * admit() never allocates. */
+    struct runq *runq;
+    struct gs__strmap by_key; /* workload key -> id + 1 (keys borrowed from the workloads) */
     struct hold *holds;
     size_t nholds, capholds;
     int32_t res_wl;
@@ -366,6 +383,44 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
 
 /*--- Admit, evict, finish ---*/
 
+static bool run_capped(const struct gs_admission *a, const struct gs_workload *w)
+{
+    return a->o.max_preemptions > 0 && w->window_preemptions >= a->o.max_preemptions;
+}
+
+/* Where w is or would go in its leaf's list (admitted_ns must not have changed since). */
+static size_t run_slot(const struct gs_admission *a, const struct runq *q, const struct gs_workload *w)
+{
+    size_t lo = 0, hi = q->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const struct gs_workload *x = a->w[q->v[mid]];
+        if (x->admitted_ns < w->admitted_ns || (x->admitted_ns == w->admitted_ns && x->id < w->id)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void run_add(struct gs_admission *a, const struct gs_workload *w)
+{
+    struct runq *q = &a->runq[w->queue];
+    size_t at = run_slot(a, q, w);
+    memmove(q->v + at + 1, q->v + at, (q->n - at) * sizeof *q->v); /* room reserved at submission */
+    q->v[at] = w->id;
+    q->n++;
+    q->capped += run_capped(a, w);
+}
+
+static void run_del(struct gs_admission *a, const struct gs_workload *w)
+{
+    struct runq *q = &a->runq[w->queue];
+    size_t at = run_slot(a, q, w);
+    if (at == q->n || q->v[at] != w->id) return;
+    memmove(q->v + at, q->v + at + 1, (q->n - at - 1) * sizeof *q->v);
+    q->n--;
+    q->capped -= run_capped(a, w);
+}
+
 static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *flav)
 {
     gs_qvec req;
@@ -379,6 +434,7 @@ static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *f
     w->reason[0] = '\0';
     a->st.admitted++;
     ids_push(&a->adm, w->id);
+    run_add(a, w); /* after admitted_ns: the list is ordered by it */
     if (a->res_wl == w->id) a->res_wl = -1, a->res_nodes.n = 0;
 }
 
@@ -401,6 +457,7 @@ static int evict(struct gs_admission *a, struct gs_workload *v, const struct gs_
     gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
     request(a, v, v->flavor, req);
     gs_quota_apply(&a->q, v->queue, req, -1);
+    run_del(a, v);
     evict_pods(a, v);
     memset(v->released, 0, sizeof v->released); /* it restarts whole */
     memset(v->pod_done, 0, v->npods);
@@ -447,6 +504,7 @@ int gs_admission_finish(struct gs_admission *a, int32_t id)
         gs_fairshare_advance(&a->fs, &a->q, now_ns(a));
         request(a, w, w->flavor, req);
         gs_quota_apply(&a->q, w->queue, req, -1);
+        run_del(a, w);
     } else if (w->state == GS_WL_PENDING) {
         pending_remove(a, w);
     }
@@ -591,9 +649,8 @@ static bool keeps_fair_share(struct gs_admission *a, const struct gs_workload *v
 }
 
 /* Too young to evict (1), or evicted often enough lately (2); 0 when neither. */
-static int protected_victim(const struct gs_admission *a, const struct gs_workload *v)
+static int protected_victim(const struct gs_admission *a, const struct gs_workload *v, int64_t now)
 {
-    int64_t now = now_ns(a);
     if (a->o.reclaim_min_runtime_ns > 0 && now - v->admitted_ns < a->o.reclaim_min_runtime_ns) return 1;
     if (a->o.max_preemptions > 0 && v->window_preemptions >= a->o.max_preemptions &&
         now - v->window_start_ns < a->o.preemption_window_ns)
@@ -613,25 +670,41 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
     }
     size_t k = 0;
     bool spared[3] = {0};
-    for (size_t i = 0; i < a->n; i++) {
-        const struct gs_workload *v = a->w[i];
-        if (v->state != GS_WL_ADMITTED || v == w) continue;
-        if (v->queue != w->queue && !(reclaim && root_of(a->t, v->queue) == root_of(a->t, w->queue))) continue;
-        int why = protected_victim(a, v);
-        if (why) {
-            spared[why] = true;
-            continue;
+    int64_t now = now_ns(a);
+    int32_t root = root_of(a->t, w->queue);
+    bool within = n->within == GS_PREEMPT_LOWER_PRIORITY || n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL;
+    for (int32_t leaf = 0; leaf < a->t->n; leaf++) {
+        if (leaf != w->queue && !(reclaim && root_of(a->t, leaf) == root)) continue;
+        const struct runq *q = &a->runq[leaf];
+        bool other = leaf != w->queue;
+        bool may = other ? borrows_contested(a, leaf, req) : within; /* can any of q be a victim? */
+        if (!may && q->n) {
+            /* Only what the rules spared is counted: the newest workload is
+             * the youngest, and only capped ones can be spared by the cap. */
+            if (protected_victim(a, a->w[q->v[q->n - 1]], now) == 1) spared[1] = true;
+            if (!q->capped || spared[2]) continue;
         }
-        bool ok = false, other = v->queue != w->queue;
-        if (!other) {
-            ok = (n->within == GS_PREEMPT_LOWER_PRIORITY && v->priority < w->priority) ||
-                 (n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL &&
-                  (v->priority < w->priority || (v->priority == w->priority && v->created_ns > w->created_ns)));
-        } else if (reclaim && root_of(a->t, v->queue) == root_of(a->t, w->queue)) {
-            ok = (n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority) && borrows_contested(a, v->queue, req);
-            if (ok && !keeps_fair_share(a, v, r)) ok = false, spared[0] = true;
+        for (size_t i = 0; i < q->n; i++) {
+            const struct gs_workload *v = a->w[q->v[i]];
+            if (v == w) continue;
+            int why = protected_victim(a, v, now);
+            if (why) {
+                spared[why] = true;
+                continue;
+            }
+            bool ok;
+            if (!may) {
+                ok = false;
+            } else if (!other) {
+                ok = (n->within == GS_PREEMPT_LOWER_PRIORITY && v->priority < w->priority) ||
+                     (n->within == GS_PREEMPT_LOWER_OR_NEWER_EQUAL &&
+                      (v->priority < w->priority || (v->priority == w->priority && v->created_ns > w->created_ns)));
+            } else {
+                ok = n->reclaim == GS_PREEMPT_ANY || v->priority < w->priority;
+                if (ok && !keeps_fair_share(a, v, r)) ok = false, spared[0] = true;
+            }
+            if (ok) out[k++] = (struct cand){.wl = v->id, .other = other};
         }
-        if (ok) out[k++] = (struct cand){.wl = v->id, .other = other};
     }
     qsort_r(out, k, sizeof *out, cmp_cand, a);
     /* Counted per claim, not per candidate: claims in which the rule protected someone. */
@@ -676,7 +749,30 @@ struct np_ctx {
     const struct cand *c;
     gs_qvec *gone; /* per leaf: what the victims booked so far would free */
     int r;         /* the contested resource */
+    /* The planner calls take/untake for every victim it tries on every node:
+     * the (flavor, resource) entries the claimant asks for, listed once, spare
+     * those calls a walk over every entry. */
+    int nreq;
+    int16_t reqfr[GS_QT_NFR];
 };
+
+#define MAX_TERMS (GS_QT_MAX_GROUPS * GS_QT_MAX_RES)
+
+/* The entries request() writes, as (index, value) pairs; their number. */
+static int request_terms(const struct gs_admission *a, const struct gs_workload *w, const int8_t *flav, int16_t *fr,
+                         int64_t *val)
+{
+    const struct gs_qt_node *n = &a->t->nodes[w->queue];
+    int k = 0;
+    for (int g = 0; g < n->ngroups; g++)
+        for (int j = 0; j < n->groups[g].nres; j++) {
+            int r = n->groups[g].res[j], at = GS_QT_FR(flav[g], r), t = 0;
+            while (t < k && fr[t] != at) t++; /* a later group writing the same entry wins, as in request() */
+            if (t == k && k < MAX_TERMS) fr[k++] = (int16_t)at;
+            if (t < k) val[t] = w->demand[r] - w->released[r];
+        }
+    return k;
+}
 
 /* The planner's view of the reclaim rules, with the victims booked so far
  * counted as gone: the victim's queue still borrows what the claimant asks
@@ -686,22 +782,24 @@ static bool np_take(void *ctx, size_t i)
     struct np_ctx *x = ctx;
     struct gs_admission *a = x->a;
     const struct gs_workload *v = a->w[x->c[i].wl];
-    gs_qvec vreq;
-    request(a, v, v->flavor, vreq);
+    const int64_t *use_v = a->q.usage[v->queue], *gone = x->gone[v->queue];
     if (x->c[i].other) {
         bool borrows = false;
         int64_t use = 0;
-        for (int fr = 0; fr < GS_QT_NFR; fr++) {
-            if (x->req[fr] > 0 && a->q.usage[v->queue][fr] - x->gone[v->queue][fr] > a->q.subtree[v->queue][fr])
-                borrows = true;
-            if (fr % GS_QT_MAX_RES == x->r) use += a->q.usage[v->queue][fr] - x->gone[v->queue][fr];
+        for (int j = 0; j < x->nreq && !borrows; j++) {
+            int fr = x->reqfr[j];
+            borrows = use_v[fr] - gone[fr] > a->q.subtree[v->queue][fr];
         }
+        for (int f = 0; f < GS_QT_MAX_FLAVORS; f++) use += use_v[GS_QT_FR(f, x->r)] - gone[GS_QT_FR(f, x->r)];
         if (!borrows) return false;
         if (!a->o.reclaim_above_nominal &&
             (double)(use - (v->demand[x->r] - v->released[x->r])) < a->fs.n[v->queue].deserved[x->r] - 0.5)
             return false;
     }
-    for (int fr = 0; fr < GS_QT_NFR; fr++) x->gone[v->queue][fr] += vreq[fr];
+    int16_t fr[MAX_TERMS];
+    int64_t val[MAX_TERMS];
+    int k = request_terms(a, v, v->flavor, fr, val);
+    for (int t = 0; t < k; t++) x->gone[v->queue][fr[t]] += val[t];
     return true;
 }
 
@@ -709,9 +807,10 @@ static void np_untake(void *ctx, size_t i)
 {
     struct np_ctx *x = ctx;
     const struct gs_workload *v = x->a->w[x->c[i].wl];
-    gs_qvec vreq;
-    request(x->a, v, v->flavor, vreq);
-    for (int fr = 0; fr < GS_QT_NFR; fr++) x->gone[v->queue][fr] -= vreq[fr];
+    int16_t fr[MAX_TERMS];
+    int64_t val[MAX_TERMS];
+    int k = request_terms(x->a, v, v->flavor, fr, val);
+    for (int t = 0; t < k; t++) x->gone[v->queue][fr[t]] -= val[t];
 }
 
 /* The nodes as the planner sees them; held, reserved and other-flavor nodes unusable. */
@@ -763,6 +862,8 @@ static int np_plan(struct gs_admission *a, struct gs_workload *w, const int64_t 
         }
         for (size_t i = 0; i < w->npods; i++) gs__np_pod_of(a->cache, w->pods[i], &pods[i]);
         struct np_ctx x = {.a = a, .req = req, .c = c, .gone = gone, .r = contested_res(a, req)};
+        for (int fr = 0; fr < GS_QT_NFR; fr++)
+            if (req[fr] > 0) x.reqfr[x.nreq++] = (int16_t)fr;
         struct gs__np_req r = {.nodes = nodes, .nnodes = nn, .v = v, .nv = nc, .pods = pods, .npods = w->npods,
                                .take = np_take, .untake = np_untake, .ctx = &x};
         rc = gs__nodeplan(&r, pick, k);
@@ -850,11 +951,14 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
     gs_qvec req;
     if (!choose_flavors(a, w, flav, true, 0, NULL)) return 0;
     request(a, w, flav, req);
+    /* The search's arrays are sized by the candidates, not by every workload:
+     * zeroing one per failed try was a tenth of a busy cycle. */
     struct cand *c = malloc((a->n ? a->n : 1) * sizeof *c);
-    struct removed *rm = calloc(a->n ? a->n : 1, sizeof *rm);
-    int32_t *chosen = malloc((a->n ? a->n : 1) * sizeof *chosen);
-    int rc = c && rm && chosen ? 0 : GS_ENOMEM;
+    struct removed *rm = NULL;
+    int32_t *chosen = NULL;
+    int rc = c ? 0 : GS_ENOMEM;
     size_t nc = rc ? 0 : victim_candidates(a, w, req, c);
+    if (nc && (!(rm = calloc(nc, sizeof *rm)) || !(chosen = malloc(nc * sizeof *chosen)))) rc = GS_ENOMEM, nc = 0;
     if (nc) a->searches++, a->st.victim_searches++;
     int k = nc ? search_victims(a, w, req, flav, c, nc, rm, chosen) : 0;
     if (k < 0) rc = k;
@@ -948,11 +1052,24 @@ struct ending {
     int32_t wl;
 };
 
-static int cmp_end(const void *x, const void *y)
+static bool end_before(const struct ending *p, const struct ending *q)
 {
-    const struct ending *p = x, *q = y;
-    if (p->end_ns != q->end_ns) return p->end_ns < q->end_ns ? -1 : 1;
-    return p->wl < q->wl ? -1 : p->wl > q->wl;
+    return p->end_ns != q->end_ns ? p->end_ns < q->end_ns : p->wl < q->wl;
+}
+
+/* Min-heap by (end, workload): a total order, so the walk is the sorted one. */
+static void end_sift(struct ending *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < n && end_before(&h[l], &h[m])) m = l;
+        if (l + 1 < n && end_before(&h[l + 1], &h[m])) m = l + 1;
+        if (m == i) return;
+        struct ending t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
 }
 
 static bool gpu_room(struct gs_admission *a, const struct gs_workload *w)
@@ -981,18 +1098,24 @@ static int64_t shadow_time(struct gs_admission *a, struct gs_workload *w, bool *
     struct ending *e = malloc((a->n ? a->n : 1) * sizeof *e);
     struct removed *rm = calloc(MAX_SHADOW_STEPS, sizeof *rm);
     size_t ne = 0, k = 0;
-    for (size_t i = 0; e && i < a->n; i++)
-        if (a->w[i]->state == GS_WL_ADMITTED && a->w[i]->est_duration_ns > 0)
-            e[ne++] = (struct ending){a->w[i]->admitted_ns + a->w[i]->est_duration_ns, a->w[i]->id};
-    if (e) qsort(e, ne, sizeof *e, cmp_end);
+    for (int32_t leaf = 0; e && leaf < a->t->n; leaf++)
+        for (size_t i = 0; i < a->runq[leaf].n; i++) {
+            const struct gs_workload *x = a->w[a->runq[leaf].v[i]];
+            if (x->est_duration_ns > 0) e[ne++] = (struct ending){x->admitted_ns + x->est_duration_ns, x->id};
+        }
+    /* A heap, not a sort: the walk usually stops after a few endings of many. */
+    for (size_t i = ne / 2; e && i-- > 0;) end_sift(e, ne, i);
     int checks = 0;
-    for (size_t i = 0; rm && e && i < ne && k < MAX_SHADOW_STEPS && checks < MAX_SHADOW_CHECKS; i++) {
-        if (sim_remove(a, e[i].wl, &rm[k])) break;
+    while (rm && e && ne && k < MAX_SHADOW_STEPS && checks < MAX_SHADOW_CHECKS) {
+        struct ending cur = e[0];
+        e[0] = e[--ne];
+        end_sift(e, ne, 0);
+        if (sim_remove(a, cur.wl, &rm[k])) break;
         k++;
         if (!gs_quota_fits(&a->q, w->queue, req, NULL) || !gpu_room(a, w)) continue;
         checks++;
         if (placeable(a, w, flav, false, false) == 1) {
-            start = e[i].end_ns > now ? e[i].end_ns : now;
+            start = cur.end_ns > now ? cur.end_ns : now;
             *ok = true;
             break;
         }
@@ -1275,12 +1398,21 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
         a->w = v;
         a->cap = cap;
     }
+    struct runq *rq = &a->runq[leaf];
+    if (rq->cap == rq->submitted) {
+        size_t cap = rq->cap ? 2 * rq->cap : 16;
+        int32_t *v = realloc(rq->v, cap * sizeof *v);
+        if (!v) return GS_ENOMEM;
+        rq->v = v;
+        rq->cap = cap;
+    }
     struct gs_workload *w = calloc(1, sizeof *w);
     if (!w) return GS_ENOMEM;
     w->key = strdup(s->key);
     w->pods = malloc((s->npods ? s->npods : 1) * sizeof *w->pods);
     w->pod_done = calloc(s->npods ? s->npods : 1, 1);
-    if (!w->key || !w->pods || !w->pod_done) {
+    if (!w->key || !w->pods || !w->pod_done || gs__strmap_put(&a->by_key, w->key, (void *)(intptr_t)(a->n + 1))) {
+        if (w->key) gs__strmap_del(&a->by_key, w->key);
         free(w->key), free(w->pods), free(w->pod_done), free(w);
         return GS_ENOMEM;
     }
@@ -1295,6 +1427,7 @@ int gs_admission_submit(struct gs_admission *a, const struct gs_workload_spec *s
     w->blocked_by = -1;
     bool uncovered;
     build_demand(a, w, &uncovered);
+    rq->submitted++;
     a->w[a->n++] = w;
     if (uncovered) {
         w->state = GS_WL_INADMISSIBLE;
@@ -1356,11 +1489,12 @@ int gs_admission_new(const struct gs_queue_tree *tree, struct gs_cache *cache, c
     a->res_wl = -1;
     size_t n = tree->n ? (size_t)tree->n : 1;
     a->lq = calloc(n, sizeof *a->lq);
+    a->runq = calloc(n, sizeof *a->runq);
     a->q_preempt = calloc(n, sizeof *a->q_preempt);
     a->q_caused = calloc(n, sizeof *a->q_caused);
     a->pend = calloc(n, sizeof *a->pend);
     a->cand = calloc(n, sizeof *a->cand);
-    int rc = a->lq && a->q_preempt && a->q_caused && a->pend && a->cand ? 0 : GS_ENOMEM;
+    int rc = a->lq && a->runq && a->q_preempt && a->q_caused && a->pend && a->cand ? 0 : GS_ENOMEM;
     if (!rc) rc = gs_quota_init(&a->q, tree);
     if (!rc) rc = gs_fairshare_init(&a->fs, tree, a->o.halflife_ns, a->o.history_weight, now_ns(a));
     if (!rc) rc = gs_placer_new(cache, clock, a->o.profile, &a->placer, d);
@@ -1383,11 +1517,13 @@ void gs_admission_free(struct gs_admission *a)
     }
     free(a->w);
     for (int32_t i = 0; a->lq && i < a->t->n; i++) free(a->lq[i].v);
+    for (int32_t i = 0; a->runq && i < a->t->n; i++) free(a->runq[i].v);
     for (size_t h = 0; h < a->nholds; h++) free(a->holds[h].nodes);
     free(a->holds);
     free(a->lq), free(a->q_preempt), free(a->q_caused), free(a->pend), free(a->cand);
     free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
-    free(a->excl), free(a->place_nodes);
+    free(a->excl), free(a->place_nodes), free(a->runq);
+    gs__strmap_free(&a->by_key);
     gs_quota_free(&a->q);
     gs_fairshare_free(&a->fs);
     gs_placer_free(a->placer);
@@ -1401,9 +1537,8 @@ const struct gs_workload *gs_admission_workload(const struct gs_admission *a, in
 
 int32_t gs_admission_find(const struct gs_admission *a, const char *key)
 {
-    for (size_t i = 0; key && i < a->n; i++)
-        if (!strcmp(a->w[i]->key, key)) return (int32_t)i;
-    return -1;
+    void *v = key ? gs__strmap_get(&a->by_key, key) : NULL;
+    return v ? (int32_t)((intptr_t)v - 1) : -1;
 }
 
 size_t gs_admission_count(const struct gs_admission *a) { return a->n; }
@@ -1431,6 +1566,26 @@ int gs_admission_check(const struct gs_admission *a, char *why, size_t len)
         gs_qvec req;
         request(a, w, w->flavor, req);
         for (int fr = 0; fr < GS_QT_NFR; fr++) sum[w->queue][fr] += req[fr];
+    }
+    for (size_t i = 0; !rc && i < a->n; i++) { /* the running lists hold exactly the admitted */
+        const struct gs_workload *w = a->w[i];
+        const struct runq *q = &a->runq[w->queue];
+        size_t at = run_slot(a, q, w);
+        bool listed = at < q->n && q->v[at] == w->id;
+        if (listed != (w->state == GS_WL_ADMITTED)) {
+            snprintf(why, len, "workload %s: %s the running list of its queue", w->key,
+                     listed ? "not admitted but in" : "admitted but missing from");
+            rc = GS_ESTATE;
+        }
+    }
+    for (int32_t i = 0; !rc && i < a->t->n; i++) {
+        size_t capped = 0;
+        for (size_t k = 0; k < a->runq[i].n; k++) capped += run_capped(a, a->w[a->runq[i].v[k]]);
+        if (capped != a->runq[i].capped) {
+            snprintf(why, len, "queue %s: %zu running workloads at the eviction cap, counted %zu", a->t->nodes[i].name,
+                     capped, a->runq[i].capped);
+            rc = GS_ESTATE;
+        }
     }
     for (size_t i = 0; !rc && i < a->n; i++) {
         const struct gs_workload *w = a->w[i];
