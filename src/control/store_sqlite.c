@@ -54,10 +54,27 @@ struct ring_ev {
     char *value;
 };
 
+/* A connection of its own for one list at a time (WAL readers do not block
+ * one another): a list of every pod decodes hundreds of thousands of rows
+ * and runs the caller's fn on each, seconds at 500,000 pods, and on the
+ * shared read connection every get (the API's, a create's namespace
+ * check) waited behind it. Kept in a small free list and reused. */
+struct sq_lister {
+    sqlite3 *db;
+    sqlite3_stmt *list, *rv;
+    struct sq_lister *next;
+};
+#define SQ_LISTERS_KEPT 8 /* idle list connections kept open; more are closed when done */
+
 struct sq_store {
     struct gs_store base;
     sqlite3 *w, *r;
     pthread_mutex_t wmu, rmu;
+    pthread_mutex_t lsmu;          /* the idle listers */
+    struct sq_lister *listers;
+    size_t nlisters;
+    char *path;                    /* store.db, for new listers */
+    bool sync_full;
     /* Group commit queue (see submit). */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
@@ -68,7 +85,7 @@ struct sq_store {
     int64_t last_commit_ns; /* when the last group finished (under qmu) */
     double avg_group;       /* single requests (not batches) per group, moving average (under qmu) */
     size_t qsingles;        /* single requests queued */
-    sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
+    sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_rv;
     sqlite3_stmt *w_begin, *w_commit; /* prepared once: every write group runs both */
     int64_t rv; /* under wmu and emu for writes; read under either */
     /* Event ring. */
@@ -808,6 +825,44 @@ static int sq_get(struct gs_store *b, const char *key, json_t **obj, int64_t *rv
     return err;
 }
 
+static int open_db(const char *path, bool sync_full, sqlite3 **db);
+
+static void lister_close(struct sq_lister *l)
+{
+    if (!l) return;
+    sqlite3_finalize(l->list);
+    sqlite3_finalize(l->rv);
+    sqlite3_close(l->db);
+    free(l);
+}
+
+/* An idle lister, or a new one (NULL when it cannot be opened). */
+static struct sq_lister *lister_get(struct sq_store *s)
+{
+    pthread_mutex_lock(&s->lsmu);
+    struct sq_lister *l = s->listers;
+    if (l) s->listers = l->next, s->nlisters--;
+    pthread_mutex_unlock(&s->lsmu);
+    if (l) return l;
+    if (!(l = calloc(1, sizeof *l))) return NULL;
+    if (open_db(s->path, s->sync_full, &l->db) ||
+        prep(l->db, "SELECT key, value FROM objects WHERE key >= ?1 AND key < ?2 ORDER BY key", &l->list) ||
+        prep(l->db, "SELECT v FROM meta WHERE k = 'rv'", &l->rv)) {
+        lister_close(l);
+        return NULL;
+    }
+    return l;
+}
+
+static void lister_put(struct sq_store *s, struct sq_lister *l)
+{
+    pthread_mutex_lock(&s->lsmu);
+    bool keep = s->nlisters < SQ_LISTERS_KEPT;
+    if (keep) l->next = s->listers, s->listers = l, s->nlisters++;
+    pthread_mutex_unlock(&s->lsmu);
+    if (!keep) lister_close(l);
+}
+
 static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *rv)
 {
     struct sq_store *s = (struct sq_store *)b;
@@ -817,15 +872,19 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
     memcpy(hi, prefix ? prefix : "", plen + 1);
     if (plen && (unsigned char)hi[plen - 1] < 0xff) hi[plen - 1]++;
     else memcpy(hi + plen, "\xff", 2);
-    pthread_mutex_lock(&s->rmu);
-    int err = exec(s->r, "BEGIN");
-    if (!err) {
-        sqlite3_reset(s->r_rv);
-        err = sqlite3_step(s->r_rv) == SQLITE_ROW ? 0 : sq_err(s->r, "rv");
-        if (!err && rv) *rv = sqlite3_column_int64(s->r_rv, 0);
-        sqlite3_reset(s->r_rv);
+    struct sq_lister *l = lister_get(s);
+    if (!l) {
+        free(hi);
+        return GS_EIO; /* open_db logged why */
     }
-    sqlite3_stmt *st = s->r_list;
+    int err = exec(l->db, "BEGIN"); /* one snapshot: the version and the rows agree */
+    if (!err) {
+        sqlite3_reset(l->rv);
+        err = sqlite3_step(l->rv) == SQLITE_ROW ? 0 : sq_err(l->db, "rv");
+        if (!err && rv) *rv = sqlite3_column_int64(l->rv, 0);
+        sqlite3_reset(l->rv);
+    }
+    sqlite3_stmt *st = l->list;
     sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, hi, -1, SQLITE_STATIC);
     int rc = SQLITE_DONE;
@@ -840,11 +899,11 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
         json_decref(o);
         if (stop) break;
     }
-    if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE) err = sq_err(s->r, "list");
+    if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE) err = sq_err(l->db, "list");
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
-    sqlite3_exec(s->r, "COMMIT", NULL, NULL, NULL);
-    pthread_mutex_unlock(&s->rmu);
+    sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
+    lister_put(s, l);
     free(hi);
     return err;
 }
@@ -927,9 +986,15 @@ static void sq_close(struct gs_store *b)
         record_committed(s, s->rv);
     }
     sqlite3_close(s->ck);
-    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv,
+    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_rv,
                            s->w_begin, s->w_commit};
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) sqlite3_finalize(sts[i]);
+    while (s->listers) {
+        struct sq_lister *l = s->listers;
+        s->listers = l->next;
+        lister_close(l);
+    }
+    free(s->path);
     sqlite3_close(s->r);
     sqlite3_close(s->w);
     for (size_t i = 0; i < s->count; i++) {
@@ -939,6 +1004,7 @@ static void sq_close(struct gs_store *b)
     free(s->ring);
     pthread_mutex_destroy(&s->wmu);
     pthread_mutex_destroy(&s->rmu);
+    pthread_mutex_destroy(&s->lsmu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     pthread_cond_destroy(&s->acv);
@@ -1052,6 +1118,8 @@ static int setup(struct sq_store *s, const struct gs_store_opts *o)
         return err;
     }
     snprintf(path, sizeof path, "%s/store.db", o->dir);
+    if (!(s->path = strdup(path))) return GS_ENOMEM;
+    s->sync_full = o->sync_full;
     if ((err = open_db(path, o->sync_full, &s->w))) return err;
     err = exec(s->w, "CREATE TABLE IF NOT EXISTS objects(key TEXT PRIMARY KEY, rv INTEGER NOT NULL, "
                      "value TEXT NOT NULL) WITHOUT ROWID;"
@@ -1066,7 +1134,6 @@ static int setup(struct sq_store *s, const struct gs_store_opts *o)
     if (!err) err = prep(s->w, "BEGIN IMMEDIATE", &s->w_begin);
     if (!err) err = prep(s->w, "COMMIT", &s->w_commit);
     if (!err) err = prep(s->r, "SELECT rv, value FROM objects WHERE key = ?1", &s->r_get);
-    if (!err) err = prep(s->r, "SELECT key, value FROM objects WHERE key >= ?1 AND key < ?2 ORDER BY key", &s->r_list);
     if (!err) err = prep(s->r, "SELECT v FROM meta WHERE k = 'rv'", &s->r_rv);
     if (err) return err;
     if (sqlite3_step(s->r_rv) != SQLITE_ROW) return sq_err(s->r, "rv");
@@ -1085,6 +1152,7 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     s->cap = o->ring_events ? o->ring_events : 10000;
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->rmu, NULL);
+    pthread_mutex_init(&s->lsmu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->emu, NULL);
