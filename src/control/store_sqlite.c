@@ -16,6 +16,15 @@
  * before it must list again. After a restart the ring starts empty at the
  * stored counter.
  *
+ * With the default size (ring_events 0) the ring starts at 10,000 events and
+ * doubles, up to RING_MAX, whenever the event it would drop is younger than
+ * RING_FRESH_NS, as kube-apiserver's watch cache sizes itself (75 s, 100 Ki
+ * events): at 50,000 nodes a create and a binding per pod at a few thousand
+ * pods/s passed 10,000 events in about 2 s, and every loop whose pass took
+ * longer (the scheduler's, the claims controller's) fell behind, listed all
+ * 500,000 pods again, and fell behind again. A size given in the options is
+ * kept as it is.
+ *
  * Self-checks (store.h "Self-checks"): a checkpointer thread with its own
  * connection records the committed version in store.hwm every record_ms
  * while writes happen and runs a PASSIVE checkpoint every checkpoint_commits
@@ -46,12 +55,16 @@
 
 #define MAX_EVENTS_PER_CALL 1024
 #define RESERVE_BLOCK 10000 /* versions reserved per high-water rewrite */
+#define RING_DEFAULT 10000
+#define RING_MAX (100 * 1024)
+#define RING_FRESH_NS (75 * (int64_t)1000000000)
 
 struct ring_ev {
     enum gs_store_ev type;
     int64_t rv;
     char *key;
     char *value;
+    int64_t at_ns; /* CLOCK_MONOTONIC when appended: whether the ring should grow */
 };
 
 /* A connection of its own for one list at a time (WAL readers do not block
@@ -93,6 +106,7 @@ struct sq_store {
     pthread_cond_t ecv;
     struct ring_ev *ring;
     size_t cap, start, count;
+    size_t cap_max; /* the ring may grow to this (cap itself: fixed size) */
     int64_t floor;
     unsigned interrupts;
     /* Self-checks. */
@@ -362,9 +376,25 @@ static int set_rv(json_t *obj, int64_t rv)
 /*--- Event ring ---*/
 
 /* Appends a change (takes key/value ownership). Called with wmu held, so versions arrive in order. */
+static int64_t mono_ns(void);
+
+/* Doubles the ring (up to cap_max), keeping the events in order; false when out of memory. */
+static bool ring_grow(struct sq_store *s)
+{
+    size_t cap = s->cap * 2 < s->cap_max ? s->cap * 2 : s->cap_max;
+    struct ring_ev *r = malloc(cap * sizeof *r);
+    if (!r) return false;
+    for (size_t i = 0; i < s->count; i++) r[i] = s->ring[(s->start + i) % s->cap];
+    free(s->ring);
+    s->ring = r, s->cap = cap, s->start = 0;
+    return true;
+}
+
 static void ring_push(struct sq_store *s, enum gs_store_ev type, int64_t rv, char *key, char *value)
 {
+    int64_t now = mono_ns();
     pthread_mutex_lock(&s->emu);
+    if (s->count == s->cap && s->cap < s->cap_max && now - s->ring[s->start].at_ns < RING_FRESH_NS) ring_grow(s);
     if (s->count == s->cap) {
         struct ring_ev *old = &s->ring[s->start];
         s->floor = old->rv;
@@ -373,7 +403,7 @@ static void ring_push(struct sq_store *s, enum gs_store_ev type, int64_t rv, cha
         s->start = (s->start + 1) % s->cap;
         s->count--;
     }
-    s->ring[(s->start + s->count) % s->cap] = (struct ring_ev){type, rv, key, value};
+    s->ring[(s->start + s->count) % s->cap] = (struct ring_ev){type, rv, key, value, now};
     s->count++;
     s->rv = rv;
     pthread_cond_broadcast(&s->ecv);
@@ -1149,7 +1179,8 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     struct sq_store *s = calloc(1, sizeof *s);
     if (!s) return GS_ENOMEM;
     s->base.v = &sq_vtbl;
-    s->cap = o->ring_events ? o->ring_events : 10000;
+    s->cap = o->ring_events ? o->ring_events : RING_DEFAULT;
+    s->cap_max = o->ring_events ? s->cap : RING_MAX;
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->rmu, NULL);
     pthread_mutex_init(&s->lsmu, NULL);
