@@ -706,12 +706,12 @@ static void phase_rss(const struct bopts *b)
  * measured). The phase prints:
  *   - memory: RSS after the server started, after the nodes, after the pods,
  *     each step waited out until the scheduler's cache holds them; per node
- *     and per pod the deltas (the store's page cache is not in RSS: SQLite
- *     reads through the kernel's);
+ *     and per pod the deltas (whole process: the scheduler's cache, the
+ *     change-stream ring, SQLite's page cache, malloc's free lists);
  *   - relist: the server stopped and started on the same data directory;
- *     seconds until gs_server_start returned, until the scheduler's cache
- *     held every node and pod, and until /readyz answered 200 over the
- *     server's own transport;
+ *     seconds until gs_server_start returned, until /readyz answered 200
+ *     over the server's own transport, and until the scheduler's cache held
+ *     every node and pod;
  *   - create to bound on that cluster: scale_e2e_pods new 1/40-GPU pods over
  *     HTTP(S) as the end-to-end phase does;
  *   - peak RSS (VmHWM) of the whole run.
@@ -853,15 +853,15 @@ static void phase_scale(const struct bopts *b)
         return;
     }
     double t_open = now_s() - t0;
-    double w = wait_cache(s, N, P, limit);
-    double t_cache = w < 0 ? -1 : now_s() - t0;
-    struct target tg;
+    struct target tg; /* /readyz first: it does not wait for the scheduler's cache */
     double t_ready = -1;
     if (!target_init(&tg, s, dir)) {
         while (now_s() - t0 < limit && get_status(&tg, "/readyz") != 200) usleep(20000);
         t_ready = now_s() - t0;
         target_free(&tg);
     }
+    double w = wait_cache(s, N, P, limit);
+    double t_cache = w < 0 ? -1 : now_s() - t0;
     long rss_restart = status_kib("VmRSS:");
     printf("relist       restart on the same data: server started in %.2f s, scheduler cache holds %d nodes + %d "
            "pods after %.2f s, /readyz 200 after %.2f s; RSS %.0f MiB\n", t_open, N, P, t_cache, t_ready,
@@ -977,6 +977,7 @@ int gs__server_bench(int argc, char **argv)
         gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
         return 2;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each result as it comes, also into a file */
     printf("gpusched server --bench (%s%s)\n", b.etcd ? "store etcd" : b.sync_full ? "sync=full" : "sync=normal",
            b.secure ? ", HTTPS + bearer tokens" : ", plain HTTP, no authentication");
     bool all = !b.only;
