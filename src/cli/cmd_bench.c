@@ -44,6 +44,7 @@ struct bench_opts {
 };
 
 int gs__bench_dra(long nodes, long gpus, long pods, uint64_t seed); /* cmd_bench_dra.c */
+#define GS_BENCH_PROFILE_GPUSCHED "gpusched"
 
 static double now_us(void)
 {
@@ -128,6 +129,11 @@ static void make_pod(struct gs_pod *p, long i, uint64_t *rng, char *name, size_t
 
 static int setup_profile(struct gs_sched_config *cfg, const char *name, const struct gs_profile **out)
 {
+    if (!strcmp(name, GS_BENCH_PROFILE_GPUSCHED)) { /* the server's profile (Coscheduling, topology, spread, preemption) */
+        if (gs_sched_config_gpusched(cfg) < 0 || !cfg->nprofiles) return -1;
+        *out = &cfg->profiles[0];
+        return 0;
+    }
     if (gs_sched_config_default(cfg) < 0 || !cfg->nprofiles) return -1;
     const struct gs_profile *p = gs_sched_config_profile(cfg, name);
     if (p) {
