@@ -274,7 +274,10 @@ static void memo_on_and_off_decide_alike(void **st)
     gs_framework_free(slow.fw);
     gs_cache_free(fast.cache);
     gs_cache_free(slow.cache);
-    for (int i = 0; i < PODS; i++) test_pod_free(pods[i]);
+    for (int i = 0; i < PODS; i++) {
+        gs_labels_free(&pods[i]->meta.annotations); /* test_pod_free leaves them */
+        test_pod_free(pods[i]);
+    }
     gs_sched_config_free(&fast_cfg);
     gs_sched_config_free(&ref_cfg);
 }
