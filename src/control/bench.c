@@ -530,13 +530,14 @@ struct binds {
     double *bound; /* per pod: when its binding was seen; 0 = not yet */
     int nbound;
     double last;
+    double stall_s; /* give up after this long without a new binding */
 };
 
 static void *follow_binds(void *arg)
 {
     struct binds *f = arg;
     double progress = now_s();
-    while (f->nbound < atomic_load(&f->want) && now_s() - progress < 10) {
+    while (f->nbound < atomic_load(&f->want) && now_s() - progress < f->stall_s) {
         struct gs_store_event *ev = NULL;
         size_t n = 0;
         if (gs_store_events(f->st, &f->after, "pods/bench/p", 100, NULL, &ev, &n)) break;
@@ -594,7 +595,7 @@ static int measure_e2e(const struct bopts *b, struct gs_server *s, const char *d
     if (target_init(&tg, s, dir)) return -1;
     double *sent = calloc((size_t)n, sizeof *sent);
     struct binds f = {.st = st, .after = gs_store_current_rv(st), .pods = n,
-                      .bound = calloc((size_t)n, sizeof(double))};
+                      .bound = calloc((size_t)n, sizeof(double)), .stall_s = nodes > 5000 ? 60 : 10};
     atomic_store(&f.want, n);
     pthread_t th;
     if (!sent || !f.bound || pthread_create(&th, NULL, follow_binds, &f)) {
