@@ -51,11 +51,14 @@ def run(cmd, timeout):
     return p, time.time() - t0
 
 
+TIMEOUT = 3600  # seconds per command (--timeout)
+
+
 def bench(binary, nodes, pods, profile):
     cmd = [binary, "bench", "--nodes", str(nodes), "--gpus-per-node", "8", "--pods", str(pods)]
     if profile:
         cmd += ["--profile", profile]
-    p, _ = run(cmd, 3600)
+    p, _ = run(cmd, TIMEOUT)
     if p.returncode != 0:
         why = (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1]
         return {"refused": why}
@@ -68,7 +71,7 @@ def bench(binary, nodes, pods, profile):
 def server_scale(binary, nodes, pods, e2e_pods, workdir):
     cmd = [binary, "server", "--bench", "--only", "scale", "--secure", "--scale-nodes", str(nodes),
            "--scale-pods", str(pods), "--scale-e2e-pods", str(e2e_pods), "--dir", workdir]
-    p, _ = run(cmd, 3600)
+    p, _ = run(cmd, TIMEOUT)
     for line in p.stdout.splitlines():
         if line.startswith("scale-result "):
             kv = dict(f.split("=", 1) for f in line.split()[1:])
@@ -91,24 +94,33 @@ def rate_cell(r):
     return "refused" if "refused" in r else fmt(r["pods_per_cpu_second"])
 
 
-def measure(binary, sizes, quick, workdir, log):
+def measure(binary, sizes, quick, e2e_pods, workdir, log, missed):
     rows = []
     for n in sizes:
-        bench_pods = 10 * n if quick else min(10 * n, 100000)
-        stored = 10 * n
-        e2e = 500 if quick else 20000
-        log("nodes %d: bench default (%d pods)" % (n, bench_pods))
-        d = bench(binary, n, bench_pods, None)
-        log("nodes %d: bench --profile gpusched" % n)
-        g = bench(binary, n, bench_pods, "gpusched")
-        log("nodes %d: server --bench --only scale --secure (%d pods stored, %d created)" % (n, stored, e2e))
-        s, out = server_scale(binary, n, stored, e2e, workdir)
-        for line in out.splitlines():
-            if not line.startswith("scale-result"):
-                log("  " + line)
-        rows.append({"nodes": n, "stored": stored, "bench_pods": bench_pods, "e2e": e2e, "default": d, "gpusched": g,
-                     "server": s})
+        try:
+            rows.append(measure_one(binary, n, quick, e2e_pods, workdir, log))
+        except subprocess.TimeoutExpired as e:
+            log("nodes %d: %s ran past %d s; the table stops here" % (n, " ".join(e.cmd[:4]), TIMEOUT))
+            missed.append("%s nodes: `%s` ran past %d s" % (fmt(n), " ".join(e.cmd[1:4]), TIMEOUT))
+            break
     return rows
+
+
+def measure_one(binary, n, quick, e2e_pods, workdir, log):
+    bench_pods = 10 * n if quick else min(10 * n, 100000)
+    stored = 10 * n
+    e2e = e2e_pods or (500 if quick else 20000)
+    log("nodes %d: bench default (%d pods)" % (n, bench_pods))
+    d = bench(binary, n, bench_pods, None)
+    log("nodes %d: bench --profile gpusched" % n)
+    g = bench(binary, n, bench_pods, "gpusched")
+    log("nodes %d: server --bench --only scale --secure (%d pods stored, %d created)" % (n, stored, e2e))
+    s, out = server_scale(binary, n, stored, e2e, workdir)
+    for line in out.splitlines():
+        if not line.startswith("scale-result"):
+            log("  " + line)
+    return {"nodes": n, "stored": stored, "bench_pods": bench_pods, "e2e": e2e, "default": d, "gpusched": g,
+            "server": s}
 
 
 def table(rows):
@@ -157,7 +169,7 @@ def growth(rows):
     return out
 
 
-def section(rows, quick, binary, started, load):
+def section(rows, quick, binary, started, load, missed):
     try:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True).stdout.strip()
@@ -180,7 +192,8 @@ def section(rows, quick, binary, started, load):
         "created over HTTPS with a bearer token and bound by the in-server scheduler (create to bound:",
         "wall-clock pods/s, process CPU per pod over all threads, p50/p99 per pod).",
         "",
-    ] + table(rows) + ["", "How each cost grows from the smallest to the largest cluster:", ""] + growth(rows) + [""]
+    ] + table(rows) + ["Not measured: " + m + "." for m in missed] + [
+        "", "How each cost grows from the smallest to the largest cluster:", ""] + growth(rows) + [""]
     return "\n".join(lines) + "\n"
 
 
@@ -206,7 +219,14 @@ def main():
                                       "not written with --quick unless given)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--dir", default="/tmp", help="where the server's data directories go")
+    ap.add_argument("--e2e-pods", type=int, default=0, help="pods created to measure create to bound "
+                                                             "(default 20,000; 500 with --quick)")
+    ap.add_argument("--timeout", type=int, default=3600, help="seconds one command may run (default 3600)")
     a = ap.parse_args()
+    global TIMEOUT
+    TIMEOUT = a.timeout
+    if a.e2e_pods < 0 or a.timeout < 1:
+        sys.exit("scale.py: --e2e-pods must be >= 0 and --timeout >= 1")
     binary = os.path.abspath(a.binary)
     if not os.access(binary, os.X_OK):
         sys.exit("scale.py: %s: not an executable gpusched binary" % binary)
@@ -225,11 +245,14 @@ def main():
     def log(msg):
         print("scale.py: " + msg, file=sys.stderr, flush=True)
 
+    missed = []
     try:
-        rows = measure(binary, sizes, a.quick, a.dir, log)
-    except (Failure, subprocess.TimeoutExpired) as e:
+        rows = measure(binary, sizes, a.quick, a.e2e_pods, a.dir, log, missed)
+    except Failure as e:
         sys.exit("scale.py: %s" % e)
-    text = section(rows, a.quick, binary, started, (load0, os.getloadavg()[0]))
+    if not rows:
+        sys.exit("scale.py: nothing measured: " + "; ".join(missed))
+    text = section(rows, a.quick, binary, started, (load0, os.getloadavg()[0]), missed)
     print(text, end="")
     results = a.results or (None if a.quick else str(ROOT / "bench" / "RESULTS.md"))
     if results and not a.no_write:

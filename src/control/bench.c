@@ -536,8 +536,8 @@ struct binds {
 static void *follow_binds(void *arg)
 {
     struct binds *f = arg;
-    double progress = now_s();
-    while (f->nbound < atomic_load(&f->want) && now_s() - progress < f->stall_s) {
+    double progress = now_s(), t0 = progress;
+    while (f->nbound < atomic_load(&f->want) && now_s() - progress < f->stall_s && now_s() - t0 < 600) {
         struct gs_store_event *ev = NULL;
         size_t n = 0;
         if (gs_store_events(f->st, &f->after, "pods/bench/p", 100, NULL, &ev, &n)) break;
