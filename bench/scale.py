@@ -16,7 +16,7 @@ k of cost ~ nodes^k between the smallest and the largest size), and writes
 both into the "## Scale" section of bench/RESULTS.md (replaced when present,
 appended otherwise).
 
-    /usr/bin/python3 bench/scale.py build/gpusched            # the full table (about 15-25 min)
+    /usr/bin/python3 bench/scale.py build/gpusched            # the full table (20-40 min on 2 busy cores)
     /usr/bin/python3 bench/scale.py build/gpusched --quick    # 100 / 300 nodes, seconds: the table's shape
 
 --quick writes nothing unless --results is given; --no-write never writes.
@@ -52,6 +52,7 @@ def run(cmd, timeout):
 
 
 TIMEOUT = 3600  # seconds per command (--timeout)
+BENCH_PODS_MAX = 100000  # --bench-pods-max
 
 
 def bench(binary, nodes, pods, profile):
@@ -107,7 +108,7 @@ def measure(binary, sizes, quick, e2e_pods, workdir, log, missed):
 
 
 def measure_one(binary, n, quick, e2e_pods, workdir, log):
-    bench_pods = 10 * n if quick else min(10 * n, 100000)
+    bench_pods = 10 * n if quick else min(10 * n, BENCH_PODS_MAX)
     stored = 10 * n
     e2e = e2e_pods or (500 if quick else 20000)
     log("nodes %d: bench default (%d pods)" % (n, bench_pods))
@@ -179,13 +180,14 @@ def section(rows, quick, binary, started, load, missed):
     lines = [
         "## Scale",
         "",
-        "Written by `/usr/bin/python3 bench/scale.py %s%s` (one run: %s nodes x 8 GPUs), %s UTC%s,"
-        % (os.path.relpath(binary, ROOT) if binary.startswith(str(ROOT)) else binary, " --quick" if quick else "",
+        "Written by `/usr/bin/python3 bench/scale.py %s` (one run: %s nodes x 8 GPUs), %s UTC%s,"
+        % (" ".join(os.path.relpath(x, ROOT) if x.startswith(str(ROOT)) else x for x in sys.argv[1:]),
            sizes, started, ", commit " + commit if commit else ""),
         "load average %.1f at the start and %.1f at the end (the shared 2-core box). Decision rates are"
         % (load[0], load[1]),
         "`gpusched bench` pods per CPU second of the scheduling thread (every node considered,",
-        "min(10 x nodes, 100,000) pods); the other columns are `gpusched server --bench --only scale --secure`",
+        "min(10 x nodes, %s) pods); the other columns are `gpusched server --bench --only scale --secure`"
+        % fmt(BENCH_PODS_MAX),
         "with 10 running pods per node stored: RSS deltas per node and per pod, the restart until the",
         "scheduler's cache holds everything and until /readyz answers over HTTPS, and %s new pods"
         % fmt(rows[0]["e2e"]),
@@ -222,11 +224,13 @@ def main():
     ap.add_argument("--e2e-pods", type=int, default=0, help="pods created to measure create to bound "
                                                              "(default 20,000; 500 with --quick)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds one command may run (default 3600)")
+    ap.add_argument("--bench-pods-max", type=int, default=100000,
+                    help="pods of each `gpusched bench` run: min(10 x nodes, this); default 100,000")
     a = ap.parse_args()
-    global TIMEOUT
-    TIMEOUT = a.timeout
-    if a.e2e_pods < 0 or a.timeout < 1:
-        sys.exit("scale.py: --e2e-pods must be >= 0 and --timeout >= 1")
+    global TIMEOUT, BENCH_PODS_MAX
+    TIMEOUT, BENCH_PODS_MAX = a.timeout, a.bench_pods_max
+    if a.e2e_pods < 0 or a.timeout < 1 or a.bench_pods_max < 1:
+        sys.exit("scale.py: --e2e-pods must be >= 0, --timeout and --bench-pods-max >= 1")
     binary = os.path.abspath(a.binary)
     if not os.access(binary, os.X_OK):
         sys.exit("scale.py: %s: not an executable gpusched binary" % binary)

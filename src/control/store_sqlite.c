@@ -6,9 +6,10 @@
  * IMMEDIATE transaction on a writer connection that reads the current row,
  * checks the expected version, writes the row and the counter, and commits;
  * only then is the change appended to the event ring and the write
- * acknowledged. Reads (get, list) use a second connection: WAL lets them run
- * beside a writer and a list is one read transaction, so the version it
- * reports matches the rows it returned.
+ * acknowledged. Gets use a second connection, lists one each from a small
+ * pool (struct sq_lister): WAL lets them run beside a writer and beside one
+ * another, and a list is one read transaction, so the version it reports
+ * matches the rows it returned.
  *
  * The ring holds the last ring_events changes in version order. Versions are
  * contiguous (one per write), so finding where a watcher resumes is
