@@ -3,16 +3,20 @@
  *
  *   gpusched bench --nodes N --gpus-per-node G --pods P [--profile NAME] [--seed S]
  *   gpusched bench --shape dra-template [--nodes 500] [--gpus-per-node 8] [--pods 5000]
+ *   gpusched bench --shape gang-<G>x<S>[-preempt] [--nodes 5000] [--gpus-per-node 8]
  *
  * --shape dra-template runs kube-scheduler's SchedulingWithResourceClaimTemplate
  * shape instead: one resource claim per pod from a template, allocated by the
- * DynamicResources plugin (cmd_bench_dra.c).
+ * DynamicResources plugin (cmd_bench_dra.c). --shape gang-... runs the shapes
+ * of kube-scheduler's podgroup/gangscheduling benchmark on the gpusched
+ * profile (cmd_bench_gang.c, bench_gang.h).
  *
  * Builds N identical nodes of G GPUs and P pods mixing whole (1, 2, 4, 8) and
  * fractional (0.1 .. 0.9) GPU requests, then schedules and binds each pod
  * once through the real framework: every node is filtered and scored (no
  * sampling). --profile names a profile of the built-in configuration
- * (default "default-scheduler") or a placement policy ("FGD", "BestFit", ...)
+ * (default "default-scheduler"), "gpusched" (the server's profile,
+ * gs_sched_config_gpusched) or a placement policy ("FGD", "BestFit", ...)
  * which then replaces the default profile's score plugins. A summary goes to
  * stderr; the last stdout line is JSON:
  *   {"nodes":..,"pods":..,"scheduled":..,"pods_per_second":..,
@@ -22,6 +26,7 @@
  * divides by the thread's CPU time instead, which a busy machine (other
  * processes taking turns on the core) does not inflate.
  */
+#include "cli/bench_gang.h"
 #include "cli/commands.h"
 
 #include "sched/frag.h"
@@ -78,18 +83,27 @@ static int parse_args(int argc, char **argv, struct bench_opts *o)
         case 'n': o->nodes = strtol(optarg, &end, 10), o->set_nodes = true; break;
         case 'g': o->gpus = strtol(optarg, &end, 10), o->set_gpus = true; break;
         case 'p': o->pods = strtol(optarg, &end, 10), o->set_pods = true; break;
-        case 'S':
-            if (strcmp(optarg, "dra-template")) {
-                fprintf(stderr, "gpusched bench: --shape \"%s\": the only shape is dra-template\n", optarg);
+        case 'S': {
+            struct gs_bench_gang_opts g;
+            char why[256] = "";
+            if (strcmp(optarg, "dra-template") && gs__bench_gang_shape(optarg, &g, why, sizeof why) != 0) {
+                if (why[0]) fprintf(stderr, "gpusched bench: --%s\n", why);
+                else fprintf(stderr, "gpusched bench: --shape \"%s\": want dra-template or gang-<gangs>x<pods>[-preempt]\n", optarg);
                 return -1;
             }
             o->shape = optarg;
             break;
+        }
         case 's': o->seed = strtoull(optarg, &end, 10); break;
         case 'P': o->profile = optarg; break;
         case 'h':
             printf("usage: gpusched bench --nodes N --gpus-per-node G --pods P [--profile NAME] [--seed S]\n"
-                   "       gpusched bench --shape dra-template [--nodes 500] [--gpus-per-node 8] [--pods 5000]\n");
+                   "       gpusched bench --shape dra-template [--nodes 500] [--gpus-per-node 8] [--pods 5000]\n"
+                   "       gpusched bench --shape gang-<G>x<S>[-preempt] [--nodes 5000] [--gpus-per-node 8]\n"
+                   "  --profile: a profile of the built-in configuration (default-scheduler), gpusched\n"
+                   "             (the server's: Coscheduling, NodeResourceTopology, spread, preemption) or a policy\n"
+                   "  gang shapes (kube's podgroup/gangscheduling, profile gpusched): gang-1000x3, gang-3000x3,\n"
+                   "             gang-9x1000, gang-10x5000, each also with -preempt (low-priority filler first)\n");
             return 1;
         default: return -1;
         }
@@ -129,6 +143,11 @@ static void make_pod(struct gs_pod *p, long i, uint64_t *rng, char *name, size_t
 
 static int setup_profile(struct gs_sched_config *cfg, const char *name, const struct gs_profile **out)
 {
+    if (!strcmp(name, GS_BENCH_PROFILE_GPUSCHED)) { /* the server's profile (Coscheduling, topology, spread, preemption) */
+        if (gs_sched_config_gpusched(cfg) < 0 || !cfg->nprofiles) return -1;
+        *out = &cfg->profiles[0];
+        return 0;
+    }
     if (gs_sched_config_default(cfg) < 0 || !cfg->nprofiles) return -1;
     const struct gs_profile *p = gs_sched_config_profile(cfg, name);
     if (p) {
@@ -206,6 +225,13 @@ int gs_cmd_bench(int argc, char **argv)
     struct bench_opts o;
     int prc = parse_args(argc, argv, &o);
     if (prc) return prc > 0 ? 0 : 2;
+    if (o.shape && !strncmp(o.shape, "gang-", 5)) {
+        if (o.set_pods || strcmp(o.profile, GS_DEFAULT_SCHEDULER)) {
+            fprintf(stderr, "gpusched bench: --shape %s sets its own pods and runs the gpusched profile (no --pods, --profile)\n", o.shape);
+            return 2;
+        }
+        return gs__bench_gang(o.shape, o.set_nodes ? o.nodes : 5000, o.set_gpus ? o.gpus : 8, o.seed);
+    }
     if (o.shape) /* kube's SchedulingWithResourceClaimTemplate/5000pods_500nodes */
         return gs__bench_dra(o.set_nodes ? o.nodes : 500, o.set_gpus ? o.gpus : 8, o.set_pods ? o.pods : 5000, o.seed);
     struct gs_clock clock;

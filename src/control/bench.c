@@ -15,7 +15,14 @@
  *     the median;
  *  4. memory: 5,000 nodes and 50,000 pods written to the store and loaded by
  *     the scheduler; the process's resident set size, with the server's
- *     default change-stream ring (as `gpusched server` runs).
+ *     default change-stream ring (as `gpusched server` runs);
+ *  5. scale (`--only scale`): a large cluster's numbers in one
+ *     process - memory per node and per pod, the relist after a restart on
+ *     the same data directory, and create to bound on that cluster.
+ * --secure serves HTTPS with bearer tokens (as `gpusched server` does by
+ * default) instead of plain HTTP without authentication; the load
+ * generator then speaks TLS (GnuTLS, the server's CA) and sends the admin
+ * token.
  * Each phase uses a fresh data directory under --dir (default /tmp).
  * With --store etcd --etcd-endpoints URL[,URL...] the server keeps its
  * objects in that etcd instead (bench/ha.py starts a cluster), each phase
@@ -28,8 +35,10 @@
 #include "loops/sched_loop.h"
 #include "control/server.h"
 #include "core/log.h"
+#include "sched/cache.h"
 
 #include <arpa/inet.h>
+#include <gnutls/gnutls.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -56,7 +65,42 @@ struct bopts {
     bool etcd; /* --store etcd */
     char **endpoints; /* --etcd-endpoints, parsed */
     size_t n_endpoints;
+    bool secure; /* --secure: HTTPS and bearer tokens */
+    int scale_nodes, scale_pods, scale_e2e_pods; /* the scale phase's cluster and its create-to-bound pods */
 };
+
+/* How the load generator reaches the server (one per server). */
+struct target {
+    const char *url;
+    char auth[600];                       /* "Authorization: Bearer ...\r\n" or "" */
+    gnutls_certificate_credentials_t tls; /* NULL: plain HTTP */
+    const char *kubeconfig;               /* for the library's client (NULL: url alone) */
+};
+
+static int target_init(struct target *t, struct gs_server *s, const char *dir)
+{
+    *t = (struct target){.url = gs_server_url(s)};
+    const char *tok = gs_server_admin_token(s);
+    if (!strncmp(t->url, "http://", 7)) return 0;
+    char ca[600];
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    if (gnutls_certificate_allocate_credentials(&t->tls) < 0) return -1;
+    if (gnutls_certificate_set_x509_trust_file(t->tls, ca, GNUTLS_X509_FMT_PEM) <= 0) {
+        fprintf(stderr, "gpusched server --bench: %s: no CA certificate to verify the server with\n", ca);
+        gnutls_certificate_free_credentials(t->tls);
+        t->tls = NULL;
+        return -1;
+    }
+    if (tok) snprintf(t->auth, sizeof t->auth, "Authorization: Bearer %s\r\n", tok);
+    t->kubeconfig = gs_server_kubeconfig(s);
+    return 0;
+}
+
+static void target_free(struct target *t)
+{
+    if (t->tls) gnutls_certificate_free_credentials(t->tls);
+    t->tls = NULL;
+}
 
 static double now_s(void)
 {
@@ -81,11 +125,20 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 
 /* ring: change-stream events held (0: the server's default). The API and
  * end-to-end phases hold every change so no watcher has to relist mid-run. */
+static struct gs_server *start_in(const struct bopts *b, const char *dir, bool sched, size_t ring);
+
 static struct gs_server *start(const struct bopts *b, char *dir, size_t len, bool sched, size_t ring)
 {
     snprintf(dir, len, "%s/gs-bench-XXXXXX", b->dir);
     if (!mkdtemp(dir)) return NULL;
-    struct gs_server_opts o = {.data_dir = dir, .listen = "127.0.0.1:0", .insecure = true, .no_auth = true,
+    return start_in(b, dir, sched, ring);
+}
+
+/* Starts a server on dir as it is (a restart finds what the last one stored). */
+static struct gs_server *start_in(const struct bopts *b, const char *dir, bool sched, size_t ring)
+{
+    struct gs_server_opts o = {.data_dir = dir, .listen = "127.0.0.1:0", .insecure = !b->secure,
+                               .no_auth = !b->secure,
                                .no_scheduler = !sched, .qps = -1, .sync_full = b->sync_full,
                                .ring_events = ring};
     static int phase_no;
@@ -106,7 +159,10 @@ static struct gs_server *start(const struct bopts *b, char *dir, size_t len, boo
     /* Pods are created only in an existing namespace. */
     json_t *ns = s ? json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "v1", "kind", "Namespace", "metadata", "name", "bench")
                    : NULL;
-    if (ns && !gs_apiserver_prepare_new(ns)) gs_store_create(gs_server_store(s), "namespaces/bench", ns, NULL);
+    json_t *nsobj = NULL; /* a restart finds it stored */
+    if (ns && gs_store_get(gs_server_store(s), "namespaces/bench", &nsobj, NULL) && !gs_apiserver_prepare_new(ns))
+        gs_store_create(gs_server_store(s), "namespaces/bench", ns, NULL);
+    json_decref(nsobj);
     json_decref(ns);
     return s;
 }
@@ -163,7 +219,7 @@ static json_t *node(int i, int gpus)
  */
 
 struct creator {
-    const char *url;
+    const struct target *t;
     int from, to, gpus, failures;
     bool curl;
     double *sent; /* per pod: when its create was sent (NULL: not kept) */
@@ -183,41 +239,83 @@ static int pod_body(char *buf, size_t len, int i, int gpus)
                     "{\"requests\":{\"cpu\":\"100m\",\"memory\":\"128Mi\"}}}]}}", i);
 }
 
-static int connect_url(const char *url)
+/* One keep-alive connection, plain or TLS (the server's CA verified, the
+ * handshake once per connection: the cost a real client pays). */
+struct conn {
+    int fd;
+    gnutls_session_t tls; /* NULL: plain */
+};
+
+static void conn_close(struct conn *c)
 {
-    const char *colon = strrchr(url, ':');
+    if (c->tls) gnutls_deinit(c->tls);
+    if (c->fd >= 0) close(c->fd);
+    *c = (struct conn){.fd = -1};
+}
+
+static int conn_open(struct conn *c, const struct target *t)
+{
+    *c = (struct conn){.fd = -1};
+    const char *colon = strrchr(t->url, ':');
     int port = colon ? atoi(colon + 1) : 0;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) return -1;
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
-        close(fd);
-        return -1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof a)) goto fail;
+    if (!t->tls) return 0;
+    if (gnutls_init(&c->tls, GNUTLS_CLIENT) < 0) {
+        c->tls = NULL;
+        goto fail;
     }
-    return fd;
+    if (gnutls_set_default_priority(c->tls) < 0 ||
+        gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, t->tls) < 0)
+        goto fail;
+    gnutls_session_set_verify_cert(c->tls, "127.0.0.1", 0);
+    gnutls_transport_set_int(c->tls, c->fd);
+    int r;
+    do r = gnutls_handshake(c->tls);
+    while (r < 0 && !gnutls_error_is_fatal(r));
+    if (r < 0) {
+        fprintf(stderr, "gpusched server --bench: TLS handshake with %s: %s\n", t->url, gnutls_strerror(r));
+        goto fail;
+    }
+    return 0;
+fail:
+    conn_close(c);
+    return -1;
 }
 
-static int write_all(int fd, const char *p, size_t n)
+static int conn_write(struct conn *c, const char *p, size_t n)
 {
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        ssize_t w = c->tls ? gnutls_record_send(c->tls, p, n) : send(c->fd, p, n, MSG_NOSIGNAL);
+        if (c->tls && (w == GNUTLS_E_AGAIN || w == GNUTLS_E_INTERRUPTED)) continue;
         if (w <= 0) return -1;
         p += w, n -= (size_t)w;
     }
     return 0;
 }
 
+static ssize_t conn_read(struct conn *c, char *buf, size_t cap)
+{
+    if (!c->tls) return recv(c->fd, buf, cap, 0);
+    ssize_t r;
+    do r = gnutls_record_recv(c->tls, buf, cap);
+    while (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED);
+    return r;
+}
+
 /* Reads one response; returns its status code, or -1 when the connection failed. */
-static int read_reply(int fd, char *buf, size_t cap)
+static int read_reply(struct conn *c, char *buf, size_t cap)
 {
     size_t have = 0;
     char *eoh = NULL;
     while (!eoh) {
         if (have + 1 >= cap) return -1;
-        ssize_t r = recv(fd, buf + have, cap - 1 - have, 0);
+        ssize_t r = conn_read(c, buf + have, cap - 1 - have);
         if (r <= 0) return -1;
         have += (size_t)r;
         buf[have] = 0;
@@ -229,36 +327,49 @@ static int read_reply(int fd, char *buf, size_t cap)
     if (!cl || cl > eoh) return -1; /* the server answers with a length */
     size_t want = (size_t)strtoull(cl + 17, NULL, 10), got = have - (size_t)(eoh + 4 - buf);
     while (got < want) {
-        ssize_t r = recv(fd, buf, cap - 1, 0);
+        ssize_t r = conn_read(c, buf, cap - 1);
         if (r <= 0) return -1;
         got += (size_t)r;
     }
     return got == want ? code : -1; /* nothing is pipelined: more would be a framing error */
 }
 
+/* GET path on a fresh connection; its status code, or -1. */
+static int get_status(const struct target *t, const char *path)
+{
+    struct conn c;
+    char req[1024], reply[16384];
+    if (conn_open(&c, t)) return -1;
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sAccept: */*\r\n\r\n", path, t->auth);
+    int code = conn_write(&c, req, (size_t)n) ? -1 : read_reply(&c, reply, sizeof reply);
+    conn_close(&c);
+    return code;
+}
+
 static void create_raw(struct creator *c)
 {
-    int fd = connect_url(c->url);
+    struct conn k;
+    int open = conn_open(&k, c->t);
     char req[2048], reply[16384];
     for (int i = c->from; i < c->to; i++) {
         char body[1024];
         int bn = pod_body(body, sizeof body, i, c->gpus);
-        int n = snprintf(req, sizeof req, "POST /api/v1/namespaces/bench/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        int n = snprintf(req, sizeof req, "POST /api/v1/namespaces/bench/pods HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
                          "Content-Type: application/json\r\nAccept: application/json\r\nContent-Length: %d\r\n\r\n%s",
-                         bn, body);
+                         c->t->auth, bn, body);
         if (c->sent) c->sent[i] = now_s();
-        if (fd < 0 || write_all(fd, req, (size_t)n) || read_reply(fd, reply, sizeof reply) != 201) {
+        if (open || conn_write(&k, req, (size_t)n) || read_reply(&k, reply, sizeof reply) != 201) {
             c->failures++;
-            if (fd >= 0) close(fd);
-            fd = connect_url(c->url); /* a fresh connection for the next one */
+            conn_close(&k);
+            open = conn_open(&k, c->t); /* a fresh connection for the next one */
         }
     }
-    if (fd >= 0) close(fd);
+    conn_close(&k);
 }
 
 static void create_curl(struct creator *c)
 {
-    struct gs_client_opts o = {.server = c->url};
+    struct gs_client_opts o = {.server = c->t->kubeconfig ? NULL : c->t->url, .kubeconfig = c->t->kubeconfig};
     struct gs_client *cl = NULL;
     struct gs_diags d = {0};
     if (gs_client_new(&o, &cl, &d)) {
@@ -285,11 +396,12 @@ static void *create_pods(void *arg)
 }
 
 /* Creates pods [0, n) with `clients` threads; returns the seconds taken. */
-static double create_all(const struct bopts *b, const char *url, int gpus, double *sent, int *failures)
+static double create_all(const struct bopts *b, const struct target *url, int n, int gpus, double *sent,
+                         int *failures)
 {
     pthread_t th[64];
     struct creator cr[64];
-    int n = b->pods, clients = b->clients > 64 ? 64 : b->clients;
+    int clients = b->clients > 64 ? 64 : b->clients;
     double t0 = now_s();
     for (int i = 0; i < clients; i++) {
         cr[i] = (struct creator){url, n * i / clients, n * (i + 1) / clients, gpus, 0, b->curl, sent};
@@ -306,7 +418,7 @@ static double create_all(const struct bopts *b, const char *url, int gpus, doubl
 /*--- Watchers ---*/
 
 struct watcher {
-    const char *url;
+    const struct target *t;
     char from[32]; /* the seed's version: etcd's revisions do not start at 1 */
     int want;
     atomic_int seen;
@@ -327,7 +439,7 @@ static int on_event(const char *type, json_t *obj, void *arg)
 static void *watch_pods(void *arg)
 {
     struct watcher *w = arg;
-    struct gs_client_opts o = {.server = w->url};
+    struct gs_client_opts o = {.server = w->t->kubeconfig ? NULL : w->t->url, .kubeconfig = w->t->kubeconfig};
     struct gs_client *cl = NULL;
     struct gs_diags d = {0};
     if (gs_client_new(&o, &cl, &d) == 0) {
@@ -344,13 +456,23 @@ static void phase_api(const struct bopts *b)
     struct gs_server *s = start(b, dir, sizeof dir, false, 200000);
     if (!s) return;
     int fail = 0;
-    double t = create_all(b, gs_server_url(s), 0, NULL, &fail);
-    printf("creates      %d pods, %d clients (%s): %.0f pods/s (%d failed)\n", b->pods, b->clients,
-           b->curl ? "libcurl" : "raw HTTP", b->pods / t, fail);
+    struct target tg;
+    if (target_init(&tg, s, dir)) {
+        stop(s, dir);
+        return;
+    }
+    double t = create_all(b, &tg, b->pods, 0, NULL, &fail);
+    printf("creates      %d pods, %d clients (%s%s): %.0f pods/s (%d failed)\n", b->pods, b->clients,
+           b->curl ? "libcurl" : "raw HTTP", tg.tls ? ", TLS + token" : "", b->pods / t, fail);
+    target_free(&tg);
     stop(s, dir);
 
     s = start(b, dir, sizeof dir, false, 200000);
     if (!s) return;
+    if (target_init(&tg, s, dir)) {
+        stop(s, dir);
+        return;
+    }
     int nw = b->watchers > 256 ? 256 : b->watchers;
     struct watcher *w = calloc((size_t)nw, sizeof *w);
     pthread_t *th = calloc((size_t)nw, sizeof *th);
@@ -361,14 +483,14 @@ static void phase_api(const struct bopts *b)
     gs_store_create(st, "seeds/x", seed, &seed_rv);
     json_decref(seed);
     for (int i = 0; i < nw; i++) {
-        w[i].url = gs_server_url(s);
+        w[i].t = &tg;
         snprintf(w[i].from, sizeof w[i].from, "%lld", (long long)seed_rv);
         w[i].want = b->pods;
         pthread_create(&th[i], NULL, watch_pods, &w[i]);
     }
     usleep(300000);
     double t0 = now_s();
-    create_all(b, gs_server_url(s), 0, NULL, &fail);
+    create_all(b, &tg, b->pods, 0, NULL, &fail);
     double last = t0;
     long total = 0;
     for (int i = 0; i < nw; i++) {
@@ -380,6 +502,7 @@ static void phase_api(const struct bopts *b)
            last - t0, total / (last - t0));
     free(w);
     free(th);
+    target_free(&tg);
     stop(s, dir);
 }
 
@@ -407,13 +530,14 @@ struct binds {
     double *bound; /* per pod: when its binding was seen; 0 = not yet */
     int nbound;
     double last;
+    double stall_s; /* give up after this long without a new binding */
 };
 
 static void *follow_binds(void *arg)
 {
     struct binds *f = arg;
-    double progress = now_s();
-    while (f->nbound < atomic_load(&f->want) && now_s() - progress < 10) {
+    double progress = now_s(), t0 = progress;
+    while (f->nbound < atomic_load(&f->want) && now_s() - progress < f->stall_s && now_s() - t0 < 600) {
         struct gs_store_event *ev = NULL;
         size_t n = 0;
         if (gs_store_events(f->st, &f->after, "pods/bench/p", 100, NULL, &ev, &n)) break;
@@ -452,52 +576,77 @@ static void store_nodes(struct gs_store *st, int n)
     }
 }
 
+struct e2e_result {
+    double rate;      /* pods bound per second, first create to last binding */
+    double cpu_ms;    /* process CPU per pod */
+    double p50, p99;  /* create to bound, ms */
+    int bound, failed;
+};
+
+/* Creates n 1/40-GPU pods over HTTP(S) on s (its nodes stored already) and
+ * follows their bindings; prints one line and fills *r. 0, or -1 when the
+ * run could not be set up. */
+static int measure_e2e(const struct bopts *b, struct gs_server *s, const char *dir, int nodes, int n,
+                       struct e2e_result *r)
+{
+    *r = (struct e2e_result){0};
+    struct gs_store *st = gs_server_store(s);
+    struct target tg;
+    if (target_init(&tg, s, dir)) return -1;
+    double *sent = calloc((size_t)n, sizeof *sent);
+    struct binds f = {.st = st, .after = gs_store_current_rv(st), .pods = n,
+                      .bound = calloc((size_t)n, sizeof(double)), .stall_s = nodes > 5000 ? 60 : 10};
+    atomic_store(&f.want, n);
+    pthread_t th;
+    if (!sent || !f.bound || pthread_create(&th, NULL, follow_binds, &f)) {
+        free(sent);
+        free(f.bound);
+        target_free(&tg);
+        return -1;
+    }
+    int fail = 0;
+    struct gs_sched_loop_stats ss0, ss;
+    gs_server_sched_stats(s, &ss0);
+    double t0 = now_s(), c0 = cpu_s();
+    double tc = create_all(b, &tg, n, 1, sent, &fail);
+    atomic_store(&f.want, n - fail);
+    pthread_join(th, NULL);
+    wait_bound(s, ss0.bound + (uint64_t)(n - fail), 30, 10); /* the loop's own count, to cross-check */
+    gs_server_sched_stats(s, &ss);
+    double t = (f.nbound ? f.last : now_s()) - t0, cpu = cpu_s() - c0;
+    double *lat = calloc((size_t)n + 1, sizeof *lat);
+    size_t nl = 0;
+    for (int i = 0; lat && i < n; i++)
+        if (f.bound[i] > 0 && sent[i] > 0) lat[nl++] = (f.bound[i] - sent[i]) * 1e3;
+    if (lat) qsort(lat, nl, sizeof *lat, cmp_double);
+    r->p50 = nl ? lat[nl / 2] : 0, r->p99 = nl ? lat[nl * 99 / 100] : 0;
+    r->bound = f.nbound, r->failed = fail, r->cpu_ms = cpu * 1e3 / n;
+    r->rate = f.nbound == n - fail && !fail ? f.nbound / t : 0;
+    printf("end to end   %d nodes x 8 GPUs, %d 1/40-GPU pods over %s (%s): %d bound in %.2f s = %.0f pods/s "
+           "(create to binding); creates %.0f/s (%d failed); create to bound p50 %.0f ms, p99 %.0f ms; "
+           "CPU %.3f ms per pod (all threads); scheduler counted %llu bound\n", nodes, n,
+           tg.tls ? "HTTPS with a bearer token" : "HTTP", b->curl ? "libcurl" : "raw HTTP", f.nbound, t,
+           f.nbound / t, n / tc, fail, r->p50, r->p99, r->cpu_ms, (unsigned long long)(ss.bound - ss0.bound));
+    fflush(stdout);
+    free(lat);
+    free(sent);
+    free(f.bound);
+    target_free(&tg);
+    return 0;
+}
+
 /* One end-to-end run; returns its create-to-binding rate (0 when it failed). */
 static double run_e2e(const struct bopts *b)
 {
     char dir[512];
     struct gs_server *s = start(b, dir, sizeof dir, true, 200000);
     if (!s) return 0;
-    struct gs_store *st = gs_server_store(s);
-    store_nodes(st, b->nodes);
+    store_nodes(gs_server_store(s), b->nodes);
     usleep(200000);
-    double *sent = calloc((size_t)b->pods, sizeof *sent);
-    struct binds f = {.st = st, .after = gs_store_current_rv(st), .pods = b->pods,
-                      .bound = calloc((size_t)b->pods, sizeof(double))};
-    atomic_store(&f.want, b->pods);
-    pthread_t th;
-    if (!sent || !f.bound || pthread_create(&th, NULL, follow_binds, &f)) {
-        free(sent);
-        free(f.bound);
-        stop(s, dir);
-        return 0;
-    }
-    int fail = 0;
-    double t0 = now_s(), c0 = cpu_s();
-    double tc = create_all(b, gs_server_url(s), 1, sent, &fail);
-    atomic_store(&f.want, b->pods - fail);
-    pthread_join(th, NULL);
-    wait_bound(s, (uint64_t)(b->pods - fail), 30, 10); /* the loop's own count, to cross-check */
-    struct gs_sched_loop_stats ss;
-    gs_server_sched_stats(s, &ss);
-    double t = (f.nbound ? f.last : now_s()) - t0, cpu = cpu_s() - c0;
-    double *lat = calloc((size_t)b->pods + 1, sizeof *lat);
-    size_t nl = 0;
-    for (int i = 0; lat && i < b->pods; i++)
-        if (f.bound[i] > 0 && sent[i] > 0) lat[nl++] = (f.bound[i] - sent[i]) * 1e3;
-    if (lat) qsort(lat, nl, sizeof *lat, cmp_double);
-    double p50 = nl ? lat[nl / 2] : 0, p99 = nl ? lat[nl * 99 / 100] : 0;
-    printf("end to end   %d nodes x 8 GPUs, %d 1/40-GPU pods over HTTP (%s): %d bound in %.2f s = %.0f pods/s "
-           "(create to binding); creates %.0f/s (%d failed); create to bound p50 %.0f ms, p99 %.0f ms; "
-           "CPU %.3f ms per pod (all threads); scheduler counted %llu bound\n", b->nodes, b->pods,
-           b->curl ? "libcurl" : "raw HTTP", f.nbound, t, f.nbound / t, b->pods / tc, fail, p50, p99,
-           cpu * 1e3 / b->pods, (unsigned long long)ss.bound);
-    fflush(stdout);
-    free(lat);
-    free(sent);
-    free(f.bound);
+    struct e2e_result r;
+    int e = measure_e2e(b, s, dir, b->nodes, b->pods, &r);
     stop(s, dir);
-    return f.nbound == b->pods - fail && !fail ? f.nbound / t : 0;
+    return e ? 0 : r.rate;
 }
 
 static void phase_e2e(const struct bopts *b)
@@ -550,10 +699,195 @@ static void phase_rss(const struct bopts *b)
     stop(s, dir);
 }
 
+/*--- Scale ---
+ *
+ * One cluster of scale_nodes 8-GPU nodes and scale_pods running pods (bound
+ * already: spec.nodeName set, 100m CPU each, no GPU, so they fill no node),
+ * written straight into the store in batches (the load is not what is
+ * measured). The phase prints:
+ *   - memory: RSS after the server started, after the nodes, after the pods,
+ *     each step waited out until the scheduler's cache holds them; per node
+ *     and per pod the deltas (whole process: the scheduler's cache, the
+ *     change-stream ring, SQLite's page cache, malloc's free lists);
+ *   - relist: the server stopped and started on the same data directory;
+ *     seconds until gs_server_start returned, until /readyz answered 200
+ *     over the server's own transport, and until the scheduler's cache held
+ *     every node and pod;
+ *   - create to bound on that cluster: scale_e2e_pods new 1/40-GPU pods over
+ *     HTTP(S) as the end-to-end phase does;
+ *   - peak RSS (VmHWM) of the whole run.
+ * The last line, "scale-result k=v ...", is for bench/scale.sh. */
+
+struct cache_count {
+    int32_t nodes;
+    int64_t pods;
+};
+
+static void count_cache(struct gs_cache *c, void *arg)
+{
+    struct cache_count *k = arg;
+    k->nodes = gs_cache_live_nodes(c);
+    k->pods = 0;
+    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
+        const struct gs_node_info *n = gs_cache_node(c, i);
+        if (n->live) k->pods += n->npods;
+    }
+}
+
+/* Waits until the scheduler's cache holds nodes nodes and pods pods (limit_s
+ * at most); the seconds waited, or -1 on timeout. */
+static double wait_cache(struct gs_server *s, int32_t nodes, int64_t pods, double limit_s)
+{
+    struct gs_sched_loop *l = gs_server_sched_loop(s);
+    double t0 = now_s();
+    while (l && now_s() - t0 < limit_s) {
+        struct gs_sched_loop_stats st;
+        struct cache_count k = {0};
+        gs_server_sched_stats(s, &st);
+        if (st.synced && !gs_sched_loop_inspect(l, count_cache, &k) && k.nodes >= nodes && k.pods >= pods)
+            return now_s() - t0;
+        usleep(20000);
+    }
+    return -1;
+}
+
+static int put_new(json_t *cur, json_t **out, void *arg)
+{
+    if (cur) return GS_EEXIST;
+    *out = json_incref(arg);
+    return 0;
+}
+
+/* Writes objects [0, n) made by mk under key pattern fmt, 1,000 per commit. */
+static int store_batched(struct gs_store *st, const char *fmt, int n, int nodes, json_t *(*mk)(int i, int nodes))
+{
+    enum { BATCH = 1000 };
+    struct gs_store_mut m[BATCH];
+    char keys[BATCH][64];
+    for (int from = 0; from < n; from += BATCH) {
+        int k = n - from < BATCH ? n - from : BATCH;
+        for (int j = 0; j < k; j++) {
+            json_t *o = mk(from + j, nodes);
+            gs_apiserver_prepare_new(o);
+            snprintf(keys[j], sizeof keys[j], fmt, from + j);
+            m[j] = (struct gs_store_mut){.key = keys[j], .fn = put_new, .arg = o};
+        }
+        int e = gs_store_mutate_batch(st, m, (size_t)k);
+        for (int j = 0; j < k; j++) {
+            if (!e && m[j].err) e = m[j].err;
+            json_decref(m[j].out);
+            json_decref(m[j].arg);
+        }
+        if (e) {
+            fprintf(stderr, "gpusched server --bench: writing %s (from %d): %s\n", fmt, from, gs_strerror(e));
+            return e;
+        }
+    }
+    return 0;
+}
+
+static json_t *mk_node(int i, int nodes)
+{
+    (void)nodes;
+    return node(i, 8);
+}
+
+static json_t *mk_running(int i, int nodes)
+{
+    json_t *p = pod(i, 0);
+    char name[32], host[32];
+    snprintf(name, sizeof name, "r%d", i); /* not p%d: the create-to-bound pods' names */
+    snprintf(host, sizeof host, "n%d", i % nodes);
+    json_object_set_new(json_object_get(p, "metadata"), "name", json_string(name));
+    json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(host));
+    json_object_set_new(p, "status", json_pack("{s:s}", "phase", "Running"));
+    return p;
+}
+
+static long status_kib(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    long kib = -1;
+    size_t fl = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, field, fl)) kib = atol(line + fl);
+    if (f) fclose(f);
+    return kib;
+}
+
+static void phase_scale(const struct bopts *b)
+{
+    char dir[512];
+    int N = b->scale_nodes, P = b->scale_pods;
+    long rss0 = status_kib("VmRSS:");
+    struct gs_server *s = start(b, dir, sizeof dir, true, 0);
+    if (!s) return;
+    double limit = 600 + (N + P) / 500.0; /* generous: a loaded 2-core box */
+    long rss_start = status_kib("VmRSS:");
+    double t0 = now_s();
+    int e = store_batched(gs_server_store(s), "nodes/n%d", N, N, mk_node);
+    double w_nodes = e ? -1 : wait_cache(s, N, 0, limit);
+    long rss_nodes = status_kib("VmRSS:");
+    double t_nodes = now_s() - t0;
+    t0 = now_s();
+    if (!e && w_nodes >= 0) e = store_batched(gs_server_store(s), "pods/bench/r%d", P, N, mk_running);
+    double w_pods = e || w_nodes < 0 ? -1 : wait_cache(s, N, P, limit);
+    long rss_pods = status_kib("VmRSS:");
+    double t_pods = now_s() - t0;
+    printf("scale load   %d nodes in %.1f s, %d running pods in %.1f s (scheduler cache %s); RSS %.0f MiB before "
+           "the server, %.0f started, %.0f with nodes, %.0f with pods\n", N, t_nodes, P, t_pods,
+           w_pods >= 0 ? "holds them" : "did NOT catch up", rss0 / 1024.0, rss_start / 1024.0, rss_nodes / 1024.0,
+           rss_pods / 1024.0);
+    fflush(stdout);
+    if (e || w_pods < 0) {
+        stop(s, dir);
+        return;
+    }
+    gs_server_stop(s);
+
+    /* The restart: everything comes back from the data directory. */
+    t0 = now_s();
+    s = start_in(b, dir, true, 0);
+    if (!s) {
+        nftw(dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+        return;
+    }
+    double t_open = now_s() - t0;
+    struct target tg; /* /readyz first: it does not wait for the scheduler's cache */
+    double t_ready = -1;
+    if (!target_init(&tg, s, dir)) {
+        while (now_s() - t0 < limit && get_status(&tg, "/readyz") != 200) usleep(20000);
+        t_ready = now_s() - t0;
+        target_free(&tg);
+    }
+    double w = wait_cache(s, N, P, limit);
+    double t_cache = w < 0 ? -1 : now_s() - t0;
+    long rss_restart = status_kib("VmRSS:");
+    printf("relist       restart on the same data: server started in %.2f s, scheduler cache holds %d nodes + %d "
+           "pods after %.2f s, /readyz 200 after %.2f s; RSS %.0f MiB\n", t_open, N, P, t_cache, t_ready,
+           rss_restart / 1024.0);
+    fflush(stdout);
+
+    struct e2e_result r = {0};
+    if (t_cache >= 0) measure_e2e(b, s, dir, N, b->scale_e2e_pods, &r);
+    long hwm = status_kib("VmHWM:");
+    printf("scale-result nodes=%d pods=%d secure=%d rss_start_mib=%.1f rss_nodes_mib=%.1f rss_pods_mib=%.1f "
+           "bytes_per_node=%.0f bytes_per_pod=%.0f load_nodes_s=%.2f load_pods_s=%.2f restart_open_s=%.3f "
+           "relist_s=%.3f ready_s=%.3f e2e_pods=%d e2e_pods_per_s=%.0f e2e_cpu_ms_per_pod=%.3f e2e_p50_ms=%.1f "
+           "e2e_p99_ms=%.1f peak_rss_mib=%.1f\n", N, P, b->secure, rss_start / 1024.0, rss_nodes / 1024.0,
+           rss_pods / 1024.0, N ? (rss_nodes - rss_start) * 1024.0 / N : 0, P ? (rss_pods - rss_nodes) * 1024.0 / P : 0,
+           t_nodes, t_pods, t_open, t_cache, t_ready, b->scale_e2e_pods, r.rate, r.cpu_ms, r.p50, r.p99,
+           hwm / 1024.0);
+    fflush(stdout);
+    stop(s, dir);
+}
+
 int gs__server_bench(int argc, char **argv)
 {
     struct bopts b = {.nodes = 100, .pods = 20000, .clients = 8, .watchers = 50, .rss_nodes = 5000,
-                      .rss_pods = 50000, .dir = "/tmp"};
+                      .rss_pods = 50000, .dir = "/tmp",
+                      .scale_nodes = 50000, .scale_pods = 500000, .scale_e2e_pods = 50000};
     static const struct option opts[] = {
         {"bench", no_argument, 0, 'B'},        {"nodes", required_argument, 0, 'n'},
         {"pods", required_argument, 0, 'p'},   {"clients", required_argument, 0, 'c'},
@@ -562,6 +896,8 @@ int gs__server_bench(int argc, char **argv)
         {"sync", required_argument, 0, 's'},   {"only", required_argument, 0, 'o'},
         {"client", required_argument, 0, 'C'}, {"runs", required_argument, 0, 'r'},
         {"store", required_argument, 0, 'S'},  {"etcd-endpoints", required_argument, 0, 'E'},
+        {"secure", no_argument, 0, 'T'},       {"scale-nodes", required_argument, 0, '1'},
+        {"scale-pods", required_argument, 0, '2'}, {"scale-e2e-pods", required_argument, 0, '3'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -587,6 +923,21 @@ int gs__server_bench(int argc, char **argv)
             b.curl = !strcmp(optarg, "curl");
             break;
         case 'r': b.runs = atoi(optarg); break;
+        case 'T': b.secure = true; break;
+        case '1':
+        case '2':
+        case '3': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            const char *name = ch == '1' ? "--scale-nodes" : ch == '2' ? "--scale-pods" : "--scale-e2e-pods";
+            if (!*optarg || *end || v < (ch == '2' ? 0 : 1) || v > 10000000) {
+                fprintf(stderr, "gpusched server --bench: %s \"%s\": want a whole number from %d to 10000000\n",
+                        name, optarg, ch == '2' ? 0 : 1);
+                return 2;
+            }
+            *(ch == '1' ? &b.scale_nodes : ch == '2' ? &b.scale_pods : &b.scale_e2e_pods) = (int)v;
+            break;
+        }
         case 'S':
             if (strcmp(optarg, "sqlite") && strcmp(optarg, "etcd")) {
                 fprintf(stderr, "gpusched server --bench: --store \"%s\": want sqlite or etcd\n", optarg);
@@ -607,7 +958,8 @@ int gs__server_bench(int argc, char **argv)
         case 'h':
             printf("usage: gpusched server --bench [--nodes 100] [--pods 20000] [--clients 8] [--watchers 50]\n"
                    "       [--rss-nodes 5000] [--rss-pods 50000] [--dir /tmp] [--sync normal|full]\n"
-                   "       [--only api|e2e|rss] [--client raw|curl] [--runs 1]\n"
+                   "       [--only api|e2e|rss|scale] [--client raw|curl] [--runs 1] [--secure]\n"
+                   "       [--scale-nodes 50000] [--scale-pods 500000] [--scale-e2e-pods 50000]\n"
                    "       [--store sqlite|etcd --etcd-endpoints URL[,URL...]]\n");
             gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
             return 0;
@@ -621,11 +973,19 @@ int gs__server_bench(int argc, char **argv)
         return 2;
     }
     gs_log_set_level(GS_LOG_WARN);
-    printf("gpusched server --bench (%s)\n", b.etcd ? "store etcd" : b.sync_full ? "sync=full" : "sync=normal");
+    if (b.only && strcmp(b.only, "api") && strcmp(b.only, "e2e") && strcmp(b.only, "rss") && strcmp(b.only, "scale")) {
+        fprintf(stderr, "gpusched server --bench: --only \"%s\": want api, e2e, rss or scale\n", b.only);
+        gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each result as it comes, also into a file */
+    printf("gpusched server --bench (%s%s)\n", b.etcd ? "store etcd" : b.sync_full ? "sync=full" : "sync=normal",
+           b.secure ? ", HTTPS + bearer tokens" : ", plain HTTP, no authentication");
     bool all = !b.only;
     if (all || !strcmp(b.only, "api")) phase_api(&b);
     if (all || !strcmp(b.only, "e2e")) phase_e2e(&b);
     if (b.rss_nodes > 0 && (all || !strcmp(b.only, "rss"))) phase_rss(&b);
+    if (b.only && !strcmp(b.only, "scale")) phase_scale(&b); /* minutes at its default size: only when asked */
     gs_etcd_endpoints_free(b.endpoints, b.n_endpoints);
     return 0;
 }

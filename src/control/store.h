@@ -86,7 +86,7 @@ typedef int (*gs_store_list_fn)(const char *key, json_t *obj, void *arg);
 struct gs_store_opts {
     const char *dir;        /* data directory (created when absent) */
     bool sync_full;         /* fsync every commit (power-loss safe); else crash-of-process safe */
-    size_t ring_events;     /* change-stream memory in events; 0 = 10000 */
+    size_t ring_events;     /* change-stream memory in events; 0: 10000, growing (store_sqlite.c) */
     /* Start even when the store is older than its high-water mark (see
      * "Self-checks" below): number new writes above every version ever
      * handed out. */

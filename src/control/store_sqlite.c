@@ -6,15 +6,25 @@
  * IMMEDIATE transaction on a writer connection that reads the current row,
  * checks the expected version, writes the row and the counter, and commits;
  * only then is the change appended to the event ring and the write
- * acknowledged. Reads (get, list) use a second connection: WAL lets them run
- * beside a writer and a list is one read transaction, so the version it
- * reports matches the rows it returned.
+ * acknowledged. Gets use a second connection, lists one each from a small
+ * pool (struct sq_lister): WAL lets them run beside a writer and beside one
+ * another, and a list is one read transaction, so the version it reports
+ * matches the rows it returned.
  *
  * The ring holds the last ring_events changes in version order. Versions are
  * contiguous (one per write), so finding where a watcher resumes is
  * arithmetic, and `floor` is the newest version no longer held: a watch from
  * before it must list again. After a restart the ring starts empty at the
  * stored counter.
+ *
+ * With the default size (ring_events 0) the ring starts at 10,000 events and
+ * doubles, up to RING_MAX, whenever the event it would drop is younger than
+ * RING_FRESH_NS, as kube-apiserver's watch cache sizes itself (75 s, 100 Ki
+ * events): at 50,000 nodes a create and a binding per pod at a few thousand
+ * pods/s passed 10,000 events in about 2 s, and every loop whose pass took
+ * longer (the scheduler's, the claims controller's) fell behind, listed all
+ * 500,000 pods again, and fell behind again. A size given in the options is
+ * kept as it is.
  *
  * Self-checks (store.h "Self-checks"): a checkpointer thread with its own
  * connection records the committed version in store.hwm every record_ms
@@ -46,18 +56,39 @@
 
 #define MAX_EVENTS_PER_CALL 1024
 #define RESERVE_BLOCK 10000 /* versions reserved per high-water rewrite */
+#define RING_DEFAULT 10000
+#define RING_MAX (100 * 1024)
+#define RING_FRESH_NS (75 * (int64_t)1000000000)
 
 struct ring_ev {
     enum gs_store_ev type;
     int64_t rv;
     char *key;
     char *value;
+    int64_t at_ns; /* CLOCK_MONOTONIC when appended: whether the ring should grow */
 };
+
+/* A connection of its own for one list at a time (WAL readers do not block
+ * one another): a list of every pod decodes hundreds of thousands of rows
+ * and runs the caller's fn on each, seconds at 500,000 pods, and on the
+ * shared read connection every get (the API's, a create's namespace
+ * check) waited behind it. Kept in a small free list and reused. */
+struct sq_lister {
+    sqlite3 *db;
+    sqlite3_stmt *list, *rv;
+    struct sq_lister *next;
+};
+#define SQ_LISTERS_KEPT 8 /* idle list connections kept open; more are closed when done */
 
 struct sq_store {
     struct gs_store base;
     sqlite3 *w, *r;
     pthread_mutex_t wmu, rmu;
+    pthread_mutex_t lsmu;          /* the idle listers */
+    struct sq_lister *listers;
+    size_t nlisters;
+    char *path;                    /* store.db, for new listers */
+    bool sync_full;
     /* Group commit queue (see submit). */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
@@ -68,7 +99,7 @@ struct sq_store {
     int64_t last_commit_ns; /* when the last group finished (under qmu) */
     double avg_group;       /* single requests (not batches) per group, moving average (under qmu) */
     size_t qsingles;        /* single requests queued */
-    sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_list, *r_rv;
+    sqlite3_stmt *w_get, *w_ins, *w_upd, *w_del, *w_rv, *r_get, *r_rv;
     sqlite3_stmt *w_begin, *w_commit; /* prepared once: every write group runs both */
     int64_t rv; /* under wmu and emu for writes; read under either */
     /* Event ring. */
@@ -76,6 +107,7 @@ struct sq_store {
     pthread_cond_t ecv;
     struct ring_ev *ring;
     size_t cap, start, count;
+    size_t cap_max; /* the ring may grow to this (cap itself: fixed size) */
     int64_t floor;
     unsigned interrupts;
     /* Self-checks. */
@@ -345,9 +377,25 @@ static int set_rv(json_t *obj, int64_t rv)
 /*--- Event ring ---*/
 
 /* Appends a change (takes key/value ownership). Called with wmu held, so versions arrive in order. */
+static int64_t mono_ns(void);
+
+/* Doubles the ring (up to cap_max), keeping the events in order; false when out of memory. */
+static bool ring_grow(struct sq_store *s)
+{
+    size_t cap = s->cap * 2 < s->cap_max ? s->cap * 2 : s->cap_max;
+    struct ring_ev *r = malloc(cap * sizeof *r);
+    if (!r) return false;
+    for (size_t i = 0; i < s->count; i++) r[i] = s->ring[(s->start + i) % s->cap];
+    free(s->ring);
+    s->ring = r, s->cap = cap, s->start = 0;
+    return true;
+}
+
 static void ring_push(struct sq_store *s, enum gs_store_ev type, int64_t rv, char *key, char *value)
 {
+    int64_t now = mono_ns();
     pthread_mutex_lock(&s->emu);
+    if (s->count == s->cap && s->cap < s->cap_max && now - s->ring[s->start].at_ns < RING_FRESH_NS) ring_grow(s);
     if (s->count == s->cap) {
         struct ring_ev *old = &s->ring[s->start];
         s->floor = old->rv;
@@ -356,7 +404,7 @@ static void ring_push(struct sq_store *s, enum gs_store_ev type, int64_t rv, cha
         s->start = (s->start + 1) % s->cap;
         s->count--;
     }
-    s->ring[(s->start + s->count) % s->cap] = (struct ring_ev){type, rv, key, value};
+    s->ring[(s->start + s->count) % s->cap] = (struct ring_ev){type, rv, key, value, now};
     s->count++;
     s->rv = rv;
     pthread_cond_broadcast(&s->ecv);
@@ -808,6 +856,44 @@ static int sq_get(struct gs_store *b, const char *key, json_t **obj, int64_t *rv
     return err;
 }
 
+static int open_db(const char *path, bool sync_full, sqlite3 **db);
+
+static void lister_close(struct sq_lister *l)
+{
+    if (!l) return;
+    sqlite3_finalize(l->list);
+    sqlite3_finalize(l->rv);
+    sqlite3_close(l->db);
+    free(l);
+}
+
+/* An idle lister, or a new one (NULL when it cannot be opened). */
+static struct sq_lister *lister_get(struct sq_store *s)
+{
+    pthread_mutex_lock(&s->lsmu);
+    struct sq_lister *l = s->listers;
+    if (l) s->listers = l->next, s->nlisters--;
+    pthread_mutex_unlock(&s->lsmu);
+    if (l) return l;
+    if (!(l = calloc(1, sizeof *l))) return NULL;
+    if (open_db(s->path, s->sync_full, &l->db) ||
+        prep(l->db, "SELECT key, value FROM objects WHERE key >= ?1 AND key < ?2 ORDER BY key", &l->list) ||
+        prep(l->db, "SELECT v FROM meta WHERE k = 'rv'", &l->rv)) {
+        lister_close(l);
+        return NULL;
+    }
+    return l;
+}
+
+static void lister_put(struct sq_store *s, struct sq_lister *l)
+{
+    pthread_mutex_lock(&s->lsmu);
+    bool keep = s->nlisters < SQ_LISTERS_KEPT;
+    if (keep) l->next = s->listers, s->listers = l, s->nlisters++;
+    pthread_mutex_unlock(&s->lsmu);
+    if (!keep) lister_close(l);
+}
+
 static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, void *arg, int64_t *rv)
 {
     struct sq_store *s = (struct sq_store *)b;
@@ -817,15 +903,19 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
     memcpy(hi, prefix ? prefix : "", plen + 1);
     if (plen && (unsigned char)hi[plen - 1] < 0xff) hi[plen - 1]++;
     else memcpy(hi + plen, "\xff", 2);
-    pthread_mutex_lock(&s->rmu);
-    int err = exec(s->r, "BEGIN");
-    if (!err) {
-        sqlite3_reset(s->r_rv);
-        err = sqlite3_step(s->r_rv) == SQLITE_ROW ? 0 : sq_err(s->r, "rv");
-        if (!err && rv) *rv = sqlite3_column_int64(s->r_rv, 0);
-        sqlite3_reset(s->r_rv);
+    struct sq_lister *l = lister_get(s);
+    if (!l) {
+        free(hi);
+        return GS_EIO; /* open_db logged why */
     }
-    sqlite3_stmt *st = s->r_list;
+    int err = exec(l->db, "BEGIN"); /* one snapshot: the version and the rows agree */
+    if (!err) {
+        sqlite3_reset(l->rv);
+        err = sqlite3_step(l->rv) == SQLITE_ROW ? 0 : sq_err(l->db, "rv");
+        if (!err && rv) *rv = sqlite3_column_int64(l->rv, 0);
+        sqlite3_reset(l->rv);
+    }
+    sqlite3_stmt *st = l->list;
     sqlite3_bind_text(st, 1, prefix ? prefix : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, hi, -1, SQLITE_STATIC);
     int rc = SQLITE_DONE;
@@ -840,11 +930,11 @@ static int sq_list(struct gs_store *b, const char *prefix, gs_store_list_fn fn, 
         json_decref(o);
         if (stop) break;
     }
-    if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE) err = sq_err(s->r, "list");
+    if (!err && rc != SQLITE_ROW && rc != SQLITE_DONE) err = sq_err(l->db, "list");
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
-    sqlite3_exec(s->r, "COMMIT", NULL, NULL, NULL);
-    pthread_mutex_unlock(&s->rmu);
+    sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
+    lister_put(s, l);
     free(hi);
     return err;
 }
@@ -927,9 +1017,15 @@ static void sq_close(struct gs_store *b)
         record_committed(s, s->rv);
     }
     sqlite3_close(s->ck);
-    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_list, s->r_rv,
+    sqlite3_stmt *sts[] = {s->w_get, s->w_ins, s->w_upd, s->w_del, s->w_rv, s->r_get, s->r_rv,
                            s->w_begin, s->w_commit};
     for (size_t i = 0; i < sizeof sts / sizeof sts[0]; i++) sqlite3_finalize(sts[i]);
+    while (s->listers) {
+        struct sq_lister *l = s->listers;
+        s->listers = l->next;
+        lister_close(l);
+    }
+    free(s->path);
     sqlite3_close(s->r);
     sqlite3_close(s->w);
     for (size_t i = 0; i < s->count; i++) {
@@ -939,6 +1035,7 @@ static void sq_close(struct gs_store *b)
     free(s->ring);
     pthread_mutex_destroy(&s->wmu);
     pthread_mutex_destroy(&s->rmu);
+    pthread_mutex_destroy(&s->lsmu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     pthread_cond_destroy(&s->acv);
@@ -1052,6 +1149,8 @@ static int setup(struct sq_store *s, const struct gs_store_opts *o)
         return err;
     }
     snprintf(path, sizeof path, "%s/store.db", o->dir);
+    if (!(s->path = strdup(path))) return GS_ENOMEM;
+    s->sync_full = o->sync_full;
     if ((err = open_db(path, o->sync_full, &s->w))) return err;
     err = exec(s->w, "CREATE TABLE IF NOT EXISTS objects(key TEXT PRIMARY KEY, rv INTEGER NOT NULL, "
                      "value TEXT NOT NULL) WITHOUT ROWID;"
@@ -1066,7 +1165,6 @@ static int setup(struct sq_store *s, const struct gs_store_opts *o)
     if (!err) err = prep(s->w, "BEGIN IMMEDIATE", &s->w_begin);
     if (!err) err = prep(s->w, "COMMIT", &s->w_commit);
     if (!err) err = prep(s->r, "SELECT rv, value FROM objects WHERE key = ?1", &s->r_get);
-    if (!err) err = prep(s->r, "SELECT key, value FROM objects WHERE key >= ?1 AND key < ?2 ORDER BY key", &s->r_list);
     if (!err) err = prep(s->r, "SELECT v FROM meta WHERE k = 'rv'", &s->r_rv);
     if (err) return err;
     if (sqlite3_step(s->r_rv) != SQLITE_ROW) return sq_err(s->r, "rv");
@@ -1082,9 +1180,11 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     struct sq_store *s = calloc(1, sizeof *s);
     if (!s) return GS_ENOMEM;
     s->base.v = &sq_vtbl;
-    s->cap = o->ring_events ? o->ring_events : 10000;
+    s->cap = o->ring_events ? o->ring_events : RING_DEFAULT;
+    s->cap_max = o->ring_events ? s->cap : RING_MAX;
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->rmu, NULL);
+    pthread_mutex_init(&s->lsmu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->emu, NULL);

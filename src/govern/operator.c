@@ -66,6 +66,9 @@ struct gs_operator {
     struct gs_event_source ev; /* GS_EVENT_DISTINCT: one Event per transition, in order */
     struct gs_recorder *own_events; /* when the options named none */
     struct gs_operator_stats st;
+    /* The last pass listed the nodes without a policy, at this version. */
+    bool idle_listed;
+    int64_t nodes_rv;
 };
 
 static const char *jstr(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
@@ -719,14 +722,41 @@ static void policy_status(struct gs_operator *op, int gpu_nodes, int ready)
     write_policy_status(op, key, gpu_nodes == ready ? "ready" : "notReady", msg);
 }
 
+/* Without a policy a pass only clears what an earlier policy left on the
+ * nodes, so it has nothing new to do while no node changed since the last
+ * such pass: the change stream tells, instead of listing every node every
+ * period (at 50,000 nodes a list took longer than the period, a core's
+ * worth of CPU). Falling behind the stream, or any error, lists again. */
+static bool idle_and_unchanged(struct gs_operator *op)
+{
+    if (op->have_policy || !op->idle_listed || op->n) return false;
+    int64_t before;
+    do {
+        before = op->nodes_rv;
+        struct gs_store_event *evs = NULL;
+        size_t n = 0;
+        int err = gs_source_events(op->source, &op->nodes_rv, "nodes/", 0, NULL, &evs, &n);
+        gs_store_events_free(evs, n);
+        if (err || n) return false;
+    } while (op->nodes_rv != before);
+    return true;
+}
+
 void gs_operator_sync(struct gs_operator *op)
 {
     pthread_mutex_lock(&op->mu);
     int64_t now = gs_clock_now(op->clock);
     sync_policy(op);
+    if (idle_and_unchanged(op)) {
+        op->st.passes++;
+        pthread_mutex_unlock(&op->mu);
+        return;
+    }
     struct node_list nl = {json_object()};
-    int64_t rv;
-    gs_source_list(op->source, "nodes/", collect, &nl, &rv);
+    int64_t rv = 0;
+    bool listed = gs_source_list(op->source, "nodes/", collect, &nl, &rv) == 0;
+    op->idle_listed = listed && !op->have_policy;
+    op->nodes_rv = rv;
     const char *key;
     json_t *node;
     int gpu_nodes = 0, ready = 0;

@@ -51,6 +51,8 @@ struct gs_nodelc {
     double next_orphan_s;  /* next scan for such pods */
     size_t pending;        /* unsettled evictions seen by the last pod scan */
     bool listed;           /* pods were listed at least once */
+    bool orphans_listed;   /* the pods were listed for orphans, at orphan_rv */
+    int64_t orphan_rv;
 };
 
 #define ORPHAN_PERIOD_S 20.0     /* as Kubernetes' PodGC */
@@ -575,6 +577,50 @@ static int orphan_pod(const char *key, json_t *pod, void *arg)
     return 0;
 }
 
+/* Whether a change could have made an orphan: a Node deleted, or a pod
+ * written bound to a node that does not exist now (c->exists: this scan's
+ * nodes). Names are DNS labels; anything unexpected counts as a change. */
+static bool may_orphan(const struct scan_ctx *c, const struct gs_store_event *ev)
+{
+    if (!strncmp(ev->key, "nodes/", 6)) return ev->type == GS_STORE_DELETED;
+    if (strncmp(ev->key, "pods/", 5) || ev->type == GS_STORE_DELETED || !ev->value) return false;
+    for (const char *p = ev->value; (p = strstr(p, "\"nodeName\"")); ) { /* every one: an annotation may say it too */
+        p += strlen("\"nodeName\"");
+        while (*p == ' ' || *p == ':') p++;
+        if (*p++ != '"') return true;
+        const char *end = strchr(p, '"');
+        char name[256];
+        if (!end || end - p >= (long)sizeof name || memchr(p, '\\', (size_t)(end - p))) return true;
+        memcpy(name, p, (size_t)(end - p));
+        name[end - p] = 0;
+        if (!json_object_get(c->exists, name)) return true;
+        p = end + 1;
+    }
+    return false;
+}
+
+/* Whether the pods need no new look: the last one found no node missing
+ * and the change stream since shows nothing that could make an orphan
+ * (falling behind it, or an error, looks again). Listing 500,000 pods every
+ * ORPHAN_PERIOD_S was several seconds of CPU each time. */
+static bool orphans_unchanged(struct scan_ctx *c)
+{
+    struct gs_nodelc *l = c->l;
+    if (!l->orphans_listed || json_object_size(l->missing)) return false;
+    int64_t before;
+    do {
+        before = l->orphan_rv;
+        struct gs_store_event *evs = NULL;
+        size_t n = 0;
+        if (gs_source_events(l->source, &l->orphan_rv, NULL, 0, NULL, &evs, &n)) return false;
+        bool changed = false;
+        for (size_t i = 0; i < n && !changed; i++) changed = may_orphan(c, &evs[i]);
+        gs_store_events_free(evs, n);
+        if (changed) return false;
+    } while (l->orphan_rv != before);
+    return true;
+}
+
 /* Every ORPHAN_PERIOD_S (listing every pod is why it runs rarely): nodes
  * whose Node object is gone while pods are still bound to them join the
  * lost set, and those pods are handled as a lost node's are. */
@@ -583,8 +629,11 @@ static void find_orphans(struct scan_ctx *c, int64_t *rv)
     struct gs_nodelc *l = c->l;
     if (c->now < l->next_orphan_s) return;
     l->next_orphan_s = c->now + ORPHAN_PERIOD_S;
+    if (orphans_unchanged(c)) return;
     struct orphan_ctx o = {c, json_object(), json_object()};
     if (o.seen && o.due && gs_source_list(l->source, "pods/", orphan_pod, &o, rv) == 0) {
+        l->orphans_listed = true;
+        l->orphan_rv = *rv;
         json_decref(l->missing); /* nodes that came back, or lost their pods, are forgotten */
         l->missing = json_incref(o.seen);
         const char *name;

@@ -55,13 +55,26 @@ struct gs_gang_group {
     int32_t nplaced;
     uint64_t placed_ver;
     bool placed_ok;
+    /* Members the adapter is about to assume or forget (Reserve, Unreserve),
+     * by index: placed_sync looks at these alone when the cache's pod
+     * version moved by exactly as many flips as they show (placed_sync). */
+    int32_t suspect[4];
+    int nsuspect; /* -1: too many, look at every member */
+    /* in_plan[i]: member i has a plan entry (valid while plan_idx_ok);
+     * plan_missing: members neither in the cache nor planned (placed_sync). */
+    uint8_t *in_plan;
+    bool plan_idx_ok;
+    int32_t plan_missing;
     /* The last capacity rejection: the same numbers give the same status. */
     bool cap_memo;
     int64_t cap_in[9];
     struct gs_status cap_st;
-    /* The plan. */
+    /* The plan, its entries by key (index + 1) and its distinct nodes, sorted. */
     struct plan_entry *plan;
     size_t nplan;
+    struct gs__strmap plan_ix;
+    int32_t *pnodes;
+    size_t npnodes;
     uint64_t plan_stamp, plan_bumps;
     /* The last failed plan: the cache's change count then, and why. */
     uint64_t fail_changes;
@@ -158,6 +171,12 @@ static void plan_clear(struct gs_gang_group *gr)
     free(gr->plan);
     gr->plan = NULL;
     gr->nplan = 0;
+    gs__strmap_free(&gr->plan_ix);
+    gs__strmap_init(&gr->plan_ix);
+    free(gr->pnodes);
+    gr->pnodes = NULL;
+    gr->npnodes = 0;
+    gr->plan_idx_ok = false, gr->placed_ok = false; /* in_plan and plan_missing are recounted */
 }
 
 static void group_free(struct gs_gang_group *gr)
@@ -167,6 +186,9 @@ static void group_free(struct gs_gang_group *gr)
     free(gr->keys);
     free(gr->pods);
     free(gr->in_cache);
+    free(gr->in_plan);
+    gs__strmap_free(&gr->plan_ix);
+    free(gr->pnodes);
     free(gr->key);
     free(gr);
 }
@@ -343,6 +365,9 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
         uint8_t *nf = realloc(gr->in_cache, cap);
         if (!nf) return GS_ENOMEM;
         gr->in_cache = nf;
+        uint8_t *np2 = realloc(gr->in_plan, cap);
+        if (!np2) return GS_ENOMEM;
+        gr->in_plan = np2;
         gr->cap = cap;
     }
     char *dup = strdup(key);
@@ -352,7 +377,7 @@ int gs_gang_add_pod(struct gs_gang *g, const struct gs_pod *pod)
     gr->pods[at] = pod;
     gr->keys[at] = dup;
     gr->npods++;
-    gr->placed_ok = false;
+    gr->placed_ok = false, gr->plan_idx_ok = false;
     pod_index_put(&g->pods, pod, gr);
     return 0;
 }
@@ -368,7 +393,7 @@ void gs_gang_remove_pod(struct gs_gang *g, const struct gs_pod *pod)
         memmove(gr->pods + i, gr->pods + i + 1, (gr->npods - i - 1) * sizeof *gr->pods);
         memmove(gr->keys + i, gr->keys + i + 1, (gr->npods - i - 1) * sizeof *gr->keys);
         gr->npods--;
-        gr->placed_ok = false;
+        gr->placed_ok = false, gr->plan_idx_ok = false;
         return;
     }
 }
@@ -384,18 +409,85 @@ size_t gs_gang_members(const struct gs_gang_group *gr, const struct gs_pod *cons
 
 static bool placed(const struct gs_gang *g, const char *key) { return gs_cache_pod_assignment(g->cache, key) != NULL; }
 
-/* Brings gr's in_cache flags up to date. The cache's pod version changes
- * whenever a pod enters or leaves it, and member changes clear placed_ok,
- * so equal versions mean the same answers as asking the cache again. */
+static const struct plan_entry *plan_find(const struct gs_gang_group *gr, const char *key);
+
+/* Every member looked up again; in_plan rebuilt when the plan or the
+ * members changed; plan_missing recounted. */
+static void placed_full(const struct gs_gang *g, struct gs_gang_group *gr)
+{
+    int32_t n = 0, missing = 0;
+    for (size_t i = 0; i < gr->npods; i++) {
+        n += gr->in_cache[i] = placed(g, gr->keys[i]);
+        if (!gr->plan_idx_ok) gr->in_plan[i] = plan_find(gr, gr->keys[i]) != NULL;
+        missing += !gr->in_cache[i] && !gr->in_plan[i];
+    }
+    gr->plan_idx_ok = true;
+    gr->nplaced = n;
+    gr->plan_missing = missing;
+}
+
+/*
+ * Brings gr's in_cache flags up to date. The cache's pod version changes
+ * whenever a pod enters or leaves it (by at least one per entry or exit),
+ * and member changes clear placed_ok, so equal versions mean the same
+ * answers as asking the cache again. When it moved by d and the suspects
+ * (members the adapter reserved or unreserved since) show d flips between
+ * them, those flips are all the entries and exits there were, so no other
+ * member moved: only the suspects are looked up. Otherwise every member is.
+ */
 static void placed_sync(const struct gs_gang *g, struct gs_gang_group *gr)
 {
     uint64_t v = gs_cache_pod_version(g->cache);
-    if (gr->placed_ok && gr->placed_ver == v) return;
-    int32_t n = 0;
-    for (size_t i = 0; i < gr->npods; i++) n += gr->in_cache[i] = placed(g, gr->keys[i]);
-    gr->nplaced = n;
+    if (gr->placed_ok && gr->placed_ver == v) {
+        gr->nsuspect = 0;
+        return;
+    }
+    bool done = false;
+    if (gr->placed_ok && gr->plan_idx_ok && gr->nsuspect > 0 && v > gr->placed_ver) {
+        uint8_t now[4];
+        uint64_t flips = 0;
+        for (int k = 0; k < gr->nsuspect; k++) {
+            int32_t i = gr->suspect[k];
+            bool dup = false;
+            for (int j = 0; j < k; j++) dup = dup || gr->suspect[j] == i;
+            now[k] = placed(g, gr->keys[i]);
+            if (!dup) flips += now[k] != gr->in_cache[i];
+        }
+        if (flips == v - gr->placed_ver) {
+            for (int k = 0; k < gr->nsuspect; k++) {
+                int32_t i = gr->suspect[k];
+                if (now[k] == gr->in_cache[i]) continue;
+                int d = now[k] ? 1 : -1;
+                gr->in_cache[i] = now[k];
+                gr->nplaced += d;
+                if (!gr->in_plan[i]) gr->plan_missing -= d;
+            }
+            done = true;
+        }
+    }
+    if (!done) placed_full(g, gr);
+    gr->nsuspect = 0;
     gr->placed_ver = v;
     gr->placed_ok = true;
+}
+
+/* Member pod of gr is about to enter or leave the cache (binary search: keys are sorted). */
+static void suspect(struct gs_gang_group *gr, const struct gs_pod *pod)
+{
+    if (gr->nsuspect < 0) return;
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    size_t lo = 0, hi = gr->npods;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (strcmp(gr->keys[mid], key) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == gr->npods || gr->pods[lo] != pod || gr->nsuspect == 4) {
+        gr->nsuspect = -1; /* unknown or too many: placed_sync looks at everyone */
+        return;
+    }
+    gr->suspect[gr->nsuspect++] = (int32_t)lo;
 }
 
 int32_t gs_gang_placed(const struct gs_gang *g, const struct gs_gang_group *gr)
@@ -587,6 +679,9 @@ static struct gs_status check_capacity(struct gs_gang *g, struct gs_gang_group *
         if ((v = gs_resources_get(mr, GS_RES_GPU)) > need.milli) need.milli = v;
     }
     struct cap fr = free_capacity(g), pre = {0};
+    /* Preemptible amounts are sums of requests (never negative): when free
+     * capacity alone holds the need they cannot change the answer. */
+    if (need.milli <= fr.milli && need.cpu <= fr.cpu && need.mem <= fr.mem) return (struct gs_status){0};
     if (!preemptible(g, gr, pod->priority, &pre)) {
         struct preempt_ctx pc = {gr, pod->priority, &pre};
         gs_cache_foreach_pod(g->cache, add_preemptible, &pc);
@@ -664,13 +759,43 @@ const char *gs_gang_domain(struct gs_gang *g, const struct gs_pod *pod, bool *re
 static uint64_t plan_sum(const struct gs_gang *g, const struct gs_gang_group *gr)
 {
     uint64_t sum = 0;
-    for (size_t i = 0; i < gr->nplan; i++) {
-        bool seen = false;
-        for (size_t j = 0; j < i && !seen; j++) seen = gr->plan[j].node == gr->plan[i].node;
-        const struct gs_node_info *n = gs_cache_node(g->cache, gr->plan[i].node);
-        if (!seen && n) sum += n->generation;
+    for (size_t i = 0; i < gr->npnodes; i++) {
+        const struct gs_node_info *n = gs_cache_node(g->cache, gr->pnodes[i]);
+        if (n) sum += n->generation;
     }
     return sum;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The plan's key index and distinct nodes. 0 or GS_ENOMEM. */
+static int plan_index(struct gs_gang_group *gr)
+{
+    int32_t *nodes = malloc((gr->nplan ? gr->nplan : 1) * sizeof *nodes);
+    if (!nodes) return GS_ENOMEM;
+    for (size_t i = 0; i < gr->nplan; i++) {
+        nodes[i] = gr->plan[i].node;
+        if (gs__strmap_put(&gr->plan_ix, gr->plan[i].key, (void *)(uintptr_t)(i + 1)) != 0) {
+            free(nodes);
+            return GS_ENOMEM;
+        }
+    }
+    qsort(nodes, gr->nplan, sizeof *nodes, cmp_i32);
+    size_t k = 0;
+    for (size_t i = 0; i < gr->nplan; i++)
+        if (!k || nodes[k - 1] != nodes[i]) nodes[k++] = nodes[i];
+    gr->pnodes = nodes;
+    gr->npnodes = k;
+    return 0;
+}
+
+static bool plan_has_node(const struct gs_gang_group *gr, int32_t node)
+{
+    return gr->npnodes && bsearch(&node, gr->pnodes, gr->npnodes, sizeof node, cmp_i32);
 }
 
 /* Places every unplaced member inside domain (NULL: anywhere); on success
@@ -707,6 +832,12 @@ static bool try_plan(struct gs_gang *g, struct gs_gang_group *gr, gs_gang_place_
     for (size_t i = 0; i < np; i++) pl[i].key = strdup(pl[i].key);
     gr->plan = pl;
     gr->nplan = np;
+    bool keys_ok = true;
+    for (size_t i = 0; i < np; i++) keys_ok = keys_ok && pl[i].key;
+    if (!keys_ok || plan_index(gr) != 0) { /* out of memory: no plan, members go one by one */
+        plan_clear(gr);
+        return true;
+    }
     gr->plan_stamp = plan_sum(g, gr);
     gr->plan_bumps = 0;
     return true;
@@ -798,9 +929,8 @@ bool gs_gang_planning(const struct gs_gang *g) { return g->planning; }
 
 static const struct plan_entry *plan_find(const struct gs_gang_group *gr, const char *key)
 {
-    for (size_t i = 0; i < gr->nplan; i++)
-        if (!strcmp(gr->plan[i].key, key)) return &gr->plan[i];
-    return NULL;
+    uintptr_t i = gr->nplan ? (uintptr_t)gs__strmap_get(&gr->plan_ix, key) : 0;
+    return i ? &gr->plan[i - 1] : NULL;
 }
 
 bool gs_gang_plan_valid(const struct gs_gang *g, const struct gs_pod *pod)
@@ -808,8 +938,7 @@ bool gs_gang_plan_valid(const struct gs_gang *g, const struct gs_pod *pod)
     struct gs_gang_group *gr = gs_gang_group_of((struct gs_gang *)g, pod);
     if (!gr || !gr->nplan) return false;
     placed_sync(g, gr);
-    for (size_t i = 0; i < gr->npods; i++)
-        if (!gr->in_cache[i] && !plan_find(gr, gr->keys[i])) return false;
+    if (gr->plan_missing) return false; /* a member neither placed nor planned */
     return plan_sum(g, gr) == gr->plan_stamp + gr->plan_bumps;
 }
 
@@ -828,12 +957,12 @@ void gs_gang_reserved(struct gs_gang *g, const struct gs_pod *pod, int32_t node)
 {
     struct gs_gang_group *gr = gs_gang_group_of(g, pod);
     if (!gr) return;
-    for (size_t i = 0; i < gr->nplan; i++)
-        if (gr->plan[i].node == node) {
-            gr->plan_bumps++;
-            return;
-        }
-    plan_clear(gr); /* reserved off plan: whatever was planned no longer holds */
+    suspect(gr, pod); /* the framework assumes it next */
+    if (plan_has_node(gr, node)) {
+        gr->plan_bumps++;
+        return;
+    }
+    if (gr->nplan) plan_clear(gr); /* reserved off plan: whatever was planned no longer holds */
 }
 
 static char **siblings(struct gs_gang *g, struct gs_gang_group *gr, const struct gs_pod *pod, size_t *n)
@@ -870,6 +999,7 @@ size_t gs_gang_member_failed(struct gs_gang *g, const struct gs_pod *pod, bool r
 {
     *reject = NULL;
     struct gs_gang_group *gr = gs_gang_group_of(g, pod);
+    if (gr && reserved) suspect(gr, pod); /* the framework forgets it next */
     if (!gr || !gr->pg || gr->unwinding) return 0;
     int32_t min = gr->pg->min_member > 0 ? gr->pg->min_member : 1;
     int32_t have = gs_gang_placed(g, gr);

@@ -444,6 +444,113 @@ int64_t gs_topo_compactness(const struct gs_node_info *n, int32_t count, int32_t
     return (int64_t)(c.level - 1) * 40 + 20 * count / (c.group_free > 0 ? c.group_free : 1);
 }
 
+/*--- Compactness memo ---*/
+
+struct memo_kind {
+    int32_t count, milli;
+    int64_t mem_mib;
+    uint64_t last_used; /* 0: free */
+};
+
+struct gs_topo_memo {
+    const struct gs_cache *cache; /* the cache the rows describe */
+    uint64_t epoch;
+    bool have_epoch;
+    int32_t cap;      /* rows */
+    uint64_t *gen;    /* per row: generation + 1 of the node the row holds, 0 none */
+    int8_t *score;    /* cap x GS_TOPO_MEMO_KINDS, -1 unknown */
+    struct memo_kind kinds[GS_TOPO_MEMO_KINDS];
+    int kind;         /* selected kind, -1 when not memoised */
+    int32_t count, milli;
+    int64_t mem_mib;  /* the selected request */
+    uint64_t tick, hits, misses;
+};
+
+struct gs_topo_memo *gs_topo_memo_new(void)
+{
+    struct gs_topo_memo *m = calloc(1, sizeof *m);
+    if (m) m->kind = -1;
+    return m;
+}
+
+void gs_topo_memo_free(struct gs_topo_memo *m)
+{
+    if (!m) return;
+    free(m->gen);
+    free(m->score);
+    free(m);
+}
+
+static int memo_fit(struct gs_topo_memo *m, int32_t rows)
+{
+    if (rows <= m->cap) return 0;
+    int32_t cap = m->cap ? m->cap : 64;
+    while (cap < rows) cap *= 2;
+    uint64_t *gen = realloc(m->gen, (size_t)cap * sizeof *gen);
+    if (gen) m->gen = gen;
+    int8_t *score = realloc(m->score, (size_t)cap * GS_TOPO_MEMO_KINDS);
+    if (score) m->score = score;
+    if (!gen || !score) return GS_ENOMEM;
+    memset(m->gen + m->cap, 0, (size_t)(cap - m->cap) * sizeof *gen);
+    m->cap = cap;
+    return 0;
+}
+
+int gs_topo_memo_select(struct gs_topo_memo *m, const struct gs_cache *c, int32_t count, int32_t milli,
+                        int64_t mem_mib)
+{
+    m->count = count, m->milli = milli, m->mem_mib = mem_mib;
+    m->kind = -1;
+    uint64_t epoch = gs_cache_epoch(c);
+    if (!m->have_epoch || epoch != m->epoch || c != m->cache) { /* nodes may have moved between slots */
+        if (m->cap) memset(m->gen, 0, (size_t)m->cap * sizeof *m->gen);
+        m->epoch = epoch, m->have_epoch = true, m->cache = c;
+    }
+    if (memo_fit(m, gs_cache_node_count(c)) != 0) return GS_ENOMEM;
+    int k = -1, lru = 0;
+    for (int i = 0; i < GS_TOPO_MEMO_KINDS && k < 0; i++) {
+        const struct memo_kind *e = &m->kinds[i];
+        if (e->last_used && e->count == count && e->milli == milli && e->mem_mib == mem_mib) k = i;
+        else if (e->last_used < m->kinds[lru].last_used) lru = i;
+    }
+    if (k < 0) { /* a new request takes the least recently used column */
+        k = lru;
+        m->kinds[k] = (struct memo_kind){count, milli, mem_mib, 0};
+        for (int32_t r = 0; r < m->cap; r++) m->score[(size_t)r * GS_TOPO_MEMO_KINDS + (size_t)k] = -1;
+    }
+    m->kinds[k].last_used = ++m->tick;
+    m->kind = k;
+    return 0;
+}
+
+int64_t gs_topo_memo_compactness(struct gs_topo_memo *m, const struct gs_node_info *n)
+{
+    if (m->kind < 0 || n->idx < 0 || n->idx >= m->cap) {
+        m->misses++;
+        return gs_topo_compactness(n, m->count, m->milli, m->mem_mib);
+    }
+    size_t row = (size_t)n->idx;
+    int8_t *s = m->score + row * GS_TOPO_MEMO_KINDS;
+    if (m->gen[row] != n->generation + 1) {
+        m->gen[row] = n->generation + 1;
+        memset(s, -1, GS_TOPO_MEMO_KINDS);
+    }
+    if (s[m->kind] >= 0) {
+        m->hits++;
+        return s[m->kind];
+    }
+    m->misses++;
+    int64_t v = gs_topo_compactness(n, m->count, m->milli, m->mem_mib);
+    s[m->kind] = (int8_t)v; /* 0..100 */
+    return v;
+}
+
+void gs_topo_memo_stats(const struct gs_topo_memo *m, uint64_t *hits, uint64_t *misses)
+{
+    *hits = m->hits;
+    *misses = m->misses;
+}
+
 const char *gs_topo_domain(const struct gs_node_info *n, const char *key)
 {
     return key ? gs_labels_get(n->labels, key) : NULL;

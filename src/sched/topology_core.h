@@ -126,6 +126,35 @@ bool gs_topo_choose(const struct gs_node_info *n, int32_t count, int32_t milli, 
 /* Compactness 0..100 of the best choice for count GPUs (0 when none fits). */
 int64_t gs_topo_compactness(const struct gs_node_info *n, int32_t count, int32_t milli, int64_t mem_mib);
 
+/*--- Compactness memo ---*/
+
+/*
+ * gs_topo_compactness of cache nodes, remembered per node and request until
+ * the node changes. The score reads only the node's GPU slots (share and
+ * memory free, health, pods, NUMA node, island) and the request (count,
+ * milli, memory), and the cache bumps a node's generation on every change to
+ * those slots; a node's identity at an index changes only with the cache's
+ * epoch (node add, remove, update). An entry is therefore kept under (epoch,
+ * generation, request) and is exactly what a fresh call would return. Rows
+ * hold GS_TOPO_MEMO_KINDS requests; a further request evicts the least
+ * recently used one (one pass over the rows). Only for records the cache
+ * owns (n->idx names the slot): a copy of a record must use
+ * gs_topo_compactness.
+ */
+#define GS_TOPO_MEMO_KINDS 16
+struct gs_topo_memo;
+/* NULL on allocation failure; free with gs_topo_memo_free. */
+struct gs_topo_memo *gs_topo_memo_new(void);
+void gs_topo_memo_free(struct gs_topo_memo *m);
+/* Selects the request for the following lookups, on cache c (drops every
+ * entry when c's epoch moved). 0 or GS_ENOMEM (then lookups compute). */
+int gs_topo_memo_select(struct gs_topo_memo *m, const struct gs_cache *c, int32_t count, int32_t milli,
+                        int64_t mem_mib);
+/* gs_topo_compactness(n, request of the last select). */
+int64_t gs_topo_memo_compactness(struct gs_topo_memo *m, const struct gs_node_info *n);
+/* Lookups answered from the memo and computed, since the memo was made. */
+void gs_topo_memo_stats(const struct gs_topo_memo *m, uint64_t *hits, uint64_t *misses);
+
 /* The node's value of a topology-domain label (topology.gpusched.io/rack), or NULL. */
 const char *gs_topo_domain(const struct gs_node_info *n, const char *key);
 

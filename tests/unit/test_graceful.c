@@ -591,6 +591,48 @@ static void lifecycle_collects_orphans(void **state)
     assert_int_equal(st.pods_deleted, 1);
 }
 
+static const char *node_of(struct lc_fx *f, const char *pod, json_t **keep)
+{
+    char key[128];
+    snprintf(key, sizeof key, "pods/default/%s", pod);
+    assert_int_equal(gs_store_get(f->store, key, keep, NULL), 0);
+    return json_string_value(json_object_get(json_object_get(*keep, "spec"), "nodeName"));
+}
+
+/* After a look that found no orphan the pods are listed again only when the
+ * change stream shows one may have appeared; both ways still lead there: a
+ * pod bound later to a node that does not exist, and a Node deleted under
+ * its pods. Pods on live nodes are left alone. */
+static void lifecycle_orphans_after_a_clean_look(void **state)
+{
+    struct lc_fx *f = *state;
+    lc_node(f, "here", f->now);
+    lc_node(f, "doomed", f->now);
+    lc_pod(f, "on-here", "here", false);
+    lc_pod(f, "on-doomed", "doomed", false);
+    gs_nodelc_scan(f->lc, f->now); /* a clean look */
+    for (int i = 1; i <= 8; i++) {
+        lc_lease(f, "here", f->now + 25.0 * i - 1);
+        if (i <= 2) lc_lease(f, "doomed", f->now + 25.0 * i - 1);
+        if (i == 2) {
+            lc_pod(f, "late", "gone", false);
+            assert_int_equal(gs_store_delete(f->store, "nodes/doomed", 0, NULL, NULL), 0);
+        }
+        gs_nodelc_scan(f->lc, f->now + 25.0 * i);
+    }
+    json_t *p = NULL;
+    assert_null(node_of(f, "late", &p)); /* re-created unbound: its node never existed */
+    json_decref(p);
+    assert_null(node_of(f, "on-doomed", &p));
+    json_decref(p);
+    assert_string_equal(node_of(f, "on-here", &p), "here");
+    json_decref(p);
+    struct gs_nodelc_stats st;
+    gs_nodelc_stats(f->lc, &st);
+    assert_int_equal(st.orphan_nodes, 2);
+    assert_int_equal(st.pods_recreated, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -603,6 +645,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(scheduler_holds_evicted_devices, setup_sched, api_env_teardown),
         cmocka_unit_test_setup_teardown(lifecycle_reads_leases, lc_setup, lc_fx_teardown),
         cmocka_unit_test_setup_teardown(lifecycle_collects_orphans, lc_setup, lc_fx_teardown),
+        cmocka_unit_test_setup_teardown(lifecycle_orphans_after_a_clean_look, lc_setup, lc_fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

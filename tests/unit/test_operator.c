@@ -7,7 +7,9 @@
  * policy goes; and restarts: a new operator on the same store puts each
  * node back where it was (ready stays ready with no new event, a node
  * mid-walk keeps its step and backoff), re-drives on a policy changed
- * meanwhile, and starts over, saying which field, on a corrupt saved state.
+ * meanwhile, and starts over, saying which field, on a corrupt saved state;
+ * without a policy a pass lists the nodes again only when one changed, and
+ * then still clears what an earlier policy left.
  */
 #include "control/store.h"
 #include "core/clock.h"
@@ -272,6 +274,37 @@ static void walk_with_failure_and_cleanup(void **state)
     assert_null(label(n, GS_LABEL_STACK_STATE));
     assert_null(label(n, "nvidia.com/gpu.deploy.driver"));
     assert_null(json_object_get(json_object_get(json_object_get(n, "metadata"), "annotations"), GS_ANN_STACK_MACHINE));
+    assert_string_equal(label(n, "zone"), "a");
+    json_decref(n);
+}
+
+static int add_stale_label(json_t *cur, json_t **out, void *arg)
+{
+    (void)arg;
+    json_t *n = json_deep_copy(cur);
+    json_object_set_new(json_object_get(json_object_get(n, "metadata"), "labels"), GS_LABEL_STACK_STATE,
+                        json_string("ready"));
+    *out = n;
+    return 0;
+}
+
+/* Idle passes (no policy, no node changed) skip the node list; a node
+ * changed afterwards (here: a label an earlier policy's operator left) is
+ * still seen and cleaned by the next pass. */
+static void idle_passes_follow_node_changes(void **state)
+{
+    struct fx *f = *state;
+    gs_operator_sync(f->op);
+    int64_t rv0 = gs_store_current_rv(f->st);
+    for (int i = 0; i < 3; i++) gs_operator_sync(f->op);
+    assert_int_equal(gs_store_current_rv(f->st), rv0); /* nothing written */
+    assert_int_equal(gs_store_mutate(f->st, "nodes/n1", add_stale_label, NULL, NULL, NULL), 0);
+    json_t *n = get(f, "nodes/n1");
+    assert_string_equal(label(n, GS_LABEL_STACK_STATE), "ready");
+    json_decref(n);
+    gs_operator_sync(f->op);
+    n = get(f, "nodes/n1");
+    assert_null(label(n, GS_LABEL_STACK_STATE));
     assert_string_equal(label(n, "zone"), "a");
     json_decref(n);
 }
@@ -595,6 +628,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(walk_with_failure_and_cleanup, setup, teardown),
+        cmocka_unit_test_setup_teardown(idle_passes_follow_node_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(agent_loss_and_admin_labels, setup, teardown),
         cmocka_unit_test_setup_teardown(restart_keeps_ready, setup, teardown),
         cmocka_unit_test_setup_teardown(restart_mid_walk_resumes, setup, teardown),

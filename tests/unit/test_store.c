@@ -3,7 +3,8 @@
  * read-modify-write, prefix lists, the change stream (order, prefixes,
  * resume, overflow -> GS_ERANGE), persistence across reopen, and
  * concurrent writers getting distinct, gap-free versions, batches and
- * group-committed read-modify-writes.
+ * group-committed read-modify-writes; the default ring growing while its
+ * events are young, and lists running beside gets.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct env {
@@ -349,6 +351,93 @@ static void concurrent_mutates_share_commits(void **state)
     run_writers(e, mutate_many);
 }
 
+/* The default ring (ring_events 0) grows while its events are young: a
+ * watcher 25,000 events behind still resumes; a ring of a given size does
+ * not grow (the other tests' 8 events overflow). */
+static void default_ring_grows_while_young(void **state)
+{
+    struct env *e = *state;
+    gs_store_close(e->s);
+    struct gs_store_opts o = {.dir = e->dir};
+    assert_int_equal(gs_store_open_sqlite(&o, &e->s), 0);
+    int64_t from = gs_store_current_rv(e->s);
+    enum { N = 25000, BATCH = 500 };
+    for (int i = 0; i < N; i += BATCH) {
+        struct gs_store_mut m[BATCH];
+        char keys[BATCH][32], vals[BATCH][16];
+        for (int j = 0; j < BATCH; j++) {
+            snprintf(keys[j], sizeof keys[j], "things/r%d", (i + j) % 100);
+            snprintf(vals[j], sizeof vals[j], "%d", i + j); /* a change every time */
+            m[j] = (struct gs_store_mut){.key = keys[j], .fn = bump, .arg = vals[j]};
+        }
+        assert_int_equal(gs_store_mutate_batch(e->s, m, BATCH), 0);
+        for (int j = 0; j < BATCH; j++) {
+            assert_int_equal(m[j].err, 0);
+            json_decref(m[j].out);
+        }
+    }
+    int64_t after = from;
+    size_t seen = 0;
+    for (;;) {
+        struct gs_store_event *ev = NULL;
+        size_t n = 0;
+        assert_int_equal(gs_store_events(e->s, &after, NULL, 0, NULL, &ev, &n), 0);
+        if (n) assert_int_equal(ev[0].rv, from + (int64_t)seen + 1); /* none skipped */
+        seen += n;
+        gs_store_events_free(ev, n);
+        if (!n) break;
+    }
+    assert_int_equal(seen, N);
+}
+
+struct lister_arg {
+    struct gs_store *s;
+    int rows;
+};
+
+static int slow_row(const char *key, json_t *o, void *arg)
+{
+    (void)key, (void)o;
+    ((struct lister_arg *)arg)->rows++;
+    usleep(20000);
+    return 0;
+}
+
+static void *list_slowly(void *arg)
+{
+    struct lister_arg *a = arg;
+    int64_t rv;
+    gs_store_list(a->s, "things/", slow_row, a, &rv);
+    return NULL;
+}
+
+/* A get does not wait for a list in progress (it has a connection of its own). */
+static void get_beside_a_slow_list(void **state)
+{
+    struct env *e = *state;
+    for (int i = 0; i < 20; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "things/l%02d", i);
+        json_t *o = obj(k, "v");
+        assert_int_equal(gs_store_create(e->s, k, o, NULL), 0);
+        json_decref(o);
+    }
+    struct lister_arg a = {e->s, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, list_slowly, &a), 0);
+    usleep(50000); /* the list is under way: 20 rows x 20 ms */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    json_t *got = NULL;
+    assert_int_equal(gs_store_get(e->s, "things/l05", &got, NULL), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    json_decref(got);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_true(waited < 0.2); /* behind the list it would be about 0.35 s */
+    pthread_join(th, NULL);
+    assert_int_equal(a.rows, 20);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +450,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(concurrent_writers_get_distinct_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_applies_in_order_and_persists, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_mutates_share_commits, setup, teardown),
+        cmocka_unit_test_setup_teardown(default_ring_grows_while_young, setup, teardown),
+        cmocka_unit_test_setup_teardown(get_beside_a_slow_list, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,7 @@ struct nrt_state {
     struct gs_handle hcopy;
     enum gs_tm_policy policy;
     enum gs_tm_scope scope;
+    struct gs_topo_memo *memo; /* Score by index: compactness per node and request until the node changes */
 };
 
 /* Per cycle: zone CPU/memory in use per node (lazily), and the pod's need. */
@@ -73,11 +74,20 @@ static int nrt_init(const struct gs_handle *h, const json_t *args, void **state,
         return GS_EINVAL;
     }
     s->scope = scope && !strcmp(scope, "pod") ? GS_TM_SCOPE_POD : GS_TM_SCOPE_CONTAINER;
+    if (!(s->memo = gs_topo_memo_new())) {
+        free(s);
+        return GS_ENOMEM;
+    }
     *state = s;
     return 0;
 }
 
-static void nrt_fini(void *state) { free(state); }
+static void nrt_fini(void *state)
+{
+    struct nrt_state *s = state;
+    if (s) gs_topo_memo_free(s->memo);
+    free(s);
+}
 
 static void node_policy(const struct nrt_state *s, const struct gs_node_info *n, enum gs_tm_policy *p,
                         enum gs_tm_scope *sc)
@@ -149,33 +159,44 @@ static int zones_of(struct nrt_state *s, struct cyc *c, const struct gs_node_inf
     return gs_topo_zones(n, have ? c->cpu + off : NULL, have ? c->mem + off : NULL, z, GS_MAX_GPUS_PER_NODE);
 }
 
+/* The verdict on one node: 0 (fits) or a reject code. */
+static uint8_t filter_one(struct nrt_state *s, struct cyc *c, const struct gs_pod *pod, const struct gs_node_info *ni)
+{
+    enum gs_tm_policy pol;
+    enum gs_tm_scope sc;
+    node_policy(s, ni, &pol, &sc);
+    const struct gs_demand *d = &pod->demand;
+    if (c && c->need_level == GS_LINK_NVLINK && gs_topo_largest_free_island(ni, d->gpu_milli, d->gpu_mem_mib) < d->gpu_count)
+        return REJ_NVLINK;
+    if (c && c->need_level == GS_LINK_NUMA) {
+        struct gs_gpu_choice ch;
+        if (!gs_topo_choose(ni, d->gpu_count, d->gpu_milli, d->gpu_mem_mib, ~0ULL, &ch) || ch.level < GS_LINK_NUMA)
+            return REJ_SAME_NUMA;
+    }
+    if (pol != GS_TM_SINGLE_NUMA && pol != GS_TM_RESTRICTED) return 0;
+    struct gs_zone_free z[GS_MAX_GPUS_PER_NODE];
+    int nz = c ? zones_of(s, c, ni, z) : gs_topo_zones(ni, NULL, NULL, z, GS_MAX_GPUS_PER_NODE);
+    if (nz > 0 && !gs_topo_admit(ni, pod, pol, sc, z, nz)) return pol == GS_TM_SINGLE_NUMA ? REJ_NUMA : REJ_RESTRICTED;
+    return 0;
+}
+
+static bool zonal(enum gs_tm_policy p) { return p == GS_TM_SINGLE_NUMA || p == GS_TM_RESTRICTED; }
+
 static void nrt_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                        struct gs_node_info *const *nodes, size_t n, uint8_t *reject)
 {
     struct nrt_state *s = state;
     struct cyc *c = gs_cycle_state_read(cs, KEY);
-    for (size_t i = 0; i < n; i++) {
-        const struct gs_node_info *ni = nodes[i];
-        enum gs_tm_policy pol;
-        enum gs_tm_scope sc;
-        node_policy(s, ni, &pol, &sc);
-        const struct gs_demand *d = &pod->demand;
-        if (c && c->need_level == GS_LINK_NVLINK && gs_topo_largest_free_island(ni, d->gpu_milli, d->gpu_mem_mib) < d->gpu_count) {
-            reject[i] = REJ_NVLINK;
-            continue;
+    if (!zonal(s->policy) && (!c || c->need_level == GS_LINK_NONE)) {
+        /* No interconnect ask and a non-zonal default: only a node's own zonal
+         * policy can reject, so look at those nodes alone. */
+        for (size_t i = 0; i < n; i++) {
+            const struct gs_nrt *t = nodes[i]->nrt;
+            if (t && t->has_policy && zonal(t->policy)) reject[i] = filter_one(s, c, pod, nodes[i]);
         }
-        if (c && c->need_level == GS_LINK_NUMA) {
-            struct gs_gpu_choice ch;
-            if (!gs_topo_choose(ni, d->gpu_count, d->gpu_milli, d->gpu_mem_mib, ~0ULL, &ch) || ch.level < GS_LINK_NUMA) {
-                reject[i] = REJ_SAME_NUMA;
-                continue;
-            }
-        }
-        if (pol != GS_TM_SINGLE_NUMA && pol != GS_TM_RESTRICTED) continue;
-        struct gs_zone_free z[GS_MAX_GPUS_PER_NODE];
-        int nz = c ? zones_of(s, c, ni, z) : gs_topo_zones(ni, NULL, NULL, z, GS_MAX_GPUS_PER_NODE);
-        if (nz > 0 && !gs_topo_admit(ni, pod, pol, sc, z, nz)) reject[i] = pol == GS_TM_SINGLE_NUMA ? REJ_NUMA : REJ_RESTRICTED;
+        return;
     }
+    for (size_t i = 0; i < n; i++) reject[i] = filter_one(s, c, pod, nodes[i]);
 }
 
 static int nrt_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
@@ -190,6 +211,23 @@ static int nrt_reason(void *state, const struct gs_pod *pod, uint8_t code, char 
     return snprintf(buf, len, "NodeResourceTopology rejected the node");
 }
 
+/* A pod without GPUs scores 0 everywhere: Skip spares the pass (adding zeros
+ * changes no total). */
+static struct gs_status nrt_pre_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                      struct gs_node_info *const *nodes, size_t n)
+{
+    (void)state, (void)cs, (void)nodes, (void)n;
+    return (struct gs_status){.code = pod->demand.gpu_count > 0 ? GS_SUCCESS : GS_SKIP};
+}
+
+static struct gs_status nrt_pre_score_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                          const int32_t *idx, size_t n)
+{
+    (void)idx;
+    return nrt_pre_score(state, cs, pod, NULL, n);
+}
+
+/* The reference: computed on every node. */
 static void nrt_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                       struct gs_node_info *const *nodes, size_t n, int64_t *scores)
 {
@@ -197,6 +235,23 @@ static void nrt_score(void *state, struct gs_cycle_state *cs, const struct gs_po
     const struct gs_demand *d = &pod->demand;
     if (d->gpu_count <= 0) return;
     for (size_t i = 0; i < n; i++) scores[i] = gs_topo_compactness(nodes[i], d->gpu_count, d->gpu_milli, d->gpu_mem_mib);
+}
+
+/* The cycle's form: the same compactness, remembered per node and request
+ * until the node changes (topology_core.h "Compactness memo"). */
+static void nrt_score_idx(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod, const int32_t *idx,
+                          size_t n, int64_t *scores)
+{
+    (void)cs;
+    struct nrt_state *s = state;
+    const struct gs_demand *d = &pod->demand;
+    struct gs_cache *c = s->h->cache;
+    if (d->gpu_count <= 0) {
+        memset(scores, 0, n * sizeof *scores);
+        return;
+    }
+    (void)gs_topo_memo_select(s->memo, c, d->gpu_count, d->gpu_milli, d->gpu_mem_mib); /* on failure: computes */
+    for (size_t i = 0; i < n; i++) scores[i] = gs_topo_memo_compactness(s->memo, gs_cache_node(c, idx[i]));
 }
 
 static struct gs_status nrt_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
@@ -232,6 +287,9 @@ const struct gs_plugin gs_plugin_node_resource_topology = {
     .pre_filter = nrt_pre_filter,
     .filter = nrt_filter,
     .reason = nrt_reason,
+    .pre_score = nrt_pre_score,
+    .pre_score_idx = nrt_pre_score_idx,
     .score = nrt_score,
+    .score_idx = nrt_score_idx,
     .reserve = nrt_reserve,
 };

@@ -183,11 +183,23 @@ static void pts_score(void *state, struct gs_cycle_state *cs, const struct gs_po
     }
 }
 
+/* Does the pod have a ScheduleAnyway constraint (else every score is 0)? */
+static bool has_soft(const struct gs_pod *pod)
+{
+    for (size_t i = 0; i < pod->nspread; i++)
+        if (pod->spread[i].when_unsatisfiable == GS_SCHEDULE_ANYWAY) return true;
+    return false;
+}
+
 static void pts_normalize(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                           struct gs_node_info *const *nodes, int64_t *scores, size_t n)
 {
-    (void)state, (void)cs, (void)pod, (void)nodes;
+    (void)state, (void)cs, (void)nodes;
     if (!n) return;
+    if (!has_soft(pod)) { /* all scores 0, so hi == lo below: every node gets the maximum */
+        for (size_t i = 0; i < n; i++) scores[i] = GS_MAX_SCORE;
+        return;
+    }
     int64_t lo = scores[0], hi = scores[0];
     for (size_t i = 1; i < n; i++) lo = scores[i] < lo ? scores[i] : lo, hi = scores[i] > hi ? scores[i] : hi;
     for (size_t i = 0; i < n; i++) scores[i] = hi == lo ? GS_MAX_SCORE : (scores[i] - lo) * GS_MAX_SCORE / (hi - lo);
