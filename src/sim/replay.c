@@ -823,6 +823,23 @@ static int64_t next_instant(const struct replay *r, int64_t now, bool *tick_only
     return next;
 }
 
+/* Pods admission still holds when the run ends never reached the scheduler,
+ * so no cycle logged them: one "failed" event each, with admission's reason
+ * (a quota that does not cover a resource, a pod larger than its quota). */
+static void never_admitted(struct replay *r)
+{
+    if (!r->adm) return;
+    for (size_t i = 0; i < r->t->npods; i++) {
+        struct rpod *p = &r->pods[i];
+        if (p->sched_ns >= 0 || p->failed_logged) continue;
+        char *why = gs_replay_admit_why(r->adm, i);
+        if (!why) continue;
+        emit(r, GS_SIM_FAILED, p, why);
+        p->failed_logged = true;
+        free(why);
+    }
+}
+
 static int run_loop(struct replay *r)
 {
     int64_t now = 0;
@@ -849,6 +866,7 @@ static int run_loop(struct replay *r)
         if (r->sink->progress && (++step & 255) == 0)
             r->sink->progress(r->sink->ctx, total ? (double)(r->arrived + r->scheduled) / (double)total : 1);
     }
+    never_admitted(r);
     if (r->sink->progress) r->sink->progress(r->sink->ctx, 1.0);
     return 0;
 }

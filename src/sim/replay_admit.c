@@ -22,6 +22,7 @@
 #include "loops/podgroups.h"
 #include "sched/strmap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,3 +337,41 @@ int64_t gs_replay_admit_next_tick(const struct gs_replay_admit *a, int64_t now)
 }
 
 const char *gs_replay_admit_queue(const struct gs_replay_admit *a, size_t i) { return a ? a->queue[i] : NULL; }
+
+char *gs_replay_admit_why(struct gs_replay_admit *a, size_t i)
+{
+    if (!a) return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    int rc = gs_adm_loop_explain(a->loop, a->keys[i], f);
+    fclose(f);
+    if (rc || !buf || !len) {
+        free(buf);
+        return NULL;
+    }
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' ')) buf[--len] = 0;
+    for (char *c = buf; *c; c++) /* lines become "; "-separated parts of one */
+        if (*c == '\n') *c = ';';
+    size_t n = 0;
+    for (char *c = buf; *c; c++) n += *c == ';';
+    char *out = malloc(len + n + 1);
+    if (!out) {
+        free(buf);
+        return NULL;
+    }
+    size_t k = 0;
+    for (char *c = buf; *c; c++) {
+        if (*c == ';') {
+            out[k++] = ';';
+            out[k++] = ' ';
+            while (c[1] == ' ') c++;
+        } else {
+            out[k++] = *c;
+        }
+    }
+    out[k] = 0;
+    free(buf);
+    return out;
+}

@@ -77,6 +77,11 @@ size_t gs_replay_admit_pending(const struct gs_replay_admit *a);
 /* When the next admission tick is due after now (a cycle ran at now), or -1
  * when no workload waits. */
 int64_t gs_replay_admit_next_tick(const struct gs_replay_admit *a, int64_t now);
+/* Why admission still holds pod i, as one line (the lines of
+ * gs_adm_loop_explain joined by "; "), malloc'd; NULL when admission does not
+ * hold it. The replay logs it for pods never admitted, which would otherwise
+ * end the run without a single event. */
+char *gs_replay_admit_why(struct gs_replay_admit *a, size_t i);
 
 /* The queue pod i names (its label, else its PodGroup's label or spec.queue),
  * or NULL when it does not go through admission. Borrowed from the trace. */

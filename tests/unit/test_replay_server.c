@@ -273,6 +273,32 @@ static void test_admission_quota(void **state)
     gs_trace_free(&t);
 }
 
+/* A pod larger than its queue's quota is never admitted: the run ends with
+ * a "failed" event saying why (admission's own words) rather than none. */
+static void test_never_admitted_logged(void **state)
+{
+    (void)state;
+    struct gs_trace t = {0};
+    trace_nodes(&t, 1, 4);
+    queues(&t, 2);
+    const char *lq = "\"kueue.x-k8s.io/queue-name\":\"lq\"";
+    trace_pod(&t, "big", lq, 0, 10, 3);
+    trace_pod(&t, "fits", lq, 0, 10, 1);
+    struct rec r;
+    struct gs_sim_result res;
+    assert_int_equal(run(&t, NULL, &r, &res), 0);
+    assert_int_equal(res.pods_scheduled, 1);
+    assert_null(find(&r, "default/big", GS_SIM_SCHEDULED));
+    const struct rec_event *f = find(&r, "default/big", GS_SIM_FAILED);
+    assert_non_null(f);
+    assert_string_equal(f->queue, "lq");
+    if (!strstr(f->reason, "waiting for quota in ClusterQueue cq: nvidia.com/gpu 3 > 2"))
+        fail_msg("reason does not say which quota refuses it: %s", f->reason);
+    assert_null(strchr(f->reason, '\n'));
+    assert_null(find(&r, "default/fits", GS_SIM_FAILED));
+    gs_trace_free(&t);
+}
+
 /* Admission's preemption within a ClusterQueue (Kueue's LowerPriority): the
  * low-priority workload is evicted for the high one (a "preempted" event),
  * waits for admission again and runs its whole duration after. */
@@ -545,6 +571,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_server_profile_gangs), cmocka_unit_test(test_admission_quota),
+        cmocka_unit_test(test_never_admitted_logged),
         cmocka_unit_test(test_unknown_queue_held),   cmocka_unit_test(test_volcano_queue),
         cmocka_unit_test(test_admission_evicts),     cmocka_unit_test(test_other_scheduler_waits),   cmocka_unit_test(test_running_at_start),
         cmocka_unit_test(test_node_ready_later),     cmocka_unit_test(test_config_and_warnings),
