@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "sched/strmap.h"
 #include "sched/cache_dra.h" /* the DRA side */
+#include "sched/nodeclass.h" /* classes of equal nodes */
 #include "sched/dra_plugin.h" /* pods with claims */
 #include "sched/topology_core.h" /* gs_topo_memo_islands */
 
@@ -105,6 +106,7 @@ struct gs_cache {
     struct gs_pdb_budget **pdbs; /* owned */
     size_t npdbs, pdbs_cap;
     struct gs_cache_dra *dra; /* DRA objects and holds (cache_dra.h), created on first use */
+    struct gs_nodeclasses *classes; /* nodeclass.h, created on first use; told of every node change */
 };
 
 static const struct gs_labels empty_labels;
@@ -269,6 +271,7 @@ void gs_cache_free(struct gs_cache *c)
     gs__strmap_free(&c->by_name);
     gs__strmap_free(&c->pods);
     gs__cache_extra_free(c);
+    gs__nodeclass_free(c->classes);
     free(c->models);
     free(c->nodes);
     free(c->hot);
@@ -396,6 +399,7 @@ static void sync_node(struct gs_cache *c, struct gs_node_info *n)
     pct_magic(n->cpu_alloc, &h->cpu_pct, &h->cpu_pct_shift);
     pct_magic(n->mem_alloc, &h->mem_pct, &h->mem_pct_shift);
     mins_update(c, n->idx);
+    gs__nodeclass_mark(c->classes, n->idx);
 }
 
 static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
@@ -628,6 +632,7 @@ int gs_cache_remove_node(struct gs_cache *c, const char *name)
     c->nodes[n->idx] = NULL;
     memset(&c->hot[n->idx], 0, sizeof c->hot[0]);
     mins_update(c, n->idx);
+    gs__nodeclass_mark(c->classes, n->idx);
     c->live--;
     c->gpus_total -= n->ngpus;
     count_flags(c, n, -1);
@@ -708,6 +713,7 @@ int gs_cache_set_schedulable(struct gs_cache *c, int32_t node, bool schedulable)
     count_flags(c, n, -1);
     n->schedulable = schedulable;
     count_flags(c, n, 1);
+    gs__nodeclass_mark(c->classes, node);
     c->epoch++;
     n->generation++;
     c->changes++;
@@ -724,6 +730,12 @@ int gs_cache_touch_node(struct gs_cache *c, int32_t node)
 }
 
 /*--- Lookups ---*/
+
+struct gs_nodeclasses *gs_cache_classes(struct gs_cache *c)
+{
+    if (!c->classes && !(c->classes = gs__nodeclass_new())) return NULL; /* a new index keys every slot */
+    return gs__nodeclass_sync(c->classes, c) == 0 ? c->classes : NULL;
+}
 
 int32_t gs_cache_node_count(const struct gs_cache *c) { return c->nslots; }
 const struct gs_node_hot *gs_cache_hot(const struct gs_cache *c) { return c->hot; }
@@ -956,6 +968,7 @@ int gs_cache_set_nrt(struct gs_cache *c, int32_t node, const struct gs_nrt *nrt)
     struct gs_node_info *n = node_at(c, node);
     if (!n) return GS_ENOENT;
     n->nrt = nrt;
+    gs__nodeclass_mark(c->classes, node);
     n->generation++;
     c->changes++;
     return 0;

@@ -36,6 +36,7 @@
 
 #include "sched/strmap.h"
 #include "sched/dra_plugin.h" /* pods with claims */
+#include "sched/nodeclass.h" /* one candidate per class of equal nodes */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,9 @@ struct gs_framework {
     /* This cycle's verdicts per Filter slot (NULL: it rejected nothing), tallied on failure. */
     const uint8_t *rej[GS_MAX_PLUGINS_PER_POINT];
     size_t rej_n[GS_MAX_PLUGINS_PER_POINT];
+    const int32_t *rej_w[GS_MAX_PLUGINS_PER_POINT]; /* class sizes of those verdicts, NULL: one node each */
+    bool per_node;                   /* never by class (gs_framework_set_node_classes) */
+    uint64_t class_cycles;           /* cycles whose node was chosen by class */
     struct gs__strmap recs;
     struct rec **list;
     size_t nlist, list_cap;
@@ -269,7 +273,10 @@ static void tally_rejects(struct gs_framework *fw)
         t->touched = fw->rej[i] != NULL;
         if (!t->touched) continue;
         memset(t->count, 0, sizeof t->count);
-        for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]]++;
+        if (fw->rej_w[i])
+            for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]] += (uint32_t)fw->rej_w[i][j];
+        else
+            for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]]++;
     }
 }
 
@@ -562,9 +569,9 @@ static int score_slot(struct gs_framework *fw, int i, const struct gs_pod *pod, 
     return 0;
 }
 
-/* PreScore + Score + NormalizeScore; returns the index into the candidates of
- * the winner, -1 on a PreScore error (res filled), -2 when out of memory. */
-static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c, struct gs_schedule_result *res)
+/* PreScore over c: 0, -1 on an error (res filled), -2 when out of memory. */
+static int run_pre_score(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c,
+                         struct gs_schedule_result *res)
 {
     for (int i = 0; i < fw->npts[GS_PT_PRE_SCORE]; i++) {
         int k = fw->pts[GS_PT_PRE_SCORE][i].inst;
@@ -585,13 +592,29 @@ static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct c
             return -1;
         }
     }
-    size_t n = c->n;
-    if (n == 1) return 0; /* nothing to compare: kube skips scoring as well */
-    int active[GS_MAX_PLUGINS_PER_POINT], na = 0;
+    return 0;
+}
+
+/* Active Score slots (not skipped at PreScore) into active[]; their count. */
+static int active_scores(const struct gs_framework *fw, int *active)
+{
+    int na = 0;
     for (int i = 0; i < fw->npts[GS_PT_SCORE]; i++) {
         int k = fw->pts[GS_PT_SCORE][i].inst;
         if (fw->inst[k].pl->score && !(fw->cs.skip_score_mask & (1 << k))) active[na++] = i;
     }
+    return na;
+}
+
+/* PreScore + Score + NormalizeScore; returns the index into the candidates of
+ * the winner, -1 on a PreScore error (res filled), -2 when out of memory. */
+static int run_score(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c, struct gs_schedule_result *res)
+{
+    int pre = run_pre_score(fw, pod, c, res);
+    if (pre) return pre;
+    size_t n = c->n;
+    if (n == 1) return 0; /* nothing to compare: kube skips scoring as well */
+    int active[GS_MAX_PLUGINS_PER_POINT], na = active_scores(fw, active);
     if (!na) return 0; /* every total is 0: the first node wins */
     int64_t *scores = gs_arena_alloc(&fw->arena, n * sizeof *scores);
     int64_t *total = na > 1 ? gs_arena_alloc(&fw->arena, n * sizeof *total) : NULL;
@@ -709,6 +732,137 @@ static int run_permit(struct gs_framework *fw, const struct gs_pod *pod, struct 
     return 0;
 }
 
+/*--- One candidate per node class ---*/
+
+static bool slot_by_class(struct gs_framework *fw, enum gs_point pt, int i, const struct gs_pod *pod)
+{
+    const struct inst *in = &fw->inst[fw->pts[pt][i].inst];
+    return in->pl->by_class && in->pl->by_class(in->state, &fw->cs, pod);
+}
+
+/* May this cycle run on one node per class? Every Filter plugin PreFilter
+ * left on, and every PreScore and Score plugin, must say so for the pod. */
+static bool classes_apply(struct gs_framework *fw, const struct gs_pod *pod)
+{
+    if (fw->per_node || fw->only) return false;
+    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
+        int k = fw->pts[GS_PT_FILTER][i].inst;
+        if (!fw->inst[k].pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
+        if (!slot_by_class(fw, GS_PT_FILTER, i, pod)) return false;
+    }
+    for (int i = 0; i < fw->npts[GS_PT_PRE_SCORE]; i++)
+        if (SLOT_PL(fw, GS_PT_PRE_SCORE, i)->pre_score && !slot_by_class(fw, GS_PT_PRE_SCORE, i, pod)) return false;
+    for (int i = 0; i < fw->npts[GS_PT_SCORE]; i++)
+        if (SLOT_PL(fw, GS_PT_SCORE, i)->score && !slot_by_class(fw, GS_PT_SCORE, i, pod)) return false;
+    return true;
+}
+
+/* run_filter over class representatives: c and the class sizes *w narrow
+ * together, and each Filter's verdicts keep the sizes they were made on, so
+ * a diagnosis counts nodes, not classes. 0 or GS_ENOMEM. */
+static int class_filter(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c, const int32_t **w)
+{
+    for (int i = 0; i < fw->npts[GS_PT_FILTER] && c->n; i++) {
+        int k = fw->pts[GS_PT_FILTER][i].inst;
+        const struct gs_plugin *pl = fw->inst[k].pl;
+        if (!pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
+        uint8_t *reject = gs_arena_alloc(&fw->arena, c->n + 8);
+        if (!reject) return GS_ENOMEM;
+        memset(reject, 0, c->n);
+        if (pl->filter_idx) {
+            pl->filter_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, reject);
+        } else {
+            struct gs_node_info *const *nodes = cand_nodes(fw, c);
+            if (!nodes) return GS_ENOMEM;
+            pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, c->n, reject);
+        }
+        if (!any_reject(reject, c->n)) continue;
+        fw->rej[i] = reject;
+        fw->rej_n[i] = c->n;
+        fw->rej_w[i] = *w;
+        int32_t *idx = gs_arena_alloc(&fw->arena, c->n * sizeof *idx + 1);
+        int32_t *nw = gs_arena_alloc(&fw->arena, c->n * sizeof *nw + 1);
+        if (!idx || !nw) return GS_ENOMEM;
+        size_t m = 0;
+        for (size_t j = 0; j < c->n; j++) {
+            idx[m] = c->idx[j];
+            nw[m] = (*w)[j];
+            m += !reject[j];
+        }
+        c->idx = idx;
+        c->n = m;
+        c->nodes = NULL;
+        *w = nw;
+    }
+    return 0;
+}
+
+/* Lowest node index among the candidates whose total is the highest: what
+ * the full scan's first-highest pick in index order gives. */
+static int32_t class_winner(const struct cands *c, const int64_t *total)
+{
+    int64_t top = total[0];
+    int32_t won = c->idx[0];
+    for (size_t j = 1; j < c->n; j++)
+        if (total[j] > top || (total[j] == top && c->idx[j] < won)) top = total[j], won = c->idx[j];
+    return won;
+}
+
+/* Chooses the node with one candidate per class: 1 with *won set, 0 when the
+ * cycle ended (res filled: nothing fits, or PreScore failed), -1 when this
+ * pod runs per node, GS_ENOMEM. */
+static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct gs_schedule_result *res, int32_t *won)
+{
+    if (!classes_apply(fw, pod)) return -1;
+    struct gs_nodeclasses *x = gs_cache_classes(fw->h.cache);
+    if (!x) return -1; /* out of memory keying the classes: the full scan still works */
+    size_t nc = gs_nodeclass_count(x);
+    size_t want = nc * (3 * sizeof(int32_t) + sizeof(void *) + 2 * sizeof(int64_t) + GS_MAX_PLUGINS_PER_POINT) + 8192;
+    if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
+    int32_t *idx = gs_arena_alloc(&fw->arena, nc * sizeof *idx + 1), *size = gs_arena_alloc(&fw->arena, nc * sizeof *size + 1);
+    if (!idx || !size) return GS_ENOMEM;
+    size_t m = 0;
+    int32_t unsched = 0;
+    for (size_t i = 0; i < nc; i++) {
+        struct gs_nodeclass k = gs_nodeclass_get(x, i);
+        if (!k.schedulable) {
+            unsched += k.n;
+            continue;
+        }
+        idx[m] = k.min;
+        size[m++] = k.n;
+    }
+    struct cands c = {idx, NULL, m};
+    const int32_t *w = size;
+    if (class_filter(fw, pod, &c, &w) != 0) return GS_ENOMEM;
+    int64_t feasible = 0;
+    for (size_t j = 0; j < c.n; j++) feasible += w[j];
+    res->feasible_nodes = (int32_t)feasible;
+    if (!c.n) return no_fit(fw, pod, res, unsched);
+    int pre = run_pre_score(fw, pod, &c, res);
+    if (pre == -2) return GS_ENOMEM;
+    if (pre) return 0;
+    int active[GS_MAX_PLUGINS_PER_POINT], na = active_scores(fw, active);
+    int64_t *scores = gs_arena_alloc(&fw->arena, c.n * sizeof *scores);
+    int64_t *total = gs_arena_alloc(&fw->arena, c.n * sizeof *total);
+    if (!scores || !total) return GS_ENOMEM;
+    memset(total, 0, c.n * sizeof *total);
+    for (int a = 0; a < na && c.n > 1; a++) {
+        if (score_slot(fw, active[a], pod, &c, scores) != 0) return GS_ENOMEM;
+        int64_t wt = fw->pts[GS_PT_SCORE][active[a]].weight;
+        for (size_t j = 0; j < c.n; j++) total[j] += wt * scores[j];
+    }
+    *won = class_winner(&c, total);
+    fw->class_cycles++;
+    return 1;
+}
+
+void gs_framework_set_node_classes(struct gs_framework *fw, bool on) { fw->per_node = !on; }
+uint64_t gs_framework_class_cycles(const struct gs_framework *fw) { return fw->class_cycles; }
+
+static int finish_cycle(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *node, const char *key,
+                        int64_t assumed_ttl_ns, struct gs_schedule_result *res);
+
 int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int64_t assumed_ttl_ns,
                           struct gs_schedule_result *res)
 {
@@ -720,6 +874,7 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
         fw->tally[i].touched = false;
         fw->rej[i] = NULL;
+        fw->rej_w[i] = NULL;
     }
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
@@ -736,6 +891,15 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     }
 
     if (refresh_candidates(fw) != 0) return GS_ENOMEM;
+    int32_t won = -1;
+    int by_class = class_pick(fw, pod, res, &won);
+    if (by_class < -1) return by_class;
+    if (by_class == 0) return 0;
+    if (by_class == 1) {
+        struct gs_node_info *node = fw->slot_ptr[won];
+        res->a = (struct gs_assignment){node->idx, 0, pod->demand.gpu_milli, pod->demand.gpu_mem_mib};
+        return finish_cycle(fw, pod, node, key, assumed_ttl_ns, res);
+    }
     struct cands c = {fw->cand_idx, fw->cand, fw->ncand};
     int32_t unsched = fw->cand_unsched;
     if (fw->only) { /* gs_framework_schedule_on: the caller's nodes instead of every candidate */
@@ -754,6 +918,13 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
     if (best < 0) return 0;
     struct gs_node_info *node = fw->slot_ptr[c.idx[best]];
     res->a = (struct gs_assignment){node->idx, 0, pod->demand.gpu_milli, pod->demand.gpu_mem_mib};
+    return finish_cycle(fw, pod, node, key, assumed_ttl_ns, res);
+}
+
+/* Reserve, Permit and the record of a pod whose node is chosen. */
+static int finish_cycle(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *node, const char *key,
+                        int64_t assumed_ttl_ns, struct gs_schedule_result *res)
+{
     if (run_reserve(fw, pod, node, assumed_ttl_ns, res) != 0) return 0;
 
     uint32_t pending = 0;

@@ -193,6 +193,13 @@ int gs_framework_run_scores(struct gs_framework *fw, const struct gs_pod *pod, s
 /* GS_MAX_SCORE times the sum of the Score weights: the highest total. */
 int64_t gs_framework_max_total_score(const struct gs_framework *fw);
 
+/* Node classes (plugin.h) on (the default) or off: off, every cycle filters
+ * and scores every node. The decisions are the same either way; the switch
+ * is for tests that prove it. */
+void gs_framework_set_node_classes(struct gs_framework *fw, bool on);
+/* How many cycles chose their node by class so far. */
+uint64_t gs_framework_class_cycles(const struct gs_framework *fw);
+
 /* The per-cycle arena (scratch valid until the next cycle). */
 struct gs_arena *gs_framework_arena(struct gs_framework *fw);
 

@@ -30,6 +30,19 @@
  * pointer form stays required and the reference (direct callers, tests), and
  * the two must agree on every node.
  *
+ * Node classes. Nodes whose state is equal in everything a plugin may read
+ * (sched/nodeclass.h lists it: free and allocatable resources, every GPU
+ * slot, labels but kubernetes.io/hostname, taints, ...) form a class, kept
+ * by the cache as pods and nodes change. A plugin sets by_class to say that
+ * for a given pod its Filter, PreScore, Score and NormalizeScore are
+ * functions of the node's class; when every Filter plugin not skipped at
+ * PreFilter and every PreScore and Score plugin of the profile says so, the
+ * framework shows each plugin one representative per class (the lowest
+ * index) instead of every node, counts a class's rejections once per member
+ * and sends equal totals to the lowest node index, as the full scan does:
+ * the same decisions at a cost in classes, not nodes. Anything else runs
+ * per node as before.
+ *
  * Plugins keep per-profile state (args, caches) in the `state` pointer from
  * init, and reach the rest of the system only through struct gs_handle: no
  * globals.
@@ -144,6 +157,14 @@ struct gs_plugin {
      * without it scores must already lie in that range. */
     void (*normalize_score)(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                             struct gs_node_info *const *nodes, int64_t *scores, size_t n);
+    /* Node classes (see above), after PreFilter: true when, for this pod, the
+     * plugin's Filter verdict, Score and PreScore answer on a node depend only
+     * on the node's class (not its name, index, kubernetes.io/hostname label
+     * or how many candidates there are), and NormalizeScore only on the set
+     * of scores (a max or min, not a count); then the candidates may be one
+     * node per class, in any order. NULL or false: run on every node.
+     * gs_plugin_by_class_always suits a plugin that reads nothing else. */
+    bool (*by_class)(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod);
 
     /* Reserve: the node is chosen. A plugin that picks devices fills a->gpu_mask
      * (when still 0) with GPUs that fit. Must be undoable by Unreserve. */
@@ -177,6 +198,9 @@ struct gs_plugin {
     /* A PodGroup was added (borrowed until removed) or removed. Optional. */
     void (*on_podgroup)(void *state, const struct gs_podgroup *pg, bool added);
 };
+
+/* A by_class that answers true: for plugins reading only a node's class. */
+bool gs_plugin_by_class_always(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod);
 
 /* The static registry: plugin by name, or NULL. */
 const struct gs_plugin *gs_plugin_lookup(const char *name);

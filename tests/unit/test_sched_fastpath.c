@@ -89,6 +89,7 @@ static void make_reference(struct gs_profile *p)
         ref[i].filter_idx = NULL;
         ref[i].score_idx = NULL;
         ref[i].pre_score_idx = NULL;
+        ref[i].by_class = NULL; /* every node, one by one */
         if (orig->pre_filter) ref[i].pre_filter = pfs[i];
         if (orig->pre_score) ref[i].pre_score = pss[i];
     }

@@ -230,6 +230,7 @@ static void ba_score_idx(void *state, struct gs_cycle_state *cs, const struct gs
 
 const struct gs_plugin gs_plugin_balanced_allocation = {
     .name = "NodeResourcesBalancedAllocation",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = ba_init,
     .fini = free,
     .pre_score = ba_pre_score,

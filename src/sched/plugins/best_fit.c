@@ -43,6 +43,7 @@ static void bf_normalize(void *state, struct gs_cycle_state *cs, const struct gs
 
 const struct gs_plugin gs_plugin_best_fit = {
     .name = "BestFit",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .score = bf_score,
     .normalize_score = bf_normalize,
     .reserve = gs_gpusel_reserve_best_fit, /* GPU choice: best fit */

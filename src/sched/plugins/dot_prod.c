@@ -36,6 +36,7 @@ static void dp_score(void *state, struct gs_cycle_state *cs, const struct gs_pod
 
 const struct gs_plugin gs_plugin_dot_prod = {
     .name = "DotProd",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .score = dp_score,
     .reserve = gs_gpusel_reserve_best_fit, /* GPU choice: best fit */
 };

@@ -271,6 +271,7 @@ static struct gs_status fgd_reserve(void *state, struct gs_cycle_state *cs, cons
 
 const struct gs_plugin gs_plugin_fgd = {
     .name = "FGD",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = fgd_init,
     .fini = fgd_fini,
     .pre_score = fgd_pre_score,

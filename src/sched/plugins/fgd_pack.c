@@ -142,6 +142,7 @@ static struct gs_status fp_reserve(void *state, struct gs_cycle_state *cs, const
 
 const struct gs_plugin gs_plugin_fgd_pack = {
     .name = "FGDPack",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = fp_init,
     .fini = fp_fini,
     .pre_score = fp_pre_score,

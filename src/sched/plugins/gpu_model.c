@@ -115,6 +115,7 @@ static int gm_reason(void *state, const struct gs_pod *pod, uint8_t code, char *
 
 const struct gs_plugin gs_plugin_gpu_model = {
     .name = "GpuModel",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = gm_init,
     .fini = gm_fini,
     .pre_filter = gm_pre_filter,

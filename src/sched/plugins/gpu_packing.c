@@ -53,6 +53,7 @@ static void gp_score(void *state, struct gs_cycle_state *cs, const struct gs_pod
 
 const struct gs_plugin gs_plugin_gpu_packing = {
     .name = "GpuPacking",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .score = gp_score,
     .reserve = gs_gpusel_reserve_best_fit, /* GPU choice: best fit */
 };

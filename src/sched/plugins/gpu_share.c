@@ -184,6 +184,7 @@ static struct gs_status gs_reserve(void *state, struct gs_cycle_state *cs, const
 
 const struct gs_plugin gs_plugin_gpu_share = {
     .name = "GpuShare",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = gs_init,
     .pre_filter = gs_pre_filter,
     .filter = gs_filter,

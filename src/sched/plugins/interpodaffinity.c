@@ -490,8 +490,20 @@ static int ipa_init(const struct gs_handle *h, const json_t *args, void **state,
     return 0;
 }
 
+/* Node classes (plugin.h): only when every pass would be skipped, as then
+ * no node's topology domain matters. */
+static bool ipa_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)cs;
+    const struct ipa_state *s = state;
+    const struct gs_pod_affinity *pa = pod->pod_affinity;
+    bool own = pa && (pa->nreq_aff || pa->nreq_anti || pa->npref_aff || pa->npref_anti);
+    return !own && gs_cache_affinity_pods(s->h.cache) == 0;
+}
+
 const struct gs_plugin gs_plugin_inter_pod_affinity = {
     .name = "InterPodAffinity",
+    .by_class = ipa_by_class,
     .init = ipa_init,
     .fini = free,
     .pre_filter = ipa_pre_filter,

@@ -8,6 +8,7 @@
  * score is the sum of matching preferred weights, normalised so the best
  * node gets 100 (kube's DefaultNormalizeScore).
  */
+#include "sched/nodeclass.h" /* GS_CLASS_IGNORED_LABEL */
 #include "sched/plugin.h"
 
 #include <stdio.h>
@@ -83,8 +84,35 @@ static void na_normalize(void *state, struct gs_cycle_state *cs, const struct gs
     for (size_t i = 0; i < n; i++) scores[i] = GS_MAX_SCORE * scores[i] / max;
 }
 
+/* A selector naming the one label a class leaves out. */
+static bool reads_ignored(const struct gs_selector *sel)
+{
+    for (size_t i = 0; i < sel->n; i++)
+        if (!strcmp(sel->reqs[i].key, GS_CLASS_IGNORED_LABEL)) return true;
+    return false;
+}
+
+static bool term_by_class(const struct gs_node_selector_term *t)
+{
+    return !t->match_fields.n && !reads_ignored(&t->match_expressions); /* matchFields: the node's name */
+}
+
+/* Labels are in a node's class, its name and hostname label are not. */
+static bool na_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)state, (void)cs;
+    if (gs_labels_get(&pod->node_selector, GS_CLASS_IGNORED_LABEL)) return false;
+    const struct gs_node_affinity *a = &pod->node_affinity;
+    for (size_t i = 0; i < a->nrequired; i++)
+        if (!term_by_class(&a->required[i])) return false;
+    for (size_t i = 0; i < a->npreferred; i++)
+        if (!term_by_class(&a->preferred[i].term)) return false;
+    return true;
+}
+
 const struct gs_plugin gs_plugin_node_affinity = {
     .name = "NodeAffinity",
+    .by_class = na_by_class,
     .pre_filter = na_pre_filter,
     .filter = na_filter,
     .reason = na_reason,

@@ -432,6 +432,7 @@ static void nrf_score_idx(void *state, struct gs_cycle_state *cs, const struct g
 
 const struct gs_plugin gs_plugin_node_resources_fit = {
     .name = "NodeResourcesFit",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = nrf_init,
     .fini = nrf_fini,
     .filter = nrf_filter,

@@ -58,6 +58,7 @@ static int nu_reason(void *state, const struct gs_pod *pod, uint8_t code, char *
 
 const struct gs_plugin gs_plugin_node_unschedulable = {
     .name = "NodeUnschedulable",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = nu_init,
     .pre_filter = nu_pre_filter,
     .filter = nu_filter,

@@ -142,6 +142,7 @@ static void tt_normalize(void *state, struct gs_cycle_state *cs, const struct gs
 
 const struct gs_plugin gs_plugin_taint_toleration = {
     .name = "TaintToleration",
+    .by_class = gs_plugin_by_class_always, /* reads of a node only what its class holds */
     .init = tt_init,
     .fini = tt_fini,
     .pre_filter = tt_pre_filter,
