@@ -23,6 +23,7 @@
  */
 #include "sched/gang_core.h"
 
+#include "sched/nodeclass.h"
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
 
@@ -565,12 +566,24 @@ static struct cap free_capacity(struct gs_gang *g)
     uint64_t v = gs_cache_changes(g->cache); /* every node change moves it */
     if (g->free_ok && g->free_changes == v) return (struct cap){g->free_cpu, g->free_mem, g->free_milli};
     struct cap c = {0};
-    for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
-        const struct gs_node_info *n = gs_cache_node(g->cache, i);
-        if (!n->live || !n->schedulable) continue;
-        c.cpu += n->cpu_alloc - n->cpu_used;
-        c.mem += n->mem_alloc - n->mem_used;
-        c.milli += n->gpu_milli_free;
+    struct gs_nodeclasses *x = gs_cache_classes(g->cache);
+    if (x) { /* members of a class are live and hold equal amounts: one node's times the count */
+        for (size_t k = 0; k < gs_nodeclass_count(x); k++) {
+            struct gs_nodeclass cl = gs_nodeclass_get(x, k);
+            const struct gs_node_info *n = gs_cache_node(g->cache, cl.min);
+            if (!cl.schedulable || !n) continue;
+            c.cpu += (n->cpu_alloc - n->cpu_used) * cl.n;
+            c.mem += (n->mem_alloc - n->mem_used) * cl.n;
+            c.milli += (int64_t)n->gpu_milli_free * cl.n;
+        }
+    } else {
+        for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
+            const struct gs_node_info *n = gs_cache_node(g->cache, i);
+            if (!n->live || !n->schedulable) continue;
+            c.cpu += n->cpu_alloc - n->cpu_used;
+            c.mem += n->mem_alloc - n->mem_used;
+            c.milli += n->gpu_milli_free;
+        }
     }
     g->free_ok = true;
     g->free_changes = v;
