@@ -524,9 +524,23 @@ static const char *pod_key_fast(const struct gs_pod *pod, char *buf)
     return buf;
 }
 
+/* Do both pods name the same group key (namespace and group name)? Groups
+ * are found by that key and never replaced, so such pods share a group. */
+static bool same_group_names(const struct gs_pod *a, const struct gs_pod *b)
+{
+    if (!a->pod_group || !b->pod_group || !*a->pod_group) return false;
+    const char *na = a->meta.namespace_ ? a->meta.namespace_ : "default";
+    const char *nb = b->meta.namespace_ ? b->meta.namespace_ : "default";
+    return (a->pod_group == b->pod_group || !strcmp(a->pod_group, b->pod_group)) && (na == nb || !strcmp(na, nb));
+}
+
 bool gs_gang_less(struct gs_gang *g, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
 {
     if (a->pod->priority != b->pod->priority) return a->pod->priority > b->pod->priority;
+    if (same_group_names(a->pod, b->pod)) { /* one key, so one group (or none): one lookup */
+        struct gs_gang_group *gr = gs_gang_group_of(g, a->pod);
+        if (gr) return a->seq < b->seq; /* equal creation times, same key */
+    }
     struct gs_gang_group *ga = gs_gang_group_of(g, a->pod), *gb = gs_gang_group_of(g, b->pod);
     int64_t ta = ga ? ga->created_ns : a->enqueued_ns, tb = gb ? gb->created_ns : b->enqueued_ns;
     if (ta != tb) return ta < tb;
