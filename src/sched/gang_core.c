@@ -498,6 +498,12 @@ int32_t gs_gang_placed(const struct gs_gang *g, const struct gs_gang_group *gr)
     return m->nplaced;
 }
 
+const uint8_t *gs_gang_placed_flags(struct gs_gang *g, struct gs_gang_group *gr)
+{
+    placed_sync(g, gr);
+    return gr->in_cache;
+}
+
 int64_t gs_gang_timeout_ns(const struct gs_gang *g, const struct gs_gang_group *gr)
 {
     int32_t s = gr->pg && gr->pg->schedule_timeout_seconds > 0 ? gr->pg->schedule_timeout_seconds : g->o.permit_wait_s;

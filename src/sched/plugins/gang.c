@@ -281,11 +281,9 @@ static void activate_siblings(struct gang_state *s, const struct gs_pod *pod)
     if (!gr || !s->h.activate) return;
     const struct gs_pod *const *all;
     size_t n = gs_gang_members(gr, &all);
-    for (size_t i = 0; i < n; i++) {
-        char key[GS__KEY_MAX];
-        gs__pod_key(all[i], key, sizeof key);
-        if (all[i] != pod && !gs_cache_pod_assignment(s->h.cache, key)) s->h.activate(s->h.evict_ctx, all[i]);
-    }
+    const uint8_t *placed = gs_gang_placed_flags(s->g, gr); /* the cache's answers, kept by the core */
+    for (size_t i = 0; i < n; i++)
+        if (all[i] != pod && !placed[i]) s->h.activate(s->h.evict_ctx, all[i]);
 }
 
 static struct gs_status gang_permit(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
