@@ -23,6 +23,7 @@
  */
 #include "sched/gang_core.h"
 
+#include "sched/nodeclass.h"
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
 
@@ -497,6 +498,12 @@ int32_t gs_gang_placed(const struct gs_gang *g, const struct gs_gang_group *gr)
     return m->nplaced;
 }
 
+const uint8_t *gs_gang_placed_flags(struct gs_gang *g, struct gs_gang_group *gr)
+{
+    placed_sync(g, gr);
+    return gr->in_cache;
+}
+
 int64_t gs_gang_timeout_ns(const struct gs_gang *g, const struct gs_gang_group *gr)
 {
     int32_t s = gr->pg && gr->pg->schedule_timeout_seconds > 0 ? gr->pg->schedule_timeout_seconds : g->o.permit_wait_s;
@@ -523,9 +530,23 @@ static const char *pod_key_fast(const struct gs_pod *pod, char *buf)
     return buf;
 }
 
+/* Do both pods name the same group key (namespace and group name)? Groups
+ * are found by that key and never replaced, so such pods share a group. */
+static bool same_group_names(const struct gs_pod *a, const struct gs_pod *b)
+{
+    if (!a->pod_group || !b->pod_group || !*a->pod_group) return false;
+    const char *na = a->meta.namespace_ ? a->meta.namespace_ : "default";
+    const char *nb = b->meta.namespace_ ? b->meta.namespace_ : "default";
+    return (a->pod_group == b->pod_group || !strcmp(a->pod_group, b->pod_group)) && (na == nb || !strcmp(na, nb));
+}
+
 bool gs_gang_less(struct gs_gang *g, const struct gs_queued_pod *a, const struct gs_queued_pod *b)
 {
     if (a->pod->priority != b->pod->priority) return a->pod->priority > b->pod->priority;
+    if (same_group_names(a->pod, b->pod)) { /* one key, so one group (or none): one lookup */
+        struct gs_gang_group *gr = gs_gang_group_of(g, a->pod);
+        if (gr) return a->seq < b->seq; /* equal creation times, same key */
+    }
     struct gs_gang_group *ga = gs_gang_group_of(g, a->pod), *gb = gs_gang_group_of(g, b->pod);
     int64_t ta = ga ? ga->created_ns : a->enqueued_ns, tb = gb ? gb->created_ns : b->enqueued_ns;
     if (ta != tb) return ta < tb;
@@ -565,12 +586,24 @@ static struct cap free_capacity(struct gs_gang *g)
     uint64_t v = gs_cache_changes(g->cache); /* every node change moves it */
     if (g->free_ok && g->free_changes == v) return (struct cap){g->free_cpu, g->free_mem, g->free_milli};
     struct cap c = {0};
-    for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
-        const struct gs_node_info *n = gs_cache_node(g->cache, i);
-        if (!n->live || !n->schedulable) continue;
-        c.cpu += n->cpu_alloc - n->cpu_used;
-        c.mem += n->mem_alloc - n->mem_used;
-        c.milli += n->gpu_milli_free;
+    struct gs_nodeclasses *x = gs_cache_classes(g->cache);
+    if (x) { /* members of a class are live and hold equal amounts: one node's times the count */
+        for (size_t k = 0; k < gs_nodeclass_count(x); k++) {
+            struct gs_nodeclass cl = gs_nodeclass_get(x, k);
+            const struct gs_node_info *n = gs_cache_node(g->cache, cl.min);
+            if (!cl.schedulable || !n) continue;
+            c.cpu += (n->cpu_alloc - n->cpu_used) * cl.n;
+            c.mem += (n->mem_alloc - n->mem_used) * cl.n;
+            c.milli += (int64_t)n->gpu_milli_free * cl.n;
+        }
+    } else {
+        for (int32_t i = 0; i < gs_cache_node_count(g->cache); i++) {
+            const struct gs_node_info *n = gs_cache_node(g->cache, i);
+            if (!n->live || !n->schedulable) continue;
+            c.cpu += n->cpu_alloc - n->cpu_used;
+            c.mem += n->mem_alloc - n->mem_used;
+            c.milli += n->gpu_milli_free;
+        }
     }
     g->free_ok = true;
     g->free_changes = v;

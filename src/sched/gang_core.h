@@ -74,6 +74,10 @@ int32_t gs_gang_min_member(const struct gs_gang_group *gr);
 /* Members known (arrived), and how many are in the cache (reserved or bound). */
 size_t gs_gang_members(const struct gs_gang_group *gr, const struct gs_pod *const **pods);
 int32_t gs_gang_placed(const struct gs_gang *g, const struct gs_gang_group *gr);
+/* Per member, in gs_gang_members' order: 1 when it is in the cache (assumed
+ * or bound), as gs_cache_pod_assignment would say now. Borrowed until the
+ * members or the cache change. */
+const uint8_t *gs_gang_placed_flags(struct gs_gang *g, struct gs_gang_group *gr);
 /* Permit wait of the group in ns. */
 int64_t gs_gang_timeout_ns(const struct gs_gang *g, const struct gs_gang_group *gr);
 

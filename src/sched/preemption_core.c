@@ -933,6 +933,8 @@ int32_t gs_preempt_nominated_node(const struct gs_preemption *p, const char *pod
     return e && gs_clock_now(p->clock) - e->t <= p->o.nomination_ttl_ns ? e->node : -1;
 }
 
+size_t gs_preempt_nomination_count(const struct gs_preemption *p) { return p->nnom; }
+
 bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const struct gs_node_info *node)
 {
     if (!p->nnom) return false;

@@ -94,6 +94,8 @@ void gs_preempt_count_refusal(struct gs_preemption *p);
 int gs_preempt_nominate(struct gs_preemption *p, const struct gs_pod *pod, int32_t node);
 void gs_preempt_clear(struct gs_preemption *p, const char *pod_key);
 int32_t gs_preempt_nominated_node(const struct gs_preemption *p, const char *pod_key);
+/* Nominations held, expired ones included (0: no node is held for anyone). */
+size_t gs_preempt_nomination_count(const struct gs_preemption *p);
 /* Would placing pod on node eat into capacity nominated to another pod of at
  * least its priority? */
 bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const struct gs_node_info *node);

@@ -284,6 +284,23 @@ int gs_sched_queue_delete(struct gs_sched_queue *q, const char *pod_key)
     return 0;
 }
 
+int gs_sched_queue_reactivate(struct gs_sched_queue *q, const struct gs_pod *pod, const char *pod_key)
+{
+    struct qent *e = gs__strmap_get(&q->map, pod_key);
+    if (!e) return GS_ENOENT;
+    detach(q, e); /* what delete does, less the map and the memory */
+    char *key = e->key;
+    int64_t now = gs_clock_now(q->clock);
+    *e = (struct qent){.key = key}; /* what add starts from */
+    e->qp = (struct gs_queued_pod){.pod = pod, .enqueued_ns = now, .timestamp_ns = now, .seq = q->seq++};
+    if (to_active(q, e) != 0) { /* as add's failure: the pod leaves the queue */
+        gs__strmap_del(&q->map, key);
+        qent_free(e);
+        return GS_ENOMEM;
+    }
+    return 0;
+}
+
 /* Due backoffs to activeQ; unschedulable pods past their deadline back too. */
 static void flush(struct gs_sched_queue *q, int64_t now)
 {

@@ -51,6 +51,11 @@ void gs_sched_queue_free(struct gs_sched_queue *q);
 int gs_sched_queue_add(struct gs_sched_queue *q, const struct gs_pod *pod);
 /* Removes a pod wherever it is. GS_ENOENT when absent. */
 int gs_sched_queue_delete(struct gs_sched_queue *q, const char *pod_key);
+/* gs_sched_queue_delete then gs_sched_queue_add of pod under the same key,
+ * in place: the same heap operations in the same order and the same fresh
+ * entry (new seq, enqueue time now, no attempts), without freeing and
+ * allocating it. GS_ENOENT (nothing added) when the key is not queued. */
+int gs_sched_queue_reactivate(struct gs_sched_queue *q, const struct gs_pod *pod, const char *pod_key);
 /* Pops the head of activeQ after flushing due backoffs; false when empty.
  * The popped pod is "in flight" until requeued or done. */
 bool gs_sched_queue_pop(struct gs_sched_queue *q, struct gs_queued_pod *out);

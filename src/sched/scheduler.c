@@ -137,7 +137,7 @@ static void activate(void *ctx, const struct gs_pod *pod)
     struct gs_scheduler *s = ctx;
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
-    if (gs_sched_queue_delete(s->q, key) == 0) gs_sched_queue_add(s->q, pod); /* in flight: left alone */
+    gs_sched_queue_reactivate(s->q, pod, key); /* delete + add in place; not queued: left alone */
 }
 
 int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const struct gs_scheduler_opts *o,

@@ -11,9 +11,10 @@
  * 2. Memo on and off: the same stream of pods through the gpusched profile
  *    on two identical caches, one with the plugins as they are, one whose
  *    NodeResourceTopology has no index form and no PreScore (every node
- *    computed, the reference) and whose PodTopologySpread normalises with the
- *    plain min/max pass; node, devices and feasible count must match for
- *    every pod while pods leave and GPUs fail mid-run.
+ *    computed, the reference, and no class form, so that profile scans every
+ *    node) and whose PodTopologySpread normalises with the plain min/max
+ *    pass; node, devices and feasible count must match for every pod while
+ *    pods leave and GPUs fail mid-run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -184,6 +185,7 @@ static void make_reference(struct gs_profile *p)
     ref_nrt.score_idx = NULL;
     ref_nrt.pre_score = NULL;
     ref_nrt.pre_score_idx = NULL;
+    ref_nrt.by_class = NULL; /* the reference scans every node: the profile's classes are off */
     ref_pts = *pts;
     ref_pts.normalize_score = ref_pts_normalize;
     for (int pt = 0; pt < GS_PT_COUNT; pt++)

@@ -257,6 +257,15 @@ static void pre_on_pod(void *state, const struct gs_pod *pod, bool added)
     gs_preempt_clear(s->p, key);
 }
 
+/* Without nominations the Filter rejects nothing and the Score is 0 on every
+ * node (both read only the nominations, by node index). */
+static bool pre_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)cs, (void)pod;
+    const struct pre_state *s = state;
+    return gs_preempt_nomination_count(s->p) == 0;
+}
+
 const struct gs_plugin gs_plugin_default_preemption = {
     .name = NAME,
     .init = pre_init,
@@ -267,4 +276,5 @@ const struct gs_plugin gs_plugin_default_preemption = {
     .score = pre_score,
     .reserve = pre_reserve,
     .on_pod = pre_on_pod,
+    .by_class = pre_by_class,
 };

@@ -19,6 +19,7 @@
 #include "sched/dra_plugin.h" /* members with resource claims */
 #include "sched/framework.h"
 #include "sched/gang_core.h"
+#include "sched/nodeclass.h" /* the label a class leaves out */
 #include "sched/strmap.h"
 #include "sched/topology_core.h"
 
@@ -280,11 +281,9 @@ static void activate_siblings(struct gang_state *s, const struct gs_pod *pod)
     if (!gr || !s->h.activate) return;
     const struct gs_pod *const *all;
     size_t n = gs_gang_members(gr, &all);
-    for (size_t i = 0; i < n; i++) {
-        char key[GS__KEY_MAX];
-        gs__pod_key(all[i], key, sizeof key);
-        if (all[i] != pod && !gs_cache_pod_assignment(s->h.cache, key)) s->h.activate(s->h.evict_ctx, all[i]);
-    }
+    const uint8_t *placed = gs_gang_placed_flags(s->g, gr); /* the cache's answers, kept by the core */
+    for (size_t i = 0; i < n; i++)
+        if (all[i] != pod && !placed[i]) s->h.activate(s->h.evict_ctx, all[i]);
 }
 
 static struct gs_status gang_permit(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
@@ -328,6 +327,18 @@ static void gang_on_podgroup(void *state, const struct gs_podgroup *pg, bool add
     else gs_gang_remove_podgroup(s->g, pg);
 }
 
+/* Filter and Score read a node's domain label and, for a planned member, its
+ * index: by class unless the member is steered to a planned node or its
+ * domain label is the hostname (left out of a class). */
+static bool gang_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)state, (void)pod;
+    const struct cyc *c = gs_cycle_state_read(cs, KEY);
+    if (!c) return true; /* not a member: no verdict, no score */
+    if (c->planned >= 0) return false;
+    return !c->domain || !c->domain_key || strcmp(c->domain_key, GS_CLASS_IGNORED_LABEL);
+}
+
 const struct gs_plugin gs_plugin_coscheduling = {
     .name = NAME,
     .init = gang_init,
@@ -343,4 +354,5 @@ const struct gs_plugin gs_plugin_coscheduling = {
     .permit = gang_permit,
     .on_pod = gang_on_pod,
     .on_podgroup = gang_on_podgroup,
+    .by_class = gang_by_class,
 };

@@ -291,5 +291,10 @@ const struct gs_plugin gs_plugin_node_resource_topology = {
     .pre_score_idx = nrt_pre_score_idx,
     .score = nrt_score,
     .score_idx = nrt_score_idx,
+    /* Filter and Score read the GPU slots, the node's NodeResourceTopology
+     * (by identity) and, for a node with one, its zones' usage this cycle:
+     * all in the class, since an NRT names one node and is attached to it
+     * alone, so such a node's class is itself. */
+    .by_class = gs_plugin_by_class_always,
     .reserve = nrt_reserve,
 };

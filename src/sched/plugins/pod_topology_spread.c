@@ -215,6 +215,15 @@ static int pts_init(const struct gs_handle *h, const json_t *args, void **state,
     return 0;
 }
 
+/* Without constraints Filter is skipped and every node scores the maximum.
+ * With them the domains come from the topology key (often the hostname, left
+ * out of a class) and eligibility may match the node's name: per node. */
+static bool pts_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)state, (void)cs;
+    return pod->nspread == 0;
+}
+
 const struct gs_plugin gs_plugin_pod_topology_spread = {
     .name = "PodTopologySpread",
     .init = pts_init,
@@ -224,4 +233,5 @@ const struct gs_plugin gs_plugin_pod_topology_spread = {
     .reason = pts_reason,
     .score = pts_score,
     .normalize_score = pts_normalize,
+    .by_class = pts_by_class,
 };
