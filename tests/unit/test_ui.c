@@ -489,11 +489,11 @@ static void reports_listed_and_served(void **state)
     port = gs_server_port(e->srv);
     char v[512];
     struct resp r;
-    http(NULL, "GET", "/ui/reports/", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/", NULL, NULL, &r);
     assert_int_equal(r.code, 200);
     assert_string_equal(r.body, "{\"runs\":[\"run-1\",\"run_2.b\"]}"); /* sorted; no .hidden, no run without a report */
     resp_free(&r);
-    http(NULL, "GET", "/ui/reports/run-1/report.html", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/run-1/report.html", NULL, NULL, &r);
     assert_int_equal(r.code, 200);
     assert_string_equal(r.body, "<html><style>b{}</style>hello</html>");
     assert_string_equal(header(&r, "Content-Type", v, sizeof v), "text/html; charset=utf-8");
@@ -501,7 +501,7 @@ static void reports_listed_and_served(void **state)
     assert_non_null(strstr(v, "default-src 'none'"));
     assert_null(strstr(v, "script-src")); /* no script at all in a report */
     resp_free(&r);
-    http(NULL, "GET", "/ui/reports/run-1/series.csv", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/run-1/series.csv", NULL, NULL, &r);
     assert_int_equal(r.code, 200);
     assert_string_equal(header(&r, "Content-Type", v, sizeof v), "text/csv; charset=utf-8");
     assert_string_equal(r.body, "t,x\n0,1\n");
@@ -509,12 +509,12 @@ static void reports_listed_and_served(void **state)
     const char *refused[] = {"/ui/reports/run-1/secret.txt", "/ui/reports/../tokens.csv", "/ui/reports/.hidden/report.html",
                              "/ui/reports/run-1/../run-1/report.html", "/ui/reports/run-1"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        http(NULL, "GET", refused[i], NULL, NULL, &r);
+        http("adm", "GET", refused[i], NULL, NULL, &r);
         if (r.code != 404) fail_msg("%s: %d %s", refused[i], r.code, r.body);
         assert_non_null(strstr(r.body, "no such report: want /ui/reports/RUN/report.html"));
         resp_free(&r);
     }
-    http(NULL, "GET", "/ui/reports/run_2.b/events.jsonl", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/run_2.b/events.jsonl", NULL, NULL, &r);
     assert_int_equal(r.code, 404);
     assert_string_equal(r.body, "run \"run_2.b\" has no such file\n");
     resp_free(&r);
@@ -528,12 +528,50 @@ static void reports_listed_and_served(void **state)
     assert_false(gs_ui_report_path("/ui/reportsx", run, &file));
 }
 
+/* The reports row of the authorization table: admin and tenant read, node
+ * and scheduler do not, nobody without a token (a frame cannot send one: the
+ * page fetches with its token, reports.js). */
+static void reports_authorized_per_role(void **state)
+{
+    struct api_env *e = *state;
+    port = gs_server_port(e->srv);
+    const char *paths[] = {"/ui/reports/", "/ui/reports/run-1/report.html", "/ui/reports/run-1/series.csv",
+                           "/ui/reports/nope/report.html"};
+    const char *toks[] = {NULL, "not-a-token", "adm", "ten", "nod", "sch"};
+    /* per token: the code for an existing file (the last path: 404 where it is read) */
+    const int want[] = {401, 401, 200, 200, 403, 403};
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
+        for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++) {
+            struct resp r;
+            http(toks[t], "GET", paths[p], NULL, NULL, &r);
+            int code = want[t] == 200 && p == 3 ? 404 : want[t];
+            if (r.code != code) fail_msg("%s with token %s: got %d %s, want %d", paths[p], toks[t] ? toks[t] : "(none)",
+                                         r.code, r.body, code);
+            if (code == 401) assert_non_null(strstr(r.body, "simulator reports need the API's Bearer token"));
+            if (code == 403) {
+                assert_non_null(strstr(r.body, "cannot "));
+                assert_non_null(strstr(r.body, "simulator reports are read by admins and tenants only"));
+                assert_null(strstr(r.body, "hello")); /* nothing of the report */
+            }
+            if (code == 200 && p == 1) assert_string_equal(r.body, "<html><style>b{}</style>hello</html>");
+            resp_free(&r);
+        }
+    /* The console's own files still need no token; the page's policy lets it frame a blob: report. */
+    struct resp r;
+    char v[512];
+    http(NULL, "GET", "/ui/", NULL, NULL, &r);
+    assert_int_equal(r.code, 200);
+    header(&r, "Content-Security-Policy", v, sizeof v);
+    assert_non_null(strstr(v, "frame-src 'self' blob:"));
+    resp_free(&r);
+}
+
 static void reports_not_configured(void **state)
 {
     struct api_env *e = *state;
     port = gs_server_port(e->srv);
     struct resp r;
-    http(NULL, "GET", "/ui/reports/", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/", NULL, NULL, &r);
     assert_int_equal(r.code, 404);
     assert_string_equal(r.body, "no simulator reports here: start the server with --ui-reports DIR\n");
     resp_free(&r);
@@ -584,6 +622,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(history_ring_is_bounded, setup, api_env_teardown),
         cmocka_unit_test(history_interval_errors),
         cmocka_unit_test_setup_teardown(reports_listed_and_served, setup_reports, teardown_reports),
+        cmocka_unit_test_setup_teardown(reports_authorized_per_role, setup_reports, teardown_reports),
         cmocka_unit_test_setup_teardown(reports_not_configured, setup, api_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
