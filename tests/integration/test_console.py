@@ -48,7 +48,8 @@ def stack(gpusched_bin, tmp_path_factory):
     (s.data / "tokens.csv").chmod(0o600)
     run = s.dir / "reports" / "run-1"  # a stored simulator run for #/reports
     run.mkdir(parents=True)
-    (run / "report.html").write_text("<html><body><h1 id=title>simulator run one</h1>"
+    (run / "report.html").write_text("<html><head><style>h1 { color: rgb(1, 2, 3) }</style></head>"
+                                     "<body><h1 id=title>simulator run one</h1>"
                                      "<script>document.title='script ran'</script></body></html>")
     s.up("2x4xH100-80GB", "--ui-reports", str(s.dir / "reports"))
     apply(s, ns("team-a"), ns("team-b"))
