@@ -53,6 +53,7 @@ function gridSeeds(doc) {
       metadata: { name: n.name, annotations: n.stack ? { 'gpusched.io/gpu-stack-state': n.stack } : {} },
       spec: { unschedulable: n.unschedulable, taints: n.taints || [] },
       status: { conditions: [{ type: 'Ready', status: n.ready ? 'True' : 'False' }], devices: n.gpus || [] } });
+    for (const g of n.gpus || []) if (n.model && !g.model) g.model = n.model;
     for (const g of n.gpus || []) (g.holders || []).forEach((h, i) => {
       let p = pods.get(h);
       if (!p) {

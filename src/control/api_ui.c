@@ -514,11 +514,22 @@ static int grid_node(const char *key, json_t *obj, void *arg)
         const char *uuid = json_string_value(json_object_get(d, "uuid"));
         if (uuid) json_object_set(uuids, uuid, gi);
         json_object_del(gpu, "uuid"); /* the page resolves no UUID: holders come resolved */
+        json_object_del(gpu, "memoryMiB"); /* the node page reads it from the whole Node */
         json_object_set_new(gpu, "holders", json_array());
         char k[32];
         snprintf(k, sizeof k, "%" JSON_INTEGER_FORMAT, json_integer_value(gi));
         json_object_set(idx, k, gpu);
         json_array_append_new(gpus, gpu);
+    }
+    /* One model for the node when its GPUs share it (the usual case): 40,000 copies fewer at 5,000 nodes. */
+    const char *model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
+    json_array_foreach(gpus, i, d) {
+        const char *m = json_string_value(json_object_get(d, "model"));
+        if (!m || !model || strcmp(m, model)) model = NULL;
+    }
+    if (model) {
+        json_object_set_new(n, "model", json_string(model));
+        json_array_foreach(gpus, i, d) json_object_del(d, "model");
     }
     json_object_set(e, "node", n);
     json_object_set_new(g->by_name, name, e);

@@ -547,6 +547,8 @@ static void gpugrid_per_role(void **state)
     json_t *g1 = json_array_get(json_object_get(n, "gpus"), 1);
     assert_string_equal(json_string_value(json_object_get(g1, "health")), "Unhealthy");
     assert_null(json_object_get(g1, "uuid")); /* holders come resolved */
+    assert_string_equal(json_string_value(json_object_get(n, "model")), "H100"); /* once per node when shared */
+    assert_null(json_object_get(g1, "model"));
     assert_int_equal(json_integer_value(json_array_get(json_object_get(g1, "nvlinkPeers"), 0)), 0);
     assert_string_equal(holders_of(doc, 0, buf, sizeof buf), "team-a/alpha,team-b/zeta"); /* name order */
     json_t *m = json_object_get(json_array_get(json_object_get(n, "gpus"), 0), "milli");
