@@ -249,9 +249,12 @@ def main():
             took = fill(srv.url, srv.token, str(srv.data / "ca.crt"), a.nodes, a.pods, a.pending, a.threads)
             lists = {}
             s = session(srv.token, str(srv.data / "ca.crt"))
-            for what in ("nodes", "pods"):  # the server's side of the page's first lists, without a browser
+            # the server's side of the page's first read (the GPU grid) and of the lists it replaced
+            for what, path in (("gpugrid", "/apis/ui.gpusched.io/v1/gpugrid"), ("nodes", "/api/v1/nodes"),
+                               ("pods", "/api/v1/pods")):
                 t0 = time.time()
-                r = s.get(f"{srv.url}/api/v1/{what}", timeout=120)
+                r = s.get(f"{srv.url}{path}", timeout=120)
+                r.raise_for_status()
                 lists[f"list_{what}_ms"] = round((time.time() - t0) * 1000)
                 lists[f"list_{what}_bytes"] = len(r.content)
             t0 = time.time()  # one page, as a page that painted the first screen first would ask

@@ -93,7 +93,11 @@ function schedule(kind) {
 export class Kind {
   // startAfter: a promise to wait for before the first list (or null), so a
   // small kind the first paint needs (nodes) is not slowed by a large one.
-  constructor(path, onState, startAfter) {
+  // seed: a promise of {objects, rv} (or null) that stands for the first
+  // list: partial objects (partial: true) from the console's GPU grid, the
+  // watch then starting at rv; a page needing a whole object fetches it
+  // (fill). Without a seed (the grid refused or failed) the kind is listed.
+  constructor(path, onState, startAfter, seed) {
     this.path = path; // "/api/v1/pods"
     this.objects = new Map();
     this.changed = new Set();
@@ -106,6 +110,7 @@ export class Kind {
     this.backoff = 500;
     this.ctl = null;
     this.startAfter = startAfter || null;
+    this.seed = seed || null;
     this.listed = new Promise(resolve => { this.listedResolve = resolve; });
     this.run();
   }
@@ -134,8 +139,21 @@ export class Kind {
     this.rv = (doc.metadata && doc.metadata.resourceVersion) || '';
     this.listedResolve();
   }
+  // A whole object fetched by a page: it replaces a partial one, or stands for
+  // one the grid did not carry; one the watch already delivered is newer.
+  fill(o) {
+    const k = keyOf(o), have = this.objects.get(k);
+    if (have && !have.partial) return;
+    this.objects.set(k, o);
+    this.mark(k);
+  }
   async run() {
-    if (this.startAfter) await this.startAfter;
+    const seeded = this.seed ? await this.seed.catch(() => null) : null;
+    if (seeded && !this.stopped) {
+      for (const o of seeded.objects) { const k = keyOf(o); this.objects.set(k, o); this.mark(k); }
+      this.rv = seeded.rv;
+      this.listedResolve();
+    } else if (this.startAfter) await this.startAfter;
     while (!this.stopped) {
       this.ctl = new AbortController();
       try {

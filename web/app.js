@@ -2,7 +2,7 @@
 // cluster state every page reads (one list+watch per kind, see api.js).
 // Routes: #/login, #/nodes, #/nodes/<name>, #/queues, #/pending,
 // #/pods/<ns>/<name>; without a token every route shows the login form.
-import { Kind, token, setToken, whoami, onUnauthorizedSet } from './api.js';
+import { Kind, request, token, setToken, whoami, onUnauthorizedSet } from './api.js';
 import { el, podKey } from './util.js';
 import { nodesView, nodeView } from './nodes.js';
 import { pendingView, podView } from './pods.js';
@@ -20,17 +20,61 @@ export const state = {
   kinds: new Map(),
   // node name -> GPU index -> [{pod: "ns/name", milli}] (pods bound there, not finished)
   holders: new Map(),
-  kind(path, startAfter) {
+  kind(path, startAfter, seed) {
     let k = this.kinds.get(path);
-    if (!k) { k = new Kind(path, liveState, startAfter); this.kinds.set(path, k); liveState(); }
+    if (!k) { k = new Kind(path, liveState, startAfter, seed); this.kinds.set(path, k); liveState(); }
     return k;
   },
-  nodes() { return this.kind('/api/v1/nodes'); },
-  // Pods are listed once the nodes are (or 1.5 s later): the grid paints first, holders follow.
+  // Nodes and pods start from the GPU grid (one small read, see gridSeeds),
+  // then watch from its resourceVersion; whole objects are fetched by the
+  // node and pod pages.
+  grid: null,
+  seeds() {
+    if (!this.grid) this.grid = request('/apis/ui.gpusched.io/v1/gpugrid').then(gridSeeds).catch(() => null);
+    return this.grid;
+  },
+  nodes() { return this.kind('/api/v1/nodes', null, this.seeds().then(s => s && s.nodes)); },
+  // Without the grid, pods are listed once the nodes are (or 1.5 s later): the grid paints first, holders follow.
   pods() {
-    return this.kind('/api/v1/pods', Promise.race([this.nodes().listed, new Promise(r => setTimeout(r, 1500))]));
+    return this.kind('/api/v1/pods', Promise.race([this.nodes().listed, new Promise(r => setTimeout(r, 1500))]),
+                     this.seeds().then(s => s && s.pods));
   },
 };
+
+// The GPU grid as partial Node and Pod objects, the fields the grid, the
+// holders and the pending list read: {nodes: {objects, rv}, pods: {objects, rv}}.
+function gridSeeds(doc) {
+  const rv = (doc.metadata && doc.metadata.resourceVersion) || '';
+  const nodes = [], pods = new Map();
+  const grouped = doc.grouped || {};
+  const split = (k) => { const i = k.indexOf('/'); return [k.slice(0, i), k.slice(i + 1)]; };
+  for (const n of doc.nodes || []) {
+    nodes.push({ partial: true,
+      metadata: { name: n.name, annotations: n.stack ? { 'gpusched.io/gpu-stack-state': n.stack } : {} },
+      spec: { unschedulable: n.unschedulable, taints: n.taints || [] },
+      status: { conditions: [{ type: 'Ready', status: n.ready ? 'True' : 'False' }], devices: n.gpus || [] } });
+    for (const g of n.gpus || []) if (n.model && !g.model) g.model = n.model;
+    for (const g of n.gpus || []) (g.holders || []).forEach((h, i) => {
+      let p = pods.get(h);
+      if (!p) {
+        const [ns, name] = split(h);
+        pods.set(h, p = { partial: true, metadata: { namespace: ns, name, labels: grouped[h] ? { 'scheduling.x-k8s.io/pod-group': grouped[h] } : {} },
+          spec: { nodeName: n.name }, status: { devices: [] } });
+      }
+      p.status.devices.push({ index: g.index, milli: g.milli ? g.milli[i] : 1000 });
+    });
+  }
+  for (const w of doc.pending || []) {
+    const labels = {};
+    if (w.podGroup) labels['scheduling.x-k8s.io/pod-group'] = w.podGroup;
+    if (w.queue) labels['kueue.x-k8s.io/queue-name'] = w.queue;
+    pods.set(w.namespace + '/' + w.name, { partial: true,
+      metadata: { namespace: w.namespace, name: w.name, creationTimestamp: w.creationTimestamp, labels },
+      spec: { containers: [{ name: '', resources: { requests: { 'nvidia.com/gpu': String(w.gpus) } } }] },
+      status: { phase: 'Pending' } });
+  }
+  return { nodes: { objects: nodes, rv }, pods: { objects: [...pods.values()], rv } };
+}
 
 function liveState() {
   let ok = state.kinds.size > 0, err = '';
@@ -120,6 +164,7 @@ function signedIn(me) {
 function signOut(message) {
   for (const k of state.kinds.values()) k.stop();
   state.kinds.clear();
+  state.grid = null;
   state.me = null;
   setToken(null);
   who.textContent = '';

@@ -4,6 +4,7 @@
 // the same in words. Filtering matches node names, GPU models, "unhealthy",
 // "cordoned" and taint keys; a filter naming a node brings its row in.
 import { el, podKey, age } from './util.js';
+import { request } from './api.js';
 import { rebuildHolders } from './app.js';
 
 const ROW = 56;
@@ -169,5 +170,10 @@ export function nodeView(view, state, name) {
   const u2 = pods.subscribe(() => render());
   render();
   loadMetrics();
+  // The grid's node and pods are partial: the page reads the whole node and every pod bound to it.
+  const n = encodeURIComponent(name);
+  nodes.listed.then(() => request('/api/v1/nodes/' + n).then(o => nodes.fill(o), () => {}));
+  pods.listed.then(() => request('/api/v1/pods?fieldSelector=' + encodeURIComponent('spec.nodeName=' + name))
+    .then(doc => { for (const o of doc.items || []) pods.fill(o); }, () => {}));
   return { destroy() { u1(); u2(); } };
 }

@@ -150,7 +150,7 @@ export function podView(view, state, ns, name) {
       phase.textContent = pods.state === 'connected' ? 'not found (deleted, or not in your namespaces)' : 'loading…';
       return;
     }
-    const ph = (pod.status && pod.status.phase) || 'Pending';
+    const ph = pod.partial && pod.spec.nodeName ? 'loading…' : (pod.status && pod.status.phase) || 'Pending';
     phase.textContent = ph;
     const nn = (pod.spec && pod.spec.nodeName) || '';
     node.replaceChildren(nn ? el('a', { href: '#/nodes/' + encodeURIComponent(nn), text: nn }) : 'not bound');
@@ -216,6 +216,12 @@ export function podView(view, state, ns, name) {
   loadLogs(false);
   const u = pods.subscribe(keys => { if (keys.has(key)) render(); });
   render();
+  // The grid's pods are partial (or absent: a bound pod with no GPU): the page reads the whole one.
+  pods.listed.then(() => {
+    const have = pods.objects.get(key);
+    if (!have || have.partial)
+      request(`/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(name)}`).then(o => pods.fill(o), () => {});
+  });
   return {
     destroy() {
       u(); ue();

@@ -48,4 +48,13 @@ json_t *gs_ui_history_list(struct gs_ui_history *h, bool (*keep)(const char *ns,
  * GS_EINVAL with why filled when it is set to anything else. */
 int gs_ui_history_interval_env(int64_t *ms, char *why, size_t len);
 
+/* The console's GPU grid (GET /apis/ui.gpusched.io/v1/gpugrid, docs/CONSOLE.md
+ * "The GPU grid"): every node's GPUs with their holders "ns/name" in name
+ * order, the pending pods, the bound pods' PodGroups, and the resourceVersion
+ * to watch from, read from store in one pass per kind; holders and pods of
+ * the namespaces who may see only. NULL with *err on failure; the caller owns
+ * the document. */
+struct gs_principal;
+json_t *gs_ui_gpugrid(struct gs_store *store, const struct gs_principal *who, int *err);
+
 #endif

@@ -592,6 +592,7 @@ static enum MHD_Result route(struct gs__req *r)
         }
     }
     if (gs_ui_is_path(r->url)) return gs__handle_ui(r); /* ui.c: the console's files, no data */
+    if (gs__ui_gpugrid_path(r->url)) return gs__handle_ui_gpugrid(r); /* api_ui.c: the console's first read */
     long bad = strlen(r->url) < sizeof ((struct gs_route *)0)->path ? gs__text_bad_byte(r->url) : -1; /* longer: 414 below */
     if (bad >= 0)
         return gs__reply_status(r, 400, "BadRequest", NULL, "invalid URL path \"%s\": byte %ld is %s", r->url, bad,

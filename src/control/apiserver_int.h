@@ -101,6 +101,8 @@ enum MHD_Result gs__handle_explain(struct gs__req *r);
 enum MHD_Result gs__handle_ui(struct gs__req *r);
 bool gs__ui_api_resource(const struct gs_api_resource *res);
 enum MHD_Result gs__handle_ui_api(struct gs__req *r, const char *verb);
+bool gs__ui_gpugrid_path(const char *url); /* api_ui.c: the console's GPU grid, not a stored resource */
+enum MHD_Result gs__handle_ui_gpugrid(struct gs__req *r);
 
 /* Starts a watch stream (takes f's contents). */
 enum MHD_Result gs__serve_watch(struct gs__req *r, struct gs__filter *f, const char *prefix);

@@ -248,6 +248,10 @@ static const struct gs_auth_rule rules[] = {
     {"workloadpriorityclasses", "",       "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
     {"selfsubjectreviews",     "",        "---A---", "---A---", "---A---", "---A---"},
     {"queuehistories",         "",        "AA-----", "NN-----", "DD-----", "DD-----"},
+    /* not an API resource: the console's simulator reports, /ui/reports (ui.c) */
+    {"reports",                "",        "AA-----", "AA-----", "DD-----", "DD-----"},
+    /* not a stored resource: the console's GPU grid, /apis/ui.gpusched.io/v1/gpugrid (api_ui.c) */
+    {"gpugrid",                "",        "-A-----", "-N-----", "-D-----", "-D-----"},
 };
 #define NRULES (sizeof rules / sizeof rules[0])
 
@@ -283,6 +287,8 @@ static enum gs_authz deny(const char **why, const char *text)
 static enum gs_authz denied(const struct gs_principal *p, const struct gs_authz_req *r, const char **why)
 {
     const char *sub = r->subresource;
+    if (!strcmp(r->res->plural, "reports")) return deny(why, "simulator reports are read by admins and tenants only");
+    if (!strcmp(r->res->plural, "gpugrid")) return deny(why, "the console's GPU grid is read by admins and tenants only");
     if (!strcmp(sub, "binding")) return deny(why, "only the scheduler binds pods");
     if (!strcmp(sub, "status"))
         return deny(why, !strcmp(r->res->plural, "pods") ? "a pod's status is written only by its node and the scheduler"

@@ -13,15 +13,18 @@
  * Simulator reports are files on disk, under the directory an operator
  * names with --ui-reports: the only files served from disk, so the names
  * are checked against a fixed set (no path from the URL reaches open()
- * but one plain run name and one of three file names). They are served
- * without a token, as the console's own files, because a report opens in a
- * frame or a tab that cannot send one; the directory is opt-in and
- * documented as readable by whoever reaches the server. A report carries
- * its own inline styles, so it gets a policy of its own: no script at all.
+ * but one plain run name and one of three file names). Unlike the console's
+ * own files they need the API's token and are authorized by the row
+ * "reports" of the authorization table (auth.c): the page fetches a report
+ * with its Bearer token and shows it in a sandboxed frame from a blob: URL,
+ * so no frame or tab ever has to send a token. A report carries its own
+ * inline styles, so it gets a policy of its own: no script at all (and the
+ * frame's sandbox allows none either).
  */
 #include "control/ui.h"
 
 #include "control/apiserver_int.h"
+#include "control/auth.h"
 
 #include "core/codec.h"
 
@@ -166,13 +169,39 @@ static enum MHD_Result report_list(struct gs__req *r)
     return reply_mode(r, 200, "application/json", text, strlen(text), NULL, NULL, MHD_RESPMEM_MUST_FREE, GS_UI_CSP);
 }
 
+/* Not an API resource: the name under which the authorization table's
+ * "reports" row is looked up (get: one file, list: the runs). */
+static const struct gs_api_resource reports_res = {"ui.gpusched.io", "v1", "reports", "report", "Report", NULL,
+                                                   false, false, "reports"};
+
+/* The token check the API's own routes get: NULL when r may read, else why
+ * not, with *code the answer (401 or 403). */
+static const char *report_refused(const struct gs__req *r, const char *verb, const char *run, int *code)
+{
+    *code = 401;
+    if (!r->who) return "Unauthorized: simulator reports need the API's Bearer token";
+    const char *why = "";
+    struct gs_authz_req q = {verb, &reports_res, "", NULL, run[0] ? run : NULL};
+    if (gs_authorize(r->who, &q, &why) == GS_AUTHZ_ALLOW) return NULL;
+    *code = 403;
+    return why;
+}
+
 static enum MHD_Result report(struct gs__req *r)
 {
     char run[256];
     const char *file;
+    bool path_ok = gs_ui_report_path(r->url, run, &file);
+    const char *verb = path_ok && *file ? "get" : "list";
+    int code;
+    const char *why = report_refused(r, verb, path_ok ? run : "", &code);
+    if (why && code == 401) return gs__reply_status(r, 401, NULL, NULL, "%s", why);
+    if (why)
+        return gs__reply_status(r, 403, NULL, NULL, "reports is forbidden: User \"%s\" cannot %s simulator reports: %s",
+                                r->who->user, verb, why);
     if (!r->s->ui_reports[0])
         return reply_text(r, 404, "%s", "no simulator reports here: start the server with --ui-reports DIR\n");
-    if (!gs_ui_report_path(r->url, run, &file))
+    if (!path_ok)
         return reply_text(r, 404, "%s", "no such report: want /ui/reports/RUN/report.html (or series.csv, events.jsonl)\n");
     if (!*file) return report_list(r);
     char path[2048], *data = NULL;

@@ -34,7 +34,7 @@ extern const size_t gs_ui_nassets;
  * plugins, no framing of the console by another site. */
 #define GS_UI_CSP                                                                                                    \
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "           \
-    "frame-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+    "frame-src 'self' blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
 
 /* Is url (the path, no query) the console's: "/ui" or under "/ui/"? */
 bool gs_ui_is_path(const char *url);

@@ -46,7 +46,12 @@ def stack(gpusched_bin, tmp_path_factory):
         f"{TOKENS['alice']},alice,dev,team-a,tenant\n"
         f"{TOKENS['bob']},bob,dev,team-b,tenant\n")
     (s.data / "tokens.csv").chmod(0o600)
-    s.up("2x4xH100-80GB")
+    run = s.dir / "reports" / "run-1"  # a stored simulator run for #/reports
+    run.mkdir(parents=True)
+    (run / "report.html").write_text("<html><head><style>h1 { color: rgb(1, 2, 3) }</style></head>"
+                                     "<body><h1 id=title>simulator run one</h1>"
+                                     "<script>document.title='script ran'</script></body></html>")
+    s.up("2x4xH100-80GB", "--ui-reports", str(s.dir / "reports"))
     apply(s, ns("team-a"), ns("team-b"))
     apply(s, pod_manifest("holder", "sleep 600", gpus=2, ns="team-a"),
           pod_manifest("other", "sleep 600", gpus=1, ns="team-b"),
@@ -148,6 +153,29 @@ def test_a_refused_token_shows_the_reason_and_stays_on_login(stack, browser):
     assert reason.json()["message"] in err, f"#login-error {err!r} lacks the server's {reason.json()['message']!r}"
     assert d.execute_script("return sessionStorage.getItem('gpusched.token')") is None
     shot(d, "console-login-refused", error=err)
+
+
+def test_a_report_opens_in_the_page_after_login(stack, browser):
+    d = browser
+    # the report itself is refused without the token: the page must send it
+    assert requests.get(ui(stack, "reports/run-1/report.html"), verify=str(stack.data / "ca.crt"),
+                        timeout=20).status_code == 401
+    login(d, stack, route="#/reports/run-1")
+    frame = wait_for(lambda: els(d, "iframe#report-frame"), 15, "the report's frame")[0]
+    src, sandbox = frame.get_attribute("src"), frame.get_attribute("sandbox")
+    assert src.startswith("blob:"), f"the report frame's src {src!r} is not a blob: URL"
+    assert sandbox == "", f"the report frame's sandbox {sandbox!r} allows something"
+    assert frame.get_attribute("title") == "Simulator report of run run-1"
+    d.switch_to.frame(frame)
+    try:
+        title = wait_for(lambda: text(d, "#title"), 15, "the report's heading in its frame")
+        ran = d.execute_script("return document.title")
+    finally:
+        d.switch_to.default_content()
+    assert title == "simulator run one"
+    assert ran != "script ran", "a script of the report ran in the console"
+    assert [e.text for e in els(d, "#view li a")] == ["run-1"]
+    shot(d, "console-report", title=title, src=src[:5])
 
 
 def test_the_grid_shows_who_holds_each_gpu(stack, browser):

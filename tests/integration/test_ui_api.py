@@ -2,7 +2,8 @@
 plain HTTPS (the page itself is driven in a browser by test_console.py):
 
 - `/ui/` is served over the API's TLS without a token, with its policy, and
-  `--ui-reports DIR` lists and serves a stored simulator run;
+  `--ui-reports DIR` lists and serves a stored simulator run to a token
+  only;
 - `kubectl auth whoami` (SelfSubjectReview) names the admin, and a tenant
   with its namespaces;
 - the queue history fills from ClusterQueue status and LocalQueue pods, and a
@@ -13,6 +14,7 @@ import os
 import secrets
 import ssl
 import subprocess
+import urllib.error
 import urllib.request
 
 import pytest
@@ -21,6 +23,7 @@ from stack import Stack, wait_for
 
 KUBECTL = "/usr/bin/kubectl"
 TENANT = secrets.token_hex(16)
+ADMIN = secrets.token_hex(16)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +31,7 @@ def stack(gpusched_bin, tmp_path_factory):
     assert os.path.exists(KUBECTL), "kubectl is required (scripts/install-deps.sh installs it)"
     s = Stack(gpusched_bin, tmp_path_factory.mktemp("uiapi"))
     s.data.mkdir(parents=True)
-    (s.data / "tokens.csv").write_text(f"{secrets.token_hex(16)},admin,system:masters,,admin\n"
+    (s.data / "tokens.csv").write_text(f"{ADMIN},admin,system:masters,,admin\n"
                                        f"{TENANT},alice,dev,team-a,tenant\n")
     (s.data / "tokens.csv").chmod(0o600)
     run = s.dir / "reports" / "run-1"
@@ -52,10 +55,15 @@ def kubectl(stack, *args, token=None, input=None, check=True):
     return r
 
 
-def https(stack, path):
+def https(stack, path, token=None):
     ctx = ssl.create_default_context(cafile=str(stack.data / "ca.crt"))
-    with urllib.request.urlopen(stack.info["server"] + path, context=ctx, timeout=10) as r:
-        return r.status, dict(r.headers), r.read().decode()
+    req = urllib.request.Request(stack.info["server"] + path,
+                                 headers={"Authorization": "Bearer " + token} if token else {})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
 
 
 def test_console_served_over_tls_without_token(stack):
@@ -63,9 +71,12 @@ def test_console_served_over_tls_without_token(stack):
     assert code == 200 and '<script type="module" src="app.js"></script>' in body
     assert "script-src 'self'" in headers["Content-Security-Policy"]
     assert "unsafe-inline" not in headers["Content-Security-Policy"]
+    # the reports need the token (docs/CONTROL_PLANE.md, row "reports")
     code, _, body = https(stack, "/ui/reports/")
+    assert code == 401 and "need the API's Bearer token" in body
+    code, _, body = https(stack, "/ui/reports/", token=TENANT)
     assert code == 200 and json.loads(body) == {"runs": ["run-1"]}
-    code, headers, body = https(stack, "/ui/reports/run-1/report.html")
+    code, headers, body = https(stack, "/ui/reports/run-1/report.html", token=ADMIN)
     assert code == 200 and "run one" in body and "script-src" not in headers["Content-Security-Policy"]
 
 

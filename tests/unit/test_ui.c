@@ -469,6 +469,133 @@ static void history_interval_errors(void **state)
     assert_int_equal(ms, GS_UI_HISTORY_INTERVAL_DEFAULT_MS);
 }
 
+/*--- The GPU grid ---*/
+
+static const char *const grid_pod = "{\"metadata\":{\"name\":\"%s\"%s},\"spec\":{%s\"containers\":[{\"name\":\"c\","
+                                    "\"image\":\"i\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"%s\"}}}]}%s}";
+
+static void grid_pod_post(const char *ns, const char *name, const char *md, const char *spec, const char *gpus,
+                          const char *status)
+{
+    char path[128], body[1024];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods", ns);
+    snprintf(body, sizeof body, grid_pod, name, md, spec, gpus, status);
+    post(path, body);
+}
+
+static json_t *grid_get(const char *token, int want)
+{
+    struct resp r;
+    http(token, "GET", "/apis/ui.gpusched.io/v1/gpugrid", NULL, NULL, &r);
+    if (r.code != want) fail_msg("gpugrid with token %s: %d %s, want %d", token ? token : "(none)", r.code, r.body, want);
+    json_t *doc = want == 200 ? json_of(&r) : NULL;
+    if (want == 403) assert_non_null(strstr(r.body, "the console's GPU grid is read by admins and tenants only"));
+    resp_free(&r);
+    return doc;
+}
+
+static const char *holders_of(json_t *doc, size_t gpu, char *buf, size_t len)
+{
+    json_t *g = json_array_get(json_object_get(json_array_get(json_object_get(doc, "nodes"), 0), "gpus"), gpu);
+    buf[0] = 0;
+    size_t i;
+    json_t *h;
+    json_array_foreach(json_object_get(g, "holders"), i, h)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "," : "", json_string_value(h));
+    return buf;
+}
+
+static void gpugrid_per_role(void **state)
+{
+    struct api_env *e = *state;
+    port = gs_server_port(e->srv);
+    post("/api/v1/namespaces", "{\"metadata\":{\"name\":\"team-a\"}}");
+    post("/api/v1/namespaces", "{\"metadata\":{\"name\":\"team-b\"}}");
+    post("/api/v1/nodes", "{\"metadata\":{\"name\":\"n1\",\"annotations\":{\"gpusched.io/gpu-stack-state\":\"ready\"}},"
+                          "\"spec\":{\"unschedulable\":true,\"taints\":[{\"key\":\"k\",\"effect\":\"NoSchedule\"}]}}");
+    struct resp r;
+    http("adm", "PATCH", "/api/v1/nodes/n1/status", "Content-Type: application/merge-patch+json\r\n",
+         "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}],\"devices\":["
+         "{\"index\":0,\"uuid\":\"GPU-0\",\"model\":\"H100\",\"health\":\"Healthy\",\"numaNode\":0,\"nvlinkPeers\":[1]},"
+         "{\"index\":1,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"health\":\"Unhealthy\",\"numaNode\":0,\"nvlinkPeers\":[0]},"
+         "{\"index\":2,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"health\":\"Healthy\",\"numaNode\":1}]}}",
+         &r);
+    if (r.code != 200) fail_msg("node status: %d %s", r.code, r.body);
+    resp_free(&r);
+    /* GPU 0 shared by two pods of two namespaces (created out of name order), GPU 2 by the devices annotation */
+    grid_pod_post("team-b", "zeta", "", "\"nodeName\":\"n1\",", "1",
+                  ",\"status\":{\"phase\":\"Running\",\"devices\":[{\"index\":0,\"milli\":500}]}");
+    grid_pod_post("team-a", "alpha", "", "\"nodeName\":\"n1\",", "1",
+                  ",\"status\":{\"phase\":\"Running\",\"devices\":[{\"index\":0,\"milli\":250}]}");
+    grid_pod_post("team-a", "ann", ",\"annotations\":{\"gpusched.io/devices\":\"GPU-2\"},\"labels\":"
+                  "{\"scheduling.x-k8s.io/pod-group\":\"g1\"}", "\"nodeName\":\"n1\",", "1", "");
+    grid_pod_post("team-a", "done", "", "\"nodeName\":\"n1\",", "1",
+                  ",\"status\":{\"phase\":\"Succeeded\",\"devices\":[{\"index\":1}]}");
+    grid_pod_post("team-a", "wait", ",\"labels\":{\"scheduling.x-k8s.io/pod-group\":\"g1\",\"kueue.x-k8s.io/queue-name\":"
+                  "\"lq\"}", "", "2", "");
+    grid_pod_post("team-b", "wait-b", "", "", "4", "");
+
+    json_t *doc = grid_get("adm", 200);
+    char buf[256];
+    json_t *n = json_array_get(json_object_get(doc, "nodes"), 0);
+    assert_int_equal(json_array_size(json_object_get(doc, "nodes")), 1);
+    assert_string_equal(json_string_value(json_object_get(n, "name")), "n1");
+    assert_true(json_is_true(json_object_get(n, "ready")));
+    assert_true(json_is_true(json_object_get(n, "unschedulable")));
+    assert_string_equal(json_string_value(json_object_get(n, "stack")), "ready");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(n, "taints"), 0), "key")), "k");
+    json_t *g1 = json_array_get(json_object_get(n, "gpus"), 1);
+    assert_string_equal(json_string_value(json_object_get(g1, "health")), "Unhealthy");
+    assert_null(json_object_get(g1, "uuid")); /* holders come resolved */
+    assert_string_equal(json_string_value(json_object_get(n, "model")), "H100"); /* once per node when shared */
+    assert_null(json_object_get(g1, "model"));
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(g1, "nvlinkPeers"), 0)), 0);
+    assert_string_equal(holders_of(doc, 0, buf, sizeof buf), "team-a/alpha,team-b/zeta"); /* name order */
+    json_t *m = json_object_get(json_array_get(json_object_get(n, "gpus"), 0), "milli");
+    assert_int_equal(json_integer_value(json_array_get(m, 0)), 250); /* each share stays with its pod */
+    assert_int_equal(json_integer_value(json_array_get(m, 1)), 500);
+    assert_string_equal(holders_of(doc, 1, buf, sizeof buf), ""); /* a finished pod holds nothing */
+    assert_string_equal(holders_of(doc, 2, buf, sizeof buf), "team-a/ann");
+    assert_null(json_object_get(json_array_get(json_object_get(n, "gpus"), 2), "milli"));
+    json_t *pend = json_object_get(doc, "pending");
+    assert_int_equal(json_array_size(pend), 2);
+    json_t *w = json_array_get(pend, 0);
+    assert_string_equal(json_string_value(json_object_get(w, "namespace")), "team-a");
+    assert_string_equal(json_string_value(json_object_get(w, "name")), "wait");
+    assert_true(json_number_value(json_object_get(w, "gpus")) == 2);
+    assert_string_equal(json_string_value(json_object_get(w, "podGroup")), "g1");
+    assert_string_equal(json_string_value(json_object_get(w, "queue")), "lq");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "grouped"), "team-a/ann")), "g1");
+    /* One resourceVersion, that of the latest write before the read: a Pod watch from it starts after every pod above. */
+    const char *rv = json_string_value(json_object_get(json_object_get(doc, "metadata"), "resourceVersion"));
+    assert_non_null(rv);
+    http("adm", "GET", "/api/v1/pods", NULL, NULL, &r);
+    json_t *pods = json_of(&r);
+    resp_free(&r);
+    assert_string_equal(rv, json_string_value(json_object_get(json_object_get(pods, "metadata"), "resourceVersion")));
+    json_decref(pods);
+    json_decref(doc);
+
+    /* The tenant: every node, but only its namespace's holders and pending pods. */
+    doc = grid_get("ten", 200);
+    assert_string_equal(holders_of(doc, 0, buf, sizeof buf), "team-a/alpha");
+    assert_string_equal(holders_of(doc, 2, buf, sizeof buf), "team-a/ann");
+    pend = json_object_get(doc, "pending");
+    assert_int_equal(json_array_size(pend), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(pend, 0), "name")), "wait");
+    char *text = json_dumps(doc, JSON_COMPACT);
+    assert_null(strstr(text, "team-b"));
+    free(text);
+    json_decref(doc);
+    grid_get("nod", 403);
+    grid_get("sch", 403);
+    grid_get(NULL, 401);
+    http("adm", "POST", "/apis/ui.gpusched.io/v1/gpugrid", NULL, "{}", &r);
+    assert_int_equal(r.code, 405);
+    assert_non_null(strstr(r.body, "gpugrid is read-only: POST is not served"));
+    resp_free(&r);
+}
+
 /*--- Simulator reports ---*/
 
 static char repdir[64];
@@ -489,11 +616,11 @@ static void reports_listed_and_served(void **state)
     port = gs_server_port(e->srv);
     char v[512];
     struct resp r;
-    http(NULL, "GET", "/ui/reports/", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/", NULL, NULL, &r);
     assert_int_equal(r.code, 200);
     assert_string_equal(r.body, "{\"runs\":[\"run-1\",\"run_2.b\"]}"); /* sorted; no .hidden, no run without a report */
     resp_free(&r);
-    http(NULL, "GET", "/ui/reports/run-1/report.html", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/run-1/report.html", NULL, NULL, &r);
     assert_int_equal(r.code, 200);
     assert_string_equal(r.body, "<html><style>b{}</style>hello</html>");
     assert_string_equal(header(&r, "Content-Type", v, sizeof v), "text/html; charset=utf-8");
@@ -501,7 +628,7 @@ static void reports_listed_and_served(void **state)
     assert_non_null(strstr(v, "default-src 'none'"));
     assert_null(strstr(v, "script-src")); /* no script at all in a report */
     resp_free(&r);
-    http(NULL, "GET", "/ui/reports/run-1/series.csv", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/run-1/series.csv", NULL, NULL, &r);
     assert_int_equal(r.code, 200);
     assert_string_equal(header(&r, "Content-Type", v, sizeof v), "text/csv; charset=utf-8");
     assert_string_equal(r.body, "t,x\n0,1\n");
@@ -509,12 +636,12 @@ static void reports_listed_and_served(void **state)
     const char *refused[] = {"/ui/reports/run-1/secret.txt", "/ui/reports/../tokens.csv", "/ui/reports/.hidden/report.html",
                              "/ui/reports/run-1/../run-1/report.html", "/ui/reports/run-1"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        http(NULL, "GET", refused[i], NULL, NULL, &r);
+        http("adm", "GET", refused[i], NULL, NULL, &r);
         if (r.code != 404) fail_msg("%s: %d %s", refused[i], r.code, r.body);
         assert_non_null(strstr(r.body, "no such report: want /ui/reports/RUN/report.html"));
         resp_free(&r);
     }
-    http(NULL, "GET", "/ui/reports/run_2.b/events.jsonl", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/run_2.b/events.jsonl", NULL, NULL, &r);
     assert_int_equal(r.code, 404);
     assert_string_equal(r.body, "run \"run_2.b\" has no such file\n");
     resp_free(&r);
@@ -528,12 +655,50 @@ static void reports_listed_and_served(void **state)
     assert_false(gs_ui_report_path("/ui/reportsx", run, &file));
 }
 
+/* The reports row of the authorization table: admin and tenant read, node
+ * and scheduler do not, nobody without a token (a frame cannot send one: the
+ * page fetches with its token, reports.js). */
+static void reports_authorized_per_role(void **state)
+{
+    struct api_env *e = *state;
+    port = gs_server_port(e->srv);
+    const char *paths[] = {"/ui/reports/", "/ui/reports/run-1/report.html", "/ui/reports/run-1/series.csv",
+                           "/ui/reports/nope/report.html"};
+    const char *toks[] = {NULL, "not-a-token", "adm", "ten", "nod", "sch"};
+    /* per token: the code for an existing file (the last path: 404 where it is read) */
+    const int want[] = {401, 401, 200, 200, 403, 403};
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
+        for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++) {
+            struct resp r;
+            http(toks[t], "GET", paths[p], NULL, NULL, &r);
+            int code = want[t] == 200 && p == 3 ? 404 : want[t];
+            if (r.code != code) fail_msg("%s with token %s: got %d %s, want %d", paths[p], toks[t] ? toks[t] : "(none)",
+                                         r.code, r.body, code);
+            if (code == 401) assert_non_null(strstr(r.body, "simulator reports need the API's Bearer token"));
+            if (code == 403) {
+                assert_non_null(strstr(r.body, "cannot "));
+                assert_non_null(strstr(r.body, "simulator reports are read by admins and tenants only"));
+                assert_null(strstr(r.body, "hello")); /* nothing of the report */
+            }
+            if (code == 200 && p == 1) assert_string_equal(r.body, "<html><style>b{}</style>hello</html>");
+            resp_free(&r);
+        }
+    /* The console's own files still need no token; the page's policy lets it frame a blob: report. */
+    struct resp r;
+    char v[512];
+    http(NULL, "GET", "/ui/", NULL, NULL, &r);
+    assert_int_equal(r.code, 200);
+    header(&r, "Content-Security-Policy", v, sizeof v);
+    assert_non_null(strstr(v, "frame-src 'self' blob:"));
+    resp_free(&r);
+}
+
 static void reports_not_configured(void **state)
 {
     struct api_env *e = *state;
     port = gs_server_port(e->srv);
     struct resp r;
-    http(NULL, "GET", "/ui/reports/", NULL, NULL, &r);
+    http("adm", "GET", "/ui/reports/", NULL, NULL, &r);
     assert_int_equal(r.code, 404);
     assert_string_equal(r.body, "no simulator reports here: start the server with --ui-reports DIR\n");
     resp_free(&r);
@@ -583,7 +748,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(history_narrowed_for_tenants, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(history_ring_is_bounded, setup, api_env_teardown),
         cmocka_unit_test(history_interval_errors),
+        cmocka_unit_test_setup_teardown(gpugrid_per_role, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(reports_listed_and_served, setup_reports, teardown_reports),
+        cmocka_unit_test_setup_teardown(reports_authorized_per_role, setup_reports, teardown_reports),
         cmocka_unit_test_setup_teardown(reports_not_configured, setup, api_env_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
