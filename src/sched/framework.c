@@ -57,6 +57,7 @@ struct slot {
 /* Rejection tally of one Filter slot. */
 struct tally {
     bool touched;
+    uint64_t seen[4]; /* bit c: count[c] was written this cycle (the rest is stale) */
     uint32_t count[256];
 };
 
@@ -265,18 +266,46 @@ static int diag_push(struct gs_diagnosis *d, const struct gs_plugin *pl, void *s
     return 0;
 }
 
-/* Fills the per-slot tallies from the verdicts the Filters left this cycle. */
+/* Adds run verdicts of code c (weight already summed) to t. */
+static inline void tally_add(struct tally *t, uint8_t c, uint32_t run)
+{
+    uint64_t bit = (uint64_t)1 << (c & 63);
+    if (!(t->seen[c >> 6] & bit)) {
+        t->seen[c >> 6] |= bit;
+        t->count[c] = 0;
+    }
+    t->count[c] += run;
+}
+
+/* Fills the per-slot tallies from the verdicts the Filters left this cycle.
+ * Verdicts come in long runs of one code (accepted nodes, or one reason for
+ * most nodes): counting a run in a register instead of incrementing
+ * count[code] per node breaks the store-to-load chain through one counter,
+ * which made this loop most of a failed cycle. Only the codes seen are
+ * cleared and later walked. */
 static void tally_rejects(struct gs_framework *fw)
 {
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
         struct tally *t = &fw->tally[i];
         t->touched = fw->rej[i] != NULL;
         if (!t->touched) continue;
-        memset(t->count, 0, sizeof t->count);
-        if (fw->rej_w[i])
-            for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]] += (uint32_t)fw->rej_w[i][j];
-        else
-            for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]]++;
+        memset(t->seen, 0, sizeof t->seen);
+        const uint8_t *rej = fw->rej[i];
+        const int32_t *w = fw->rej_w[i];
+        size_t n = fw->rej_n[i];
+        if (!n) continue;
+        uint8_t cur = rej[0];
+        uint32_t run = 0;
+        for (size_t j = 0; j < n; j++) {
+            uint8_t c = rej[j];
+            if (c != cur) {
+                tally_add(t, cur, run);
+                cur = c;
+                run = 0;
+            }
+            run += w ? (uint32_t)w[j] : 1u;
+        }
+        tally_add(t, cur, run);
     }
 }
 
@@ -287,10 +316,13 @@ static int build_diagnosis(struct gs_framework *fw, struct gs_diagnosis *d, int3
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
         struct tally *t = &fw->tally[i];
         if (!t->touched) continue;
-        for (int c = 1; c < 256; c++)
-            if (t->count[c] &&
-                diag_push(d, SLOT_PL(fw, GS_PT_FILTER, i), SLOT_ST(fw, GS_PT_FILTER, i), (uint8_t)c, t->count[c]) != 0)
-                return GS_ENOMEM;
+        for (int word = 0; word < 4; word++) /* codes in ascending order, as a walk over count[1..255] */
+            for (uint64_t bits = t->seen[word] & (word ? ~0ull : ~1ull); bits; bits &= bits - 1) {
+                int c = word * 64 + __builtin_ctzll(bits);
+                if (t->count[c] &&
+                    diag_push(d, SLOT_PL(fw, GS_PT_FILTER, i), SLOT_ST(fw, GS_PT_FILTER, i), (uint8_t)c, t->count[c]) != 0)
+                    return GS_ENOMEM;
+            }
     }
     /* A handful of entries: insertion sort, stable and without a global comparator context. */
     for (size_t i = 1; i < d->n; i++) {
