@@ -277,12 +277,52 @@ static inline void tally_add(struct tally *t, uint8_t c, uint32_t run)
     t->count[c] += run;
 }
 
+/* The OR of p[0..n), eight bytes a step. */
+static uint8_t bytes_or(const uint8_t *p, size_t n)
+{
+    uint64_t acc = 0;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        uint64_t x;
+        memcpy(&x, p + j, 8);
+        acc |= x;
+    }
+    acc |= acc >> 32;
+    acc |= acc >> 16;
+    acc |= acc >> 8;
+    uint8_t r = (uint8_t)acc;
+    for (; j < n; j++) r |= p[j];
+    return r;
+}
+
+/* How many of p[0..n) equal c, eight bytes a step: a byte of x = word ^ c
+ * is zero exactly when its high bit stays clear in (x & 7f) + 7f, x and 7f
+ * ORed (no carry crosses a byte), and the flags are summed by a multiply. */
+static uint32_t bytes_equal(const uint8_t *p, size_t n, uint8_t c)
+{
+    const uint64_t lo7 = 0x7f7f7f7f7f7f7f7full, ones = 0x0101010101010101ull, rep = ones * c;
+    uint32_t k = 0;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        uint64_t x;
+        memcpy(&x, p + j, 8);
+        x ^= rep;
+        uint64_t zero = ~(((x & lo7) + lo7) | x | lo7); /* 0x80 in each byte that was c */
+        k += (uint32_t)(((zero >> 7) * ones) >> 56);
+    }
+    for (; j < n; j++) k += p[j] == c;
+    return k;
+}
+
+/* Codes up to this are counted one pass per code (see tally_rejects). */
+#define TALLY_PASS_MAX 16
+
 /* Fills the per-slot tallies from the verdicts the Filters left this cycle.
- * Verdicts come in long runs of one code (accepted nodes, or one reason for
- * most nodes): counting a run in a register instead of incrementing
- * count[code] per node breaks the store-to-load chain through one counter,
- * which made this loop most of a failed cycle. Only the codes seen are
- * cleared and later walked. */
+ * Incrementing count[code] per node chains every node through a store and a
+ * load of the same counter (most nodes share a code), which made this loop
+ * most of a failed cycle; with few codes, one branch-free pass per code
+ * costs less. Class verdicts (weighted, few) are summed by runs. Only the
+ * codes seen are cleared and later walked. */
 static void tally_rejects(struct gs_framework *fw)
 {
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
@@ -294,18 +334,31 @@ static void tally_rejects(struct gs_framework *fw)
         const int32_t *w = fw->rej_w[i];
         size_t n = fw->rej_n[i];
         if (!n) continue;
-        uint8_t cur = rej[0];
-        uint32_t run = 0;
-        for (size_t j = 0; j < n; j++) {
-            uint8_t c = rej[j];
-            if (c != cur) {
-                tally_add(t, cur, run);
-                cur = c;
-                run = 0;
+        if (w) {
+            uint8_t cur = rej[0];
+            uint32_t run = 0;
+            for (size_t j = 0; j < n; j++) {
+                if (rej[j] != cur) {
+                    tally_add(t, cur, run);
+                    cur = rej[j];
+                    run = 0;
+                }
+                run += (uint32_t)w[j];
             }
-            run += w ? (uint32_t)w[j] : 1u;
+            tally_add(t, cur, run);
+            continue;
         }
-        tally_add(t, cur, run);
+        uint8_t top = bytes_or(rej, n); /* at least the highest code */
+        if (top <= TALLY_PASS_MAX) {
+            for (unsigned c = 1; c <= top; c++) {
+                uint32_t k = bytes_equal(rej, n, (uint8_t)c);
+                if (k) tally_add(t, (uint8_t)c, k);
+            }
+            continue;
+        }
+        memset(t->seen, 0xff, sizeof t->seen);
+        memset(t->count, 0, sizeof t->count);
+        for (size_t j = 0; j < n; j++) t->count[rej[j]]++;
     }
 }
 
