@@ -89,6 +89,7 @@ struct gs_framework {
     size_t rej_n[GS_MAX_PLUGINS_PER_POINT];
     const int32_t *rej_w[GS_MAX_PLUGINS_PER_POINT]; /* class sizes of those verdicts, NULL: one node each */
     enum gs_node_classes classes;    /* gs_framework_set_node_classes */
+    bool no_text;                    /* gs_framework_set_diagnosis_text(false) */
     uint64_t class_cycles;           /* cycles whose node was chosen by class */
     struct gs__strmap recs;
     struct rec **list;
@@ -598,7 +599,7 @@ static int no_fit(struct gs_framework *fw, const struct gs_pod *pod, struct gs_s
     if (res->diag.prefilter.code == GS_SUCCESS && build_diagnosis(fw, &res->diag, unsched) != 0) return GS_ENOMEM;
     if (res->code == GS_SUCCESS) res->code = GS_UNSCHEDULABLE;
     struct gs_status s = {.code = res->code};
-    gs_diagnosis_format(&res->diag, pod, s.reason, sizeof s.reason);
+    if (!fw->no_text) gs_diagnosis_format(&res->diag, pod, s.reason, sizeof s.reason);
     s.plugin = res->diag.prefilter.code != GS_SUCCESS ? res->diag.prefilter.plugin
                : res->diag.n && res->diag.entries[0].plugin ? res->diag.entries[0].plugin->name
                                                             : NULL;
@@ -946,6 +947,7 @@ static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct 
 }
 
 void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes mode) { fw->classes = mode; }
+void gs_framework_set_diagnosis_text(struct gs_framework *fw, bool on) { fw->no_text = !on; }
 uint64_t gs_framework_class_cycles(const struct gs_framework *fw) { return fw->class_cycles; }
 
 static int finish_cycle(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *node, const char *key,

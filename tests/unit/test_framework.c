@@ -476,6 +476,15 @@ static void diagnosis_counts_and_orders(void **st)
     /* The status carries the same line (truncated to the status size when long). */
     assert_string_equal(r.status.reason, buf);
     gs_schedule_result_free(&r);
+    /* With the text off the status has none, and the diagnosis still gives the line. */
+    gs_framework_set_diagnosis_text(fw, false);
+    assert_int_equal(gs_framework_schedule(fw, p, 0, &r), 0);
+    assert_int_equal(r.code, GS_UNSCHEDULABLE);
+    assert_string_equal(r.status.reason, "");
+    char again[512];
+    gs_diagnosis_format(&r.diag, p, again, sizeof again);
+    assert_string_equal(again, buf);
+    gs_schedule_result_free(&r);
     gs_framework_free(fw);
     gs_sched_config_free(&cfg);
     gs_cache_free(c);
