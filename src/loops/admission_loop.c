@@ -1064,6 +1064,14 @@ static void hold_filter(void *state, struct gs_cycle_state *cs, const struct gs_
     }
 }
 
+/* Class-wise only when no hold can reject the pod: then the filter keeps every node. */
+static bool hold_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)cs;
+    const struct gs_adm_loop *a = state;
+    return !a->adm || !gs_admission_holds_apply(a->adm, pod);
+}
+
 static int hold_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
 {
     (void)state, (void)pod, (void)code;
@@ -1075,6 +1083,7 @@ const struct gs_plugin gs_adm_loop_hold_plugin = {
     .init = hold_init,
     .filter = hold_filter,
     .reason = hold_reason,
+    .by_class = hold_by_class,
 };
 
 const struct gs_profile *gs_adm_loop_profile(struct gs_adm_loop *a, const struct gs_profile *base)

@@ -57,6 +57,7 @@ struct slot {
 /* Rejection tally of one Filter slot. */
 struct tally {
     bool touched;
+    uint64_t seen[4]; /* bit c: count[c] was written this cycle (the rest is stale) */
     uint32_t count[256];
 };
 
@@ -88,6 +89,7 @@ struct gs_framework {
     size_t rej_n[GS_MAX_PLUGINS_PER_POINT];
     const int32_t *rej_w[GS_MAX_PLUGINS_PER_POINT]; /* class sizes of those verdicts, NULL: one node each */
     enum gs_node_classes classes;    /* gs_framework_set_node_classes */
+    bool no_text;                    /* gs_framework_set_diagnosis_text(false) */
     uint64_t class_cycles;           /* cycles whose node was chosen by class */
     struct gs__strmap recs;
     struct rec **list;
@@ -265,18 +267,99 @@ static int diag_push(struct gs_diagnosis *d, const struct gs_plugin *pl, void *s
     return 0;
 }
 
-/* Fills the per-slot tallies from the verdicts the Filters left this cycle. */
+/* Adds run verdicts of code c (weight already summed) to t. */
+static inline void tally_add(struct tally *t, uint8_t c, uint32_t run)
+{
+    uint64_t bit = (uint64_t)1 << (c & 63);
+    if (!(t->seen[c >> 6] & bit)) {
+        t->seen[c >> 6] |= bit;
+        t->count[c] = 0;
+    }
+    t->count[c] += run;
+}
+
+/* The OR of p[0..n), eight bytes a step. */
+static uint8_t bytes_or(const uint8_t *p, size_t n)
+{
+    uint64_t acc = 0;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        uint64_t x;
+        memcpy(&x, p + j, 8);
+        acc |= x;
+    }
+    acc |= acc >> 32;
+    acc |= acc >> 16;
+    acc |= acc >> 8;
+    uint8_t r = (uint8_t)acc;
+    for (; j < n; j++) r |= p[j];
+    return r;
+}
+
+/* How many of p[0..n) equal c, eight bytes a step: a byte of x = word ^ c
+ * is zero exactly when its high bit stays clear in (x & 7f) + 7f, x and 7f
+ * ORed (no carry crosses a byte), and the flags are summed by a multiply. */
+static uint32_t bytes_equal(const uint8_t *p, size_t n, uint8_t c)
+{
+    const uint64_t lo7 = 0x7f7f7f7f7f7f7f7full, ones = 0x0101010101010101ull, rep = ones * c;
+    uint32_t k = 0;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        uint64_t x;
+        memcpy(&x, p + j, 8);
+        x ^= rep;
+        uint64_t zero = ~(((x & lo7) + lo7) | x | lo7); /* 0x80 in each byte that was c */
+        k += (uint32_t)(((zero >> 7) * ones) >> 56);
+    }
+    for (; j < n; j++) k += p[j] == c;
+    return k;
+}
+
+/* Codes up to this are counted one pass per code (see tally_rejects). */
+#define TALLY_PASS_MAX 16
+
+/* Fills the per-slot tallies from the verdicts the Filters left this cycle.
+ * Incrementing count[code] per node chains every node through a store and a
+ * load of the same counter (most nodes share a code), which made this loop
+ * most of a failed cycle; with few codes, one branch-free pass per code
+ * costs less. Class verdicts (weighted, few) are summed by runs. Only the
+ * codes seen are cleared and later walked. */
 static void tally_rejects(struct gs_framework *fw)
 {
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
         struct tally *t = &fw->tally[i];
         t->touched = fw->rej[i] != NULL;
         if (!t->touched) continue;
+        memset(t->seen, 0, sizeof t->seen);
+        const uint8_t *rej = fw->rej[i];
+        const int32_t *w = fw->rej_w[i];
+        size_t n = fw->rej_n[i];
+        if (!n) continue;
+        if (w) {
+            uint8_t cur = rej[0];
+            uint32_t run = 0;
+            for (size_t j = 0; j < n; j++) {
+                if (rej[j] != cur) {
+                    tally_add(t, cur, run);
+                    cur = rej[j];
+                    run = 0;
+                }
+                run += (uint32_t)w[j];
+            }
+            tally_add(t, cur, run);
+            continue;
+        }
+        uint8_t top = bytes_or(rej, n); /* at least the highest code */
+        if (top <= TALLY_PASS_MAX) {
+            for (unsigned c = 1; c <= top; c++) {
+                uint32_t k = bytes_equal(rej, n, (uint8_t)c);
+                if (k) tally_add(t, (uint8_t)c, k);
+            }
+            continue;
+        }
+        memset(t->seen, 0xff, sizeof t->seen);
         memset(t->count, 0, sizeof t->count);
-        if (fw->rej_w[i])
-            for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]] += (uint32_t)fw->rej_w[i][j];
-        else
-            for (size_t j = 0; j < fw->rej_n[i]; j++) t->count[fw->rej[i][j]]++;
+        for (size_t j = 0; j < n; j++) t->count[rej[j]]++;
     }
 }
 
@@ -287,10 +370,13 @@ static int build_diagnosis(struct gs_framework *fw, struct gs_diagnosis *d, int3
     for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
         struct tally *t = &fw->tally[i];
         if (!t->touched) continue;
-        for (int c = 1; c < 256; c++)
-            if (t->count[c] &&
-                diag_push(d, SLOT_PL(fw, GS_PT_FILTER, i), SLOT_ST(fw, GS_PT_FILTER, i), (uint8_t)c, t->count[c]) != 0)
-                return GS_ENOMEM;
+        for (int word = 0; word < 4; word++) /* codes in ascending order, as a walk over count[1..255] */
+            for (uint64_t bits = t->seen[word] & (word ? ~0ull : ~1ull); bits; bits &= bits - 1) {
+                int c = word * 64 + __builtin_ctzll(bits);
+                if (t->count[c] &&
+                    diag_push(d, SLOT_PL(fw, GS_PT_FILTER, i), SLOT_ST(fw, GS_PT_FILTER, i), (uint8_t)c, t->count[c]) != 0)
+                    return GS_ENOMEM;
+            }
     }
     /* A handful of entries: insertion sort, stable and without a global comparator context. */
     for (size_t i = 1; i < d->n; i++) {
@@ -513,7 +599,7 @@ static int no_fit(struct gs_framework *fw, const struct gs_pod *pod, struct gs_s
     if (res->diag.prefilter.code == GS_SUCCESS && build_diagnosis(fw, &res->diag, unsched) != 0) return GS_ENOMEM;
     if (res->code == GS_SUCCESS) res->code = GS_UNSCHEDULABLE;
     struct gs_status s = {.code = res->code};
-    gs_diagnosis_format(&res->diag, pod, s.reason, sizeof s.reason);
+    if (!fw->no_text) gs_diagnosis_format(&res->diag, pod, s.reason, sizeof s.reason);
     s.plugin = res->diag.prefilter.code != GS_SUCCESS ? res->diag.prefilter.plugin
                : res->diag.n && res->diag.entries[0].plugin ? res->diag.entries[0].plugin->name
                                                             : NULL;
@@ -861,6 +947,7 @@ static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct 
 }
 
 void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes mode) { fw->classes = mode; }
+void gs_framework_set_diagnosis_text(struct gs_framework *fw, bool on) { fw->no_text = !on; }
 uint64_t gs_framework_class_cycles(const struct gs_framework *fw) { return fw->class_cycles; }
 
 static int finish_cycle(struct gs_framework *fw, const struct gs_pod *pod, struct gs_node_info *node, const char *key,

@@ -208,6 +208,13 @@ void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes
 /* How many cycles chose their node by class so far. */
 uint64_t gs_framework_class_cycles(const struct gs_framework *fw);
 
+/* Diagnosis text (on by default). Off: a cycle where no node fits leaves
+ * status.reason empty (res.diag is filled all the same, and
+ * gs_diagnosis_format(&res.diag, pod, ...) gives the line when someone reads
+ * it), for drivers that read no reasons and run millions of failed cycles
+ * (a simulator). Decisions do not depend on it. */
+void gs_framework_set_diagnosis_text(struct gs_framework *fw, bool on);
+
 /* The per-cycle arena (scratch valid until the next cycle). */
 struct gs_arena *gs_framework_arena(struct gs_framework *fw);
 

@@ -363,8 +363,14 @@ int gs_scheduler_run_one(struct gs_scheduler *s, struct gs_cycle_result *out)
             gs_sched_queue_requeue(s->q, &qp, false, 0);
         }
     } else if (r.code != GS_WAIT) {
-        if (r.feasible_nodes == 0 && (r.diag.n || r.diag.prefilter.code != GS_SUCCESS))
+        /* The framework's status already holds the diagnosis line; format
+         * it again only when that copy was cut at the status' size. */
+        size_t have = strnlen(r.status.reason, sizeof r.status.reason);
+        if (r.feasible_nodes == 0 && (r.diag.n || r.diag.prefilter.code != GS_SUCCESS) &&
+            have + 1 >= sizeof r.status.reason)
             gs_diagnosis_format(&r.diag, qp.pod, s->reason, sizeof s->reason);
+        else if (r.feasible_nodes == 0 && (r.diag.n || r.diag.prefilter.code != GS_SUCCESS))
+            memcpy(s->reason, r.status.reason, have + 1);
         else
             snprintf(s->reason, sizeof s->reason, "%s", r.status.reason);
         out->reason = s->reason;

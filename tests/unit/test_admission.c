@@ -204,11 +204,15 @@ static void hold_keeps_other_pods_off_until_the_claimant_binds(void **st)
     rej[0] = 0;
     gs_admission_hold_plugin.filter(state_, NULL, w->pods[0], nodes, 1, rej);
     assert_int_equal(rej[0], 0);
+    /* class-wise only for the pod no hold can reject */
+    assert_false(gs_admission_hold_plugin.by_class(state_, NULL, other));
+    assert_true(gs_admission_hold_plugin.by_class(state_, NULL, w->pods[0]));
     json_decref(args);
     /* once its pods are bound the hold ends */
     assert_int_equal(adm_bind_workload(e.cache, w), 1);
     cycle(&e);
     assert_false(gs_admission_node_held(e.a, 0, other));
+    assert_true(gs_admission_hold_plugin.by_class(state_, NULL, other));
     test_pod_free(other);
     adm_env_free(&e);
 }

@@ -476,11 +476,101 @@ static void diagnosis_counts_and_orders(void **st)
     /* The status carries the same line (truncated to the status size when long). */
     assert_string_equal(r.status.reason, buf);
     gs_schedule_result_free(&r);
+    /* With the text off the status has none, and the diagnosis still gives the line. */
+    gs_framework_set_diagnosis_text(fw, false);
+    assert_int_equal(gs_framework_schedule(fw, p, 0, &r), 0);
+    assert_int_equal(r.code, GS_UNSCHEDULABLE);
+    assert_string_equal(r.status.reason, "");
+    char again[512];
+    gs_diagnosis_format(&r.diag, p, again, sizeof again);
+    assert_string_equal(again, buf);
+    gs_schedule_result_free(&r);
     gs_framework_free(fw);
     gs_sched_config_free(&cfg);
     gs_cache_free(c);
     for (int i = 0; i < 7; i++) test_node_free(nodes[i]);
     test_pod_free(p);
+}
+
+/* A Filter rejecting node i with code_of[i] (0 keeps it): tallies of every
+ * shape of verdicts (one code, a few, codes above the per-code passes, runs
+ * cut at an odd count of nodes) must equal a plain count. */
+static uint8_t code_of[45];
+
+static void code_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                        struct gs_node_info *const *nodes, size_t n, uint8_t *reject)
+{
+    (void)state, (void)cs, (void)pod;
+    for (size_t i = 0; i < n; i++) reject[i] = code_of[nodes[i]->idx];
+}
+
+static const struct gs_plugin code_plugin = {.name = "Codes", .filter = code_filter};
+static const struct gs_plugin code_plugin_by_class = {
+    .name = "CodesByClass", .filter = code_filter, .by_class = gs_plugin_by_class_always};
+
+static void check_tally(const struct gs_plugin *pl, enum gs_node_classes mode)
+{
+    enum { N = 45 };
+    struct gs_clock clock;
+    gs_clock_init_sim(&clock, 0);
+    struct gs_cache *c = gs_cache_new(&clock);
+    struct gs_node *nodes[N];
+    for (int i = 0; i < N; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "n%d", i);
+        nodes[i] = test_node(name, 8000, 1LL << 34, 110, 2, "T4", 16384);
+        assert_int_equal(gs_cache_add_node(c, nodes[i]), i);
+    }
+    struct gs_profile prof = {0};
+    prof.points[GS_PT_FILTER][prof.npoints[GS_PT_FILTER]++] = (struct gs_profile_plugin){pl, 1};
+    struct gs_handle h = {.clock = &clock, .cache = c, .seed = 1};
+    struct gs_framework *fw;
+    assert_int_equal(gs_framework_new(&prof, &h, &fw, NULL), 0);
+    gs_framework_set_node_classes(fw, mode);
+    struct gs_pod *p = test_pod("ns", "p", 1000, 0, 0, 0);
+    for (int shape = 0; shape < 6; shape++) {
+        for (int i = 0; i < N; i++) {
+            switch (shape) {
+            case 0: code_of[i] = 3; break;                                  /* one code */
+            case 1: code_of[i] = (uint8_t)(1 + i % 5); break;               /* a few, alternating */
+            case 2: code_of[i] = (uint8_t)(i < 40 ? 16 : 17); break;        /* at the pass limit and past it */
+            case 3: code_of[i] = (uint8_t)(1 + (i * 37) % 255); break;      /* many, large */
+            case 4: code_of[i] = (uint8_t)(i % 9 == 0 ? 200 : 1 + i / 20); break;
+            default: code_of[i] = (uint8_t)(1 + (i % 2) * 128); break;      /* the top bit */
+            }
+            if (pl->by_class) code_of[i] = code_of[0]; /* one class: one verdict */
+        }
+        uint32_t want[256] = {0};
+        for (int i = 0; i < N; i++) want[code_of[i]]++;
+        struct gs_schedule_result r;
+        assert_int_equal(gs_framework_schedule(fw, p, 0, &r), 0);
+        assert_int_equal(r.code, GS_UNSCHEDULABLE);
+        uint32_t got[256] = {0}, total = 0;
+        for (size_t k = 0; k < r.diag.n; k++) {
+            assert_ptr_equal(r.diag.entries[k].plugin, pl);
+            assert_int_equal(got[r.diag.entries[k].code], 0); /* each code once */
+            got[r.diag.entries[k].code] = r.diag.entries[k].count;
+            total += r.diag.entries[k].count;
+            if (k) { /* most nodes first, then the lower code */
+                const struct gs_diag_entry *a = &r.diag.entries[k - 1], *b = &r.diag.entries[k];
+                assert_true(a->count > b->count || (a->count == b->count && a->code < b->code));
+            }
+        }
+        assert_int_equal(total, N);
+        assert_memory_equal(got, want, sizeof want);
+        gs_schedule_result_free(&r);
+    }
+    gs_framework_free(fw);
+    gs_cache_free(c);
+    for (int i = 0; i < N; i++) test_node_free(nodes[i]);
+    test_pod_free(p);
+}
+
+static void diagnosis_tally_matches_plain_count(void **st)
+{
+    (void)st;
+    check_tally(&code_plugin, GS_CLASSES_AUTO);
+    check_tally(&code_plugin_by_class, GS_CLASSES_ALWAYS); /* verdicts weighted by class size */
 }
 
 static void seed_is_per_pod_and_profile(void **st)
@@ -594,6 +684,7 @@ int main(void)
         cmocka_unit_test(permit_wait_allowed_by_every_waiter),
         cmocka_unit_test(permit_reject_by_plugin),
         cmocka_unit_test(diagnosis_counts_and_orders),
+        cmocka_unit_test(diagnosis_tally_matches_plain_count),
         cmocka_unit_test(seed_is_per_pod_and_profile),
         cmocka_unit_test(same_inputs_same_decisions),
         cmocka_unit_test(gpu_pods_get_devices_without_gpushare),

@@ -249,6 +249,13 @@ bool gs_admission_node_held(const struct gs_admission *a, int32_t node, const st
     return false;
 }
 
+bool gs_admission_holds_apply(const struct gs_admission *a, const struct gs_pod *pod)
+{
+    for (size_t h = 0; h < a->nholds; h++)
+        if (a->holds[h].n && !pod_of(a->w[a->holds[h].wl], pod)) return true;
+    return false;
+}
+
 static bool hold_done(const struct gs_admission *a, const struct hold *h, int64_t now)
 {
     const struct gs_workload *w = a->w[h->wl];
@@ -1793,6 +1800,13 @@ static void hold_filter(void *state, struct gs_cycle_state *cs, const struct gs_
         if (gs_admission_node_held(a, nodes[i]->idx, pod)) reject[i] = 1;
 }
 
+/* Class-wise only when no hold can reject the pod: then the filter keeps every node. */
+static bool hold_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)cs;
+    return !gs_admission_holds_apply(state, pod);
+}
+
 static int hold_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
 {
     (void)state, (void)pod, (void)code;
@@ -1804,4 +1818,5 @@ const struct gs_plugin gs_admission_hold_plugin = {
     .init = hold_init,
     .filter = hold_filter,
     .reason = hold_reason,
+    .by_class = hold_by_class,
 };

@@ -279,5 +279,9 @@ extern const struct gs_plugin gs_admission_hold_plugin;
 json_t *gs_admission_plugin_args(struct gs_admission *a);
 /* Is node idx held for a workload other than pod's? */
 bool gs_admission_node_held(const struct gs_admission *a, int32_t node, const struct gs_pod *pod);
+/* May a hold keep the pod off any node? False: node_held is false on every node
+ * for it, so a hold filter's verdict is the same on all nodes (a class-wise scan
+ * may run). */
+bool gs_admission_holds_apply(const struct gs_admission *a, const struct gs_pod *pod);
 
 #endif
