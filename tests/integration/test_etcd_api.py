@@ -414,7 +414,7 @@ def test_server_bench_on_etcd(gpusched_bin, etcd_cluster, tmp_path):
                         "--dir", str(tmp_path), "--store", "etcd", "--etcd-endpoints", ",".join(etcd_cluster.endpoints)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "(store etcd)" in r.stdout
+    assert "(store etcd," in r.stdout.splitlines()[0], r.stdout
     assert re.search(r"creates +300 pods, 8 clients \(raw HTTP\): \d+ pods/s \(0 failed\)", r.stdout), r.stdout
     assert re.search(r"watch +5 watchers x 300 pods: 1500 events in", r.stdout), r.stdout + r.stderr
     # Each phase under its own prefix, next to nothing of the API's default one.
