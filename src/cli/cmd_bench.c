@@ -27,6 +27,7 @@
  * processes taking turns on the core) does not inflate.
  */
 #include "cli/bench_gang.h"
+#include "cli/bench_clock.h"
 #include "cli/commands.h"
 
 #include "sched/frag.h"
@@ -50,20 +51,6 @@ struct bench_opts {
 };
 
 int gs__bench_dra(long nodes, long gpus, long pods, uint64_t seed); /* cmd_bench_dra.c */
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static double cpu_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static int parse_args(int argc, char **argv, struct bench_opts *o)
 {
@@ -204,9 +191,9 @@ struct bench_run {
 
 static void run_pods(struct gs_framework *fw, const struct bench_opts *o, struct bench_run *b)
 {
-    double t0 = now_us(), c0 = cpu_us();
+    double t0 = gs_bench_wall_us(), c0 = gs_bench_cpu_us();
     for (long i = 0; i < o->pods; i++) {
-        double s = now_us();
+        double s = gs_bench_wall_us();
         struct gs_schedule_result res;
         memset(&res, 0, sizeof res);
         if (gs_framework_schedule(fw, &b->pods[i], 0, &res) == 0 && res.code == GS_SUCCESS) {
@@ -214,10 +201,10 @@ static void run_pods(struct gs_framework *fw, const struct bench_opts *o, struct
             if (gs_status_ok(&st)) b->scheduled++;
         }
         gs_schedule_result_free(&res);
-        b->lat[i] = now_us() - s;
+        b->lat[i] = gs_bench_wall_us() - s;
     }
-    b->total_us = now_us() - t0;
-    b->cpu_us = cpu_us() - c0;
+    b->total_us = gs_bench_wall_us() - t0;
+    b->cpu_us = gs_bench_cpu_us() - c0;
 }
 
 int gs_cmd_bench(int argc, char **argv)

@@ -17,6 +17,7 @@
  * the allocated claim back into the cache (the stream's echo). The last
  * stdout line is JSON like `gpusched bench`'s, plus "measured" and "shape".
  */
+#include "cli/bench_clock.h"
 #include "cli/commands.h"
 
 #include "loops/claims.h" /* generated claim names */
@@ -32,20 +33,6 @@
 #include <time.h>
 
 int gs__bench_dra(long nodes, long gpus, long pods, uint64_t seed);
-
-static double mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static double thread_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static int feed_text(struct gs_cache *c, const char *key, const char *text)
 {
@@ -199,13 +186,13 @@ int gs__bench_dra(long nodes, long gpus, long pods, uint64_t seed)
         }
     long init = pods / 2, measured = pods - init, bound_init = 0, bound = 0;
     for (long i = 0; i < init; i++) bound_init += one(fw, cache, &pv[i]);
-    double t0 = mono_us(), c0 = thread_us();
+    double t0 = gs_bench_wall_us(), c0 = gs_bench_cpu_us();
     for (long i = init; i < pods; i++) {
-        double s = mono_us();
+        double s = gs_bench_wall_us();
         bound += one(fw, cache, &pv[i]);
-        lat[i - init] = mono_us() - s;
+        lat[i - init] = gs_bench_wall_us() - s;
     }
-    double total = mono_us() - t0, cpu = thread_us() - c0;
+    double total = gs_bench_wall_us() - t0, cpu = gs_bench_cpu_us() - c0;
     qsort(lat, (size_t)measured, sizeof *lat, cmp_d);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

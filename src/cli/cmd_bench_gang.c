@@ -19,6 +19,7 @@
  * bound in part and then completed is caught too.
  */
 #include "cli/bench_gang.h"
+#include "cli/bench_clock.h"
 #include "cli/commands.h"
 
 #include "core/codec.h"
@@ -39,20 +40,6 @@
 #define FILLER_PER_NODE 4            /* 1 CPU each: the node is full */
 #define GANG_PRIORITY 1000
 #define STALL_NS (3600LL * GS_NS_PER_SEC) /* give up after an hour of simulated time without progress */
-
-static double mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static double thread_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 /*--- Shapes ---*/
 
@@ -253,7 +240,7 @@ static int run_loop(struct gbench *b, struct gs_bench_gang_result *res)
     long n = b->o->gangs * b->o->size;
     int64_t last_progress = gs_clock_now(&b->clock);
     long last_bound = -1;
-    double t0 = mono_us(), c0 = thread_us();
+    double t0 = gs_bench_wall_us(), c0 = gs_bench_cpu_us();
     int64_t s0 = gs_clock_now(&b->clock);
     for (;;) {
         int rc = drain(b, &res->attempts);
@@ -267,8 +254,8 @@ static int run_loop(struct gbench *b, struct gs_bench_gang_result *res)
         if (wake < 0 || now - last_progress > STALL_NS) break; /* nothing will change, or nothing does */
         gs_clock_set(&b->clock, wake > now ? wake : now + 1);
     }
-    res->wall_us = mono_us() - t0;
-    res->cpu_us = thread_us() - c0;
+    res->wall_us = gs_bench_wall_us() - t0;
+    res->cpu_us = gs_bench_cpu_us() - c0;
     res->sim_s = (double)(gs_clock_now(&b->clock) - s0) / (double)GS_NS_PER_SEC;
     return 0;
 }

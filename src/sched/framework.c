@@ -548,25 +548,38 @@ static struct gs_node_info *const *cand_nodes(struct gs_framework *fw, struct ca
     return v;
 }
 
+/* The i-th Filter plugin over c: 1 with *reject set (one verdict per
+ * candidate, in the arena) when it rejects any, 0 when it is skipped or keeps
+ * every one, GS_ENOMEM. Shared by the per-node and the per-class passes. */
+static int filter_one(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c, int i, uint8_t **reject)
+{
+    int k = fw->pts[GS_PT_FILTER][i].inst;
+    const struct gs_plugin *pl = fw->inst[k].pl;
+    if (!pl->filter || (fw->cs.skip_filter_mask & (1 << k))) return 0;
+    uint8_t *rej = gs_arena_alloc(&fw->arena, c->n + 8);
+    if (!rej) return GS_ENOMEM;
+    memset(rej, 0, c->n);
+    if (pl->filter_idx) {
+        pl->filter_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, rej);
+    } else {
+        struct gs_node_info *const *nodes = cand_nodes(fw, c);
+        if (!nodes) return GS_ENOMEM;
+        pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, c->n, rej);
+    }
+    if (!any_reject(rej, c->n)) return 0;
+    *reject = rej;
+    return 1;
+}
+
 /* Runs the Filter plugins over c, narrowing it to the survivors. 0 or GS_ENOMEM. */
 static int run_filter(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c)
 {
     int32_t *own_idx = NULL;
     for (int i = 0; i < fw->npts[GS_PT_FILTER] && c->n; i++) {
-        int k = fw->pts[GS_PT_FILTER][i].inst;
-        const struct gs_plugin *pl = fw->inst[k].pl;
-        if (!pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
-        uint8_t *reject = gs_arena_alloc(&fw->arena, c->n + 8);
-        if (!reject) return GS_ENOMEM;
-        memset(reject, 0, c->n);
-        if (pl->filter_idx) {
-            pl->filter_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, reject);
-        } else {
-            struct gs_node_info *const *nodes = cand_nodes(fw, c);
-            if (!nodes) return GS_ENOMEM;
-            pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, c->n, reject);
-        }
-        if (!any_reject(reject, c->n)) continue;
+        uint8_t *reject = NULL;
+        int rc = filter_one(fw, pod, c, i, &reject);
+        if (rc < 0) return rc;
+        if (!rc) continue;
         fw->rej[i] = reject;
         fw->rej_n[i] = c->n;
         if (!own_idx && !(own_idx = gs_arena_alloc(&fw->arena, c->n * sizeof *own_idx + 1))) return GS_ENOMEM;
@@ -849,20 +862,10 @@ static bool classes_apply(struct gs_framework *fw, const struct gs_pod *pod)
 static int class_filter(struct gs_framework *fw, const struct gs_pod *pod, struct cands *c, const int32_t **w)
 {
     for (int i = 0; i < fw->npts[GS_PT_FILTER] && c->n; i++) {
-        int k = fw->pts[GS_PT_FILTER][i].inst;
-        const struct gs_plugin *pl = fw->inst[k].pl;
-        if (!pl->filter || (fw->cs.skip_filter_mask & (1 << k))) continue;
-        uint8_t *reject = gs_arena_alloc(&fw->arena, c->n + 8);
-        if (!reject) return GS_ENOMEM;
-        memset(reject, 0, c->n);
-        if (pl->filter_idx) {
-            pl->filter_idx(fw->inst[k].state, &fw->cs, pod, c->idx, c->n, reject);
-        } else {
-            struct gs_node_info *const *nodes = cand_nodes(fw, c);
-            if (!nodes) return GS_ENOMEM;
-            pl->filter(fw->inst[k].state, &fw->cs, pod, nodes, c->n, reject);
-        }
-        if (!any_reject(reject, c->n)) continue;
+        uint8_t *reject = NULL;
+        int rc = filter_one(fw, pod, c, i, &reject);
+        if (rc < 0) return rc;
+        if (!rc) continue;
         fw->rej[i] = reject;
         fw->rej_n[i] = c->n;
         fw->rej_w[i] = *w;
