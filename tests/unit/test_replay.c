@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "trace_fixture.h" /* trace_nodes */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,27 +87,6 @@ static void expect(const struct rec *r, size_t i, double t, enum gs_sim_event_ty
 }
 
 /*--- In-memory traces ---*/
-
-static void trace_nodes(struct gs_trace *t, size_t n, int32_t gpus)
-{
-    t->nodes = calloc(n, sizeof *t->nodes);
-    t->node_labels = calloc(n, sizeof *t->node_labels);
-    assert_non_null(t->nodes);
-    assert_non_null(t->node_labels);
-    for (size_t i = 0; i < n; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "n%zu", i + 1);
-        struct gs_node_spec *s = &t->nodes[i];
-        s->name = strdup(name);
-        s->cpu_milli = 64000;
-        s->mem_bytes = (int64_t)256 << 30;
-        s->gpu_model = strdup("T4");
-        s->ngpus = gpus;
-        s->gpu_mem_mib = 15109;
-        s->labels = &t->node_labels[i];
-        t->nnodes++;
-    }
-}
 
 static void trace_pod(struct gs_trace *t, const char *name, double arrival, double duration, int32_t ngpu,
                       int32_t milli)

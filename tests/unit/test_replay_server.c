@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "trace_fixture.h" /* trace_nodes */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,27 +73,6 @@ static double sched_at(const struct rec *r, const char *pod)
 }
 
 /*--- In-memory traces ---*/
-
-static void trace_nodes(struct gs_trace *t, size_t n, int32_t gpus)
-{
-    t->nodes = calloc(n, sizeof *t->nodes);
-    t->node_labels = calloc(n, sizeof *t->node_labels);
-    assert_non_null(t->nodes);
-    assert_non_null(t->node_labels);
-    for (size_t i = 0; i < n; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "n%zu", i + 1);
-        struct gs_node_spec *s = &t->nodes[i];
-        s->name = strdup(name);
-        s->cpu_milli = 64000;
-        s->mem_bytes = (int64_t)256 << 30;
-        s->gpu_model = strdup("T4");
-        s->ngpus = gpus;
-        s->gpu_mem_mib = 15109;
-        s->labels = &t->node_labels[i];
-        t->nnodes++;
-    }
-}
 
 static json_t *doc_of(const char *text)
 {
