@@ -348,7 +348,8 @@ static bool gpu_room_on(struct gs_admission *a, const struct gs_workload *w, con
     }
     if (!milli) return true;
     int64_t free_whole = 0, free_milli = 0, most = 0;
-    for (int32_t n = 0; n < gs_cache_node_count(a->cache); n++) {
+    int32_t total = gs_cache_node_count(a->cache);
+    for (int32_t n = 0; n < total; n++) {
         const struct gs_node_info *ni = gs_cache_node(a->cache, n);
         if (!ni || !ni->live || (excl && excl[n])) continue;
         free_whole += ni->gpus_whole_free;
@@ -380,7 +381,8 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
         struct gs_place_req r = {.pods = w->pods, .npods = w->npods, .labels = &labels,
                                  .excluded = excl, .nodes_out = a->place_nodes, .keep = keep};
         char why[160];
-        rc = gs_placer_try(a->placer, &r, why, sizeof why);
+        /* The placer formats its failure only for a caller that keeps it. */
+        rc = gs_placer_try(a->placer, &r, set_reason ? why : NULL, sizeof why);
         if (rc == 1 && keep && ids_push(&a->kept, w->id)) rc = GS_ENOMEM;
         if (rc == 0 && set_reason) snprintf(w->reason, sizeof w->reason, "quota fits but no placement: %.150s", why);
     }
