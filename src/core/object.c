@@ -809,11 +809,31 @@ void gs__dec_meta(struct gs_dec *dc, const json_t *doc, bool namespaced, struct 
     gs__dec_pop(dc, m);
 }
 
+/* Appends s to buf[*at..len) as snprintf would (cut, always terminated);
+ * *at counts what the whole would need. */
+static void key_put(char *buf, size_t len, size_t *at, const char *s, size_t n)
+{
+    if (*at + 1 < len) {
+        size_t room = len - 1 - *at;
+        memcpy(buf + *at, s, n < room ? n : room);
+        buf[*at + (n < room ? n : room)] = '\0';
+    }
+    *at += n;
+}
+
+/* Copies rather than formats: the scheduler builds a key per assumed or
+ * forgotten pod, and snprintf's format parsing was most of that cost. */
 int gs_meta_key(const struct gs_meta *m, char *buf, size_t len)
 {
-    int n = m->namespace_ ? snprintf(buf, len, "%s/%s", m->namespace_, m->name ? m->name : "")
-                          : snprintf(buf, len, "%s", m->name ? m->name : "");
-    return n < 0 || (size_t)n >= len ? GS_ERANGE : 0;
+    const char *name = m->name ? m->name : "";
+    size_t at = 0;
+    if (len) buf[0] = '\0';
+    if (m->namespace_) {
+        key_put(buf, len, &at, m->namespace_, strlen(m->namespace_));
+        key_put(buf, len, &at, "/", 1);
+    }
+    key_put(buf, len, &at, name, strlen(name));
+    return at >= len ? GS_ERANGE : 0;
 }
 
 /*--- Objects ---*/

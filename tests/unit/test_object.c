@@ -144,6 +144,31 @@ static void test_pod_basics(void **state)
     gs_object_free(o);
 }
 
+/* The key is cut and terminated exactly as snprintf("%s/%s") would cut it,
+ * for every buffer size, with and without a namespace. */
+static void test_meta_key_cut_like_snprintf(void **state)
+{
+    (void)state;
+    struct gs_meta with = {.namespace_ = "team-a", .name = "job-7"}, without = {.name = "node-3"}, empty = {0};
+    for (size_t len = 1; len <= 16; len++) {
+        char got[16], want[16];
+        memset(got, 'x', sizeof got);
+        memset(want, 'x', sizeof want);
+        int n = snprintf(want, len, "%s/%s", with.namespace_, with.name);
+        assert_int_equal(gs_meta_key(&with, got, len), (size_t)n >= len ? GS_ERANGE : 0);
+        assert_memory_equal(got, want, sizeof got);
+        memset(got, 'x', sizeof got);
+        memset(want, 'x', sizeof want);
+        n = snprintf(want, len, "%s", without.name);
+        assert_int_equal(gs_meta_key(&without, got, len), (size_t)n >= len ? GS_ERANGE : 0);
+        assert_memory_equal(got, want, sizeof got);
+    }
+    char one[1] = {'x'};
+    assert_int_equal(gs_meta_key(&empty, one, 1), 0);
+    assert_int_equal(one[0], '\0');
+    assert_int_equal(gs_meta_key(&empty, one, 0), GS_ERANGE);
+}
+
 static void test_demand_containers_and_init(void **state)
 {
     (void)state;
@@ -487,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_pod_json_numbers),
         cmocka_unit_test(test_node),
         cmocka_unit_test(test_in_memory_documents),
+        cmocka_unit_test(test_meta_key_cut_like_snprintf),
         cmocka_unit_test(test_podgroup_and_queue),
         cmocka_unit_test(test_generic_kinds),
         cmocka_unit_test(test_examples_valid),

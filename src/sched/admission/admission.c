@@ -347,15 +347,26 @@ static bool gpu_room_on(struct gs_admission *a, const struct gs_workload *w, con
         if (d->gpu_milli >= GS_GPU_MILLI && d->gpu_count > biggest) biggest = d->gpu_count;
     }
     if (!milli) return true;
+    /* Whole GPUs from the cache's contiguous hot records first (live there is
+     * the node's live); a whole free GPU is GS_GPU_MILLI of free milli, so
+     * the scattered node records are read only when whole GPUs alone do not
+     * already cover the milli asked. Same answer as summing all three. */
+    const struct gs_node_hot *hot = gs_cache_hot(a->cache);
     int64_t free_whole = 0, free_milli = 0, most = 0;
-    for (int32_t n = 0; n < gs_cache_node_count(a->cache); n++) {
+    int32_t total = gs_cache_node_count(a->cache);
+    for (int32_t n = 0; n < total; n++) {
+        if (!hot[n].live || (excl && excl[n])) continue;
+        free_whole += hot[n].gpus_whole_free;
+        if (hot[n].gpus_whole_free > most) most = hot[n].gpus_whole_free;
+    }
+    if (free_whole < whole || most < biggest) return false;
+    if (milli <= free_whole * GS_GPU_MILLI) return true;
+    for (int32_t n = 0; n < total; n++) {
         const struct gs_node_info *ni = gs_cache_node(a->cache, n);
         if (!ni || !ni->live || (excl && excl[n])) continue;
-        free_whole += ni->gpus_whole_free;
         free_milli += ni->gpu_milli_free;
-        if (ni->gpus_whole_free > most) most = ni->gpus_whole_free;
     }
-    return free_milli >= milli && free_whole >= whole && most >= biggest;
+    return free_milli >= milli;
 }
 
 /* 1 when w's pods can be placed on flavor flav now, 0 when not, or an
@@ -380,7 +391,8 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
         struct gs_place_req r = {.pods = w->pods, .npods = w->npods, .labels = &labels,
                                  .excluded = excl, .nodes_out = a->place_nodes, .keep = keep};
         char why[160];
-        rc = gs_placer_try(a->placer, &r, why, sizeof why);
+        /* The placer formats its failure only for a caller that keeps it. */
+        rc = gs_placer_try(a->placer, &r, set_reason ? why : NULL, sizeof why);
         if (rc == 1 && keep && ids_push(&a->kept, w->id)) rc = GS_ENOMEM;
         if (rc == 0 && set_reason) snprintf(w->reason, sizeof w->reason, "quota fits but no placement: %.150s", why);
     }

@@ -24,6 +24,7 @@ struct gs_placer {
     const struct gs_plugin *reserve; /* GpuShare: device choice */
     struct gs_cycle_state cs;
     struct gs_node_info **cand;
+    int32_t *idx; /* cand[i]'s slot, for filters in the index form */
     uint8_t *reject;
     size_t cap;
 };
@@ -77,6 +78,7 @@ void gs_placer_free(struct gs_placer *p)
     if (p->have_cfg) gs_sched_config_free(&p->cfg);
     gs_cycle_state_free(&p->cs);
     free(p->cand);
+    free(p->idx);
     free(p->reject);
     free(p);
 }
@@ -96,6 +98,9 @@ static int grow(struct gs_placer *p, size_t n)
     struct gs_node_info **c = realloc(p->cand, n * sizeof *c);
     if (!c) return GS_ENOMEM;
     p->cand = c;
+    int32_t *ix = realloc(p->idx, n * sizeof *ix);
+    if (!ix) return GS_ENOMEM;
+    p->idx = ix;
     uint8_t *r = realloc(p->reject, n);
     if (!r) return GS_ENOMEM;
     p->reject = r;
@@ -112,6 +117,7 @@ static size_t filter_pod(struct gs_placer *p, const struct gs_pod *pod, const st
         struct gs_node_info *ni = gs_cache_node(p->cache, i);
         if (!ni->live || !ni->schedulable || (r->excluded && r->excluded[i])) continue;
         if (r->labels && r->labels->n && !gs__labels_cover(r->labels, ni->labels)) continue;
+        p->idx[n] = i;
         p->cand[n++] = ni;
     }
     gs_cycle_state_reset(&p->cs);
@@ -123,10 +129,16 @@ static size_t filter_pod(struct gs_placer *p, const struct gs_pod *pod, const st
             if (st.code != GS_SUCCESS) return 0;
         }
         memset(p->reject, 0, n);
-        pl->filter(p->f[k].state, &p->cs, pod, p->cand, n, p->reject);
+        /* The index form reads the cache's dense hot records; same verdicts
+         * by the plugin contract (candidates stay in ascending slot order). */
+        if (pl->filter_idx) pl->filter_idx(p->f[k].state, &p->cs, pod, p->idx, n, p->reject);
+        else pl->filter(p->f[k].state, &p->cs, pod, p->cand, n, p->reject);
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
-            if (!p->reject[i]) p->cand[m++] = p->cand[i];
+            if (!p->reject[i]) {
+                p->idx[m] = p->idx[i];
+                p->cand[m++] = p->cand[i];
+            }
         n = m;
     }
     return n;
