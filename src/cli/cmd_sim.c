@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "sched/plugin.h"
 #include "sim/output.h"
+#include "sim/replay_gangq.h"
 #include "sim/sim.h"
 
 #include <errno.h>
@@ -51,6 +52,7 @@ struct sim_args {
     double tune;
     const char *config, *out;
     bool json, quiet;
+    int gang_queue;                   /* --gang-queue (sim/replay_gangq.h) */
     char node_path[4096], pod_path[4096];
     int argc;                         /* the command line, for the report's metadata */
     char **argv;
@@ -82,6 +84,10 @@ static void usage(FILE *f)
           "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
           "                           (with summary.json and CSVs; docs/SCHEDULING.md \"Reports\")\n"
+          "  --gang-queue MODE        replay: which gang enters the scheduling queue next: scheduler\n"
+          "                           (default, every pod at arrival), fifo (strict FIFO of gangs),\n"
+          "                           volcano (enqueue when its resources fit the idle total),\n"
+          "                           reserve (FIFO, reservation for the head, backfill; docs/QUEUES.md)\n"
           "  --json                   print the results as a JSON array on the last line\n"
           "  -q, --quiet              no progress bar or notes on stderr\n"
           "  -h, --help               this help\n",
@@ -243,6 +249,11 @@ static int set_value(struct sim_args *a, const char *flag, const char *v)
     else if (!strcmp(flag, "--out")) a->out = v;
     else if (!strcmp(flag, "--policy")) return parse_policies(a, flag, v);
     else if (!strcmp(flag, "--tune")) return parse_tune(a, flag, v);
+    else if (!strcmp(flag, "--gang-queue")) {
+        int m = gs_gangq_mode_parse(v);
+        if (m < 0) return bad(flag, v, "want scheduler, fifo, volcano or reserve");
+        a->gang_queue = m;
+    }
     else if (!strcmp(flag, "--experiment")) {
         if (!strcmp(v, "fgd")) a->mode = GS_SIM_FGD;
         else if (!strcmp(v, "replay")) a->mode = GS_SIM_REPLAY;
@@ -265,7 +276,7 @@ static int set_value(struct sim_args *a, const char *flag, const char *v)
 
 static const char *const value_flags[] = {"--nodes",  "--pods",   "--trace-dir", "--variant",    "--cluster",
                                           "--workload", "--config", "--out",     "--policy",     "--tune",
-                                          "--experiment", "--seed", "--seeds"};
+                                          "--experiment", "--seed", "--seeds", "--gang-queue"};
 
 static bool takes_value(const char *arg, char *flag, size_t len)
 {
@@ -319,6 +330,9 @@ static int check_inputs(struct sim_args *a)
         }
     }
     if (a->config && (rc = check_file("--config", a->config, false))) return rc;
+    if (a->gang_queue && a->mode != GS_SIM_REPLAY)
+        return bad("--gang-queue", gs_gangq_mode_name(a->gang_queue),
+                   "gang queueing is a mode of --experiment replay (the fgd experiment tries each pod once)");
     return 0;
 }
 
@@ -416,7 +430,7 @@ static int run_one(const struct sim_args *a, const struct gs_trace *t, struct pr
                    uint64_t seed, struct gs_sim_result *res)
 {
     struct gs_sim_opts o = {.mode = a->mode, .policy = policy, .seed = seed, .tune = a->tune,
-                            .config_path = a->config};
+                            .config_path = a->config, .gang_queue = a->gang_queue};
     struct gs_sim_sink sink = {.event = on_event, .sample = on_sample, .progress = on_progress, .ctx = p};
     struct gs_diags d = {0};
     char label[96];
@@ -501,6 +515,21 @@ static json_t *policy_json(const struct sim_args *a, const struct gs_sim_result 
     json_object_set_new(o, "policy", json_string(runs[0].policy));
     json_object_set_new(o, "seed", json_integer((json_int_t)runs[0].seed));
     for (size_t i = 0; i < nf; i++) json_object_set_new(o, gs_sim_field_name(f[i]), number(st->mean[f[i]]));
+    if (a->mode == GS_SIM_REPLAY && runs[0].gangs) { /* gang queueing (first seed's run) */
+        const struct gs_sim_result *r = &runs[0];
+        json_object_set_new(o, "gang_queue", json_string(gs_gangq_mode_name(a->gang_queue)));
+        json_object_set_new(o, "gangs", json_integer(r->gangs));
+        json_object_set_new(o, "gangs_started", json_integer(r->gangs_started));
+        json_object_set_new(o, "partial_gangs", json_integer(r->partial_gangs));
+        json_object_set_new(o, "gang_delay_p50", number(r->gang_delay_p50));
+        json_object_set_new(o, "gang_delay_p99", number(r->gang_delay_p99));
+        json_object_set_new(o, "gang_wait_hours", number(r->gang_wait_hours));
+        json_object_set_new(o, "gang_idle_gpu_hours", number(r->gang_idle_gpu_hours));
+        json_object_set_new(o, "gang_idle_frac", number(r->gang_idle_frac));
+        json_object_set_new(o, "gang_reservations", json_integer(r->gang_reservations));
+        json_object_set_new(o, "gang_backfilled", json_integer(r->gang_backfilled));
+        json_object_set_new(o, "pods_preempted", json_integer(r->pods_preempted));
+    }
     if (a->seed_list) {
         json_t *seeds = json_array();
         for (size_t i = 0; i < a->nseeds; i++) json_array_append_new(seeds, json_integer((json_int_t)a->seeds[i]));

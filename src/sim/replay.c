@@ -62,6 +62,7 @@
 #include "sim/sim.h"
 #include "sim/sim_dra.h" /* resource claims */
 #include "sim/replay_admit.h" /* admission in front of the queue */
+#include "sim/replay_gangq.h" /* gang queueing modes and gang accounting */
 
 #include <math.h>
 #include <stdlib.h>
@@ -142,6 +143,10 @@ struct replay {
     size_t nready, next_ready;
     uint64_t changes;           /* arrivals, events and nodes made ready so far */
     int64_t changed_ns;         /* when changes last moved */
+    struct gs_gangq *gq;        /* gang queue (replay_gangq.h): its mode and the gang accounting */
+    int64_t last_ns, last_used; /* the previous instant and its GPU milli in use */
+    bool last_gang_waiting;     /* a gang pod waited at the end of the previous instant */
+    double gang_wait_ns, gang_idle_milli_ns; /* time a gang pod waited; idle GPU milli x time then */
 };
 
 static void hook_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a);
@@ -150,6 +155,7 @@ static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs
                          const struct gs_assignment *a);
 static void hook_admitted(void *ctx, size_t i);
 static void hook_admit_evicted(void *ctx, size_t i, const char *by);
+static void hook_gang_released(void *ctx, size_t i);
 
 /*--- Small helpers ---*/
 
@@ -470,6 +476,25 @@ static int build_profile(struct replay *r)
     return add_policy_args(r, p);
 }
 
+/* The gang queue in front of the scheduler (replay_gangq.h). Its modes
+ * other than the scheduler's own are an alternative to admission's queues,
+ * not a layer on top of them. */
+static int init_gangq(struct replay *r)
+{
+    if (r->o->gang_queue != GS_GANGQ_SCHEDULER && r->adm) {
+        gs_diags_add(r->d, "--gang-queue", "\"%s\": the trace uses admission queues, which decide the order "
+                     "already; use --gang-queue scheduler", gs_gangq_mode_name(r->o->gang_queue));
+        return GS_EINVAL;
+    }
+    int64_t *dur = malloc((r->t->npods ? r->t->npods : 1) * sizeof *dur);
+    if (!dur) return GS_ENOMEM;
+    for (size_t i = 0; i < r->t->npods; i++) dur[i] = r->pods[i].duration_ns;
+    int rc = gs_gangq_new(r->o->gang_queue, r->t, dur, r->cache, &r->clock, &r->profile, hook_gang_released, r,
+                          &r->gq, r->d);
+    free(dur);
+    return rc;
+}
+
 static int init_scheduler(struct replay *r)
 {
     const struct gs_pod **pods = malloc((r->t->npods ? r->t->npods : 1) * sizeof *pods);
@@ -488,7 +513,7 @@ static int init_scheduler(struct replay *r)
     if ((rc = gs_scheduler_new(&r->clock, r->cache, &so, &r->sched, r->d))) return rc;
     for (size_t i = 0; i < r->t->nobjects; i++)
         if (r->t->objects[i]->kind == GS_KIND_PODGROUP) gs_scheduler_add_podgroup(r->sched, r->t->objects[i]->u.podgroup);
-    return 0;
+    return init_gangq(r);
 }
 
 static void replay_free(struct replay *r)
@@ -496,6 +521,7 @@ static void replay_free(struct replay *r)
     for (size_t i = 0; i < r->nnrts; i++) gs_nrt_clear(&r->nrts[i]);
     free(r->nrts);
     gs_scheduler_free(r->sched);
+    gs_gangq_free(r->gq);
     gs_replay_admit_free(r->adm); /* after the scheduler, whose profile it owns */
     gs_sim_dra_free(r->dra);
     json_decref(r->policy_args);
@@ -521,6 +547,7 @@ static int bound(struct replay *r, size_t i, const struct gs_assignment *a)
     p->sched_ns = now;
     p->a = *a;
     p->on_node = true;
+    gs_gangq_bound(r->gq, i, a->node, __builtin_popcountll(a->gpu_mask), now);
     r->scheduled++;
     r->running++;
     r->claims_now = gs_sim_dra_bound(r->dra, gs_scheduler_framework(r->sched), r->t->pods[i].pod, to_s(now));
@@ -562,6 +589,7 @@ static void hook_evicted(void *ctx, const struct gs_pod *victim, const struct gs
     p->a = *a;
     emit(r, GS_SIM_PREEMPTED, p, why);
     gs_sim_dra_left(r->dra, victim);
+    gs_gangq_left(r->gq, i, false);
     p->on_node = false;
     p->run++;
     r->running--;
@@ -580,6 +608,9 @@ static void hook_admitted(void *ctx, size_t i)
     }
 }
 
+/* The gang queue let the pod's workload in: it enters the scheduling queue. */
+static void hook_gang_released(void *ctx, size_t i) { hook_admitted(ctx, i); }
+
 /* Admission's reclaim or preemption evicted the pod's workload: out of the
  * scheduler and the cache, its completion void; admission holds it again
  * (replay_admit.c) and it runs its full duration once admitted again. */
@@ -592,6 +623,7 @@ static void hook_admit_evicted(void *ctx, size_t i, const char *by)
         snprintf(why, sizeof why, "evicted by admission for workload %s", by ? by : "?");
         emit(r, GS_SIM_PREEMPTED, p, why);
         gs_sim_dra_left(r->dra, r->t->pods[i].pod);
+        gs_gangq_left(r->gq, i, false);
         p->on_node = false;
         p->run++;
         r->running--;
@@ -643,6 +675,7 @@ static void complete_due(struct replay *r, int64_t now)
         gs_sim_dra_left(r->dra, r->t->pods[c.pod].pod);
         gs_scheduler_delete_pod(r->sched, p->key); /* frees resources, wakes waiting pods */
         gs_replay_admit_gone(r->adm, c.pod);   /* its share of the quota */
+        gs_gangq_left(r->gq, c.pod, true);
         p->on_node = false;
         r->running--;
     }
@@ -673,6 +706,7 @@ static int arrive_due(struct replay *r, int64_t now)
         r->changes++;
         r->changed_ns = now;
         if (!ours(r, r->t->pods[i].pod)) continue; /* another scheduler's: pending, as on the server */
+        if (gs_gangq_arrive(r->gq, i, now)) continue;    /* held by the gang queue's mode */
         if (gs_replay_admit_arrive(r->adm, i)) continue; /* held until its workload is admitted */
         int rc = gs_scheduler_add_pod(r->sched, r->t->pods[i].pod);
         if (rc) {
@@ -728,6 +762,8 @@ static int place_running(struct replay *r)
         r->running++;
         emit_at(r, tp->started, GS_SIM_SCHEDULED, p, NULL);
         gs_replay_admit_running(r->adm, i);
+        gs_gangq_prebound(r->gq, i, idx, __builtin_popcountll(tp->gpus),
+                          p->duration_ns >= 0 ? started + p->duration_ns : -1);
         if (p->duration_ns >= 0 && (rc = heap_push(r, started + p->duration_ns, i, p->run))) return rc;
     }
     return 0;
@@ -849,14 +885,23 @@ static int run_loop(struct replay *r)
         now = next > now ? next : now;
         gs_clock_set(&r->clock, now);
         uint64_t changes = r->changes;
+        if (r->last_gang_waiting) { /* the previous instant's state lasted until now */
+            r->gang_wait_ns += (double)(now - r->last_ns);
+            r->gang_idle_milli_ns += (double)(r->capacity_milli - r->last_used) * (double)(now - r->last_ns);
+        }
         complete_due(r, now);
         ready_due(r, now);
         int rc = arrive_due(r, now);
         /* Admission first, as in the server's rounds: what it admits is scheduled now. */
         if (!rc && r->adm && (rc = gs_replay_admit_cycle(r->adm)) > 0) rc = 0;
+        if (!rc && (rc = gs_gangq_cycle(r->gq, now)) > 0) rc = 0;
         if (!rc) rc = r->hook_err;
         if (!rc) rc = schedule_ready(r);
         if (!rc) rc = r->hook_err;
+        gs_gangq_check(r->gq);
+        r->last_ns = now;
+        r->last_used = gs_cache_gpu_milli_used(r->cache);
+        r->last_gang_waiting = gs_gangq_gang_pods_waiting(r->gq) > 0;
         if (rc) {
             if (r->d && !r->d->n) gs_diags_add(r->d, "replay", "at %.3f s: %s", to_s(now), gs_strerror(rc));
             return rc;
@@ -903,6 +948,19 @@ static void fill_result(struct replay *r, struct gs_sim_result *res)
     res->delay_p90 = percentile(r->delays, r->ndelays, 90);
     res->delay_p99 = percentile(r->delays, r->ndelays, 99);
     res->pods_preempted = r->preempted;
+    struct gs_gangq_stats gs;
+    gs_gangq_stats(r->gq, &gs);
+    res->gangs = gs.gangs;
+    res->gangs_started = gs.gangs_started;
+    res->partial_gangs = gs.partial;
+    res->gang_reservations = gs.reservations;
+    res->gang_backfilled = gs.backfilled;
+    res->gang_delay_p50 = gs.gang_delay_p50;
+    res->gang_delay_p99 = gs.gang_delay_p99;
+    res->gang_wait_hours = r->gang_wait_ns / GS_NS_PER_SEC / 3600.0;
+    res->gang_idle_gpu_hours = r->gang_idle_milli_ns / 1000.0 / GS_NS_PER_SEC / 3600.0;
+    double cap_h = (double)r->capacity_milli / 1000.0 * res->gang_wait_hours;
+    res->gang_idle_frac = cap_h > 0 ? res->gang_idle_gpu_hours / cap_h : 0;
 }
 
 int gs_sim_run_replay(const struct gs_trace *t, const struct gs_sim_opts *o, const struct gs_sim_sink *sink,

@@ -84,6 +84,7 @@ struct gs_sim_opts {
     uint64_t seed;
     double tune;               /* fgd: inflate GPU demand to tune x capacity (default 1.3) */
     const char *config_path;   /* optional scheduler config (profiles); NULL = built-in */
+    int gang_queue;            /* replay: enum gs_gangq_mode (sim/replay_gangq.h), 0 = the scheduler's own */
 };
 
 /* The policy name of a replay that runs the server's profile unchanged. */
@@ -132,6 +133,12 @@ struct gs_sim_result {
     double wall_seconds;
     double delay_p50, delay_p90, delay_p99; /* replay: queueing delay seconds */
     int64_t pods_preempted;    /* replay: evictions by preemption */
+    /* replay, gangs (sim/replay_gangq.h): workloads of more than one pod,
+     * arrival of the first member to the last bound (s), GPU-hours idle
+     * while a gang pod waited and those hours' share of the capacity, and
+     * instants a gang ran below minMember (must be 0). */
+    int64_t gangs, gangs_started, partial_gangs, gang_reservations, gang_backfilled;
+    double gang_delay_p50, gang_delay_p99, gang_wait_hours, gang_idle_gpu_hours, gang_idle_frac;
 };
 
 /* Runs o->mode (dispatch to the two below). */

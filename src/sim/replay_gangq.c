@@ -1,0 +1,544 @@
+/*
+ * replay_gangq.c - gang queueing modes of the replay and its gang
+ * accounting; see replay_gangq.h for the rules of each mode.
+ *
+ * Data. Every trace pod belongs to one workload (its PodGroup's, or its
+ * own). A workload is complete when minMember of its pods have arrived; it
+ * then joins the line (`line`, in order of completion) unless the mode lets
+ * every pod through. Per pod the queue keeps where it runs and when it ends
+ * (the reservation's shadow start is computed from these), and per workload
+ * how many of its pods run (the partial-gang check) and when its last pod
+ * was first bound (the gang's queueing delay).
+ */
+#include "sim/replay_gangq.h"
+
+#include "sched/admission/placement.h"
+#include "sched/strmap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct qpod {
+    size_t wl;
+    int32_t node, gpus;   /* where it runs now (node -1: not running) */
+    int64_t end_ns;       /* -1: runs forever */
+    int64_t dur_ns;       /* its run time, -1 forever */
+    bool arrived, released, waiting_bind, bound_once;
+};
+
+struct wl {
+    size_t *pods;         /* trace indices, in trace order */
+    size_t n, arrived, nbound_once;
+    int32_t min_member;
+    int32_t on_node;
+    int64_t first_arrival_ns, started_ns; /* started: the last pod's first bind, -1 until then */
+    int64_t gpu_milli, cpu_milli, mem_bytes, duration_ns;
+    bool queued, released, ended, touched, held;
+};
+
+struct gs_gangq {
+    enum gs_gangq_mode mode;
+    const struct gs_trace *t;
+    struct gs_cache *cache;
+    struct gs_placer *placer;
+    gs_gangq_release_fn release;
+    void *ctx;
+    struct qpod *pods;
+    struct wl *wls;
+    size_t nwls;
+    size_t *line, nline;          /* complete workloads not yet let in, in order */
+    size_t *touched, ntouched;
+    size_t *kept, nkept;          /* pods assumed by this cycle's placement checks */
+    const struct gs_pod **buf;    /* one workload's pods for the placer */
+    uint8_t *reserved;            /* by node slot */
+    int32_t *freegpu, *tmp;       /* by node slot */
+    size_t *order;                /* scratch: running pods by end */
+    size_t *ord2;                 /* scratch: a workload's pods by GPUs */
+    int64_t gang_waiting;         /* arrived gang pods not running */
+    struct gs_gangq_stats st;
+};
+
+int gs_gangq_mode_parse(const char *s)
+{
+    static const char *names[] = {"scheduler", "fifo", "volcano", "reserve"};
+    for (int i = 0; s && i < 4; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+const char *gs_gangq_mode_name(enum gs_gangq_mode m)
+{
+    switch (m) {
+    case GS_GANGQ_FIFO: return "fifo";
+    case GS_GANGQ_VOLCANO: return "volcano";
+    case GS_GANGQ_RESERVE: return "reserve";
+    default: return "scheduler";
+    }
+}
+
+static int32_t whole_gpus(const struct gs_pod *p)
+{
+    return p->demand.gpu_count; /* a shared GPU still takes one device of a node */
+}
+
+static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struct gs_diags *d)
+{
+    const struct gs_trace *t = q->t;
+    struct gs__strmap by_group, min_of;
+    gs__strmap_init(&by_group);
+    gs__strmap_init(&min_of);
+    int rc = 0;
+    char key[512];
+    for (size_t i = 0; !rc && i < t->nobjects; i++) {
+        if (t->objects[i]->kind != GS_KIND_PODGROUP) continue;
+        const struct gs_podgroup *pg = t->objects[i]->u.podgroup;
+        snprintf(key, sizeof key, "%s/%s", pg->meta.namespace_ ? pg->meta.namespace_ : "default",
+                 pg->meta.name ? pg->meta.name : "");
+        rc = gs__strmap_put(&min_of, key, (void *)(uintptr_t)(pg->min_member > 0 ? pg->min_member : 1));
+    }
+    size_t *count = calloc(t->npods ? t->npods : 1, sizeof *count);
+    q->wls = calloc(t->npods ? t->npods : 1, sizeof *q->wls);
+    if (!count || !q->wls) rc = GS_ENOMEM;
+    /* Pass 1: workload of every pod. */
+    for (size_t i = 0; !rc && i < t->npods; i++) {
+        const struct gs_pod *p = t->pods[i].pod;
+        size_t w;
+        if (p->pod_group && *p->pod_group) {
+            const char *g = strrchr(p->pod_group, '/');
+            snprintf(key, sizeof key, "%s/%s", p->meta.namespace_ ? p->meta.namespace_ : "default",
+                     g ? g + 1 : p->pod_group);
+            void *v = gs__strmap_get(&by_group, key);
+            if (v) w = (size_t)(uintptr_t)v - 1;
+            else {
+                w = q->nwls++;
+                void *m = gs__strmap_get(&min_of, key);
+                q->wls[w].min_member = m ? (int32_t)(uintptr_t)m : 0; /* 0: all its pods */
+                if ((rc = gs__strmap_put(&by_group, key, (void *)(uintptr_t)(w + 1)))) break;
+            }
+        } else {
+            w = q->nwls++;
+            q->wls[w].min_member = 1;
+        }
+        q->pods[i].wl = w;
+        count[w]++;
+    }
+    for (size_t w = 0; !rc && w < q->nwls; w++) {
+        struct wl *x = &q->wls[w];
+        if (!(x->pods = malloc(count[w] * sizeof *x->pods))) rc = GS_ENOMEM;
+        if (!x->min_member || x->min_member > (int32_t)count[w]) x->min_member = (int32_t)count[w];
+        x->started_ns = -1;
+        x->first_arrival_ns = -1;
+    }
+    for (size_t i = 0; !rc && i < t->npods; i++) {
+        struct wl *x = &q->wls[q->pods[i].wl];
+        const struct gs_demand *dm = &t->pods[i].pod->demand;
+        x->pods[x->n++] = i;
+        x->gpu_milli += (int64_t)dm->gpu_count * dm->gpu_milli;
+        x->cpu_milli += dm->cpu_milli;
+        x->mem_bytes += dm->mem_bytes;
+        int64_t du = duration_ns ? duration_ns[i] : -1;
+        q->pods[i].dur_ns = du;
+        if (du < 0 || x->duration_ns < 0) x->duration_ns = -1;
+        else if (du > x->duration_ns) x->duration_ns = du;
+    }
+    for (size_t w = 0; !rc && w < q->nwls; w++)
+        if (q->wls[w].n > 1) q->st.gangs++;
+    if (rc == GS_ENOMEM) gs_diags_add(d, "replay", "gang queue: out of memory");
+    free(count);
+    gs__strmap_free(&by_group);
+    gs__strmap_free(&min_of);
+    return rc;
+}
+
+int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_t *duration_ns,
+                 struct gs_cache *cache, const struct gs_clock *clock, const struct gs_profile *profile,
+                 gs_gangq_release_fn release, void *ctx, struct gs_gangq **out, struct gs_diags *d)
+{
+    *out = NULL;
+    struct gs_gangq *q = calloc(1, sizeof *q);
+    if (!q) return GS_ENOMEM;
+    q->mode = mode;
+    q->t = t;
+    q->cache = cache;
+    q->release = release;
+    q->ctx = ctx;
+    size_t n = t->npods ? t->npods : 1;
+    size_t nn = (size_t)gs_cache_node_count(cache) + 1;
+    q->pods = calloc(n, sizeof *q->pods);
+    q->line = calloc(n, sizeof *q->line);
+    q->touched = calloc(n, sizeof *q->touched);
+    q->kept = calloc(n, sizeof *q->kept);
+    q->buf = calloc(n, sizeof *q->buf);
+    q->order = calloc(n, sizeof *q->order);
+    q->ord2 = calloc(n, sizeof *q->ord2);
+    q->reserved = calloc(nn, 1);
+    q->freegpu = calloc(nn, sizeof *q->freegpu);
+    q->tmp = calloc(nn, sizeof *q->tmp);
+    int rc = 0;
+    if (!q->pods || !q->line || !q->touched || !q->kept || !q->buf || !q->order || !q->ord2 || !q->reserved ||
+        !q->freegpu || !q->tmp)
+        rc = GS_ENOMEM;
+    for (size_t i = 0; !rc && i < t->npods; i++) q->pods[i].node = -1;
+    if (!rc) rc = build_workloads(q, duration_ns, d);
+    if (!rc && mode != GS_GANGQ_SCHEDULER) rc = gs_placer_new(cache, clock, profile, &q->placer, d);
+    if (rc) {
+        gs_gangq_free(q);
+        return rc;
+    }
+    *out = q;
+    return 0;
+}
+
+void gs_gangq_free(struct gs_gangq *q)
+{
+    if (!q) return;
+    for (size_t w = 0; q->wls && w < q->nwls; w++) free(q->wls[w].pods);
+    free(q->wls);
+    gs_placer_free(q->placer);
+    free(q->pods), free(q->line), free(q->touched), free(q->kept), free(q->buf);
+    free(q->order), free(q->ord2), free(q->reserved), free(q->freegpu), free(q->tmp);
+    free(q);
+}
+
+static void touch(struct gs_gangq *q, struct wl *w)
+{
+    if (w->touched) return;
+    w->touched = true;
+    q->touched[q->ntouched++] = (size_t)(w - q->wls);
+}
+
+bool gs_gangq_arrive(struct gs_gangq *q, size_t i, int64_t now)
+{
+    struct wl *w = &q->wls[q->pods[i].wl];
+    if (w->first_arrival_ns < 0) w->first_arrival_ns = now;
+    q->pods[i].arrived = true;
+    w->arrived++;
+    if (w->n > 1) q->gang_waiting++;
+    if (q->mode == GS_GANGQ_SCHEDULER || w->released) return false; /* a late member goes through */
+    if (!w->queued && w->arrived >= (size_t)w->min_member) {
+        w->queued = true;
+        q->line[q->nline++] = (size_t)(w - q->wls);
+    }
+    return true;
+}
+
+void gs_gangq_bound(struct gs_gangq *q, size_t i, int32_t node, int32_t gpus, int64_t now)
+{
+    struct qpod *p = &q->pods[i];
+    struct wl *w = &q->wls[p->wl];
+    p->node = node;
+    p->gpus = gpus;
+    int64_t du = p->dur_ns;
+    p->end_ns = du >= 0 ? now + du : -1;
+    p->waiting_bind = false;
+    if (!p->bound_once) {
+        p->bound_once = true;
+        if (++w->nbound_once == w->n) w->started_ns = now;
+    }
+    w->on_node++;
+    if (w->n > 1) q->gang_waiting--;
+    touch(q, w);
+}
+
+void gs_gangq_prebound(struct gs_gangq *q, size_t i, int32_t node, int32_t gpus, int64_t end_ns)
+{
+    struct qpod *p = &q->pods[i];
+    struct wl *w = &q->wls[p->wl];
+    p->arrived = p->released = p->bound_once = true;
+    p->node = node;
+    p->gpus = gpus;
+    p->end_ns = end_ns;
+    w->arrived++;
+    w->released = w->queued = true; /* it runs: later members go straight through */
+    w->on_node++;
+    w->nbound_once++;
+}
+
+void gs_gangq_left(struct gs_gangq *q, size_t i, bool done)
+{
+    struct qpod *p = &q->pods[i];
+    struct wl *w = &q->wls[p->wl];
+    if (p->node < 0) return;
+    p->node = -1;
+    w->on_node--;
+    if (done) w->ended = true;
+    else if (w->n > 1) q->gang_waiting++;
+    if (w->on_node == 0) w->ended = false;
+    touch(q, w);
+}
+
+void gs_gangq_check(struct gs_gangq *q)
+{
+    for (size_t k = 0; k < q->ntouched; k++) {
+        struct wl *w = &q->wls[q->touched[k]];
+        w->touched = false;
+        if (w->n > 1 && w->on_node > 0 && w->on_node < w->min_member && !w->ended) q->st.partial++;
+    }
+    q->ntouched = 0;
+}
+
+/*--- Admission checks ---*/
+
+/* Can every arrived pod of w be placed now (nodes with excluded[i] set left
+ * out)? On yes the pods stay assumed until the cycle ends. 1, 0 or GS_E*. */
+static int fits_now(struct gs_gangq *q, struct wl *w, const uint8_t *excluded)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < w->n; k++) {
+        size_t i = w->pods[k];
+        if (q->pods[i].arrived && !q->pods[i].released && q->pods[i].node < 0) q->buf[n++] = q->t->pods[i].pod;
+    }
+    if (!n) return 1;
+    struct gs_place_req r = {.pods = q->buf, .npods = n, .excluded = excluded, .keep = true};
+    int rc = gs_placer_try(q->placer, &r, NULL, 0);
+    if (rc == 1)
+        for (size_t k = 0; k < w->n; k++) {
+            size_t i = w->pods[k];
+            if (q->pods[i].arrived && !q->pods[i].released && q->pods[i].node < 0) q->kept[q->nkept++] = i;
+        }
+    return rc;
+}
+
+static void forget_kept(struct gs_gangq *q)
+{
+    char key[512];
+    for (size_t k = 0; k < q->nkept; k++) {
+        gs_meta_key(&q->t->pods[q->kept[k]].pod->meta, key, sizeof key);
+        gs_cache_forget(q->cache, key);
+    }
+    q->nkept = 0;
+}
+
+static void let_in(struct gs_gangq *q, struct wl *w, size_t *released)
+{
+    w->released = true;
+    for (size_t k = 0; k < w->n; k++) {
+        struct qpod *p = &q->pods[w->pods[k]];
+        if (!p->arrived || p->released || p->node >= 0) continue;
+        p->released = true;
+        p->waiting_bind = true;
+    }
+    (*released)++;
+}
+
+static void hand_over(struct gs_gangq *q, const struct wl *w)
+{
+    for (size_t k = 0; k < w->n; k++) {
+        size_t i = w->pods[k];
+        if (q->pods[i].waiting_bind && q->pods[i].released) q->release(q->ctx, i);
+    }
+}
+
+static struct gs_gangq *sort_q; /* qsort has no context argument; the replay is single-threaded */
+
+static int cmp_end(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int64_t ex = sort_q->pods[x].end_ns, ey = sort_q->pods[y].end_ns;
+    if (ex != ey) return ex < ey ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_gpus_desc(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    int32_t gx = whole_gpus(sort_q->t->pods[x].pod), gy = whole_gpus(sort_q->t->pods[y].pod);
+    if (gx != gy) return gx > gy ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* Best-fit decreasing of w's pods (by GPUs) on free; marks the nodes used in
+ * q->reserved when mark. true when all fit. */
+static bool pack(struct gs_gangq *q, const struct wl *w, const int32_t *free_, int32_t nn, bool mark)
+{
+    memcpy(q->tmp, free_, (size_t)nn * sizeof *q->tmp);
+    size_t n = 0;
+    for (size_t k = 0; k < w->n; k++) q->ord2[n++] = w->pods[k];
+    sort_q = q;
+    qsort(q->ord2, n, sizeof *q->ord2, cmp_gpus_desc);
+    if (mark) memset(q->reserved, 0, (size_t)nn);
+    for (size_t k = 0; k < n; k++) {
+        int32_t g = whole_gpus(q->t->pods[q->ord2[k]].pod), best = -1;
+        if (g <= 0) continue;
+        for (int32_t j = 0; j < nn; j++)
+            if (q->tmp[j] >= g && (best < 0 || q->tmp[j] < q->tmp[best])) best = j;
+        if (best < 0) return false;
+        q->tmp[best] -= g;
+        if (mark) q->reserved[best] = 1;
+    }
+    return true;
+}
+
+/* The head's shadow start: when, releasing running pods by their end, its
+ * pods pack on whole free GPUs; q->reserved marks the nodes. INT64_MAX (and
+ * nothing reserved) when it never packs. */
+static int64_t shadow_start(struct gs_gangq *q, const struct wl *head, int64_t now)
+{
+    int32_t nn = gs_cache_node_count(q->cache);
+    for (int32_t j = 0; j < nn; j++) {
+        const struct gs_node_info *ni = gs_cache_node(q->cache, j);
+        q->freegpu[j] = ni->live && ni->schedulable ? ni->gpus_whole_free : -1;
+    }
+    if (pack(q, head, q->freegpu, nn, true)) return now;
+    size_t n = 0;
+    for (size_t i = 0; i < q->t->npods; i++)
+        if (q->pods[i].node >= 0 && q->pods[i].end_ns >= 0) q->order[n++] = i;
+    sort_q = q;
+    qsort(q->order, n, sizeof *q->order, cmp_end);
+    for (size_t k = 0; k < n; k++) {
+        const struct qpod *p = &q->pods[q->order[k]];
+        if (q->freegpu[p->node] >= 0) q->freegpu[p->node] += p->gpus;
+        if (k + 1 < n && q->pods[q->order[k + 1]].end_ns == p->end_ns) continue;
+        if (pack(q, head, q->freegpu, nn, true)) return p->end_ns;
+    }
+    memset(q->reserved, 0, (size_t)nn);
+    return INT64_MAX;
+}
+
+static int cycle_fifo(struct gs_gangq *q, size_t *released)
+{
+    /* Strict: a workload let in earlier and not yet bound is still ahead. */
+    for (size_t i = 0; i < q->t->npods; i++)
+        if (q->pods[i].waiting_bind) return 0;
+    size_t k = 0;
+    for (; k < q->nline; k++) {
+        struct wl *w = &q->wls[q->line[k]];
+        int rc = fits_now(q, w, NULL);
+        if (rc < 0) return rc;
+        if (!rc) {
+            w->held = true;
+            break;
+        }
+        let_in(q, w, released);
+    }
+    return 0;
+}
+
+static int cycle_volcano(struct gs_gangq *q, size_t *released)
+{
+    int64_t gpu = 0, cpu = 0, mem = 0;
+    int32_t nn = gs_cache_node_count(q->cache);
+    for (int32_t j = 0; j < nn; j++) {
+        const struct gs_node_info *ni = gs_cache_node(q->cache, j);
+        if (!ni->live || !ni->schedulable) continue;
+        gpu += ni->gpu_milli_free;
+        cpu += ni->cpu_alloc - ni->cpu_used;
+        mem += ni->mem_alloc - ni->mem_used;
+    }
+    for (size_t i = 0; i < q->t->npods; i++) { /* admitted, not yet running: reserved (Inqueue) */
+        if (!q->pods[i].waiting_bind) continue;
+        const struct gs_demand *dm = &q->t->pods[i].pod->demand;
+        gpu -= (int64_t)dm->gpu_count * dm->gpu_milli;
+        cpu -= dm->cpu_milli;
+        mem -= dm->mem_bytes;
+    }
+    for (size_t k = 0; k < q->nline; k++) {
+        struct wl *w = &q->wls[q->line[k]];
+        if (w->gpu_milli <= gpu && w->cpu_milli <= cpu && w->mem_bytes <= mem) {
+            gpu -= w->gpu_milli, cpu -= w->cpu_milli, mem -= w->mem_bytes;
+            let_in(q, w, released);
+        } else {
+            w->held = true;
+        }
+    }
+    return 0;
+}
+
+static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released)
+{
+    /* The head: the oldest workload let in and not bound, else the line's first that does not fit now. */
+    struct wl *head = NULL;
+    for (size_t i = 0; i < q->t->npods && !head; i++)
+        if (q->pods[i].waiting_bind) head = &q->wls[q->pods[i].wl];
+    size_t k = 0;
+    for (; !head && k < q->nline; k++) {
+        struct wl *w = &q->wls[q->line[k]];
+        int rc = fits_now(q, w, NULL);
+        if (rc < 0) return rc;
+        if (rc) {
+            let_in(q, w, released);
+            continue;
+        }
+        w->held = true;
+        head = w;
+    }
+    if (!head) return 0;
+    int64_t start = shadow_start(q, head, now);
+    q->st.reservations++;
+    for (; k < q->nline; k++) {
+        struct wl *w = &q->wls[q->line[k]];
+        if (w == head || w->released) continue;
+        int rc = fits_now(q, w, q->reserved);
+        if (!rc && w->duration_ns >= 0 && start != INT64_MAX && now + w->duration_ns <= start)
+            rc = fits_now(q, w, NULL);
+        else if (!rc && start == INT64_MAX)
+            rc = fits_now(q, w, NULL);
+        if (rc < 0) return rc;
+        if (rc) {
+            let_in(q, w, released);
+            q->st.backfilled++;
+        } else {
+            w->held = true;
+        }
+    }
+    return 0;
+}
+
+int gs_gangq_cycle(struct gs_gangq *q, int64_t now)
+{
+    if (q->mode == GS_GANGQ_SCHEDULER || !q->nline) return 0;
+    size_t released = 0;
+    int rc = q->mode == GS_GANGQ_FIFO      ? cycle_fifo(q, &released)
+             : q->mode == GS_GANGQ_VOLCANO ? cycle_volcano(q, &released)
+                                           : cycle_reserve(q, now, &released);
+    forget_kept(q);
+    if (rc < 0) return rc;
+    /* Hand over in line order, then drop them from the line. */
+    size_t m = 0;
+    for (size_t k = 0; k < q->nline; k++) {
+        struct wl *w = &q->wls[q->line[k]];
+        if (w->released) {
+            if (w->held) q->st.held++;
+            hand_over(q, w);
+        } else {
+            q->line[m++] = q->line[k];
+        }
+    }
+    q->nline = m;
+    return (int)released;
+}
+
+/*--- Results ---*/
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct_s(const int64_t *v, size_t n, double p)
+{
+    if (!n) return 0;
+    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
+    return (double)v[rank ? rank - 1 : 0] / (double)GS_NS_PER_SEC;
+}
+
+void gs_gangq_stats(const struct gs_gangq *q, struct gs_gangq_stats *s)
+{
+    *s = q->st;
+    int64_t *d = malloc((q->nwls ? q->nwls : 1) * sizeof *d);
+    size_t n = 0;
+    for (size_t w = 0; d && w < q->nwls; w++) {
+        const struct wl *x = &q->wls[w];
+        if (x->n > 1 && x->started_ns >= 0) d[n++] = x->started_ns - x->first_arrival_ns;
+    }
+    if (d) qsort(d, n, sizeof *d, cmp_i64);
+    s->gangs_started = (int64_t)n;
+    s->gang_delay_p50 = d ? pct_s(d, n, 50) : 0;
+    s->gang_delay_p99 = d ? pct_s(d, n, 99) : 0;
+    free(d);
+}
+
+int64_t gs_gangq_gang_pods_waiting(const struct gs_gangq *q) { return q->gang_waiting; }

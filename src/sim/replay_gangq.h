@@ -1,0 +1,103 @@
+/*
+ * replay_gangq.h - gang queueing in the replay experiment: which gang (a
+ * PodGroup's pods, or a single pod) may enter the scheduling queue next, and
+ * the gang accounting the replay reports (queueing delay per gang, GPU idle
+ * while gangs wait, partial gangs).
+ *
+ * Without a queue mode (GS_GANGQ_SCHEDULER, the default) every pod goes to
+ * the scheduler at arrival and Coscheduling alone decides, as on the server:
+ * small gangs may pass a large one indefinitely. The other modes hold a
+ * workload until an admission rule lets it in, in the order the workloads
+ * became complete (minMember members arrived):
+ *
+ *  - GS_GANGQ_FIFO: strict FIFO of gangs. The head is let in when all its
+ *    pods can be placed now (admission's placement check, placement.h, with
+ *    the profile's filters on the live cache); nothing behind it passes.
+ *  - GS_GANGQ_VOLCANO: Volcano's enqueue action. A workload is let in when
+ *    its resources (GPU milli, CPU, memory summed over its pods) fit in the
+ *    cluster's idle total, less what earlier admitted, unbound workloads
+ *    asked; a workload that does not fit is passed by later ones. Nodes are
+ *    not looked at (a sum can fit where no node does).
+ *  - GS_GANGQ_RESERVE: FIFO with backfill (EASY backfill). The head is let
+ *    in when it can be placed now; else it gets a reservation: running pods
+ *    are released in order of their known end (bind time + duration, known
+ *    in the simulator) on per-node free whole GPUs until a best-fit
+ *    decreasing packing of the head's pods fits; that end is its shadow
+ *    start and the nodes of that packing are reserved. A later workload is
+ *    let in when it can be placed now on the other nodes, or when it can be
+ *    placed now and its run ends before the shadow start. CPU, memory and
+ *    required topology are left to the placement check (the packing counts
+ *    GPUs only), so a reservation can be optimistic; it is recomputed every
+ *    cycle.
+ *
+ * A workload let in enters the scheduling queue whole; Coscheduling then
+ * binds it all or nothing. Placement checks of one cycle stay assumed in
+ * the cache until the cycle ends, so later checks see earlier admissions;
+ * the scheduler then places the pods with its own policy. Everything is
+ * deterministic: orders are by arrival, ties by trace index.
+ */
+#ifndef GS_SIM_REPLAY_GANGQ_H
+#define GS_SIM_REPLAY_GANGQ_H
+
+#include "core/clock.h"
+#include "sched/cache.h"
+#include "sched/framework.h"
+#include "sim/sim.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum gs_gangq_mode { GS_GANGQ_SCHEDULER, GS_GANGQ_FIFO, GS_GANGQ_VOLCANO, GS_GANGQ_RESERVE };
+
+/* "scheduler", "fifo", "volcano", "reserve" -> mode; -1 when none of them. */
+int gs_gangq_mode_parse(const char *s);
+const char *gs_gangq_mode_name(enum gs_gangq_mode m);
+
+struct gs_gangq;
+
+/* Pod i was let in: queue it for scheduling. */
+typedef void (*gs_gangq_release_fn)(void *ctx, size_t i);
+
+/* Groups the trace's pods into workloads (PodGroup members by their group
+ * key "ns/name", minMember from the trace's PodGroup, else the members the
+ * trace has; every other pod alone). duration_ns: per pod, -1 = forever.
+ * The placement check uses profile's filters over cache (both borrowed).
+ * 0 or GS_E* with d filled. */
+int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_t *duration_ns,
+                 struct gs_cache *cache, const struct gs_clock *clock, const struct gs_profile *profile,
+                 gs_gangq_release_fn release, void *ctx, struct gs_gangq **out, struct gs_diags *d);
+void gs_gangq_free(struct gs_gangq *q);
+
+/* Pod i arrives at now. true: the queue holds it (do not schedule it). */
+bool gs_gangq_arrive(struct gs_gangq *q, size_t i, int64_t now);
+/* Pod i runs when the trace starts (on node, whole GPUs gpus, until end_ns, -1 never). */
+void gs_gangq_prebound(struct gs_gangq *q, size_t i, int32_t node, int32_t gpus, int64_t end_ns);
+/* Pod i was bound on node (whole GPUs gpus) at now. */
+void gs_gangq_bound(struct gs_gangq *q, size_t i, int32_t node, int32_t gpus, int64_t now);
+/* Pod i left its node: completed (done true) or evicted (it waits again, in the scheduler). */
+void gs_gangq_left(struct gs_gangq *q, size_t i, bool done);
+/* One admission cycle at now: releases workloads through the hook. Number
+ * released, or GS_E*. */
+int gs_gangq_cycle(struct gs_gangq *q, int64_t now);
+
+/* End of an instant: counts gangs bound below minMember (none of whose pods
+ * completed) among those touched since the last call. */
+void gs_gangq_check(struct gs_gangq *q);
+
+struct gs_gangq_stats {
+    int64_t gangs;              /* workloads with more than one pod */
+    int64_t partial;            /* instants a gang ran with fewer than minMember pods */
+    int64_t held;               /* workloads held at least once by the queue */
+    int64_t reservations;       /* cycles that made a reservation */
+    int64_t backfilled;         /* workloads let in past a reserved head */
+    double gang_delay_p50, gang_delay_p99; /* arrival of the first member to the last bound, s */
+    int64_t gangs_started;
+};
+
+/* Fills s; gang delays over the gangs that started. */
+void gs_gangq_stats(const struct gs_gangq *q, struct gs_gangq_stats *s);
+/* Arrived gang pods not bound now. */
+int64_t gs_gangq_gang_pods_waiting(const struct gs_gangq *q);
+
+#endif
