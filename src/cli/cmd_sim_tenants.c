@@ -67,6 +67,9 @@ static void usage(FILE *f)
           "  --evict-charge F     share of a victim's lost GPU-hours charged to the claimant (default 1; 0: none)\n"
           "  --hold S             how long nodes freed by reclaim are held for the claimant (default 60)\n"
           "  --reserve-horizon S  reserve for a starving workload only if it can start within S (default 3600; 0: any)\n"
+          "  --reserve-for oldest|under-share  the reservation goes to the oldest starving large workload\n"
+          "                       (default) or, at once, to the large workload of the queue furthest below\n"
+          "                       its fair share (docs/QUEUES.md \"Starvation guard\")\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
@@ -165,6 +168,9 @@ static int parse(int argc, char **argv, struct targs *a)
         else if (!strcmp(f, "--reserve-horizon")) {
             rc = num(f, v, 0, &a->o.reserve_horizon_s);
             if (a->o.reserve_horizon_s == 0) a->o.reserve_horizon_s = -1;
+        } else if (!strcmp(f, "--reserve-for")) {
+            if (strcmp(v, "oldest") && strcmp(v, "under-share")) return bad(f, v, "want oldest or under-share");
+            a->o.reserve_under_share = !strcmp(v, "under-share");
         } else if (!strcmp(f, "--reclaim-from")) {
             if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return bad(f, v, "want fairshare or nominal");
             a->o.reclaim_above_nominal = !strcmp(v, "nominal");

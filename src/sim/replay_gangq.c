@@ -32,6 +32,7 @@ struct wl {
     size_t *pods;         /* trace indices, in trace order */
     size_t n, arrived, nbound_once;
     int32_t min_member;
+    int32_t priority;     /* the highest of its pods' */
     int32_t on_node;
     int64_t first_arrival_ns, started_ns; /* started: the last pod's first bind, -1 until then */
     int64_t gpu_milli, cpu_milli, mem_bytes, duration_ns;
@@ -134,6 +135,7 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
     for (size_t i = 0; !rc && i < t->npods; i++) {
         struct wl *x = &q->wls[q->pods[i].wl];
         const struct gs_demand *dm = &t->pods[i].pod->demand;
+        if (!x->n || t->pods[i].pod->priority > x->priority) x->priority = t->pods[i].pod->priority;
         x->pods[x->n++] = i;
         x->gpu_milli += (int64_t)dm->gpu_count * dm->gpu_milli;
         x->cpu_milli += dm->cpu_milli;
@@ -218,8 +220,15 @@ bool gs_gangq_arrive(struct gs_gangq *q, size_t i, int64_t now)
     if (w->n > 1) q->gang_waiting++;
     if (q->mode == GS_GANGQ_SCHEDULER || w->released) return false; /* a late member goes through */
     if (!w->queued && w->arrived >= (size_t)w->min_member) {
+        /* Behind every workload of its priority or higher: priority, then completion. */
         w->queued = true;
-        q->line[q->nline++] = (size_t)(w - q->wls);
+        size_t k = q->nline;
+        while (k > 0 && q->wls[q->line[k - 1]].priority < w->priority) {
+            q->line[k] = q->line[k - 1];
+            k--;
+        }
+        q->line[k] = (size_t)(w - q->wls);
+        q->nline++;
     }
     return true;
 }

@@ -7,8 +7,8 @@
  * Without a queue mode (GS_GANGQ_SCHEDULER, the default) every pod goes to
  * the scheduler at arrival and Coscheduling alone decides, as on the server:
  * small gangs may pass a large one indefinitely. The other modes hold a
- * workload until an admission rule lets it in, in the order the workloads
- * became complete (minMember members arrived):
+ * workload until an admission rule lets it in, in order of priority (the
+ * highest of its pods'), then of completion (minMember members arrived):
  *
  *  - GS_GANGQ_FIFO: strict FIFO of gangs. The head is let in when all its
  *    pods can be placed now (admission's placement check, placement.h, with

@@ -291,6 +291,7 @@ static int setup(struct tenants *s)
                                        .reclaim_wait_ns = to_ns(o->reclaim_wait_s),
                                        .max_preemptions = o->max_preemptions, .evict_charge = o->evict_charge,
                                        .hold_ns = to_ns(o->hold_s), .reserve_horizon_ns = to_ns(o->reserve_horizon_s),
+                                       .reserve_under_share = o->reserve_under_share,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
                                        .global_victims = o->global_victims};
         rc = gs_admission_new(&s->tree, s->cache, &s->clock, &ao, &s->adm, s->d);

@@ -51,6 +51,7 @@ struct gs_tenants_opts {
     double evict_charge;           /* share of the lost GPU-hours charged to the claimant */
     double hold_s;                 /* how long nodes freed by reclaim are held */
     double reserve_horizon_s;      /* reserve only for a start this close */
+    bool reserve_under_share;      /* the reservation goes to the queue furthest below its share (admission.h) */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
     /* Per-queue status: a snapshot at queues_at_s (< 0: at the end) in the result. */

@@ -1145,6 +1145,25 @@ static int64_t shadow_time(struct gs_admission *a, struct gs_workload *w, bool *
     return start;
 }
 
+/* reserve_under_share: the first pending large workload (queue order) of
+ * the queue with the lowest weighted share below 1, or NULL. */
+static struct gs_workload *under_share_candidate(struct gs_admission *a)
+{
+    int32_t leaf = -1;
+    for (int32_t i = 0; i < a->t->n; i++) {
+        if (!a->lq[i].n || a->fs.n[i].share >= 1.0) continue;
+        bool large = false;
+        for (size_t k = 0; k < a->lq[i].n && !large; k++)
+            large = a->w[a->lq[i].v[k]]->gpu_milli >= a->o.large_gpu_milli;
+        if (large && (leaf < 0 || a->fs.n[i].share < a->fs.n[leaf].share)) leaf = i;
+    }
+    for (size_t k = 0; leaf >= 0 && k < a->lq[leaf].n; k++) {
+        struct gs_workload *w = a->w[a->lq[leaf].v[k]];
+        if (w->gpu_milli >= a->o.large_gpu_milli) return w;
+    }
+    return NULL;
+}
+
 static int refresh_reservation(struct gs_admission *a)
 {
     int64_t now = now_ns(a);
@@ -1155,7 +1174,8 @@ static int refresh_reservation(struct gs_admission *a)
     }
     if (a->res_wl >= 0 || a->o.starvation_wait_ns < 0 || a->res_fail_seq == a->release_seq) return 0;
     struct gs_workload *best = NULL;
-    for (size_t i = 0; i < a->n; i++) {
+    if (a->o.reserve_under_share) best = under_share_candidate(a);
+    for (size_t i = 0; !best && i < a->n; i++) {
         struct gs_workload *w = a->w[i];
         if (w->state != GS_WL_PENDING || w->gpu_milli < a->o.large_gpu_milli) continue;
         if (now - w->created_ns < a->o.starvation_wait_ns) continue;

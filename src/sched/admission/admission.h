@@ -100,6 +100,10 @@ struct gs_admission_opts {
     bool global_victims;        /* old victim choice: one global order, not node-wise (nodeplan.h) */
     int max_victim_searches;    /* victim searches per cycle; 0: 8; <0: unlimited */
     int64_t reserve_horizon_ns; /* reserve only when the start is this close; 0: 1 hour; <0: any */
+    /* The reservation goes to the large workload of the queue furthest below
+     * its fair share (weighted share < 1), without the starvation wait; the
+     * oldest starving one only when no such queue has one. */
+    bool reserve_under_share;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */

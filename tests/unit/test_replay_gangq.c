@@ -1,0 +1,194 @@
+/*
+ * test_replay_gangq.c - the replay's gang queueing modes (sim/replay_gangq.h)
+ * on a scenario whose timeline is known by hand: which workload each mode
+ * lets in when, the gang's queueing delay, the GPU idle time while the gang
+ * waits, and that no gang ever runs partly. Also the mode names.
+ *
+ * Scenario: two nodes of 4 GPUs. t=0 s0 (3 GPUs, 100 s); t=1 the gang G
+ * (2 pods x 4 GPUs, 100 s: both nodes whole); t=2 s1 (1 GPU, 50 s: ends
+ * before s0); t=3 s2 (1 GPU, 500 s).
+ *   scheduler, volcano: s1 and s2 start at once and G waits for s2: 503.
+ *   fifo: G at 100 (s0 ended), s1 and s2 behind it at 200.
+ *   reserve: G reserves both nodes from 100; s1 ends before that and is
+ *     backfilled at 2; s2 is not and waits until G ends (200).
+ */
+#include "sched/plugin.h"
+#include "sim/replay_gangq.h"
+#include "sim/sim.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* cmocka of Debian 12 has no assert_double_equal. */
+#define assert_double_equal(a, b, eps) assert_true(fabs((double)(a) - (double)(b)) <= (eps))
+
+extern const struct gs_plugin gs_plugin_best_fit;
+const struct gs_plugin *const test_gangq_policy = &gs_plugin_best_fit;
+
+#define CONFIG GS_TEST_DATA "/../../examples/scheduler/gang-topology-scheduler.yaml"
+
+static char *write_tmp(const char *text)
+{
+    char tmpl[] = "/tmp/gs_test_gangq_XXXXXX";
+    int fd = mkstemp(tmpl);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    return strdup(tmpl);
+}
+
+static const char *NODES =
+    "apiVersion: v1\nkind: Node\nmetadata: {name: n0}\n"
+    "status: {allocatable: {cpu: '64', memory: 256Gi, pods: '110', nvidia.com/gpu: '4'}}\n"
+    "---\napiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+    "status: {allocatable: {cpu: '64', memory: 256Gi, pods: '110', nvidia.com/gpu: '4'}}\n";
+
+#define POD(name, group, at, dur, gpus)                                                                        \
+    "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: " name "\n  namespace: default\n" group                   \
+    "  annotations: {sim.gpusched.io/arrival: '" at "', sim.gpusched.io/duration: '" dur "'}\n"                   \
+    "spec: {containers: [{name: c, image: i, resources: {limits: {cpu: '1', memory: 1Gi, nvidia.com/gpu: '" gpus \
+    "'}}}]}\n"
+#define IN_G "  labels: {scheduling.x-k8s.io/pod-group: g}\n"
+
+static const char *WORKLOAD =
+    "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: default}\n"
+    "spec: {minMember: 2, scheduleTimeoutSeconds: 30}\n"
+    POD("s0", "", "0", "100", "3") POD("g-0", IN_G, "1", "100", "4") POD("g-1", IN_G, "1", "100", "4")
+    POD("s1", "", "2", "50", "1") POD("s2", "", "3", "500", "1");
+
+struct starts {
+    double t[8];
+    char pod[8][32];
+    size_t n;
+};
+
+static void on_event(void *ctx, const struct gs_sim_event *e)
+{
+    struct starts *s = ctx;
+    if (e->type != GS_SIM_SCHEDULED || s->n == 8) return;
+    s->t[s->n] = e->t;
+    snprintf(s->pod[s->n++], sizeof s->pod[0], "%s", e->pod);
+}
+
+static double start_of(const struct starts *s, const char *pod)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (!strcmp(s->pod[i], pod)) return s->t[i];
+    return -1;
+}
+
+static void run_mode(int mode, struct starts *s, struct gs_sim_result *res)
+{
+    char *nodes = write_tmp(NODES), *pods = write_tmp(WORKLOAD);
+    struct gs_trace t;
+    struct gs_diags d = {0};
+    int rc = gs_trace_load_manifests(nodes, pods, &t, &d);
+    for (size_t i = 0; i < d.n; i++) print_message("diag: %s: %s\n", d.v[i].path, d.v[i].msg);
+    assert_int_equal(rc, 0);
+    memset(s, 0, sizeof *s);
+    struct gs_sim_sink sink = {.event = on_event, .ctx = s};
+    struct gs_sim_opts o = {.mode = GS_SIM_REPLAY, .policy = "BestFit", .seed = 42, .config_path = CONFIG,
+                            .gang_queue = mode};
+    rc = gs_sim_run(&t, &o, &sink, res, &d);
+    for (size_t i = 0; i < d.n; i++) print_message("diag: %s: %s\n", d.v[i].path, d.v[i].msg);
+    assert_int_equal(rc, 0);
+    gs_diags_free(&d);
+    gs_trace_free(&t);
+    unlink(nodes), unlink(pods);
+    free(nodes), free(pods);
+    assert_int_equal(res->pods_scheduled, 5);
+    assert_int_equal(res->gangs, 1);
+    assert_int_equal(res->gangs_started, 1);
+    assert_int_equal(res->partial_gangs, 0); /* never a partial gang */
+    assert_double_equal(start_of(s, "default/g-0"), start_of(s, "default/g-1"), 1e-9);
+}
+
+static void test_scheduler_mode_starves_the_gang(void **state)
+{
+    (void)state;
+    struct starts s;
+    struct gs_sim_result res;
+    run_mode(GS_GANGQ_SCHEDULER, &s, &res);
+    assert_double_equal(start_of(&s, "default/s1"), 2, 1e-9);
+    assert_double_equal(start_of(&s, "default/s2"), 3, 1e-9);
+    assert_double_equal(start_of(&s, "default/g-0"), 503, 1e-9);
+    assert_double_equal(res.gang_delay_p50, 502, 1e-9);
+    /* Free GPUs while G waits: 5 (1-2), 4 (2-3), 3 (3-52), 4 (52-100), 7 (100-503). */
+    assert_double_equal(res.gang_idle_gpu_hours * 3600, 5 + 4 + 3 * 49 + 4 * 48 + 7 * 403, 1e-6);
+    assert_double_equal(res.gang_wait_hours * 3600, 502, 1e-6);
+}
+
+static void test_fifo_keeps_order(void **state)
+{
+    (void)state;
+    struct starts s;
+    struct gs_sim_result res;
+    run_mode(GS_GANGQ_FIFO, &s, &res);
+    assert_double_equal(start_of(&s, "default/g-0"), 100, 1e-9);
+    assert_double_equal(start_of(&s, "default/s1"), 200, 1e-9);
+    assert_double_equal(start_of(&s, "default/s2"), 200, 1e-9);
+    assert_double_equal(res.gang_delay_p50, 99, 1e-9);
+    /* 5 free (1-100): s1 and s2 wait behind the gang. */
+    assert_double_equal(res.gang_idle_gpu_hours * 3600, 5 * 99, 1e-6);
+}
+
+static void test_volcano_enqueues_what_fits_the_total(void **state)
+{
+    (void)state;
+    struct starts s;
+    struct gs_sim_result res;
+    run_mode(GS_GANGQ_VOLCANO, &s, &res);
+    /* G's 8 GPUs never fit the idle total while s2 runs; s1 and s2 pass it. */
+    assert_double_equal(start_of(&s, "default/s1"), 2, 1e-9);
+    assert_double_equal(start_of(&s, "default/s2"), 3, 1e-9);
+    assert_double_equal(start_of(&s, "default/g-0"), 503, 1e-9);
+}
+
+static void test_reserve_backfills_only_what_ends_before(void **state)
+{
+    (void)state;
+    struct starts s;
+    struct gs_sim_result res;
+    run_mode(GS_GANGQ_RESERVE, &s, &res);
+    assert_double_equal(start_of(&s, "default/s1"), 2, 1e-9);  /* ends at 52, before the shadow start */
+    assert_double_equal(start_of(&s, "default/g-0"), 100, 1e-9);
+    assert_double_equal(start_of(&s, "default/s2"), 200, 1e-9); /* would end at 503: not backfilled */
+    assert_double_equal(res.gang_delay_p50, 99, 1e-9);
+    assert_true(res.gang_reservations > 0);
+    assert_int_equal(res.gang_backfilled, 1);
+    /* Free while G waits: 5 (1-2), 4 (2-52), 5 (52-100). */
+    assert_double_equal(res.gang_idle_gpu_hours * 3600, 5 + 4 * 50 + 5 * 48, 1e-6);
+}
+
+static void test_mode_names(void **state)
+{
+    (void)state;
+    assert_int_equal(gs_gangq_mode_parse("scheduler"), GS_GANGQ_SCHEDULER);
+    assert_int_equal(gs_gangq_mode_parse("fifo"), GS_GANGQ_FIFO);
+    assert_int_equal(gs_gangq_mode_parse("volcano"), GS_GANGQ_VOLCANO);
+    assert_int_equal(gs_gangq_mode_parse("reserve"), GS_GANGQ_RESERVE);
+    assert_int_equal(gs_gangq_mode_parse("FIFO"), -1);
+    assert_int_equal(gs_gangq_mode_parse(""), -1);
+    assert_int_equal(gs_gangq_mode_parse(NULL), -1);
+    assert_string_equal(gs_gangq_mode_name(GS_GANGQ_RESERVE), "reserve");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scheduler_mode_starves_the_gang),
+        cmocka_unit_test(test_fifo_keeps_order),
+        cmocka_unit_test(test_volcano_enqueues_what_fits_the_total),
+        cmocka_unit_test(test_reserve_backfills_only_what_ends_before),
+        cmocka_unit_test(test_mode_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
