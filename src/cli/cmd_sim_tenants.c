@@ -67,6 +67,8 @@ static void usage(FILE *f)
           "  --evict-charge F     share of a victim's lost GPU-hours charged to the claimant (default 1; 0: none)\n"
           "  --hold S             how long nodes freed by reclaim are held for the claimant (default 60)\n"
           "  --reserve-horizon S  reserve for a starving workload only if it can start within S (default 3600; 0: any)\n"
+          "  --share-gate on|off  while a queue below its fair share has a workload that fits quota but\n"
+          "                       not the nodes, queues at or above theirs admit no GPU workloads (default off)\n"
           "  --reserve-for oldest|under-share  the reservation goes to the oldest starving large workload\n"
           "                       (default) or, at once, to the large workload of the queue furthest below\n"
           "                       its fair share (docs/QUEUES.md \"Starvation guard\")\n"
@@ -171,6 +173,9 @@ static int parse(int argc, char **argv, struct targs *a)
         } else if (!strcmp(f, "--reserve-for")) {
             if (strcmp(v, "oldest") && strcmp(v, "under-share")) return bad(f, v, "want oldest or under-share");
             a->o.reserve_under_share = !strcmp(v, "under-share");
+        } else if (!strcmp(f, "--share-gate")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
+            a->o.share_gate = !strcmp(v, "on");
         } else if (!strcmp(f, "--reclaim-from")) {
             if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return bad(f, v, "want fairshare or nominal");
             a->o.reclaim_above_nominal = !strcmp(v, "nominal");
@@ -344,6 +349,9 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
                    (long long)res[r].nodewise_won, (long long)res[r].nodewise_refused,
                    (long long)res[r].nodewise_unproven, (long long)res[r].evictions, (long long)res[r].reservations,
                    (long long)res[r].reservations_beyond_horizon);
+        if (!strcmp(runs[r].mode, "fair") && res[r].share_gated)
+            printf("      share gate: a queue at or above its share held its GPU workloads back %lld times\n",
+                   (long long)res[r].share_gated);
     }
 }
 

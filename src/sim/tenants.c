@@ -292,6 +292,7 @@ static int setup(struct tenants *s)
                                        .max_preemptions = o->max_preemptions, .evict_charge = o->evict_charge,
                                        .hold_ns = to_ns(o->hold_s), .reserve_horizon_ns = to_ns(o->reserve_horizon_s),
                                        .reserve_under_share = o->reserve_under_share,
+                                       .share_gate = o->share_gate,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
                                        .global_victims = o->global_victims};
         rc = gs_admission_new(&s->tree, s->cache, &s->clock, &ao, &s->adm, s->d);
@@ -600,6 +601,7 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->nodewise_unproven = st.nodewise_unproven;
         res->reservations = st.reservations;
         res->reservations_beyond_horizon = st.reservations_beyond_horizon;
+        res->share_gated = st.share_gated;
         if (s->o->want_queues && !s->snapped) s->queues = gs_admission_queues_json(s->adm, 20, 5);
     }
     res->queues = s->queues;

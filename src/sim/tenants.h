@@ -52,6 +52,7 @@ struct gs_tenants_opts {
     double hold_s;                 /* how long nodes freed by reclaim are held */
     double reserve_horizon_s;      /* reserve only for a start this close */
     bool reserve_under_share;      /* the reservation goes to the queue furthest below its share (admission.h) */
+    bool share_gate;               /* queues at or above their share wait while one below finds no placement */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
     /* Per-queue status: a snapshot at queues_at_s (< 0: at the end) in the result. */
@@ -84,6 +85,7 @@ struct gs_tenants_result {
     int64_t evictions, victim_searches, victim_searches_won; /* admission's counters */
     int64_t nodewise_won, nodewise_refused, nodewise_unproven;
     int64_t reservations, reservations_beyond_horizon;
+    int64_t share_gated;           /* share gate: queue turns with GPU workloads held back */
     double idle_share;                    /* time-averaged idle GPU share while contended */
     json_t *queues;                       /* gs_admission_queues_json snapshot when asked; caller decrefs */
 };

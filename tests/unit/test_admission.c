@@ -683,6 +683,71 @@ static void queues_json_lists_pending_workloads_in_line(void **st)
     adm_env_free(&e);
 }
 
+/* share_gate: b (below its fair share) has a workload that fits its quota
+ * but not the nodes (one GPU free on each); a (at its share) then asks for
+ * one GPU. Without the gate a takes it; with it a waits until b's job fits. */
+static void share_gate_holds_queues_at_their_share_back(void **st)
+{
+    (void)st;
+    for (int gate = 0; gate < 2; gate++) {
+        struct adm_env e;
+        struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                      .reclaim_wait_ns = -1, .share_gate = gate};
+        env_init(&e, 2, 4, CQ("a", "co", "4", "") "---\n" CQ("b", "co", "4", "") "---\n" LQ("qa", "a") "---\n"
+                 LQ("qb", "b"), &o);
+        int a1 = submit(&e, "a1", "qa", 1, 3, 1000, 0, 0);
+        submit(&e, "a2", "qa", 1, 3, 1000, 0, 0);
+        assert_int_equal(cycle(&e), 2); /* one GPU free on each node */
+        int b1 = submit(&e, "b1", "qb", 1, 2, 1000, 0, 0);
+        int a3 = submit(&e, "a3", "qa", 1, 1, 1000, 0, 0);
+        cycle(&e);
+        assert_int_equal(state(&e, b1), GS_WL_PENDING);
+        assert_non_null(strstr(gs_admission_workload(e.a, b1)->reason, "no placement"));
+        assert_int_equal(state(&e, a3), gate ? GS_WL_PENDING : GS_WL_ADMITTED);
+        struct gs_admission_stats sts;
+        gs_admission_stats(e.a, &sts);
+        assert_int_equal(sts.share_gated > 0, gate);
+        finish(&e, a1); /* node0 free but for a3 when it was admitted */
+        cycle(&e);
+        assert_int_equal(state(&e, b1), GS_WL_ADMITTED);
+        cycle(&e);
+        assert_int_equal(state(&e, a3), GS_WL_ADMITTED);
+        adm_env_free(&e);
+    }
+}
+
+/* reserve_under_share: the reservation goes at once to the large workload
+ * of the queue below its fair share, not to the oldest large one. */
+static void reservation_goes_to_the_queue_below_its_share(void **st)
+{
+    (void)st;
+    for (int under = 0; under < 2; under++) {
+        struct adm_env e;
+        struct gs_admission_opts o = {.starvation_wait_ns = 10 * SEC, .large_gpu_milli = GPU(8), .history_weight = 0,
+                                      .reclaim_min_runtime_ns = -1, .reclaim_wait_ns = -1,
+                                      .reserve_under_share = under};
+        env_init(&e, 2, 8, CQ("a", "co", "8", "") "---\n" CQ("b", "co", "8", "") "---\n" LQ("qa", "a") "---\n"
+                 LQ("qb", "b"), &o);
+        submit(&e, "a1", "qa", 1, 8, 1000, 0, 100);
+        submit(&e, "a2", "qa", 1, 4, 1000, 0, 200);
+        assert_int_equal(cycle(&e), 2);
+        int abig = submit(&e, "abig", "qa", 1, 8, 1000, 0, 100); /* the oldest large one */
+        int bbig = submit(&e, "bbig", "qb", 1, 8, 1000, 0, 100);
+        cycle(&e); /* a runs 12 GPUs of its fair 8, b none of its 8 */
+        int64_t start;
+        if (under) { /* b is below its share: reserved for at once, where a1 ends */
+            assert_int_equal(gs_admission_reservation(e.a, &start), bbig);
+            assert_int_equal(start, 100 * SEC);
+        } else { /* nobody has waited 10 s yet */
+            assert_int_equal(gs_admission_reservation(e.a, &start), -1);
+            e.clk.sim_now = 11 * SEC;
+            cycle(&e);
+            assert_int_equal(gs_admission_reservation(e.a, &start), abig);
+        }
+        adm_env_free(&e);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -705,6 +770,8 @@ int main(void)
         cmocka_unit_test(no_reservation_beyond_the_horizon),
         cmocka_unit_test(free_gpu_count_skips_hopeless_placement_checks),
         cmocka_unit_test(a_finished_gang_member_gives_its_quota_back),
+        cmocka_unit_test(share_gate_holds_queues_at_their_share_back),
+        cmocka_unit_test(reservation_goes_to_the_queue_below_its_share),
         cmocka_unit_test(queues_json_lists_pending_workloads_in_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1059,6 +1059,7 @@ static int try_admit(struct gs_admission *a, struct gs_workload *w)
         }
     }
     if (!quota_ok) quota_reason(a, w);
+    w->placement_failed = quota_ok;
     int rc = preempt(a, w);
     if (rc == 0) w->fail_seq = a->release_seq;
     return rc;
@@ -1226,12 +1227,32 @@ static void pending_demand(struct gs_admission *a)
     }
 }
 
+/* share_gate: is some queue other than leaf below its fair share with a
+ * GPU workload that fit its quota but found no placement? */
+static bool starved_elsewhere(const struct gs_admission *a, int32_t leaf)
+{
+    for (int32_t i = 0; i < a->t->n; i++) {
+        if (i == leaf || !a->lq[i].n || a->fs.n[i].share >= 1.0) continue;
+        for (size_t k = 0; k < a->lq[i].n; k++) {
+            const struct gs_workload *w = a->w[a->lq[i].v[k]];
+            if (w->placement_failed && w->gpu_milli > 0) return true;
+        }
+    }
+    return false;
+}
+
 /* Tries the pending workloads of one leaf in order; 1 when one was admitted. */
 static int serve_leaf(struct gs_admission *a, int32_t leaf)
 {
     bool strict = a->t->nodes[leaf].strategy == GS_QT_STRICT_FIFO;
+    bool gated = a->o.share_gate && a->fs.n[leaf].share >= 1.0 && starved_elsewhere(a, leaf);
+    if (gated) a->st.share_gated++;
     for (size_t k = 0; k < a->lq[leaf].n && a->checks < a->o.max_checks; k++) {
         struct gs_workload *w = a->w[a->lq[leaf].v[k]];
+        if (gated && w->gpu_milli > 0) {
+            if (strict) return 0;
+            continue;
+        }
         if (w->id == a->res_wl) {
             if (strict) return 0;
             continue; /* tried first in the cycle */

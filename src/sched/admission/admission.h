@@ -104,6 +104,11 @@ struct gs_admission_opts {
      * its fair share (weighted share < 1), without the starvation wait; the
      * oldest starving one only when no such queue has one. */
     bool reserve_under_share;
+    /* Share gate: while a queue below its fair share (weighted share < 1)
+     * has a workload that fits its quota but finds no placement, queues at or
+     * above their fair share admit no GPU workloads, so capacity that frees
+     * up is not taken again before the starved queue's gang fits. */
+    bool share_gate;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
@@ -149,6 +154,7 @@ struct gs_workload {
     char reason[256];           /* why it is still pending (a QuotaReserved message) */
     bool has_claims;            /* some pod names a ResourceClaim (opts.dra set) */
     bool dra_wait;              /* inadmissible for its claims: looked at again when DRA objects change */
+    bool placement_failed;      /* its last try fit quota but could not be placed */
 };
 
 struct gs_admission;
@@ -257,6 +263,7 @@ struct gs_admission_stats {
     double charged_gpu_hours;     /* lost work charged to claimants */
     int64_t reservations;         /* backfill reservations made */
     int64_t reservations_beyond_horizon; /* starving workloads not reserved for: the start was past the horizon */
+    int64_t share_gated;        /* share_gate: leaves served with their GPU workloads held back */
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
     int64_t nodewise_unproven;    /* node-wise plans the placement check did not confirm (fell back) */
