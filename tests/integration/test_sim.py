@@ -170,6 +170,8 @@ def test_seed_range_reports_std(trace_slice):
     (["--bogus"], "--bogus", None),
     (["--seed"], "--seed", "missing value"),
     (["stray"], "stray", None),
+    (["--gang-queue", "lifo"], "--gang-queue", "want scheduler, fifo, volcano or reserve"),
+    (["--gang-queue", "fifo"], "--gang-queue", "a mode of --experiment replay"),
 ])
 def test_bad_flags_exit_2(args, flag, value):
     out = sim(*args)

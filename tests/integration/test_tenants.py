@@ -92,3 +92,22 @@ def test_bad_flags_are_usage_errors(run):
     assert tenants(run, "--mode", "unfair").returncode == 2
     assert tenants(run, "--bogus", "1").returncode == 2
     assert tenants(run, "--reclaim-from", "anyone").returncode == 2
+
+
+def test_share_gate_and_under_share_reservation(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    plain = fair()
+    gated = fair("--share-gate", "on", "--reserve-for", "under-share")
+    assert gated["finished"] == gated["workloads"] == plain["workloads"]
+    assert 0 < gated["jain_min"] <= gated["jain_mean"] <= 1
+    off = tenants(run, "--mode", "fair", "--share-gate", "on")
+    assert off.returncode == 0, off.stderr
+    bad = tenants(run, "--share-gate", "yes")
+    assert bad.returncode == 2
+    assert '--share-gate' in bad.stderr and '"yes"' in bad.stderr and "want on or off" in bad.stderr
+    bad = tenants(run, "--reserve-for", "youngest")
+    assert bad.returncode == 2
+    assert "want oldest or under-share" in bad.stderr
