@@ -92,12 +92,18 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
     gs__strmap_init(&min_of);
     int rc = 0;
     char key[512];
+    /* The maps borrow their keys: each is a copy kept until the end. */
+    size_t nkeys = 0;
+    char **keys = calloc(t->nobjects + t->npods + 1, sizeof *keys);
+    if (!keys) rc = GS_ENOMEM;
+#define KEEP_KEY() (keys[nkeys] = strdup(key), keys[nkeys] ? keys[nkeys++] : NULL)
     for (size_t i = 0; !rc && i < t->nobjects; i++) {
         if (t->objects[i]->kind != GS_KIND_PODGROUP) continue;
         const struct gs_podgroup *pg = t->objects[i]->u.podgroup;
         snprintf(key, sizeof key, "%s/%s", pg->meta.namespace_ ? pg->meta.namespace_ : "default",
                  pg->meta.name ? pg->meta.name : "");
-        rc = gs__strmap_put(&min_of, key, (void *)(uintptr_t)(pg->min_member > 0 ? pg->min_member : 1));
+        const char *k = KEEP_KEY();
+        rc = k ? gs__strmap_put(&min_of, k, (void *)(uintptr_t)(pg->min_member > 0 ? pg->min_member : 1)) : GS_ENOMEM;
     }
     size_t *count = calloc(t->npods ? t->npods : 1, sizeof *count);
     q->wls = calloc(t->npods ? t->npods : 1, sizeof *q->wls);
@@ -116,7 +122,10 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
                 w = q->nwls++;
                 void *m = gs__strmap_get(&min_of, key);
                 q->wls[w].min_member = m ? (int32_t)(uintptr_t)m : 0; /* 0: all its pods */
-                if ((rc = gs__strmap_put(&by_group, key, (void *)(uintptr_t)(w + 1)))) break;
+                const char *k = KEEP_KEY();
+                if (!k) rc = GS_ENOMEM;
+                else rc = gs__strmap_put(&by_group, k, (void *)(uintptr_t)(w + 1));
+                if (rc) break;
             }
         } else {
             w = q->nwls++;
@@ -151,6 +160,9 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
     free(count);
     gs__strmap_free(&by_group);
     gs__strmap_free(&min_of);
+    for (size_t k = 0; k < nkeys; k++) free(keys[k]);
+    free(keys);
+#undef KEEP_KEY
     return rc;
 }
 
@@ -340,20 +352,20 @@ static void hand_over(struct gs_gangq *q, const struct wl *w)
     }
 }
 
-static struct gs_gangq *sort_q; /* qsort has no context argument; the replay is single-threaded */
-
-static int cmp_end(const void *a, const void *b)
+static int cmp_end(const void *a, const void *b, void *ctx)
 {
+    const struct gs_gangq *q = ctx;
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    int64_t ex = sort_q->pods[x].end_ns, ey = sort_q->pods[y].end_ns;
+    int64_t ex = q->pods[x].end_ns, ey = q->pods[y].end_ns;
     if (ex != ey) return ex < ey ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
-static int cmp_gpus_desc(const void *a, const void *b)
+static int cmp_gpus_desc(const void *a, const void *b, void *ctx)
 {
+    const struct gs_gangq *q = ctx;
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    int32_t gx = whole_gpus(sort_q->t->pods[x].pod), gy = whole_gpus(sort_q->t->pods[y].pod);
+    int32_t gx = whole_gpus(q->t->pods[x].pod), gy = whole_gpus(q->t->pods[y].pod);
     if (gx != gy) return gx > gy ? -1 : 1;
     return x < y ? -1 : x > y;
 }
@@ -365,8 +377,7 @@ static bool pack(struct gs_gangq *q, const struct wl *w, const int32_t *free_, i
     memcpy(q->tmp, free_, (size_t)nn * sizeof *q->tmp);
     size_t n = 0;
     for (size_t k = 0; k < w->n; k++) q->ord2[n++] = w->pods[k];
-    sort_q = q;
-    qsort(q->ord2, n, sizeof *q->ord2, cmp_gpus_desc);
+    qsort_r(q->ord2, n, sizeof *q->ord2, cmp_gpus_desc, q);
     if (mark) memset(q->reserved, 0, (size_t)nn);
     for (size_t k = 0; k < n; k++) {
         int32_t g = whole_gpus(q->t->pods[q->ord2[k]].pod), best = -1;
@@ -394,8 +405,7 @@ static int64_t shadow_start(struct gs_gangq *q, const struct wl *head, int64_t n
     size_t n = 0;
     for (size_t i = 0; i < q->t->npods; i++)
         if (q->pods[i].node >= 0 && q->pods[i].end_ns >= 0) q->order[n++] = i;
-    sort_q = q;
-    qsort(q->order, n, sizeof *q->order, cmp_end);
+    qsort_r(q->order, n, sizeof *q->order, cmp_end, q);
     for (size_t k = 0; k < n; k++) {
         const struct qpod *p = &q->pods[q->order[k]];
         if (q->freegpu[p->node] >= 0) q->freegpu[p->node] += p->gpus;
