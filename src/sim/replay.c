@@ -144,6 +144,7 @@ struct replay {
     uint64_t changes;           /* arrivals, events and nodes made ready so far */
     int64_t changed_ns;         /* when changes last moved */
     struct gs_gangq *gq;        /* gang queue (replay_gangq.h): its mode and the gang accounting */
+    json_t *gq_args;            /* args of its pin filter in the profile (owned), NULL none */
     int64_t last_ns, last_used; /* the previous instant and its GPU milli in use */
     bool last_gang_waiting;     /* a gang pod waited at the end of the previous instant */
     double gang_wait_ns, gang_idle_milli_ns; /* time a gang pod waited; idle GPU milli x time then */
@@ -492,7 +493,20 @@ static int init_gangq(struct replay *r)
     int rc = gs_gangq_new(r->o->gang_queue, r->t, dur, r->cache, &r->clock, &r->profile, hook_gang_released, r,
                           &r->gq, r->d);
     free(dur);
-    return rc;
+    if (rc || r->o->gang_queue != GS_GANGQ_RESERVE) return rc;
+    /* Backfills beside the reservation take the nodes the check chose (after
+     * the gang queue's own placement check was built, which must not see it). */
+    if (r->profile.npoints[GS_PT_FILTER] >= GS_MAX_PLUGINS_PER_POINT || r->profile.nargs >= GS_MAX_PLUGINS_PER_POINT * 4) {
+        gs_diags_add(r->d, "--gang-queue", "reserve: the profile has no room for the filter %s",
+                     gs_gangq_pin_plugin.name);
+        return GS_EINVAL;
+    }
+    if (!(r->gq_args = gs_gangq_plugin_args(r->gq))) return GS_ENOMEM;
+    r->profile.points[GS_PT_FILTER][r->profile.npoints[GS_PT_FILTER]++] =
+        (struct gs_profile_plugin){.plugin = &gs_gangq_pin_plugin, .weight = 1};
+    r->profile.args[r->profile.nargs] = r->gq_args;
+    r->profile.args_names[r->profile.nargs++] = gs_gangq_pin_plugin.name;
+    return 0;
 }
 
 static int init_scheduler(struct replay *r)
@@ -507,13 +521,14 @@ static int init_scheduler(struct replay *r)
     /* Admission before the scheduler, whose profile gets its AdmissionHold filter, as on the server. */
     struct gs_replay_admit_hooks ah = {.admitted = hook_admitted, .evicted = hook_admit_evicted, .ctx = r};
     if ((rc = gs_replay_admit_new(r->t, r->cache, &r->clock, &r->profile, &ah, &r->adm, r->d))) return rc;
+    if ((rc = init_gangq(r))) return rc;
     struct gs_scheduler_opts so = {.profile = gs_replay_admit_profile(r->adm, &r->profile), .seed = r->o->seed,
                                    .hooks = {.bound = hook_bound, .rejected = hook_rejected,
                                              .evicted = hook_evicted, .ctx = r}};
     if ((rc = gs_scheduler_new(&r->clock, r->cache, &so, &r->sched, r->d))) return rc;
     for (size_t i = 0; i < r->t->nobjects; i++)
         if (r->t->objects[i]->kind == GS_KIND_PODGROUP) gs_scheduler_add_podgroup(r->sched, r->t->objects[i]->u.podgroup);
-    return init_gangq(r);
+    return 0;
 }
 
 static void replay_free(struct replay *r)
@@ -522,6 +537,7 @@ static void replay_free(struct replay *r)
     free(r->nrts);
     gs_scheduler_free(r->sched);
     gs_gangq_free(r->gq);
+    json_decref(r->gq_args);
     gs_replay_admit_free(r->adm); /* after the scheduler, whose profile it owns */
     gs_sim_dra_free(r->dra);
     json_decref(r->policy_args);

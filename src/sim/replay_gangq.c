@@ -25,6 +25,7 @@ struct qpod {
     int32_t node, gpus;   /* where it runs now (node -1: not running) */
     int64_t end_ns;       /* -1: runs forever */
     int64_t dur_ns;       /* its run time, -1 forever */
+    int32_t pin;          /* reserve: the node a backfill beside the reservation must take, -1 none */
     bool arrived, released, waiting_bind, bound_once;
 };
 
@@ -37,6 +38,11 @@ struct wl {
     int64_t first_arrival_ns, started_ns; /* started: the last pod's first bind, -1 until then */
     int64_t gpu_milli, cpu_milli, mem_bytes, duration_ns;
     bool queued, released, ended, touched, held;
+};
+
+struct by_ptr {
+    const struct gs_pod *p;
+    size_t i;
 };
 
 struct gs_gangq {
@@ -57,7 +63,10 @@ struct gs_gangq {
     int32_t *freegpu, *tmp;       /* by node slot */
     size_t *order;                /* scratch: running pods by end */
     size_t *ord2;                 /* scratch: a workload's pods by GPUs */
+    int32_t *nodes_out;           /* the placement check's node per pod */
+    struct by_ptr *by_ptr;        /* trace pods sorted by address, for the pin filter */
     int64_t gang_waiting;         /* arrived gang pods not running */
+    bool pin_beside;              /* reserve: backfills beside the reservation take the checked nodes */
     struct gs_gangq_stats st;
 };
 
@@ -166,6 +175,12 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
     return rc;
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct by_ptr *)a)->p, y = (uintptr_t)((const struct by_ptr *)b)->p;
+    return x < y ? -1 : x > y;
+}
+
 int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_t *duration_ns,
                  struct gs_cache *cache, const struct gs_clock *clock, const struct gs_profile *profile,
                  gs_gangq_release_fn release, void *ctx, struct gs_gangq **out, struct gs_diags *d)
@@ -187,14 +202,21 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
     q->buf = calloc(n, sizeof *q->buf);
     q->order = calloc(n, sizeof *q->order);
     q->ord2 = calloc(n, sizeof *q->ord2);
+    q->nodes_out = calloc(n, sizeof *q->nodes_out);
+    q->by_ptr = calloc(n, sizeof *q->by_ptr);
     q->reserved = calloc(nn, 1);
     q->freegpu = calloc(nn, sizeof *q->freegpu);
     q->tmp = calloc(nn, sizeof *q->tmp);
     int rc = 0;
     if (!q->pods || !q->line || !q->touched || !q->kept || !q->buf || !q->order || !q->ord2 || !q->reserved ||
-        !q->freegpu || !q->tmp)
+        !q->freegpu || !q->tmp ||
+        !q->nodes_out || !q->by_ptr)
         rc = GS_ENOMEM;
-    for (size_t i = 0; !rc && i < t->npods; i++) q->pods[i].node = -1;
+    for (size_t i = 0; !rc && i < t->npods; i++) {
+        q->pods[i].node = q->pods[i].pin = -1;
+        q->by_ptr[i] = (struct by_ptr){t->pods[i].pod, i};
+    }
+    if (!rc) qsort(q->by_ptr, t->npods, sizeof *q->by_ptr, cmp_ptr);
     if (!rc) rc = build_workloads(q, duration_ns, d);
     if (!rc && mode != GS_GANGQ_SCHEDULER) rc = gs_placer_new(cache, clock, profile, &q->placer, d);
     if (rc) {
@@ -213,6 +235,7 @@ void gs_gangq_free(struct gs_gangq *q)
     gs_placer_free(q->placer);
     free(q->pods), free(q->line), free(q->touched), free(q->kept), free(q->buf);
     free(q->order), free(q->ord2), free(q->reserved), free(q->freegpu), free(q->tmp);
+    free(q->nodes_out), free(q->by_ptr);
     free(q);
 }
 
@@ -254,6 +277,7 @@ void gs_gangq_bound(struct gs_gangq *q, size_t i, int32_t node, int32_t gpus, in
     int64_t du = p->dur_ns;
     p->end_ns = du >= 0 ? now + du : -1;
     p->waiting_bind = false;
+    p->pin = -1;
     if (!p->bound_once) {
         p->bound_once = true;
         if (++w->nbound_once == w->n) w->started_ns = now;
@@ -303,8 +327,9 @@ void gs_gangq_check(struct gs_gangq *q)
 /*--- Admission checks ---*/
 
 /* Can every arrived pod of w be placed now (nodes with excluded[i] set left
- * out)? On yes the pods stay assumed until the cycle ends. 1, 0 or GS_E*. */
-static int fits_now(struct gs_gangq *q, struct wl *w, const uint8_t *excluded)
+ * out)? On yes the pods stay assumed until the cycle ends, and with pin each
+ * is pinned to its node (the pin filter). 1, 0 or GS_E*. */
+static int fits_now_pin(struct gs_gangq *q, struct wl *w, const uint8_t *excluded, bool pin)
 {
     size_t n = 0;
     for (size_t k = 0; k < w->n; k++) {
@@ -312,14 +337,23 @@ static int fits_now(struct gs_gangq *q, struct wl *w, const uint8_t *excluded)
         if (q->pods[i].arrived && !q->pods[i].released && q->pods[i].node < 0) q->buf[n++] = q->t->pods[i].pod;
     }
     if (!n) return 1;
-    struct gs_place_req r = {.pods = q->buf, .npods = n, .excluded = excluded, .keep = true};
+    struct gs_place_req r = {.pods = q->buf, .npods = n, .excluded = excluded, .nodes_out = q->nodes_out,
+                             .keep = true};
     int rc = gs_placer_try(q->placer, &r, NULL, 0);
     if (rc == 1)
-        for (size_t k = 0; k < w->n; k++) {
+        for (size_t k = 0, j = 0; k < w->n; k++) {
             size_t i = w->pods[k];
-            if (q->pods[i].arrived && !q->pods[i].released && q->pods[i].node < 0) q->kept[q->nkept++] = i;
+            if (!q->pods[i].arrived || q->pods[i].released || q->pods[i].node >= 0) continue;
+            q->kept[q->nkept++] = i;
+            if (pin) q->pods[i].pin = q->nodes_out[j];
+            j++;
         }
     return rc;
+}
+
+static int fits_now(struct gs_gangq *q, struct wl *w, const uint8_t *excluded)
+{
+    return fits_now_pin(q, w, excluded, false);
 }
 
 static void forget_kept(struct gs_gangq *q)
@@ -489,7 +523,7 @@ static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released)
     for (; k < q->nline; k++) {
         struct wl *w = &q->wls[q->line[k]];
         if (w == head || w->released) continue;
-        int rc = fits_now(q, w, q->reserved);
+        int rc = fits_now_pin(q, w, q->reserved, q->pin_beside);
         if (!rc && w->duration_ns >= 0 && start != INT64_MAX && now + w->duration_ns <= start)
             rc = fits_now(q, w, NULL);
         else if (!rc && start == INT64_MAX)
@@ -507,7 +541,9 @@ static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released)
 
 int gs_gangq_cycle(struct gs_gangq *q, int64_t now)
 {
-    if (q->mode == GS_GANGQ_SCHEDULER || !q->nline) return 0;
+    if (q->mode == GS_GANGQ_SCHEDULER) return 0;
+    for (size_t i = 0; q->pin_beside && i < q->t->npods; i++) q->pods[i].pin = -1; /* pins last one instant */
+    if (!q->nline) return 0;
     size_t released = 0;
     int rc = q->mode == GS_GANGQ_FIFO      ? cycle_fifo(q, &released)
              : q->mode == GS_GANGQ_VOLCANO ? cycle_volcano(q, &released)
@@ -561,3 +597,60 @@ void gs_gangq_stats(const struct gs_gangq *q, struct gs_gangq_stats *s)
 }
 
 int64_t gs_gangq_gang_pods_waiting(const struct gs_gangq *q) { return q->gang_waiting; }
+
+/*--- The pin filter ---*/
+
+json_t *gs_gangq_plugin_args(struct gs_gangq *q)
+{
+    q->pin_beside = true;
+    return json_pack("{s:I}", "gangQueue", (json_int_t)(intptr_t)q); /* in-process wiring by address */
+}
+
+static int pin_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
+{
+    (void)h;
+    json_t *v = json_object_get(args, "gangQueue");
+    if (!json_is_integer(v)) {
+        gs_diags_add(d, "args.gangQueue", "GangQueuePin needs the gang queue from gs_gangq_plugin_args()");
+        return GS_EINVAL;
+    }
+    *state = (void *)(intptr_t)json_integer_value(v);
+    return 0;
+}
+
+static int32_t pin_of(const struct gs_gangq *q, const struct gs_pod *pod)
+{
+    struct by_ptr key = {.p = pod};
+    const struct by_ptr *hit = bsearch(&key, q->by_ptr, q->t->npods, sizeof *q->by_ptr, cmp_ptr);
+    return hit ? q->pods[hit->i].pin : -1;
+}
+
+static void pin_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                       struct gs_node_info *const *nodes, size_t n, uint8_t *reject)
+{
+    (void)cs;
+    int32_t pin = pin_of(state, pod);
+    if (pin < 0) return;
+    for (size_t i = 0; i < n; i++)
+        if (nodes[i]->idx != pin) reject[i] = 1;
+}
+
+static bool pin_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)cs;
+    return pin_of(state, pod) < 0;
+}
+
+static int pin_reason(void *state, const struct gs_pod *pod, uint8_t code, char *buf, size_t len)
+{
+    (void)state, (void)pod, (void)code;
+    return snprintf(buf, len, "not the node the gang queue let this backfill in on (beside a reservation)");
+}
+
+const struct gs_plugin gs_gangq_pin_plugin = {
+    .name = "GangQueuePin",
+    .init = pin_init,
+    .filter = pin_filter,
+    .reason = pin_reason,
+    .by_class = pin_by_class,
+};

@@ -25,7 +25,8 @@
  *    decreasing packing of the head's pods fits; that end is its shadow
  *    start and the nodes of that packing are reserved. A later workload is
  *    let in when it can be placed now on the other nodes, or when it can be
- *    placed now and its run ends before the shadow start. CPU, memory and
+ *    placed now and its run ends before the shadow start (the former is
+ *    pinned to the checked nodes by GangQueuePin, below). CPU, memory and
  *    required topology are left to the placement check (the packing counts
  *    GPUs only), so a reservation can be optimistic; it is recomputed every
  *    cycle.
@@ -42,6 +43,7 @@
 #include "core/clock.h"
 #include "sched/cache.h"
 #include "sched/framework.h"
+#include "sched/plugin.h"
 #include "sim/sim.h"
 
 #include <stdbool.h>
@@ -94,6 +96,14 @@ struct gs_gangq_stats {
     double gang_delay_p50, gang_delay_p99; /* arrival of the first member to the last bound, s */
     int64_t gangs_started;
 };
+
+/* The filter GangQueuePin and its args (reserve mode): a workload let in
+ * beside the reservation is pinned, for the instant it is let in, to the
+ * nodes the placement check chose, so the scheduler does not put it on a
+ * reserved node. Append the plugin to the scheduler's profile with these
+ * args (the caller owns the reference); without it the pins are not kept. */
+extern const struct gs_plugin gs_gangq_pin_plugin;
+json_t *gs_gangq_plugin_args(struct gs_gangq *q);
 
 /* Fills s; gang delays over the gangs that started. */
 void gs_gangq_stats(const struct gs_gangq *q, struct gs_gangq_stats *s);
