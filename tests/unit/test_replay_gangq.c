@@ -181,6 +181,90 @@ static void test_mode_names(void **state)
     assert_string_equal(gs_gangq_mode_name(GS_GANGQ_RESERVE), "reserve");
 }
 
+/*--- The pin filter, on the gang queue's own API ---*/
+
+static struct gs_pod *mkpod(const char *name, const char *group, int gpus)
+{
+    struct gs_pod *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->meta.name = strdup(name);
+    p->meta.namespace_ = strdup("default");
+    p->scheduler_name = strdup("default-scheduler");
+    if (group) p->pod_group = strdup(group);
+    p->demand.cpu_milli = 1000;
+    p->demand.mem_bytes = (int64_t)1 << 30;
+    p->demand.gpu_count = gpus;
+    p->demand.gpu_milli = gpus ? 1000 : 0;
+    return p;
+}
+
+static void on_release(void *ctx, size_t i) { ((int *)ctx)[i]++; }
+
+/* Four nodes of 4 GPUs; p0 (3 GPUs on n0, ends at 100 s) and p1 (3 GPUs on n1,
+ * ends at 200 s) run. The gang G (3 x 4 GPUs) cannot start until 100 s and
+ * reserves n0, n2, n3 then. s (1 GPU, 1000 s) does not end before that: it is
+ * let in beside the reservation, on n1's free GPU, and pinned there. */
+static void test_backfill_beside_is_pinned(void **state)
+{
+    (void)state;
+    struct gs_clock clk;
+    gs_clock_init_sim(&clk, 0);
+    struct gs_cache *cache = gs_cache_new(&clk);
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "n%d", i);
+        struct gs_node_spec ns = {.name = name, .cpu_milli = 64000, .mem_bytes = 1LL << 38, .gpu_model = "H100",
+                                  .ngpus = 4, .gpu_mem_mib = 81920};
+        assert_true(gs_cache_add_node_spec(cache, &ns) >= 0);
+    }
+    struct gs_trace_pod tp[6] = {
+        {.pod = mkpod("p0", NULL, 3)}, {.pod = mkpod("p1", NULL, 3)}, {.pod = mkpod("g-0", "g", 4)},
+        {.pod = mkpod("g-1", "g", 4)}, {.pod = mkpod("g-2", "g", 4)}, {.pod = mkpod("s", NULL, 1)},
+    };
+    struct gs_trace t = {.pods = tp, .npods = 6};
+    int64_t dur[6] = {100 * GS_NS_PER_SEC, 200 * GS_NS_PER_SEC, 50 * GS_NS_PER_SEC, 50 * GS_NS_PER_SEC,
+                      50 * GS_NS_PER_SEC, 1000 * GS_NS_PER_SEC};
+    struct gs_assignment a0 = {.node = 0, .gpu_mask = 0x7, .milli = 1000}, a1 = {.node = 1, .gpu_mask = 0x7, .milli = 1000};
+    assert_int_equal(gs_cache_add_bound(cache, tp[0].pod, &a0), 0);
+    assert_int_equal(gs_cache_add_bound(cache, tp[1].pod, &a1), 0);
+    int released[6] = {0};
+    struct gs_gangq *q;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_gangq_new(GS_GANGQ_RESERVE, &t, dur, cache, &clk, NULL, on_release, released, &q, &d), 0);
+    gs_gangq_prebound(q, 0, 0, 3, 100 * GS_NS_PER_SEC);
+    gs_gangq_prebound(q, 1, 1, 3, 200 * GS_NS_PER_SEC);
+    json_t *args = gs_gangq_plugin_args(q);
+    void *st = NULL;
+    assert_int_equal(gs_gangq_pin_plugin.init(NULL, args, &st, &d), 0);
+    for (size_t i = 2; i < 6; i++) assert_true(gs_gangq_arrive(q, i, 0));
+    assert_int_equal(gs_gangq_cycle(q, 0), 1); /* s only */
+    assert_int_equal(released[5], 1);
+    assert_int_equal(released[2] + released[3] + released[4], 0);
+    struct gs_node_info *nodes[4];
+    for (int i = 0; i < 4; i++) nodes[i] = gs_cache_node(cache, i);
+    uint8_t reject[4] = {0};
+    gs_gangq_pin_plugin.filter(st, NULL, tp[5].pod, nodes, 4, reject);
+    assert_memory_equal(reject, ((uint8_t[]){1, 0, 1, 1}), 4); /* n1 only */
+    assert_false(gs_gangq_pin_plugin.by_class(st, NULL, tp[5].pod));
+    memset(reject, 0, sizeof reject);
+    gs_gangq_pin_plugin.filter(st, NULL, tp[2].pod, nodes, 4, reject); /* not let in: no pin */
+    assert_memory_equal(reject, ((uint8_t[]){0, 0, 0, 0}), 4);
+    gs_gangq_bound(q, 5, 1, 1, 0); /* bound: the pin is gone */
+    assert_true(gs_gangq_pin_plugin.by_class(st, NULL, tp[5].pod));
+    struct gs_gangq_stats sts;
+    gs_gangq_stats(q, &sts);
+    assert_int_equal(sts.backfilled, 1);
+    assert_int_equal(sts.gangs, 1);
+    json_decref(args);
+    gs_gangq_free(q);
+    gs_cache_free(cache);
+    for (int i = 0; i < 6; i++) {
+        gs_pod_clear(tp[i].pod);
+        free(tp[i].pod);
+    }
+    gs_diags_free(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -188,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_fifo_keeps_order),
         cmocka_unit_test(test_volcano_enqueues_what_fits_the_total),
         cmocka_unit_test(test_reserve_backfills_only_what_ends_before),
+        cmocka_unit_test(test_backfill_beside_is_pinned),
         cmocka_unit_test(test_mode_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
