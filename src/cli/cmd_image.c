@@ -96,42 +96,48 @@ int gs_cmd_image(int argc, char **argv)
         {"help", no_argument, 0, 'h'},                {0, 0, 0, 0},
     };
     const char *state = NULL, *node = NULL, *store = NULL;
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        fprintf(argc < 2 ? stderr : stdout, "%s", usage_text);
-        return argc < 2 ? 2 : 0;
-    }
-    const char *sub = argv[1];
-    if (strcmp(sub, "import") && strcmp(sub, "ls") && strcmp(sub, "rm")) {
-        fprintf(stderr, "gpusched image: unknown subcommand \"%s\" (want import, ls or rm)\n%s", sub, usage_text);
+    if (argc < 2) {
+        fprintf(stderr, "%s", usage_text);
         return 2;
     }
+    /* Flags may come before or after the subcommand and its argument. */
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc - 1, argv + 1, ":h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
         case O_STATE: state = optarg; break;
         case O_NODE: node = optarg; break;
         case O_STORE: store = optarg; break;
         case 'h': printf("%s", usage_text); return 0;
         case ':':
-            fprintf(stderr, "gpusched image %s: %s needs a value\n", sub, argv[optind]);
+            fprintf(stderr, "gpusched image: %s needs a value\n", argv[optind - 1]);
             return 2;
         default:
-            fprintf(stderr, "gpusched image %s: unknown flag \"%s\"\n%s", sub, argv[optind], usage_text);
+            fprintf(stderr, "gpusched image: unknown flag \"%s\"\n%s", argv[optind - 1], usage_text);
             return 2;
         }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "gpusched image: want a subcommand: import, ls or rm\n%s", usage_text);
+        return 2;
+    }
+    const char *sub = argv[optind];
+    if (strcmp(sub, "import") && strcmp(sub, "ls") && strcmp(sub, "rm")) {
+        fprintf(stderr, "gpusched image: unknown subcommand \"%s\" (want import, ls or rm)\n%s", sub, usage_text);
+        return 2;
     }
     if (store && state) {
         fprintf(stderr, "gpusched image %s: give --store or --state-dir/--data-dir, not both\n", sub);
         return 2;
     }
-    char **args = argv + 1 + optind;
-    int nargs = argc - 1 - optind;
+    char **args = argv + optind + 1;
+    int nargs = argc - optind - 1;
     int want = strcmp(sub, "ls") ? 1 : 0;
     if (nargs != want) {
-        if (want) fprintf(stderr, "gpusched image %s: want one %s\n", sub, !strcmp(sub, "rm") ? "REF" : "FILE.tar|DIR");
-        else fprintf(stderr, "gpusched image ls: unexpected argument \"%s\"\n", args[0]);
+        if (nargs < want)
+            fprintf(stderr, "gpusched image %s: want one %s\n", sub, !strcmp(sub, "rm") ? "REF" : "FILE.tar|DIR");
+        else fprintf(stderr, "gpusched image %s: unexpected argument \"%s\"\n", sub, args[want]);
         return 2;
     }
     char path[PATH_MAX], err[1024];

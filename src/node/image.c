@@ -972,6 +972,7 @@ int gs_image_remove(const char *store_dir, const char *ref, char *err, size_t er
     size_t n = 0;
     char key[600];
     int lockfd;
+    if (!is_digest(ref) && gs_image_ref_normalize(ref, key, sizeof key, err, errlen) != 0) return GS_EINVAL;
     int rc = store_open(store_dir, false, &lockfd, err, errlen);
     if (rc == GS_ENOENT) {
         snprintf(err, errlen, "image \"%s\" is not in the node's image store", ref);
