@@ -152,8 +152,9 @@ int gs_image_ref_normalize(const char *ref, char *out, size_t outlen, char *err,
     if (!*tag && !*digest) snprintf(tag, sizeof tag, "latest");
     int n = snprintf(out, outlen, "%s/%s%s%s%s%s%s", domain, library ? "library/" : "", name, *tag ? ":" : "", tag,
                      *digest ? "@" : "", digest);
-    if (n < 0 || (size_t)n >= outlen) {
-        snprintf(err, errlen, "image reference \"%s\" is too long once normalised", ref);
+    if (n < 0 || (size_t)n >= outlen || (size_t)n >= sizeof buf) {
+        snprintf(err, errlen, "image reference \"%.40s...\" is longer than %zu characters once normalised", ref,
+                 sizeof buf - 1);
         return GS_EINVAL;
     }
     return 0;
