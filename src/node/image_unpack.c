@@ -192,21 +192,21 @@ static int unpack_entry(struct archive *in, struct archive *out, struct archive_
                         const char *what, char *err, size_t errlen)
 {
     const char *raw = archive_entry_pathname(e);
-    const char *name = raw ? entry_name(raw) : NULL;
-    char path[PATH_MAX];
-    if (!name) {
-        snprintf(err, errlen, "%s: entry \"%s\" escapes the root file system (\"..\")", what, raw ? raw : "");
+    const char *clean = raw ? entry_name(raw) : NULL;
+    char path[PATH_MAX], name[PATH_MAX];
+    if (!clean) {
+        snprintf(err, errlen, "%s: entry \"%.200s\" escapes the root file system (\"..\")", what, raw ? raw : "");
         return GS_EINVAL;
     }
+    /* A copy: the entry's own text changes below. "dir/" loses its slash. */
+    if (snprintf(name, sizeof name, "%s", clean) >= (int)sizeof name) {
+        snprintf(err, errlen, "%s: entry \"%.200s...\" has a path longer than %d", what, clean, PATH_MAX - 1);
+        return GS_EINVAL;
+    }
+    for (size_t l = strlen(name); l && name[l - 1] == '/'; l--) name[l - 1] = '\0';
     if (!*name) return 0; /* "./" itself */
     const char *slash = strrchr(name, '/');
     const char *base = slash ? slash + 1 : name;
-    if (!*base) { /* "dir/": drop the slash */
-        char tmp[PATH_MAX];
-        snprintf(tmp, sizeof tmp, "%.*s", (int)(base - name - 1), name);
-        archive_entry_copy_pathname(e, tmp);
-        return unpack_entry(in, out, e, root, what, err, errlen);
-    }
     if (!strncmp(base, ".wh.", 4)) return apply_whiteout(root, name, base, err, errlen, what);
     if (resolve_in_root(root, name, path, sizeof path) != 0) {
         snprintf(err, errlen, "%s: entry \"%s\" cannot be resolved inside the root file system", what, name);
