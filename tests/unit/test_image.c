@@ -75,7 +75,8 @@ static void build_busybox(const char *out, const char *ref)
 
 struct entry {
     const char *path;
-    char type;          /* 'f' file, 'd' directory, 'l' symlink */
+    char type;          /* 'f' file, 'd' directory, 'l' symlink, 'h' hard link,
+                         * 'S' a file 04751 owned by 1234:5678 */
     const char *data;   /* file content or link target */
 };
 
@@ -116,13 +117,21 @@ static char *layer_tgz(const struct entry *e, size_t n, size_t *len)
             archive_entry_set_filetype(ae, AE_IFLNK);
             archive_entry_set_perm(ae, 0777);
             archive_entry_set_symlink(ae, e[i].data);
+        } else if (e[i].type == 'h') {
+            archive_entry_set_filetype(ae, AE_IFREG);
+            archive_entry_set_hardlink(ae, e[i].data);
         } else {
             archive_entry_set_filetype(ae, AE_IFREG);
             archive_entry_set_perm(ae, 0640);
             archive_entry_set_size(ae, (la_int64_t)strlen(e[i].data));
         }
+        if (e[i].type == 'S') {
+            archive_entry_set_perm(ae, 04751);
+            archive_entry_set_uid(ae, 1234);
+            archive_entry_set_gid(ae, 5678);
+        }
         assert_int_equal(archive_write_header(a, ae), ARCHIVE_OK);
-        if (e[i].type == 'f') archive_write_data(a, e[i].data, strlen(e[i].data));
+        if (e[i].type == 'f' || e[i].type == 'S') archive_write_data(a, e[i].data, strlen(e[i].data));
         archive_entry_free(ae);
     }
     archive_write_close(a);
@@ -332,6 +341,7 @@ static void test_whiteouts(void **state)
         {"a", 'd', NULL},           {"a/file1", 'f', "one"}, {"a/file2", 'f', "two"}, {"d", 'd', NULL},
         {"d/x", 'f', "x"},          {"d/sub", 'd', NULL},     {"d/sub/y", 'f', "y"},   {"gone", 'd', NULL},
         {"gone/deep", 'f', "deep"}, {"lib", 'l', "/usr/lib"}, {"usr/lib/libc", 'f', "c"},
+        {"bin", 'd', NULL},         {"bin/tool", 'S', "#!"}, {"bin/alias", 'h', "bin/tool"},
     };
     static const struct entry l2[] = {
         {"a/.wh.file1", 'f', ""}, {"d/.wh..wh..opq", 'f', ""}, {"d/z", 'f', "z"},
@@ -358,6 +368,19 @@ static void test_whiteouts(void **state)
     assert_int_equal(stat(pathf(p, "%s/a/file2", img.rootfs), &st), 0);
     assert_int_equal(st.st_size, 3);
     assert_int_equal(st.st_mode & 0777, 0640);
+    /* Modes (setuid included) and, as root, owners are kept; a hard link is
+     * the same file. */
+    struct stat tool, alias;
+    assert_int_equal(stat(pathf(p, "%s/bin/tool", img.rootfs), &tool), 0);
+    assert_int_equal(stat(pathf(p, "%s/bin/alias", img.rootfs), &alias), 0);
+    assert_int_equal(tool.st_ino, alias.st_ino);
+    if (geteuid() == 0) {
+        assert_int_equal(tool.st_mode & 07777, 04751);
+        assert_int_equal(tool.st_uid, 1234);
+        assert_int_equal(tool.st_gid, 5678);
+    } else {
+        assert_int_equal(tool.st_mode & 0777, 0751);
+    }
     gs_image_free(&img);
 }
 
@@ -368,6 +391,8 @@ static void test_escape_refused(void **state)
     pathf(store, "%s/store", base);
     /* A ".." entry is refused, and nothing lands beside the store. */
     static const struct entry dots[] = {{"ok", 'f', "fine"}, {"../../../escaped", 'f', "evil"}};
+    static const struct entry hl[] = {{"h", 'h', "../../../../etc/passwd"}};
+    const struct layer l_hl[] = {{hl, 1}};
     const struct layer l_dots[] = {{dots, 2}};
     make_layout(pathf(dir, "%s/dots", base), "dots:1", l_dots, 1, NULL);
     assert_int_equal(gs_image_import(store, dir, NULL, err, sizeof err), 0);
@@ -379,6 +404,11 @@ static void test_escape_refused(void **state)
     assert_false(exists(pathf(p, "%s/store/escaped", base)));
     /* No half-unpacked root file system is left behind. */
     assert_int_equal(system(pathf(p, "test -z \"$(ls -A %s/store/rootfs)\"", base)), 0);
+    /* So is a hard link to a file outside. */
+    make_layout(pathf(dir, "%s/hl", base), "hl:1", l_hl, 1, NULL);
+    assert_int_equal(gs_image_import(store, dir, NULL, err, sizeof err), 0);
+    assert_int_equal(gs_image_resolve(store, "hl:1", &img, err, sizeof err), GS_EINVAL);
+    assert_non_null(strstr(err, "hard link \"h\" -> \"../../../../etc/passwd\" escapes the root file system"));
 
     /* Symlinks pointing out (absolute, or up with ".."): written through,
      * they resolve inside the root, so the files stay in the rootfs. */
