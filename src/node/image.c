@@ -523,11 +523,13 @@ static int copy_blob(const char *store, const char *src, const struct gs_image_d
         return GS_EIO;
     }
     gnutls_hash_hd_t h;
-    int rc = gnutls_hash_init(&h, GNUTLS_DIG_SHA256) == 0 ? 0 : GS_ENOMEM;
-    static __thread char buf[1 << 16];
+    enum { BUF = 1 << 16 };
+    char *buf = malloc(BUF);
+    int rc = !buf ? GS_ENOMEM : gnutls_hash_init(&h, GNUTLS_DIG_SHA256) == 0 ? 0 : GS_ENOMEM;
+    bool hashing = !rc;
     int64_t total = 0;
     ssize_t n = 0;
-    while (!rc && (n = read(in, buf, sizeof buf)) > 0) {
+    while (!rc && (n = read(in, buf, BUF)) > 0) {
         gnutls_hash(h, buf, (size_t)n);
         total += n;
         if (write(out, buf, (size_t)n) != n) {
@@ -540,7 +542,8 @@ static int copy_blob(const char *store, const char *src, const struct gs_image_d
         rc = GS_EIO;
     }
     unsigned char md[32];
-    if (rc != GS_ENOMEM) gnutls_hash_deinit(h, md);
+    if (hashing) gnutls_hash_deinit(h, md);
+    free(buf);
     close(in);
     if (close(out) != 0 && !rc) rc = GS_EIO;
     if (!rc && total != d->size) {

@@ -16,8 +16,10 @@
  * "@sha256:" matches by manifest digest.
  *
  * Errors are returned with a message naming the file, the field and why.
- * Not thread-safe per store directory across processes except for resolve,
- * which unpacks into a temporary directory and renames it into place.
+ * Import and remove serialise on an flock of <store>/.lock (across threads and
+ * processes); resolve and list read index.json, which writers replace by
+ * rename, and resolve unpacks into a temporary directory renamed into place,
+ * so any of them may run at once. See docs/NODE.md "Images".
  */
 #ifndef GS_NODE_IMAGE_H
 #define GS_NODE_IMAGE_H
