@@ -146,6 +146,10 @@ static int apply_whiteout(const char *root, const char *name, const char *base, 
     size_t dirlen = (size_t)(base - name);
     bool opaque = !strcmp(base, ".wh..wh..opq");
     if (!opaque && !strncmp(base, ".wh..wh.", 8)) return 0; /* aufs bookkeeping */
+    if (!opaque && (!base[4] || !strcmp(base + 4, ".") || !strcmp(base + 4, ".."))) {
+        snprintf(err, errlen, "%s: whiteout \"%s\" names no file of its directory", what, name);
+        return GS_EINVAL;
+    }
     if (snprintf(rel, sizeof rel, "%.*s%s", (int)dirlen, name, opaque ? "" : base + 4) >= (int)sizeof rel ||
         resolve_in_root(root, rel, path, sizeof path) != 0) {
         snprintf(err, errlen, "%s: whiteout \"%s\" cannot be resolved inside the root file system", what, name);

@@ -404,6 +404,13 @@ static void test_escape_refused(void **state)
     assert_false(exists(pathf(p, "%s/store/escaped", base)));
     /* No half-unpacked root file system is left behind. */
     assert_int_equal(system(pathf(p, "test -z \"$(ls -A %s/store/rootfs)\"", base)), 0);
+    /* A whiteout naming its own directory or the one above is refused too. */
+    static const struct entry wh_up[] = {{"a", 'd', NULL}, {"a/b", 'd', NULL}, {"a/b/.wh...", 'f', ""}};
+    const struct layer l_wh_up[] = {{wh_up, 3}};
+    make_layout(pathf(dir, "%s/whup", base), "whup:1", l_wh_up, 1, NULL);
+    assert_int_equal(gs_image_import(store, dir, NULL, err, sizeof err), 0);
+    assert_int_equal(gs_image_resolve(store, "whup:1", &img, err, sizeof err), GS_EINVAL);
+    assert_non_null(strstr(err, "whiteout \"a/b/.wh...\" names no file of its directory"));
     /* So is a hard link to a file outside. */
     make_layout(pathf(dir, "%s/hl", base), "hl:1", l_hl, 1, NULL);
     assert_int_equal(gs_image_import(store, dir, NULL, err, sizeof err), 0);
@@ -515,6 +522,23 @@ static void test_document_errors(void **state)
         assert_int_not_equal(gs__image_parse_index(doc, strlen(doc), "index.json", &v, &n, err, sizeof err), 0);
         if (!strstr(err, idx[i].want)) fail_msg("index %zu: got \"%s\", want \"%s\"", i, err, idx[i].want);
     }
+    /* A good index: names normalised, containerd's full name preferred to
+     * the OCI ref.name, an entry without a name kept by digest. */
+    snprintf(doc, sizeof doc,
+             "{\"schemaVersion\":2,\"manifests\":[{\"digest\":\"%1$s\",\"size\":5,\"annotations\":"
+             "{\"org.opencontainers.image.ref.name\":\"latest\",\"io.containerd.image.name\":\"team/app:v1\"}},"
+             "{\"digest\":\"%1$s\",\"size\":6,\"annotations\":{\"org.opencontainers.image.ref.name\":\"busybox\"}},"
+             "{\"digest\":\"%1$s\",\"size\":7}]}",
+             D);
+    assert_int_equal(gs__image_parse_index(doc, strlen(doc), "index.json", &v, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(v[0].ref, "docker.io/team/app:v1");
+    assert_string_equal(v[1].ref, "docker.io/library/busybox:latest");
+    assert_null(v[2].ref);
+    assert_int_equal(v[2].size, 7);
+    assert_string_equal(v[2].digest, D);
+    gs__image_descs_free(v, n);
+
     struct gs_image_manifest m;
     struct {
         const char *fmt, *want;
