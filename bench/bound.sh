@@ -3,7 +3,9 @@
 # policies on every openb variant, as the markdown table of bench/RESULTS.md
 # "Upper bound", then what the bound costs: CPU seconds of `sim --bound` minus
 # `sim` on one seed, alternated REPS times (child CPU time, steadier than wall
-# clock on a shared box).
+# clock on a shared box). Last, for gpuspec20: the GPU milli asked at 100 %
+# arrived by the pods limited to each set of GPU models (the pod list's share
+# scaled to the cluster's capacity) against those models' GPUs.
 #
 #   bench/bound.sh [BIN] [POLICIES] [SEEDS] [REPS]
 #   defaults: build/gpusched FGD,FGDPack 42-51 5; GS_TRACE_DIR as for `sim`.
@@ -44,4 +46,21 @@ for _ in range(reps):
 plain.sort(), bound.sort()
 print("\nCPU s per run, default trace, Random, seed 42, median of %d: sim %.3f, sim --bound %.3f, "
       "bound %.3f" % (reps, plain[reps // 2], bound[reps // 2], bound[reps // 2] - plain[reps // 2]))
+
+import collections, csv, os
+tdir = os.environ.get("GS_TRACE_DIR", "../shared/traces/openb")
+cap = collections.Counter()
+for r in csv.DictReader(open(os.path.join(tdir, "openb_node_list_gpu_node.csv"))):
+    cap[r["model"]] += int(r["gpu"])
+dem, total = collections.Counter(), 0
+for r in csv.DictReader(open(os.path.join(tdir, "openb_pod_list_gpuspec20.csv"))):
+    k = int(r["num_gpu"])
+    m = min(int(r["gpu_milli"]), 1000) if k else 0
+    total += k * m
+    if r["gpu_spec"] and k:
+        dem["|".join(sorted(set(r["gpu_spec"].split("|"))))] += k * m
+scale = sum(cap.values()) * 1000 / total
+print("\ngpuspec20, GPUs asked at 100 % arrived by pods limited to a model set / GPUs of that set:")
+for s, d in sorted(dem.items(), key=lambda x: -x[1]):
+    print("  %-40s %5.0f / %d" % (s, d * scale / 1000, sum(cap[x] for x in s.split("|"))))
 PY
