@@ -20,6 +20,7 @@
 #include "core/object.h"
 #include "sched/cache.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* A loaded trace. Pods are in-memory objects (doc may be NULL); arrival and
@@ -85,6 +86,9 @@ struct gs_sim_opts {
     double tune;               /* fgd: inflate GPU demand to tune x capacity (default 1.3) */
     const char *config_path;   /* optional scheduler config (profiles); NULL = built-in */
     int gang_queue;            /* replay: enum gs_gangq_mode (sim/replay_gangq.h), 0 = the scheduler's own */
+    /* fgd: also compute the upper bound on allocation at 100% arrived
+     * (sim/bound.h) into gs_sim_result.bound_pct. */
+    bool bound;
 };
 
 /* The policy name of a replay that runs the server's profile unchanged. */
@@ -139,6 +143,8 @@ struct gs_sim_result {
      * instants a gang ran below minMember (must be 0). */
     int64_t gangs, gangs_started, partial_gangs, gang_reservations, gang_backfilled;
     double gang_delay_p50, gang_delay_p99, gang_wait_hours, gang_idle_gpu_hours, gang_idle_frac;
+    bool has_bound;            /* fgd with gs_sim_opts.bound: bound_pct is set */
+    double bound_pct;          /* upper bound on alloc_pct_at_100 for any placer (sim/bound.h) */
 };
 
 /* Runs o->mode (dispatch to the two below). */
