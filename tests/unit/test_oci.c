@@ -317,10 +317,10 @@ static void allocate_devices_and_env(void **state)
     snprintf(a->env[0].value, sizeof a->env[0].value, "GPU-1");
     a->n_dev = 2;
     snprintf(a->dev[0].container_path, sizeof a->dev[0].container_path, "/dev/nvidia0");
-    snprintf(a->dev[0].host_path, sizeof a->dev[0].host_path, "%s", fake[0]);
+    snprintf(a->dev[0].host_path, sizeof a->dev[0].host_path, "%.60s", fake[0]);
     snprintf(a->dev[0].permissions, sizeof a->dev[0].permissions, "rw");
     snprintf(a->dev[1].container_path, sizeof a->dev[1].container_path, "/dev/nvidiactl");
-    snprintf(a->dev[1].host_path, sizeof a->dev[1].host_path, "%s", fake[1]);
+    snprintf(a->dev[1].host_path, sizeof a->dev[1].host_path, "%.60s", fake[1]);
     snprintf(a->dev[1].permissions, sizeof a->dev[1].permissions, "rwm");
     json_t *pod = pod_of("{\"metadata\":{\"name\":\"p\"},\"spec\":{\"containers\":[{\"name\":\"a\",\"command\":[\"x\"],"
                          "\"env\":[{\"name\":\"X\",\"value\":\"1\"}]}]}}");
@@ -345,7 +345,7 @@ static void allocate_devices_and_env(void **state)
     json_decref(s);
 
     /* a device node that is not there */
-    snprintf(a->dev[1].host_path, sizeof a->dev[1].host_path, "%s/missing", tmp);
+    snprintf(a->dev[1].host_path, sizeof a->dev[1].host_path, "%.50s/missing", tmp);
     assert_int_equal(build(pod, NULL, a, NULL, 0, &s, err, sizeof err), GS_EIO);
     assert_non_null(strstr(err, "/dev/nvidiactl"));
     assert_non_null(strstr(err, "missing"));
