@@ -743,7 +743,9 @@ static int process_user(struct bld *b, json_t **out)
         char *colon = strchr(u, ':');
         if (colon) *colon++ = 0;
         json_int_t iuid = 0, igid = 0;
-        if (parse_id(u, &iuid) || (colon && parse_id(colon, &igid)))
+        bool bad_id = parse_id(u, &iuid) || (colon && parse_id(colon, &igid));
+        if (bad_id && ra.user >= 0) iuid = igid = 0; /* the pod names the user: the image's is not needed */
+        else if (bad_id)
             return fail(b->err, b->el, GS_EINVAL,
                         "%s: the image's user \"%s\" is not numeric uid[:gid] (names are not looked up in the "
                         "image): set securityContext.runAsUser and runAsGroup",

@@ -503,6 +503,15 @@ static void error_messages(void **state)
     assert_int_equal(build(pod, &img, NULL, NULL, 0, &s, err, sizeof err), GS_EINVAL);
     assert_non_null(strstr(err, "\"nobody\""));
     assert_non_null(strstr(err, "runAsUser"));
+    /* ... which is not needed when the pod names the user */
+    json_t *named = pod_of("{\"metadata\":{\"name\":\"p\"},\"spec\":{\"securityContext\":{\"runAsUser\":1000},"
+                           "\"containers\":[{\"name\":\"a\",\"command\":[\"x\"]}]}}");
+    assert_int_equal(build(named, &img, NULL, NULL, 0, &s, err, sizeof err), 0);
+    json_t *u = json_object_get(json_object_get(s, "process"), "user");
+    assert_int_equal(json_integer_value(json_object_get(u, "uid")), 1000);
+    assert_int_equal(json_integer_value(json_object_get(u, "gid")), 0);
+    json_decref(s);
+    json_decref(named);
     /* unknown CDI device: names it and the directories */
     const char *unknown[] = {"nvidia.com/gpu=GPU-zzz"};
     assert_int_equal(build(pod, NULL, NULL, unknown, 1, &s, err, sizeof err), GS_EINVAL);
