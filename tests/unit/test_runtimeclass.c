@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "api_fixture.h"
+#include "control/api.h"
 
 #include <string.h>
 
@@ -116,6 +117,27 @@ static void validation(void **state)
     json_decref(out);
 }
 
+/* kubectl get runtimeclasses: NAME, HANDLER, AGE. */
+static void table_columns(void **state)
+{
+    (void)state;
+    const struct gs_api_resource *res = gs_api_resource_find("node.k8s.io", "v1", "runtimeclasses");
+    assert_non_null(res);
+    assert_false(res->namespaced);
+    json_t *objs = json_loads("[{\"metadata\":{\"name\":\"runc\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\"},"
+                              "\"handler\":\"runc\"}]", 0, NULL);
+    json_t *t = gs__table(res, objs, "7", 1767225600.0 + 120, GS_INCLUDE_NONE);
+    json_t *cols = json_object_get(t, "columnDefinitions");
+    assert_int_equal(json_array_size(cols), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(cols, 1), "name")), "Handler");
+    json_t *cells = json_object_get(json_array_get(json_object_get(t, "rows"), 0), "cells");
+    assert_string_equal(json_string_value(json_array_get(cells, 0)), "runc");
+    assert_string_equal(json_string_value(json_array_get(cells, 1)), "runc");
+    assert_string_equal(json_string_value(json_array_get(cells, 2)), "2m");
+    json_decref(t);
+    json_decref(objs);
+}
+
 static int setup(void **state)
 {
     return api_env_start(state, "/tmp/gs-runtimeclass-XXXXXX", tokens, true,
@@ -127,6 +149,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(roles, setup, api_env_teardown),
         cmocka_unit_test_setup_teardown(validation, setup, api_env_teardown),
+        cmocka_unit_test(table_columns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
