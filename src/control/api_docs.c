@@ -361,6 +361,13 @@ static json_t *priorityclass_row(const json_t *o, const char *name, const char *
                      pp ? pp : "PreemptLowerPriority");
 }
 
+/* kubectl's RuntimeClass columns. */
+static json_t *runtimeclass_row(const json_t *o, const char *name, const char *age)
+{
+    const char *h = json_string_value(json_object_get(o, "handler"));
+    return json_pack("[s, s, s]", name, h ? h : "", age);
+}
+
 static json_t *columns(const struct gs_api_resource *res, int which)
 {
     if (which == 6) return gs_event_table_columns();
@@ -378,6 +385,10 @@ static json_t *columns(const struct gs_api_resource *res, int which)
                          col("Global-Default", "boolean", "", 0, "Applied to pods naming no class."),
                          col("Age", "string", "", 0, "Time since creation."),
                          col("PreemptionPolicy", "string", "", 0, "Whether its pods may preempt others."));
+    if (which == 10)
+        return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique."),
+                         col("Handler", "string", "", 0, "The runtime handler that runs pods of this class."),
+                         col("Age", "string", "", 0, "Time since creation."));
     if (which == 3 || which == 4) return queue_columns(which == 3);
     if (which == 5)
         return json_pack("[o,o,o]", col("Name", "string", "name", 0, "Name must be unique within a namespace."),
@@ -421,6 +432,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                 : !strcmp(res->kind, "Lease")    ? 5
                 : !strcmp(res->kind, "PodDisruptionBudget") ? 7
                 : !strcmp(res->kind, "PriorityClass") ? 8
+                : !strcmp(res->kind, "RuntimeClass") ? 10
                 : gs_dra_has_table(res)          ? 9
                 : res->group[0]                  ? 0
                 : !strcmp(res->plural, "pods")   ? 1
@@ -441,6 +453,7 @@ json_t *gs__table(const struct gs_api_resource *res, const json_t *objs, const c
                         : which == 5 ? lease_row(o, name ? name : "", age)
                         : which == 7 ? pdb_row(o, name ? name : "", age)
                         : which == 8 ? priorityclass_row(o, name ? name : "", age)
+                        : which == 10 ? runtimeclass_row(o, name ? name : "", age)
                         : which == 9 ? gs_dra_table_row(res, o, name ? name : "", age)
                                      : json_pack("[s, s]", name ? name : "", age);
         json_t *row = json_pack("{s:o}", "cells", cells);

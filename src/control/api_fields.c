@@ -21,6 +21,7 @@
  *    Kubernetes lets change, with its error text; the devices annotation and
  *    the queue and pod-group labels never change after create;
  *  - PriorityClass: value immutable, names "system-" reserved, one default.
+ *  - RuntimeClass: handler immutable.
  *
  * Lookups are cached per server for a second, as Kubernetes' admission
  * plugins read informer caches: a namespace seen Active, a class found by
@@ -485,5 +486,8 @@ void gs__fields_update(const struct gs__req *r, const json_t *cur, json_t *next,
             gs_diags_add(d, "value", "Forbidden: may not be changed in an update.");
         if (!json_equal(json_object_get(cur, "preemptionPolicy"), json_object_get(next, "preemptionPolicy")))
             gs_diags_add(d, "preemptionPolicy", "Invalid value: field is immutable");
+    } else if (!strcmp(r->res->id, "runtimeclasses.node.k8s.io")) {
+        if (!json_equal(json_object_get(cur, "handler"), json_object_get(next, "handler")))
+            gs_diags_add(d, "handler", "Invalid value: field is immutable");
     }
 }

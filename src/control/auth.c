@@ -242,6 +242,7 @@ static const struct gs_auth_rule rules[] = {
     {"gpuclusters",            "status",  "A---AA-", "A---DD-", "A---DD-", "D---DD-"},
     {"leases",                 "",        "AAAAAAA", "NNNNNNN", "AAANNND", "NDDNNDD"},
     {"priorityclasses",        "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
+    {"runtimeclasses",         "",        "AAAAAAA", "AAADDDD", "AAADDDD", "AAADDDD"},
     {"poddisruptionbudgets",   "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},
     {"poddisruptionbudgets",   "status",  "A---AA-", "N---DD-", "A---DD-", "A---DD-"},
     {"workloads",              "",        "AAAAAAA", "NNNNNNN", "AAADDDD", "AAADDDD"},

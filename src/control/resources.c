@@ -56,6 +56,7 @@ static const struct gs_api_resource table[] = {
     {"events.k8s.io", "v1", "events", "event", "Event", "ev", true, false, "events"},
     RES("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", "pdb", true, true),
     RES("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", "pc", false, false),
+    RES("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", NULL, false, false),
     /* After v1's row: v1 stays the group's preferred version. */
     RES("scheduling.k8s.io", "v1beta1", "podgroups", "podgroup", "PodGroup", NULL, true, true),
     RES("scheduling.k8s.io", "v1beta1", "workloads", "workload", "Workload", NULL, true, false),

@@ -53,6 +53,7 @@
  * is refused at validate time rather than ignored later.
  */
 #include "core/decode.h"
+#include "core/quantity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -597,6 +598,60 @@ static void validate_workloadpriorityclass(const json_t *doc, struct gs_dec *dc)
     if (d && strlen(d) > 2048) gs__dec_err_at(dc, "description", "must be at most 2048 characters, got %zu", strlen(d));
 }
 
+/*--- RuntimeClass (node.k8s.io/v1) ---*/
+
+/* As kube-apiserver: handler is required, immutable (api_fields.c) and a
+ * DNS label; its value is not checked against a list, since which handlers
+ * exist (runc, process) is the node's business, which refuses a pod whose
+ * handler it lacks. overhead.podFixed is a resource list of quantities. */
+static void validate_runtimeclass(const json_t *doc, struct gs_dec *dc)
+{
+    const char *h = json_object_get(doc, "handler") ? gs__dec_str(dc, doc, "handler") : NULL, *why;
+    if (!json_object_get(doc, "handler")) gs__dec_err_at(dc, "handler", "Required value");
+    else if (h && (why = gs__dns_check(h, true)))
+        gs__dec_err_at(dc, "handler", "Invalid value: \"%s\": %s", h, why);
+    json_t *ov = gs__dec_get(dc, doc, "overhead", JSON_OBJECT);
+    if (ov) {
+        size_t m = gs__dec_key(dc, "overhead");
+        json_t *pf = gs__dec_get(dc, ov, "podFixed", JSON_OBJECT);
+        if (pf) {
+            size_t m2 = gs__dec_key(dc, "podFixed");
+            const char *k;
+            json_t *v;
+            json_object_foreach(pf, k, v) {
+                int64_t milli;
+                const char *qwhy = NULL;
+                if (!json_is_string(v) && !json_is_integer(v)) {
+                    gs__dec_err_at(dc, k, "must be a quantity");
+                    continue;
+                }
+                char text[64];
+                if (json_is_string(v)) snprintf(text, sizeof text, "%s", json_string_value(v));
+                else snprintf(text, sizeof text, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+                if (gs_quantity_parse(text, &milli, &qwhy))
+                    gs__dec_err_at(dc, k, "Invalid value: \"%s\": %s", text, qwhy ? qwhy : "not a quantity");
+                else if (milli < 0) gs__dec_err_at(dc, k, "Invalid value: \"%s\": must be greater than or equal to 0", text);
+            }
+            gs__dec_pop(dc, m2);
+        }
+        gs__dec_pop(dc, m);
+    }
+    json_t *sc = gs__dec_get(dc, doc, "scheduling", JSON_OBJECT);
+    if (sc) {
+        size_t m = gs__dec_key(dc, "scheduling");
+        json_t *ns = gs__dec_get(dc, sc, "nodeSelector", JSON_OBJECT);
+        if (ns) {
+            size_t m2 = gs__dec_key(dc, "nodeSelector");
+            const char *k;
+            json_t *v;
+            json_object_foreach(ns, k, v) if (!json_is_string(v)) gs__dec_err_at(dc, k, "must be a string");
+            gs__dec_pop(dc, m2);
+        }
+        gs__dec_get(dc, sc, "tolerations", JSON_ARRAY);
+        gs__dec_pop(dc, m);
+    }
+}
+
 /*--- Dispatch ---*/
 
 void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t *doc, struct gs_dec *dc)
@@ -612,6 +667,10 @@ void gs__generic_validate(enum gs_kind k, const char *api_version, const json_t 
     }
     if (k == GS_KIND_WORKLOADPRIORITYCLASS) {
         validate_workloadpriorityclass(doc, dc);
+        return;
+    }
+    if (k == GS_KIND_RUNTIMECLASS) {
+        validate_runtimeclass(doc, dc);
         return;
     }
     json_t *spec = json_object_get(doc, "spec");

@@ -47,6 +47,7 @@ static const char *const kind_names[GS_KIND_COUNT] = {
     [GS_KIND_RESOURCECLAIMTEMPLATE] = "ResourceClaimTemplate",
     [GS_KIND_DEVICETAINTRULE] = "DeviceTaintRule",
     [GS_KIND_GPUCLUSTER] = "GPUCluster",
+    [GS_KIND_RUNTIMECLASS] = "RuntimeClass",
 };
 
 /* Which kinds each apiVersion we know defines. Kinds mapped to
@@ -116,6 +117,7 @@ static const struct {
     {"scheduling.k8s.io/v1", "PriorityClass", GS_KIND_PRIORITYCLASS},
     {"scheduling.k8s.io/v1beta1", "PodGroup", GS_KIND_PODGROUP},
     {"scheduling.k8s.io/v1beta1", "Workload", GS_KIND_WORKLOAD},
+    {"node.k8s.io/v1", "RuntimeClass", GS_KIND_RUNTIMECLASS},
 };
 #define NAPI_KINDS (sizeof api_kinds / sizeof api_kinds[0])
 

@@ -72,6 +72,7 @@ enum gs_kind {
     GS_KIND_RESOURCECLAIMTEMPLATE, /* resource.k8s.io */
     GS_KIND_DEVICETAINTRULE,       /* resource.k8s.io */
     GS_KIND_GPUCLUSTER,            /* nvidia.com/v1alpha1 (the DRA counterpart of ClusterPolicy) */
+    GS_KIND_RUNTIMECLASS,          /* node.k8s.io/v1: which runtime handler runs a pod */
     GS_KIND_COUNT
 };
 

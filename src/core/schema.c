@@ -209,6 +209,13 @@ static const struct sfield native_podgroup_spec[] = {
     SC("priorityClassName"), AN("resourceClaims"), AN("schedulingConstraints"), AN("schedulingPolicy"),
     AN("workloadRef"), END};
 static const struct sfield native_podgroup[] = {TOP(OB("spec", native_podgroup_spec)), END};
+/* node.k8s.io/v1 RuntimeClass: top-level fields, no spec or status. */
+static const struct sfield runtime_class_overhead[] = {MA("podFixed"), END};
+static const struct sfield runtime_class_scheduling[] = {MA("nodeSelector"), LI("tolerations", toleration), END};
+static const struct sfield runtime_class[] = {SC("apiVersion"), SC("handler"), SC("kind"), OB("metadata", object_meta),
+                                              OB("overhead", runtime_class_overhead),
+                                              OB("scheduling", runtime_class_scheduling), END};
+
 static const struct sfield workload_priority_class[] = {SC("apiVersion"), SC("description"), SC("kind"),
                                                         OB("metadata", object_meta), SC("value"), END};
 
@@ -311,6 +318,7 @@ static const struct {
     {"scheduling.k8s.io", "PodGroup", native_podgroup},
     {"scheduling.k8s.io", "Workload", generic},
     {"kueue.x-k8s.io", "WorkloadPriorityClass", workload_priority_class},
+    {"node.k8s.io", "RuntimeClass", runtime_class},
     {"scheduling.volcano.sh", "Queue", queue},
     {"scheduling.gpusched.io", "Queue", queue},
     {"kueue.x-k8s.io", "LocalQueue", localqueue},
