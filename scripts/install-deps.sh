@@ -13,6 +13,10 @@ PKGS=(
   # node execution (layer 3): kubelet device plugin API over gRPC, and its Python test peer
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-grpc-tools
 )
+# --- the node's image store (src/node/image*.c): libarchive unpacks layers; busybox-static is the
+# test image's content (scripts/make-test-image.sh) ---
+PKGS+=(libarchive-dev busybox-static)
+# --- end image store ---
 # --- control plane (src/control): HTTP server, TLS, store, HTTP client; requests for its tests ---
 PKGS+=(
   libmicrohttpd-dev libgnutls28-dev libsqlite3-dev sqlite3 libcurl4-gnutls-dev python3-requests

@@ -27,6 +27,7 @@ int gs_cmd_node_publisher(int argc, char **argv);
 int gs_cmd_device_plugin(int argc, char **argv);
 int gs_cmd_dra_plugin(int argc, char **argv);
 int gs_cmd_kubelet_sim(int argc, char **argv);
+int gs_cmd_image(int argc, char **argv); /* cmd_image.c: the node's image store */
 /* Control plane and its client (src/control). */
 int gs_cmd_server(int argc, char **argv);
 int gs_cmd_scheduler(int argc, char **argv); /* cmd_scheduler.c: the standalone scheduler */

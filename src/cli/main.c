@@ -33,6 +33,7 @@ static const struct {
     {"node-publisher", gs_cmd_node_publisher, "publish this node's GPUs to a Kubernetes API: GFD labels, gpus annotation, NRT"},
     {"device-plugin", gs_cmd_device_plugin, "serve the node's GPUs to kubelet (device plugin API v1beta1)"},
     {"dra-plugin", gs_cmd_dra_plugin, "serve the node's GPUs to kubelet as a DRA driver (gpu.nvidia.com)"},
+    {"image", gs_cmd_image, "the node's image store: import OCI image layouts, list, remove (image import|ls|rm)"},
     {"kubelet-sim", gs_cmd_kubelet_sim, "kubelet's device manager alone: registration, allocation, topology"},
     {"version", gs_cmd_version, "print the version"},
 };

@@ -68,5 +68,36 @@ int gs_image_remove(const char *store_dir, const char *ref, char *err, size_t er
 
 void gs_image_free(struct gs_image *img);
 void gs_image_list_free(struct gs_image *v, size_t n);
+void gs_image_config_free(struct gs_image_config *c);
+
+/*--- The documents' parsers (image.c; exposed for tests and the fuzz target) ---*/
+
+/* A content descriptor: what index.json and a manifest point at. */
+struct gs_image_desc {
+    char media_type[128];
+    char digest[80];        /* "sha256:<64 hex>", checked */
+    int64_t size;           /* >= 0 */
+    char *ref;              /* the normalised reference it names (index entries), owned, may be NULL */
+};
+
+/* A manifest: its config and layers, in order. */
+struct gs_image_manifest {
+    struct gs_image_desc config;
+    struct gs_image_desc *layers;   /* owned */
+    size_t n_layers;
+};
+
+/* index.json (an OCI image index): its manifests[] into *out (*n entries,
+ * free with gs__image_descs_free). what names the document in err. */
+int gs__image_parse_index(const char *text, size_t len, const char *what, struct gs_image_desc **out, size_t *n,
+                          char *err, size_t errlen);
+/* An image manifest (OCI or Docker schema 2). Free with gs__image_manifest_free. */
+int gs__image_parse_manifest(const char *text, size_t len, const char *what, struct gs_image_manifest *out,
+                             char *err, size_t errlen);
+/* An image config: config.{Entrypoint,Cmd,Env,WorkingDir,User}. Free with gs_image_config_free. */
+int gs__image_parse_config(const char *text, size_t len, const char *what, struct gs_image_config *out,
+                           char *err, size_t errlen);
+void gs__image_descs_free(struct gs_image_desc *v, size_t n);
+void gs__image_manifest_free(struct gs_image_manifest *m);
 
 #endif
