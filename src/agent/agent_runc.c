@@ -26,6 +26,7 @@
 #include "node/oci.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,15 +144,17 @@ int gs__runc_ctr_build(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c,
         snprintf(why, wl, "container %.60s: name too long for a runc container id", c->name);
         return -1;
     }
-    snprintf(dir, sizeof dir, "%s/%s", p->dir, c->name);
-    snprintf(bundle, sizeof bundle, "%s/bundle", dir);
-    snprintf(scratch, sizeof scratch, "%s/scratch", dir);
+    snprintf(dir, sizeof dir, "%s/%s/scratch", p->dir, c->name);
     /* Scratch space only this container mounts; whichever uid it runs as may write. */
-    if (gs_mkdirs(scratch) || chmod(scratch, 01777)) {
+    char abs[PATH_MAX];
+    if (gs_mkdirs(dir) || chmod(dir, 01777) || !realpath(dir, abs)) {
         gs_image_free(&img);
-        snprintf(why, wl, "cannot create %.300s: %s", scratch, strerror(errno));
+        snprintf(why, wl, "cannot create %.300s: %s", dir, strerror(errno));
         return -1;
     }
+    /* Absolute paths: the shim runs runc from the container's directory. */
+    snprintf(scratch, sizeof scratch, "%s", abs);
+    snprintf(bundle, sizeof bundle, "%.*s/bundle", (int)(strlen(abs) - strlen("/scratch")), abs);
     /* Device nodes from the CDI specs of the GPUs, not the plain device specs. */
     struct gs_alloc_resp *cr = calloc(1, sizeof *cr);
     const char *names[GS_NODE_MAX_GPUS], *dirs[16];
