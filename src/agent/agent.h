@@ -1,6 +1,7 @@
 /*
  * agent.h - the node agent: what kubelet is to a Kubernetes node, for
- * gpusched, with processes instead of containers.
+ * gpusched: containers as processes on the host, or as OCI bundles run by
+ * runc (--default-runtime, RuntimeClass handlers; agent_runc.c).
  *
  * It registers its Node (capacity, GFD labels, status.devices, conditions,
  * the address of its own HTTP endpoint) and the node's NodeResourceTopology,
