@@ -35,6 +35,10 @@ PKGS+=(etcd-server etcd-client)
 # Pillow reads its screenshots back to check they are not blank ---
 PKGS+=(chromium chromium-driver python3-selenium python3-pil)
 # --- end web console ---
+# --- the agent's runc runtime (src/agent/runtime_runc.c) and its tests: runc runs the OCI bundles;
+# busybox-static is what tests/integration/test_runc.py's image is built from ---
+PKGS+=(runc busybox-static)
+# --- end runc ---
 # `--fuzz`: clang and its libFuzzer runtime, needed only by `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
   PKGS+=(clang libclang-rt-14-dev)

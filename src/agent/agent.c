@@ -24,6 +24,7 @@
 #include "node/gpus_disc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +222,31 @@ static int random_hex(char *buf, size_t len)
     return 0;
 }
 
+/* The runtimes (docs/NODE.md "Runtimes"): the default handler must be one
+ * this node has; runc's state and the image store live under the state dir,
+ * by absolute path (bundles name them). */
+static int runtimes_setup(struct gs_agent *a, char *err, size_t errlen)
+{
+    const char *def = a->o.default_runtime;
+    if (def && strcmp(def, "process") && strcmp(def, "runc")) {
+        snprintf(err, errlen, "--default-runtime \"%.100s\": want process or runc", def);
+        return GS_EINVAL;
+    }
+    char abs[PATH_MAX];
+    if (!realpath(a->state_dir, abs)) snprintf(abs, sizeof abs, "%s", a->state_dir);
+    snprintf(a->runc_root, sizeof a->runc_root, "%.1000s/runc", abs);
+    snprintf(a->image_dir, sizeof a->image_dir, "%.1000s/images", abs);
+    a->runc.bin = a->o.runc_bin;
+    a->runc.root = a->runc_root;
+    a->runc_ok = gs_runc_available(&a->runc);
+    if (def && !strcmp(def, "runc") && !a->runc_ok) {
+        snprintf(err, errlen, "--default-runtime runc: cannot run %.200s (install Debian's runc)",
+                 a->o.runc_bin ? a->o.runc_bin : "runc");
+        return GS_EUNSUPPORTED;
+    }
+    return 0;
+}
+
 static int setup(struct gs_agent *a, char *err, size_t errlen)
 {
     int rc = open_discovery(a, err, errlen);
@@ -231,6 +257,7 @@ static int setup(struct gs_agent *a, char *err, size_t errlen)
         snprintf(err, errlen, "cannot create %s: %s", a->state_dir, strerror(errno));
         return GS_EIO;
     }
+    if ((rc = runtimes_setup(a, err, errlen))) return rc;
     struct gs_diags d = {0};
     rc = gs_client_new(&a->o.conn, &a->cl, &d);
     if (rc) {

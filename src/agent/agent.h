@@ -1,6 +1,7 @@
 /*
  * agent.h - the node agent: what kubelet is to a Kubernetes node, for
- * gpusched, with processes instead of containers.
+ * gpusched: containers as processes on the host, or as OCI bundles run by
+ * runc (--default-runtime, RuntimeClass handlers; agent_runc.c).
  *
  * It registers its Node (capacity, GFD labels, status.devices, conditions,
  * the address of its own HTTP endpoint) and the node's NodeResourceTopology,
@@ -68,6 +69,11 @@ struct gs_agent_opts {
      * dra_partitionable offers MIG-capable GPUs as counter sets with every
      * MIG placement (docs/DRA.md "ResourceSlices"). */
     bool no_resource_slices, dra_partitionable;
+    /* Runtimes (docs/NODE.md "Runtimes"): the handler for pods that name no
+     * RuntimeClass, "process" (NULL) or "runc"; the runc binary (NULL: runc
+     * from PATH); the CDI spec directories the runc runtime applies,
+     * ':'-separated (NULL: <state_dir>/cdi:/etc/cdi:/var/run/cdi). Borrowed. */
+    const char *default_runtime, *runc_bin, *cdi_dirs;
 };
 
 struct gs_agent;

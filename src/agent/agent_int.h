@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "agent/runtime.h"
+#include "agent/runtime_runc.h"
 #include "core/clock.h"
 #include "discovery/discovery.h"
 #include "discovery/exporter.h"
@@ -42,6 +43,7 @@ struct gs__ctr {
     bool set_ids;            /* run as uid/gid (the agent is root) */
     uid_t uid;
     gid_t gid;
+    char *runc_id;           /* runc runtime: the container id (runtime_runc.h); NULL: a process */
 };
 
 struct gs__pod {
@@ -70,6 +72,10 @@ struct gs__pod {
     int64_t next_confirm_ns; /* retry of that confirmation (monotonic) */
     struct gs__mig_hold *mig; /* MIG instances chosen for it, or NULL (agent_mig.c); held while holds_devices */
     struct gs__dra *dra;     /* its resource claims, or NULL (agent_dra.c) */
+    bool runc;               /* run by runc (the pod's RuntimeClass or the node's default) */
+    char wait_reason[64];    /* Pending, not started yet: why (ErrImageNeverPull, RuntimeClassNotFound...) */
+    char wait_msg[512];
+    int64_t retry_at_ns;     /* != 0: start_pod again then (monotonic) */
     char dir[1200];
 };
 
@@ -132,6 +138,11 @@ struct gs_agent {
     struct gs_client *ev_cl;
     struct gs_recorder *events;
     struct gs__slices *slices; /* DRA ResourceSlices published (agent_slices.c) */
+    /* The runc runtime: runc's state directory <state_dir>/runc, whether the
+     * binary runs (checked at start), the image store <state_dir>/images. */
+    char runc_root[1100], image_dir[1100];
+    struct gs_runc runc;
+    bool runc_ok;
 };
 
 int64_t gs__mono_ns(void);
@@ -185,6 +196,27 @@ const char *gs__phase_name(enum gs__phase p);
 json_t *gs__pod_report(const struct gs__pod *p);
 /* GPU slots in use by live pods, as a mask. */
 uint64_t gs__pods_alloc_mask(struct gs_agent *a);
+
+/* agent_runc.c: the runtime of a pod and the runc runtime's containers. */
+/* Chooses p->runc from spec.runtimeClassName (a GET of the RuntimeClass) or
+ * the node's default. 0 decided; 1 the pod waits (p->wait_reason says why). */
+int gs__runtime_pick(struct gs_agent *a, struct gs__pod *p);
+struct gs_alloc_resp;
+/* Turns container c (argv, env from the process path) into a runc bundle and
+ * the shim's `runc run` command. 0; 1 waiting (image absent:
+ * ErrImageNeverPull in p->wait_reason); -1 refused with why. */
+int gs__runc_ctr_build(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c, const json_t *cs,
+                       const struct gs_alloc_resp *r, char *why, size_t wl);
+/* Before each start: deletes what a previous run of the container kept. */
+void gs__runc_ctr_prestart(struct gs_agent *a, const struct gs__ctr *c);
+/* A signal to a container: its process group, or `runc kill --all`. */
+void gs__ctr_signal(struct gs_agent *a, const struct gs__ctr *c, int sig);
+/* After the container ended with code: the terminated reason the runtime
+ * knows ("OOMKilled") or NULL; deletes the runc container and its cgroups. */
+const char *gs__runc_ctr_finish(struct gs_agent *a, const struct gs__ctr *c, int code);
+/* Recovery when the shim is gone: true when runc state says the container
+ * still runs (c->proc then follows its init process). */
+bool gs__runc_ctr_adopt(struct gs_agent *a, struct gs__ctr *c);
 
 /* src/govern/agentstack.c: one GPU stack step per call (loop thread). */
 void gs__stack_tick(struct gs_agent *a, int64_t now_ns);

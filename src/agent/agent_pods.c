@@ -57,6 +57,7 @@ void gs__pod_free(struct gs__pod *p)
         strv_free(p->c[i].argv);
         strv_free(p->c[i].env);
         free(p->c[i].reason);
+        free(p->c[i].runc_id);
     }
     free(p->c);
     free(p->ns);
@@ -113,14 +114,15 @@ static void save_pod(const struct gs__pod *p)
 {
     json_t *ctrs = json_array();
     for (size_t i = 0; i < p->nc; i++)
-        json_array_append_new(ctrs, json_pack("{s:s,s:o,s:o,s:b,s:I,s:I}", "name", p->c[i].name, "argv",
+        json_array_append_new(ctrs, json_pack("{s:s,s:o,s:o,s:b,s:I,s:I,s:s?}", "name", p->c[i].name, "argv",
                                               strv_to_json(p->c[i].argv), "env", strv_to_json(p->c[i].env),
                                               "setIds", p->c[i].set_ids, "uid", (json_int_t)p->c[i].uid, "gid",
-                                              (json_int_t)p->c[i].gid));
+                                              (json_int_t)p->c[i].gid, "runcId", p->c[i].runc_id));
     json_t *doc = json_pack("{s:s,s:s,s:s,s:s?,s:s,s:i,s:o,s:s,s:s,s:s,s:I}", "namespace", p->ns, "name", p->name, "uid",
                             p->uid, "devices", p->devices, "restartPolicy", p->restart_policy, "milli", p->milli,
                             "containers", ctrs, "phase", gs__phase_name(p->phase), "reason", p->reason, "message",
                             p->message, "startTime", (json_int_t)p->start_time);
+    json_object_set_new(doc, "runtime", json_string(p->runc ? "runc" : "process"));
     gs__mig_save(p, doc); /* MIG instances (agent_mig.c) */
     gs__dra_save(p, doc); /* resource claims (agent_dra.c) */
     char path[4096];
@@ -253,7 +255,8 @@ static int admit(struct gs_agent *a, struct gs__pod *p, struct gs_alloc_resp *re
         for (int j = 0; j < nids; j++) dup |= !strcmp(ids[j], a->gpus.gpu[s].uuid);
         if (!dup) ids[nids++] = a->gpus.gpu[s].uuid;
     }
-    struct gs_alloc_opts ao = {.strategy = GS_DLS_ENVVAR};
+    /* runc applies CDI specs (agent_runc.c): it needs the CDI names too. */
+    struct gs_alloc_opts ao = {.strategy = p->runc ? GS_DLS_ENVVAR | GS_DLS_CDI_CRI : GS_DLS_ENVVAR};
     if (gs_alloc_container(&a->gpus, &ao, ids, (size_t)nids, resp, why, wl)) return -1;
     return 0;
 }
@@ -338,18 +341,33 @@ static int pick_ids(struct gs_agent *a, struct gs__pod *p, const json_t *cs, str
     return 0;
 }
 
-/* Containers from the pod spec. false with why when one has nothing to run. */
-static bool build_containers(struct gs_agent *a, struct gs__pod *p, const struct gs_alloc_resp *r, char *why, size_t wl)
+static void free_ctrs(struct gs__pod *p)
+{
+    for (size_t i = 0; i < p->nc; i++) {
+        free(p->c[i].name);
+        strv_free(p->c[i].argv);
+        strv_free(p->c[i].env);
+        free(p->c[i].reason);
+        free(p->c[i].runc_id);
+    }
+    free(p->c);
+    p->c = NULL;
+    p->nc = 0;
+}
+
+/* Containers from the pod spec. 0; -1 with why when one has nothing to run;
+ * 1 when the pod waits (runc: an image not in the store). */
+static int build_containers(struct gs_agent *a, struct gs__pod *p, const struct gs_alloc_resp *r, char *why, size_t wl)
 {
     json_t *ctrs = json_object_get(json_object_get(p->obj, "spec"), "containers");
     size_t n = json_array_size(ctrs), i;
     json_t *cs;
     if (!n) {
         snprintf(why, wl, "the pod has no containers");
-        return false;
+        return -1;
     }
     p->c = calloc(n, sizeof *p->c);
-    if (!p->c) return false;
+    if (!p->c) return -1;
     json_array_foreach(ctrs, i, cs) {
         struct gs__ctr *c = &p->c[p->nc++];
         const char *name = gs__jstr(cs, "name");
@@ -360,19 +378,25 @@ static bool build_containers(struct gs_agent *a, struct gs__pod *p, const struct
         snprintf(work, sizeof work, "%s/%s/work", p->dir, c->name);
         c->argv = argv_build(cs);
         c->env = env_build(a, p, c->name, cs, r, work);
-        if (pick_ids(a, p, cs, c, why, wl)) return false;
+        if (p->runc) { /* the user and the command may come from the image (agent_runc.c) */
+            int rc = gs__runc_ctr_build(a, p, c, cs, r, why, wl);
+            if (rc) return rc;
+            continue;
+        }
+        if (pick_ids(a, p, cs, c, why, wl)) return -1;
         if (!c->argv) {
             snprintf(why, wl, "container %s has no command (this agent runs commands, not images)", c->name);
-            return false;
+            return -1;
         }
     }
-    return true;
+    return 0;
 }
 
 /*--- Processes ---*/
 
-static int start_ctr(struct gs__pod *p, struct gs__ctr *c)
+static int start_ctr(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c)
 {
+    gs__runc_ctr_prestart(a, c);
     char work[4096], logp[4096], exitp[4096], pidp[4096];
     snprintf(work, sizeof work, "%s/%s/work", p->dir, c->name);
     ctr_path(p, c, "log", logp, sizeof logp);
@@ -455,6 +479,19 @@ static void fill_status(struct gs_agent *a, struct gs__pod *p, json_t *obj)
     for (size_t i = 0; i < p->nc; i++) {
         json_array_append_new(cs, ctr_status(&p->c[i]));
         all_ready &= p->c[i].state == GS_C_RUNNING;
+    }
+    if (!p->nc && p->wait_reason[0]) { /* waiting before any container exists (agent_runc.c) */
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(json_object_get(obj, "spec"), "containers"), i, c)
+            json_array_append_new(cs, json_pack("{s:s,s:{s:{s:s,s:s}},s:b,s:i,s:s,s:b}", "name",
+                                                gs__jstr(c, "name") ? gs__jstr(c, "name") : "", "state", "waiting",
+                                                "reason", p->wait_reason, "message", p->wait_msg, "ready", 0,
+                                                "restartCount", 0, "image", gs__jstr(c, "image") ? gs__jstr(c, "image") : "",
+                                                "started", 0));
+        gs__pod_set_condition(obj, "PodReadyToStartContainers", "False", p->wait_reason, p->wait_msg);
+    } else if (p->wait_reason[0] == 0 && p->nc) {
+        gs__pod_set_condition(obj, "PodReadyToStartContainers", "True", NULL, NULL);
     }
     json_object_set_new(st, "containerStatuses", cs);
     const char *ready = all_ready && p->phase == GS_P_RUNNING ? "True" : "False";
@@ -591,9 +628,24 @@ static struct gs__pod *pod_new(struct gs_agent *a, const char *ns, const char *n
     return p;
 }
 
+/* The pod waits before it starts (runtime, image): retried from the tick. */
+static void start_later(struct gs_agent *a, struct gs__pod *p)
+{
+    free_ctrs(p);
+    gs__dra_release(a, p);
+    p->retry_at_ns = gs__mono_ns() + 3LL * 1000000000;
+    if (p->dirty) gs_log(GS_LOG_INFO, "agent: pod waits", "pod", p->key, "reason", p->wait_reason, NULL);
+    if (p->dirty && atomic_load(&a->registered)) report(a, p);
+}
+
 static void start_pod(struct gs_agent *a, struct gs__pod *p)
 {
-    char why[256] = "";
+    char why[512] = "";
+    p->retry_at_ns = 0;
+    if (gs__runtime_pick(a, p)) { /* RuntimeClass (agent_runc.c) */
+        start_later(a, p);
+        return;
+    }
     int dra = gs__dra_admit(a, p, why, sizeof why); /* resource claims (agent_dra.c) */
     if (dra == 1) return; /* retried by gs__pods_tick */
     struct gs_alloc_resp *r = dra ? NULL : calloc(1, sizeof *r);
@@ -608,7 +660,13 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
         adm = -1;
     }
     p->wait_dev_until_ns = 0;
-    if (adm || !build_containers(a, p, r, why, sizeof why)) {
+    int built = adm ? -1 : build_containers(a, p, r, why, sizeof why);
+    if (built == 1) { /* runc: the image is not in the store */
+        free(r);
+        start_later(a, p);
+        return;
+    }
+    if (built) {
         free(r);
         gs__dra_release(a, p);
         gs_log(GS_LOG_WARN, "agent: pod refused", "pod", p->key, "why", why, NULL);
@@ -617,6 +675,7 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
         return;
     }
     free(r);
+    p->wait_reason[0] = p->wait_msg[0] = 0;
     pthread_mutex_lock(&a->mu);
     p->holds_devices = p->nslots > 0 || p->mig || gs__dra_slots(p); /* MIG (agent_mig.c), claims (agent_dra.c) */
     pthread_mutex_unlock(&a->mu);
@@ -626,7 +685,7 @@ static void start_pod(struct gs_agent *a, struct gs__pod *p)
     p->phase = GS_P_RUNNING;
     save_pod(p);
     for (size_t i = 0; i < p->nc; i++) {
-        int err = start_ctr(p, &p->c[i]);
+        int err = start_ctr(a, p, &p->c[i]);
         if (err == 0) {
             gs__pod_event(a, p, &p->c[i], "Normal", "Started", "Started container %s", p->c[i].name);
             continue;
@@ -651,7 +710,7 @@ static void begin_stop(struct gs_agent *a, struct gs__pod *p)
     for (size_t i = 0; i < p->nc; i++) {
         if (p->c[i].state == GS_C_RUNNING)
             gs__pod_event(a, p, &p->c[i], "Normal", "Killing", "Stopping container %s", p->c[i].name);
-        if (p->c[i].state == GS_C_RUNNING) gs_proc_signal(&p->c[i].proc, SIGTERM);
+        if (p->c[i].state == GS_C_RUNNING) gs__ctr_signal(a, &p->c[i], SIGTERM);
         else if (p->c[i].state == GS_C_WAITING) p->c[i].state = GS_C_EXITED;
     }
 }
@@ -813,7 +872,7 @@ static void poll_ctr(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c, i
 {
     if (c->state == GS_C_WAITING && !p->terminating && now >= c->next_start_ns) {
         c->restarts++;
-        if (start_ctr(p, c) == 0) {
+        if (start_ctr(a, p, c) == 0) {
             p->dirty = true;
             gs__pod_event(a, p, c, "Normal", "Started", "Started container %s", c->name);
         } else {
@@ -828,10 +887,12 @@ static void poll_ctr(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c, i
     int code = -1;
     if (gs_proc_poll(&c->proc, exitp, &done, &code) || !done) return;
     gs_proc_signal(&c->proc, SIGKILL); /* what the command left behind in its group goes with it */
+    const char *rt_reason = gs__runc_ctr_finish(a, c, code); /* runc: OOMKilled, delete (agent_runc.c) */
     c->exit_code = code;
     c->finished = gs__wall_s();
     p->dirty = true;
     if (code < 0) set_reason(c, "Lost");
+    else if (rt_reason) set_reason(c, rt_reason);
     if (!p->terminating && wants_restart(p, code)) {
         int64_t backoff = 1000000000LL << (c->restarts < 4 ? c->restarts : 4);
         c->state = GS_C_WAITING;
@@ -863,7 +924,7 @@ static void settle(struct gs_agent *a, struct gs__pod *p)
     gs_log(GS_LOG_INFO, "agent: pod finished", "pod", p->key, "phase", gs__phase_name(p->phase), NULL);
 }
 
-static bool stopped(struct gs__pod *p, int64_t now)
+static bool stopped(struct gs_agent *a, struct gs__pod *p, int64_t now)
 {
     bool all = true;
     for (size_t i = 0; i < p->nc; i++) {
@@ -874,12 +935,14 @@ static bool stopped(struct gs__pod *p, int64_t now)
         bool done = false;
         int code;
         if (gs_proc_poll(&c->proc, exitp, &done, &code) == 0 && done) {
+            const char *why = gs__runc_ctr_finish(a, c, code); /* runc (agent_runc.c) */
+            if (why) set_reason(c, why);
             c->state = GS_C_EXITED;
             c->exit_code = code;
             c->finished = gs__wall_s();
             continue;
         }
-        if (now >= p->kill_at_ns) gs_proc_signal(&c->proc, SIGKILL);
+        if (now >= p->kill_at_ns) gs__ctr_signal(a, c, SIGKILL);
         all = false;
     }
     return all;
@@ -891,7 +954,9 @@ static void remove_at(struct gs_agent *a, size_t i)
     pthread_mutex_lock(&a->mu);
     a->pods[i] = a->pods[--a->npods];
     pthread_mutex_unlock(&a->mu);
-    remove_dir(p->dir);
+    for (size_t k = 0; k < p->nc; k++)
+        if (p->c[k].runc_id) gs_runc_delete(&a->runc, p->c[k].runc_id); /* runc: state and cgroups */
+    remove_dir(p->dir); /* with the bundles */
     gs_log(GS_LOG_INFO, "agent: pod removed", "pod", p->key, NULL);
     gs__pod_free(p);
 }
@@ -918,7 +983,7 @@ void gs__pods_tick(struct gs_agent *a)
         struct gs__pod *p = a->pods[i];
         if (p->gone) begin_stop(a, p);
         if (p->terminating) {
-            if (!stopped(p, now)) {
+            if (!stopped(a, p, now)) {
                 i++;
                 continue;
             }
@@ -942,6 +1007,8 @@ void gs__pods_tick(struct gs_agent *a)
         }
         if ((p->wait_dev_until_ns || (gs__dra_waiting(p) && !p->terminating)) && p->phase == GS_P_PENDING)
             start_pod(a, p);
+        else if (p->retry_at_ns && now >= p->retry_at_ns && !p->terminating && p->phase == GS_P_PENDING)
+            start_pod(a, p); /* runtime or image (agent_runc.c) */
         for (size_t k = 0; k < p->nc; k++) poll_ctr(a, p, &p->c[k], now);
         settle(a, p);
         if (p->dirty && atomic_load(&a->registered)) report(a, p);
@@ -956,7 +1023,7 @@ void gs__pods_kill_all(struct gs_agent *a)
     for (;;) {
         int64_t now = gs__mono_ns();
         bool all = true;
-        for (size_t i = 0; i < a->npods; i++) all &= stopped(a->pods[i], now);
+        for (size_t i = 0; i < a->npods; i++) all &= stopped(a, a->pods[i], now);
         if (all || now > until) break;
         usleep(20000);
     }
@@ -989,7 +1056,7 @@ json_t *gs__pod_report(const struct gs__pod *p)
 
 /*--- Recovery after a restart ---*/
 
-static void recover_ctr(struct gs__pod *p, struct gs__ctr *c)
+static void recover_ctr(struct gs_agent *a, struct gs__pod *p, struct gs__ctr *c)
 {
     char path[4096];
     ctr_path(p, c, "proc.json", path, sizeof path);
@@ -1009,6 +1076,9 @@ static void recover_ctr(struct gs__pod *p, struct gs__ctr *c)
         c->state = GS_C_EXITED;
     } else if (gs_proc_alive(c->proc.pid, c->proc.start_ticks)) {
         c->state = GS_C_RUNNING; /* adopted */
+        return;
+    } else if ((ctr_path(p, c, "exit", path, sizeof path), access(path, F_OK) != 0) && gs__runc_ctr_adopt(a, c)) {
+        c->state = GS_C_RUNNING; /* no shim, but runc runs it (agent_runc.c) */
         return;
     }
     ctr_path(p, c, "exit", path, sizeof path);
@@ -1053,6 +1123,7 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
     snprintf(p->reason, sizeof p->reason, "%s", gs__jstr(doc, "reason") ? gs__jstr(doc, "reason") : "");
     snprintf(p->message, sizeof p->message, "%s", gs__jstr(doc, "message") ? gs__jstr(doc, "message") : "");
     p->start_time = json_integer_value(json_object_get(doc, "startTime"));
+    p->runc = gs__jstr(doc, "runtime") && !strcmp(gs__jstr(doc, "runtime"), "runc");
     char why[256];
     parse_devices(a, p, why, sizeof why);
     gs__mig_recover(p, doc); /* MIG instances (agent_mig.c) */
@@ -1069,7 +1140,8 @@ static struct gs__pod *recover_one(struct gs_agent *a, const char *uid)
         x->set_ids = json_is_true(json_object_get(c, "setIds"));
         x->uid = (uid_t)json_integer_value(json_object_get(c, "uid"));
         x->gid = (gid_t)json_integer_value(json_object_get(c, "gid"));
-        recover_ctr(p, x);
+        if (gs__jstr(c, "runcId")) x->runc_id = strdup(gs__jstr(c, "runcId"));
+        recover_ctr(a, p, x);
     }
     json_decref(doc);
     p->holds_devices = p->phase == GS_P_RUNNING && (p->nslots > 0 || p->mig); /* MIG (agent_mig.c) */

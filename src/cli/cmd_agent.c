@@ -55,12 +55,17 @@ static void usage(FILE *f)
                "  --no-resource-slices  publish no DRA ResourceSlices for this node's GPUs\n"
                "  --dra-partitionable   publish MIG-capable GPUs as counter sets with every MIG\n"
                "                        placement (partitionable devices; docs/DRA.md)\n"
+               "  --default-runtime R   process|runc: the handler for pods that name no RuntimeClass\n"
+               "                        (default process; docs/NODE.md \"Runtimes\")\n"
+               "  --runc PATH           the runc binary (default runc from PATH)\n"
+               "  --cdi-dir DIRS        CDI spec directories runc containers get their devices from,\n"
+               "                        ':'-separated (default STATE/cdi:/etc/cdi:/var/run/cdi)\n"
                "  --log-level LEVEL     debug|info|warn|error\n");
 }
 
 enum { O_SERVER = 256, O_TOKEN, O_TOKEN_FILE, O_KUBECONFIG, O_CA, O_INSECURE, O_NODE, O_MOCK, O_BACKEND, O_STATE, O_LISTEN,
        O_ADVERTISE, O_HB, O_GRACE, O_METRICS, O_LABELS, O_KILL, O_LOG, O_AGENT_TOKEN_FILE, O_POD_UID, O_POD_GID,
-       O_DRA_REGISTRY, O_DRA_CDI, O_NO_SLICES, O_PARTITIONABLE };
+       O_DRA_REGISTRY, O_DRA_CDI, O_NO_SLICES, O_PARTITIONABLE, O_RUNTIME, O_RUNC, O_CDI_DIRS };
 
 /* The token in path (one line, surrounding blanks dropped) into buf. */
 static int read_token(const char *path, char *buf, size_t len)
@@ -102,6 +107,8 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         {"pod-gid", required_argument, 0, O_POD_GID},
         {"dra-registry-dir", required_argument, 0, O_DRA_REGISTRY}, {"dra-cdi-dir", required_argument, 0, O_DRA_CDI},
         {"no-resource-slices", no_argument, 0, O_NO_SLICES}, {"dra-partitionable", no_argument, 0, O_PARTITIONABLE},
+        {"default-runtime", required_argument, 0, O_RUNTIME}, {"runc", required_argument, 0, O_RUNC},
+        {"cdi-dir", required_argument, 0, O_CDI_DIRS},
         {0, 0, 0, 0},
     };
     optind = 1;
@@ -136,6 +143,15 @@ static int parse(int argc, char **argv, struct gs_agent_opts *o, bool *kill_pods
         case O_KILL: *kill_pods = true; break;
         case O_NO_SLICES: o->no_resource_slices = true; break;
         case O_PARTITIONABLE: o->dra_partitionable = true; break;
+        case O_RUNTIME:
+            if (strcmp(optarg, "process") && strcmp(optarg, "runc")) {
+                fprintf(stderr, "gpusched agent: --default-runtime \"%s\": want process or runc\n", optarg);
+                return 2;
+            }
+            o->default_runtime = optarg;
+            break;
+        case O_RUNC: o->runc_bin = optarg; break;
+        case O_CDI_DIRS: o->cdi_dirs = optarg; break;
         case O_AGENT_TOKEN_FILE: {
             static char tok[128];
             int err = gs_secret_read(optarg, tok, sizeof tok);

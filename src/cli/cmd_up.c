@@ -43,6 +43,7 @@ struct up_opts {
     bool keep_pods;
     const char *info_file;
     long long pod_uid, pod_gid; /* 0: the agent's default (65534) */
+    const char *default_runtime, *runc_bin, *cdi_dirs; /* the agents' runtimes (docs/NODE.md "Runtimes") */
 };
 
 static void usage(FILE *f)
@@ -64,6 +65,10 @@ static void usage(FILE *f)
                "  --keep-pods           leave pods running on exit (a later `up` re-adopts them)\n"
                "  --pod-uid N --pod-gid N  ids pods run as when up runs as root and the pod asks\n"
                "                        for none (securityContext.runAsUser; default 65534)\n"
+               "  --default-runtime R   process|runc for pods that name no RuntimeClass (default\n"
+               "                        process: commands, no image needed; docs/NODE.md \"Runtimes\")\n"
+               "  --runc PATH           the runc binary (default runc from PATH)\n"
+               "  --cdi-dir DIRS        CDI spec directories of runc containers' devices (':'-separated)\n"
                "  --log-level LEVEL     debug|info|warn|error (default warn)\n"
                "  --event-ttl DUR       delete Events this long after their last occurrence (default 1h)\n"
                "  --accept-store-regression  start even though the store lost acknowledged writes\n"
@@ -74,7 +79,7 @@ static void usage(FILE *f)
 }
 
 enum { O_DATA = 256, O_LISTEN, O_MOCK, O_PREFIX, O_INSECURE, O_CONFIG, O_GRACE, O_METRICS, O_INFO, O_KEEP, O_LOG,
-       O_POD_UID, O_POD_GID, O_EVENT_TTL, O_ACCEPT };
+       O_POD_UID, O_POD_GID, O_EVENT_TTL, O_ACCEPT, O_RUNTIME, O_RUNC, O_CDI_DIRS };
 
 static int parse(int argc, char **argv, struct up_opts *o)
 {
@@ -88,6 +93,8 @@ static int parse(int argc, char **argv, struct up_opts *o)
         {"pod-uid", required_argument, 0, O_POD_UID}, {"pod-gid", required_argument, 0, O_POD_GID},
         {"event-ttl", required_argument, 0, O_EVENT_TTL},
         {"accept-store-regression", no_argument, 0, O_ACCEPT},
+        {"default-runtime", required_argument, 0, O_RUNTIME}, {"runc", required_argument, 0, O_RUNC},
+        {"cdi-dir", required_argument, 0, O_CDI_DIRS},
         {0, 0, 0, 0},
     };
     struct option opts[64];
@@ -119,6 +126,15 @@ static int parse(int argc, char **argv, struct up_opts *o)
             if ((rc = gs__event_ttl_option("gpusched up", optarg, &o->srv.event_ttl_s))) return rc;
             break;
         case O_ACCEPT: o->srv.accept_store_regression = true; break;
+        case O_RUNTIME:
+            if (strcmp(optarg, "process") && strcmp(optarg, "runc")) {
+                fprintf(stderr, "gpusched up: --default-runtime \"%s\": want process or runc\n", optarg);
+                return 2;
+            }
+            o->default_runtime = optarg;
+            break;
+        case O_RUNC: o->runc_bin = optarg; break;
+        case O_CDI_DIRS: o->cdi_dirs = optarg; break;
         case O_LOG:
             if (gs_log_level_parse(optarg, &lvl)) {
                 fprintf(stderr, "gpusched up: --log-level \"%s\": want debug, info, warn or error\n", optarg);
@@ -247,6 +263,9 @@ static int start_agents(struct up_opts *o, struct gs_server *s, struct agents *a
         ao.grace_ms = o->grace_ms;
         ao.pod_uid = o->pod_uid;
         ao.pod_gid = o->pod_gid;
+        ao.default_runtime = o->default_runtime;
+        ao.runc_bin = o->runc_bin;
+        ao.cdi_dirs = o->cdi_dirs;
         const char *tok = gs_server_agent_token(s); /* what the server's log proxy sends */
         ao.http_token = tok && *tok ? tok : NULL;
         ao.metrics_interval_ns = o->metrics_ns ? o->metrics_ns : 2000000000LL;
