@@ -51,6 +51,7 @@ struct sim_args {
     double tune;
     const char *config, *out;
     bool json, quiet;
+    bool bound;                       /* --bound: fgd's upper bound next to each policy */
     char node_path[4096], pod_path[4096];
     int argc;                         /* the command line, for the report's metadata */
     char **argv;
@@ -82,6 +83,8 @@ static void usage(FILE *f)
           "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
           "                           (with summary.json and CSVs; docs/SCHEDULING.md \"Reports\")\n"
+          "  --bound                  fgd: also report bound_pct, an upper bound on alloc%@100 that\n"
+          "                           no placer can pass (docs/SCHEDULING.md \"How far from the best\")\n"
           "  --json                   print the results as a JSON array on the last line\n"
           "  -q, --quiet              no progress bar or notes on stderr\n"
           "  -h, --help               this help\n",
@@ -328,6 +331,7 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
         const char *arg = argv[i];
         char flag[32];
         if (!strcmp(arg, "--json")) a->json = true;
+        else if (!strcmp(arg, "--bound")) a->bound = true;
         else if (!strcmp(arg, "-q") || !strcmp(arg, "--quiet")) a->quiet = true;
         else if (takes_value(arg, flag, sizeof flag)) {
             const char *v = flag_value(argc, argv, &i, flag);
@@ -343,6 +347,11 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
     if (a->npolicies == 0 && a->mode == GS_SIM_REPLAY) a->policies[a->npolicies++] = GS_SIM_PROFILE; /* the server's */
     else if (a->npolicies == 0 && parse_policies(a, "--policy", "FGD")) return 2;
     if (a->nseeds == 0 && push_seed(a, 42)) return 1;
+    if (a->bound && a->mode != GS_SIM_FGD) {
+        fprintf(stderr, "gpusched sim: --bound: the upper bound is for --experiment fgd only (pods tried once, "
+                        "nothing departs)\n");
+        return 2;
+    }
     return check_inputs(a);
 }
 
@@ -416,7 +425,7 @@ static int run_one(const struct sim_args *a, const struct gs_trace *t, struct pr
                    uint64_t seed, struct gs_sim_result *res)
 {
     struct gs_sim_opts o = {.mode = a->mode, .policy = policy, .seed = seed, .tune = a->tune,
-                            .config_path = a->config};
+                            .config_path = a->config, .bound = a->bound};
     struct gs_sim_sink sink = {.event = on_event, .sample = on_sample, .progress = on_progress, .ctx = p};
     struct gs_diags d = {0};
     char label[96];
@@ -473,10 +482,18 @@ static const enum gs_sim_field replay_fields[] = {
     GS_SF_ALLOC_FINAL, GS_SF_FRAG_AT_80, GS_SF_WALL_SECONDS, GS_SF_DELAY_P50,     GS_SF_DELAY_P90,
     GS_SF_DELAY_P99};
 
-static const enum gs_sim_field *fields(enum gs_sim_mode m, size_t *n)
+static const enum gs_sim_field fgd_bound_fields[] = {
+    GS_SF_NODES,      GS_SF_GPUS,        GS_SF_PODS_ARRIVED, GS_SF_PODS_SCHEDULED, GS_SF_ALLOC_AT_100,
+    GS_SF_BOUND_PCT,  GS_SF_ALLOC_FINAL, GS_SF_FRAG_AT_80,   GS_SF_WALL_SECONDS};
+
+static const enum gs_sim_field *fields(const struct sim_args *a, size_t *n)
 {
-    *n = m == GS_SIM_FGD ? sizeof fgd_fields / sizeof *fgd_fields : sizeof replay_fields / sizeof *replay_fields;
-    return m == GS_SIM_FGD ? fgd_fields : replay_fields;
+    if (a->mode == GS_SIM_FGD && a->bound) {
+        *n = sizeof fgd_bound_fields / sizeof *fgd_bound_fields;
+        return fgd_bound_fields;
+    }
+    *n = a->mode == GS_SIM_FGD ? sizeof fgd_fields / sizeof *fgd_fields : sizeof replay_fields / sizeof *replay_fields;
+    return a->mode == GS_SIM_FGD ? fgd_fields : replay_fields;
 }
 
 /* Integers stay integers in JSON (counts); everything else is a real. */
@@ -497,7 +514,7 @@ static json_t *policy_json(const struct sim_args *a, const struct gs_sim_result 
     }
     gs_sim_stats_compute(runs, a->nseeds, st);
     size_t nf;
-    const enum gs_sim_field *f = fields(a->mode, &nf);
+    const enum gs_sim_field *f = fields(a, &nf);
     json_object_set_new(o, "policy", json_string(runs[0].policy));
     json_object_set_new(o, "seed", json_integer((json_int_t)runs[0].seed));
     for (size_t i = 0; i < nf; i++) json_object_set_new(o, gs_sim_field_name(f[i]), number(st->mean[f[i]]));
@@ -538,7 +555,7 @@ static void print_table(const struct sim_args *a, const struct gs_sim_result *re
 {
     bool fgd = a->mode == GS_SIM_FGD;
     printf("%-16s %5s %6s %6s %9s %9s", "policy", "seeds", "nodes", "gpus", "arrived", "scheduled");
-    if (fgd) printf(" %11s %11s %9s", "alloc%@100", "alloc%final", "frag%@80");
+    if (fgd) printf(" %11s%s %11s %9s", "alloc%@100", a->bound ? "    bound%" : "", "alloc%final", "frag%@80");
     else printf(" %11s %10s %10s %10s", "alloc%final", "delay_p50", "delay_p90", "delay_p99");
     printf(" %9s\n", "wall(s)");
     struct gs_sim_stats *st = malloc(sizeof *st);
@@ -548,7 +565,10 @@ static void print_table(const struct sim_args *a, const struct gs_sim_result *re
         const double *m = st->mean;
         printf("%-16s %5zu %6.0f %6.0f %9.0f %9.0f", st->policy, st->nruns, m[GS_SF_NODES], m[GS_SF_GPUS],
                m[GS_SF_PODS_ARRIVED], m[GS_SF_PODS_SCHEDULED]);
-        if (fgd)
+        if (fgd && a->bound)
+            printf(" %11.2f %9.2f %11.2f %9.2f", m[GS_SF_ALLOC_AT_100], m[GS_SF_BOUND_PCT], m[GS_SF_ALLOC_FINAL],
+                   m[GS_SF_FRAG_AT_80]);
+        else if (fgd)
             printf(" %11.2f %11.2f %9.2f", m[GS_SF_ALLOC_AT_100], m[GS_SF_ALLOC_FINAL], m[GS_SF_FRAG_AT_80]);
         else
             printf(" %11.2f %10.1f %10.1f %10.1f", m[GS_SF_ALLOC_FINAL], m[GS_SF_DELAY_P50], m[GS_SF_DELAY_P90],

@@ -22,11 +22,14 @@
  * original pods) in their args.
  *
  * After every pod a sample goes to the sink: arrived and allocated milli,
- * fragmented milli (frag.c, incremental) and the percentages.
+ * fragmented milli (frag.c, incremental) and the percentages. With
+ * gs_sim_opts.bound the upper bound of bound.c on the same pod sequence is
+ * computed before the run (it does not touch the cache or the decisions).
  */
 #include "sim/sim.h"
 
 #include "core/clock.h"
+#include "sim/bound.h"
 #include "sched/frag.h"
 #include "sched/framework.h"
 
@@ -390,6 +393,12 @@ int gs_sim_run_fgd(const struct gs_trace *t, const struct gs_sim_opts *o, const 
     int64_t t0 = gs_clock_now(&wall);
     struct run r = {.t = t, .o = o, .sink = sink};
     int rc = prepare(&r, policy, d);
+    if (!rc && o->bound) {
+        struct gs_bound b;
+        rc = gs_bound_fgd(r.pods, r.npods, r.capacity, &b, d);
+        res->has_bound = rc == 0;
+        res->bound_pct = b.bound_pct;
+    }
     if (!rc) rc = run_pods(&r, res);
     snprintf(res->policy, sizeof res->policy, "%s", policy->name);
     res->seed = o->seed;

@@ -44,6 +44,7 @@
 static const char *const field_names[GS_SF_COUNT] = {
     "nodes",           "gpus",          "pods_arrived",     "pods_scheduled", "alloc_pct_at_100", "alloc_pct_final",
     "frag_ratio_at_80", "wall_seconds", "delay_p50",        "delay_p90",      "delay_p99",
+    "bound_pct",
 };
 _Static_assert(sizeof field_names / sizeof field_names[0] == GS_SF_COUNT, "one name per field");
 
@@ -66,6 +67,7 @@ double gs_sim_field_get(const struct gs_sim_result *r, enum gs_sim_field f)
     case GS_SF_DELAY_P50: return r->delay_p50;
     case GS_SF_DELAY_P90: return r->delay_p90;
     case GS_SF_DELAY_P99: return r->delay_p99;
+    case GS_SF_BOUND_PCT: return r->bound_pct;
     case GS_SF_COUNT: break;
     }
     return 0;
@@ -78,6 +80,8 @@ void gs_sim_stats_compute(const struct gs_sim_result *runs, size_t n, struct gs_
     snprintf(out->policy, sizeof out->policy, "%s", runs[0].policy);
     out->nruns = n;
     for (size_t i = 0; i < n && i < GS_SIM_MAX_SEEDS; i++) out->seeds[i] = runs[i].seed;
+    out->has_bound = true;
+    for (size_t i = 0; i < n; i++) out->has_bound = out->has_bound && runs[i].has_bound;
     for (int f = 0; f < GS_SF_COUNT; f++) {
         double sum = 0, sq = 0;
         for (size_t i = 0; i < n; i++) sum += gs_sim_field_get(&runs[i], f);
@@ -1149,6 +1153,7 @@ static int write_summary(struct gs_sim_writer *w)
         for (size_t i = 0; i < np; i++) {
             json_t *p = json_object(), *mean = json_object(), *std = json_object(), *seeds = json_array();
             for (int fld = 0; fld < GS_SF_COUNT; fld++) {
+                if (fld == GS_SF_BOUND_PCT && !stats[i].has_bound) continue;
                 json_object_set_new(mean, gs_sim_field_name(fld), json_real(stats[i].mean[fld]));
                 json_object_set_new(std, gs_sim_field_name(fld), json_real(stats[i].std[fld]));
             }

@@ -47,6 +47,7 @@ enum gs_sim_field {
     GS_SF_DELAY_P50,
     GS_SF_DELAY_P90,
     GS_SF_DELAY_P99,
+    GS_SF_BOUND_PCT,     /* fgd with --bound only (gs_sim_result.has_bound); left out of outputs otherwise */
     GS_SF_COUNT
 };
 /* The field's JSON key, as in struct gs_sim_result ("alloc_pct_at_100"). */
@@ -62,6 +63,7 @@ struct gs_sim_stats {
     uint64_t seeds[GS_SIM_MAX_SEEDS]; /* the first GS_SIM_MAX_SEEDS seeds, in run order */
     double mean[GS_SF_COUNT];
     double std[GS_SF_COUNT];          /* sample standard deviation (n - 1); 0 for one run */
+    bool has_bound;                   /* every run carries bound_pct */
 };
 
 /* Mean/std of runs[0..n) (all of one policy). */

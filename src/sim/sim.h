@@ -20,6 +20,7 @@
 #include "core/object.h"
 #include "sched/cache.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* A loaded trace. Pods are in-memory objects (doc may be NULL); arrival and
@@ -84,6 +85,9 @@ struct gs_sim_opts {
     uint64_t seed;
     double tune;               /* fgd: inflate GPU demand to tune x capacity (default 1.3) */
     const char *config_path;   /* optional scheduler config (profiles); NULL = built-in */
+    /* fgd: also compute the upper bound on allocation at 100% arrived
+     * (sim/bound.h) into gs_sim_result.bound_pct. */
+    bool bound;
 };
 
 /* The policy name of a replay that runs the server's profile unchanged. */
@@ -132,6 +136,8 @@ struct gs_sim_result {
     double wall_seconds;
     double delay_p50, delay_p90, delay_p99; /* replay: queueing delay seconds */
     int64_t pods_preempted;    /* replay: evictions by preemption */
+    bool has_bound;            /* fgd with gs_sim_opts.bound: bound_pct is set */
+    double bound_pct;          /* upper bound on alloc_pct_at_100 for any placer (sim/bound.h) */
 };
 
 /* Runs o->mode (dispatch to the two below). */
