@@ -37,6 +37,7 @@ extern const struct gs_plugin gs_plugin_gpu_packing;
 extern const struct gs_plugin gs_plugin_best_fit;
 extern const struct gs_plugin gs_plugin_fgd;
 extern const struct gs_plugin gs_plugin_fgd_pack;
+extern const struct gs_plugin gs_plugin_fgd_plus;
 
 static const struct gs_plugin *const table[] = {
     &gs_plugin_priority_sort,
@@ -61,6 +62,7 @@ static const struct gs_plugin *const table[] = {
     &gs_plugin_best_fit,
     &gs_plugin_fgd,
     &gs_plugin_fgd_pack,
+    &gs_plugin_fgd_plus,
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

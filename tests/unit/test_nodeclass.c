@@ -291,6 +291,7 @@ static void default_profile_matches(void **st) { (void)st, run_policy(NULL, 42),
 static void best_fit_matches(void **st) { (void)st, run_policy("BestFit", 44); }
 static void fgd_matches(void **st) { (void)st, run_policy("FGD", 45); }
 static void fgd_pack_matches(void **st) { (void)st, run_policy("FGDPack", 46); }
+static void fgd_plus_matches(void **st) { (void)st, run_policy("FGDPlus", 49); }
 static void dot_prod_matches(void **st) { (void)st, run_policy("DotProd", 47); }
 static void gpu_packing_matches(void **st) { (void)st, run_policy("GpuPacking", 48); }
 
@@ -349,7 +350,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(classes_follow_the_cache), cmocka_unit_test(default_profile_matches),
         cmocka_unit_test(best_fit_matches),         cmocka_unit_test(fgd_matches),
-        cmocka_unit_test(fgd_pack_matches),         cmocka_unit_test(dot_prod_matches),
+        cmocka_unit_test(fgd_pack_matches),         cmocka_unit_test(fgd_plus_matches),
+        cmocka_unit_test(dot_prod_matches),
         cmocka_unit_test(gpu_packing_matches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

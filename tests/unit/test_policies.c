@@ -18,7 +18,7 @@
 #include <string.h>
 
 extern const struct gs_plugin gs_plugin_random, gs_plugin_dot_prod, gs_plugin_gpu_clustering,
-    gs_plugin_gpu_packing, gs_plugin_best_fit, gs_plugin_fgd, gs_plugin_fgd_pack;
+    gs_plugin_gpu_packing, gs_plugin_best_fit, gs_plugin_fgd, gs_plugin_fgd_pack, gs_plugin_fgd_plus;
 
 struct env {
     struct gs_clock clock;
@@ -323,6 +323,72 @@ static void test_fgd_pack(void **st)
     json_decref(args);
 }
 
+/* Expected FGDPlus key of placing (cpu, mask, milli) on node i: FGD's bucket
+ * for a sharing pod, a bucket four times as wide otherwise. */
+static int64_t plus_key(struct env *e, struct gs_frag_model *m, int i, int64_t cpu, uint64_t mask, int32_t milli,
+                        bool share)
+{
+    double f0 = gs_frag_node(m, e->nodes[i]), f1 = gs_frag_node_after(m, e->nodes[i], cpu, mask, milli);
+    return (int64_t)(1.0 / (1.0 + exp(-(f0 - f1) / (share ? 1000.0 : 4000.0))) * 100);
+}
+
+static void test_fgd_plus(void **st)
+{
+    struct env *e = *st;
+    int a, b;
+    two_nodes(e, &a, &b);
+    int c = add_node(e, "c", 2500, 2);
+    (void)a;
+    static struct gs_pod half;
+    half = pod_of("half", 1000, 1, 500);
+    place(e, &half, c, 1); /* c: GPU0 500 left, GPU1 idle, 1500 CPU left */
+    json_t *args = workload_args();
+    struct gs_diags d = {0};
+    struct gs_frag_model *m = NULL;
+    assert_int_equal(gs_frag_model_from_json(e->c, json_object_get(args, "targetWorkload"), "t", &d, &m), 0);
+    void *state = init(e, &gs_plugin_fgd_plus, args);
+    /* whole GPU: best-fit GPUs, wide bucket; the argmax of the keys gets 100 */
+    struct gs_pod whole = pod_of("w", 1000, 1, 1000);
+    int64_t s[3], k[3], hi = INT64_MIN;
+    struct gs_node_info *nb = e->nodes[1];
+    e->nodes[1] = e->nodes[2]; /* b has no whole GPU: Filter drops it, so score a and c */
+    e->n = 2;
+    score(e, &gs_plugin_fgd_plus, state, &whole, s);
+    for (int i = 0; i < 2; i++) {
+        k[i] = plus_key(e, m, i, 1000, gs_gpusel_best_fit(e->nodes[i], 1, 1000), 1000, false);
+        if (k[i] > hi) hi = k[i];
+    }
+    for (int i = 0; i < 2; i++) assert_true((s[i] == 100) == (k[i] == hi));
+    /* on c the pod leaves too little CPU for GPU0's 500 milli: a wins */
+    assert_true(k[1] < k[0]);
+    assert_int_equal(s[0], 100);
+    assert_true(s[1] < 100);
+    e->nodes[2] = e->nodes[1];
+    e->nodes[1] = nb;
+    e->n = 3;
+    /* sharing pod: FGD's bucket over the GPU with the smallest F after */
+    struct gs_pod share = pod_of("s", 1000, 1, 500);
+    score(e, &gs_plugin_fgd_plus, state, &share, s);
+    hi = INT64_MIN;
+    for (int i = 0; i < 3; i++) {
+        k[i] = INT64_MIN;
+        for (int g = 0; g < e->nodes[i]->ngpus; g++)
+            if (gs_gpu_left(e->nodes[i], g) >= 500) {
+                int64_t kg = plus_key(e, m, i, 1000, 1ULL << g, 500, true);
+                if (kg > k[i]) k[i] = kg;
+            }
+        if (k[i] > hi) hi = k[i];
+    }
+    for (int i = 0; i < 3; i++) assert_true((s[i] == 100) == (k[i] == hi));
+    assert_false(s[0] == 100 && s[1] == 100 && s[2] == 100);
+    /* b's GPU0 (600 left) is the tightest GPU that takes 500 */
+    assert_int_equal(reserve(e, &gs_plugin_fgd_plus, state, &share, b), 1ULL << 0);
+    gs_plugin_fgd_plus.fini(state);
+    gs_frag_model_free(m);
+    gs_diags_free(&d);
+    json_decref(args);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +401,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fgd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fgd_share_gpu_choice, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fgd_pack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fgd_plus, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
