@@ -37,7 +37,7 @@ PKGS+=(chromium chromium-driver python3-selenium python3-pil)
 # --- end web console ---
 # --- the agent's runc runtime (src/agent/runtime_runc.c) and its tests: runc runs the OCI bundles;
 # busybox-static is what tests/integration/test_runc.py's image is built from ---
-PKGS+=(runc busybox-static)
+PKGS+=(runc)
 # --- end runc ---
 # `--fuzz`: clang and its libFuzzer runtime, needed only by `make fuzz`.
 if [ "${1:-}" = "--fuzz" ]; then
