@@ -122,7 +122,11 @@ static void classes_decide_the_same(void **st)
             if (gs__bench_gang_run(&o, &r[k], why, sizeof why)) fail_msg("%s: %s", runs[i].shape, why);
         }
         assert_int_equal(r[0].class_cycles, 0);
-        assert_true(r[1].class_cycles * 2 > (uint64_t)r[1].attempts); /* most cycles went by class */
+        /* Most binds chosen by class; with preemption, cycles run per node while a nomination is held. */
+        bool preempt = strstr(runs[i].shape, "preempt") != NULL;
+        if (preempt ? !r[1].class_cycles : r[1].class_cycles * 2 <= (uint64_t)r[1].bound)
+            fail_msg("%s: %llu of %ld cycles (%ld bound) by class", runs[i].shape,
+                     (unsigned long long)r[1].class_cycles, r[1].attempts, r[1].bound);
         if (r[0].decisions != r[1].decisions) fail_msg("%s: decisions differ by class", runs[i].shape);
         assert_int_equal(r[0].bound, r[1].bound);
         assert_int_equal(r[0].evictions, r[1].evictions);
