@@ -31,6 +31,7 @@ struct gs_bench_gang_opts {
     long gangs, size;   /* gangs of size pods */
     bool preempt;       /* low-priority filler first; the gangs must preempt */
     uint64_t seed;
+    int classes;        /* enum gs_node_classes for the framework (0: AUTO, the default) */
 };
 
 struct gs_bench_gang_result {
@@ -44,6 +45,9 @@ struct gs_bench_gang_result {
     int64_t evictions;    /* victims of preemption */
     double cpu_us, wall_us; /* the measured loop: thread CPU time and wall clock */
     double sim_s;         /* simulated seconds the loop took (backoff, Permit waits) */
+    uint64_t decisions;   /* FNV-1a over every bind and eviction in order (pod, node, GPUs): equal
+                             digests, equal decisions */
+    uint64_t class_cycles; /* cycles whose node was chosen by node class */
 };
 
 /* Parses a shape name into o->gangs, o->size, o->preempt. 0, or -1 when the

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 
 #include "core/codec.h"
+#include "sched/framework.h" /* node-class mode and counter */
 #include "sched/scheduler.h"
 #include "sched/strmap.h"
 
@@ -76,6 +77,7 @@ struct gbench {
     struct gs_object **groups;
     int32_t *bound;                /* per gang: members bound, from the driver's reports */
     long nbound, partial_seen;
+    uint64_t digest;               /* gs_bench_gang_result.decisions */
     char *why;
     size_t whylen;
 };
@@ -87,18 +89,28 @@ static long gang_of(const struct gbench *b, const struct gs_pod *p)
     return (long)(p - b->pods) / b->o->size;
 }
 
+/* One decision into the digest: what happened (bind or eviction), to whom, where. */
+static void digest(struct gbench *b, char what, const struct gs_pod *pod, const struct gs_assignment *a)
+{
+    char line[96];
+    int n = snprintf(line, sizeof line, "%c %s %d %llx %d", what, pod->meta.name, a ? a->node : -1,
+                     a ? (unsigned long long)a->gpu_mask : 0ULL, a ? a->milli : 0);
+    for (int i = 0; i < n && i < (int)sizeof line; i++) b->digest = (b->digest ^ (uint8_t)line[i]) * 1099511628211ULL;
+}
+
 static void on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a)
 {
-    (void)a;
     struct gbench *b = ctx;
+    digest(b, 'b', pod, a);
     long g = gang_of(b, pod);
     if (g >= 0) b->bound[g]++, b->nbound++;
 }
 
 static void on_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *pre, const struct gs_assignment *a)
 {
-    (void)pre, (void)a;
+    (void)pre;
     struct gbench *b = ctx;
+    digest(b, 'e', victim, a);
     long g = gang_of(b, victim);
     if (g >= 0) b->bound[g]--, b->nbound--;
 }
@@ -160,6 +172,7 @@ static int setup(struct gbench *b)
         gs_diags_free(&d);
         return rc;
     }
+    gs_framework_set_node_classes(gs_scheduler_framework(b->s), (enum gs_node_classes)o->classes);
     long n = o->gangs * o->size, nf = o->preempt ? o->nodes * FILLER_PER_NODE : 0;
     b->pods = calloc((size_t)n, sizeof *b->pods);
     b->filler = calloc((size_t)(nf ? nf : 1), sizeof *b->filler);
@@ -278,6 +291,8 @@ static void count_gangs(struct gbench *b, struct gs_bench_gang_result *res)
     }
     if (b->partial_seen && !res->gangs_partial) res->gangs_partial = b->partial_seen; /* bound in part, for a while */
     res->evictions = gs_scheduler_evictions(b->s);
+    res->decisions = b->digest;
+    res->class_cycles = gs_framework_class_cycles(gs_scheduler_framework(b->s));
 }
 
 static void teardown(struct gbench *b)
@@ -301,7 +316,7 @@ int gs__bench_gang_run(const struct gs_bench_gang_opts *o, struct gs_bench_gang_
                  GS_MAX_GPUS_PER_NODE);
         return GS_EINVAL;
     }
-    struct gbench b = {.o = o, .why = why, .whylen = whylen};
+    struct gbench b = {.o = o, .digest = 14695981039346656037ULL, .why = why, .whylen = whylen};
     r->pods = o->gangs * o->size;
     int rc = setup(&b);
     if (!rc && o->preempt) rc = place_filler(&b, r);
@@ -341,9 +356,10 @@ int gs__bench_gang(const char *shape, long nodes, long gpus, uint64_t seed)
     printf("{\"shape\":\"%s\",\"nodes\":%ld,\"gangs\":%ld,\"gang_size\":%ld,\"pods\":%ld,\"filler\":%ld,"
            "\"scheduled\":%ld,\"gangs_whole\":%ld,\"gangs_partial\":%ld,\"gangs_unscheduled\":%ld,\"evictions\":%lld,"
            "\"cycles\":%ld,\"sim_seconds\":%.1f,\"pods_per_second\":%.1f,\"pods_per_cpu_second\":%.1f,"
-           "\"peak_rss_mb\":%.1f}\n",
+           "\"peak_rss_mb\":%.1f,\"class_cycles\":%llu,\"decisions\":\"%016llx\"}\n",
            shape, nodes, o.gangs, o.size, r.pods, r.filler, r.bound, r.gangs_whole, r.gangs_partial, r.gangs_none,
-           (long long)r.evictions, r.attempts, r.sim_s, pps, cpps, rss);
+           (long long)r.evictions, r.attempts, r.sim_s, pps, cpps, rss, (unsigned long long)r.class_cycles,
+           (unsigned long long)r.decisions);
     if (r.gangs_partial) {
         fprintf(stderr, "gpusched bench: %ld gang(s) scheduled in part: Coscheduling's all-or-nothing broke\n",
                 r.gangs_partial);

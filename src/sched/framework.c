@@ -105,6 +105,7 @@ struct gs_framework {
     char last_reject[GS_STATUS_REASON_MAX]; /* reason of the rejection tick reported last */
     const int32_t *only;             /* gs_framework_schedule_on's nodes during its cycle, else NULL */
     size_t nonly;
+    int32_t apart;                   /* gs_framework_class_apart's node for this cycle, -1 none */
 };
 
 static const char *const point_names[] = {
@@ -174,6 +175,7 @@ int gs_framework_new(const struct gs_profile *p, const struct gs_handle *h, stru
     fw->prof = p;
     fw->h = *h;
     fw->h.fw = fw;
+    fw->apart = -1;
     gs_arena_init(&fw->arena, 0);
     gs_cycle_state_init(&fw->cs);
     gs__strmap_init(&fw->recs);
@@ -911,14 +913,25 @@ static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct 
     if (fw->classes == GS_CLASSES_AUTO && nc * 4 > fw->ncand * 3) return -1;
     size_t want = nc * (3 * sizeof(int32_t) + sizeof(void *) + 2 * sizeof(int64_t) + GS_MAX_PLUGINS_PER_POINT) + 8192;
     if (fw->arena.chunk_size < want) fw->arena.chunk_size = want;
-    int32_t *idx = gs_arena_alloc(&fw->arena, nc * sizeof *idx + 1), *size = gs_arena_alloc(&fw->arena, nc * sizeof *size + 1);
+    /* One slot more than the classes: the node set apart (gs_framework_class_apart). */
+    int32_t *idx = gs_arena_alloc(&fw->arena, (nc + 1) * sizeof *idx), *size = gs_arena_alloc(&fw->arena, (nc + 1) * sizeof *size);
     if (!idx || !size) return GS_ENOMEM;
+    int32_t apart = fw->apart, apart_cls = apart >= 0 ? gs_nodeclass_of(x, apart) : -1;
     size_t m = 0;
     int32_t unsched = 0;
     for (size_t i = 0; i < nc; i++) {
         struct gs_nodeclass k = gs_nodeclass_get(x, i);
         if (!k.schedulable) {
             unsched += k.n;
+            continue;
+        }
+        if ((int32_t)i == apart_cls) { /* the class less that node, then the node alone */
+            if (k.n > 1) {
+                idx[m] = k.min == apart ? gs_nodeclass_runner_up(x, i) : k.min;
+                size[m++] = k.n - 1;
+            }
+            idx[m] = apart;
+            size[m++] = 1;
             continue;
         }
         idx[m] = k.min;
@@ -949,7 +962,9 @@ static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct 
     return 1;
 }
 
+void gs_framework_class_apart(struct gs_framework *fw, int32_t node) { fw->apart = node; }
 void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes mode) { fw->classes = mode; }
+enum gs_node_classes gs_framework_node_classes(const struct gs_framework *fw) { return fw->classes; }
 void gs_framework_set_diagnosis_text(struct gs_framework *fw, bool on) { fw->no_text = !on; }
 uint64_t gs_framework_class_cycles(const struct gs_framework *fw) { return fw->class_cycles; }
 
@@ -985,6 +1000,7 @@ int gs_framework_schedule(struct gs_framework *fw, const struct gs_pod *pod, int
 
     if (refresh_candidates(fw) != 0) return GS_ENOMEM;
     int32_t won = -1;
+    fw->apart = -1; /* a plugin's by_class may set it for this cycle */
     int by_class = class_pick(fw, pod, res, &won);
     if (by_class < -1) return by_class;
     if (by_class == 0) return 0;
@@ -1234,6 +1250,20 @@ static int sim_pre_filter(struct gs_framework *fw, struct gs_cycle_state *cs, co
     return 0;
 }
 
+/* Is every Filter that runs for pod under cs (not skipped at PreFilter, not
+ * the caller's) a function of the node's class? */
+static bool filters_by_class(struct gs_framework *fw, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                             const char *skip)
+{
+    for (int i = 0; i < fw->npts[GS_PT_FILTER]; i++) {
+        int k = fw->pts[GS_PT_FILTER][i].inst;
+        const struct gs_plugin *pl = fw->inst[k].pl;
+        if (!pl->filter || (cs->skip_filter_mask & (1 << k)) || (skip && !strcmp(skip, pl->name))) continue;
+        if (!pl->by_class || !pl->by_class(fw->inst[k].state, cs, pod)) return false;
+    }
+    return true;
+}
+
 int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, struct gs_filter_run *run)
 {
     size_t n = run->n, nf = (size_t)fw->npts[GS_PT_FILTER];
@@ -1254,8 +1284,12 @@ int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, 
         return GS_ENOMEM;
     }
     size_t m = n;
+    run->not_by_class = false;
     if (sim_pre_filter(fw, &cs, pod, run) != 0) {
         for (size_t j = 0; j < (run->each ? nf * n : n); j++) run->reject[j] = GS_REJECT_UNRESOLVABLE | 1;
+        m = 0;
+    } else if (run->classes && !filters_by_class(fw, &cs, pod, run->skip)) {
+        run->not_by_class = true;
         m = 0;
     }
     for (size_t j = 0; j < n && m; j++) live[j] = run->nodes[j], pos[j] = j;

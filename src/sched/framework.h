@@ -176,6 +176,9 @@ struct gs_filter_run {
     uint8_t *reject;         /* out, caller's: n codes (0 = fits), or nfilter x n when each (plugin-major) */
     int8_t *by;              /* out, optional, !each: Filter plugin index that rejected node i, -1 none */
     struct gs_status prefilter; /* out: PreFilter's rejection (every node then rejected), else Success */
+    bool classes;            /* in: the nodes stand for their node classes (one each, !each only) */
+    bool not_by_class;       /* out, with classes: a Filter that runs is not class-aware for the
+                                pod (plugin.h by_class); nothing was judged, the caller goes by node */
 };
 /* Returns how many nodes passed every Filter, or a negative GS_E*. */
 int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, struct gs_filter_run *run);
@@ -205,6 +208,13 @@ int64_t gs_framework_max_total_score(const struct gs_framework *fw);
  * are the same in every mode; OFF and ALWAYS are for tests that prove it. */
 enum gs_node_classes { GS_CLASSES_AUTO, GS_CLASSES_OFF, GS_CLASSES_ALWAYS };
 void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes mode);
+enum gs_node_classes gs_framework_node_classes(const struct gs_framework *fw);
+/* Called from a plugin's by_class during a cycle: the plugin's Filter, Score
+ * and NormalizeScore are functions of the class on every node but `node`,
+ * which is judged on its own (its class's other members keep one
+ * representative, the node itself is a candidate of size one). A planned
+ * gang member's preferred node is such a node. Holds until the cycle ends. */
+void gs_framework_class_apart(struct gs_framework *fw, int32_t node);
 /* How many cycles chose their node by class so far. */
 uint64_t gs_framework_class_cycles(const struct gs_framework *fw);
 

@@ -483,6 +483,14 @@ struct gs_nodeclass gs_nodeclass_get(const struct gs_nodeclasses *x, size_t i)
     return (struct gs_nodeclass){k->heap[0], k->n, k->schedulable};
 }
 
+int32_t gs_nodeclass_runner_up(const struct gs_nodeclasses *x, size_t i)
+{
+    const struct cls *k = &x->cls[x->active[i]];
+    if (k->n < 2) return -1;
+    if (k->n == 2) return k->heap[1];
+    return k->heap[1] < k->heap[2] ? k->heap[1] : k->heap[2]; /* a min-heap: the next is a child of the root */
+}
+
 int32_t gs_nodeclass_of(const struct gs_nodeclasses *x, int32_t idx)
 {
     if (idx < 0 || idx >= x->slots_cap || x->slot_cls[idx] < 0) return -1;

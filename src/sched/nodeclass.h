@@ -55,8 +55,11 @@ struct gs_nodeclasses *gs_cache_classes(struct gs_cache *c);
  * The order is unspecified and may change whenever the cache does. */
 size_t gs_nodeclass_count(const struct gs_nodeclasses *x);
 struct gs_nodeclass gs_nodeclass_get(const struct gs_nodeclasses *x, size_t i);
+/* The lowest member of class i but its min (the next representative when
+ * the min is judged apart), or -1 for a class of one node. */
+int32_t gs_nodeclass_runner_up(const struct gs_nodeclasses *x, size_t i);
 /* The class number (an index for gs_nodeclass_get) of node slot idx, or -1
- * for a dead slot. For tests. */
+ * for a dead slot. */
 int32_t gs_nodeclass_of(const struct gs_nodeclasses *x, int32_t idx);
 /* Checks every member against a fresh key (tests): 0 or GS_ESTATE. */
 int gs_nodeclass_check(struct gs_cache *c, char *why, size_t len);

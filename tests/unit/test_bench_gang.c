@@ -3,7 +3,8 @@
  * shape names and their errors, every gang whole when the cluster holds
  * them (with and without the low-priority filler that forces preemption),
  * and whole-or-nothing when it does not: some gangs complete, the rest get
- * no member, none is partial.
+ * no member, none is partial; and the same binds and evictions with node
+ * classes off and forced on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 
 #include "cli/bench_gang.h"
 #include "core/error.h"
+#include "sched/framework.h" /* enum gs_node_classes */
 
 #include <string.h>
 
@@ -100,6 +102,39 @@ static void too_little_room_is_all_or_nothing(void **st)
     assert_int_equal(r.bound, 60);
 }
 
+/* The same shapes judged on every node and by node class (a planned member's
+ * node apart from its class, the plan on class representatives): every bind
+ * and eviction equal, in the same order. */
+static void classes_decide_the_same(void **st)
+{
+    (void)st;
+    const struct {
+        long nodes;
+        const char *shape;
+    } runs[] = {{20, "gang-40x3"}, {20, "gang-3x40"}, {2, "gang-4x30"}, {20, "gang-40x3-preempt"}, {4, "gang-3x15-preempt"}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        struct gs_bench_gang_result r[2];
+        for (int k = 0; k < 2; k++) {
+            struct gs_bench_gang_opts o = {.nodes = runs[i].nodes, .gpus = 8, .seed = 42,
+                                           .classes = k ? GS_CLASSES_ALWAYS : GS_CLASSES_OFF};
+            char why[256] = "";
+            assert_int_equal(gs__bench_gang_shape(runs[i].shape, &o, why, sizeof why), 0);
+            if (gs__bench_gang_run(&o, &r[k], why, sizeof why)) fail_msg("%s: %s", runs[i].shape, why);
+        }
+        assert_int_equal(r[0].class_cycles, 0);
+        /* Most binds chosen by class; with preemption, cycles run per node while a nomination is held. */
+        bool preempt = strstr(runs[i].shape, "preempt") != NULL;
+        if (preempt ? !r[1].class_cycles : r[1].class_cycles * 2 <= (uint64_t)r[1].bound)
+            fail_msg("%s: %llu of %ld cycles (%ld bound) by class", runs[i].shape,
+                     (unsigned long long)r[1].class_cycles, r[1].attempts, r[1].bound);
+        if (r[0].decisions != r[1].decisions) fail_msg("%s: decisions differ by class", runs[i].shape);
+        assert_int_equal(r[0].bound, r[1].bound);
+        assert_int_equal(r[0].evictions, r[1].evictions);
+        assert_int_equal(r[0].attempts, r[1].attempts);
+        assert_int_equal(r[1].gangs_partial, 0);
+    }
+}
+
 static void bad_options(void **st)
 {
     (void)st;
@@ -117,6 +152,7 @@ int main(void)
         cmocka_unit_test(gangs_fit_whole),
         cmocka_unit_test(gangs_preempt_whole),
         cmocka_unit_test(too_little_room_is_all_or_nothing),
+        cmocka_unit_test(classes_decide_the_same),
         cmocka_unit_test(bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -345,6 +345,112 @@ static void classes_follow_the_cache(void **st)
     test_pod_free(p);
 }
 
+/*--- A node judged apart from its class ---*/
+
+/* A Score plugin that favours one node (its state) and says it is a class
+ * function on every other node. */
+struct favour {
+    struct gs_framework *fw;
+    int32_t node;
+};
+
+static void favour_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                         struct gs_node_info *const *nodes, size_t n, int64_t *scores)
+{
+    (void)cs, (void)pod;
+    const struct favour *f = state;
+    for (size_t i = 0; i < n; i++) scores[i] = nodes[i]->idx == f->node ? GS_MAX_SCORE : 0;
+}
+
+static bool favour_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
+{
+    (void)cs, (void)pod;
+    struct favour *f = state;
+    gs_framework_class_apart(f->fw, f->node);
+    return true;
+}
+
+static int favour_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
+{
+    (void)args, (void)d;
+    struct favour *f = calloc(1, sizeof *f);
+    if (!f) return GS_ENOMEM;
+    *f = (struct favour){h->fw, -1};
+    *state = f;
+    return 0;
+}
+
+static const struct gs_plugin favour_plugin = {
+    .name = "Favour", .init = favour_init, .fini = free, .score = favour_score, .by_class = favour_by_class};
+
+/* 12 equal nodes, each pod placed splitting the classes further: the node
+ * set apart wins by class exactly as on every node, whether it is its
+ * class's lowest member, a middle one, the last, alone in its class, or
+ * cordoned (then the classes decide without it). */
+static void node_apart_from_its_class(void **st)
+{
+    (void)st;
+    struct gs_clock clk;
+    gs_clock_init_sim(&clk, 0);
+    struct gs_node *n[12];
+    struct side sd[2];
+    for (int i = 0; i < 12; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", i);
+        n[i] = test_node(name, 32000, 64 * GiB, 110, 4, "A100", 40960);
+        gs_labels_set(&n[i]->meta.labels, GS_CLASS_IGNORED_LABEL, name);
+    }
+    for (int k = 0; k < 2; k++) {
+        sd[k].cache = gs_cache_new(&clk);
+        for (int i = 0; i < 12; i++) assert_int_equal(gs_cache_add_node(sd[k].cache, n[i]), i);
+        assert_int_equal(gs_sched_config_default(&sd[k].cfg), 0);
+        struct gs_profile *pr = &sd[k].cfg.profiles[0];
+        assert_true(pr->npoints[GS_PT_SCORE] < GS_MAX_PLUGINS_PER_POINT);
+        pr->points[GS_PT_SCORE][pr->npoints[GS_PT_SCORE]++] = (struct gs_profile_plugin){&favour_plugin, 1000};
+        struct gs_handle h = {.clock = &clk, .cache = sd[k].cache, .seed = 7};
+        struct gs_diags d = {0};
+        assert_int_equal(gs_framework_new(pr, &h, &sd[k].fw, &d), 0);
+        gs_diags_free(&d);
+        gs_framework_set_node_classes(sd[k].fw, k ? GS_CLASSES_ALWAYS : GS_CLASSES_OFF);
+    }
+    struct gs_pod *p = test_pod("ns", "p", 1000, GiB, 0, 0);
+    const int32_t favoured[] = {0, 5, 11, 3, 0, 7};
+    struct gs_pod *q[6];
+    for (size_t t = 0; t < sizeof favoured / sizeof favoured[0]; t++) {
+        if (t == 3) /* a pod on node 0: node 0 a class of its own, 1..11 another */
+            for (int k = 0; k < 2; k++)
+                assert_int_equal(gs_cache_assume(sd[k].cache, p, &(struct gs_assignment){0, 0, 0, 0}, 0), 0);
+        if (t == 5)
+            for (int k = 0; k < 2; k++) assert_int_equal(gs_cache_set_schedulable(sd[k].cache, 7, false), 0);
+        struct gs_schedule_result r[2];
+        char qn[16];
+        snprintf(qn, sizeof qn, "q%zu", t);
+        q[t] = test_pod("ns", qn, 1000, GiB, 0, 0);
+        for (int k = 0; k < 2; k++) {
+            struct favour *f = gs_framework_plugin_state(sd[k].fw, "Favour");
+            assert_non_null(f);
+            f->node = favoured[t];
+            assert_int_equal(gs_framework_schedule(sd[k].fw, q[t], 0, &r[k]), 0);
+        }
+        assert_int_equal(r[0].code, GS_SUCCESS);
+        assert_int_equal(r[1].code, r[0].code);
+        assert_int_equal(r[1].a.node, r[0].a.node);
+        assert_int_equal(r[1].feasible_nodes, r[0].feasible_nodes);
+        if (t != 5) assert_int_equal(r[0].a.node, favoured[t]); /* it wins on every node */
+        else assert_int_not_equal(r[0].a.node, 7);
+        for (int k = 0; k < 2; k++) gs_schedule_result_free(&r[k]);
+    }
+    assert_true(gs_framework_class_cycles(sd[1].fw) >= 5);
+    for (int k = 0; k < 2; k++) {
+        gs_framework_free(sd[k].fw);
+        gs_sched_config_free(&sd[k].cfg);
+        gs_cache_free(sd[k].cache);
+    }
+    for (int i = 0; i < 12; i++) test_node_free(n[i]);
+    for (int t = 0; t < 6; t++) test_pod_free(q[t]);
+    test_pod_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +459,7 @@ int main(void)
         cmocka_unit_test(fgd_pack_matches),         cmocka_unit_test(fgd_plus_matches),
         cmocka_unit_test(dot_prod_matches),
         cmocka_unit_test(gpu_packing_matches),
+        cmocka_unit_test(node_apart_from_its_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,9 @@
  *
  * Planning places members with the profile's own filters
  * (gs_framework_run_filters) and packs them: among feasible nodes the one
- * with the least free GPU share, so a gang fills few nodes.
+ * with the least free GPU share, so a gang fills few nodes. It judges one
+ * node per node class when the filters allow (place_by_class), the same
+ * choice as judging every node.
  */
 #include "sched/dra_plugin.h" /* members with resource claims */
 #include "sched/framework.h"
@@ -122,6 +124,77 @@ static bool gang_less(void *state, const struct gs_queued_pod *a, const struct g
 
 /*--- Planning through the framework's filters ---*/
 
+static bool in_plan_domain(const struct gs_node_info *ni, const char *const *dv, const char *dkey, const char *domain)
+{
+    if (!domain) return true;
+    const char *v = dv ? dv[ni->idx] : gs_topo_domain(ni, dkey);
+    return v && (v == domain || !strcmp(v, domain));
+}
+
+/* The packing order: less free GPU share (GPU pods) or CPU (others); ties
+ * go to the lower node index. */
+static bool packs_before(const struct gs_demand *d, const struct gs_node_info *a, const struct gs_node_info *b)
+{
+    if (d->gpu_count ? a->gpu_milli_free != b->gpu_milli_free : a->cpu_alloc - a->cpu_used != b->cpu_alloc - b->cpu_used)
+        return d->gpu_count ? a->gpu_milli_free < b->gpu_milli_free : a->cpu_alloc - a->cpu_used < b->cpu_alloc - b->cpu_used;
+    return a->idx < b->idx;
+}
+
+/* Every live, schedulable node of the domain through the filters; *best the
+ * first in packing order among those that pass (NULL none). 0, or -1. */
+static int place_by_node(struct gang_state *s, const struct gs_pod *pod, const char *dkey, const char *domain,
+                         struct gs_node_info **best)
+{
+    struct gs_cache *c = s->h.cache;
+    struct gs_node_info **nodes = s->nodes;
+    size_t n = 0;
+    const char *const *dv = domain ? gs__gang_node_domains(s->g, dkey) : NULL;
+    for (int32_t i = 0, slots = gs_cache_node_count(c); i < slots; i++) {
+        struct gs_node_info *ni = gs_cache_node(c, i);
+        if (ni->live && ni->schedulable && in_plan_domain(ni, dv, dkey, domain)) nodes[n++] = ni;
+    }
+    struct gs_filter_run run = {.nodes = nodes, .n = n, .reject = s->rej, .skip = NAME};
+    if (gs_framework_run_filters(s->h.fw, pod, &run) <= 0) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!s->rej[i] && (!*best || packs_before(&pod->demand, nodes[i], *best))) *best = nodes[i];
+    return 0;
+}
+
+/* The same choice on one representative per node class (sched/nodeclass.h):
+ * members of a class hold equal free amounts and labels but the hostname,
+ * and when every Filter that runs is class-aware they get the same
+ * verdicts, so the first node in packing order is the lowest member (the
+ * representative) of the best class. 0 (*best NULL when nothing passes), or
+ * -1 when this pod or domain cannot go by class (then place_by_node). */
+static int place_by_class(struct gang_state *s, const struct gs_pod *pod, const char *dkey, const char *domain,
+                          struct gs_node_info **best)
+{
+    struct gs_cache *c = s->h.cache;
+    if (domain && !strcmp(dkey, GS_CLASS_IGNORED_LABEL)) return -1; /* a class has no hostname */
+    enum gs_node_classes mode = gs_framework_node_classes(s->h.fw);
+    if (mode == GS_CLASSES_OFF) return -1;
+    struct gs_nodeclasses *x = gs_cache_classes(c);
+    if (!x) return -1;
+    size_t nc = gs_nodeclass_count(x);
+    /* Nearly a class per node: by node is cheaper. Either way, the same node. */
+    if (mode == GS_CLASSES_AUTO && nc * 4 > (size_t)gs_cache_node_count(c) * 3) return -1;
+    struct gs_node_info **nodes = s->nodes;
+    size_t n = 0;
+    const char *const *dv = domain ? gs__gang_node_domains(s->g, dkey) : NULL;
+    for (size_t k = 0; k < nc; k++) {
+        struct gs_nodeclass cl = gs_nodeclass_get(x, k);
+        struct gs_node_info *ni = gs_cache_node(c, cl.min);
+        if (cl.schedulable && ni->live && in_plan_domain(ni, dv, dkey, domain)) nodes[n++] = ni;
+    }
+    struct gs_filter_run run = {.nodes = nodes, .n = n, .reject = s->rej, .skip = NAME, .classes = true};
+    int ok = gs_framework_run_filters(s->h.fw, pod, &run);
+    if (run.not_by_class) return -1;
+    if (ok <= 0) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!s->rej[i] && (!*best || packs_before(&pod->demand, nodes[i], *best))) *best = nodes[i];
+    return 0;
+}
+
 static int place(void *ctx, const struct gs_pod *pod, const char *dkey, const char *domain, struct gs_assignment *a)
 {
     struct gang_state *s = ctx;
@@ -136,31 +209,11 @@ static int place(void *ctx, const struct gs_pod *pod, const char *dkey, const ch
         s->rej = nr;
         s->cap = want;
     }
-    struct gs_node_info **nodes = s->nodes;
-    uint8_t *rej = s->rej;
-    size_t n = 0;
-    const char *const *dv = domain ? gs__gang_node_domains(s->g, dkey) : NULL;
-    for (int32_t i = 0; i < slots; i++) {
-        struct gs_node_info *ni = gs_cache_node(c, i);
-        if (!ni->live || !ni->schedulable) continue;
-        if (domain) {
-            const char *v = dv ? dv[i] : gs_topo_domain(ni, dkey);
-            if (!v || (v != domain && strcmp(v, domain))) continue;
-        }
-        nodes[n++] = ni;
-    }
-    struct gs_filter_run run = {.nodes = nodes, .n = n, .reject = rej, .skip = NAME};
-    if (gs_framework_run_filters(s->h.fw, pod, &run) <= 0) return -1;
-    const struct gs_demand *d = &pod->demand;
     struct gs_node_info *best = NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (rej[i]) continue;
-        struct gs_node_info *ni = nodes[i];
-        if (!best || (d->gpu_count ? ni->gpu_milli_free < best->gpu_milli_free
-                                   : ni->cpu_alloc - ni->cpu_used < best->cpu_alloc - best->cpu_used))
-            best = ni;
-    }
+    int by_class = place_by_class(s, pod, dkey, domain, &best);
+    if (by_class < 0 && place_by_node(s, pod, dkey, domain, &best) != 0) return -1;
     if (!best) return -1;
+    const struct gs_demand *d = &pod->demand;
     if (gs_pod_has_claims(pod)) { /* the plan includes its devices: later members see them taken */
         void *dra = gs_framework_plugin_state(s->h.fw, GS_DRA_PLUGIN_NAME);
         if (s->ndra_planned == s->dra_cap) {
@@ -328,15 +381,21 @@ static void gang_on_podgroup(void *state, const struct gs_podgroup *pg, bool add
 }
 
 /* Filter and Score read a node's domain label and, for a planned member, its
- * index: by class unless the member is steered to a planned node or its
- * domain label is the hostname (left out of a class). */
+ * index: by class unless the domain label is the hostname (left out of a
+ * class). A planned member's node is the one node Score tells apart from its
+ * class: the framework judges it on its own (gs_framework_class_apart). */
 static bool gang_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
 {
-    (void)state, (void)pod;
+    (void)pod;
+    struct gang_state *s = state;
     const struct cyc *c = gs_cycle_state_read(cs, KEY);
     if (!c) return true; /* not a member: no verdict, no score */
-    if (c->planned >= 0) return false;
-    return !c->domain || !c->domain_key || strcmp(c->domain_key, GS_CLASS_IGNORED_LABEL);
+    if (c->domain && c->domain_key && !strcmp(c->domain_key, GS_CLASS_IGNORED_LABEL)) return false;
+    if (c->planned >= 0) {
+        if (!s->h.fw) return false;
+        gs_framework_class_apart(s->h.fw, c->planned);
+    }
+    return true;
 }
 
 const struct gs_plugin gs_plugin_coscheduling = {
