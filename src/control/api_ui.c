@@ -460,8 +460,22 @@ enum MHD_Result gs__handle_ui_gpugrid(struct gs__req *r)
                                 r->who ? r->who->user : "", why);
     int err = GS_ETIMEDOUT;
     /* The view when it has caught up with the store within the bound; else one pass over the store. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     json_t *doc = r->s->gridview ? gs_gridview_grid(r->s->gridview, r->who, GRID_WAIT_MS, &err) : NULL;
+    const char *from = doc ? "view" : "store";
     if (!doc && err == GS_ETIMEDOUT) doc = gs_ui_gpugrid(r->s->store, r->who, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (doc) { /* one line per page load: where the grid came from, its cost, the view's size */
+        struct gs_gridview_stats st = {0};
+        if (r->s->gridview) gs_gridview_stats(r->s->gridview, &st);
+        char ms[32], nodes[32], pods[32], bytes[32];
+        snprintf(ms, sizeof ms, "%.1f", (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+        snprintf(nodes, sizeof nodes, "%zu", st.nodes), snprintf(pods, sizeof pods, "%zu", st.pods);
+        snprintf(bytes, sizeof bytes, "%zu", st.bytes);
+        gs_log(GS_LOG_INFO, "console grid: answered", "from", from, "ms", ms, "view_nodes", nodes, "view_pods", pods,
+               "view_bytes", bytes, NULL);
+    }
     if (!doc) return gs__reply_status(r, 500, NULL, NULL, "gpugrid: %s", gs_strerror(err));
     return gs__reply_json(r, 200, doc);
 }
