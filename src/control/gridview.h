@@ -53,8 +53,9 @@ void gs_gridview_free(struct gs_gridview *v);
  * from the store), GS_ENOMEM. */
 json_t *gs_gridview_grid(struct gs_gridview *v, const struct gs_principal *who, int wait_ms, int *err);
 
-/* What the view holds, for the bench and the tests. bytes counts the
- * records' own allocations (malloc_usable_size) and the nodes' JSON. */
+/* What the view holds, for the bench and the tests. bytes counts the pod
+ * records' allocations (malloc_usable_size) and the length of the node
+ * entries' compact JSON text (their objects take somewhat more). */
 struct gs_gridview_stats {
     size_t nodes, pods, bytes;
     int64_t rv;       /* the version the records reflect */
