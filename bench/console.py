@@ -250,7 +250,9 @@ def main():
             lists = {}
             s = session(srv.token, str(srv.data / "ca.crt"))
             # the server's side of the page's first read (the GPU grid) and of the lists it replaced
-            for what, path in (("gpugrid", "/apis/ui.gpusched.io/v1/gpugrid"), ("nodes", "/api/v1/nodes"),
+            for what, path in (("gpugrid", "/apis/ui.gpusched.io/v1/gpugrid"),
+                               ("gpugrid_2", "/apis/ui.gpusched.io/v1/gpugrid"),
+                               ("gpugrid_3", "/apis/ui.gpusched.io/v1/gpugrid"), ("nodes", "/api/v1/nodes"),
                                ("pods", "/api/v1/pods")):
                 t0 = time.time()
                 r = s.get(f"{srv.url}{path}", timeout=120)
@@ -267,6 +269,11 @@ def main():
             with open("/proc/loadavg") as f:
                 res["loadavg"] = f.read().split()[0]
             res.update(nodes=a.nodes, pods=a.pods, pending=a.pending, fill_s=round(took), **lists)
+            # the server's own account of each grid it answered (api_ui.c): where from, how long, the view's size
+            grids = [ln for ln in (srv.data / "server.log").read_text(errors="replace").splitlines()
+                     if 'msg="console grid: answered"' in ln]
+            res["server_grid"] = [dict(kv.split("=", 1) for kv in ln.split() if kv.split("=", 1)[0] in
+                                       ("from", "ms", "view_nodes", "view_pods", "view_bytes")) for ln in grids]
             print(json.dumps(res), flush=True)
             if a.json:
                 pathlib.Path(a.json).write_text(json.dumps(res, indent=2) + "\n")

@@ -16,6 +16,7 @@
 #include "control/api_ui.h"
 
 #include "control/apiserver_int.h"
+#include "control/gridview.h"
 #include "core/log.h"
 
 #include <errno.h>
@@ -28,6 +29,8 @@
 
 #define GPU "nvidia.com/gpu"
 #define LQ_LABEL "kueue.x-k8s.io/queue-name"
+/* How long a grid request waits for the view to reach the store's version before reading the store. */
+#define GRID_WAIT_MS 1000
 
 struct gs_ui_history {
     struct gs_store *store;
@@ -134,7 +137,7 @@ static int lq_one(const char *key, json_t *obj, void *arg)
     return 0;
 }
 
-static double pod_gpus(const json_t *pod)
+double gs__ui_pod_gpus(const json_t *pod)
 {
     double sum = 0;
     size_t i;
@@ -163,7 +166,7 @@ static int pod_one(const char *key, json_t *obj, void *arg)
     bool bound = json_string_value(json_object_get(json_object_get(obj, "spec"), "nodeName")) != NULL;
     const char *field = bound ? "admitted" : "pending";
     json_object_set_new(s, field, json_integer(json_integer_value(json_object_get(s, field)) + 1));
-    if (bound) json_object_set_new(s, "used", json_real(json_number_value(json_object_get(s, "used")) + pod_gpus(obj)));
+    if (bound) json_object_set_new(s, "used", json_real(json_number_value(json_object_get(s, "used")) + gs__ui_pod_gpus(obj)));
     return 0;
 }
 
@@ -439,252 +442,12 @@ enum MHD_Result gs__handle_ui_api(struct gs__req *r, const char *verb)
                             r->res->plural, verb);
 }
 
-/*--- The GPU grid: the first paint's one read ---
- *
- * The console's first paint needs every node's GPUs and who holds each, and
- * the pending pods; the full Node and Pod lists (8 MB and 35 MB at 5,000
- * nodes and 50,000 pods) took seconds to list, send and parse. This answer
- * holds only those facts, built in one pass over the store's Nodes and one
- * over its Pods and encoded once. Its resourceVersion is the Node list's:
- * the store's version is global across kinds (SQLite's one counter, etcd's
- * revision), so the page opens its Node and Pod watches from it. The Pod
- * list is read after the Node list, at a version at least as new, so a pod
- * watch from the earlier version replays changes the grid already has: the
- * page ends at the same state, and nothing between the two is missed.
- *
- * A tenant gets exactly what the page showed it from the lists it may read:
- * every node (nodes are readable by all), but holders and pending pods of
- * its own namespaces only.
- */
-
-#define DEVICES_ANN "gpusched.io/devices"
-#define STACK_ANN "gpusched.io/gpu-stack-state"
+/*--- The GPU grid (gridview.c builds it) ---*/
 
 static const struct gs_api_resource grid_res = {"ui.gpusched.io", "v1", "gpugrid", "gpugrid", "GPUGrid", NULL,
                                                 false, false, "gpugrid"};
 
 bool gs__ui_gpugrid_path(const char *url) { return url && !strcmp(url, "/apis/ui.gpusched.io/v1/gpugrid"); }
-
-struct grid {
-    const struct gs_principal *who;
-    json_t *nodes;   /* [node], in name order (the store's key order) */
-    json_t *by_name; /* name -> {node, gpus: index -> gpu (borrowed), uuids: uuid -> index} */
-    json_t *pending; /* [pod] */
-    json_t *grouped; /* "ns/name" -> PodGroup, of bound pods in a group */
-};
-
-static const char *str_at(const json_t *o, const char *a, const char *b)
-{
-    return json_string_value(json_object_get(json_object_get(o, a), b));
-}
-
-static int grid_node(const char *key, json_t *obj, void *arg)
-{
-    (void)key;
-    struct grid *g = arg;
-    const char *name = str_at(obj, "metadata", "name");
-    if (!name) return 0;
-    json_t *spec = json_object_get(obj, "spec"), *st = json_object_get(obj, "status");
-    bool ready = false;
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(st, "conditions"), i, c) {
-        const char *t = json_string_value(json_object_get(c, "type")), *s = json_string_value(json_object_get(c, "status"));
-        if (t && !strcmp(t, "Ready")) ready = s && !strcmp(s, "True");
-    }
-    json_t *gpus = json_array(), *idx = json_object(), *uuids = json_object();
-    json_t *n = json_pack("{s:s, s:b, s:b, s:o}", "name", name, "ready", ready, "unschedulable",
-                          json_is_true(json_object_get(spec, "unschedulable")), "gpus", gpus);
-    json_t *e = json_pack("{s:o, s:o}", "gpus", idx, "uuids", uuids);
-    if (!n || !e || !gpus || !idx || !uuids) {
-        json_decref(n), json_decref(e);
-        return GS_ENOMEM;
-    }
-    json_t *taints = json_object_get(spec, "taints");
-    if (json_array_size(taints)) json_object_set(n, "taints", taints);
-    const char *stack = json_string_value(json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"), STACK_ANN));
-    if (stack) json_object_set_new(n, "stack", json_string(stack));
-    json_t *d;
-    json_array_foreach(json_object_get(st, "devices"), i, d) {
-        json_t *gi = json_object_get(d, "index");
-        if (!json_is_integer(gi)) continue;
-        json_t *gpu = json_object();
-        if (!gpu) break;
-        json_object_update(gpu, d);
-        const char *uuid = json_string_value(json_object_get(d, "uuid"));
-        if (uuid) json_object_set(uuids, uuid, gi);
-        json_object_del(gpu, "uuid"); /* the page resolves no UUID: holders come resolved */
-        json_object_del(gpu, "memoryMiB"); /* the node page reads it from the whole Node */
-        json_object_set_new(gpu, "holders", json_array());
-        char k[32];
-        snprintf(k, sizeof k, "%" JSON_INTEGER_FORMAT, json_integer_value(gi));
-        json_object_set(idx, k, gpu);
-        json_array_append_new(gpus, gpu);
-    }
-    /* One model for the node when its GPUs share it (the usual case): 40,000 copies fewer at 5,000 nodes. */
-    const char *model = json_string_value(json_object_get(json_array_get(gpus, 0), "model"));
-    json_array_foreach(gpus, i, d) {
-        const char *m = json_string_value(json_object_get(d, "model"));
-        if (!m || !model || strcmp(m, model)) model = NULL;
-    }
-    if (model) {
-        json_object_set_new(n, "model", json_string(model));
-        json_array_foreach(gpus, i, d) json_object_del(d, "model");
-    }
-    json_object_set(e, "node", n);
-    json_object_set_new(g->by_name, name, e);
-    return json_array_append_new(g->nodes, n) ? GS_ENOMEM : 0;
-}
-
-static void hold(json_t *gpus, json_int_t index, const char *pod, json_int_t milli)
-{
-    char k[32];
-    snprintf(k, sizeof k, "%" JSON_INTEGER_FORMAT, index);
-    json_t *gpu = json_object_get(gpus, k);
-    if (!gpu) return;
-    json_array_append_new(json_object_get(gpu, "holders"), json_string(pod));
-    json_t *m = json_object_get(gpu, "milli");
-    if (!m && milli != 1000) { /* the shares only where one is fractional, 1000 for those before */
-        json_object_set_new(gpu, "milli", m = json_array());
-        for (size_t i = 1; i < json_array_size(json_object_get(gpu, "holders")); i++)
-            json_array_append_new(m, json_integer(1000));
-    }
-    if (m) json_array_append_new(m, json_integer(milli));
-}
-
-/* The PodGroup a pod belongs to, by the labels and annotation the page reads (util.js podGroup). */
-static const char *pod_group(const json_t *md)
-{
-    const json_t *l = json_object_get(md, "labels"), *a = json_object_get(md, "annotations");
-    const char *v;
-    if ((v = json_string_value(json_object_get(l, "scheduling.x-k8s.io/pod-group")))) return v;
-    if ((v = json_string_value(json_object_get(l, "pod-group.scheduling.sigs.k8s.io")))) return v;
-    if ((v = json_string_value(json_object_get(a, "scheduling.k8s.io/group-name")))) return v;
-    return json_string_value(json_object_get(l, "scheduling.k8s.io/group-name"));
-}
-
-static int grid_pod(const char *key, json_t *obj, void *arg)
-{
-    (void)key;
-    struct grid *g = arg;
-    json_t *md = json_object_get(obj, "metadata");
-    const char *ns = json_string_value(json_object_get(md, "namespace"));
-    const char *name = json_string_value(json_object_get(md, "name"));
-    if (!ns || !name || !gs_auth_sees_namespace(g->who, ns)) return 0;
-    const char *phase = str_at(obj, "status", "phase");
-    if (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))) return 0;
-    char pod[640];
-    snprintf(pod, sizeof pod, "%s/%s", ns, name);
-    const char *node = str_at(obj, "spec", "nodeName"), *group = pod_group(md);
-    if (!node) {
-        if (phase && strcmp(phase, "Pending")) return 0;
-        json_t *p = json_pack("{s:s, s:s, s:f}", "namespace", ns, "name", name, "gpus", pod_gpus(obj));
-        if (!p) return GS_ENOMEM;
-        const char *created = json_string_value(json_object_get(md, "creationTimestamp"));
-        const char *queue = json_string_value(json_object_get(json_object_get(md, "labels"), LQ_LABEL));
-        if (!queue) queue = json_string_value(json_object_get(json_object_get(md, "labels"), "scheduling.gpusched.io/queue"));
-        if (created) json_object_set_new(p, "creationTimestamp", json_string(created));
-        if (group) json_object_set_new(p, "podGroup", json_string(group));
-        if (queue) json_object_set_new(p, "queue", json_string(queue));
-        return json_array_append_new(g->pending, p) ? GS_ENOMEM : 0;
-    }
-    if (group) json_object_set_new(g->grouped, pod, json_string(group));
-    json_t *e = json_object_get(g->by_name, node);
-    if (!e) return 0;
-    json_t *gpus = json_object_get(e, "gpus");
-    /* As the page did: status.devices when the node wrote them, else the devices annotation's UUIDs. */
-    json_t *devs = json_object_get(json_object_get(obj, "status"), "devices");
-    if (json_array_size(devs)) {
-        size_t i;
-        json_t *d;
-        json_array_foreach(devs, i, d) {
-            json_t *gi = json_object_get(d, "index"), *m = json_object_get(d, "milli");
-            if (json_is_integer(gi))
-                hold(gpus, json_integer_value(gi), pod, json_integer_value(m) > 0 ? json_integer_value(m) : 1000);
-        }
-        return 0;
-    }
-    const char *ann = json_string_value(json_object_get(json_object_get(md, "annotations"), DEVICES_ANN));
-    json_t *uuids = json_object_get(e, "uuids");
-    for (const char *p = ann; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        char uuid[256];
-        while (n && *p == ' ') p++, n--;
-        while (n && p[n - 1] == ' ') n--;
-        if (n < sizeof uuid) {
-            memcpy(uuid, p, n);
-            uuid[n] = 0;
-            json_t *gi = json_object_get(uuids, uuid);
-            if (gi) hold(gpus, json_integer_value(gi), pod, 1000);
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
-static int by_holder(const void *a, const void *b)
-{
-    return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
-}
-
-/* Holders in name order; a GPU with shares keeps each share with its pod. */
-static void sort_holders(json_t *gpu)
-{
-    json_t *h = json_object_get(gpu, "holders"), *m = json_object_get(gpu, "milli");
-    size_t n = json_array_size(h);
-    if (n < 2) return;
-    if (!m) {
-        json_t **v = malloc(n * sizeof *v);
-        if (!v) return;
-        for (size_t i = 0; i < n; i++) v[i] = json_incref(json_array_get(h, i));
-        qsort(v, n, sizeof *v, by_holder);
-        json_array_clear(h);
-        for (size_t i = 0; i < n; i++) json_array_append_new(h, v[i]);
-        free(v);
-        return;
-    }
-    /* a few holders per GPU: insertion sort of both arrays together */
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp(json_string_value(json_array_get(h, j - 1)), json_string_value(json_array_get(h, j))) > 0; j--) {
-            json_t *a = json_incref(json_array_get(h, j - 1)), *b = json_incref(json_array_get(m, j - 1));
-            json_array_set(h, j - 1, json_array_get(h, j));
-            json_array_set(m, j - 1, json_array_get(m, j));
-            json_array_set_new(h, j, a);
-            json_array_set_new(m, j, b);
-        }
-}
-
-json_t *gs_ui_gpugrid(struct gs_store *store, const struct gs_principal *who, int *err)
-{
-    struct grid g = {who, json_array(), json_object(), json_array(), json_object()};
-    json_t *doc = NULL;
-    int64_t rv = 0, pods_rv = 0;
-    const struct gs_api_resource *nr = gs_api_resource_find("", "v1", "nodes"), *pr = gs_api_resource_find("", "v1", "pods");
-    char nprefix[256], pprefix[256];
-    *err = GS_ENOMEM;
-    if (!g.nodes || !g.by_name || !g.pending || !g.grouped) goto out;
-    *err = GS_EINVAL;
-    if (!nr || !pr || gs_api_key(nr, NULL, NULL, nprefix, sizeof nprefix) < 0 ||
-        gs_api_key(pr, NULL, NULL, pprefix, sizeof pprefix) < 0)
-        goto out;
-    *err = gs_store_list(store, nprefix, grid_node, &g, &rv);
-    if (*err == 1) *err = 0;
-    if (!*err) *err = gs_store_list(store, pprefix, grid_pod, &g, &pods_rv);
-    if (*err == 1) *err = 0;
-    if (*err) goto out;
-    size_t i, j;
-    json_t *n, *gpu;
-    json_array_foreach(g.nodes, i, n) json_array_foreach(json_object_get(n, "gpus"), j, gpu) sort_holders(gpu);
-    char rvs[32];
-    snprintf(rvs, sizeof rvs, "%lld", (long long)rv);
-    doc = json_pack("{s:s, s:s, s:{s:s}, s:O, s:O, s:O}", "apiVersion", "ui.gpusched.io/v1", "kind", "GPUGrid",
-                    "metadata", "resourceVersion", rvs, "nodes", g.nodes, "pending", g.pending, "grouped", g.grouped);
-    *err = doc ? 0 : GS_ENOMEM;
-out:
-    json_decref(g.nodes), json_decref(g.by_name), json_decref(g.pending), json_decref(g.grouped);
-    return doc;
-}
 
 enum MHD_Result gs__handle_ui_gpugrid(struct gs__req *r)
 {
@@ -695,8 +458,24 @@ enum MHD_Result gs__handle_ui_gpugrid(struct gs__req *r)
     if (gs_authorize(r->who, &q, &why) != GS_AUTHZ_ALLOW)
         return gs__reply_status(r, 403, NULL, NULL, "gpugrid is forbidden: User \"%s\" cannot list gpugrid: %s",
                                 r->who ? r->who->user : "", why);
-    int err;
-    json_t *doc = gs_ui_gpugrid(r->s->store, r->who, &err);
+    int err = GS_ETIMEDOUT;
+    /* The view when it has caught up with the store within the bound; else one pass over the store. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    json_t *doc = r->s->gridview ? gs_gridview_grid(r->s->gridview, r->who, GRID_WAIT_MS, &err) : NULL;
+    const char *from = doc ? "view" : "store";
+    if (!doc && err == GS_ETIMEDOUT) doc = gs_ui_gpugrid(r->s->store, r->who, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (doc) { /* one line per page load: where the grid came from, its cost, the view's size */
+        struct gs_gridview_stats st = {0};
+        if (r->s->gridview) gs_gridview_stats(r->s->gridview, &st);
+        char ms[32], nodes[32], pods[32], bytes[32];
+        snprintf(ms, sizeof ms, "%.1f", (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+        snprintf(nodes, sizeof nodes, "%zu", st.nodes), snprintf(pods, sizeof pods, "%zu", st.pods);
+        snprintf(bytes, sizeof bytes, "%zu", st.bytes);
+        gs_log(GS_LOG_INFO, "console grid: answered", "from", from, "ms", ms, "view_nodes", nodes, "view_pods", pods,
+               "view_bytes", bytes, NULL);
+    }
     if (!doc) return gs__reply_status(r, 500, NULL, NULL, "gpugrid: %s", gs_strerror(err));
     return gs__reply_json(r, 200, doc);
 }

@@ -29,6 +29,7 @@
 #include "control/apiserver_int.h"
 #include "control/api_route.h"
 #include "control/api_ui.h" /* the console's queue history */
+#include "control/gridview.h"
 #include "control/ui.h"     /* the console's files at /ui */
 
 #include "core/codec.h"
@@ -803,11 +804,14 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         free(s);
         return GS_EINVAL;
     }
+    if (gs_gridview_new(o->store, &s->gridview)) /* without it the grid is read from the store */
+        gs_log(GS_LOG_WARN, "api: no in-memory view for the console's GPU grid", NULL);
     if (o->ui_reports) snprintf(s->ui_reports, sizeof s->ui_reports, "%s", o->ui_reports);
     if (o->agent_token) snprintf(s->agent_token, sizeof s->agent_token, "%s", o->agent_token);
     struct gs_netguard_opts go = {.fail_qps = o->fail_qps};
     if (gs_netguard_new(&go, &s->guard)) {
         gs_ui_history_free(s->ui_history);
+        gs_gridview_free(s->gridview);
         free(s);
         return GS_ENOMEM;
     }
@@ -816,6 +820,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
     if (fd < 0) {
         gs_netguard_free(s->guard);
         gs_ui_history_free(s->ui_history);
+        gs_gridview_free(s->gridview);
         free(s);
         return fd;
     }
@@ -845,6 +850,7 @@ int gs_apiserver_start(const struct gs_apiserver_opts *o, struct gs_apiserver **
         close(fd);
         gs_netguard_free(s->guard);
         gs_ui_history_free(s->ui_history);
+        gs_gridview_free(s->gridview);
         free(s);
         return GS_EIO;
     }
@@ -866,6 +872,7 @@ void gs_apiserver_stop(struct gs_apiserver *s)
     MHD_stop_daemon(s->d);
     close(s->fd);
     gs_ui_history_free(s->ui_history);
+    gs_gridview_free(s->gridview);
     gs_netguard_free(s->guard);
     gs__fields_cache_free(atomic_load(&s->fields_cache));
     free(s);

@@ -32,6 +32,7 @@ struct gs_apiserver {
     struct gs_admit_defaults admit_defaults; /* default tolerations at pod create (admit_defaults.c) */
     _Atomic(struct gs__fields_cache *) fields_cache; /* api_fields.c: namespaces and classes seen lately */
     struct gs_ui_history *ui_history; /* api_ui.c: queue usage samples for the console */
+    struct gs_gridview *gridview;     /* gridview.c: the console's GPU grid, fed by the change stream */
     char ui_reports[1024];            /* ui.c: simulator runs served under /ui/reports/; "" none */
 };
 
