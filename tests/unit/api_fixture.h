@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Makes dir from the mkdtemp template tmpl, writes tokens (CSV lines) to
  * dir/tokens.csv and starts a server there. o carries the test's own options;
@@ -84,6 +85,34 @@ __attribute__((unused)) static int api_env_teardown(void **state)
     fx_rm_tree(e->dir);
     free(e);
     return 0;
+}
+
+/* One request with a JSON body given as text (NULL: none); the status code,
+ * and the answer in *out when out is not NULL. */
+__attribute__((unused)) static long fx_req(struct gs_client *c, const char *method, const char *path, const char *ctype, const char *body,
+                json_t **out)
+{
+    json_t *b = body ? json_loads(body, 0, NULL) : NULL;
+    if (body && !b) fail_msg("bad JSON: %s", body);
+    json_t *o = NULL;
+    long code = 0;
+    gs_client_call(c, method, path, ctype, b, NULL, &o, &code);
+    json_decref(b);
+    if (out) *out = o;
+    else json_decref(o);
+    return code;
+}
+
+/* The request answers code, and its message contains text (when not NULL). */
+__attribute__((unused)) static void fx_expect(struct gs_client *c, const char *method, const char *path, const char *ctype, const char *body,
+                   long code, const char *text)
+{
+    json_t *out = NULL;
+    long got = fx_req(c, method, path, ctype, body, &out);
+    const char *msg = json_string_value(json_object_get(out, "message"));
+    if (got != code || (text && (!msg || !strstr(msg, text))))
+        fail_msg("%s %s: %ld \"%s\", want %ld \"%s\"", method, path, got, msg ? msg : "", code, text ? text : "");
+    json_decref(out);
 }
 
 #endif

@@ -25,31 +25,6 @@ static const char tokens[] = "adm,admin,,,admin\n"
 #define RC "/apis/node.k8s.io/v1/runtimeclasses"
 #define MP "application/merge-patch+json"
 
-static long req(struct gs_client *c, const char *method, const char *path, const char *ctype, const char *body,
-                json_t **out)
-{
-    json_t *b = body ? json_loads(body, 0, NULL) : NULL;
-    if (body && !b) fail_msg("bad JSON: %s", body);
-    json_t *o = NULL;
-    long code = 0;
-    gs_client_call(c, method, path, ctype, b, NULL, &o, &code);
-    json_decref(b);
-    if (out) *out = o;
-    else json_decref(o);
-    return code;
-}
-
-static void expect(struct gs_client *c, const char *method, const char *path, const char *ctype, const char *body,
-                   long code, const char *text)
-{
-    json_t *out = NULL;
-    long got = req(c, method, path, ctype, body, &out);
-    const char *msg = json_string_value(json_object_get(out, "message"));
-    if (got != code || (text && (!msg || !strstr(msg, text))))
-        fail_msg("%s %s: %ld \"%s\", want %ld \"%s\"", method, path, got, msg ? msg : "", code, text ? text : "");
-    json_decref(out);
-}
-
 #define BODY(name, rest) "{\"apiVersion\":\"node.k8s.io/v1\",\"kind\":\"RuntimeClass\",\"metadata\":{\"name\":\"" name \
                          "\"}" rest "}"
 
@@ -57,60 +32,60 @@ static void roles(void **state)
 {
     struct api_env *e = *state;
     struct gs_client *sch = fx_client(e->srv, "sch");
-    expect(e->adm, "POST", RC, NULL, BODY("runc", ",\"handler\":\"runc\""), 201, NULL);
+    fx_expect(e->adm, "POST", RC, NULL, BODY("runc", ",\"handler\":\"runc\""), 201, NULL);
     /* everyone reads */
     struct gs_client *readers[] = {e->adm, e->ten, e->nod, sch};
     for (int i = 0; i < 4; i++) {
         json_t *out = NULL;
-        assert_int_equal(req(readers[i], "GET", RC "/runc", NULL, NULL, &out), 200);
+        assert_int_equal(fx_req(readers[i], "GET", RC "/runc", NULL, NULL, &out), 200);
         assert_string_equal(json_string_value(json_object_get(out, "handler")), "runc");
         json_decref(out);
-        assert_int_equal(req(readers[i], "GET", RC, NULL, NULL, &out), 200);
+        assert_int_equal(fx_req(readers[i], "GET", RC, NULL, NULL, &out), 200);
         assert_int_equal(json_array_size(json_object_get(out, "items")), 1);
         json_decref(out);
     }
     /* only admins write */
     struct gs_client *others[] = {e->ten, e->nod, sch};
     for (int i = 0; i < 3; i++) {
-        expect(others[i], "POST", RC, NULL, BODY("other", ",\"handler\":\"runc\""), 403, NULL);
-        expect(others[i], "PATCH", RC "/runc", MP, "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", 403, NULL);
-        expect(others[i], "PUT", RC "/runc", NULL, BODY("runc", ",\"handler\":\"runc\""), 403, NULL);
-        expect(others[i], "DELETE", RC "/runc", NULL, NULL, 403, NULL);
+        fx_expect(others[i], "POST", RC, NULL, BODY("other", ",\"handler\":\"runc\""), 403, NULL);
+        fx_expect(others[i], "PATCH", RC "/runc", MP, "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", 403, NULL);
+        fx_expect(others[i], "PUT", RC "/runc", NULL, BODY("runc", ",\"handler\":\"runc\""), 403, NULL);
+        fx_expect(others[i], "DELETE", RC "/runc", NULL, NULL, 403, NULL);
     }
     struct gs_client *anon = fx_client(e->srv, NULL);
-    expect(anon, "GET", RC "/runc", NULL, NULL, 401, NULL);
+    fx_expect(anon, "GET", RC "/runc", NULL, NULL, 401, NULL);
     gs_client_free(anon);
-    expect(e->adm, "PATCH", RC "/runc", MP, "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", 200, NULL);
-    expect(e->adm, "DELETE", RC "/runc", NULL, NULL, 200, NULL);
-    expect(e->ten, "GET", RC "/runc", NULL, NULL, 404, NULL);
+    fx_expect(e->adm, "PATCH", RC "/runc", MP, "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}", 200, NULL);
+    fx_expect(e->adm, "DELETE", RC "/runc", NULL, NULL, 200, NULL);
+    fx_expect(e->ten, "GET", RC "/runc", NULL, NULL, 404, NULL);
     gs_client_free(sch);
 }
 
 static void validation(void **state)
 {
     struct api_env *e = *state;
-    expect(e->adm, "POST", RC, NULL, BODY("none", ""), 422, "handler: Required value");
-    expect(e->adm, "POST", RC, NULL, BODY("bad", ",\"handler\":\"Run_C\""), 422, "handler: Invalid value: \"Run_C\"");
-    expect(e->adm, "POST", RC, NULL, BODY("num", ",\"handler\":7"), 422, "handler");
-    expect(e->adm, "POST", RC, NULL, BODY("ov", ",\"handler\":\"runc\",\"overhead\":{\"podFixed\":{\"memory\":\"1Gb\"}}"),
+    fx_expect(e->adm, "POST", RC, NULL, BODY("none", ""), 422, "handler: Required value");
+    fx_expect(e->adm, "POST", RC, NULL, BODY("bad", ",\"handler\":\"Run_C\""), 422, "handler: Invalid value: \"Run_C\"");
+    fx_expect(e->adm, "POST", RC, NULL, BODY("num", ",\"handler\":7"), 422, "handler");
+    fx_expect(e->adm, "POST", RC, NULL, BODY("ov", ",\"handler\":\"runc\",\"overhead\":{\"podFixed\":{\"memory\":\"1Gb\"}}"),
            422, "overhead.podFixed.memory: Invalid value: \"1Gb\"");
-    expect(e->adm, "POST", RC, NULL, BODY("neg", ",\"handler\":\"runc\",\"overhead\":{\"podFixed\":{\"cpu\":\"-1\"}}"),
+    fx_expect(e->adm, "POST", RC, NULL, BODY("neg", ",\"handler\":\"runc\",\"overhead\":{\"podFixed\":{\"cpu\":\"-1\"}}"),
            422, "overhead.podFixed.cpu");
-    expect(e->adm, "POST", RC, NULL, BODY("sel", ",\"handler\":\"runc\",\"scheduling\":{\"nodeSelector\":{\"a\":1}}"),
+    fx_expect(e->adm, "POST", RC, NULL, BODY("sel", ",\"handler\":\"runc\",\"scheduling\":{\"nodeSelector\":{\"a\":1}}"),
            422, "scheduling.nodeSelector.a");
-    expect(e->adm, "POST", RC "?fieldValidation=Strict", NULL, BODY("strict", ",\"handler\":\"runc\",\"spec\":{}"),
+    fx_expect(e->adm, "POST", RC "?fieldValidation=Strict", NULL, BODY("strict", ",\"handler\":\"runc\",\"spec\":{}"),
            400, "strict decoding error: unknown field \"spec\"");
     /* a handler no node may have is still a valid RuntimeClass, as in Kubernetes */
-    expect(e->adm, "POST", RC, NULL,
+    fx_expect(e->adm, "POST", RC, NULL,
            BODY("kata", ",\"handler\":\"kata\",\"overhead\":{\"podFixed\":{\"cpu\":\"250m\",\"memory\":\"64Mi\"}},"
                 "\"scheduling\":{\"nodeSelector\":{\"k\":\"v\"},\"tolerations\":[{\"key\":\"k\",\"operator\":"
                 "\"Exists\"}]}"),
            201, NULL);
     /* handler is immutable; the rest may change */
-    expect(e->adm, "PATCH", RC "/kata", MP, "{\"handler\":\"runc\"}", 422, "handler: Invalid value: field is immutable");
-    expect(e->adm, "PATCH", RC "/kata", MP, "{\"overhead\":{\"podFixed\":{\"cpu\":\"1\"}}}", 200, NULL);
+    fx_expect(e->adm, "PATCH", RC "/kata", MP, "{\"handler\":\"runc\"}", 422, "handler: Invalid value: field is immutable");
+    fx_expect(e->adm, "PATCH", RC "/kata", MP, "{\"overhead\":{\"podFixed\":{\"cpu\":\"1\"}}}", 200, NULL);
     json_t *out = NULL;
-    assert_int_equal(req(e->adm, "GET", RC "/kata", NULL, NULL, &out), 200);
+    assert_int_equal(fx_req(e->adm, "GET", RC "/kata", NULL, NULL, &out), 200);
     assert_string_equal(json_string_value(json_object_get(out, "handler")), "kata");
     assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(out, "overhead"), "podFixed"),
                                                           "cpu")), "1");
