@@ -173,6 +173,22 @@ def test_missing_runtime_class_is_reported_not_ignored(up):
     assert phase(up, "norc") == "Pending"
 
 
+def test_runtime_class_with_a_handler_the_node_lacks(up):
+    rc = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "sandboxed"},
+          "handler": "kata"}
+    up.cli("apply", "-f", "-", input=json.dumps(rc))
+    up.cli("apply", "-f", "-", input=json.dumps(pod("nohandler", "true", runtime_class="sandboxed")))
+    w = wait_for(lambda: ctr_state(up, "nohandler").get("waiting", {}).get("reason") == "RuntimeHandlerNotFound"
+                 and ctr_state(up, "nohandler")["waiting"], 30, "RuntimeHandlerNotFound")
+    assert 'no runtime for handler "kata"' in w["message"], w
+    assert phase(up, "nohandler") == "Pending"
+    # the class now names a handler the node has: the pod starts without being recreated
+    rc["handler"] = "process"
+    up.cli("delete", "runtimeclass", "sandboxed")
+    up.cli("apply", "-f", "-", input=json.dumps(rc))
+    wait_for(lambda: phase(up, "nohandler") == "Succeeded", 30, f"the pod to run under process: {up.pod('nohandler')}")
+
+
 def test_pod_survives_an_agent_restart(gpusched_bin, tmp_path):
     need_tools()
     s = Stack(gpusched_bin, tmp_path)
