@@ -429,9 +429,11 @@ static grpc_status_code call_once(struct gs_etcd *c, size_t i, const char *metho
 
 int gs_etcd_unary(struct gs_etcd *c, const char *method, const struct ProtobufCMessage *req,
                   const struct ProtobufCMessageDescriptor *resp_desc, struct ProtobufCMessage **resp, bool idempotent,
-                  int timeout_ms, char *why, size_t why_len)
+                  int timeout_ms, bool *resent, char *why, size_t why_len)
 {
     *resp = NULL;
+    if (resent) *resent = false;
+    bool failed_before = false;
     grpc_slice send = pack_slice(req);
     int64_t start = now_ns(), end = start + (int64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms) * 1000000;
     size_t first = atomic_load(&c->cur);
@@ -455,6 +457,7 @@ int gs_etcd_unary(struct gs_etcd *c, const char *method, const struct ProtobufCM
         char one[300] = "";
         grpc_status_code code = call_once(c, i, method, send, budget, &recv, one, sizeof one);
         if (code == GRPC_STATUS_OK) {
+            if (resent) *resent = failed_before;
             atomic_store(&c->cur, i);
             *resp = recv ? unpack(recv, resp_desc) : protobuf_c_message_unpack(resp_desc, NULL, 0, (const uint8_t *)"");
             if (recv) grpc_byte_buffer_destroy(recv);
@@ -473,6 +476,7 @@ int gs_etcd_unary(struct gs_etcd *c, const char *method, const struct ProtobufCM
             if (code == GRPC_STATUS_DEADLINE_EXCEEDED) atomic_store(&c->cur, (i + 1) % c->n);
             break;
         }
+        failed_before = true;
         atomic_store(&c->cur, (i + 1) % c->n);
         if ((tries + 1) % c->n == 0) { /* every endpoint failed once: a short pause, then another round */
             struct timespec ts = {0, 100000000};

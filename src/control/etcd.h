@@ -57,10 +57,12 @@ const char *gs_etcd_endpoints(const struct gs_etcd *c);
  * endpoint could not be reached. timeout_ms 0: the client's default.
  * 0; GS_ERANGE (the revision was compacted), GS_ETIMEDOUT, GS_EINVAL (etcd
  * refused the request), GS_EIO (unreachable or failing), GS_ENOMEM; why
- * says etcd's message and the endpoint. */
+ * says etcd's message and the endpoint. *resent (may be NULL) is true on a
+ * success that followed an attempt whose connection failed: that attempt may
+ * have been applied too, which a non-idempotent caller must allow for. */
 int gs_etcd_unary(struct gs_etcd *c, const char *method, const struct ProtobufCMessage *req,
                   const struct ProtobufCMessageDescriptor *resp_desc, struct ProtobufCMessage **resp, bool idempotent,
-                  int timeout_ms, char *why, size_t why_len);
+                  int timeout_ms, bool *resent, char *why, size_t why_len);
 
 /*--- Watch streams ---*/
 

@@ -247,16 +247,22 @@ static void saw_rev(struct et_store *s, const Etcdserverpb__ResponseHeader *h)
     pthread_mutex_unlock(&s->emu);
 }
 
-static int call(struct et_store *s, const char *method, const void *req, const ProtobufCMessageDescriptor *d,
-                void **resp, bool idempotent)
+static int call_resent(struct et_store *s, const char *method, const void *req, const ProtobufCMessageDescriptor *d,
+                       void **resp, bool idempotent, bool *resent)
 {
     char why[700] = "";
-    int err = gs_etcd_unary(s->c, method, req, d, (ProtobufCMessage **)resp, idempotent, s->call_ms, why,
+    int err = gs_etcd_unary(s->c, method, req, d, (ProtobufCMessage **)resp, idempotent, s->call_ms, resent, why,
                             sizeof why);
     note_call(s, err, why);
     if (err && err != GS_ERANGE)
         gs_log(GS_LOG_WARN, "store: etcd call failed", "method", method, "error", why, NULL);
     return err;
+}
+
+static int call(struct et_store *s, const char *method, const void *req, const ProtobufCMessageDescriptor *d,
+                void **resp, bool idempotent)
+{
+    return call_resent(s, method, req, d, resp, idempotent, NULL);
 }
 
 /*--- Keys ---*/
@@ -304,6 +310,7 @@ struct txn_res {
     const Mvccpb__KeyValue *cur;     /* failed: the key now (NULL when absent) */
     const Mvccpb__KeyValue *prev;    /* a delete that succeeded: the state before */
     bool fenced;                     /* failed because the fence key changed */
+    bool resent;                     /* sent again after a failed connection (gs_etcd_unary) */
 };
 
 /* One conditional write of key (put value, or delete when value is NULL). */
@@ -373,7 +380,8 @@ static int txn(struct et_store *s, const char *key, enum cmp how, int64_t mod, c
     t.success = &okp;
     t.n_failure = fk ? 2 : 1;
     t.failure = fp;
-    int err = call(s, "/etcdserverpb.KV/Txn", &t, &etcdserverpb__txn_response__descriptor, (void **)&res->r, false);
+    int err = call_resent(s, "/etcdserverpb.KV/Txn", &t, &etcdserverpb__txn_response__descriptor, (void **)&res->r,
+                          false, &res->resent);
     free(k);
     free(fk);
     if (err) return err;
@@ -433,9 +441,20 @@ static int put_obj(struct et_store *s, const char *key, json_t *obj, enum cmp ho
     char *j = stored_json(obj);
     if (!j) return GS_ENOMEM;
     struct txn_res res;
-    int err = txn(s, key, how, mod, j, strlen(j), &res);
+    size_t jl = strlen(j);
+    int err = txn(s, key, how, mod, j, jl, &res);
+    /* Our own write, seen again: a Txn sent to a member that committed it
+     * and then died before answering is sent once more to the next member
+     * (gs_etcd_unary on UNAVAILABLE), whose compare then fails on the first
+     * attempt's result. The value holds the object's uid and timestamps, so
+     * byte equality names this very write, never another writer's. */
+    bool echo = !err && res.resent && !res.r->succeeded && !res.fenced && res.cur && res.cur->value.len == jl &&
+                !memcmp(res.cur->value.data, j, jl);
     free(j);
-    if (!err && !res.r->succeeded) {
+    if (echo) {
+        gs_log(GS_LOG_INFO, "store: an etcd write retried on another member had been applied", "key", key, NULL);
+        res.rev = res.cur->mod_revision;
+    } else if (!err && !res.r->succeeded) {
         if (res.fenced) log_fenced(s, key), err = GS_EFENCED;
         else if (how == CMP_ABSENT) err = GS_EEXIST;
         else err = res.cur ? GS_ECONFLICT : GS_ENOENT;

@@ -106,7 +106,7 @@ static char *raw_get(const char *key, int64_t *mod)
     r.key = (ProtobufCBinaryData){strlen(key), (uint8_t *)(uintptr_t)key};
     ProtobufCMessage *m = NULL;
     assert_int_equal(gs_etcd_unary(c, "/etcdserverpb.KV/Range", &r.base, &etcdserverpb__range_response__descriptor,
-                                   &m, true, 0, why, sizeof why), 0);
+                                   &m, true, 0, NULL, why, sizeof why), 0);
     Etcdserverpb__RangeResponse *resp = (Etcdserverpb__RangeResponse *)m;
     char *v = NULL;
     if (resp->n_kvs) {
@@ -314,7 +314,7 @@ static int64_t raw_put(const char *key, const char *value)
     p.value = (ProtobufCBinaryData){strlen(value), (uint8_t *)(uintptr_t)value};
     ProtobufCMessage *m = NULL;
     assert_int_equal(gs_etcd_unary(c, "/etcdserverpb.KV/Put", &p.base, &etcdserverpb__put_response__descriptor, &m,
-                                   false, 0, why, sizeof why), 0);
+                                   false, 0, NULL, why, sizeof why), 0);
     int64_t rev = ((Etcdserverpb__PutResponse *)m)->header->revision;
     protobuf_c_message_free_unpacked(m, NULL);
     gs_etcd_close(c);
@@ -384,7 +384,7 @@ static void a_value_that_is_not_json_is_skipped(void **state)
     assert_int_equal(gs_etcd_open(&o, &c, why, sizeof why), 0);
     ProtobufCMessage *m = NULL;
     assert_int_equal(gs_etcd_unary(c, "/etcdserverpb.KV/Txn", &t.base, &etcdserverpb__txn_response__descriptor, &m,
-                                   false, 0, why, sizeof why), 0);
+                                   false, 0, NULL, why, sizeof why), 0);
     protobuf_c_message_free_unpacked(m, NULL);
     gs_etcd_close(c);
     /* The good one reaches watchers; the bad one is skipped without making them relist. */
@@ -440,7 +440,7 @@ static void list_pages_over_many_keys(void **state)
         t.success = ops;
         ProtobufCMessage *m = NULL;
         assert_int_equal(gs_etcd_unary(c, "/etcdserverpb.KV/Txn", &t.base, &etcdserverpb__txn_response__descriptor,
-                                       &m, false, 0, why, sizeof why), 0);
+                                       &m, false, 0, NULL, why, sizeof why), 0);
         protobuf_c_message_free_unpacked(m, NULL);
     }
     gs_etcd_close(c);
@@ -510,7 +510,7 @@ static void compaction_expires_old_watches(void **state)
     rq.revision = start;
     ProtobufCMessage *m = NULL;
     assert_int_equal(gs_etcd_unary(c, "/etcdserverpb.KV/Range", &rq.base, &etcdserverpb__range_response__descriptor,
-                                   &m, true, 0, why, sizeof why), GS_ERANGE);
+                                   &m, true, 0, NULL, why, sizeof why), GS_ERANGE);
     assert_non_null(strstr(why, "required revision has been compacted"));
     gs_etcd_close(c);
     /* Later changes still flow to a watch from now. */
