@@ -254,7 +254,11 @@ static int set_value(struct sim_args *a, const char *flag, const char *v)
     else if (!strcmp(flag, "--tune")) return parse_tune(a, flag, v);
     else if (!strcmp(flag, "--gang-queue")) {
         int m = gs_gangq_mode_parse(v);
-        if (m < 0) return bad(flag, v, "want scheduler, fifo, volcano or reserve");
+        if (m < 0) {
+            char want[256] = "want ";
+            gs_gangq_mode_list(want + 5, sizeof want - 5);
+            return bad(flag, v, want);
+        }
         a->gang_queue = m;
     }
     else if (!strcmp(flag, "--experiment")) {

@@ -493,12 +493,12 @@ static int init_gangq(struct replay *r)
     int rc = gs_gangq_new(r->o->gang_queue, r->t, dur, r->cache, &r->clock, &r->profile, hook_gang_released, r,
                           &r->gq, r->d);
     free(dur);
-    if (rc || r->o->gang_queue != GS_GANGQ_RESERVE) return rc;
+    if (rc || !gs_gangq_mode_pins(r->o->gang_queue)) return rc;
     /* Backfills beside the reservation take the nodes the check chose (after
      * the gang queue's own placement check was built, which must not see it). */
     if (r->profile.npoints[GS_PT_FILTER] >= GS_MAX_PLUGINS_PER_POINT || r->profile.nargs >= GS_MAX_PLUGINS_PER_POINT * 4) {
-        gs_diags_add(r->d, "--gang-queue", "reserve: the profile has no room for the filter %s",
-                     gs_gangq_pin_plugin.name);
+        gs_diags_add(r->d, "--gang-queue", "%s: the profile has no room for the filter %s",
+                     gs_gangq_mode_name(r->o->gang_queue), gs_gangq_pin_plugin.name);
         return GS_EINVAL;
     }
     if (!(r->gq_args = gs_gangq_plugin_args(r->gq))) return GS_ENOMEM;

@@ -13,8 +13,11 @@
 #include "sim/replay_gangq.h"
 
 #include "sched/admission/placement.h"
+#include "sched/gang_core.h"
 #include "sched/strmap.h"
+#include "sched/topology_core.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,7 @@ struct wl {
     size_t n, arrived, nbound_once;
     int32_t min_member;
     int32_t priority;     /* the highest of its pods' */
+    const char *topo_key; /* its PodGroup's required topology domain (a node label), NULL none; borrowed */
     int32_t on_node;
     int64_t first_arrival_ns, started_ns; /* started: the last pod's first bind, -1 until then */
     int64_t gpu_milli, cpu_milli, mem_bytes, duration_ns;
@@ -45,8 +49,19 @@ struct by_ptr {
     size_t i;
 };
 
+/* A pod the real shadow start releases: running (bound) or assumed by this
+ * cycle's checks, until end. */
+struct relp {
+    size_t i;
+    int64_t end;
+    struct gs_assignment a;
+    bool assumed;
+};
+
 struct gs_gangq {
     enum gs_gangq_mode mode;
+    enum gs_gangq_mode base;      /* the cycle the mode runs (MODES) */
+    unsigned flags;               /* F_* */
     const struct gs_trace *t;
     struct gs_cache *cache;
     struct gs_placer *placer;
@@ -66,26 +81,68 @@ struct gs_gangq {
     int32_t *nodes_out;           /* the placement check's node per pod */
     struct by_ptr *by_ptr;        /* trace pods sorted by address, for the pin filter */
     int64_t gang_waiting;         /* arrived gang pods not running */
+    struct relp *rel;             /* scratch: pods the real shadow start releases */
+    int32_t *sizes;               /* scratch: whole GPUs of a workload's pods, largest first */
+    /* Domains of one required-topology key (F_DOMAINS): each node's domain, one node selector per domain. */
+    char *dom_key;
+    uint64_t dom_epoch;
+    int32_t dom_nodes, ndom;
+    int32_t *node_dom;            /* by node slot, -1: no value */
+    struct gs_kv *dom_kv;         /* ndom entries: key dom_key (borrowed), value owned */
+    struct gs_labels *dom_sel;    /* ndom selectors, each of one dom_kv */
+    int64_t *dom_free;            /* free whole GPUs per domain */
+    int32_t *dom_order;
     bool pin_beside;              /* reserve: backfills beside the reservation take the checked nodes */
     struct gs_gangq_stats st;
 };
 
+/*--- Modes ---*/
+
+/* How a reserve-family mode departs from `reserve`. */
+enum {
+    F_SHADOW_REAL = 1 << 0, /* shadow start by the placement check on the cluster with ended pods released */
+    F_DOMAINS = 1 << 1,     /* checks of a gang with a required domain try each domain (tightest first) */
+    F_PIN_ALL = 1 << 2,     /* every workload let in is pinned to the checked nodes, not only beside */
+};
+
+static const struct mode_def {
+    const char *name;
+    enum gs_gangq_mode base; /* the cycle it runs */
+    unsigned flags;
+} MODES[] = {
+    [GS_GANGQ_SCHEDULER] = {"scheduler", GS_GANGQ_SCHEDULER, 0},
+    [GS_GANGQ_FIFO] = {"fifo", GS_GANGQ_FIFO, 0},
+    [GS_GANGQ_VOLCANO] = {"volcano", GS_GANGQ_VOLCANO, 0},
+    [GS_GANGQ_RESERVE] = {"reserve", GS_GANGQ_RESERVE, 0},
+    [GS_GANGQ_RESERVE_EXACT] = {"reserve-exact", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS},
+    [GS_GANGQ_RESERVE_PINNED] = {"reserve-pinned", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS | F_PIN_ALL},
+};
+static_assert(sizeof MODES / sizeof MODES[0] == GS_GANGQ_NMODES, "a name for every gang queue mode");
+
 int gs_gangq_mode_parse(const char *s)
 {
-    static const char *names[] = {"scheduler", "fifo", "volcano", "reserve"};
-    for (int i = 0; s && i < 4; i++)
-        if (!strcmp(s, names[i])) return i;
+    for (int i = 0; s && i < GS_GANGQ_NMODES; i++)
+        if (!strcmp(s, MODES[i].name)) return i;
     return -1;
 }
 
 const char *gs_gangq_mode_name(enum gs_gangq_mode m)
 {
-    switch (m) {
-    case GS_GANGQ_FIFO: return "fifo";
-    case GS_GANGQ_VOLCANO: return "volcano";
-    case GS_GANGQ_RESERVE: return "reserve";
-    default: return "scheduler";
-    }
+    return (unsigned)m < GS_GANGQ_NMODES ? MODES[m].name : MODES[GS_GANGQ_SCHEDULER].name;
+}
+
+void gs_gangq_mode_list(char *buf, size_t len)
+{
+    size_t n = 0;
+    if (len) buf[0] = 0;
+    for (int i = 0; i < GS_GANGQ_NMODES && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? (i + 1 == GS_GANGQ_NMODES ? " or " : ", ") : "",
+                              MODES[i].name);
+}
+
+bool gs_gangq_mode_pins(enum gs_gangq_mode m)
+{
+    return (unsigned)m < GS_GANGQ_NMODES && MODES[m].base == GS_GANGQ_RESERVE;
 }
 
 static int32_t whole_gpus(const struct gs_pod *p)
@@ -112,7 +169,7 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
         snprintf(key, sizeof key, "%s/%s", pg->meta.namespace_ ? pg->meta.namespace_ : "default",
                  pg->meta.name ? pg->meta.name : "");
         const char *k = KEEP_KEY();
-        rc = k ? gs__strmap_put(&min_of, k, (void *)(uintptr_t)(pg->min_member > 0 ? pg->min_member : 1)) : GS_ENOMEM;
+        rc = k ? gs__strmap_put(&min_of, k, (void *)pg) : GS_ENOMEM;
     }
     size_t *count = calloc(t->npods ? t->npods : 1, sizeof *count);
     q->wls = calloc(t->npods ? t->npods : 1, sizeof *q->wls);
@@ -129,8 +186,12 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
             if (v) w = (size_t)(uintptr_t)v - 1;
             else {
                 w = q->nwls++;
-                void *m = gs__strmap_get(&min_of, key);
-                q->wls[w].min_member = m ? (int32_t)(uintptr_t)m : 0; /* 0: all its pods */
+                const struct gs_podgroup *pg = gs__strmap_get(&min_of, key);
+                q->wls[w].min_member = pg ? (pg->min_member > 0 ? pg->min_member : 1) : 0; /* 0: all its pods */
+                if (pg) {
+                    const char *tk = gs_labels_get(&pg->meta.annotations, GS_ANN_GANG_REQUIRED_TOPOLOGY);
+                    q->wls[w].topo_key = tk && *tk ? tk : pg->topology_key;
+                }
                 const char *k = KEEP_KEY();
                 if (!k) rc = GS_ENOMEM;
                 else rc = gs__strmap_put(&by_group, k, (void *)(uintptr_t)(w + 1));
@@ -175,6 +236,8 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
     return rc;
 }
 
+static void domains_clear(struct gs_gangq *q);
+
 static int cmp_ptr(const void *a, const void *b)
 {
     uintptr_t x = (uintptr_t)((const struct by_ptr *)a)->p, y = (uintptr_t)((const struct by_ptr *)b)->p;
@@ -186,9 +249,15 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
                  gs_gangq_release_fn release, void *ctx, struct gs_gangq **out, struct gs_diags *d)
 {
     *out = NULL;
+    if ((unsigned)mode >= GS_GANGQ_NMODES) {
+        gs_diags_add(d, "gang_queue", "%d is not a gang queue mode", (int)mode);
+        return GS_EINVAL;
+    }
     struct gs_gangq *q = calloc(1, sizeof *q);
     if (!q) return GS_ENOMEM;
     q->mode = mode;
+    q->base = MODES[mode].base;
+    q->flags = MODES[mode].flags;
     q->t = t;
     q->cache = cache;
     q->release = release;
@@ -203,6 +272,8 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
     q->order = calloc(n, sizeof *q->order);
     q->ord2 = calloc(n, sizeof *q->ord2);
     q->nodes_out = calloc(n, sizeof *q->nodes_out);
+    q->rel = calloc(n, sizeof *q->rel);
+    q->sizes = calloc(n, sizeof *q->sizes);
     q->by_ptr = calloc(n, sizeof *q->by_ptr);
     q->reserved = calloc(nn, 1);
     q->freegpu = calloc(nn, sizeof *q->freegpu);
@@ -210,7 +281,7 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
     int rc = 0;
     if (!q->pods || !q->line || !q->touched || !q->kept || !q->buf || !q->order || !q->ord2 || !q->reserved ||
         !q->freegpu || !q->tmp ||
-        !q->nodes_out || !q->by_ptr)
+        !q->nodes_out || !q->by_ptr || !q->rel || !q->sizes)
         rc = GS_ENOMEM;
     for (size_t i = 0; !rc && i < t->npods; i++) {
         q->pods[i].node = q->pods[i].pin = -1;
@@ -218,7 +289,7 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
     }
     if (!rc) qsort(q->by_ptr, t->npods, sizeof *q->by_ptr, cmp_ptr);
     if (!rc) rc = build_workloads(q, duration_ns, d);
-    if (!rc && mode != GS_GANGQ_SCHEDULER) rc = gs_placer_new(cache, clock, profile, &q->placer, d);
+    if (!rc && q->base != GS_GANGQ_SCHEDULER) rc = gs_placer_new(cache, clock, profile, &q->placer, d);
     if (rc) {
         gs_gangq_free(q);
         return rc;
@@ -235,7 +306,8 @@ void gs_gangq_free(struct gs_gangq *q)
     gs_placer_free(q->placer);
     free(q->pods), free(q->line), free(q->touched), free(q->kept), free(q->buf);
     free(q->order), free(q->ord2), free(q->reserved), free(q->freegpu), free(q->tmp);
-    free(q->nodes_out), free(q->by_ptr);
+    free(q->nodes_out), free(q->by_ptr), free(q->rel), free(q->sizes);
+    domains_clear(q);
     free(q);
 }
 
@@ -253,7 +325,7 @@ bool gs_gangq_arrive(struct gs_gangq *q, size_t i, int64_t now)
     q->pods[i].arrived = true;
     w->arrived++;
     if (w->n > 1) q->gang_waiting++;
-    if (q->mode == GS_GANGQ_SCHEDULER || w->released) return false; /* a late member goes through */
+    if (q->base == GS_GANGQ_SCHEDULER || w->released) return false; /* a late member goes through */
     if (!w->queued && w->arrived >= (size_t)w->min_member) {
         /* Behind every workload of its priority or higher: priority, then completion. */
         w->queued = true;
@@ -324,26 +396,142 @@ void gs_gangq_check(struct gs_gangq *q)
     q->ntouched = 0;
 }
 
+/*--- Domains of a required topology ---*/
+
+static void domains_clear(struct gs_gangq *q)
+{
+    for (int32_t d = 0; d < q->ndom; d++) free(q->dom_kv[d].value);
+    free(q->dom_key), free(q->node_dom), free(q->dom_kv), free(q->dom_sel), free(q->dom_free), free(q->dom_order);
+    q->dom_key = NULL, q->node_dom = NULL, q->dom_kv = NULL, q->dom_sel = NULL, q->dom_free = NULL;
+    q->dom_order = NULL;
+    q->ndom = q->dom_nodes = 0;
+}
+
+/* The domains of key (a node label): each node's, in order of first node,
+ * kept until key or the set of nodes changes. 0 or GS_ENOMEM. */
+static int domains_of(struct gs_gangq *q, const char *key)
+{
+    int32_t nn = gs_cache_node_count(q->cache);
+    uint64_t e = gs_cache_epoch(q->cache);
+    if (q->dom_key && !strcmp(q->dom_key, key) && q->dom_epoch == e && q->dom_nodes == nn) return 0;
+    domains_clear(q);
+    size_t m = (size_t)(nn ? nn : 1);
+    q->dom_key = strdup(key);
+    q->node_dom = malloc(m * sizeof *q->node_dom);
+    q->dom_kv = calloc(m, sizeof *q->dom_kv);
+    q->dom_sel = calloc(m, sizeof *q->dom_sel);
+    q->dom_free = calloc(m, sizeof *q->dom_free);
+    q->dom_order = calloc(m, sizeof *q->dom_order);
+    if (!q->dom_key || !q->node_dom || !q->dom_kv || !q->dom_sel || !q->dom_free || !q->dom_order) goto oom;
+    for (int32_t j = 0; j < nn; j++) {
+        const char *v = gs_topo_domain(gs_cache_node(q->cache, j), key);
+        int32_t d = 0;
+        while (v && d < q->ndom && strcmp(q->dom_kv[d].value, v)) d++;
+        if (v && d == q->ndom) {
+            if (!(q->dom_kv[d].value = strdup(v))) goto oom;
+            q->dom_kv[d].key = q->dom_key;
+            q->dom_sel[d] = (struct gs_labels){.v = &q->dom_kv[d], .n = 1};
+            q->ndom++;
+        }
+        q->node_dom[j] = v ? d : -1;
+    }
+    q->dom_epoch = e;
+    q->dom_nodes = nn;
+    return 0;
+oom:
+    domains_clear(q);
+    return GS_ENOMEM;
+}
+
 /*--- Admission checks ---*/
 
-/* Can every arrived pod of w be placed now (nodes with excluded[i] set left
- * out)? On yes the pods stay assumed until the cycle ends, and with pin each
- * is pinned to its node (the pin filter). 1, 0 or GS_E*. */
-static int fits_now_pin(struct gs_gangq *q, struct wl *w, const uint8_t *excluded, bool pin)
+static bool in_cache(const struct gs_gangq *q, size_t i)
+{
+    char key[512];
+    gs_meta_key(&q->t->pods[i].pod->meta, key, sizeof key);
+    return gs_cache_pod_assignment(q->cache, key) != NULL;
+}
+
+/* The pods of w a check places: arrived, not running, and not let in (or,
+ * with released, let in but not in the cache yet: a head still to bind).
+ * Into q->buf; *need: the whole GPUs they take at least (pods sharing a GPU
+ * count none). */
+static size_t pending_pods(struct gs_gangq *q, const struct wl *w, bool released, int64_t *need)
 {
     size_t n = 0;
+    *need = 0;
     for (size_t k = 0; k < w->n; k++) {
         size_t i = w->pods[k];
-        if (q->pods[i].arrived && !q->pods[i].released && q->pods[i].node < 0) q->buf[n++] = q->t->pods[i].pod;
+        const struct qpod *p = &q->pods[i];
+        if (!p->arrived || p->node >= 0 || (p->released && (!released || in_cache(q, i)))) continue;
+        const struct gs_demand *dm = &q->t->pods[i].pod->demand;
+        if (dm->gpu_milli >= GS_GPU_MILLI) *need += dm->gpu_count;
+        q->buf[n++] = q->t->pods[i].pod;
     }
+    return n;
+}
+
+/* Free whole GPUs on usable nodes, per domain into q->dom_free when dom. */
+static int64_t free_whole(struct gs_gangq *q, const uint8_t *excluded, bool dom)
+{
+    int64_t sum = 0;
+    if (dom) memset(q->dom_free, 0, (size_t)q->ndom * sizeof *q->dom_free);
+    for (int32_t j = 0, nn = gs_cache_node_count(q->cache); j < nn; j++) {
+        const struct gs_node_info *ni = gs_cache_node(q->cache, j);
+        if (!ni->live || !ni->schedulable || (excluded && excluded[j])) continue;
+        sum += ni->gpus_whole_free;
+        if (dom && q->node_dom[j] >= 0) q->dom_free[q->node_dom[j]] += ni->gpus_whole_free;
+    }
+    return sum;
+}
+
+static int cmp_dom(const void *a, const void *b, void *ctx)
+{
+    const struct gs_gangq *q = ctx;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (q->dom_free[x] != q->dom_free[y]) return q->dom_free[x] < q->dom_free[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* The placement check of q->buf[0..n) for w: 1 (nodes in q->nodes_out, the
+ * pods assumed when keep), 0 or GS_E*. A gang with a required domain tries
+ * each domain that has the GPUs, tightest first (F_DOMAINS); else the placer
+ * puts its first pod anywhere and the rest beside it. */
+static int check_pods(struct gs_gangq *q, const struct wl *w, size_t n, int64_t need, const uint8_t *excluded,
+                      bool keep)
+{
     if (!n) return 1;
+    bool dom = (q->flags & F_DOMAINS) && w->topo_key;
+    if (dom && domains_of(q, w->topo_key)) return GS_ENOMEM;
+    if (free_whole(q, excluded, dom) < need) return 0; /* what every answer below needs */
     struct gs_place_req r = {.pods = q->buf, .npods = n, .excluded = excluded, .nodes_out = q->nodes_out,
-                             .keep = true};
-    int rc = gs_placer_try(q->placer, &r, NULL, 0);
+                             .keep = keep};
+    if (!dom) return gs_placer_try(q->placer, &r, NULL, 0);
+    int32_t m = 0;
+    for (int32_t d = 0; d < q->ndom; d++)
+        if (q->dom_free[d] >= need) q->dom_order[m++] = d;
+    qsort_r(q->dom_order, (size_t)m, sizeof *q->dom_order, cmp_dom, q);
+    for (int32_t k = 0; k < m; k++) {
+        r.labels = &q->dom_sel[q->dom_order[k]];
+        int rc = gs_placer_try(q->placer, &r, NULL, 0);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Can every arrived pod of w be placed now (nodes with excluded[i] set left
+ * out)? On yes the pods stay assumed until the cycle ends, and with pin
+ * (or F_PIN_ALL) each is pinned to its node (the pin filter). 1, 0 or GS_E*. */
+static int fits_now_pin(struct gs_gangq *q, struct wl *w, const uint8_t *excluded, bool pin)
+{
+    int64_t need;
+    size_t n = pending_pods(q, w, false, &need);
+    int rc = check_pods(q, w, n, need, excluded, true);
+    pin = q->pin_beside && (pin || (q->flags & F_PIN_ALL));
     if (rc == 1)
-        for (size_t k = 0, j = 0; k < w->n; k++) {
+        for (size_t k = 0, j = 0; k < w->n && j < n; k++) {
             size_t i = w->pods[k];
-            if (!q->pods[i].arrived || q->pods[i].released || q->pods[i].node >= 0) continue;
+            if (q->t->pods[i].pod != q->buf[j]) continue;
             q->kept[q->nkept++] = i;
             if (pin) q->pods[i].pin = q->nodes_out[j];
             j++;
@@ -450,6 +638,126 @@ static int64_t shadow_start(struct gs_gangq *q, const struct wl *head, int64_t n
     return INT64_MAX;
 }
 
+/*--- The shadow start by the placement check (F_SHADOW_REAL) ---*/
+
+static int cmp_rel(const void *a, const void *b)
+{
+    const struct relp *x = a, *y = b;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int cmp_i32_desc(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x > y ? -1 : x < y;
+}
+
+/* Best fit decreasing of sizes[0..n) (largest first) on free whole GPUs per
+ * node, on the nodes of domain dom (-1: all). true when all fit. */
+static bool pack_sizes(struct gs_gangq *q, const int32_t *sizes, size_t n, int32_t nn, int32_t dom)
+{
+    for (int32_t j = 0; j < nn; j++) q->tmp[j] = dom < 0 || q->node_dom[j] == dom ? q->freegpu[j] : -1;
+    for (size_t k = 0; k < n; k++) {
+        int32_t g = sizes[k], best = -1;
+        for (int32_t j = 0; j < nn; j++)
+            if (q->tmp[j] >= g && (best < 0 || q->tmp[j] < q->tmp[best])) best = j;
+        if (best < 0) return false;
+        q->tmp[best] -= g;
+    }
+    return true;
+}
+
+/* Could the head's pods go on q->freegpu by whole GPUs alone (in one of its
+ * domains when it has a required one)? A quick test before the real check. */
+static bool might_fit(struct gs_gangq *q, const struct wl *head, size_t n, int32_t nn)
+{
+    if (!(q->flags & F_DOMAINS) || !head->topo_key) return pack_sizes(q, q->sizes, n, nn, -1);
+    for (int32_t d = 0; d < q->ndom; d++)
+        if (pack_sizes(q, q->sizes, n, nn, d)) return true;
+    return false;
+}
+
+/* Takes rel's pod out of the cache (its resources free), or puts it back. */
+static int release_pod(struct gs_gangq *q, struct relp *r, bool back)
+{
+    char key[512];
+    const struct gs_pod *pod = q->t->pods[r->i].pod;
+    gs_meta_key(&pod->meta, key, sizeof key);
+    if (back) return r->assumed ? gs_cache_assume(q->cache, pod, &r->a, 0) : gs_cache_add_bound(q->cache, pod, &r->a);
+    const struct gs_assignment *a = gs_cache_pod_assignment(q->cache, key);
+    if (!a) return GS_ESTATE;
+    r->a = *a;
+    return r->assumed ? gs_cache_forget(q->cache, key) : gs_cache_remove_pod(q->cache, key);
+}
+
+/* The head's shadow start with the profile's filters: running pods (and
+ * those this cycle's checks assumed, from now on) are taken out of the
+ * cache in order of their end until the placement check places the head's
+ * pods; that end is the shadow start and q->reserved marks the nodes the
+ * check chose. Every pod taken out is put back, so the cache ends as it
+ * began. INT64_MAX (nothing reserved) when the head never fits; *err GS_E*. */
+static int64_t shadow_real(struct gs_gangq *q, const struct wl *head, int64_t now, int *err)
+{
+    int32_t nn = gs_cache_node_count(q->cache);
+    memset(q->reserved, 0, (size_t)nn);
+    int64_t need;
+    size_t np = pending_pods(q, head, true, &need);
+    if (!np) return now;
+    for (size_t k = 0; k < np; k++) {
+        const struct gs_demand *dm = &q->buf[k]->demand;
+        q->sizes[k] = dm->gpu_milli >= GS_GPU_MILLI ? dm->gpu_count : 0;
+    }
+    qsort(q->sizes, np, sizeof *q->sizes, cmp_i32_desc);
+    if ((q->flags & F_DOMAINS) && head->topo_key && (*err = domains_of(q, head->topo_key))) return INT64_MAX;
+    for (int32_t j = 0; j < nn; j++) {
+        const struct gs_node_info *ni = gs_cache_node(q->cache, j);
+        q->freegpu[j] = ni->live && ni->schedulable ? ni->gpus_whole_free : -1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < q->t->npods; i++)
+        if (q->pods[i].node >= 0 && q->pods[i].end_ns >= 0)
+            q->rel[n++] = (struct relp){.i = i, .end = q->pods[i].end_ns};
+    for (size_t k = 0; k < q->nkept; k++) {
+        size_t i = q->kept[k];
+        if (q->pods[i].dur_ns >= 0) q->rel[n++] = (struct relp){.i = i, .end = now + q->pods[i].dur_ns, .assumed = true};
+    }
+    qsort(q->rel, n, sizeof *q->rel, cmp_rel);
+    int64_t start = INT64_MAX;
+    size_t out = 0; /* rel[0..out) are out of the cache */
+    /* now, then after each end */
+    for (size_t k = 0; k <= n && start == INT64_MAX && !*err; k++) {
+        if (k > 0) {
+            struct relp *r = &q->rel[k - 1];
+            const struct gs_assignment *a = NULL;
+            char key[512];
+            gs_meta_key(&q->t->pods[r->i].pod->meta, key, sizeof key);
+            if ((a = gs_cache_pod_assignment(q->cache, key)) && q->freegpu[a->node] >= 0)
+                q->freegpu[a->node] += __builtin_popcountll(a->gpu_mask);
+            if (k < n && q->rel[k].end == r->end) continue;
+        }
+        if (!might_fit(q, head, np, nn)) continue;
+        for (; out < k && !*err; out++) *err = release_pod(q, &q->rel[out], false);
+        if (*err) break;
+        pending_pods(q, head, true, &need); /* q->buf again: the quick test did not touch it */
+        int rc = check_pods(q, head, np, need, NULL, true);
+        if (rc < 0) *err = rc;
+        if (rc != 1) continue;
+        start = k ? q->rel[k - 1].end : now;
+        char key[512];
+        for (size_t j = 0; j < np; j++) {
+            q->reserved[q->nodes_out[j]] = 1;
+            gs_meta_key(&q->buf[j]->meta, key, sizeof key);
+            gs_cache_forget(q->cache, key);
+        }
+    }
+    while (out > 0) {
+        int rc = release_pod(q, &q->rel[--out], true);
+        if (rc && !*err) *err = rc;
+    }
+    return start;
+}
+
 static int cycle_fifo(struct gs_gangq *q, size_t *released)
 {
     /* Strict: a workload let in earlier and not yet bound is still ahead. */
@@ -518,7 +826,9 @@ static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released)
         head = w;
     }
     if (!head) return 0;
-    int64_t start = shadow_start(q, head, now);
+    int err = 0;
+    int64_t start = (q->flags & F_SHADOW_REAL) ? shadow_real(q, head, now, &err) : shadow_start(q, head, now);
+    if (err) return err;
     q->st.reservations++;
     for (; k < q->nline; k++) {
         struct wl *w = &q->wls[q->line[k]];
@@ -541,12 +851,12 @@ static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released)
 
 int gs_gangq_cycle(struct gs_gangq *q, int64_t now)
 {
-    if (q->mode == GS_GANGQ_SCHEDULER) return 0;
+    if (q->base == GS_GANGQ_SCHEDULER) return 0;
     for (size_t i = 0; q->pin_beside && i < q->t->npods; i++) q->pods[i].pin = -1; /* pins last one instant */
     if (!q->nline) return 0;
     size_t released = 0;
-    int rc = q->mode == GS_GANGQ_FIFO      ? cycle_fifo(q, &released)
-             : q->mode == GS_GANGQ_VOLCANO ? cycle_volcano(q, &released)
+    int rc = q->base == GS_GANGQ_FIFO      ? cycle_fifo(q, &released)
+             : q->base == GS_GANGQ_VOLCANO ? cycle_volcano(q, &released)
                                            : cycle_reserve(q, now, &released);
     forget_kept(q);
     if (rc < 0) return rc;

@@ -50,11 +50,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum gs_gangq_mode { GS_GANGQ_SCHEDULER, GS_GANGQ_FIFO, GS_GANGQ_VOLCANO, GS_GANGQ_RESERVE };
+enum gs_gangq_mode {
+    GS_GANGQ_SCHEDULER,
+    GS_GANGQ_FIFO,
+    GS_GANGQ_VOLCANO,
+    GS_GANGQ_RESERVE,
+    GS_GANGQ_RESERVE_EXACT,
+    GS_GANGQ_RESERVE_PINNED,
+    GS_GANGQ_NMODES
+};
 
-/* "scheduler", "fifo", "volcano", "reserve" -> mode; -1 when none of them. */
+/* A mode's name ("scheduler", "fifo", ...) -> mode; -1 when none of them. */
 int gs_gangq_mode_parse(const char *s);
 const char *gs_gangq_mode_name(enum gs_gangq_mode m);
+/* "scheduler, fifo, ... or X" into buf (truncated to len). */
+void gs_gangq_mode_list(char *buf, size_t len);
+/* Does the mode pin workloads it lets in (needs GangQueuePin in the profile)? */
+bool gs_gangq_mode_pins(enum gs_gangq_mode m);
 
 struct gs_gangq;
 
