@@ -9,7 +9,10 @@ gang delay p50/p99, GPU-hours idle while gangs wait, evictions, backfills and
 partial gangs, as RESULTS.md's tables show them. Each run is one process;
 the numbers are the JSON fields of that run (nothing is timed here).
 
-usage: gang_queue.py GPUSCHED [MODE ...]   (default: every mode)"""
+usage: gang_queue.py GPUSCHED [MODE[:SLACK] ...]
+MODE is a --gang-queue mode, or "default" for none (the replay's default);
+SLACK adds --gang-slack SLACK. Default: scheduler fifo volcano reserve
+reserve-exact reserve-pinned backfill."""
 import json
 import os
 import subprocess
@@ -23,7 +26,7 @@ WORKLOADS = [  # (name, nodes, groups, seed, profile)
     ("64/300/42 no preemption", 64, 300, 42, "bench/gang-no-preemption.yaml"),
     ("48/200/7 preemption", 48, 200, 7, "examples/scheduler/gang-topology-scheduler.yaml"),
 ]
-MODES = ["scheduler", "fifo", "volcano", "reserve"]
+MODES = ["scheduler", "fifo", "volcano", "reserve", "reserve-exact", "reserve-pinned", "backfill"]
 
 
 def main():
@@ -42,13 +45,18 @@ def main():
         for m in modes:
             cmd = [binary, "sim", "--experiment", "replay", "--cluster", os.path.join(out, "nodes.yaml"),
                    "--workload", os.path.join(out, "workload.yaml"), "--config", os.path.join(ROOT, profile),
-                   "--policy", "BestFit", "--json", "-q", "--gang-queue", m]
+                   "--policy", "BestFit", "--json", "-q"]
+            mode, _, slack = m.partition(":")
+            if mode != "default":
+                cmd += ["--gang-queue", mode]
+            if slack:
+                cmd += ["--gang-slack", slack]
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 sys.exit("%s: exit %d: %s" % (" ".join(cmd), r.returncode, r.stderr.strip()))
             d = json.loads(r.stdout)[0]
-            print("| %s | %s | %.0f / %.0f | %.1f of %.2f h (%.1f%%) | %d | %d | %d |" % (
-                name, m, d["gang_delay_p50"], d["gang_delay_p99"], d["gang_idle_gpu_hours"], d["gang_wait_hours"],
+            print("| %s | %s%s | %.0f / %.0f | %.1f of %.2f h (%.1f%%) | %d | %d | %d |" % (
+                name, m, "" if mode != "default" else " (%s)" % d["gang_queue"], d["gang_delay_p50"], d["gang_delay_p99"], d["gang_idle_gpu_hours"], d["gang_wait_hours"],
                 100 * d["gang_idle_frac"], d["pods_preempted"], d["gang_backfilled"], d["partial_gangs"]), flush=True)
 
 

@@ -53,6 +53,8 @@ struct sim_args {
     const char *config, *out;
     bool json, quiet;
     int gang_queue;                   /* --gang-queue (sim/replay_gangq.h) */
+    bool gang_queue_set;              /* --gang-queue given (else auto for replay) */
+    int64_t gang_slack;               /* --gang-slack seconds, 0 = the mode's */
     bool bound;                       /* --bound: fgd's upper bound next to each policy */
     char node_path[4096], pod_path[4096];
     int argc;                         /* the command line, for the report's metadata */
@@ -85,10 +87,14 @@ static void usage(FILE *f)
           "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
           "                           (with summary.json and CSVs; docs/SCHEDULING.md \"Reports\")\n"
-          "  --gang-queue MODE        replay: which gang enters the scheduling queue next: scheduler\n"
-          "                           (default, every pod at arrival), fifo (strict FIFO of gangs),\n"
-          "                           volcano (enqueue when its resources fit the idle total),\n"
-          "                           reserve (FIFO, reservation for the head, backfill; docs/QUEUES.md)\n"
+          "  --gang-queue MODE        replay: which gang enters the scheduling queue next: auto (default:\n"
+          "                           backfill when the trace has pod groups and no admission queues,\n"
+          "                           else scheduler), scheduler (every pod at arrival, as the server),\n"
+          "                           fifo (strict FIFO of gangs), volcano (enqueue when its resources\n"
+          "                           fit the idle total), reserve, reserve-exact, reserve-pinned,\n"
+          "                           backfill (FIFO, reservation for the head, backfill; docs/QUEUES.md)\n"
+          "  --gang-slack S           replay: how far (s) backfill may push the reserved head past its\n"
+          "                           first shadow start (default: the mode's; backfill 450)\n"
           "  --bound                  fgd: also report bound_pct, an upper bound on alloc%@100 that\n"
           "                           no placer can pass (docs/SCHEDULING.md \"How far from the best\")\n"
           "  --json                   print the results as a JSON array on the last line\n"
@@ -260,6 +266,13 @@ static int set_value(struct sim_args *a, const char *flag, const char *v)
             return bad(flag, v, want);
         }
         a->gang_queue = m;
+        a->gang_queue_set = true;
+    }
+    else if (!strcmp(flag, "--gang-slack")) {
+        uint64_t s;
+        if (!parse_u64(v, &s) || s < 1 || s > 86400 * 365)
+            return bad(flag, v, "want whole seconds from 1 to 31536000 (a year)");
+        a->gang_slack = (int64_t)s;
     }
     else if (!strcmp(flag, "--experiment")) {
         if (!strcmp(v, "fgd")) a->mode = GS_SIM_FGD;
@@ -283,7 +296,7 @@ static int set_value(struct sim_args *a, const char *flag, const char *v)
 
 static const char *const value_flags[] = {"--nodes",  "--pods",   "--trace-dir", "--variant",    "--cluster",
                                           "--workload", "--config", "--out",     "--policy",     "--tune",
-                                          "--experiment", "--seed", "--seeds", "--gang-queue"};
+                                          "--experiment", "--seed", "--seeds", "--gang-queue", "--gang-slack"};
 
 static bool takes_value(const char *arg, char *flag, size_t len)
 {
@@ -337,9 +350,15 @@ static int check_inputs(struct sim_args *a)
         }
     }
     if (a->config && (rc = check_file("--config", a->config, false))) return rc;
-    if (a->gang_queue && a->mode != GS_SIM_REPLAY)
+    if (a->gang_queue_set && a->mode != GS_SIM_REPLAY)
         return bad("--gang-queue", gs_gangq_mode_name(a->gang_queue),
                    "gang queueing is a mode of --experiment replay (the fgd experiment tries each pod once)");
+    if (a->gang_slack && a->mode != GS_SIM_REPLAY) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)a->gang_slack);
+        return bad("--gang-slack", v, "a gang queue's slack is for --experiment replay");
+    }
+    if (!a->gang_queue_set && a->mode == GS_SIM_REPLAY) a->gang_queue = GS_GANGQ_AUTO;
     return 0;
 }
 
@@ -443,7 +462,7 @@ static int run_one(const struct sim_args *a, const struct gs_trace *t, struct pr
                    uint64_t seed, struct gs_sim_result *res)
 {
     struct gs_sim_opts o = {.mode = a->mode, .policy = policy, .seed = seed, .tune = a->tune,
-                            .config_path = a->config, .gang_queue = a->gang_queue,
+                            .config_path = a->config, .gang_queue = a->gang_queue, .gang_slack_s = a->gang_slack,
                             .bound = a->bound};
     struct gs_sim_sink sink = {.event = on_event, .sample = on_sample, .progress = on_progress, .ctx = p};
     struct gs_diags d = {0};
@@ -539,7 +558,7 @@ static json_t *policy_json(const struct sim_args *a, const struct gs_sim_result 
     for (size_t i = 0; i < nf; i++) json_object_set_new(o, gs_sim_field_name(f[i]), number(st->mean[f[i]]));
     if (a->mode == GS_SIM_REPLAY && runs[0].gangs) { /* gang queueing (first seed's run) */
         const struct gs_sim_result *r = &runs[0];
-        json_object_set_new(o, "gang_queue", json_string(gs_gangq_mode_name(a->gang_queue)));
+        json_object_set_new(o, "gang_queue", json_string(gs_gangq_mode_name(r->gang_queue)));
         json_object_set_new(o, "gangs", json_integer(r->gangs));
         json_object_set_new(o, "gangs_started", json_integer(r->gangs_started));
         json_object_set_new(o, "partial_gangs", json_integer(r->partial_gangs));

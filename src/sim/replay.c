@@ -144,6 +144,7 @@ struct replay {
     uint64_t changes;           /* arrivals, events and nodes made ready so far */
     int64_t changed_ns;         /* when changes last moved */
     struct gs_gangq *gq;        /* gang queue (replay_gangq.h): its mode and the gang accounting */
+    enum gs_gangq_mode gq_mode; /* its mode, auto resolved */
     json_t *gq_args;            /* args of its pin filter in the profile (owned), NULL none */
     int64_t last_ns, last_used; /* the previous instant and its GPU milli in use */
     bool last_gang_waiting;     /* a gang pod waited at the end of the previous instant */
@@ -482,23 +483,25 @@ static int build_profile(struct replay *r)
  * not a layer on top of them. */
 static int init_gangq(struct replay *r)
 {
-    if (r->o->gang_queue != GS_GANGQ_SCHEDULER && r->adm) {
+    r->gq_mode = gs_gangq_resolve(r->o->gang_queue, r->t, r->adm != NULL);
+    if (r->gq_mode != GS_GANGQ_SCHEDULER && r->adm) {
         gs_diags_add(r->d, "--gang-queue", "\"%s\": the trace uses admission queues, which decide the order "
-                     "already; use --gang-queue scheduler", gs_gangq_mode_name(r->o->gang_queue));
+                     "already; use --gang-queue scheduler", gs_gangq_mode_name(r->gq_mode));
         return GS_EINVAL;
     }
     int64_t *dur = malloc((r->t->npods ? r->t->npods : 1) * sizeof *dur);
     if (!dur) return GS_ENOMEM;
     for (size_t i = 0; i < r->t->npods; i++) dur[i] = r->pods[i].duration_ns;
-    int rc = gs_gangq_new(r->o->gang_queue, r->t, dur, r->cache, &r->clock, &r->profile, hook_gang_released, r,
+    int rc = gs_gangq_new(r->gq_mode, r->t, dur, r->cache, &r->clock, &r->profile, hook_gang_released, r,
                           &r->gq, r->d);
     free(dur);
-    if (rc || !gs_gangq_mode_pins(r->o->gang_queue)) return rc;
+    if (!rc && r->o->gang_slack_s > 0) gs_gangq_set_slack(r->gq, r->o->gang_slack_s);
+    if (rc || !gs_gangq_mode_pins(r->gq_mode)) return rc;
     /* Backfills beside the reservation take the nodes the check chose (after
      * the gang queue's own placement check was built, which must not see it). */
     if (r->profile.npoints[GS_PT_FILTER] >= GS_MAX_PLUGINS_PER_POINT || r->profile.nargs >= GS_MAX_PLUGINS_PER_POINT * 4) {
         gs_diags_add(r->d, "--gang-queue", "%s: the profile has no room for the filter %s",
-                     gs_gangq_mode_name(r->o->gang_queue), gs_gangq_pin_plugin.name);
+                     gs_gangq_mode_name(r->gq_mode), gs_gangq_pin_plugin.name);
         return GS_EINVAL;
     }
     if (!(r->gq_args = gs_gangq_plugin_args(r->gq))) return GS_ENOMEM;
@@ -971,6 +974,7 @@ static void fill_result(struct replay *r, struct gs_sim_result *res)
     res->partial_gangs = gs.partial;
     res->gang_reservations = gs.reservations;
     res->gang_backfilled = gs.backfilled;
+    res->gang_queue = (int)r->gq_mode;
     res->gang_delay_p50 = gs.gang_delay_p50;
     res->gang_delay_p99 = gs.gang_delay_p99;
     res->gang_wait_hours = r->gang_wait_ns / GS_NS_PER_SEC / 3600.0;

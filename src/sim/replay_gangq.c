@@ -40,6 +40,7 @@ struct wl {
     const char *topo_key; /* its PodGroup's required topology domain (a node label), NULL none; borrowed */
     int32_t on_node;
     int64_t first_arrival_ns, started_ns; /* started: the last pod's first bind, -1 until then */
+    int64_t deadline_ns;  /* as the head: its first shadow start plus the mode's slack, -1 unset */
     int64_t gpu_milli, cpu_milli, mem_bytes, duration_ns;
     bool queued, released, ended, touched, held;
 };
@@ -62,6 +63,7 @@ struct gs_gangq {
     enum gs_gangq_mode mode;
     enum gs_gangq_mode base;      /* the cycle the mode runs (MODES) */
     unsigned flags;               /* F_* */
+    int64_t slack_ns;
     const struct gs_trace *t;
     struct gs_cache *cache;
     struct gs_placer *placer;
@@ -109,6 +111,7 @@ static const struct mode_def {
     const char *name;
     enum gs_gangq_mode base; /* the cycle it runs */
     unsigned flags;
+    int64_t slack_s; /* backfill may delay the head past its first shadow start by this much */
 } MODES[] = {
     [GS_GANGQ_SCHEDULER] = {"scheduler", GS_GANGQ_SCHEDULER, 0},
     [GS_GANGQ_FIFO] = {"fifo", GS_GANGQ_FIFO, 0},
@@ -116,6 +119,8 @@ static const struct mode_def {
     [GS_GANGQ_RESERVE] = {"reserve", GS_GANGQ_RESERVE, 0},
     [GS_GANGQ_RESERVE_EXACT] = {"reserve-exact", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS},
     [GS_GANGQ_RESERVE_PINNED] = {"reserve-pinned", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS | F_PIN_ALL},
+    [GS_GANGQ_BACKFILL] = {"backfill", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS | F_PIN_ALL, GS_GANGQ_SLACK_S},
+    [GS_GANGQ_AUTO] = {"auto", GS_GANGQ_SCHEDULER, 0, 0}, /* resolved before use: gs_gangq_resolve */
 };
 static_assert(sizeof MODES / sizeof MODES[0] == GS_GANGQ_NMODES, "a name for every gang queue mode");
 
@@ -138,6 +143,14 @@ void gs_gangq_mode_list(char *buf, size_t len)
     for (int i = 0; i < GS_GANGQ_NMODES && n < len; i++)
         n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? (i + 1 == GS_GANGQ_NMODES ? " or " : ", ") : "",
                               MODES[i].name);
+}
+
+enum gs_gangq_mode gs_gangq_resolve(enum gs_gangq_mode m, const struct gs_trace *t, bool admission)
+{
+    if (m != GS_GANGQ_AUTO) return m;
+    for (size_t i = 0; !admission && i < t->npods; i++)
+        if (t->pods[i].pod->pod_group && *t->pods[i].pod->pod_group) return GS_GANGQ_BACKFILL;
+    return GS_GANGQ_SCHEDULER;
 }
 
 bool gs_gangq_mode_pins(enum gs_gangq_mode m)
@@ -210,6 +223,7 @@ static int build_workloads(struct gs_gangq *q, const int64_t *duration_ns, struc
         if (!x->min_member || x->min_member > (int32_t)count[w]) x->min_member = (int32_t)count[w];
         x->started_ns = -1;
         x->first_arrival_ns = -1;
+        x->deadline_ns = -1;
     }
     for (size_t i = 0; !rc && i < t->npods; i++) {
         struct wl *x = &q->wls[q->pods[i].wl];
@@ -249,8 +263,8 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
                  gs_gangq_release_fn release, void *ctx, struct gs_gangq **out, struct gs_diags *d)
 {
     *out = NULL;
-    if ((unsigned)mode >= GS_GANGQ_NMODES) {
-        gs_diags_add(d, "gang_queue", "%d is not a gang queue mode", (int)mode);
+    if ((unsigned)mode >= GS_GANGQ_NMODES || mode == GS_GANGQ_AUTO) {
+        gs_diags_add(d, "gang_queue", "%d is not a gang queue mode (auto: gs_gangq_resolve first)", (int)mode);
         return GS_EINVAL;
     }
     struct gs_gangq *q = calloc(1, sizeof *q);
@@ -258,6 +272,7 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
     q->mode = mode;
     q->base = MODES[mode].base;
     q->flags = MODES[mode].flags;
+    q->slack_ns = MODES[mode].slack_s * GS_NS_PER_SEC;
     q->t = t;
     q->cache = cache;
     q->release = release;
@@ -296,6 +311,11 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
     }
     *out = q;
     return 0;
+}
+
+void gs_gangq_set_slack(struct gs_gangq *q, int64_t slack_s)
+{
+    if (slack_s >= 0) q->slack_ns = slack_s * GS_NS_PER_SEC;
 }
 
 void gs_gangq_free(struct gs_gangq *q)
@@ -830,11 +850,13 @@ static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released)
     int64_t start = (q->flags & F_SHADOW_REAL) ? shadow_real(q, head, now, &err) : shadow_start(q, head, now);
     if (err) return err;
     q->st.reservations++;
+    if (start != INT64_MAX && head->deadline_ns < 0 && q->slack_ns > 0) head->deadline_ns = start + q->slack_ns;
+    int64_t until = start != INT64_MAX && head->deadline_ns > start ? head->deadline_ns : start;
     for (; k < q->nline; k++) {
         struct wl *w = &q->wls[q->line[k]];
         if (w == head || w->released) continue;
         int rc = fits_now_pin(q, w, q->reserved, q->pin_beside);
-        if (!rc && w->duration_ns >= 0 && start != INT64_MAX && now + w->duration_ns <= start)
+        if (!rc && w->duration_ns >= 0 && start != INT64_MAX && now + w->duration_ns <= until)
             rc = fits_now(q, w, NULL);
         else if (!rc && start == INT64_MAX)
             rc = fits_now(q, w, NULL);

@@ -57,8 +57,14 @@ enum gs_gangq_mode {
     GS_GANGQ_RESERVE,
     GS_GANGQ_RESERVE_EXACT,
     GS_GANGQ_RESERVE_PINNED,
+    GS_GANGQ_BACKFILL,
+    GS_GANGQ_AUTO, /* backfill when the trace has pod groups and no admission queues, else scheduler */
     GS_GANGQ_NMODES
 };
+
+/* The backfill mode's slack (s): how far past its first shadow start a
+ * head may be pushed by workloads let in before it. */
+#define GS_GANGQ_SLACK_S 450
 
 /* A mode's name ("scheduler", "fifo", ...) -> mode; -1 when none of them. */
 int gs_gangq_mode_parse(const char *s);
@@ -67,6 +73,10 @@ const char *gs_gangq_mode_name(enum gs_gangq_mode m);
 void gs_gangq_mode_list(char *buf, size_t len);
 /* Does the mode pin workloads it lets in (needs GangQueuePin in the profile)? */
 bool gs_gangq_mode_pins(enum gs_gangq_mode m);
+/* GS_GANGQ_AUTO -> GS_GANGQ_BACKFILL when some pod of t names a pod group
+ * and the trace has no admission queues (admission), else
+ * GS_GANGQ_SCHEDULER; every other mode -> itself. */
+enum gs_gangq_mode gs_gangq_resolve(enum gs_gangq_mode m, const struct gs_trace *t, bool admission);
 
 struct gs_gangq;
 
@@ -82,6 +92,8 @@ int gs_gangq_new(enum gs_gangq_mode mode, const struct gs_trace *t, const int64_
                  struct gs_cache *cache, const struct gs_clock *clock, const struct gs_profile *profile,
                  gs_gangq_release_fn release, void *ctx, struct gs_gangq **out, struct gs_diags *d);
 void gs_gangq_free(struct gs_gangq *q);
+/* Slack of a reserve-family mode in seconds (>= 0; the mode's own otherwise), before the first cycle. */
+void gs_gangq_set_slack(struct gs_gangq *q, int64_t slack_s);
 
 /* Pod i arrives at now. true: the queue holds it (do not schedule it). */
 bool gs_gangq_arrive(struct gs_gangq *q, size_t i, int64_t now);

@@ -86,6 +86,7 @@ struct gs_sim_opts {
     double tune;               /* fgd: inflate GPU demand to tune x capacity (default 1.3) */
     const char *config_path;   /* optional scheduler config (profiles); NULL = built-in */
     int gang_queue;            /* replay: enum gs_gangq_mode (sim/replay_gangq.h), 0 = the scheduler's own */
+    int64_t gang_slack_s;      /* replay: a reserve-family gang queue's slack, s; 0 = the mode's own */
     /* fgd: also compute the upper bound on allocation at 100% arrived
      * (sim/bound.h) into gs_sim_result.bound_pct. */
     bool bound;
@@ -142,6 +143,7 @@ struct gs_sim_result {
      * while a gang pod waited and those hours' share of the capacity, and
      * instants a gang ran below minMember (must be 0). */
     int64_t gangs, gangs_started, partial_gangs, gang_reservations, gang_backfilled;
+    int gang_queue;            /* the gang queue mode that ran (gs_sim_opts.gang_queue, auto resolved) */
     double gang_delay_p50, gang_delay_p99, gang_wait_hours, gang_idle_gpu_hours, gang_idle_frac;
     bool has_bound;            /* fgd with gs_sim_opts.bound: bound_pct is set */
     double bound_pct;          /* upper bound on alloc_pct_at_100 for any placer (sim/bound.h) */
