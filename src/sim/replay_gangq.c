@@ -100,10 +100,11 @@ struct gs_gangq {
 
 /*--- Modes ---*/
 
-/* How a reserve-family mode departs from `reserve`. */
+/* How a mode departs from its base cycle. */
 enum {
     F_SHADOW_REAL = 1 << 0, /* shadow start by the placement check on the cluster with ended pods released */
-    F_DOMAINS = 1 << 1,     /* checks of a gang with a required domain try each domain (tightest first) */
+    F_DOMAINS = 1 << 1,     /* checks of a gang with a required domain try each domain (tightest first);
+                             * without, the check's Coscheduling knows no PodGroup and ignores the domain */
     F_PIN_ALL = 1 << 2,     /* every workload let in is pinned to the checked nodes, not only beside */
 };
 
@@ -114,7 +115,7 @@ static const struct mode_def {
     int64_t slack_s; /* backfill may delay the head past its first shadow start by this much */
 } MODES[] = {
     [GS_GANGQ_SCHEDULER] = {"scheduler", GS_GANGQ_SCHEDULER, 0},
-    [GS_GANGQ_FIFO] = {"fifo", GS_GANGQ_FIFO, 0},
+    [GS_GANGQ_FIFO] = {"fifo", GS_GANGQ_FIFO, F_DOMAINS},
     [GS_GANGQ_VOLCANO] = {"volcano", GS_GANGQ_VOLCANO, 0},
     [GS_GANGQ_RESERVE] = {"reserve", GS_GANGQ_RESERVE, 0},
     [GS_GANGQ_RESERVE_EXACT] = {"reserve-exact", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS},

@@ -170,8 +170,12 @@ def test_seed_range_reports_std(trace_slice):
     (["--bogus"], "--bogus", None),
     (["--seed"], "--seed", "missing value"),
     (["stray"], "stray", None),
-    (["--gang-queue", "lifo"], "--gang-queue", "want scheduler, fifo, volcano or reserve"),
+    (["--gang-queue", "lifo"], "--gang-queue",
+     "want scheduler, fifo, volcano, reserve, reserve-exact, reserve-pinned, backfill or auto"),
     (["--gang-queue", "fifo"], "--gang-queue", "a mode of --experiment replay"),
+    (["--gang-slack", "0"], "--gang-slack", "want whole seconds from 1 to 31536000"),
+    (["--gang-slack", "5m"], "--gang-slack", "5m"),
+    (["--gang-slack", "600"], "--gang-slack", "for --experiment replay"),
 ])
 def test_bad_flags_exit_2(args, flag, value):
     out = sim(*args)
