@@ -35,7 +35,7 @@ compare() {
     for side in before after; do
         bin=$before
         [ $side = after ] && bin=$after
-        "$bin" sim --experiment replay --cluster "$2" --workload "$3" --config "$4" --policy "$5" --json -q \
+        "$bin" sim --experiment replay --cluster "$2" --workload "$3" --config "$4" --policy "$5" --json -q --gang-queue scheduler \
             --out "$tmp/$name.$side" | strip >"$tmp/$name.$side.json"
     done
     same=1
