@@ -9,6 +9,19 @@
  * (the reservation's shadow start is computed from these), and per workload
  * how many of its pods run (the partial-gang check) and when its last pod
  * was first bound (the gang's queueing delay).
+ *
+ * Modes are rows of one table (MODES): a base cycle (fifo, volcano,
+ * reserve) and flags for what a variant changes, so each variant measured
+ * in bench/RESULTS.md stays runnable by name.
+ *
+ * The real shadow start (F_SHADOW_REAL) asks the placement check, which
+ * reads the live cache, about a future state: it takes the pods that end
+ * first out of the cache (gs_cache_remove_pod, or gs_cache_forget for this
+ * cycle's own assumptions), checks, and puts them back with the devices
+ * they had. A whole-GPU best fit per node (per domain) rules out most end
+ * times before the check runs, so the check runs a few times per cycle.
+ * Putting pods back moves the cache's change counters, so plugins' caches
+ * keyed on them recompute; the decisions stay the same for a seed.
  */
 #include "sim/replay_gangq.h"
 

@@ -30,7 +30,27 @@
  *    required topology are left to the placement check (the packing counts
  *    GPUs only), so a reservation can be optimistic; it is recomputed every
  *    cycle.
+ *  - GS_GANGQ_RESERVE_EXACT: reserve, with the shadow start found by the
+ *    placement check itself: running pods (and those this cycle's checks
+ *    assumed) are taken out of the cache in order of their end until the
+ *    check places the head; the nodes it chose are reserved and every pod
+ *    goes back (the cache ends as it began). CPU, memory, topology and a
+ *    gang's required domain are then the scheduler's own filters. Checks
+ *    of a gang with a required domain (gpusched.io/required-topology, or
+ *    the PodGroup's topology key) try each domain that has the GPUs,
+ *    tightest first: the check's Coscheduling instance knows no PodGroup,
+ *    so without this it places the members across domains and lets in a
+ *    gang the scheduler cannot place.
+ *  - GS_GANGQ_RESERVE_PINNED: reserve-exact, and every workload let in is
+ *    pinned to the nodes its check chose (not only those beside the
+ *    reservation), so the scheduler places what the queue planned.
+ *  - GS_GANGQ_BACKFILL: reserve-pinned with a slack: a workload may also be
+ *    let in when it ends within GS_GANGQ_SLACK_S of the head's first shadow
+ *    start (its deadline, set once), so small gangs pass a large one by a
+ *    bounded delay of the head. The default of `sim --experiment replay`
+ *    for a trace with pod groups and no admission queues (GS_GANGQ_AUTO).
  *
+ * fifo's check searches the required domain as reserve-exact's does.
  * A workload let in enters the scheduling queue whole; Coscheduling then
  * binds it all or nothing. Placement checks of one cycle stay assumed in
  * the cache until the cycle ends, so later checks see earlier admissions;
