@@ -54,6 +54,7 @@ struct wl {
     int32_t on_node;
     int64_t first_arrival_ns, started_ns; /* started: the last pod's first bind, -1 until then */
     int64_t deadline_ns;  /* as the head: its first shadow start plus the mode's slack, -1 unset */
+    int64_t queued_ns;    /* when it joined the line */
     int64_t gpu_milli, cpu_milli, mem_bytes, duration_ns;
     bool queued, released, ended, touched, held;
 };
@@ -113,12 +114,15 @@ struct gs_gangq {
 
 /*--- Modes ---*/
 
+#define GATE_AGE_S 600 /* F_GATE: how long the first workload that does not fit waits before it is reserved for */
+
 /* How a mode departs from its base cycle. */
 enum {
     F_SHADOW_REAL = 1 << 0, /* shadow start by the placement check on the cluster with ended pods released */
     F_DOMAINS = 1 << 1,     /* checks of a gang with a required domain try each domain (tightest first);
                              * without, the check's Coscheduling knows no PodGroup and ignores the domain */
     F_PIN_ALL = 1 << 2,     /* every workload let in is pinned to the checked nodes, not only beside */
+    F_GATE = 1 << 3,        /* Volcano's enqueue until a workload waited GATE_AGE_S: then it is the reserved head */
 };
 
 static const struct mode_def {
@@ -133,6 +137,7 @@ static const struct mode_def {
     [GS_GANGQ_RESERVE] = {"reserve", GS_GANGQ_RESERVE, 0},
     [GS_GANGQ_RESERVE_EXACT] = {"reserve-exact", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS},
     [GS_GANGQ_RESERVE_PINNED] = {"reserve-pinned", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS | F_PIN_ALL},
+    [GS_GANGQ_VOLCANO_RESERVE] = {"volcano-reserve", GS_GANGQ_RESERVE, F_GATE | F_SHADOW_REAL | F_DOMAINS | F_PIN_ALL},
     [GS_GANGQ_BACKFILL] = {"backfill", GS_GANGQ_RESERVE, F_SHADOW_REAL | F_DOMAINS | F_PIN_ALL, GS_GANGQ_SLACK_S},
     [GS_GANGQ_AUTO] = {"auto", GS_GANGQ_SCHEDULER, 0, 0}, /* resolved before use: gs_gangq_resolve */
 };
@@ -363,6 +368,7 @@ bool gs_gangq_arrive(struct gs_gangq *q, size_t i, int64_t now)
     if (!w->queued && w->arrived >= (size_t)w->min_member) {
         /* Behind every workload of its priority or higher: priority, then completion. */
         w->queued = true;
+        w->queued_ns = now;
         size_t k = q->nline;
         while (k > 0 && q->wls[q->line[k - 1]].priority < w->priority) {
             q->line[k] = q->line[k - 1];
@@ -841,15 +847,60 @@ static int cycle_volcano(struct gs_gangq *q, size_t *released)
     return 0;
 }
 
+/* Volcano's enqueue budget: the idle totals less what admitted, unbound
+ * workloads asked. */
+static void volcano_budget(struct gs_gangq *q, int64_t *gpu, int64_t *cpu, int64_t *mem)
+{
+    *gpu = *cpu = *mem = 0;
+    int32_t nn = gs_cache_node_count(q->cache);
+    for (int32_t j = 0; j < nn; j++) {
+        const struct gs_node_info *ni = gs_cache_node(q->cache, j);
+        if (!ni->live || !ni->schedulable) continue;
+        *gpu += ni->gpu_milli_free;
+        *cpu += ni->cpu_alloc - ni->cpu_used;
+        *mem += ni->mem_alloc - ni->mem_used;
+    }
+    for (size_t i = 0; i < q->t->npods; i++) {
+        if (!q->pods[i].waiting_bind) continue;
+        const struct gs_demand *dm = &q->t->pods[i].pod->demand;
+        *gpu -= (int64_t)dm->gpu_count * dm->gpu_milli;
+        *cpu -= dm->cpu_milli;
+        *mem -= dm->mem_bytes;
+    }
+}
+
+static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released);
+
+/* F_GATE: Volcano's enqueue (each workload whose summed request fits the
+ * budget goes, unchecked) until the first workload in line that does not
+ * fit has waited GATE_AGE_S; from it on, the reserve cycle's rules. */
+static int cycle_gate(struct gs_gangq *q, int64_t now, size_t *released)
+{
+    int64_t gpu, cpu, mem;
+    volcano_budget(q, &gpu, &cpu, &mem);
+    for (size_t k = 0; k < q->nline; k++) {
+        struct wl *w = &q->wls[q->line[k]];
+        if (w->gpu_milli <= gpu && w->cpu_milli <= cpu && w->mem_bytes <= mem) {
+            gpu -= w->gpu_milli, cpu -= w->cpu_milli, mem -= w->mem_bytes;
+            let_in(q, w, released);
+            continue;
+        }
+        w->held = true;
+        if (now - w->queued_ns >= GATE_AGE_S * GS_NS_PER_SEC) return cycle_reserve(q, now, released);
+    }
+    return 0;
+}
+
 static int cycle_reserve(struct gs_gangq *q, int64_t now, size_t *released)
 {
     /* The head: the oldest workload let in and not bound, else the line's first that does not fit now. */
     struct wl *head = NULL;
-    for (size_t i = 0; i < q->t->npods && !head; i++)
+    for (size_t i = 0; i < q->t->npods && !head && !(q->flags & F_GATE); i++)
         if (q->pods[i].waiting_bind) head = &q->wls[q->pods[i].wl];
     size_t k = 0;
     for (; !head && k < q->nline; k++) {
         struct wl *w = &q->wls[q->line[k]];
+        if (w->released) continue; /* let in by the gate this cycle */
         int rc = fits_now(q, w, NULL);
         if (rc < 0) return rc;
         if (rc) {
@@ -893,6 +944,7 @@ int gs_gangq_cycle(struct gs_gangq *q, int64_t now)
     size_t released = 0;
     int rc = q->base == GS_GANGQ_FIFO      ? cycle_fifo(q, &released)
              : q->base == GS_GANGQ_VOLCANO ? cycle_volcano(q, &released)
+             : (q->flags & F_GATE)         ? cycle_gate(q, now, &released)
                                            : cycle_reserve(q, now, &released);
     forget_kept(q);
     if (rc < 0) return rc;

@@ -77,6 +77,7 @@ enum gs_gangq_mode {
     GS_GANGQ_RESERVE,
     GS_GANGQ_RESERVE_EXACT,
     GS_GANGQ_RESERVE_PINNED,
+    GS_GANGQ_VOLCANO_RESERVE,
     GS_GANGQ_BACKFILL,
     GS_GANGQ_AUTO, /* backfill when the trace has pod groups and no admission queues, else scheduler */
     GS_GANGQ_NMODES

@@ -171,7 +171,7 @@ def test_seed_range_reports_std(trace_slice):
     (["--seed"], "--seed", "missing value"),
     (["stray"], "stray", None),
     (["--gang-queue", "lifo"], "--gang-queue",
-     "want scheduler, fifo, volcano, reserve, reserve-exact, reserve-pinned, backfill or auto"),
+     "want scheduler, fifo, volcano, reserve, reserve-exact, reserve-pinned, volcano-reserve, backfill or auto"),
     (["--gang-queue", "fifo"], "--gang-queue", "a mode of --experiment replay"),
     (["--gang-slack", "0"], "--gang-slack", "want whole seconds from 1 to 31536000"),
     (["--gang-slack", "5m"], "--gang-slack", "5m"),

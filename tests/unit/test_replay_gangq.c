@@ -323,7 +323,8 @@ static void test_mode_names(void **state)
     for (int m = 0; m < GS_GANGQ_NMODES; m++) assert_int_equal(gs_gangq_mode_parse(gs_gangq_mode_name(m)), m);
     char list[256];
     gs_gangq_mode_list(list, sizeof list);
-    assert_string_equal(list, "scheduler, fifo, volcano, reserve, reserve-exact, reserve-pinned, backfill or auto");
+    assert_string_equal(list, "scheduler, fifo, volcano, reserve, reserve-exact, reserve-pinned, volcano-reserve, "
+                              "backfill or auto");
     gs_gangq_mode_list(list, 12);
     assert_string_equal(list, "scheduler, ");
     assert_true(gs_gangq_mode_pins(GS_GANGQ_BACKFILL) && gs_gangq_mode_pins(GS_GANGQ_RESERVE));
