@@ -9,7 +9,9 @@ gang delay p50/p99, GPU-hours idle while gangs wait, evictions, backfills and
 partial gangs, as RESULTS.md's tables show them. Each run is one process;
 the numbers are the JSON fields of that run (nothing is timed here).
 
-usage: gang_queue.py GPUSCHED [MODE[:SLACK] ...]
+usage: gang_queue.py GPUSCHED [--held-out] [MODE[:SLACK] ...]
+--held-out: instead, three workloads no mode was tuned on (64/300 seeds 1
+and 2, 48/200 seed 3, with preemption).
 MODE is a --gang-queue mode, or "default" for none (the replay's default);
 SLACK adds --gang-slack SLACK. Default: scheduler fifo volcano reserve
 reserve-exact reserve-pinned backfill."""
@@ -26,18 +28,27 @@ WORKLOADS = [  # (name, nodes, groups, seed, profile)
     ("64/300/42 no preemption", 64, 300, 42, "bench/gang-no-preemption.yaml"),
     ("48/200/7 preemption", 48, 200, 7, "examples/scheduler/gang-topology-scheduler.yaml"),
 ]
-MODES = ["scheduler", "fifo", "volcano", "reserve", "reserve-exact", "reserve-pinned", "backfill"]
+HELD_OUT = [
+    ("64/300/1 preemption", 64, 300, 1, "examples/scheduler/gang-topology-scheduler.yaml"),
+    ("64/300/2 preemption", 64, 300, 2, "examples/scheduler/gang-topology-scheduler.yaml"),
+    ("48/200/3 preemption", 48, 200, 3, "examples/scheduler/gang-topology-scheduler.yaml"),
+]
+MODES = ["scheduler", "fifo", "volcano", "reserve", "reserve-exact", "reserve-pinned", "volcano-reserve", "backfill"]
 
 
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     binary = os.path.abspath(sys.argv[1])
-    modes = sys.argv[2:] or MODES
+    args = sys.argv[2:]
+    workloads = WORKLOADS
+    if args[:1] == ["--held-out"]:
+        args, workloads = args[1:], HELD_OUT
+    modes = args or MODES
     tmp = tempfile.mkdtemp(prefix="gs_gangq_")
     print("| workload | mode | gang delay p50 / p99 s | idle while gangs wait GPU-h (share) | preempted | backfilled | partial |")
     print("|---|---|---|---|---|---|---|")
-    for name, nodes, groups, seed, profile in WORKLOADS:
+    for name, nodes, groups, seed, profile in workloads:
         out = os.path.join(tmp, "%d_%d_%d" % (nodes, groups, seed))
         if not os.path.exists(os.path.join(out, "workload.yaml")):
             subprocess.run([sys.executable, os.path.join(HERE, "gen_gang_workload.py"), out, str(nodes), str(groups),

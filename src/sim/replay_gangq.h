@@ -44,6 +44,9 @@
  *  - GS_GANGQ_RESERVE_PINNED: reserve-exact, and every workload let in is
  *    pinned to the nodes its check chose (not only those beside the
  *    reservation), so the scheduler places what the queue planned.
+ *  - GS_GANGQ_VOLCANO_RESERVE: Volcano's enqueue (unchecked) until the
+ *    first workload in line that does not fit has waited 600 s; from that
+ *    workload on, reserve-pinned's rules (it is the head).
  *  - GS_GANGQ_BACKFILL: reserve-pinned with a slack: a workload may also be
  *    let in when it ends within GS_GANGQ_SLACK_S of the head's first shadow
  *    start (its deadline, set once), so small gangs pass a large one by a
