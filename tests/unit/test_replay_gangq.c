@@ -291,6 +291,36 @@ static void test_domain_search(void **state)
     }
 }
 
+/* a (4 GPUs) runs 0-1000 on one of the two nodes; G (2 x 4 GPUs) waits for
+ * it from 1; b (1 GPU, 1000 s) comes at 700.
+ *   volcano: b fits the idle total and goes at 700; G then waits for b: 1700.
+ *   volcano-reserve: G has waited 699 s (over 600) when b comes: G is
+ *     reserved for (shadow start 1000, both nodes), b does not end before
+ *     it and waits for G: G at 1000, b at 1100.
+ *   backfill: the same (b ends past 1000 + 450). */
+static const char *AGED = "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: "
+                          "default}\nspec: {minMember: 2, scheduleTimeoutSeconds: 30}\n"
+    POD("a", "", "0", "1000", "4") POD("g-0", IN_G, "1", "100", "4") POD("g-1", IN_G, "1", "100", "4")
+    POD("b", "", "700", "1000", "1");
+
+static void test_volcano_reserve_reserves_for_an_aged_gang(void **state)
+{
+    (void)state;
+    static const struct {
+        int mode;
+        double g, b;
+    } want[] = {{GS_GANGQ_VOLCANO, 1700, 700}, {GS_GANGQ_VOLCANO_RESERVE, 1000, 1100}, {GS_GANGQ_BACKFILL, 1000, 1100}};
+    for (size_t k = 0; k < 3; k++) {
+        struct starts s;
+        struct gs_sim_result res;
+        run_trace(NODES, AGED, want[k].mode, 0, &s, &res);
+        assert_int_equal(res.pods_scheduled, 4);
+        assert_double_equal(start_of(&s, "default/g-0"), want[k].g, 1e-9);
+        assert_double_equal(start_of(&s, "default/g-1"), want[k].g, 1e-9);
+        assert_double_equal(start_of(&s, "default/b"), want[k].b, 1e-9);
+    }
+}
+
 static void test_auto_resolves(void **state)
 {
     (void)state;
@@ -499,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_reserve_exact_backfills_by_the_real_shadow),
         cmocka_unit_test(test_backfill_slack_lets_u_in),
         cmocka_unit_test(test_domain_search),
+        cmocka_unit_test(test_volcano_reserve_reserves_for_an_aged_gang),
         cmocka_unit_test(test_auto_resolves),
         cmocka_unit_test(test_shadow_leaves_the_cache_as_it_was),
         cmocka_unit_test(test_mode_names),
