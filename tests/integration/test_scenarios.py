@@ -26,7 +26,8 @@ def run(name, tmp):
     out = os.path.join(tmp, "out")
     args = [BIN, "sim", "--experiment", "replay", "--cluster", os.path.join(d, "nodes.yaml"),
             "--workload", os.path.join(d, "workload.yaml"), "--policy", "BestFit",
-            "--config", cfg if os.path.isfile(cfg) else PROFILE, "--out", out, "--json", "-q"]
+            "--config", cfg if os.path.isfile(cfg) else PROFILE, "--out", out, "--json", "-q",
+            "--gang-queue", "scheduler"]  # the scheduler's own decisions, as on the server
     p = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     with open(os.path.join(out, "events.jsonl")) as f:
