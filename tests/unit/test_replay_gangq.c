@@ -189,6 +189,7 @@ static void test_reserve_backfills_only_what_ends_before(void **state)
 }
 
 static struct gs_pod *mkpod(const char *name, const char *group, int gpus);
+static void on_release(void *ctx, size_t i);
 
 /*--- Racks: the shadow start by the placement check, the domain search ---*/
 
@@ -331,6 +332,23 @@ static void test_auto_resolves(void **state)
     assert_int_equal(gs_gangq_resolve(GS_GANGQ_AUTO, &t, false), GS_GANGQ_BACKFILL);
     assert_int_equal(gs_gangq_resolve(GS_GANGQ_AUTO, &t, true), GS_GANGQ_SCHEDULER); /* admission decides */
     assert_int_equal(gs_gangq_resolve(GS_GANGQ_FIFO, &t, true), GS_GANGQ_FIFO);
+    struct gs_clock clk;
+    gs_clock_init_sim(&clk, 0);
+    struct gs_cache *cache = gs_cache_new(&clk);
+    struct gs_gangq *q = (void *)1;
+    struct gs_diags d = {0};
+    assert_int_equal(gs_gangq_new(GS_GANGQ_AUTO, &t, NULL, cache, &clk, NULL, on_release, NULL, &q, &d), GS_EINVAL);
+    assert_null(q);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.v[0].path, "gang_queue");
+    assert_non_null(strstr(d.v[0].msg, "is not a gang queue mode (auto: gs_gangq_resolve first)"));
+    gs_diags_free(&d);
+    assert_int_equal(gs_gangq_new(GS_GANGQ_NMODES, &t, NULL, cache, &clk, NULL, on_release, NULL, &q, &d), GS_EINVAL);
+    char want[64];
+    snprintf(want, sizeof want, "%d is not a gang queue mode", (int)GS_GANGQ_NMODES);
+    assert_non_null(strstr(d.v[0].msg, want));
+    gs_diags_free(&d);
+    gs_cache_free(cache);
     gs_pod_clear(tp[0].pod);
     free(tp[0].pod);
     struct starts s;
