@@ -4,7 +4,8 @@
  * the gang accounting the replay reports (queueing delay per gang, GPU idle
  * while gangs wait, partial gangs).
  *
- * Without a queue mode (GS_GANGQ_SCHEDULER, the default) every pod goes to
+ * Without a queue mode (GS_GANGQ_SCHEDULER: zeroed options, and what the
+ * CLI's auto picks without pod groups or with admission queues) every pod goes to
  * the scheduler at arrival and Coscheduling alone decides, as on the server:
  * small gangs may pass a large one indefinitely. The other modes hold a
  * workload until an admission rule lets it in, in order of priority (the
