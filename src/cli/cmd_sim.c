@@ -53,7 +53,7 @@ struct sim_args {
     const char *config, *out;
     bool json, quiet;
     int gang_queue;                   /* --gang-queue (sim/replay_gangq.h) */
-    bool gang_queue_set;              /* --gang-queue given (else auto for replay) */
+    bool gang_queue_set;              /* --gang-queue given (else scheduler: the server's path) */
     int64_t gang_slack;               /* --gang-slack seconds, 0 = the mode's */
     bool bound;                       /* --bound: fgd's upper bound next to each policy */
     char node_path[4096], pod_path[4096];
@@ -87,9 +87,10 @@ static void usage(FILE *f)
           "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
           "                           (with summary.json and CSVs; docs/SCHEDULING.md \"Reports\")\n"
-          "  --gang-queue MODE        replay: which gang enters the scheduling queue next: auto (default:\n"
-          "                           backfill when the trace has pod groups and no admission queues,\n"
-          "                           else scheduler), scheduler (every pod at arrival, as the server),\n"
+          "  --gang-queue MODE        replay: which gang enters the scheduling queue next: scheduler\n"
+          "                           (default: every pod at arrival, as the server), auto (backfill\n"
+          "                           when the trace has pod groups and no admission queues, else\n"
+          "                           scheduler),\n"
           "                           fifo (strict FIFO of gangs), volcano (enqueue when its resources\n"
           "                           fit the idle total), reserve, reserve-exact, reserve-pinned,\n"
           "                           volcano-reserve, backfill (FIFO, reservation for the head,\n"
@@ -359,7 +360,6 @@ static int check_inputs(struct sim_args *a)
         snprintf(v, sizeof v, "%lld", (long long)a->gang_slack);
         return bad("--gang-slack", v, "a gang queue's slack is for --experiment replay");
     }
-    if (!a->gang_queue_set && a->mode == GS_SIM_REPLAY) a->gang_queue = GS_GANGQ_AUTO;
     return 0;
 }
 

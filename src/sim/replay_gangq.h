@@ -4,8 +4,8 @@
  * the gang accounting the replay reports (queueing delay per gang, GPU idle
  * while gangs wait, partial gangs).
  *
- * Without a queue mode (GS_GANGQ_SCHEDULER: zeroed options, and what the
- * CLI's auto picks without pod groups or with admission queues) every pod goes to
+ * Without a queue mode (GS_GANGQ_SCHEDULER: zeroed options, the CLI's
+ * default, and what auto picks without pod groups or with admission queues) every pod goes to
  * the scheduler at arrival and Coscheduling alone decides, as on the server:
  * small gangs may pass a large one indefinitely. The other modes hold a
  * workload until an admission rule lets it in, in order of priority (the
@@ -51,8 +51,8 @@
  *  - GS_GANGQ_BACKFILL: reserve-pinned with a slack: a workload may also be
  *    let in when it ends within GS_GANGQ_SLACK_S of the head's first shadow
  *    start (its deadline, set once), so small gangs pass a large one by a
- *    bounded delay of the head. The default of `sim --experiment replay`
- *    for a trace with pod groups and no admission queues (GS_GANGQ_AUTO).
+ *    bounded delay of the head. What `--gang-queue auto` (GS_GANGQ_AUTO)
+ *    picks for a trace with pod groups and no admission queues.
  *
  * fifo's check searches the required domain as reserve-exact's does.
  * A workload let in enters the scheduling queue whole; Coscheduling then
