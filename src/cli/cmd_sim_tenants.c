@@ -72,6 +72,10 @@ static void usage(FILE *f)
           "  --reserve-for oldest|under-share  the reservation goes to the oldest starving large workload\n"
           "                       (default) or, at once, to the large workload of the queue furthest below\n"
           "                       its fair share (docs/QUEUES.md \"Starvation guard\")\n"
+          "  --pin on|off         admitted GPU workloads are bound on the nodes admission's placement check\n"
+          "                       chose (it packs), not where the scheduler's scoring would spread them (default off)\n"
+          "  --drain on|off       a large workload of a queue below its fair share that fits its quota but\n"
+          "                       no node gets the nodes that free up soonest, kept for it (default off)\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
@@ -176,6 +180,12 @@ static int parse(int argc, char **argv, struct targs *a)
         } else if (!strcmp(f, "--share-gate")) {
             if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
             a->o.share_gate = !strcmp(v, "on");
+        } else if (!strcmp(f, "--drain")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
+            a->o.drain = !strcmp(v, "on");
+        } else if (!strcmp(f, "--pin")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
+            a->o.pin_placement = !strcmp(v, "on");
         } else if (!strcmp(f, "--reclaim-from")) {
             if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return bad(f, v, "want fairshare or nominal");
             a->o.reclaim_above_nominal = !strcmp(v, "nominal");
@@ -352,6 +362,12 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
         if (!strcmp(runs[r].mode, "fair") && res[r].share_gated)
             printf("      share gate: a queue at or above its share held its GPU workloads back %lld times\n",
                    (long long)res[r].share_gated);
+        if (!strcmp(runs[r].mode, "fair") && res[r].pins_expired)
+            printf("      pins: %lld ran out before their pods were bound\n", (long long)res[r].pins_expired);
+        if (!strcmp(runs[r].mode, "fair") && (res[r].drains || res[r].drains_beyond_horizon))
+            printf("      drains: %lld whole-node drains for a queue below its share (%lld plans dropped: start past "
+                   "the horizon)\n",
+                   (long long)res[r].drains, (long long)res[r].drains_beyond_horizon);
     }
 }
 
@@ -381,6 +397,12 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
                                             "victim_searches_won", (json_int_t)r->victim_searches_won,
                                             "nodewise_won", (json_int_t)r->nodewise_won, "nodewise_refused",
                                             (json_int_t)r->nodewise_refused));
+    if (o)
+        json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I}", "reservations", (json_int_t)r->reservations,
+                                            "share_gated", (json_int_t)r->share_gated, "drains",
+                                            (json_int_t)r->drains, "drains_beyond_horizon",
+                                            (json_int_t)r->drains_beyond_horizon, "pins_expired",
+                                            (json_int_t)r->pins_expired));
     return o;
 }
 

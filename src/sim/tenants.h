@@ -53,6 +53,8 @@ struct gs_tenants_opts {
     double reserve_horizon_s;      /* reserve only for a start this close */
     bool reserve_under_share;      /* the reservation goes to the queue furthest below its share (admission.h) */
     bool share_gate;               /* queues at or above their share wait while one below finds no placement */
+    bool pin_placement;            /* admitted GPU workloads bind where admission's check put them */
+    bool drain;                    /* whole-node drains for a queue below its share (admission.h) */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
     /* Per-queue status: a snapshot at queues_at_s (< 0: at the end) in the result. */
@@ -86,6 +88,8 @@ struct gs_tenants_result {
     int64_t nodewise_won, nodewise_refused, nodewise_unproven;
     int64_t reservations, reservations_beyond_horizon;
     int64_t share_gated;           /* share gate: queue turns with GPU workloads held back */
+    int64_t drains, drains_beyond_horizon; /* drain: made, and dropped past the horizon */
+    int64_t pins_expired;          /* pins that ran out before their pods were bound */
     double idle_share;                    /* time-averaged idle GPU share while contended */
     json_t *queues;                       /* gs_admission_queues_json snapshot when asked; caller decrefs */
 };

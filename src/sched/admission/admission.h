@@ -109,6 +109,21 @@ struct gs_admission_opts {
      * above their fair share admit no GPU workloads, so capacity that frees
      * up is not taken again before the starved queue's gang fits. */
     bool share_gate;
+    /* Pin: the pods of a GPU workload admitted are bound where the placement
+     * check put them (the AdmissionHold filter refuses them every other node
+     * until they are bound or hold_ns passes). The check packs (placement.h):
+     * a scheduler whose scoring spreads would otherwise take a node that
+     * admission left whole for a gang, and place nothing where the check
+     * kept reserved nodes free. */
+    bool pin_placement;
+    /* Drain (drain.h): a large workload of a queue below its fair share that
+     * fits its quota but finds no placement gets the nodes where its GPUs
+     * will be free soonest (by the declared ends of what runs there), kept
+     * for it as a reservation is (backfill only by workloads ending before
+     * the drain's start); the queue's drained GPUs stay within what it lacks
+     * of its share; the start must lie within reserve_horizon. Meant with
+     * pin_placement, so the scheduler does not fill drained nodes. */
+    bool drain;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
@@ -264,6 +279,9 @@ struct gs_admission_stats {
     int64_t reservations;         /* backfill reservations made */
     int64_t reservations_beyond_horizon; /* starving workloads not reserved for: the start was past the horizon */
     int64_t share_gated;        /* share_gate: leaves served with their GPU workloads held back */
+    int64_t drains;               /* drain: whole-node drains made */
+    int64_t drains_beyond_horizon; /* drain: plans dropped, the start past the horizon */
+    int64_t pins_expired;         /* pin_placement: pins that ran out (hold_ns) before their pods were bound */
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
     int64_t nodewise_unproven;    /* node-wise plans the placement check did not confirm (fell back) */
