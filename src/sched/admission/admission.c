@@ -1434,7 +1434,7 @@ static int refresh_drains(struct gs_admission *a)
             lack -= (double)w->gpu_milli;
         }
     }
-    if (!made) a->drain_fail_seq = a->release_seq;
+    if (planned && !made) a->drain_fail_seq = a->release_seq; /* tried and failed: wait for a release */
     return 0;
 }
 
@@ -2041,12 +2041,26 @@ json_t *gs_admission_queues_json(struct gs_admission *a, size_t max_listed, size
         if (o && gs_queue_tree_is_leaf(a->t, i))
             json_object_set_new(o, "pending", pending_json(a, i, max_listed, &estimated, max_estimated));
     }
+    json_t *drains = json_array();
+    for (size_t k = 0; drains && k < a->ndrains; k++) {
+        const struct drain *x = &a->drains[k];
+        json_t *nodes = json_array();
+        for (size_t i = 0; nodes && i < x->nodes.n; i++) {
+            const struct gs_node_info *ni = gs_cache_node(a->cache, x->nodes.v[i]);
+            json_array_append_new(nodes, json_string(ni && ni->name ? ni->name : "?"));
+        }
+        json_array_append_new(drains, json_pack("{s:s, s:f, s:o}", "workload", a->w[x->wl]->key, "start",
+                                                (double)x->start / GS_NS_PER_SEC, "nodes", nodes ? nodes : json_array()));
+    }
     json_t *res = json_null();
     if (a->res_wl >= 0)
         res = json_pack("{s:s, s:f}", "workload", a->w[a->res_wl]->key, "start",
                         (double)a->res_start / GS_NS_PER_SEC);
-    return json_pack("{s:f, s:o, s:o, s:o}", "time", (double)now_ns(a) / GS_NS_PER_SEC, "queues", qs ? qs : json_array(),
-                     "reservation", res ? res : json_null(), "stats", stats_json(a));
+    json_t *out = json_pack("{s:f, s:o, s:o, s:o}", "time", (double)now_ns(a) / GS_NS_PER_SEC, "queues",
+                            qs ? qs : json_array(), "reservation", res ? res : json_null(), "stats", stats_json(a));
+    if (out && a->o.drain && drains) json_object_set(out, "drains", drains);
+    json_decref(drains);
+    return out;
 }
 
 json_t *gs_admission_explain_json(struct gs_admission *a, const char *key)
