@@ -63,6 +63,8 @@ static void usage(FILE *f)
           "  --seed N             tenant assignment and gang seed (default 42)\n"
           "  --min-runtime S      no eviction before a workload ran S seconds (default 600; 0: none)\n"
           "  --reclaim-wait S     a claimant reclaims only after pending S seconds (default 600; 0: at once)\n"
+          "  --impatient-below F  a claimant whose queue's weighted share is below F reclaims without waiting\n"
+          "                       --reclaim-wait (default 0: every claimant waits)\n"
           "  --max-preemptions N  evictions of one workload per hour (default 1; 0: unlimited)\n"
           "  --evict-charge F     share of a victim's lost GPU-hours charged to the claimant (default 1; 0: none)\n"
           "  --hold S             how long nodes freed by reclaim are held for the claimant (default 60)\n"
@@ -164,6 +166,9 @@ static int parse(int argc, char **argv, struct targs *a)
         } else if (!strcmp(f, "--reclaim-wait")) {
             rc = num(f, v, 0, &a->o.reclaim_wait_s);
             if (a->o.reclaim_wait_s == 0) a->o.reclaim_wait_s = -1;
+        } else if (!strcmp(f, "--impatient-below")) {
+            if (!(rc = num(f, v, 0, &a->o.impatient_share)) && a->o.impatient_share > 1)
+                rc = bad(f, v, "a weighted share, at most 1");
         } else if (!strcmp(f, "--max-preemptions")) {
             rc = num(f, v, 0, &x);
             a->o.max_preemptions = x > 0 ? (int)x : -1;

@@ -289,6 +289,7 @@ static int setup(struct tenants *s)
                                        .ctx = s, .max_checks = 512,
                                        .reclaim_min_runtime_ns = to_ns(o->min_runtime_s),
                                        .reclaim_wait_ns = to_ns(o->reclaim_wait_s),
+                                       .impatient_share = o->impatient_share,
                                        .max_preemptions = o->max_preemptions, .evict_charge = o->evict_charge,
                                        .hold_ns = to_ns(o->hold_s), .reserve_horizon_ns = to_ns(o->reserve_horizon_s),
                                        .reserve_under_share = o->reserve_under_share,

@@ -47,6 +47,7 @@ struct gs_tenants_opts {
     /* Eviction rationing (admission.h); 0 takes admission's default, < 0 turns the rule off. */
     double min_runtime_s;          /* no eviction before a workload ran this long */
     double reclaim_wait_s;         /* a claimant reclaims only after pending this long */
+    double impatient_share;        /* ... unless its queue's weighted share is below this (0: off) */
     int max_preemptions;           /* evictions of one workload per hour */
     double evict_charge;           /* share of the lost GPU-hours charged to the claimant */
     double hold_s;                 /* how long nodes freed by reclaim are held */

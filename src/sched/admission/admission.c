@@ -366,7 +366,10 @@ static const uint8_t *excluded_for(struct gs_admission *a, const struct gs_workl
             if (a->res_nodes.v[i] < nn) a->excl[a->res_nodes.v[i]] = 1, any = true;
     for (size_t k = 0; k < a->ndrains; k++) { /* a drain's nodes: its gang and what ends before it starts */
         const struct drain *x = &a->drains[k];
-        if (x->wl == w->id || (w->est_duration_ns > 0 && now_ns(a) + w->est_duration_ns <= x->start)) continue;
+        /* the drain serves its queue's share: that queue's own work may use the nodes too */
+        if (x->wl == w->id || a->w[x->wl]->queue == w->queue ||
+            (w->est_duration_ns > 0 && now_ns(a) + w->est_duration_ns <= x->start))
+            continue;
         for (size_t i = 0; i < x->nodes.n; i++)
             if (x->nodes.v[i] < nn) a->excl[x->nodes.v[i]] = 1, any = true;
     }
@@ -774,7 +777,9 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
     int contested = -1, r = contested_res(a, req);
     bool reclaim = n->reclaim != GS_PREEMPT_NEVER && within_nominal(a, w->queue, req, &contested);
-    if (reclaim && a->o.reclaim_wait_ns > 0 && now_ns(a) - w->created_ns < a->o.reclaim_wait_ns) {
+    /* patience, waived for a queue far below its fair share (opts.impatient_share) */
+    bool impatient = a->o.impatient_share > 0 && a->fs.n[w->queue].share < a->o.impatient_share;
+    if (reclaim && !impatient && a->o.reclaim_wait_ns > 0 && now_ns(a) - w->created_ns < a->o.reclaim_wait_ns) {
         reclaim = false;
         a->st.reclaims_deferred++;
     }

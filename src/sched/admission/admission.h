@@ -93,6 +93,11 @@ struct gs_admission_opts {
     int64_t hold_ns;            /* how long freed capacity is held for a claimant; 0: 60 s */
     int64_t reclaim_min_runtime_ns; /* no eviction before a workload ran this long; 0: 10 min; <0: none */
     int64_t reclaim_wait_ns;    /* a claimant reclaims only after pending this long; 0: 10 min; <0: at once */
+    /* A claimant whose queue's weighted share is below this reclaims without
+     * the patience of reclaim_wait: a queue whose burst found the cluster
+     * taken gets its share back at once, one near its share still waits for
+     * capacity to free itself. 0: off (patience for everyone). */
+    double impatient_share;
     int max_preemptions;        /* evictions of one workload per window; 0: 1; <0: unlimited */
     int64_t preemption_window_ns; /* 0: 1 hour */
     double evict_charge;        /* share of the victims' lost GPU-hours charged to the claimant; 0: 1; <0: none */
