@@ -247,6 +247,40 @@ static void no_drain_past_the_horizon_or_at_the_share(void **st)
     adm_env_free(&e);
 }
 
+/* Two gangs of the starved queue get two drains on different nodes: the
+ * soonest (node0 at 100 s) and the next (node1 at 200 s), not both node0. */
+static void two_gangs_drain_different_nodes(void **st)
+{
+    (void)st;
+    struct adm_env e;
+    struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                  .reclaim_wait_ns = -1, .large_gpu_milli = GPU(8), .reserve_horizon_ns = -1,
+                                  .drain = true, .pin_placement = true};
+    adm_env_init(&e, 3, 8, CQ("a", "co", "24") "---\n" CQ("b", "co", "24") "---\n" LQ("qa", "a") "---\n" LQ("qb", "b"),
+                 &o);
+    submit(&e, "a1", "qa", 1, 8, 100);
+    submit(&e, "a2", "qa", 1, 8, 200);
+    submit(&e, "a3", "qa", 1, 8, 300);
+    assert_int_equal(cycle(&e, NULL), 3);
+    submit(&e, "b1", "qb", 1, 8, 100);
+    submit(&e, "b2", "qb", 1, 8, 100);
+    cycle(&e, NULL);
+    cycle(&e, NULL);
+    json_t *q = gs_admission_queues_json(e.a, 5, 0);
+    json_t *d = json_object_get(q, "drains");
+    assert_int_equal(json_array_size(d), 2);
+    const char *n0 = json_string_value(json_array_get(json_object_get(json_array_get(d, 0), "nodes"), 0));
+    const char *n1 = json_string_value(json_array_get(json_object_get(json_array_get(d, 1), "nodes"), 0));
+    assert_non_null(n0);
+    assert_non_null(n1);
+    assert_string_not_equal(n0, n1);
+    double s0 = json_real_value(json_object_get(json_array_get(d, 0), "start"));
+    double s1 = json_real_value(json_object_get(json_array_get(d, 1), "start"));
+    assert_true((s0 == 100.0 && s1 == 200.0) || (s0 == 200.0 && s1 == 100.0));
+    json_decref(q);
+    adm_env_free(&e);
+}
+
 /* A pinned workload's pods may bind only on the nodes the check chose (it
  * packs: the fuller node), until they are bound; unpinned, the scheduler's
  * own choice is free. Other pods are not kept off anything. */
@@ -289,6 +323,7 @@ int main(void)
         cmocka_unit_test(planner_respects_models_usability_and_never),
         cmocka_unit_test(drain_keeps_the_soonest_node_for_the_starved_gang),
         cmocka_unit_test(no_drain_past_the_horizon_or_at_the_share),
+        cmocka_unit_test(two_gangs_drain_different_nodes),
         cmocka_unit_test(a_pinned_workload_binds_where_the_check_put_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

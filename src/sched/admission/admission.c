@@ -1327,6 +1327,9 @@ static int drain_input(struct gs_admission *a, const struct gs_workload *w, stru
     }
     off[nn] = at;
     gs_labels_free(&labels);
+    for (size_t k = 0; k < a->ndrains; k++) /* one drain per node: gangs of one queue must not share theirs */
+        for (size_t i = 0; i < a->drains[k].nodes.n; i++)
+            if (a->drains[k].nodes.v[i] < nn) nodes[a->drains[k].nodes.v[i]].usable = false;
     for (int32_t leaf = 0; leaf < a->t->n; leaf++)
         for (size_t k = 0; k < a->runq[leaf].n; k++) {
             const struct gs_workload *x = a->w[a->runq[leaf].v[k]];
