@@ -282,32 +282,39 @@ static void two_gangs_drain_different_nodes(void **st)
 }
 
 /* A pinned workload's pods may bind only on the nodes the check chose (it
- * packs: the fuller node), until they are bound; unpinned, the scheduler's
- * own choice is free. Other pods are not kept off anything. */
+ * packs: the fuller node), until they are bound, and only while a queue
+ * below its share waits for room (b's 16-GPU gang here); unpinned, the
+ * scheduler's own choice is free. Other pods are not kept off anything.
+ * Variants: 0 pins off, 1 pins on, 2 pins on but nobody starved. */
 static void a_pinned_workload_binds_where_the_check_put_it(void **st)
 {
     (void)st;
-    for (int on = 0; on < 2; on++) {
+    for (int v = 0; v < 3; v++) {
+        bool pinned = v == 1;
         struct adm_env e;
         struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
-                                      .reclaim_wait_ns = -1, .pin_placement = on};
+                                      .reclaim_wait_ns = -1, .pin_placement = v > 0};
         adm_env_init(&e, 2, 8, TWO_QUEUES, &o);
         /* node1 gets 6 GPUs used outside admission: the check packs the next pod there */
         e.pods[e.npods] = test_pod("ns", "outside", 0, 0, 6, 1000);
         struct gs_assignment as = {.node = 1, .milli = 1000, .gpu_mask = 0x3f};
         assert_int_equal(gs_cache_add_bound(e.cache, e.pods[e.npods++], &as), 0);
+        int gang = v < 2 ? submit(&e, "gang", "qb", 2, 8, 100) : -1; /* fits quota, never the nodes now */
+        assert_int_equal(gs_admission_cycle(e.a, &e.res), 0);
+        assert_int_equal(e.res.nadmitted, 0);
         int x = submit(&e, "x", "qa", 1, 2, 100);
         assert_int_equal(gs_admission_cycle(e.a, &e.res), 0);
         assert_int_equal(e.res.nadmitted, 1);
+        if (gang >= 0) assert_true(gs_admission_workload(e.a, gang)->placement_failed);
         const struct gs_pod *p = gs_admission_workload(e.a, x)->pods[0];
-        assert_int_equal(gs_admission_node_held(e.a, 0, p), on); /* a first-fit binder would take node0 */
+        assert_int_equal(gs_admission_node_held(e.a, 0, p), pinned); /* a first-fit binder would take node0 */
         assert_false(gs_admission_node_held(e.a, 1, p));
-        assert_int_equal(gs_admission_holds_apply(e.a, p), on);
+        assert_int_equal(gs_admission_holds_apply(e.a, p), pinned);
         assert_false(gs_admission_node_held(e.a, 0, e.pods[0])); /* others: no hold */
         bind_honouring_holds(&e, gs_admission_workload(e.a, x), NULL);
         char key[64];
         gs_meta_key(&p->meta, key, sizeof key);
-        assert_int_equal(gs_cache_pod_assignment(e.cache, key)->node, on ? 1 : 0);
+        assert_int_equal(gs_cache_pod_assignment(e.cache, key)->node, pinned ? 1 : 0);
         cycle(&e, NULL); /* bound: the pin is gone */
         assert_false(gs_admission_holds_apply(e.a, p));
         assert_false(gs_admission_node_held(e.a, 0, p));

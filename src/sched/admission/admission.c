@@ -486,9 +486,15 @@ static bool drained(const struct gs_admission *a, int32_t wl)
 
 /* pin_placement: w was just admitted on the nodes of the last placement
  * check (a->place_nodes); the scheduler is to bind each pod there. */
+static bool starved_elsewhere(const struct gs_admission *a, int32_t leaf);
+
 static int pin_workload(struct gs_admission *a, const struct gs_workload *w)
 {
     if (!a->o.pin_placement || a->o.quota_only || !w->npods || w->gpu_milli <= 0) return 0;
+    /* Only while some queue below its share waits for room: the check packs by
+     * GPUs alone, and pinning everyone strands GPUs on nodes whose CPU or
+     * memory it filled when no gang is waiting for whole nodes. */
+    if (!starved_elsewhere(a, -1)) return 0;
     return add_hold(a, w->id, a->place_nodes, w->npods, true);
 }
 
