@@ -68,6 +68,11 @@
  * when its start is within reserve_horizon: holding nodes for a workload that
  * cannot start for hours would leave capacity idle for nothing.
  *
+ * Two options aim at gangs that need whole nodes (both off by default):
+ * pin_placement binds admitted GPU workloads where the placement check put
+ * them (it packs), and drain keeps, for a large workload of a queue below
+ * its fair share, the nodes whose GPUs free up soonest (drain.h).
+ *
  * Pods of an admitted workload that finish early give their quota back
  * (gs_admission_pod_finished); the rest stays reserved until the workload
  * finishes or is evicted.
