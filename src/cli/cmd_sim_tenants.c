@@ -63,6 +63,8 @@ static void usage(FILE *f)
           "  --seed N             tenant assignment and gang seed (default 42)\n"
           "  --min-runtime S      no eviction before a workload ran S seconds (default 600; 0: none)\n"
           "  --reclaim-wait S     a claimant reclaims only after pending S seconds (default 600; 0: at once)\n"
+          "  --impatient-below F  a claimant whose queue's weighted share is below F reclaims without waiting\n"
+          "                       --reclaim-wait (default 0: every claimant waits)\n"
           "  --max-preemptions N  evictions of one workload per hour (default 1; 0: unlimited)\n"
           "  --evict-charge F     share of a victim's lost GPU-hours charged to the claimant (default 1; 0: none)\n"
           "  --hold S             how long nodes freed by reclaim are held for the claimant (default 60)\n"
@@ -72,6 +74,10 @@ static void usage(FILE *f)
           "  --reserve-for oldest|under-share  the reservation goes to the oldest starving large workload\n"
           "                       (default) or, at once, to the large workload of the queue furthest below\n"
           "                       its fair share (docs/QUEUES.md \"Starvation guard\")\n"
+          "  --pin on|off         admitted GPU workloads are bound on the nodes admission's placement check\n"
+          "                       chose (it packs), not where the scheduler's scoring would spread them (default off)\n"
+          "  --drain on|off       a large workload of a queue below its fair share that fits its quota but\n"
+          "                       no node gets the nodes that free up soonest, kept for it (default off)\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
@@ -160,6 +166,9 @@ static int parse(int argc, char **argv, struct targs *a)
         } else if (!strcmp(f, "--reclaim-wait")) {
             rc = num(f, v, 0, &a->o.reclaim_wait_s);
             if (a->o.reclaim_wait_s == 0) a->o.reclaim_wait_s = -1;
+        } else if (!strcmp(f, "--impatient-below")) {
+            if (!(rc = num(f, v, 0, &a->o.impatient_share)) && a->o.impatient_share > 1)
+                rc = bad(f, v, "a weighted share, at most 1");
         } else if (!strcmp(f, "--max-preemptions")) {
             rc = num(f, v, 0, &x);
             a->o.max_preemptions = x > 0 ? (int)x : -1;
@@ -176,6 +185,12 @@ static int parse(int argc, char **argv, struct targs *a)
         } else if (!strcmp(f, "--share-gate")) {
             if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
             a->o.share_gate = !strcmp(v, "on");
+        } else if (!strcmp(f, "--drain")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
+            a->o.drain = !strcmp(v, "on");
+        } else if (!strcmp(f, "--pin")) {
+            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
+            a->o.pin_placement = !strcmp(v, "on");
         } else if (!strcmp(f, "--reclaim-from")) {
             if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return bad(f, v, "want fairshare or nominal");
             a->o.reclaim_above_nominal = !strcmp(v, "nominal");
@@ -352,6 +367,12 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
         if (!strcmp(runs[r].mode, "fair") && res[r].share_gated)
             printf("      share gate: a queue at or above its share held its GPU workloads back %lld times\n",
                    (long long)res[r].share_gated);
+        if (!strcmp(runs[r].mode, "fair") && res[r].pins_expired)
+            printf("      pins: %lld ran out before their pods were bound\n", (long long)res[r].pins_expired);
+        if (!strcmp(runs[r].mode, "fair") && (res[r].drains || res[r].drains_beyond_horizon))
+            printf("      drains: %lld whole-node drains for a queue below its share (%lld plans dropped: start past "
+                   "the horizon)\n",
+                   (long long)res[r].drains, (long long)res[r].drains_beyond_horizon);
     }
 }
 
@@ -381,6 +402,12 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
                                             "victim_searches_won", (json_int_t)r->victim_searches_won,
                                             "nodewise_won", (json_int_t)r->nodewise_won, "nodewise_refused",
                                             (json_int_t)r->nodewise_refused));
+    if (o)
+        json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I, s:I}", "reservations", (json_int_t)r->reservations,
+                                            "share_gated", (json_int_t)r->share_gated, "drains",
+                                            (json_int_t)r->drains, "drains_beyond_horizon",
+                                            (json_int_t)r->drains_beyond_horizon, "pins_expired",
+                                            (json_int_t)r->pins_expired));
     return o;
 }
 

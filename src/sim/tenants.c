@@ -289,10 +289,12 @@ static int setup(struct tenants *s)
                                        .ctx = s, .max_checks = 512,
                                        .reclaim_min_runtime_ns = to_ns(o->min_runtime_s),
                                        .reclaim_wait_ns = to_ns(o->reclaim_wait_s),
+                                       .impatient_share = o->impatient_share,
                                        .max_preemptions = o->max_preemptions, .evict_charge = o->evict_charge,
                                        .hold_ns = to_ns(o->hold_s), .reserve_horizon_ns = to_ns(o->reserve_horizon_s),
                                        .reserve_under_share = o->reserve_under_share,
-                                       .share_gate = o->share_gate,
+                                       .share_gate = o->share_gate, .pin_placement = o->pin_placement,
+                                       .drain = o->drain,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
                                        .global_victims = o->global_victims};
         rc = gs_admission_new(&s->tree, s->cache, &s->clock, &ao, &s->adm, s->d);
@@ -602,6 +604,9 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->reservations = st.reservations;
         res->reservations_beyond_horizon = st.reservations_beyond_horizon;
         res->share_gated = st.share_gated;
+        res->drains = st.drains;
+        res->drains_beyond_horizon = st.drains_beyond_horizon;
+        res->pins_expired = st.pins_expired;
         if (s->o->want_queues && !s->snapped) s->queues = gs_admission_queues_json(s->adm, 20, 5);
     }
     res->queues = s->queues;

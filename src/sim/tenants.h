@@ -47,12 +47,15 @@ struct gs_tenants_opts {
     /* Eviction rationing (admission.h); 0 takes admission's default, < 0 turns the rule off. */
     double min_runtime_s;          /* no eviction before a workload ran this long */
     double reclaim_wait_s;         /* a claimant reclaims only after pending this long */
+    double impatient_share;        /* ... unless its queue's weighted share is below this (0: off) */
     int max_preemptions;           /* evictions of one workload per hour */
     double evict_charge;           /* share of the lost GPU-hours charged to the claimant */
     double hold_s;                 /* how long nodes freed by reclaim are held */
     double reserve_horizon_s;      /* reserve only for a start this close */
     bool reserve_under_share;      /* the reservation goes to the queue furthest below its share (admission.h) */
     bool share_gate;               /* queues at or above their share wait while one below finds no placement */
+    bool pin_placement;            /* admitted GPU workloads bind where admission's check put them */
+    bool drain;                    /* whole-node drains for a queue below its share (admission.h) */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
     /* Per-queue status: a snapshot at queues_at_s (< 0: at the end) in the result. */
@@ -86,6 +89,8 @@ struct gs_tenants_result {
     int64_t nodewise_won, nodewise_refused, nodewise_unproven;
     int64_t reservations, reservations_beyond_horizon;
     int64_t share_gated;           /* share gate: queue turns with GPU workloads held back */
+    int64_t drains, drains_beyond_horizon; /* drain: made, and dropped past the horizon */
+    int64_t pins_expired;          /* pins that ran out before their pods were bound */
     double idle_share;                    /* time-averaged idle GPU share while contended */
     json_t *queues;                       /* gs_admission_queues_json snapshot when asked; caller decrefs */
 };

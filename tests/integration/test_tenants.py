@@ -111,3 +111,24 @@ def test_share_gate_and_under_share_reservation(run):
     bad = tenants(run, "--reserve-for", "youngest")
     assert bad.returncode == 2
     assert "want oldest or under-share" in bad.stderr
+
+
+def test_pins_drains_and_impatience(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    plain = fair()
+    assert plain["drains"] == 0 and plain["pins_expired"] == 0
+    on = fair("--share-gate", "on", "--pin", "on", "--drain", "on", "--impatient-below", "0.5",
+              "--reserve-horizon", "0")
+    assert on["finished"] == on["workloads"] == plain["workloads"]
+    assert 0 < on["jain_min"] <= on["jain_mean"] <= 1
+    assert on["drains"] > 0  # gangs of a queue below its share got nodes kept for them
+    assert on["reclaims_deferred"] < plain["reclaims_deferred"]  # fewer claims wait out the patience
+    for flag, value, why in (("--pin", "yes", "want on or off"), ("--drain", "1", "want on or off"),
+                             ("--impatient-below", "1.5", "a weighted share, at most 1"),
+                             ("--impatient-below", "x", "want a number in range")):
+        bad = tenants(run, flag, value)
+        assert bad.returncode == 2
+        assert flag in bad.stderr and '"%s"' % value in bad.stderr and why in bad.stderr, bad.stderr

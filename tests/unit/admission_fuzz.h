@@ -140,7 +140,8 @@ static inline int adm_fuzz_run(const uint8_t *data, size_t size, char *why, size
                                   .reclaim_wait_ns = (r & 4) ? 120 * GS_NS_PER_SEC : -1,
                                   .max_preemptions = (r & 8) ? 2 : 1, .preemption_window_ns = 600 * GS_NS_PER_SEC,
                                   .reclaim_above_nominal = (r & 16) != 0, .max_victim_searches = (r & 32) ? 1 : 0,
-                                  .evict_charge = (r & 64) ? -1 : 0};
+                                  .evict_charge = (r & 64) ? -1 : 0, .drain = (r & 128) != 0,
+                                  .pin_placement = (r & 128) != 0, .impatient_share = (r & 128) ? 0.5 : 0};
     int64_t min_runtime = runtimes[r % 4] ? runtimes[r % 4] * GS_NS_PER_SEC : 600 * GS_NS_PER_SEC;
     struct gs_admission *a = NULL;
     int rc = gs_admission_new(&t, cache, &clk, &o, &a, NULL);

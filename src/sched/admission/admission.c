@@ -16,6 +16,7 @@
 #include "sched/admission/admission.h"
 
 #include "sched/admission/dra_admit.h"
+#include "sched/admission/drain.h"
 #include "sched/admission/nodeplan.h"
 #include "sched/admission/placement.h"
 #include "sched/strmap.h"
@@ -28,6 +29,8 @@
 #define MAX_VICTIM_CHECKS 32 /* placement checks while searching victims for one claimant */
 #define MAX_SHADOW_STEPS 1024 /* running workloads released while estimating a start */
 #define MAX_SHADOW_CHECKS 48
+#define MAX_DRAINS 32        /* whole-node drains at once (opts.drain) */
+#define MAX_DRAIN_PLANS 4    /* drains planned per cycle */
 
 struct leafq {
     int32_t *v; /* pending workload ids, in admission order */
@@ -41,16 +44,27 @@ struct runq {
     size_t capped;    /* of them, admitted with their evictions at the cap of the window */
 };
 
+/* A hold keeps other pods off nodes[0..n) for the claimant wl. A pin
+ * (opts.pin_placement) instead keeps wl's own pod i on nodes[i], the node the
+ * placement check chose, until its pods are bound. */
 struct hold {
     int32_t wl;
     int64_t until_ns;
     int32_t *nodes;
     size_t n;
+    bool pin;
 };
 
 struct ids {
     int32_t *v;
     size_t n, cap;
+};
+
+/* opts.drain: nodes kept for a gang of a queue below its fair share (drain.h). */
+struct drain {
+    int32_t wl;
+    int64_t start;  /* when its GPUs are estimated to be free */
+    struct ids nodes;
 };
 
 struct gs_admission {
@@ -88,6 +102,9 @@ struct gs_admission {
     int32_t res_wl;
     int64_t res_start;
     struct ids res_nodes;
+    struct drain drains[MAX_DRAINS];
+    size_t ndrains;
+    uint64_t drain_fail_seq; /* release_seq when planning made no drain */
     uint8_t *excl;
     int32_t *place_nodes; /* nodes of the last successful placement check */
     size_t place_cap;
@@ -239,20 +256,49 @@ static bool pod_of(const struct gs_workload *w, const struct gs_pod *pod)
     return false;
 }
 
-bool gs_admission_node_held(const struct gs_admission *a, int32_t node, const struct gs_pod *pod)
+/* The pin of pod (its index in the pinned workload in *at), or NULL. */
+static const struct hold *pin_of(const struct gs_admission *a, const struct gs_pod *pod, size_t *at)
 {
     for (size_t h = 0; h < a->nholds; h++) {
         const struct hold *x = &a->holds[h];
+        if (!x->pin) continue;
+        const struct gs_workload *w = a->w[x->wl];
+        for (size_t i = 0; i < w->npods && i < x->n; i++)
+            if (w->pods[i] == pod) {
+                *at = i;
+                return x;
+            }
+    }
+    return NULL;
+}
+
+/* Held for a workload other than pod's (pins aside). */
+static bool held_for_other(const struct gs_admission *a, int32_t node, const struct gs_pod *pod)
+{
+    for (size_t h = 0; h < a->nholds; h++) {
+        const struct hold *x = &a->holds[h];
+        if (x->pin) continue;
         for (size_t i = 0; i < x->n; i++)
             if (x->nodes[i] == node && !pod_of(a->w[x->wl], pod)) return true;
     }
     return false;
 }
 
+bool gs_admission_node_held(const struct gs_admission *a, int32_t node, const struct gs_pod *pod)
+{
+    size_t at;
+    const struct hold *pin = pin_of(a, pod, &at);
+    if (pin) return pin->nodes[at] != node;
+    return held_for_other(a, node, pod);
+}
+
 bool gs_admission_holds_apply(const struct gs_admission *a, const struct gs_pod *pod)
 {
-    for (size_t h = 0; h < a->nholds; h++)
-        if (a->holds[h].n && !pod_of(a->w[a->holds[h].wl], pod)) return true;
+    for (size_t h = 0; h < a->nholds; h++) {
+        if (!a->holds[h].n) continue;
+        bool mine = pod_of(a->w[a->holds[h].wl], pod);
+        if (a->holds[h].pin ? mine : !mine) return true;
+    }
     return false;
 }
 
@@ -274,8 +320,11 @@ static void expire_holds(struct gs_admission *a)
     size_t k = 0;
     for (size_t h = 0; h < a->nholds; h++) {
         if (hold_done(a, &a->holds[h], now)) {
+            /* a pin that ran out with pods still unbound: the scheduler could not use the check's node */
+            if (a->holds[h].pin && now >= a->holds[h].until_ns && a->w[a->holds[h].wl]->state == GS_WL_ADMITTED)
+                a->st.pins_expired++;
             free(a->holds[h].nodes);
-            a->release_seq++;
+            if (!a->holds[h].pin) a->release_seq++; /* a pin kept no one else off a node */
         } else {
             a->holds[k++] = a->holds[h];
         }
@@ -283,7 +332,7 @@ static void expire_holds(struct gs_admission *a)
     a->nholds = k;
 }
 
-static int add_hold(struct gs_admission *a, int32_t wl, const int32_t *nodes, size_t n)
+static int add_hold(struct gs_admission *a, int32_t wl, const int32_t *nodes, size_t n, bool pin)
 {
     if (a->nholds == a->capholds) {
         size_t cap = a->capholds ? 2 * a->capholds : 4;
@@ -295,7 +344,8 @@ static int add_hold(struct gs_admission *a, int32_t wl, const int32_t *nodes, si
     int32_t *v = malloc((n ? n : 1) * sizeof *v);
     if (!v) return GS_ENOMEM;
     memcpy(v, nodes, n * sizeof *v);
-    a->holds[a->nholds++] = (struct hold){.wl = wl, .until_ns = now_ns(a) + a->o.hold_ns, .nodes = v, .n = n};
+    a->holds[a->nholds++] = (struct hold){.wl = wl, .until_ns = now_ns(a) + a->o.hold_ns, .nodes = v, .n = n,
+                                             .pin = pin};
     return 0;
 }
 
@@ -306,7 +356,7 @@ static const uint8_t *excluded_for(struct gs_admission *a, const struct gs_workl
     memset(a->excl, 0, (size_t)nn + 1);
     bool any = false;
     for (size_t h = 0; h < a->nholds; h++) {
-        if (a->holds[h].wl == w->id) continue;
+        if (a->holds[h].wl == w->id || a->holds[h].pin) continue;
         for (size_t i = 0; i < a->holds[h].n; i++)
             if (a->holds[h].nodes[i] < nn) a->excl[a->holds[h].nodes[i]] = 1, any = true;
     }
@@ -314,6 +364,15 @@ static const uint8_t *excluded_for(struct gs_admission *a, const struct gs_workl
     if (a->res_wl >= 0 && a->res_wl != w->id && !backfills)
         for (size_t i = 0; i < a->res_nodes.n; i++)
             if (a->res_nodes.v[i] < nn) a->excl[a->res_nodes.v[i]] = 1, any = true;
+    for (size_t k = 0; k < a->ndrains; k++) { /* a drain's nodes: its gang and what ends before it starts */
+        const struct drain *x = &a->drains[k];
+        /* the drain serves its queue's share: that queue's own work may use the nodes too */
+        if (x->wl == w->id || a->w[x->wl]->queue == w->queue ||
+            (w->est_duration_ns > 0 && now_ns(a) + w->est_duration_ns <= x->start))
+            continue;
+        for (size_t i = 0; i < x->nodes.n; i++)
+            if (x->nodes.v[i] < nn) a->excl[x->nodes.v[i]] = 1, any = true;
+    }
     return any ? a->excl : NULL;
 }
 
@@ -400,6 +459,45 @@ static int placeable(struct gs_admission *a, struct gs_workload *w, const int8_t
     return rc;
 }
 
+/*--- Drains (drain.h) ---*/
+
+static void drop_drain(struct gs_admission *a, size_t k)
+{
+    free(a->drains[k].nodes.v);
+    a->drains[k] = a->drains[--a->ndrains];
+    a->release_seq++; /* its nodes are open to everyone again */
+}
+
+static void drop_drain_of(struct gs_admission *a, int32_t wl)
+{
+    for (size_t k = 0; k < a->ndrains; k++)
+        if (a->drains[k].wl == wl) {
+            drop_drain(a, k);
+            return;
+        }
+}
+
+static bool drained(const struct gs_admission *a, int32_t wl)
+{
+    for (size_t k = 0; k < a->ndrains; k++)
+        if (a->drains[k].wl == wl) return true;
+    return false;
+}
+
+/* pin_placement: w was just admitted on the nodes of the last placement
+ * check (a->place_nodes); the scheduler is to bind each pod there. */
+static bool starved_elsewhere(const struct gs_admission *a, int32_t leaf);
+
+static int pin_workload(struct gs_admission *a, const struct gs_workload *w)
+{
+    if (!a->o.pin_placement || a->o.quota_only || !w->npods || w->gpu_milli <= 0) return 0;
+    /* Only while some queue below its share waits for room: the check packs by
+     * GPUs alone, and pinning everyone strands GPUs on nodes whose CPU or
+     * memory it filled when no gang is waiting for whole nodes. */
+    if (!starved_elsewhere(a, -1)) return 0;
+    return add_hold(a, w->id, a->place_nodes, w->npods, true);
+}
+
 /*--- Admit, evict, finish ---*/
 
 static bool run_capped(const struct gs_admission *a, const struct gs_workload *w)
@@ -455,6 +553,7 @@ static void admit(struct gs_admission *a, struct gs_workload *w, const int8_t *f
     ids_push(&a->adm, w->id);
     run_add(a, w); /* after admitted_ns: the list is ordered by it */
     if (a->res_wl == w->id) a->res_wl = -1, a->res_nodes.n = 0;
+    drop_drain_of(a, w->id);
 }
 
 static void evict_pods(struct gs_admission *a, const struct gs_workload *v)
@@ -528,6 +627,7 @@ int gs_admission_finish(struct gs_admission *a, int32_t id)
         pending_remove(a, w);
     }
     if (a->res_wl == id) a->res_wl = -1, a->res_nodes.n = 0;
+    drop_drain_of(a, id);
     w->state = GS_WL_FINISHED;
     a->release_seq++;
     return 0;
@@ -683,7 +783,9 @@ static size_t victim_candidates(struct gs_admission *a, const struct gs_workload
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
     int contested = -1, r = contested_res(a, req);
     bool reclaim = n->reclaim != GS_PREEMPT_NEVER && within_nominal(a, w->queue, req, &contested);
-    if (reclaim && a->o.reclaim_wait_ns > 0 && now_ns(a) - w->created_ns < a->o.reclaim_wait_ns) {
+    /* patience, waived for a queue far below its fair share (opts.impatient_share) */
+    bool impatient = a->o.impatient_share > 0 && a->fs.n[w->queue].share < a->o.impatient_share;
+    if (reclaim && !impatient && a->o.reclaim_wait_ns > 0 && now_ns(a) - w->created_ns < a->o.reclaim_wait_ns) {
         reclaim = false;
         a->st.reclaims_deferred++;
     }
@@ -992,7 +1094,8 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
         rc = gs_quota_fits(&a->q, w->queue, req, NULL) ? placeable(a, w, flav, true, true) : 0;
         if (rc == 1) {
             admit(a, w, flav);
-            rc = add_hold(a, w->id, a->place_nodes, w->npods);
+            rc = add_hold(a, w->id, a->place_nodes, w->npods, false);
+            if (!rc) rc = pin_workload(a, w);
             if (!rc) rc = 1;
         }
     }
@@ -1055,7 +1158,8 @@ static int try_admit(struct gs_admission *a, struct gs_workload *w)
         if (rc < 0) return rc;
         if (rc == 1) {
             admit(a, w, flav);
-            return 1;
+            rc = pin_workload(a, w);
+            return rc ? rc : 1;
         }
     }
     if (!quota_ok) quota_reason(a, w);
@@ -1200,6 +1304,154 @@ static int refresh_reservation(struct gs_admission *a)
     return 0;
 }
 
+/* The drain planner's input for w (drain.h): per usable node, when each GPU
+ * will be wholly free by the declared ends of the admitted workloads on it. A
+ * GPU that something without a known end holds never frees. */
+static int drain_input(struct gs_admission *a, const struct gs_workload *w, struct gs__drain_node *nodes,
+                       int64_t *gend, int32_t *cnt, size_t *off)
+{
+    int8_t flav[GS_QT_MAX_GROUPS] = {0};
+    struct gs_labels labels = {0};
+    if (!choose_flavors(a, w, flav, true, 0, NULL)) return 0;
+    int rc = flavor_labels(a, w, flav, &labels);
+    const uint8_t *excl = rc ? NULL : excluded_for(a, w);
+    int64_t now = now_ns(a);
+    int32_t nn = gs_cache_node_count(a->cache);
+    size_t at = 0;
+    for (int32_t i = 0; i < nn; i++) {
+        const struct gs_node_info *ni = gs_cache_node(a->cache, i);
+        off[i] = at;
+        nodes[i] = (struct gs__drain_node){.model = -1, .gend = gend + at};
+        if (!ni || !ni->live) continue;
+        nodes[i].usable = !rc && ni->schedulable && !(excl && excl[i]) && gs__labels_cover(&labels, ni->labels);
+        nodes[i].model = ni->gpu_model;
+        nodes[i].ngpus = ni->ngpus;
+        for (int32_t g = 0; g < ni->ngpus; g++, at++) {
+            cnt[at] = 0;
+            gend[at] = !ni->gpus[g].healthy ? GS_DRAIN_NEVER : ni->gpus[g].milli_free >= GS_GPU_MILLI ? now : -1;
+        }
+    }
+    off[nn] = at;
+    gs_labels_free(&labels);
+    for (size_t k = 0; k < a->ndrains; k++) /* one drain per node: gangs of one queue must not share theirs */
+        for (size_t i = 0; i < a->drains[k].nodes.n; i++)
+            if (a->drains[k].nodes.v[i] < nn) nodes[a->drains[k].nodes.v[i]].usable = false;
+    for (int32_t leaf = 0; leaf < a->t->n; leaf++)
+        for (size_t k = 0; k < a->runq[leaf].n; k++) {
+            const struct gs_workload *x = a->w[a->runq[leaf].v[k]];
+            int64_t end = x->est_duration_ns > 0 ? x->admitted_ns + x->est_duration_ns : GS_DRAIN_NEVER;
+            if (end != GS_DRAIN_NEVER && end <= now) end = now + 1; /* overran its estimate: soon, not now */
+            for (size_t i = 0; i < x->npods; i++) {
+                char key[512];
+                gs_meta_key(&x->pods[i]->meta, key, sizeof key);
+                const struct gs_assignment *as = gs_cache_pod_assignment(a->cache, key);
+                if (!as || as->node < 0 || as->node >= nn) continue;
+                for (int32_t g = 0; g < nodes[as->node].ngpus && g < 64; g++) {
+                    if (!(as->gpu_mask >> g & 1)) continue;
+                    size_t j = off[as->node] + (size_t)g;
+                    cnt[j]++;
+                    if (gend[j] < end) gend[j] = end;
+                }
+            }
+        }
+    for (int32_t i = 0; i < nn; i++) {
+        const struct gs_node_info *ni = gs_cache_node(a->cache, i);
+        for (int32_t g = 0; ni && ni->live && g < ni->ngpus; g++) {
+            size_t j = off[i] + (size_t)g;
+            if (gend[j] == -1 || (gend[j] != now && cnt[j] < ni->gpus[g].npods)) gend[j] = GS_DRAIN_NEVER;
+        }
+    }
+    return rc ? rc : 1;
+}
+
+/* Plans a drain for w: 1 with the drain filled, 0 when none (no node ever,
+ * fits by GPU count already, or past the horizon), or an error. */
+static int plan_drain(struct gs_admission *a, struct gs_workload *w, struct drain *out)
+{
+    int32_t nn = gs_cache_node_count(a->cache);
+    size_t ngpu = 0;
+    for (int32_t i = 0; i < nn; i++) {
+        const struct gs_node_info *ni = gs_cache_node(a->cache, i);
+        ngpu += ni && ni->live ? (size_t)ni->ngpus : 0;
+    }
+    struct gs__drain_node *nodes = calloc((size_t)nn + 1, sizeof *nodes);
+    int64_t *gend = malloc((ngpu + 1) * sizeof *gend);
+    int32_t *cnt = malloc((ngpu + 1) * sizeof *cnt);
+    size_t *off = malloc(((size_t)nn + 1) * sizeof *off);
+    struct gs__drain_pod *pods = calloc(w->npods + 1, sizeof *pods);
+    int32_t *where = malloc((w->npods + 1) * sizeof *where);
+    int rc = nodes && gend && cnt && off && pods && where ? drain_input(a, w, nodes, gend, cnt, off) : GS_ENOMEM;
+    int64_t start = 0, now = now_ns(a);
+    if (rc == 1) {
+        for (size_t i = 0; i < w->npods; i++) {
+            struct gs__np_pod p;
+            gs__np_pod_of(a->cache, w->pods[i], &p);
+            pods[i] = (struct gs__drain_pod){.gpus = p.gpus, .models = p.models};
+        }
+        rc = gs__drain_plan(nodes, (size_t)nn, pods, w->npods, where, &start);
+    }
+    if (rc == 1 && start <= now) rc = 0; /* room by GPU count now: what stops it is not a drain's business */
+    if (rc == 1 && a->o.reserve_horizon_ns > 0 && start - now > a->o.reserve_horizon_ns) {
+        a->st.drains_beyond_horizon++;
+        rc = 0;
+    }
+    if (rc == 1) {
+        *out = (struct drain){.wl = w->id, .start = start};
+        for (size_t i = 0; rc == 1 && i < w->npods; i++) {
+            bool seen = where[i] < 0;
+            for (size_t j = 0; j < out->nodes.n && !seen; j++) seen = out->nodes.v[j] == where[i];
+            if (!seen && ids_push(&out->nodes, where[i])) rc = GS_ENOMEM;
+        }
+        if (rc != 1) free(out->nodes.v);
+    }
+    free(nodes), free(gend), free(cnt), free(off), free(pods), free(where);
+    return rc;
+}
+
+/* opts.drain: drops drains that are done (their gang admitted or gone, the
+ * start passed, the queue at its share again), then plans new ones for the
+ * large workloads of queues below their fair share that fit their quota but
+ * found no placement, lowest share first, while the queue's drained GPUs
+ * stay under what it lacks of its share. */
+static int refresh_drains(struct gs_admission *a)
+{
+    if (!a->o.drain) return 0;
+    int64_t now = now_ns(a);
+    for (size_t k = a->ndrains; k-- > 0;) {
+        const struct gs_workload *w = a->w[a->drains[k].wl];
+        if (w->state != GS_WL_PENDING || now > a->drains[k].start || a->fs.n[w->queue].share >= 1.0) drop_drain(a, k);
+    }
+    if (a->drain_fail_seq == a->release_seq) return 0;
+    int r = a->fs.gpu_res, planned = 0, made = 0;
+    bool *seen = a->cand; /* reused: the cycle sets it again before its loop */
+    for (int32_t i = 0; i < a->t->n; i++) seen[i] = false;
+    for (;;) {
+        int32_t leaf = -1;
+        for (int32_t i = 0; i < a->t->n; i++)
+            if (!seen[i] && a->lq[i].n && a->fs.n[i].share < 1.0 && (leaf < 0 || a->fs.n[i].share < a->fs.n[leaf].share))
+                leaf = i;
+        if (leaf < 0 || r < 0) break;
+        seen[leaf] = true;
+        double lack = a->fs.n[leaf].deserved[r] - (double)leaf_use(a, leaf, r);
+        for (size_t k = 0; k < a->ndrains; k++)
+            if (a->w[a->drains[k].wl]->queue == leaf) lack -= (double)a->w[a->drains[k].wl]->gpu_milli;
+        for (size_t k = 0; k < a->lq[leaf].n && lack > 0 && a->ndrains < MAX_DRAINS && planned < MAX_DRAIN_PLANS; k++) {
+            struct gs_workload *w = a->w[a->lq[leaf].v[k]];
+            if (!w->placement_failed || w->gpu_milli < a->o.large_gpu_milli || w->id == a->res_wl || drained(a, w->id))
+                continue;
+            planned++;
+            int rc = plan_drain(a, w, &a->drains[a->ndrains]);
+            if (rc < 0) return rc;
+            if (rc == 0) continue;
+            a->ndrains++, made++;
+            a->st.drains++;
+            lack -= (double)w->gpu_milli;
+        }
+    }
+    if (planned && !made) a->drain_fail_seq = a->release_seq; /* tried and failed: wait for a release */
+    return 0;
+}
+
 int64_t gs_admission_estimate_start(struct gs_admission *a, int32_t id)
 {
     if (id < 0 || (size_t)id >= a->n || a->w[id]->state != GS_WL_PENDING) return -1;
@@ -1298,6 +1550,7 @@ int gs_admission_cycle(struct gs_admission *a, struct gs_admission_result *out)
     pending_demand(a); /* fair shares are current for the reservation's reclaim too */
     gs_fairshare_compute(&a->fs, &a->q, (const double(*)[GS_QT_MAX_RES])a->pend);
     if (!rc) rc = refresh_reservation(a);
+    if (!rc) rc = refresh_drains(a);
     if (!rc && a->res_wl >= 0) {
         rc = try_admit(a, a->w[a->res_wl]);
         if (rc > 0) rc = 0;
@@ -1580,6 +1833,7 @@ void gs_admission_free(struct gs_admission *a)
     for (int32_t i = 0; a->runq && i < a->t->n; i++) free(a->runq[i].v);
     for (size_t h = 0; h < a->nholds; h++) free(a->holds[h].nodes);
     free(a->holds);
+    for (size_t k = 0; k < a->ndrains; k++) free(a->drains[k].nodes.v);
     free(a->lq), free(a->q_preempt), free(a->q_caused), free(a->pend), free(a->cand);
     free(a->adm.v), free(a->ev.v), free(a->res_nodes.v), free(a->kept.v);
     free(a->excl), free(a->place_nodes), free(a->runq);
@@ -1801,12 +2055,26 @@ json_t *gs_admission_queues_json(struct gs_admission *a, size_t max_listed, size
         if (o && gs_queue_tree_is_leaf(a->t, i))
             json_object_set_new(o, "pending", pending_json(a, i, max_listed, &estimated, max_estimated));
     }
+    json_t *drains = json_array();
+    for (size_t k = 0; drains && k < a->ndrains; k++) {
+        const struct drain *x = &a->drains[k];
+        json_t *nodes = json_array();
+        for (size_t i = 0; nodes && i < x->nodes.n; i++) {
+            const struct gs_node_info *ni = gs_cache_node(a->cache, x->nodes.v[i]);
+            json_array_append_new(nodes, json_string(ni && ni->name ? ni->name : "?"));
+        }
+        json_array_append_new(drains, json_pack("{s:s, s:f, s:o}", "workload", a->w[x->wl]->key, "start",
+                                                (double)x->start / GS_NS_PER_SEC, "nodes", nodes ? nodes : json_array()));
+    }
     json_t *res = json_null();
     if (a->res_wl >= 0)
         res = json_pack("{s:s, s:f}", "workload", a->w[a->res_wl]->key, "start",
                         (double)a->res_start / GS_NS_PER_SEC);
-    return json_pack("{s:f, s:o, s:o, s:o}", "time", (double)now_ns(a) / GS_NS_PER_SEC, "queues", qs ? qs : json_array(),
-                     "reservation", res ? res : json_null(), "stats", stats_json(a));
+    json_t *out = json_pack("{s:f, s:o, s:o, s:o}", "time", (double)now_ns(a) / GS_NS_PER_SEC, "queues",
+                            qs ? qs : json_array(), "reservation", res ? res : json_null(), "stats", stats_json(a));
+    if (out && a->o.drain && drains) json_object_set(out, "drains", drains);
+    json_decref(drains);
+    return out;
 }
 
 json_t *gs_admission_explain_json(struct gs_admission *a, const char *key)
@@ -1849,8 +2117,10 @@ static void hold_filter(void *state, struct gs_cycle_state *cs, const struct gs_
     (void)cs;
     const struct gs_admission *a = state;
     if (!a->nholds) return;
+    size_t at;
+    const struct hold *p = pin_of(a, pod, &at); /* looked up once per pod, not per node */
     for (size_t i = 0; i < n; i++)
-        if (gs_admission_node_held(a, nodes[i]->idx, pod)) reject[i] = 1;
+        if (p ? p->nodes[at] != nodes[i]->idx : held_for_other(a, nodes[i]->idx, pod)) reject[i] = 1;
 }
 
 /* Class-wise only when no hold can reject the pod: then the filter keeps every node. */

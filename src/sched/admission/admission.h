@@ -68,6 +68,11 @@
  * when its start is within reserve_horizon: holding nodes for a workload that
  * cannot start for hours would leave capacity idle for nothing.
  *
+ * Two options aim at gangs that need whole nodes (both off by default):
+ * pin_placement binds admitted GPU workloads where the placement check put
+ * them (it packs), and drain keeps, for a large workload of a queue below
+ * its fair share, the nodes whose GPUs free up soonest (drain.h).
+ *
  * Pods of an admitted workload that finish early give their quota back
  * (gs_admission_pod_finished); the rest stays reserved until the workload
  * finishes or is evicted.
@@ -93,6 +98,11 @@ struct gs_admission_opts {
     int64_t hold_ns;            /* how long freed capacity is held for a claimant; 0: 60 s */
     int64_t reclaim_min_runtime_ns; /* no eviction before a workload ran this long; 0: 10 min; <0: none */
     int64_t reclaim_wait_ns;    /* a claimant reclaims only after pending this long; 0: 10 min; <0: at once */
+    /* A claimant whose queue's weighted share is below this reclaims without
+     * the patience of reclaim_wait: a queue whose burst found the cluster
+     * taken gets its share back at once, one near its share still waits for
+     * capacity to free itself. 0: off (patience for everyone). */
+    double impatient_share;
     int max_preemptions;        /* evictions of one workload per window; 0: 1; <0: unlimited */
     int64_t preemption_window_ns; /* 0: 1 hour */
     double evict_charge;        /* share of the victims' lost GPU-hours charged to the claimant; 0: 1; <0: none */
@@ -109,6 +119,21 @@ struct gs_admission_opts {
      * above their fair share admit no GPU workloads, so capacity that frees
      * up is not taken again before the starved queue's gang fits. */
     bool share_gate;
+    /* Pin: the pods of a GPU workload admitted are bound where the placement
+     * check put them (the AdmissionHold filter refuses them every other node
+     * until they are bound or hold_ns passes). The check packs (placement.h):
+     * a scheduler whose scoring spreads would otherwise take a node that
+     * admission left whole for a gang, and place nothing where the check
+     * kept reserved nodes free. */
+    bool pin_placement;
+    /* Drain (drain.h): a large workload of a queue below its fair share that
+     * fits its quota but finds no placement gets the nodes where its GPUs
+     * will be free soonest (by the declared ends of what runs there), kept
+     * for it as a reservation is (backfill only by workloads ending before
+     * the drain's start); the queue's drained GPUs stay within what it lacks
+     * of its share; the start must lie within reserve_horizon. Meant with
+     * pin_placement, so the scheduler does not fill drained nodes. */
+    bool drain;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
@@ -264,6 +289,9 @@ struct gs_admission_stats {
     int64_t reservations;         /* backfill reservations made */
     int64_t reservations_beyond_horizon; /* starving workloads not reserved for: the start was past the horizon */
     int64_t share_gated;        /* share_gate: leaves served with their GPU workloads held back */
+    int64_t drains;               /* drain: whole-node drains made */
+    int64_t drains_beyond_horizon; /* drain: plans dropped, the start past the horizon */
+    int64_t pins_expired;         /* pin_placement: pins that ran out (hold_ns) before their pods were bound */
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
     int64_t nodewise_unproven;    /* node-wise plans the placement check did not confirm (fell back) */
