@@ -62,7 +62,7 @@ struct qent {
     uint64_t popped_at;    /* event number when it was popped */
     bool woken;            /* in backoffQ because an event moved it (see above) */
     bool fresh;            /* in activeQ since the last batch reactivated it (see "Batches") */
-    bool in_batch;         /* q->batch.v[batch_idx] is this entry */
+    bool in_batch;         /* q->batch.v[batch_idx] is this entry (then fresh) */
     size_t batch_idx;
 };
 
@@ -71,11 +71,13 @@ struct heap {
     size_t n, cap;
 };
 
-/* The last gs_sched_queue_reactivate_many: the entries it moved, in the
- * order they got their seqs (NULL where one was freed since), the seq after
+/* The last gs_sched_queue_reactivate_many: the entries it moved and their
+ * pods, in the order they got their seqs, NULL where one has left activeQ
+ * since (so every entry named is still in activeQ untouched), the seq after
  * them and the clock then. */
 struct batch {
     struct qent **v;
+    const struct gs_pod **pod;
     size_t n, cap;
     uint64_t end;
     int64_t at;
@@ -218,8 +220,13 @@ static int to_unsched(struct gs_sched_queue *q, struct qent *e, unsigned mask)
     return 0;
 }
 
-/* e leaves activeQ or the batch's keeping (see "Batches"). */
-static void unfresh(struct qent *e) { e->fresh = false; }
+/* e leaves activeQ: out of the batch (see "Batches"). */
+static void unfresh(struct gs_sched_queue *q, struct qent *e)
+{
+    if (!e->fresh) return;
+    e->fresh = false;
+    if (e->in_batch) q->batch.v[e->batch_idx] = NULL, e->in_batch = false;
+}
 
 static void unsched_remove(struct gs_sched_queue *q, struct qent *e)
 {
@@ -232,7 +239,7 @@ static void unsched_remove(struct gs_sched_queue *q, struct qent *e)
 /* Takes e out of whatever structure holds it (it stays in the map). */
 static void detach(struct gs_sched_queue *q, struct qent *e)
 {
-    unfresh(e);
+    unfresh(q, e);
     switch (e->where) {
     case W_ACTIVE: heap_remove(q, &q->active, e->pos); break;
     case W_BACKOFF:
@@ -279,12 +286,6 @@ static void qent_free(struct qent *e)
     free(e);
 }
 
-/* Frees e, leaving a hole in the batch when it was there. */
-static void entry_free(struct gs_sched_queue *q, struct qent *e)
-{
-    if (e->in_batch) q->batch.v[e->batch_idx] = NULL;
-    qent_free(e);
-}
 
 void gs_sched_queue_free(struct gs_sched_queue *q)
 {
@@ -296,6 +297,7 @@ void gs_sched_queue_free(struct gs_sched_queue *q)
     free(q->backoff.v);
     free(q->unsched);
     free(q->batch.v);
+    free(q->batch.pod);
     free(q);
 }
 
@@ -323,16 +325,15 @@ int gs_sched_queue_delete(struct gs_sched_queue *q, const char *pod_key)
 {
     struct qent *e = gs__strmap_del(&q->map, pod_key);
     if (!e) return GS_ENOENT;
-    detach(q, e);
-    entry_free(q, e);
+    detach(q, e); /* out of the batch too */
+    qent_free(e);
     return 0;
 }
 
 /* gs_sched_queue_reactivate of the queued entry e. */
 static int refresh(struct gs_sched_queue *q, struct qent *e, const struct gs_pod *pod)
 {
-    detach(q, e); /* what delete does, less the map and the memory */
-    if (e->in_batch) q->batch.v[e->batch_idx] = NULL; /* its new seq puts it after the batch */
+    detach(q, e); /* what delete does, less the map and the memory; out of the batch */
     char *key = e->key;
     int64_t now = gs_clock_now(q->clock);
     *e = (struct qent){.key = key}; /* what add starts from */
@@ -353,18 +354,17 @@ int gs_sched_queue_reactivate(struct gs_sched_queue *q, const struct gs_pod *pod
 
 /*--- Batches (see the top of the file) ---*/
 
-static bool live(const struct qent *e) { return e && e->fresh; }
-
 /* Would reactivating pods one by one change nothing but the seqs of the
- * last batch's live entries? Changes nothing itself. */
+ * last batch's entries still in activeQ? Changes nothing itself, and reads
+ * only the batch's arrays while the pods are those entries'. */
 static bool batch_holds(const struct gs_sched_queue *q, const struct gs_pod *const *pods, size_t n)
 {
     const struct batch *b = &q->batch;
     if (!b->valid || b->end != q->seq || b->at != gs_clock_now(q->clock)) return false;
     size_t j = 0;
     for (size_t i = 0; i < n; i++) {
-        while (j < b->n && !live(b->v[j])) j++;
-        if (j < b->n && b->v[j]->qp.pod == pods[i]) {
+        while (j < b->n && !b->v[j]) j++;
+        if (j < b->n && b->pod[j] == pods[i]) {
             j++;
             continue;
         }
@@ -374,12 +374,12 @@ static bool batch_holds(const struct gs_sched_queue *q, const struct gs_pod *con
         if (gs__strmap_get(&q->map, key)) return false;
     }
     for (; j < b->n; j++)
-        if (live(b->v[j])) return false;
+        if (b->v[j]) return false;
     return true;
 }
 
-/* The batch's live entries get the seqs one by one reactivation would give
- * them; the rest leave the batch. Returns how many. */
+/* The batch's entries get the seqs one by one reactivation would give them,
+ * in their order; the holes close. Returns how many. */
 static size_t batch_renumber(struct gs_sched_queue *q)
 {
     struct batch *b = &q->batch;
@@ -387,12 +387,9 @@ static size_t batch_renumber(struct gs_sched_queue *q)
     for (size_t j = 0; j < b->n; j++) {
         struct qent *e = b->v[j];
         if (!e) continue;
-        if (!live(e)) {
-            e->in_batch = false;
-            continue;
-        }
         e->qp.seq = q->seq++;
         e->batch_idx = m;
+        b->pod[m] = b->pod[j];
         b->v[m++] = e;
     }
     b->n = m;
@@ -405,9 +402,22 @@ static void batch_clear(struct gs_sched_queue *q)
 {
     struct batch *b = &q->batch;
     for (size_t j = 0; j < b->n; j++)
-        if (b->v[j]) b->v[j]->in_batch = false;
+        if (b->v[j]) b->v[j]->in_batch = false, b->v[j]->fresh = false;
     b->n = 0;
     b->valid = false;
+}
+
+static bool batch_reserve(struct batch *b, size_t n)
+{
+    if (n <= b->cap) return true;
+    struct qent **nv = realloc(b->v, n * sizeof *nv);
+    if (!nv) return false;
+    b->v = nv;
+    const struct gs_pod **np = realloc(b->pod, n * sizeof *np);
+    if (!np) return false;
+    b->pod = np;
+    b->cap = n;
+    return true;
 }
 
 /* One by one, recording the entries as the new batch. */
@@ -415,23 +425,19 @@ static size_t reactivate_each(struct gs_sched_queue *q, const struct gs_pod *con
 {
     struct batch *b = &q->batch;
     batch_clear(q);
-    bool record = true;
-    if (n > b->cap) {
-        struct qent **nv = realloc(b->v, n * sizeof *nv);
-        if (nv) b->v = nv, b->cap = n;
-        else record = false; /* no batch: the next one goes one by one too */
-    }
+    bool record = batch_reserve(b, n); /* else no batch: the next one goes one by one too */
     size_t done = 0;
     for (size_t i = 0; i < n; i++) {
         char key[GS__KEY_MAX];
         gs__pod_key(pods[i], key, sizeof key);
         struct qent *e = gs__strmap_get(&q->map, key);
-        if (!e || refresh(q, e, pods[i]) != 0) continue;
+        if (!e || refresh(q, e, pods[i]) != 0) continue; /* a duplicate leaves its earlier place */
         done++;
         if (!record) continue;
         e->fresh = true;
         e->in_batch = true;
         e->batch_idx = b->n;
+        b->pod[b->n] = pods[i];
         b->v[b->n++] = e;
     }
     b->end = q->seq;
@@ -501,7 +507,7 @@ bool gs_sched_queue_pop(struct gs_sched_queue *q, struct gs_queued_pod *out)
     if (!q->active.n) return false;
     struct qent *e = q->active.v[0];
     heap_remove(q, &q->active, 0);
-    unfresh(e);
+    unfresh(q, e);
     e->where = W_INFLIGHT;
     e->popped_at = q->event_no;
     *out = e->qp;
