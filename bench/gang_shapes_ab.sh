@@ -1,7 +1,9 @@
 #!/bin/sh
 # gang_shapes_ab.sh - the gang shapes of `gpusched bench` by two builds, side
 # by side in one run: for each shape the build before, then the build after,
-# one line each with the pods per CPU second of the scheduling thread.
+# one line each with the pods per CPU second of the scheduling thread and the
+# digest of every decision (equal digests: the same binds and evictions in
+# the same order).
 #
 #   bench/gang_shapes_ab.sh BEFORE_BIN AFTER_BIN [SHAPE...]
 #
@@ -23,7 +25,7 @@ for sh in "$@"; do
         [ $side = after ] && bin=$after
         printf '%s %s ' $side "$sh"
         "$bin" bench --shape "$sh" 2>/dev/null |
-            sed -E 's/.*"evictions":([0-9]+).*"cycles":([0-9]+).*"pods_per_cpu_second":([0-9.]+).*/evictions=\1 cycles=\2 cpu_pps=\3/'
+            sed -E 's/.*"scheduled":([0-9]+).*"evictions":([0-9]+).*"cycles":([0-9]+).*"pods_per_cpu_second":([0-9.]+).*"decisions":"([0-9a-f]+)".*/bound=\1 evictions=\2 cycles=\3 cpu_pps=\4 decisions=\5/'
     done
 done
 uptime

@@ -103,6 +103,11 @@ struct gs_framework {
     uint64_t cand_epoch;
     bool cand_valid;
     char last_reject[GS_STATUS_REASON_MAX]; /* reason of the rejection tick reported last */
+    /* Tick has nothing to do while quiet (no pod allowed or rejected since its
+     * last walk) and the clock is before next_due (no waiting pod's deadline
+     * is earlier). */
+    bool quiet;
+    int64_t next_due;
     const int32_t *only;             /* gs_framework_schedule_on's nodes during its cycle, else NULL */
     size_t nonly;
     int32_t apart;                   /* gs_framework_class_apart's node for this cycle, -1 none */
@@ -1054,6 +1059,7 @@ static int finish_cycle(struct gs_framework *fw, const struct gs_pod *pod, struc
     r->st = pending ? REC_WAITING : REC_RESERVED;
     r->pending = pending;
     r->deadline = deadline;
+    if (r->st == REC_WAITING && deadline < fw->next_due) fw->next_due = deadline;
     if (add_rec(fw, r) != 0) {
         unreserve_all(fw, &r->cs, pod, node);
         gs_cache_forget(fw->h.cache, key);
@@ -1130,7 +1136,7 @@ int gs_framework_allow(struct gs_framework *fw, const char *pod_key, const char 
     int i = permit_slot(fw, plugin);
     if (i < 0) return GS_ENOENT;
     r->pending &= ~(1u << i);
-    if (!r->pending) r->st = REC_READY;
+    if (!r->pending) r->st = REC_READY, fw->quiet = false;
     return 0;
 }
 
@@ -1141,6 +1147,7 @@ static void reject_rec(struct gs_framework *fw, struct rec *r, struct gs_status 
     gs_cache_forget(fw->h.cache, r->key);
     r->st = REC_REJECTED;
     r->status = s;
+    fw->quiet = false;
 }
 
 int gs_framework_reject(struct gs_framework *fw, const char *pod_key, const char *plugin, const char *reason)
@@ -1159,6 +1166,8 @@ int gs_framework_tick(struct gs_framework *fw, void (*cb)(const struct gs_pod *,
 {
     int64_t now = gs_clock_now(fw->h.clock);
     int timeouts = 0;
+    if (fw->quiet && now < fw->next_due) return 0; /* the walk would find nothing to do */
+    fw->quiet = true, fw->next_due = INT64_MAX;
     for (size_t i = 0; i < fw->nlist;) {
         struct rec *r = fw->list[i];
         if (r->st == REC_WAITING && r->deadline <= now) {
@@ -1179,6 +1188,7 @@ int gs_framework_tick(struct gs_framework *fw, void (*cb)(const struct gs_pod *,
             if (cb) cb(pod, false, arg);
             continue;
         }
+        if (r->st == REC_WAITING && r->deadline < fw->next_due) fw->next_due = r->deadline;
         i++;
     }
     return timeouts;

@@ -82,6 +82,11 @@ struct gs_handle {
      * as kube's PodsToActivate: a gang member waiting at Permit brings its
      * siblings. NULL when there is no queue. Same ctx as evict. */
     void (*activate)(void *evict_ctx, const struct gs_pod *pod);
+    /* activate of pods[0..n) in turn, in that order, in one call: the queue
+     * then keeps a gang's siblings as one batch instead of moving each one
+     * (sched/queue.h gs_sched_queue_reactivate_many). NULL when there is no
+     * queue; pods borrowed for the call. Same ctx as evict. */
+    void (*activate_many)(void *evict_ctx, const struct gs_pod *const *pods, size_t n);
 };
 
 /* A pod as the queue holds it. */

@@ -24,6 +24,22 @@
  * an error waits its backoff, or a pod that always errs would be retried in
  * a loop. A woken pod gets one such early try per event; failing again it
  * goes back to the unschedulable set to wait for the next one.
+ *
+ * Batches. A gang member waiting at Permit brings every unplaced sibling to
+ * activeQ (gs_sched_queue_reactivate_many), and the next member does it
+ * again for the same siblings less itself: reactivating each one is a heap
+ * remove and push through QueueSort, quadratic in the gang's size. But when
+ * nothing got a seq since the last batch, the clock has not moved, and the
+ * pods asked for are exactly the entries of the last batch still in activeQ
+ * untouched, in the same order, reactivating them again changes nothing but
+ * their seqs: each is already in activeQ with a fresh entry stamped now, and
+ * its new seq stays above every other entry's, as its old one was, with the
+ * same order among them. So those seqs are renumbered in place and the heap
+ * is left as it is: the same state as the one by one reactivation (up to
+ * the heap's layout, which cannot change what comes out while QueueSort is
+ * a strict order, as every QueueSort plugin's seq tie-break makes it). The
+ * check walks the pods and the batch side by side, one pointer compare per
+ * pod; a pod the batch does not hold costs a map lookup.
  */
 #include "sched/queue.h"
 
@@ -45,11 +61,28 @@ struct qent {
     unsigned checked;      /* of those, the pod events that move it only when the hint says so */
     uint64_t popped_at;    /* event number when it was popped */
     bool woken;            /* in backoffQ because an event moved it (see above) */
+    bool fresh;            /* in activeQ since the last batch reactivated it (see "Batches") */
+    bool in_batch;         /* q->batch.v[batch_idx] is this entry (then fresh) */
+    size_t batch_idx;
 };
 
 struct heap {
     struct qent **v;
     size_t n, cap;
+};
+
+/* The last gs_sched_queue_reactivate_many: the entries it moved and their
+ * pods, in the order they got their seqs, NULL where one has left activeQ
+ * since (so every entry named is still in activeQ untouched), the seq after
+ * them and the clock then. */
+struct batch {
+    struct qent **v;
+    const struct gs_pod **pod;
+    size_t n, cap;
+    uint64_t end;
+    int64_t at;
+    bool valid;
+    size_t kept;           /* batches answered without touching the heap */
 };
 
 #define NEVENTS 8
@@ -74,6 +107,7 @@ struct gs_sched_queue {
     gs_queue_hint_fn hint;
     void *hint_ctx;
     size_t waiting[NEVENTS];
+    struct batch batch;
 };
 
 /*--- Heaps ---*/
@@ -186,6 +220,14 @@ static int to_unsched(struct gs_sched_queue *q, struct qent *e, unsigned mask)
     return 0;
 }
 
+/* e leaves activeQ: out of the batch (see "Batches"). */
+static void unfresh(struct gs_sched_queue *q, struct qent *e)
+{
+    if (!e->fresh) return;
+    e->fresh = false;
+    if (e->in_batch) q->batch.v[e->batch_idx] = NULL, e->in_batch = false;
+}
+
 static void unsched_remove(struct gs_sched_queue *q, struct qent *e)
 {
     for (int b = 0; b < NEVENTS; b++) q->waiting[b] -= (e->mask >> b) & 1;
@@ -197,6 +239,7 @@ static void unsched_remove(struct gs_sched_queue *q, struct qent *e)
 /* Takes e out of whatever structure holds it (it stays in the map). */
 static void detach(struct gs_sched_queue *q, struct qent *e)
 {
+    unfresh(q, e);
     switch (e->where) {
     case W_ACTIVE: heap_remove(q, &q->active, e->pos); break;
     case W_BACKOFF:
@@ -243,6 +286,7 @@ static void qent_free(struct qent *e)
     free(e);
 }
 
+
 void gs_sched_queue_free(struct gs_sched_queue *q)
 {
     if (!q) return;
@@ -252,6 +296,8 @@ void gs_sched_queue_free(struct gs_sched_queue *q)
     free(q->active.v);
     free(q->backoff.v);
     free(q->unsched);
+    free(q->batch.v);
+    free(q->batch.pod);
     free(q);
 }
 
@@ -279,16 +325,15 @@ int gs_sched_queue_delete(struct gs_sched_queue *q, const char *pod_key)
 {
     struct qent *e = gs__strmap_del(&q->map, pod_key);
     if (!e) return GS_ENOENT;
-    detach(q, e);
+    detach(q, e); /* out of the batch too */
     qent_free(e);
     return 0;
 }
 
-int gs_sched_queue_reactivate(struct gs_sched_queue *q, const struct gs_pod *pod, const char *pod_key)
+/* gs_sched_queue_reactivate of the queued entry e. */
+static int refresh(struct gs_sched_queue *q, struct qent *e, const struct gs_pod *pod)
 {
-    struct qent *e = gs__strmap_get(&q->map, pod_key);
-    if (!e) return GS_ENOENT;
-    detach(q, e); /* what delete does, less the map and the memory */
+    detach(q, e); /* what delete does, less the map and the memory; out of the batch */
     char *key = e->key;
     int64_t now = gs_clock_now(q->clock);
     *e = (struct qent){.key = key}; /* what add starts from */
@@ -300,6 +345,113 @@ int gs_sched_queue_reactivate(struct gs_sched_queue *q, const struct gs_pod *pod
     }
     return 0;
 }
+
+int gs_sched_queue_reactivate(struct gs_sched_queue *q, const struct gs_pod *pod, const char *pod_key)
+{
+    struct qent *e = gs__strmap_get(&q->map, pod_key);
+    return e ? refresh(q, e, pod) : GS_ENOENT;
+}
+
+/*--- Batches (see the top of the file) ---*/
+
+/* Would reactivating pods one by one change nothing but the seqs of the
+ * last batch's entries still in activeQ? Changes nothing itself, and reads
+ * only the batch's arrays while the pods are those entries'. */
+static bool batch_holds(const struct gs_sched_queue *q, const struct gs_pod *const *pods, size_t n)
+{
+    const struct batch *b = &q->batch;
+    if (!b->valid || b->end != q->seq || b->at != gs_clock_now(q->clock)) return false;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        while (j < b->n && !b->v[j]) j++;
+        if (j < b->n && b->pod[j] == pods[i]) {
+            j++;
+            continue;
+        }
+        /* Not the batch's next entry: fine only when the queue does not hold it. */
+        char key[GS__KEY_MAX];
+        gs__pod_key(pods[i], key, sizeof key);
+        if (gs__strmap_get(&q->map, key)) return false;
+    }
+    for (; j < b->n; j++)
+        if (b->v[j]) return false;
+    return true;
+}
+
+/* The batch's entries get the seqs one by one reactivation would give them,
+ * in their order; the holes close. Returns how many. */
+static size_t batch_renumber(struct gs_sched_queue *q)
+{
+    struct batch *b = &q->batch;
+    size_t m = 0;
+    for (size_t j = 0; j < b->n; j++) {
+        struct qent *e = b->v[j];
+        if (!e) continue;
+        e->qp.seq = q->seq++;
+        e->batch_idx = m;
+        b->pod[m] = b->pod[j];
+        b->v[m++] = e;
+    }
+    b->n = m;
+    b->end = q->seq;
+    b->kept++;
+    return m;
+}
+
+static void batch_clear(struct gs_sched_queue *q)
+{
+    struct batch *b = &q->batch;
+    for (size_t j = 0; j < b->n; j++)
+        if (b->v[j]) b->v[j]->in_batch = false, b->v[j]->fresh = false;
+    b->n = 0;
+    b->valid = false;
+}
+
+static bool batch_reserve(struct batch *b, size_t n)
+{
+    if (n <= b->cap) return true;
+    struct qent **nv = realloc(b->v, n * sizeof *nv);
+    if (!nv) return false;
+    b->v = nv;
+    const struct gs_pod **np = realloc(b->pod, n * sizeof *np);
+    if (!np) return false;
+    b->pod = np;
+    b->cap = n;
+    return true;
+}
+
+/* One by one, recording the entries as the new batch. */
+static size_t reactivate_each(struct gs_sched_queue *q, const struct gs_pod *const *pods, size_t n)
+{
+    struct batch *b = &q->batch;
+    batch_clear(q);
+    bool record = batch_reserve(b, n); /* else no batch: the next one goes one by one too */
+    size_t done = 0;
+    for (size_t i = 0; i < n; i++) {
+        char key[GS__KEY_MAX];
+        gs__pod_key(pods[i], key, sizeof key);
+        struct qent *e = gs__strmap_get(&q->map, key);
+        if (!e || refresh(q, e, pods[i]) != 0) continue; /* a duplicate leaves its earlier place */
+        done++;
+        if (!record) continue;
+        e->fresh = true;
+        e->in_batch = true;
+        e->batch_idx = b->n;
+        b->pod[b->n] = pods[i];
+        b->v[b->n++] = e;
+    }
+    b->end = q->seq;
+    b->at = gs_clock_now(q->clock);
+    b->valid = record;
+    return done;
+}
+
+size_t gs_sched_queue_reactivate_many(struct gs_sched_queue *q, const struct gs_pod *const *pods, size_t n)
+{
+    return batch_holds(q, pods, n) ? batch_renumber(q) : reactivate_each(q, pods, n);
+}
+
+size_t gs_sched_queue_batches_kept(const struct gs_sched_queue *q) { return q->batch.kept; }
 
 /* Due backoffs to activeQ; unschedulable pods past their deadline back too. */
 static void flush(struct gs_sched_queue *q, int64_t now)
@@ -355,6 +507,7 @@ bool gs_sched_queue_pop(struct gs_sched_queue *q, struct gs_queued_pod *out)
     if (!q->active.n) return false;
     struct qent *e = q->active.v[0];
     heap_remove(q, &q->active, 0);
+    unfresh(q, e);
     e->where = W_INFLIGHT;
     e->popped_at = q->event_no;
     *out = e->qp;

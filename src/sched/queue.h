@@ -56,6 +56,18 @@ int gs_sched_queue_delete(struct gs_sched_queue *q, const char *pod_key);
  * entry (new seq, enqueue time now, no attempts), without freeing and
  * allocating it. GS_ENOENT (nothing added) when the key is not queued. */
 int gs_sched_queue_reactivate(struct gs_sched_queue *q, const struct gs_pod *pod, const char *pod_key);
+/* gs_sched_queue_reactivate of each pods[i] in turn (each under its own key;
+ * pods not queued are left alone), with the same result while QueueSort is
+ * a strict order that reads seq only through its order (ties broken by seq,
+ * as every QueueSort plugin does). A batch that repeats the previous one
+ * less the entries that left activeQ since, at the same clock time and with
+ * nothing added or reactivated in between (a gang's unplaced siblings, at
+ * each member's Permit), renumbers their seqs in place: O(n) pointer
+ * compares, no heap work. pods borrowed for the call. Returns how many were
+ * reactivated. */
+size_t gs_sched_queue_reactivate_many(struct gs_sched_queue *q, const struct gs_pod *const *pods, size_t n);
+/* How many reactivate_many calls were answered by renumbering (for tests). */
+size_t gs_sched_queue_batches_kept(const struct gs_sched_queue *q);
 /* Pops the head of activeQ after flushing due backoffs; false when empty.
  * The popped pod is "in flight" until requeued or done. */
 bool gs_sched_queue_pop(struct gs_sched_queue *q, struct gs_queued_pod *out);

@@ -140,6 +140,12 @@ static void activate(void *ctx, const struct gs_pod *pod)
     gs_sched_queue_reactivate(s->q, pod, key); /* delete + add in place; not queued: left alone */
 }
 
+static void activate_many(void *ctx, const struct gs_pod *const *pods, size_t n)
+{
+    struct gs_scheduler *s = ctx;
+    gs_sched_queue_reactivate_many(s->q, pods, n); /* as activate on each, in order */
+}
+
 int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const struct gs_scheduler_opts *o,
                      struct gs_scheduler **out, struct gs_diags *d)
 {
@@ -158,7 +164,7 @@ int gs_scheduler_new(const struct gs_clock *clock, struct gs_cache *cache, const
         p = err ? NULL : &s->defaults.profiles[0];
     }
     struct gs_handle h = {.clock = clock, .cache = cache, .seed = o ? o->seed : 0, .evict = evict, .evict_ctx = s,
-                          .activate = activate};
+                          .activate = activate, .activate_many = activate_many};
     if (!err) err = gs_framework_new(p, &h, &s->fw, d);
     if (!err) {
         s->q = gs_sched_queue_new(clock, o ? &o->queue : NULL, queue_less, s->fw);

@@ -45,6 +45,9 @@ struct gang_state {
     /* Members whose claims the plan being made holds (DynamicResources), given back after it. */
     const struct gs_pod **dra_planned;
     size_t ndra_planned, dra_cap;
+    /* activate_siblings' list, kept between calls. */
+    const struct gs_pod **sibs;
+    size_t sibs_cap;
 };
 
 struct cyc {
@@ -112,6 +115,7 @@ static void gang_fini(void *state)
     free(s->nodes);
     free(s->rej);
     free(s->dra_planned);
+    free(s->sibs);
     free(s);
 }
 
@@ -235,6 +239,14 @@ static int place(void *ctx, const struct gs_pod *pod, const char *dkey, const ch
 
 /*--- Scheduling cycle ---*/
 
+static bool grow_sibs(struct gang_state *s, size_t n)
+{
+    const struct gs_pod **v = realloc(s->sibs, n * sizeof *v);
+    if (!v) return false;
+    s->sibs = v, s->sibs_cap = n;
+    return true;
+}
+
 static struct gs_status gang_pre_filter(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod)
 {
     struct gang_state *s = state;
@@ -327,16 +339,24 @@ static void gang_unreserve(void *state, struct gs_cycle_state *cs, const struct 
 }
 
 /* Siblings backing off or parked would come back one by one, each too late
- * for the others' wait: bring them all to the active queue now. */
+ * for the others' wait: bring them all to the active queue now, in one
+ * batch (the queue then keeps them in place from one member's Permit to the
+ * next; sched/queue.c "Batches"). */
 static void activate_siblings(struct gang_state *s, const struct gs_pod *pod)
 {
     struct gs_gang_group *gr = gs_gang_group_of(s->g, pod);
-    if (!gr || !s->h.activate) return;
+    if (!gr || (!s->h.activate && !s->h.activate_many)) return;
     const struct gs_pod *const *all;
-    size_t n = gs_gang_members(gr, &all);
+    size_t n = gs_gang_members(gr, &all), k = 0;
     const uint8_t *placed = gs_gang_placed_flags(s->g, gr); /* the cache's answers, kept by the core */
+    if (!s->h.activate_many || (n > s->sibs_cap && !grow_sibs(s, n))) {
+        for (size_t i = 0; s->h.activate && i < n; i++)
+            if (all[i] != pod && !placed[i]) s->h.activate(s->h.evict_ctx, all[i]);
+        return;
+    }
     for (size_t i = 0; i < n; i++)
-        if (all[i] != pod && !placed[i]) s->h.activate(s->h.evict_ctx, all[i]);
+        if (all[i] != pod && !placed[i]) s->sibs[k++] = all[i];
+    if (k) s->h.activate_many(s->h.evict_ctx, s->sibs, k);
 }
 
 static struct gs_status gang_permit(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
