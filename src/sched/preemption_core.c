@@ -25,6 +25,7 @@
 #include "sched/topology_core.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,9 +69,11 @@ struct gs_preemption {
     struct guard guard;
     struct cands *memo[4]; /* candidates per preemptor priority */
     unsigned memo_next;
+    struct pindex *ix;     /* every bound pod in unit order, followed from the cache */
 };
 
 static void cands_free(struct cands *c);
+static void ix_free(struct gs_preemption *p);
 
 struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const struct gs_clock *clock,
                                         struct gs_cache *cache)
@@ -95,6 +98,7 @@ void gs_preemption_free(struct gs_preemption *p)
     free(p->nom);
     free(p->guard.t);
     for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
+    ix_free(p);
     free(p);
 }
 
@@ -139,7 +143,7 @@ struct vpod {
     struct gs_assignment a;
     const char *ns;    /* namespace, "default" when unset */
     const char *group; /* pod group when in one, else NULL */
-    size_t key;        /* offset of "ns/name" in search.keys */
+    const char *key;   /* "ns/name": owned by the index (struct pindex) */
 };
 
 struct unit {
@@ -155,12 +159,12 @@ struct blocked {
     const char *ns, *group;
 };
 
-/* The candidates for one preemptor priority. They depend only on the pods
- * in the cache, so they are kept between searches while
- * gs_cache_pod_version() says those are the same: a queue of pending pods
- * retried against an unchanged cluster collects and sorts them once. A
- * search undoes its own changes, so it carries them over to the version it
- * leaves behind. */
+/* The candidates for one preemptor priority, drawn from the index of bound
+ * pods (struct pindex) in its order, so without sorting. They depend only on
+ * the bound pods, so they are kept while the index is unchanged (its
+ * version): a queue of pending pods retried against an unchanged cluster
+ * draws them once. A search undoes its own changes and the index does not
+ * follow them (it is muted meanwhile), so the candidates outlive the search. */
 struct cands {
     int32_t prio;
     uint64_t version;
@@ -173,8 +177,6 @@ struct cands {
     size_t capbl;
     struct vpod *v; /* built: low without the gangs of hi, in unit order */
     size_t nv;
-    char *keys; /* built: keys of v */
-    size_t nkeys, capkeys;
     struct unit *u; /* built: the units of v */
     size_t nu;
     int err;
@@ -186,7 +188,6 @@ struct search {
     const struct gs_pod *pre;
     struct cands *c;
     const struct vpod *v; /* c->v */
-    const char *keys;     /* c->keys */
     struct unit *u;       /* the units that may be evicted by this preemptor */
     size_t nu;
     /* Units touching each node: node_units[node_first[i] .. node_first[i + 1]). */
@@ -290,13 +291,12 @@ static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
     return !strcmp(ns_of(a), ns_of(b));
 }
 
-static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+/* One bound pod of the index into the candidates of s->prio. */
+static void collect(struct cands *s, const struct vpod *e)
 {
-    struct cands *s = arg;
-    if (!bound || s->err) return;
-    const char *group = group_of(pod);
-    bool hi = pod->priority >= s->prio;
-    if (hi && !group) return;
+    if (s->err) return;
+    bool hi = e->pod->priority >= s->prio;
+    if (hi && !e->group) return;
     struct vpod **arr = hi ? &s->hi : &s->low;
     size_t *n = hi ? &s->nhi : &s->nlow, *cap = hi ? &s->caphi : &s->caplow;
     if (*n == *cap) {
@@ -308,13 +308,13 @@ static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignm
         }
         *arr = nv, *cap = nc;
     }
-    (*arr)[(*n)++] = (struct vpod){pod, *a, ns_of(pod), group, 0};
+    (*arr)[(*n)++] = *e;
 }
 
 static void cands_free(struct cands *c)
 {
     if (!c) return;
-    free(c->low), free(c->hi), free(c->bl), free(c->v), free(c->keys), free(c->u);
+    free(c->low), free(c->hi), free(c->bl), free(c->v), free(c->u);
     free(c);
 }
 
@@ -327,23 +327,23 @@ static void search_free(struct search *s)
     free(s->allowed), free(s->viol), free(s->cand_units), free(s->cand_viol);
 }
 
-static const char *key_of(const struct search *s, const struct vpod *v) { return s->keys + v->key; }
+static const char *key_of(const struct search *s, const struct vpod *v)
+{
+    (void)s;
+    return v->key;
+}
 
-static int add_key(struct cands *s, struct vpod *v)
+/* "ns/name" of v's pod as the cache keys it (gs__pod_key, truncation
+ * included, so the key still names the cache entry). malloc'd, or NULL. */
+static char *dup_key(const struct vpod *v)
 {
     char buf[GS__KEY_MAX];
     const char *name = name_of(v->pod);
     size_t a = strlen(v->ns), b = strlen(name), len = a + 1 + b;
     if (len >= GS__KEY_MAX) len = (size_t)gs__pod_key(v->pod, buf, sizeof buf), len = len < GS__KEY_MAX ? len : GS__KEY_MAX - 1;
-    if (s->nkeys + len + 1 > s->capkeys) {
-        size_t cap = s->capkeys ? s->capkeys * 2 : 4096;
-        while (cap < s->nkeys + len + 1) cap *= 2;
-        char *nk = realloc(s->keys, cap);
-        if (!nk) return GS_ENOMEM;
-        s->keys = nk, s->capkeys = cap;
-    }
-    char *k = s->keys + s->nkeys;
-    if (len < a + 1 + b) { /* gs__pod_key's truncation, kept so the key still names the cache entry */
+    char *k = malloc(len + 1);
+    if (!k) return NULL;
+    if (len < a + 1 + b) {
         memcpy(k, buf, len);
     } else {
         memcpy(k, v->ns, a);
@@ -351,9 +351,250 @@ static int add_key(struct cands *s, struct vpod *v)
         memcpy(k + a + 1, name, b);
     }
     k[len] = 0;
-    v->key = s->nkeys;
-    s->nkeys += len + 1;
+    return k;
+}
+
+/*--- The index of bound pods ---*/
+
+/* Pointer -> size_t, open addressing with backward-shift deletion. Keys are
+ * pod addresses used as identities only (a departed pod is never read). */
+struct pmap {
+    struct {
+        const void *k;
+        size_t v;
+    } *t;
+    size_t cap, n; /* cap a power of two, 0 before the first put */
+};
+
+static size_t pmap_home(const struct pmap *m, const void *k)
+{
+    return (size_t)gs__mix64((uint64_t)(uintptr_t)k, 0) & (m->cap - 1);
+}
+
+static size_t *pmap_get(const struct pmap *m, const void *k)
+{
+    if (!m->n) return NULL;
+    for (size_t i = pmap_home(m, k);; i = (i + 1) & (m->cap - 1)) {
+        if (m->t[i].k == k) return &m->t[i].v;
+        if (!m->t[i].k) return NULL;
+    }
+}
+
+static int pmap_put(struct pmap *m, const void *k, size_t v)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        struct pmap bigger = {.cap = m->cap ? 2 * m->cap : 64};
+        if (!(bigger.t = calloc(bigger.cap, sizeof *bigger.t))) return GS_ENOMEM;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->t[i].k) {
+                size_t j = pmap_home(&bigger, m->t[i].k);
+                while (bigger.t[j].k) j = (j + 1) & (bigger.cap - 1);
+                bigger.t[j] = m->t[i];
+            }
+        bigger.n = m->n;
+        free(m->t);
+        *m = bigger;
+    }
+    size_t i = pmap_home(m, k);
+    while (m->t[i].k && m->t[i].k != k) i = (i + 1) & (m->cap - 1);
+    if (!m->t[i].k) m->n++;
+    m->t[i].k = k, m->t[i].v = v;
     return 0;
+}
+
+static bool pmap_del(struct pmap *m, const void *k, size_t *v)
+{
+    size_t *at = pmap_get(m, k);
+    if (!at) return false;
+    if (v) *v = *at;
+    size_t mask = m->cap - 1, i = (size_t)((char *)at - (char *)&m->t[0].v) / sizeof m->t[0];
+    for (size_t j = (i + 1) & mask; m->t[j].k; j = (j + 1) & mask) {
+        size_t home = pmap_home(m, m->t[j].k);
+        if (((j - home) & mask) >= ((j - i) & mask)) m->t[i] = m->t[j], i = j;
+    }
+    m->t[i].k = NULL;
+    m->n--;
+    return true;
+}
+
+static void pmap_clear(struct pmap *m)
+{
+    if (m->n) memset(m->t, 0, m->cap * sizeof *m->t);
+    m->n = 0;
+}
+
+/* Every bound pod of the cache in unit order (cmp_vpod), each with its key.
+ * The cache tells of each pod that becomes bound or leaves
+ * (gs_cache_watch_bound); those are held aside (add: the pods bound since;
+ * gone: pods of e that left) and merged in when a search needs the index,
+ * so a run of binds costs one sort of the newcomers and one pass over e,
+ * not a sort of every pod. A pod that comes and goes before the merge
+ * cancels out; a departed pod's address is compared, never read (the pod
+ * may be freed), and e drops it before anything is compared by name. The
+ * result is the array a walk of the cache sorted by cmp_vpod gives
+ * (gs__preempt_index_check compares the two): the order is total, pod keys
+ * being unique. */
+struct pindex {
+    bool watching, valid;
+    bool muted;       /* during a search, which puts back what it takes out */
+    uint64_t version; /* bumped whenever e changes */
+    uint64_t bound;   /* gs_cache_bound_version at the last rebuild, when not watching */
+    struct vpod *e;   /* keys owned */
+    size_t n, cap;
+    struct vpod *add; /* keys NULL until merged */
+    size_t nadd, capadd;
+    struct pmap addpos; /* pod -> index in add */
+    struct pmap gone;   /* pods of e that are no longer bound */
+    struct vpod *tmp;   /* merge scratch */
+    size_t captmp;
+};
+
+static int vgrow(struct vpod **v, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    struct vpod *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return GS_ENOMEM;
+    *v = nv, *cap = nc;
+    return 0;
+}
+
+static void on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a, bool added)
+{
+    struct pindex *x = ctx;
+    if (x->muted || !x->valid) return;
+    if (added) {
+        if (vgrow(&x->add, &x->capadd, x->nadd + 1) != 0 || pmap_put(&x->addpos, pod, x->nadd) != 0) {
+            x->valid = false; /* rebuilt from the cache at the next use */
+            return;
+        }
+        x->add[x->nadd++] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL};
+        return;
+    }
+    size_t i;
+    if (pmap_del(&x->addpos, pod, &i)) { /* came and went before a merge */
+        if (i != --x->nadd) {
+            x->add[i] = x->add[x->nadd];
+            *pmap_get(&x->addpos, x->add[i].pod) = i;
+        }
+        return;
+    }
+    if (pmap_put(&x->gone, pod, 0) != 0) x->valid = false;
+}
+
+static void ix_clear(struct pindex *x)
+{
+    for (size_t i = 0; i < x->n; i++) free((char *)x->e[i].key);
+    x->n = x->nadd = 0;
+    pmap_clear(&x->addpos);
+    pmap_clear(&x->gone);
+}
+
+static void ix_free(struct gs_preemption *p)
+{
+    struct pindex *x = p->ix;
+    if (!x) return;
+    if (x->watching) gs_cache_unwatch_bound(p->cache, on_bound, x);
+    ix_clear(x);
+    free(x->e), free(x->add), free(x->tmp), free(x->addpos.t), free(x->gone.t);
+    free(x);
+}
+
+static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+{
+    struct pindex *x = arg;
+    if (!bound || !x->valid) return;
+    if (vgrow(&x->e, &x->cap, x->n + 1) != 0) {
+        x->valid = false;
+        return;
+    }
+    x->e[x->n] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL};
+    if (!(x->e[x->n].key = dup_key(&x->e[x->n]))) x->valid = false;
+    else x->n++;
+}
+
+/* Every bound pod from the cache, sorted. */
+static int ix_rebuild(struct gs_preemption *p)
+{
+    struct pindex *x = p->ix;
+    ix_clear(x);
+    x->valid = true;
+    gs_cache_foreach_pod(p->cache, collect_bound, x);
+    x->version++;
+    x->bound = gs_cache_bound_version(p->cache);
+    if (!x->valid) {
+        ix_clear(x);
+        return GS_ENOMEM;
+    }
+    qsort(x->e, x->n, sizeof *x->e, cmp_vpod);
+    return 0;
+}
+
+/* The index as the cache's bound pods are now. 0 or GS_ENOMEM. */
+static int ix_sync(struct gs_preemption *p)
+{
+    if (!p->ix && !(p->ix = calloc(1, sizeof *p->ix))) return GS_ENOMEM;
+    struct pindex *x = p->ix;
+    if (!x->watching && gs_cache_watch_bound(p->cache, on_bound, x) == 0) x->watching = true, x->valid = false;
+    if (!x->valid || (!x->watching && x->bound != gs_cache_bound_version(p->cache))) return ix_rebuild(p);
+    if (!x->gone.n && !x->nadd) return 0;
+    if (x->gone.n) {
+        size_t w = 0;
+        for (size_t i = 0; i < x->n; i++) {
+            if (pmap_get(&x->gone, x->e[i].pod)) free((char *)x->e[i].key);
+            else x->e[w++] = x->e[i];
+        }
+        x->n = w;
+        pmap_clear(&x->gone);
+    }
+    if (x->nadd) {
+        if (vgrow(&x->tmp, &x->captmp, x->n + x->nadd) != 0) return x->valid = false, GS_ENOMEM;
+        for (size_t i = 0; i < x->nadd; i++)
+            if (!(x->add[i].key = dup_key(&x->add[i]))) {
+                for (size_t j = 0; j < i; j++) free((char *)x->add[j].key);
+                return x->valid = false, GS_ENOMEM;
+            }
+        qsort(x->add, x->nadd, sizeof *x->add, cmp_vpod);
+        size_t i = 0, j = 0, w = 0;
+        while (i < x->n || j < x->nadd)
+            x->tmp[w++] = j == x->nadd || (i < x->n && cmp_vpod(&x->e[i], &x->add[j]) < 0) ? x->e[i++] : x->add[j++];
+        struct vpod *t = x->e;
+        size_t tc = x->cap;
+        x->e = x->tmp, x->cap = x->captmp, x->n = w;
+        x->tmp = t, x->captmp = tc;
+        x->nadd = 0;
+        pmap_clear(&x->addpos);
+    }
+    x->version++;
+    return 0;
+}
+
+int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len)
+{
+    int rc = ix_sync(p);
+    if (rc) return rc;
+    struct pindex fresh = {.valid = true};
+    gs_cache_foreach_pod(p->cache, collect_bound, &fresh);
+    if (fresh.valid) qsort(fresh.e, fresh.n, sizeof *fresh.e, cmp_vpod);
+    const struct pindex *x = p->ix;
+    rc = fresh.valid ? 0 : GS_ENOMEM;
+    if (!rc && fresh.n != x->n) {
+        snprintf(why, len, "index holds %zu bound pods, the cache %zu", x->n, fresh.n);
+        rc = GS_ESTATE;
+    }
+    for (size_t i = 0; !rc && i < x->n; i++) {
+        const struct vpod *a = &x->e[i], *b = &fresh.e[i];
+        if (a->pod != b->pod || strcmp(a->key, b->key) || a->a.node != b->a.node || a->a.gpu_mask != b->a.gpu_mask ||
+            a->a.milli != b->a.milli || a->a.mem_mib != b->a.mem_mib || a->ns != b->ns || a->group != b->group) {
+            snprintf(why, len, "index entry %zu is %s on node %d, a fresh walk has %s on node %d", i, a->key,
+                     a->a.node, b->key, b->a.node);
+            rc = GS_ESTATE;
+        }
+    }
+    ix_clear(&fresh);
+    free(fresh.e);
+    return rc;
 }
 
 static int guard_build(struct gs_preemption *p, int32_t cls)
@@ -399,7 +640,7 @@ static int guard_count(const struct guard *g, const char *key)
     return g->t[j].key ? g->t[j].n : 0;
 }
 
-/* Drops the gangs of hi, sorts what is left into units, keys them. */
+/* Drops the gangs of hi and groups what is left (in unit order already) into units. */
 static int cands_build(struct cands *c)
 {
     if (c->nhi && block_gangs(c) != 0) return GS_ENOMEM;
@@ -407,10 +648,9 @@ static int cands_build(struct cands *c)
     c->v = malloc((c->nlow ? c->nlow : 1) * sizeof *c->v);
     c->u = calloc(c->nlow ? c->nlow : 1, sizeof *c->u);
     if (!c->v || !c->u) return GS_ENOMEM;
-    c->nv = c->nu = c->nkeys = 0;
+    c->nv = c->nu = 0;
     for (size_t i = 0; i < c->nlow; i++)
         if (!c->nhi || !blocked(c, &c->low[i])) c->v[c->nv++] = c->low[i];
-    qsort(c->v, c->nv, sizeof *c->v, cmp_vpod);
     for (size_t i = 0; i < c->nv;) {
         struct unit *u = &c->u[c->nu++];
         *u = (struct unit){.first = i, .prio = INT32_MIN};
@@ -418,7 +658,6 @@ static int cands_build(struct cands *c)
             u->n++;
             u->prio_sum += c->v[i].pod->priority;
             if (c->v[i].pod->priority > u->prio) u->prio = c->v[i].pod->priority;
-            if (add_key(c, &c->v[i]) != 0) return GS_ENOMEM;
         }
     }
     c->built = true;
@@ -439,7 +678,7 @@ static int select_units(struct search *s)
         if (own && v0->group && !strcmp(v0->group, own) && !strcmp(v0->ns, own_ns)) continue;
         bool spared = false;
         for (size_t k = u->first; k < u->first + u->n && !spared; k++)
-            spared = guard_count(g, c->keys + c->v[k].key) >= s->p->o.max_per_window;
+            spared = guard_count(g, c->v[k].key) >= s->p->o.max_per_window;
         if (spared) s->p->stats.guard_skips++;
         else s->u[s->nu++] = *u;
     }
@@ -771,26 +1010,28 @@ static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, st
     return 0;
 }
 
-/* The candidates for priority prio, collected again unless the cache's
- * pods are those they were collected from. NULL when out of memory. */
+/* The candidates for priority prio, drawn again from the index unless it
+ * is what they were drawn from. NULL when out of memory. */
 static struct cands *cands_for(struct gs_preemption *p, int32_t prio)
 {
-    uint64_t version = gs_cache_pod_version(p->cache);
+    if (ix_sync(p) != 0) return NULL;
+    const struct pindex *x = p->ix;
     const size_t nmemo = sizeof p->memo / sizeof p->memo[0];
     struct cands *c = NULL;
     for (size_t i = 0; i < nmemo && !c; i++)
         if (p->memo[i] && p->memo[i]->prio == prio) c = p->memo[i];
-    if (c && c->valid && c->version == version) return c;
+    if (c && c->valid && c->version == x->version) return c;
     if (!c) {
         size_t slot = p->memo_next++ % nmemo;
         if (!p->memo[slot] && !(p->memo[slot] = calloc(1, sizeof *p->memo[slot]))) return NULL;
         c = p->memo[slot];
     }
-    c->prio = prio, c->version = version;
+    c->prio = prio, c->version = x->version;
     c->valid = c->built = false;
-    c->nlow = c->nhi = c->nv = c->nu = c->nkeys = c->err = 0;
+    c->nlow = c->nhi = c->nv = c->nu = 0;
+    c->err = 0;
     free(c->bl), c->bl = NULL, c->capbl = 0;
-    gs_cache_foreach_pod(p->cache, collect, c);
+    for (size_t i = 0; i < x->n; i++) collect(c, &x->e[i]);
     if (c->err) return NULL;
     c->valid = true;
     return c;
@@ -809,7 +1050,7 @@ static int prepare(struct search *s)
         c->valid = false;
         return GS_ENOMEM;
     }
-    s->v = c->v, s->keys = c->keys;
+    s->v = c->v;
     int rc = select_units(s);
     if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
     s->pdbs = gs_cache_pdbs(s->p->cache, &s->npdbs);
@@ -823,15 +1064,6 @@ static int prepare(struct search *s)
     return rc ? rc : index_nodes(s);
 }
 
-/* The search left the pods as it found them: candidates taken from the
- * version it started on hold for the version it leaves. */
-static void carry_memo(struct gs_preemption *p, uint64_t before)
-{
-    uint64_t after = gs_cache_pod_version(p->cache);
-    for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++)
-        if (p->memo[i] && p->memo[i]->valid && p->memo[i]->version == before) p->memo[i]->version = after;
-}
-
 int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *members, size_t n,
                          const struct gs_preempt_fit *fit, struct gs_preempt_plan *out)
 {
@@ -839,8 +1071,8 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     p->stats.attempts++;
     if (!n) return GS_ENOENT;
     struct search s = {.p = p, .fit = fit, .pre = members[0]};
-    uint64_t version = gs_cache_pod_version(p->cache);
     int rc = prepare(&s);
+    if (p->ix) p->ix->muted = true; /* what the search takes out it puts back */
     size_t *pick = calloc(s.nu ? s.nu : 1, sizeof *pick), *best = calloc(s.nu ? s.nu : 1, sizeof *best);
     int32_t *nodes = calloc(n, sizeof *nodes);
     size_t placed = 0;
@@ -865,7 +1097,7 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     for (size_t i = 0; i < s.nu; i++)
         if (s.u[i].removed) unit_restore(&s, &s.u[i]);
     if (s.must_bump) touch_skipped(&s);
-    carry_memo(p, version);
+    if (p->ix) p->ix->muted = false;
     if (rc) gs_preempt_plan_free(out);
     free(pick), free(best), free(nodes);
     search_free(&s);
@@ -935,6 +1167,32 @@ int32_t gs_preempt_nominated_node(const struct gs_preemption *p, const char *pod
 
 size_t gs_preempt_nomination_count(const struct gs_preemption *p) { return p->nnom; }
 
+/* Does nomination e hold room against pod at time now (whatever the node)? */
+static bool holds_against(const struct gs_preemption *p, const struct nomination *e, const struct gs_pod *pod,
+                          int64_t now)
+{
+    if (now - e->t > p->o.nomination_ttl_ns || e->pod == pod || e->pod->priority < pod->priority) return false;
+    /* A nominated pod the cache already holds (a gang plan assumes the
+     * members one by one) is counted there: holding its room as well
+     * would count it twice, and a gang whose members were all nominated
+     * could then never plan itself (kube drops a nomination once the pod
+     * is assumed). */
+    if (gs_cache_pod_assignment(p->cache, e->key)) return false;
+    /* The room a gang's preemption made is the group's: a member may use
+     * a sibling's. Otherwise the whole-group plan (members assumed in key
+     * order) and the members' own cycles (queue order) would see
+     * different nominations and disagree about where members fit. */
+    return !same_group(e->pod, pod);
+}
+
+bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, int32_t node)
+{
+    int64_t now = p->nnom ? gs_clock_now(p->clock) : 0;
+    for (size_t i = 0; i < p->nnom; i++)
+        if (p->nom[i].node != node && holds_against(p, &p->nom[i], pod, now)) return false;
+    return true;
+}
+
 bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const struct gs_node_info *node)
 {
     if (!p->nnom) return false;
@@ -943,20 +1201,7 @@ bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const
     bool any = false;
     for (size_t i = 0; i < p->nnom; i++) {
         const struct nomination *e = &p->nom[i];
-        if (e->node != node->idx || now - e->t > p->o.nomination_ttl_ns || e->pod == pod ||
-            e->pod->priority < pod->priority)
-            continue;
-        /* A nominated pod the cache already holds (a gang plan assumes the
-         * members one by one) is counted there: holding its room as well
-         * would count it twice, and a gang whose members were all nominated
-         * could then never plan itself (kube drops a nomination once the pod
-         * is assumed). */
-        if (gs_cache_pod_assignment(p->cache, e->key)) continue;
-        /* The room a gang's preemption made is the group's: a member may use
-         * a sibling's. Otherwise the whole-group plan (members assumed in key
-         * order) and the members' own cycles (queue order) would see
-         * different nominations and disagree about where members fit. */
-        if (same_group(e->pod, pod)) continue;
+        if (e->node != node->idx || !holds_against(p, e, pod, now)) continue;
         any = true;
         const struct gs_demand *d = &e->pod->demand;
         cpu += d->cpu_milli;
