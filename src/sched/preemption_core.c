@@ -53,6 +53,7 @@ struct guard {
     } *t;
     size_t cap;
     bool valid, empty;
+    int most; /* the highest count: no key is spared while it is below the limit */
     int32_t cls;
     int64_t built, until; /* valid for clock times in [built, until] */
 };
@@ -144,6 +145,8 @@ struct vpod {
     const char *ns;    /* namespace, "default" when unset */
     const char *group; /* pod group when in one, else NULL */
     const char *key;   /* "ns/name": owned by the index (struct pindex) */
+    int32_t prio;      /* pod->priority, kept here so a pass over the index reads no pod */
+    bool first;        /* in the index: the first pod of its unit (a gang's members are adjacent) */
 };
 
 struct unit {
@@ -295,7 +298,7 @@ static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
 static void collect(struct cands *s, const struct vpod *e)
 {
     if (s->err) return;
-    bool hi = e->pod->priority >= s->prio;
+    bool hi = e->prio >= s->prio;
     if (hi && !e->group) return;
     struct vpod **arr = hi ? &s->hi : &s->low;
     size_t *n = hi ? &s->nhi : &s->nlow, *cap = hi ? &s->caphi : &s->caplow;
@@ -469,7 +472,7 @@ static void on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assign
             x->valid = false; /* rebuilt from the cache at the next use */
             return;
         }
-        x->add[x->nadd++] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL};
+        x->add[x->nadd++] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL, pod->priority, true};
         return;
     }
     size_t i;
@@ -509,9 +512,16 @@ static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_a
         x->valid = false;
         return;
     }
-    x->e[x->n] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL};
+    x->e[x->n] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL, pod->priority, true};
     if (!(x->e[x->n].key = dup_key(&x->e[x->n]))) x->valid = false;
     else x->n++;
+}
+
+/* Marks the first pod of each unit: a single pod, or a gang member after
+ * a pod of another unit (cmp_unit). Only gang members are compared. */
+static void ix_mark_units(struct vpod *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) e[i].first = !(i && e[i].group && e[i - 1].group && !cmp_unit(&e[i - 1], &e[i]));
 }
 
 /* Every bound pod from the cache, sorted. */
@@ -528,6 +538,7 @@ static int ix_rebuild(struct gs_preemption *p)
         return GS_ENOMEM;
     }
     qsort(x->e, x->n, sizeof *x->e, cmp_vpod);
+    ix_mark_units(x->e, x->n);
     return 0;
 }
 
@@ -566,6 +577,7 @@ static int ix_sync(struct gs_preemption *p)
         x->nadd = 0;
         pmap_clear(&x->addpos);
     }
+    ix_mark_units(x->e, x->n);
     x->version++;
     return 0;
 }
@@ -576,7 +588,7 @@ int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len)
     if (rc) return rc;
     struct pindex fresh = {.valid = true};
     gs_cache_foreach_pod(p->cache, collect_bound, &fresh);
-    if (fresh.valid) qsort(fresh.e, fresh.n, sizeof *fresh.e, cmp_vpod);
+    if (fresh.valid) qsort(fresh.e, fresh.n, sizeof *fresh.e, cmp_vpod), ix_mark_units(fresh.e, fresh.n);
     const struct pindex *x = p->ix;
     rc = fresh.valid ? 0 : GS_ENOMEM;
     if (!rc && fresh.n != x->n) {
@@ -586,7 +598,8 @@ int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len)
     for (size_t i = 0; !rc && i < x->n; i++) {
         const struct vpod *a = &x->e[i], *b = &fresh.e[i];
         if (a->pod != b->pod || strcmp(a->key, b->key) || a->a.node != b->a.node || a->a.gpu_mask != b->a.gpu_mask ||
-            a->a.milli != b->a.milli || a->a.mem_mib != b->a.mem_mib || a->ns != b->ns || a->group != b->group) {
+            a->a.milli != b->a.milli || a->a.mem_mib != b->a.mem_mib || a->ns != b->ns || a->group != b->group ||
+            a->prio != b->prio || a->first != b->first) {
             snprintf(why, len, "index entry %zu is %s on node %d, a fresh walk has %s on node %d", i, a->key,
                      a->a.node, b->key, b->a.node);
             rc = GS_ESTATE;
@@ -618,6 +631,7 @@ static int guard_build(struct gs_preemption *p, int32_t cls)
         if (!(g->t = malloc(cap * sizeof *g->t))) return GS_ENOMEM;
     }
     g->cap = cap;
+    g->most = 0;
     memset(g->t, 0, cap * sizeof *g->t);
     for (size_t i = 0; i < p->nhist; i++) {
         if (p->hist[i].t < since || p->hist[i].cls != cls) continue;
@@ -625,6 +639,7 @@ static int guard_build(struct gs_preemption *p, int32_t cls)
         size_t j = (size_t)h & (g->cap - 1);
         while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, p->hist[i].key))) j = (j + 1) & (g->cap - 1);
         g->t[j].key = p->hist[i].key, g->t[j].h = h, g->t[j].n++;
+        if (g->t[j].n > g->most) g->most = g->t[j].n;
     }
     g->valid = true, g->cls = cls, g->built = now;
     g->empty = n == 0;
@@ -651,14 +666,17 @@ static int cands_build(struct cands *c)
     c->nv = c->nu = 0;
     for (size_t i = 0; i < c->nlow; i++)
         if (!c->nhi || !blocked(c, &c->low[i])) c->v[c->nv++] = c->low[i];
+    /* A gang is in v whole or not at all (one member at or above prio blocks
+     * it), and its members are adjacent in the index: v's units start where
+     * the index's do. */
     for (size_t i = 0; i < c->nv;) {
         struct unit *u = &c->u[c->nu++];
         *u = (struct unit){.first = i, .prio = INT32_MIN};
-        for (; i < c->nv && !cmp_unit(&c->v[u->first], &c->v[i]); i++) {
+        do {
             u->n++;
-            u->prio_sum += c->v[i].pod->priority;
-            if (c->v[i].pod->priority > u->prio) u->prio = c->v[i].pod->priority;
-        }
+            u->prio_sum += c->v[i].prio;
+            if (c->v[i].prio > u->prio) u->prio = c->v[i].prio;
+        } while (++i < c->nv && !c->v[i].first);
     }
     c->built = true;
     return 0;
@@ -672,12 +690,13 @@ static int select_units(struct search *s)
     s->u = calloc(c->nu ? c->nu : 1, sizeof *s->u);
     if (!s->u || guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
     const struct guard *g = &s->p->guard;
+    bool may_spare = !g->empty && g->most >= s->p->o.max_per_window;
     for (size_t i = 0; i < c->nu; i++) {
         const struct unit *u = &c->u[i];
         const struct vpod *v0 = &c->v[u->first];
         if (own && v0->group && !strcmp(v0->group, own) && !strcmp(v0->ns, own_ns)) continue;
         bool spared = false;
-        for (size_t k = u->first; k < u->first + u->n && !spared; k++)
+        for (size_t k = u->first; may_spare && k < u->first + u->n && !spared; k++)
             spared = guard_count(g, c->v[k].key) >= s->p->o.max_per_window;
         if (spared) s->p->stats.guard_skips++;
         else s->u[s->nu++] = *u;
@@ -772,31 +791,39 @@ static bool may_fit(const struct search *s, const struct gs_pod *m, const struct
                     const size_t *units, size_t k, int sign)
 {
     const struct gs_demand *d = &m->demand;
+    if (s->fit->checks_resources) { /* first: a full node is ruled out before its GPUs are read */
+        int64_t cpu_used = n->cpu_used, mem_used = n->mem_used;
+        int32_t pods_used = n->pods_used;
+        for (size_t i = 0; i < k; i++) {
+            const struct unit *u = &s->u[units[i]];
+            for (size_t j = u->first; j < u->first + u->n; j++) {
+                const struct vpod *v = &s->v[j];
+                if (v->a.node != n->idx) continue;
+                cpu_used -= sign * v->pod->demand.cpu_milli;
+                mem_used -= sign * v->pod->demand.mem_bytes;
+                pods_used -= sign;
+            }
+        }
+        if (n->pods_alloc > 0 && pods_used >= n->pods_alloc) return false;
+        if (d->cpu_milli > 0 && d->cpu_milli > n->cpu_alloc - cpu_used) return false;
+        if (d->mem_bytes > 0 && d->mem_bytes > n->mem_alloc - mem_used) return false;
+    }
+    if (d->gpu_count <= 0) return true;
     int32_t ng = n->ngpus < GS_MAX_GPUS_PER_NODE ? n->ngpus : GS_MAX_GPUS_PER_NODE;
     int32_t milli[GS_MAX_GPUS_PER_NODE];
-    int64_t mem[GS_MAX_GPUS_PER_NODE], cpu_used = n->cpu_used, mem_used = n->mem_used;
-    int32_t pods_used = n->pods_used;
+    int64_t mem[GS_MAX_GPUS_PER_NODE];
     for (int32_t g = 0; g < ng; g++) milli[g] = n->gpus[g].milli_free, mem[g] = n->gpus[g].mem_free_mib;
     for (size_t i = 0; i < k; i++) {
         const struct unit *u = &s->u[units[i]];
         for (size_t j = u->first; j < u->first + u->n; j++) {
             const struct vpod *v = &s->v[j];
             if (v->a.node != n->idx) continue;
-            cpu_used -= sign * v->pod->demand.cpu_milli;
-            mem_used -= sign * v->pod->demand.mem_bytes;
-            pods_used -= sign;
             for (uint64_t b = v->a.gpu_mask; b; b &= b - 1) {
                 int g = __builtin_ctzll(b);
                 if (g < ng) milli[g] += sign * v->a.milli, mem[g] += sign * v->a.mem_mib;
             }
         }
     }
-    if (s->fit->checks_resources) {
-        if (n->pods_alloc > 0 && pods_used >= n->pods_alloc) return false;
-        if (d->cpu_milli > 0 && d->cpu_milli > n->cpu_alloc - cpu_used) return false;
-        if (d->mem_bytes > 0 && d->mem_bytes > n->mem_alloc - mem_used) return false;
-    }
-    if (d->gpu_count <= 0) return true;
     int32_t fit = 0;
     for (int32_t g = 0; g < ng; g++)
         fit += n->gpus[g].healthy && milli[g] >= d->gpu_milli && (d->gpu_mem_mib <= 0 || mem[g] >= d->gpu_mem_mib);
