@@ -172,7 +172,7 @@ struct cands {
     int32_t prio;
     uint64_t version;
     bool valid, built;
-    struct vpod *low; /* every bound pod below prio */
+    const struct vpod **low; /* every bound pod below prio: entries of the index */
     size_t nlow, caplow;
     struct vpod *hi; /* bound gang members at or above it */
     size_t nhi, caphi;
@@ -294,24 +294,41 @@ static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
     return !strcmp(ns_of(a), ns_of(b));
 }
 
+static int vgrow(struct vpod **v, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    struct vpod *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return GS_ENOMEM;
+    *v = nv, *cap = nc;
+    return 0;
+}
+
 /* One bound pod of the index into the candidates of s->prio. */
 static void collect(struct cands *s, const struct vpod *e)
 {
     if (s->err) return;
     bool hi = e->prio >= s->prio;
     if (hi && !e->group) return;
-    struct vpod **arr = hi ? &s->hi : &s->low;
-    size_t *n = hi ? &s->nhi : &s->nlow, *cap = hi ? &s->caphi : &s->caplow;
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        struct vpod *nv = realloc(*arr, nc * sizeof *nv);
-        if (!nv) {
-            s->err = GS_ENOMEM;
-            return;
+    if (!hi) {
+        if (s->nlow == s->caplow) {
+            size_t nc = s->caplow ? s->caplow * 2 : 64;
+            const struct vpod **nv = realloc(s->low, nc * sizeof *nv);
+            if (!nv) {
+                s->err = GS_ENOMEM;
+                return;
+            }
+            s->low = nv, s->caplow = nc;
         }
-        *arr = nv, *cap = nc;
+        s->low[s->nlow++] = e;
+        return;
     }
-    (*arr)[(*n)++] = *e;
+    if (vgrow(&s->hi, &s->caphi, s->nhi + 1) != 0) {
+        s->err = GS_ENOMEM;
+        return;
+    }
+    s->hi[s->nhi++] = *e;
 }
 
 static void cands_free(struct cands *c)
@@ -452,17 +469,6 @@ struct pindex {
     size_t captmp;
 };
 
-static int vgrow(struct vpod **v, size_t *cap, size_t need)
-{
-    if (need <= *cap) return 0;
-    size_t nc = *cap ? *cap : 64;
-    while (nc < need) nc *= 2;
-    struct vpod *nv = realloc(*v, nc * sizeof *nv);
-    if (!nv) return GS_ENOMEM;
-    *v = nv, *cap = nc;
-    return 0;
-}
-
 static void on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a, bool added)
 {
     struct pindex *x = ctx;
@@ -542,6 +548,12 @@ static int ix_rebuild(struct gs_preemption *p)
     return 0;
 }
 
+static size_t gone_bit(const void *pod)
+{
+    uintptr_t a = (uintptr_t)pod;
+    return (size_t)((a >> 4) ^ (a >> 14)) & 1023;
+}
+
 /* The index as the cache's bound pods are now. 0 or GS_ENOMEM. */
 static int ix_sync(struct gs_preemption *p)
 {
@@ -551,9 +563,17 @@ static int ix_sync(struct gs_preemption *p)
     if (!x->valid || (!x->watching && x->bound != gs_cache_bound_version(p->cache))) return ix_rebuild(p);
     if (!x->gone.n && !x->nadd) return 0;
     if (x->gone.n) {
+        /* A filter of the departed addresses first: most entries are ruled out by one bit. */
+        uint64_t bits[16] = {0};
+        for (size_t i = 0; i < x->gone.cap; i++)
+            if (x->gone.t[i].k) {
+                size_t b = gone_bit(x->gone.t[i].k);
+                bits[b / 64] |= 1ULL << (b % 64);
+            }
         size_t w = 0;
         for (size_t i = 0; i < x->n; i++) {
-            if (pmap_get(&x->gone, x->e[i].pod)) free((char *)x->e[i].key);
+            size_t b = gone_bit(x->e[i].pod);
+            if ((bits[b / 64] >> (b % 64) & 1) && pmap_get(&x->gone, x->e[i].pod)) free((char *)x->e[i].key);
             else x->e[w++] = x->e[i];
         }
         x->n = w;
@@ -567,9 +587,23 @@ static int ix_sync(struct gs_preemption *p)
                 return x->valid = false, GS_ENOMEM;
             }
         qsort(x->add, x->nadd, sizeof *x->add, cmp_vpod);
-        size_t i = 0, j = 0, w = 0;
-        while (i < x->n || j < x->nadd)
-            x->tmp[w++] = j == x->nadd || (i < x->n && cmp_vpod(&x->e[i], &x->add[j]) < 0) ? x->e[i++] : x->add[j++];
+        /* Each newcomer after the pods of e before it (binary search), the
+         * runs of e between them copied whole: the merge of two sorted
+         * arrays at O(newcomers log n) comparisons. */
+        size_t i = 0, w = 0;
+        for (size_t j = 0; j < x->nadd; j++) {
+            size_t lo = i, hi = x->n;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (cmp_vpod(&x->e[mid], &x->add[j]) < 0) lo = mid + 1;
+                else hi = mid;
+            }
+            memcpy(x->tmp + w, x->e + i, (lo - i) * sizeof *x->e);
+            w += lo - i, i = lo;
+            x->tmp[w++] = x->add[j];
+        }
+        memcpy(x->tmp + w, x->e + i, (x->n - i) * sizeof *x->e);
+        w += x->n - i;
         struct vpod *t = x->e;
         size_t tc = x->cap;
         x->e = x->tmp, x->cap = x->captmp, x->n = w;
@@ -665,7 +699,7 @@ static int cands_build(struct cands *c)
     if (!c->v || !c->u) return GS_ENOMEM;
     c->nv = c->nu = 0;
     for (size_t i = 0; i < c->nlow; i++)
-        if (!c->nhi || !blocked(c, &c->low[i])) c->v[c->nv++] = c->low[i];
+        if (!c->nhi || !blocked(c, c->low[i])) c->v[c->nv++] = *c->low[i];
     /* A gang is in v whole or not at all (one member at or above prio blocks
      * it), and its members are adjacent in the index: v's units start where
      * the index's do. */
@@ -954,7 +988,14 @@ static struct gs_node_info *fit_now(struct search *s, const struct gs_pod *m, st
 {
     struct gs_cache *c = s->p->cache;
     size_t nc = 0;
+    /* may_fit's resource rule read from the dense hot records first (equal
+     * to the node's fields, gs_cache_check): a full node costs no visit. */
+    const struct gs_node_hot *hot = s->fit->checks_resources ? gs_cache_hot(c) : NULL;
+    const struct gs_demand *d = &m->demand;
     for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
+        if (hot && (!hot[i].live || hot[i].pods_free <= 0 || (d->cpu_milli > 0 && d->cpu_milli > hot[i].cpu_free) ||
+                    (d->mem_bytes > 0 && d->mem_bytes > hot[i].mem_free)))
+            continue;
         struct gs_node_info *n = gs_cache_node(c, i);
         if (n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1)) s->cand[nc++] = n;
     }
@@ -1001,6 +1042,7 @@ static int place_member(struct search *s, const struct gs_pod *m, struct gs_assi
     int bw = -1;
     int32_t bnode = -1;
     for (int32_t i = 0; i < gs_cache_node_count(c) && i < s->nslots; i++) {
+        if (s->node_first[i] == s->node_first[i + 1]) continue; /* no candidate there */
         struct gs_node_info *n = gs_cache_node(c, i);
         if (!n->live || !n->schedulable) continue;
         size_t k = candidates(s, i, pick, &least);
@@ -1071,7 +1113,7 @@ static int prepare(struct search *s)
     if (!c) return GS_ENOMEM;
     /* Most failing pods have nobody below them: say so before building anything. */
     bool any_lower = false;
-    for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i].pod, s->pre);
+    for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i]->pod, s->pre);
     if (!any_lower) return GS_ENOENT;
     if (!c->built && cands_build(c) != 0) {
         c->valid = false;
