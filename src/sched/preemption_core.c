@@ -58,6 +58,8 @@ struct guard {
     int64_t built, until; /* valid for clock times in [built, until] */
 };
 
+enum { BUF_UNITS, BUF_FIRST, BUF_BUMPED, BUF_MUST, BUF_CAND, BUF_OK, BUF_POS, BUF_NODE_UNITS, BUF_PICK, BUF_BEST, NBUF };
+
 struct gs_preemption {
     struct gs_preempt_opts o;
     const struct gs_clock *clock;
@@ -71,7 +73,27 @@ struct gs_preemption {
     struct cands *memo[4]; /* candidates per preemptor priority */
     unsigned memo_next;
     struct pindex *ix;     /* every bound pod in unit order, followed from the cache */
+    /* A search's arrays, kept for the next one (sized by units or nodes:
+     * allocating them afresh each time faulted their pages in again). */
+    void *buf[NBUF];
+    size_t bufcap[NBUF];
 };
+
+/* The search's array `which` of at least bytes (zeroed when zero), or NULL. */
+static void *scratch(struct gs_preemption *p, int which, size_t bytes, bool zero)
+{
+    if (!bytes) bytes = 1;
+    if (bytes > p->bufcap[which]) {
+        size_t cap = p->bufcap[which] ? p->bufcap[which] : 256;
+        while (cap < bytes) cap *= 2;
+        free(p->buf[which]);
+        p->bufcap[which] = 0;
+        if (!(p->buf[which] = malloc(cap))) return NULL;
+        p->bufcap[which] = cap;
+    }
+    if (zero) memset(p->buf[which], 0, bytes);
+    return p->buf[which];
+}
 
 static void cands_free(struct cands *c);
 static void ix_free(struct gs_preemption *p);
@@ -100,6 +122,7 @@ void gs_preemption_free(struct gs_preemption *p)
     free(p->guard.t);
     for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
     ix_free(p);
+    for (int i = 0; i < NBUF; i++) free(p->buf[i]);
     free(p);
 }
 
@@ -181,6 +204,7 @@ struct cands {
     struct vpod *v; /* built: low without the gangs of hi, in unit order */
     size_t nv;
     struct unit *u; /* built: the units of v */
+    size_t capv;    /* v and u hold this many */
     size_t nu;
     int err;
 };
@@ -338,12 +362,9 @@ static void cands_free(struct cands *c)
     free(c);
 }
 
+/* The units, node arrays and picks are the core's scratch (kept). */
 static void search_free(struct search *s)
 {
-    free(s->u);
-    free(s->node_first), free(s->node_units);
-    free(s->bumped), free(s->must_bump);
-    free(s->cand), free(s->ok);
     free(s->allowed), free(s->viol), free(s->cand_units), free(s->cand_viol);
 }
 
@@ -693,10 +714,14 @@ static int guard_count(const struct guard *g, const char *key)
 static int cands_build(struct cands *c)
 {
     if (c->nhi && block_gangs(c) != 0) return GS_ENOMEM;
-    free(c->v), free(c->u);
-    c->v = malloc((c->nlow ? c->nlow : 1) * sizeof *c->v);
-    c->u = calloc(c->nlow ? c->nlow : 1, sizeof *c->u);
-    if (!c->v || !c->u) return GS_ENOMEM;
+    if (c->nlow > c->capv) {
+        free(c->v), free(c->u);
+        c->capv = 0;
+        c->v = malloc(c->nlow * sizeof *c->v);
+        c->u = malloc(c->nlow * sizeof *c->u);
+        if (!c->v || !c->u) return GS_ENOMEM;
+        c->capv = c->nlow;
+    }
     c->nv = c->nu = 0;
     for (size_t i = 0; i < c->nlow; i++)
         if (!c->nhi || !blocked(c, c->low[i])) c->v[c->nv++] = *c->low[i];
@@ -721,7 +746,7 @@ static int select_units(struct search *s)
 {
     const struct cands *c = s->c;
     const char *own = group_of(s->pre), *own_ns = ns_of(s->pre);
-    s->u = calloc(c->nu ? c->nu : 1, sizeof *s->u);
+    s->u = scratch(s->p, BUF_UNITS, c->nu * sizeof *s->u, false);
     if (!s->u || guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
     const struct guard *g = &s->p->guard;
     bool may_spare = !g->empty && g->most >= s->p->o.max_per_window;
@@ -743,12 +768,12 @@ static int index_nodes(struct search *s)
 {
     int32_t ns = s->nslots = gs_cache_node_count(s->p->cache);
     size_t slots = (size_t)(ns > 0 ? ns : 1);
-    s->node_first = calloc(slots + 1, sizeof *s->node_first);
-    s->bumped = calloc(slots, 1);
-    s->must_bump = calloc(slots, 1);
-    s->cand = calloc(slots, sizeof *s->cand);
-    s->ok = calloc(slots, sizeof *s->ok);
-    size_t *pos = malloc(slots * sizeof *pos);
+    s->node_first = scratch(s->p, BUF_FIRST, (slots + 1) * sizeof *s->node_first, true);
+    s->bumped = scratch(s->p, BUF_BUMPED, slots, true);
+    s->must_bump = scratch(s->p, BUF_MUST, slots, true);
+    s->cand = scratch(s->p, BUF_CAND, slots * sizeof *s->cand, false);
+    s->ok = scratch(s->p, BUF_OK, slots * sizeof *s->ok, false);
+    size_t *pos = scratch(s->p, BUF_POS, slots * sizeof *pos, false);
     int rc = s->node_first && s->bumped && s->must_bump && s->cand && s->ok && pos ? 0 : GS_ENOMEM;
     for (int pass = 0; !rc && pass < 2; pass++) {
         for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
@@ -765,9 +790,8 @@ static int index_nodes(struct search *s)
         for (size_t i = 0; i < slots; i++) s->node_first[i + 1] += s->node_first[i];
         size_t total = s->node_first[slots];
         for (size_t i = slots; i > 0; i--) s->node_first[i] = s->node_first[i - 1];
-        if (!(s->node_units = calloc(total ? total : 1, sizeof *s->node_units))) rc = GS_ENOMEM;
+        if (!(s->node_units = scratch(s->p, BUF_NODE_UNITS, total * sizeof *s->node_units, false))) rc = GS_ENOMEM;
     }
-    free(pos);
     return rc;
 }
 
@@ -1142,7 +1166,7 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     struct search s = {.p = p, .fit = fit, .pre = members[0]};
     int rc = prepare(&s);
     if (p->ix) p->ix->muted = true; /* what the search takes out it puts back */
-    size_t *pick = calloc(s.nu ? s.nu : 1, sizeof *pick), *best = calloc(s.nu ? s.nu : 1, sizeof *best);
+    size_t *pick = scratch(p, BUF_PICK, s.nu * sizeof *pick, false), *best = scratch(p, BUF_BEST, s.nu * sizeof *best, false);
     int32_t *nodes = calloc(n, sizeof *nodes);
     size_t placed = 0;
     if (!rc && (!pick || !best || !nodes)) rc = GS_ENOMEM;
@@ -1168,7 +1192,7 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     if (s.must_bump) touch_skipped(&s);
     if (p->ix) p->ix->muted = false;
     if (rc) gs_preempt_plan_free(out);
-    free(pick), free(best), free(nodes);
+    free(nodes);
     search_free(&s);
     return rc;
 }

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "sched/preemption_core.h"
+#include "sched/strmap.h"
 #include "sched/topology_core.h"
 #include "sched_fixture.h"
 
@@ -98,11 +99,15 @@ static void step(struct world *w, struct gs_preemption *pre)
         if (w->st[i] == ABSENT) place(w, i, false);
         break;
     case 3: /* confirm */
-        if (w->st[i] == ASSUMED) assert_int_equal(gs_cache_confirm(w->c, key(w->pod[i], k)), 0), w->st[i] = BOUND;
+        if (w->st[i] == ASSUMED) {
+            assert_int_equal(gs_cache_confirm(w->c, key(w->pod[i], k)), 0);
+            w->st[i] = BOUND;
+        }
         break;
     case 4: /* forget or remove */
-        if (w->st[i] == ASSUMED) assert_int_equal(gs_cache_forget(w->c, key(w->pod[i], k)), 0), w->st[i] = ABSENT;
-        else if (w->st[i] == BOUND) assert_int_equal(gs_cache_remove_pod(w->c, key(w->pod[i], k)), 0), w->st[i] = ABSENT;
+        if (w->st[i] == ASSUMED) assert_int_equal(gs_cache_forget(w->c, key(w->pod[i], k)), 0);
+        else if (w->st[i] == BOUND) assert_int_equal(gs_cache_remove_pod(w->c, key(w->pod[i], k)), 0);
+        w->st[i] = ABSENT;
         break;
     case 5: /* a new object for an absent slot: the allocator may hand back a departed pod's address */
         if (w->st[i] == ABSENT) {
@@ -134,7 +139,10 @@ static void step(struct world *w, struct gs_preemption *pre)
         }
         break;
     default: /* evict a random bound pod, as a carried-out plan does */
-        if (w->st[i] == BOUND) assert_int_equal(gs_cache_remove_pod(w->c, key(w->pod[i], k)), 0), w->st[i] = ABSENT;
+        if (w->st[i] == BOUND) {
+            assert_int_equal(gs_cache_remove_pod(w->c, key(w->pod[i], k)), 0);
+            w->st[i] = ABSENT;
+        }
         break;
     }
 }
