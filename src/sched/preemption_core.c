@@ -68,6 +68,7 @@ struct gs_preemption {
     size_t nhist, caphist;
     struct nomination *nom;
     size_t nnom, capnom;
+    struct gs__strmap nom_ix; /* key -> 1 + index in nom (keys borrowed from nom) */
     struct gs_preempt_stats stats;
     struct guard guard;
     struct cands *memo[4]; /* candidates per preemptor priority */
@@ -109,6 +110,7 @@ struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const s
     if (p->o.nomination_ttl_ns <= 0) p->o.nomination_ttl_ns = 60 * GS_NS_PER_SEC;
     p->clock = clock;
     p->cache = cache;
+    gs__strmap_init(&p->nom_ix);
     return p;
 }
 
@@ -119,6 +121,7 @@ void gs_preemption_free(struct gs_preemption *p)
     for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key);
     free(p->hist);
     free(p->nom);
+    gs__strmap_free(&p->nom_ix);
     free(p->guard.t);
     for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
     ix_free(p);
@@ -1215,9 +1218,8 @@ void gs_preempt_plan_free(struct gs_preempt_plan *pl)
 
 static struct nomination *nom_find(const struct gs_preemption *p, const char *key)
 {
-    for (size_t i = 0; i < p->nnom; i++)
-        if (!strcmp(p->nom[i].key, key)) return &p->nom[i];
-    return NULL;
+    void *v = gs__strmap_get(&p->nom_ix, key);
+    return v ? &p->nom[(uintptr_t)v - 1] : NULL;
 }
 
 int gs_preempt_nominate(struct gs_preemption *p, const struct gs_pod *pod, int32_t node)
@@ -1234,7 +1236,10 @@ int gs_preempt_nominate(struct gs_preemption *p, const struct gs_pod *pod, int32
             p->capnom = cap;
         }
         char *dup = strdup(key);
-        if (!dup) return GS_ENOMEM;
+        if (!dup || gs__strmap_put(&p->nom_ix, dup, (void *)(uintptr_t)(p->nnom + 1)) != 0) {
+            free(dup);
+            return GS_ENOMEM;
+        }
         e = &p->nom[p->nnom++];
         e->key = dup;
     }
@@ -1248,8 +1253,11 @@ void gs_preempt_clear(struct gs_preemption *p, const char *pod_key)
 {
     struct nomination *e = nom_find(p, pod_key);
     if (!e) return;
+    gs__strmap_del(&p->nom_ix, e->key);
     free(e->key);
     *e = p->nom[--p->nnom];
+    /* The last entry moved into e's place: a replacement in the map, no allocation. */
+    if (e != &p->nom[p->nnom]) gs__strmap_put(&p->nom_ix, e->key, (void *)(uintptr_t)(e - p->nom + 1));
 }
 
 int32_t gs_preempt_nominated_node(const struct gs_preemption *p, const char *pod_key)
@@ -1265,17 +1273,18 @@ static bool holds_against(const struct gs_preemption *p, const struct nomination
                           int64_t now)
 {
     if (now - e->t > p->o.nomination_ttl_ns || e->pod == pod || e->pod->priority < pod->priority) return false;
+    /* The room a gang's preemption made is the group's: a member may use
+     * a sibling's. Otherwise the whole-group plan (members assumed in key
+     * order) and the members' own cycles (queue order) would see
+     * different nominations and disagree about where members fit.
+     * (Tested before the cache lookup below: the answer is the same.) */
+    if (same_group(e->pod, pod)) return false;
     /* A nominated pod the cache already holds (a gang plan assumes the
      * members one by one) is counted there: holding its room as well
      * would count it twice, and a gang whose members were all nominated
      * could then never plan itself (kube drops a nomination once the pod
      * is assumed). */
-    if (gs_cache_pod_assignment(p->cache, e->key)) return false;
-    /* The room a gang's preemption made is the group's: a member may use
-     * a sibling's. Otherwise the whole-group plan (members assumed in key
-     * order) and the members' own cycles (queue order) would see
-     * different nominations and disagree about where members fit. */
-    return !same_group(e->pod, pod);
+    return !gs_cache_pod_assignment(p->cache, e->key);
 }
 
 bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, int32_t node)
