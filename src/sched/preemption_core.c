@@ -548,10 +548,12 @@ static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_a
 }
 
 /* Marks the first pod of each unit: a single pod, or a gang member after
- * a pod of another unit (cmp_unit). Only gang members are compared. */
+ * a pod of another unit (cmp_unit). Gang members sort before single pods
+ * (cmp_vpod), and a single pod's entry is made with first set, so the walk
+ * stops at the first single pod. */
 static void ix_mark_units(struct vpod *e, size_t n)
 {
-    for (size_t i = 0; i < n; i++) e[i].first = !(i && e[i].group && e[i - 1].group && !cmp_unit(&e[i - 1], &e[i]));
+    for (size_t i = 0; i < n && e[i].group; i++) e[i].first = !(i && e[i - 1].group && !cmp_unit(&e[i - 1], &e[i]));
 }
 
 /* Every bound pod from the cache, sorted. */
