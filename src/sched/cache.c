@@ -97,6 +97,11 @@ struct gs_cache {
     uint64_t changes; /* every node generation bump */
     uint64_t confirms; /* gs_cache_confirm calls: see gs_cache_pod_version */
     uint64_t bound_changes; /* see gs_cache_bound_version */
+    struct {
+        gs_cache_bound_fn fn;
+        void *ctx;
+    } watch[GS_CACHE_WATCHERS]; /* gs_cache_watch_bound */
+    int nwatch;
     /* Pods with pod (anti-)affinity terms, and of those with required
      * anti-affinity: InterPodAffinity skips its passes when both are none. */
     struct pod_rec **aff;
@@ -111,6 +116,7 @@ struct gs_cache {
 
 static const struct gs_labels empty_labels;
 static void gs__cache_extra_free(struct gs_cache *c);
+static void tell(const struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a, bool added);
 
 _Static_assert(sizeof(struct gs_node_hot) == 64, "a hot record is one cache line");
 
@@ -680,7 +686,14 @@ int gs_cache_update_node(struct gs_cache *c, const struct gs_node *node)
         if (!p || p->a.node != idx) continue;
         /* apply() counts the pod's GPU share again: take the old one out first. */
         c->milli_used -= (int64_t)p->a.milli * popcount64(p->a.gpu_mask);
+        uint64_t was = p->a.gpu_mask;
         if (n->ngpus < 64) p->a.gpu_mask &= (1ULL << n->ngpus) - 1;
+        if (p->st == POD_BOUND && p->a.gpu_mask != was) {
+            struct gs_assignment old = p->a;
+            old.gpu_mask = was;
+            tell(c, p->pod, &old, false);
+            tell(c, p->pod, &p->a, true);
+        }
         apply(c, n, p->pod, &p->a, 1);
     }
     sync_node(c, n);
@@ -841,6 +854,30 @@ static void aff_remove(struct gs_cache *c, struct pod_rec *p)
     if (p->pod->pod_affinity->nreq_anti) c->nreq_anti--;
 }
 
+/*--- Bound-pod watchers ---*/
+
+static void tell(const struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a, bool added)
+{
+    for (int i = 0; i < c->nwatch; i++) c->watch[i].fn(c->watch[i].ctx, pod, a, added);
+}
+
+int gs_cache_watch_bound(struct gs_cache *c, gs_cache_bound_fn fn, void *ctx)
+{
+    if (c->nwatch == GS_CACHE_WATCHERS) return GS_EBUSY;
+    c->watch[c->nwatch].fn = fn;
+    c->watch[c->nwatch++].ctx = ctx;
+    return 0;
+}
+
+void gs_cache_unwatch_bound(struct gs_cache *c, gs_cache_bound_fn fn, void *ctx)
+{
+    for (int i = 0; i < c->nwatch; i++)
+        if (c->watch[i].fn == fn && c->watch[i].ctx == ctx) {
+            c->watch[i] = c->watch[--c->nwatch];
+            return;
+        }
+}
+
 static int insert_pod(struct gs_cache *c, const struct gs_pod *pod, const struct gs_assignment *a,
                       enum pod_state st, int64_t deadline)
 {
@@ -883,7 +920,7 @@ static int insert_pod(struct gs_cache *c, const struct gs_pod *pod, const struct
         return GS_ENOMEM;
     }
     apply(c, n, pod, &p->a, 1);
-    if (st == POD_BOUND) c->bound_changes++;
+    if (st == POD_BOUND) c->bound_changes++, tell(c, pod, &p->a, true);
     return 0;
 }
 
@@ -901,17 +938,19 @@ int gs_cache_confirm(struct gs_cache *c, const char *pod_key)
 {
     struct pod_rec *p = gs__strmap_get(&c->pods, pod_key);
     if (!p) return GS_ENOENT;
+    bool was_bound = p->st == POD_BOUND;
     p->st = POD_BOUND;
     p->deadline = 0;
     assumed_remove(c, p);
     c->confirms++;
     c->bound_changes++;
+    if (!was_bound) tell(c, p->pod, &p->a, true);
     return 0;
 }
 
 static void release(struct gs_cache *c, struct pod_rec *p)
 {
-    if (p->st == POD_BOUND) c->bound_changes++;
+    if (p->st == POD_BOUND) c->bound_changes++, tell(c, p->pod, &p->a, false);
     gs__strmap_del(&c->pods, p->key);
     assumed_remove(c, p);
     aff_remove(c, p);

@@ -234,6 +234,24 @@ void gs_cache_foreach_pod(const struct gs_cache *c,
                           void (*cb)(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound),
                           void *arg);
 
+/*--- Bound-pod watchers ---*/
+
+/* Told as it happens of every pod that becomes bound (added: gs_cache_add_bound,
+ * gs_cache_confirm) and every bound pod that leaves (added false: removed,
+ * evicted, dropped with its node), and of a node update that narrows a bound
+ * pod's GPU mask (the old assignment leaves, the new one comes). Assumed pods
+ * are not told of. pod and a are borrowed for the call only (a departing pod
+ * may be freed right after); fn must not change the cache. Lets an index over
+ * the bound pods (preemption's victims, Coscheduling's preemptible sums) follow
+ * each change instead of walking every pod after each bind. */
+typedef void (*gs_cache_bound_fn)(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a, bool added);
+#define GS_CACHE_WATCHERS 8
+/* 0, or GS_EBUSY when GS_CACHE_WATCHERS are registered. The watcher must be
+ * unwatched before the cache is freed or before ctx goes. */
+int gs_cache_watch_bound(struct gs_cache *c, gs_cache_bound_fn fn, void *ctx);
+/* Forgets fn with ctx (nothing when not registered). */
+void gs_cache_unwatch_bound(struct gs_cache *c, gs_cache_bound_fn fn, void *ctx);
+
 /*--- Pods with affinity, namespaces, disruption budgets ---*/
 
 /* Pods in the cache (assumed or bound) with any pod (anti-)affinity term,

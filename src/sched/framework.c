@@ -968,6 +968,7 @@ static int class_pick(struct gs_framework *fw, const struct gs_pod *pod, struct 
 }
 
 void gs_framework_class_apart(struct gs_framework *fw, int32_t node) { fw->apart = node; }
+int32_t gs_framework_class_apart_node(const struct gs_framework *fw) { return fw->apart; }
 void gs_framework_set_node_classes(struct gs_framework *fw, enum gs_node_classes mode) { fw->classes = mode; }
 enum gs_node_classes gs_framework_node_classes(const struct gs_framework *fw) { return fw->classes; }
 void gs_framework_set_diagnosis_text(struct gs_framework *fw, bool on) { fw->no_text = !on; }
@@ -1295,6 +1296,9 @@ int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, 
     }
     size_t m = n;
     run->not_by_class = false;
+    /* No node is set apart here: a by_class asked below reads none. */
+    int32_t apart = fw->apart;
+    fw->apart = -1;
     if (sim_pre_filter(fw, &cs, pod, run) != 0) {
         for (size_t j = 0; j < (run->each ? nf * n : n); j++) run->reject[j] = GS_REJECT_UNRESOLVABLE | 1;
         m = 0;
@@ -1334,6 +1338,7 @@ int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, 
     }
     free(live), free(pos), free(rej);
     gs_cycle_state_free(&cs);
+    fw->apart = apart;
     return (int)m;
 }
 

@@ -215,6 +215,8 @@ enum gs_node_classes gs_framework_node_classes(const struct gs_framework *fw);
  * representative, the node itself is a candidate of size one). A planned
  * gang member's preferred node is such a node. Holds until the cycle ends. */
 void gs_framework_class_apart(struct gs_framework *fw, int32_t node);
+/* The node set apart so far in this cycle's by_class calls, -1 none. */
+int32_t gs_framework_class_apart_node(const struct gs_framework *fw);
 /* How many cycles chose their node by class so far. */
 uint64_t gs_framework_class_cycles(const struct gs_framework *fw);
 

@@ -121,8 +121,12 @@ struct name_rec {
     uint64_t stamp;
 };
 
+/* The preemptible sums. Once the cache tells the core of every bind and
+ * unbind (gs_cache_watch_bound, from the first use on) they follow each
+ * event; otherwise (no watcher slot left) they are rebuilt when the bound
+ * pods changed (version). Integer sums either way: equal to a walk. */
 struct pre_index {
-    bool valid;
+    bool valid, watching;
     uint64_t version;
     uint64_t build;                 /* numbers the rebuilds, from 1 */
     struct prio_sums all;           /* every bound pod */
@@ -166,6 +170,8 @@ struct gs_gang *gs_gang_new(const struct gs_gang_opts *o, const struct gs_clock 
     return g;
 }
 
+static void pre_on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a, bool added);
+
 static void plan_clear(struct gs_gang_group *gr)
 {
     for (size_t i = 0; i < gr->nplan; i++) free(gr->plan[i].key);
@@ -197,6 +203,7 @@ static void group_free(struct gs_gang_group *gr)
 void gs_gang_free(struct gs_gang *g)
 {
     if (!g) return;
+    if (g->pre.watching) gs_cache_unwatch_bound(g->cache, pre_on_bound, g);
     for (size_t i = 0; i < g->nlist; i++) group_free(g->list[i]);
     free(g->list);
     gs__strmap_free(&g->groups);
@@ -652,6 +659,25 @@ static struct name_rec *name_rec_of_pod(struct gs_gang *g, const struct gs_pod *
     return name_rec_get(g, pod->pod_group, true);
 }
 
+/* Adds (sign 1) or takes away (sign -1) one bound pod from the sums. */
+static int sums_pod(struct gs_gang *g, const struct gs_pod *pod, const struct gs_assignment *a, int64_t sign)
+{
+    struct cap c = {sign * pod->demand.cpu_milli, sign * pod->demand.mem_bytes,
+                    sign * (int64_t)a->milli * __builtin_popcountll(a->gpu_mask)};
+    if (sums_add(&g->pre.all, pod->priority, &c) != 0) return GS_ENOMEM;
+    if (!pod->pod_group || !*pod->pod_group) return 0;
+    struct name_rec *nr = name_rec_of_pod(g, pod);
+    if (!nr) return GS_ENOMEM;
+    if (nr->stamp != g->pre.build) nr->stamp = g->pre.build, nr->s.n = 0;
+    return sums_add(&nr->s, pod->priority, &c);
+}
+
+static void pre_on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a, bool added)
+{
+    struct gs_gang *g = ctx;
+    if (g->pre.valid && sums_pod(g, pod, a, added ? 1 : -1) != 0) g->pre.valid = false; /* rebuilt at the next use */
+}
+
 static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
 {
     struct pre_build *b = arg;
@@ -677,7 +703,8 @@ static bool preemptible(struct gs_gang *g, const struct gs_gang_group *gr, int32
 {
     struct pre_index *p = &g->pre;
     uint64_t v = gs_cache_bound_version(g->cache);
-    if (!p->valid || p->version != v) {
+    if (!p->watching && gs_cache_watch_bound(g->cache, pre_on_bound, g) == 0) p->watching = true, p->valid = false;
+    if (!p->valid || (!p->watching && p->version != v)) {
         p->all.n = 0;
         p->build++;
         struct pre_build b = {g, 0};

@@ -25,6 +25,7 @@
 #include "sched/topology_core.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,9 +53,12 @@ struct guard {
     } *t;
     size_t cap;
     bool valid, empty;
+    int most; /* the highest count: no key is spared while it is below the limit */
     int32_t cls;
     int64_t built, until; /* valid for clock times in [built, until] */
 };
+
+enum { BUF_UNITS, BUF_FIRST, BUF_BUMPED, BUF_MUST, BUF_CAND, BUF_OK, BUF_POS, BUF_NODE_UNITS, BUF_PICK, BUF_BEST, NBUF };
 
 struct gs_preemption {
     struct gs_preempt_opts o;
@@ -64,13 +68,36 @@ struct gs_preemption {
     size_t nhist, caphist;
     struct nomination *nom;
     size_t nnom, capnom;
+    struct gs__strmap nom_ix; /* key -> 1 + index in nom (keys borrowed from nom) */
     struct gs_preempt_stats stats;
     struct guard guard;
     struct cands *memo[4]; /* candidates per preemptor priority */
     unsigned memo_next;
+    struct pindex *ix;     /* every bound pod in unit order, followed from the cache */
+    /* A search's arrays, kept for the next one (sized by units or nodes:
+     * allocating them afresh each time faulted their pages in again). */
+    void *buf[NBUF];
+    size_t bufcap[NBUF];
 };
 
+/* The search's array `which` of at least bytes (zeroed when zero), or NULL. */
+static void *scratch(struct gs_preemption *p, int which, size_t bytes, bool zero)
+{
+    if (!bytes) bytes = 1;
+    if (bytes > p->bufcap[which]) {
+        size_t cap = p->bufcap[which] ? p->bufcap[which] : 256;
+        while (cap < bytes) cap *= 2;
+        free(p->buf[which]);
+        p->bufcap[which] = 0;
+        if (!(p->buf[which] = malloc(cap))) return NULL;
+        p->bufcap[which] = cap;
+    }
+    if (zero) memset(p->buf[which], 0, bytes);
+    return p->buf[which];
+}
+
 static void cands_free(struct cands *c);
+static void ix_free(struct gs_preemption *p);
 
 struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const struct gs_clock *clock,
                                         struct gs_cache *cache)
@@ -83,6 +110,7 @@ struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const s
     if (p->o.nomination_ttl_ns <= 0) p->o.nomination_ttl_ns = 60 * GS_NS_PER_SEC;
     p->clock = clock;
     p->cache = cache;
+    gs__strmap_init(&p->nom_ix);
     return p;
 }
 
@@ -93,8 +121,11 @@ void gs_preemption_free(struct gs_preemption *p)
     for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key);
     free(p->hist);
     free(p->nom);
+    gs__strmap_free(&p->nom_ix);
     free(p->guard.t);
     for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
+    ix_free(p);
+    for (int i = 0; i < NBUF; i++) free(p->buf[i]);
     free(p);
 }
 
@@ -139,7 +170,9 @@ struct vpod {
     struct gs_assignment a;
     const char *ns;    /* namespace, "default" when unset */
     const char *group; /* pod group when in one, else NULL */
-    size_t key;        /* offset of "ns/name" in search.keys */
+    const char *key;   /* "ns/name": owned by the index (struct pindex) */
+    int32_t prio;      /* pod->priority, kept here so a pass over the index reads no pod */
+    bool first;        /* in the index: the first pod of its unit (a gang's members are adjacent) */
 };
 
 struct unit {
@@ -155,17 +188,17 @@ struct blocked {
     const char *ns, *group;
 };
 
-/* The candidates for one preemptor priority. They depend only on the pods
- * in the cache, so they are kept between searches while
- * gs_cache_pod_version() says those are the same: a queue of pending pods
- * retried against an unchanged cluster collects and sorts them once. A
- * search undoes its own changes, so it carries them over to the version it
- * leaves behind. */
+/* The candidates for one preemptor priority, drawn from the index of bound
+ * pods (struct pindex) in its order, so without sorting. They depend only on
+ * the bound pods, so they are kept while the index is unchanged (its
+ * version): a queue of pending pods retried against an unchanged cluster
+ * draws them once. A search undoes its own changes and the index does not
+ * follow them (it is muted meanwhile), so the candidates outlive the search. */
 struct cands {
     int32_t prio;
     uint64_t version;
     bool valid, built;
-    struct vpod *low; /* every bound pod below prio */
+    const struct vpod **low; /* every bound pod below prio: entries of the index */
     size_t nlow, caplow;
     struct vpod *hi; /* bound gang members at or above it */
     size_t nhi, caphi;
@@ -173,9 +206,8 @@ struct cands {
     size_t capbl;
     struct vpod *v; /* built: low without the gangs of hi, in unit order */
     size_t nv;
-    char *keys; /* built: keys of v */
-    size_t nkeys, capkeys;
     struct unit *u; /* built: the units of v */
+    size_t capv;    /* v and u hold this many */
     size_t nu;
     int err;
 };
@@ -186,7 +218,6 @@ struct search {
     const struct gs_pod *pre;
     struct cands *c;
     const struct vpod *v; /* c->v */
-    const char *keys;     /* c->keys */
     struct unit *u;       /* the units that may be evicted by this preemptor */
     size_t nu;
     /* Units touching each node: node_units[node_first[i] .. node_first[i + 1]). */
@@ -290,60 +321,73 @@ static bool same_group(const struct gs_pod *a, const struct gs_pod *b)
     return !strcmp(ns_of(a), ns_of(b));
 }
 
-static void collect(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+static int vgrow(struct vpod **v, size_t *cap, size_t need)
 {
-    struct cands *s = arg;
-    if (!bound || s->err) return;
-    const char *group = group_of(pod);
-    bool hi = pod->priority >= s->prio;
-    if (hi && !group) return;
-    struct vpod **arr = hi ? &s->hi : &s->low;
-    size_t *n = hi ? &s->nhi : &s->nlow, *cap = hi ? &s->caphi : &s->caplow;
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 64;
-        struct vpod *nv = realloc(*arr, nc * sizeof *nv);
-        if (!nv) {
-            s->err = GS_ENOMEM;
-            return;
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    struct vpod *nv = realloc(*v, nc * sizeof *nv);
+    if (!nv) return GS_ENOMEM;
+    *v = nv, *cap = nc;
+    return 0;
+}
+
+/* One bound pod of the index into the candidates of s->prio. */
+static void collect(struct cands *s, const struct vpod *e)
+{
+    if (s->err) return;
+    bool hi = e->prio >= s->prio;
+    if (hi && !e->group) return;
+    if (!hi) {
+        if (s->nlow == s->caplow) {
+            size_t nc = s->caplow ? s->caplow * 2 : 64;
+            const struct vpod **nv = realloc(s->low, nc * sizeof *nv);
+            if (!nv) {
+                s->err = GS_ENOMEM;
+                return;
+            }
+            s->low = nv, s->caplow = nc;
         }
-        *arr = nv, *cap = nc;
+        s->low[s->nlow++] = e;
+        return;
     }
-    (*arr)[(*n)++] = (struct vpod){pod, *a, ns_of(pod), group, 0};
+    if (vgrow(&s->hi, &s->caphi, s->nhi + 1) != 0) {
+        s->err = GS_ENOMEM;
+        return;
+    }
+    s->hi[s->nhi++] = *e;
 }
 
 static void cands_free(struct cands *c)
 {
     if (!c) return;
-    free(c->low), free(c->hi), free(c->bl), free(c->v), free(c->keys), free(c->u);
+    free(c->low), free(c->hi), free(c->bl), free(c->v), free(c->u);
     free(c);
 }
 
+/* The units, node arrays and picks are the core's scratch (kept). */
 static void search_free(struct search *s)
 {
-    free(s->u);
-    free(s->node_first), free(s->node_units);
-    free(s->bumped), free(s->must_bump);
-    free(s->cand), free(s->ok);
     free(s->allowed), free(s->viol), free(s->cand_units), free(s->cand_viol);
 }
 
-static const char *key_of(const struct search *s, const struct vpod *v) { return s->keys + v->key; }
+static const char *key_of(const struct search *s, const struct vpod *v)
+{
+    (void)s;
+    return v->key;
+}
 
-static int add_key(struct cands *s, struct vpod *v)
+/* "ns/name" of v's pod as the cache keys it (gs__pod_key, truncation
+ * included, so the key still names the cache entry). malloc'd, or NULL. */
+static char *dup_key(const struct vpod *v)
 {
     char buf[GS__KEY_MAX];
     const char *name = name_of(v->pod);
     size_t a = strlen(v->ns), b = strlen(name), len = a + 1 + b;
     if (len >= GS__KEY_MAX) len = (size_t)gs__pod_key(v->pod, buf, sizeof buf), len = len < GS__KEY_MAX ? len : GS__KEY_MAX - 1;
-    if (s->nkeys + len + 1 > s->capkeys) {
-        size_t cap = s->capkeys ? s->capkeys * 2 : 4096;
-        while (cap < s->nkeys + len + 1) cap *= 2;
-        char *nk = realloc(s->keys, cap);
-        if (!nk) return GS_ENOMEM;
-        s->keys = nk, s->capkeys = cap;
-    }
-    char *k = s->keys + s->nkeys;
-    if (len < a + 1 + b) { /* gs__pod_key's truncation, kept so the key still names the cache entry */
+    char *k = malloc(len + 1);
+    if (!k) return NULL;
+    if (len < a + 1 + b) {
         memcpy(k, buf, len);
     } else {
         memcpy(k, v->ns, a);
@@ -351,9 +395,279 @@ static int add_key(struct cands *s, struct vpod *v)
         memcpy(k + a + 1, name, b);
     }
     k[len] = 0;
-    v->key = s->nkeys;
-    s->nkeys += len + 1;
+    return k;
+}
+
+/*--- The index of bound pods ---*/
+
+/* Pointer -> size_t, open addressing with backward-shift deletion. Keys are
+ * pod addresses used as identities only (a departed pod is never read). */
+struct pmap {
+    struct {
+        const void *k;
+        size_t v;
+    } *t;
+    size_t cap, n; /* cap a power of two, 0 before the first put */
+};
+
+static size_t pmap_home(const struct pmap *m, const void *k)
+{
+    return (size_t)gs__mix64((uint64_t)(uintptr_t)k, 0) & (m->cap - 1);
+}
+
+static size_t *pmap_get(const struct pmap *m, const void *k)
+{
+    if (!m->n) return NULL;
+    for (size_t i = pmap_home(m, k);; i = (i + 1) & (m->cap - 1)) {
+        if (m->t[i].k == k) return &m->t[i].v;
+        if (!m->t[i].k) return NULL;
+    }
+}
+
+static int pmap_put(struct pmap *m, const void *k, size_t v)
+{
+    if (2 * (m->n + 1) > m->cap) {
+        struct pmap bigger = {.cap = m->cap ? 2 * m->cap : 64};
+        if (!(bigger.t = calloc(bigger.cap, sizeof *bigger.t))) return GS_ENOMEM;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->t[i].k) {
+                size_t j = pmap_home(&bigger, m->t[i].k);
+                while (bigger.t[j].k) j = (j + 1) & (bigger.cap - 1);
+                bigger.t[j] = m->t[i];
+            }
+        bigger.n = m->n;
+        free(m->t);
+        *m = bigger;
+    }
+    size_t i = pmap_home(m, k);
+    while (m->t[i].k && m->t[i].k != k) i = (i + 1) & (m->cap - 1);
+    if (!m->t[i].k) m->n++;
+    m->t[i].k = k, m->t[i].v = v;
     return 0;
+}
+
+static bool pmap_del(struct pmap *m, const void *k, size_t *v)
+{
+    size_t *at = pmap_get(m, k);
+    if (!at) return false;
+    if (v) *v = *at;
+    size_t mask = m->cap - 1, i = (size_t)((char *)at - (char *)&m->t[0].v) / sizeof m->t[0];
+    for (size_t j = (i + 1) & mask; m->t[j].k; j = (j + 1) & mask) {
+        size_t home = pmap_home(m, m->t[j].k);
+        if (((j - home) & mask) >= ((j - i) & mask)) m->t[i] = m->t[j], i = j;
+    }
+    m->t[i].k = NULL;
+    m->n--;
+    return true;
+}
+
+static void pmap_clear(struct pmap *m)
+{
+    if (m->n) memset(m->t, 0, m->cap * sizeof *m->t);
+    m->n = 0;
+}
+
+/* Every bound pod of the cache in unit order (cmp_vpod), each with its key.
+ * The cache tells of each pod that becomes bound or leaves
+ * (gs_cache_watch_bound); those are held aside (add: the pods bound since;
+ * gone: pods of e that left) and merged in when a search needs the index,
+ * so a run of binds costs one sort of the newcomers and one pass over e,
+ * not a sort of every pod. A pod that comes and goes before the merge
+ * cancels out; a departed pod's address is compared, never read (the pod
+ * may be freed), and e drops it before anything is compared by name. The
+ * result is the array a walk of the cache sorted by cmp_vpod gives
+ * (gs__preempt_index_check compares the two): the order is total, pod keys
+ * being unique. */
+struct pindex {
+    bool watching, valid;
+    bool muted;       /* during a search, which puts back what it takes out */
+    uint64_t version; /* bumped whenever e changes */
+    uint64_t bound;   /* gs_cache_bound_version at the last rebuild, when not watching */
+    struct vpod *e;   /* keys owned */
+    size_t n, cap;
+    struct vpod *add; /* keys NULL until merged */
+    size_t nadd, capadd;
+    struct pmap addpos; /* pod -> index in add */
+    struct pmap gone;   /* pods of e that are no longer bound */
+    struct vpod *tmp;   /* merge scratch */
+    size_t captmp;
+};
+
+static void on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a, bool added)
+{
+    struct pindex *x = ctx;
+    if (x->muted || !x->valid) return;
+    if (added) {
+        if (vgrow(&x->add, &x->capadd, x->nadd + 1) != 0 || pmap_put(&x->addpos, pod, x->nadd) != 0) {
+            x->valid = false; /* rebuilt from the cache at the next use */
+            return;
+        }
+        x->add[x->nadd++] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL, pod->priority, true};
+        return;
+    }
+    size_t i;
+    if (pmap_del(&x->addpos, pod, &i)) { /* came and went before a merge */
+        if (i != --x->nadd) {
+            x->add[i] = x->add[x->nadd];
+            *pmap_get(&x->addpos, x->add[i].pod) = i;
+        }
+        return;
+    }
+    if (pmap_put(&x->gone, pod, 0) != 0) x->valid = false;
+}
+
+static void ix_clear(struct pindex *x)
+{
+    for (size_t i = 0; i < x->n; i++) free((char *)x->e[i].key);
+    x->n = x->nadd = 0;
+    pmap_clear(&x->addpos);
+    pmap_clear(&x->gone);
+}
+
+static void ix_free(struct gs_preemption *p)
+{
+    struct pindex *x = p->ix;
+    if (!x) return;
+    if (x->watching) gs_cache_unwatch_bound(p->cache, on_bound, x);
+    ix_clear(x);
+    free(x->e), free(x->add), free(x->tmp), free(x->addpos.t), free(x->gone.t);
+    free(x);
+}
+
+static void collect_bound(void *arg, const struct gs_pod *pod, const struct gs_assignment *a, bool bound)
+{
+    struct pindex *x = arg;
+    if (!bound || !x->valid) return;
+    if (vgrow(&x->e, &x->cap, x->n + 1) != 0) {
+        x->valid = false;
+        return;
+    }
+    x->e[x->n] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL, pod->priority, true};
+    if (!(x->e[x->n].key = dup_key(&x->e[x->n]))) x->valid = false;
+    else x->n++;
+}
+
+/* Marks the first pod of each unit: a single pod, or a gang member after
+ * a pod of another unit (cmp_unit). Gang members sort before single pods
+ * (cmp_vpod), and a single pod's entry is made with first set, so the walk
+ * stops at the first single pod. */
+static void ix_mark_units(struct vpod *e, size_t n)
+{
+    for (size_t i = 0; i < n && e[i].group; i++) e[i].first = !(i && e[i - 1].group && !cmp_unit(&e[i - 1], &e[i]));
+}
+
+/* Every bound pod from the cache, sorted. */
+static int ix_rebuild(struct gs_preemption *p)
+{
+    struct pindex *x = p->ix;
+    ix_clear(x);
+    x->valid = true;
+    gs_cache_foreach_pod(p->cache, collect_bound, x);
+    x->version++;
+    x->bound = gs_cache_bound_version(p->cache);
+    if (!x->valid) {
+        ix_clear(x);
+        return GS_ENOMEM;
+    }
+    qsort(x->e, x->n, sizeof *x->e, cmp_vpod);
+    ix_mark_units(x->e, x->n);
+    return 0;
+}
+
+static size_t gone_bit(const void *pod)
+{
+    uintptr_t a = (uintptr_t)pod;
+    return (size_t)((a >> 4) ^ (a >> 14)) & 1023;
+}
+
+/* The index as the cache's bound pods are now. 0 or GS_ENOMEM. */
+static int ix_sync(struct gs_preemption *p)
+{
+    if (!p->ix && !(p->ix = calloc(1, sizeof *p->ix))) return GS_ENOMEM;
+    struct pindex *x = p->ix;
+    if (!x->watching && gs_cache_watch_bound(p->cache, on_bound, x) == 0) x->watching = true, x->valid = false;
+    if (!x->valid || (!x->watching && x->bound != gs_cache_bound_version(p->cache))) return ix_rebuild(p);
+    if (!x->gone.n && !x->nadd) return 0;
+    if (x->gone.n) {
+        /* A filter of the departed addresses first: most entries are ruled out by one bit. */
+        uint64_t bits[16] = {0};
+        for (size_t i = 0; i < x->gone.cap; i++)
+            if (x->gone.t[i].k) {
+                size_t b = gone_bit(x->gone.t[i].k);
+                bits[b / 64] |= 1ULL << (b % 64);
+            }
+        size_t w = 0;
+        for (size_t i = 0; i < x->n; i++) {
+            size_t b = gone_bit(x->e[i].pod);
+            if ((bits[b / 64] >> (b % 64) & 1) && pmap_get(&x->gone, x->e[i].pod)) free((char *)x->e[i].key);
+            else x->e[w++] = x->e[i];
+        }
+        x->n = w;
+        pmap_clear(&x->gone);
+    }
+    if (x->nadd) {
+        if (vgrow(&x->tmp, &x->captmp, x->n + x->nadd) != 0) return x->valid = false, GS_ENOMEM;
+        for (size_t i = 0; i < x->nadd; i++)
+            if (!(x->add[i].key = dup_key(&x->add[i]))) {
+                for (size_t j = 0; j < i; j++) free((char *)x->add[j].key);
+                return x->valid = false, GS_ENOMEM;
+            }
+        qsort(x->add, x->nadd, sizeof *x->add, cmp_vpod);
+        /* Each newcomer after the pods of e before it (binary search), the
+         * runs of e between them copied whole: the merge of two sorted
+         * arrays at O(newcomers log n) comparisons. */
+        size_t i = 0, w = 0;
+        for (size_t j = 0; j < x->nadd; j++) {
+            size_t lo = i, hi = x->n;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (cmp_vpod(&x->e[mid], &x->add[j]) < 0) lo = mid + 1;
+                else hi = mid;
+            }
+            memcpy(x->tmp + w, x->e + i, (lo - i) * sizeof *x->e);
+            w += lo - i, i = lo;
+            x->tmp[w++] = x->add[j];
+        }
+        memcpy(x->tmp + w, x->e + i, (x->n - i) * sizeof *x->e);
+        w += x->n - i;
+        struct vpod *t = x->e;
+        size_t tc = x->cap;
+        x->e = x->tmp, x->cap = x->captmp, x->n = w;
+        x->tmp = t, x->captmp = tc;
+        x->nadd = 0;
+        pmap_clear(&x->addpos);
+    }
+    ix_mark_units(x->e, x->n);
+    x->version++;
+    return 0;
+}
+
+int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len)
+{
+    int rc = ix_sync(p);
+    if (rc) return rc;
+    struct pindex fresh = {.valid = true};
+    gs_cache_foreach_pod(p->cache, collect_bound, &fresh);
+    if (fresh.valid) qsort(fresh.e, fresh.n, sizeof *fresh.e, cmp_vpod), ix_mark_units(fresh.e, fresh.n);
+    const struct pindex *x = p->ix;
+    rc = fresh.valid ? 0 : GS_ENOMEM;
+    if (!rc && fresh.n != x->n) {
+        snprintf(why, len, "index holds %zu bound pods, the cache %zu", x->n, fresh.n);
+        rc = GS_ESTATE;
+    }
+    for (size_t i = 0; !rc && i < x->n; i++) {
+        const struct vpod *a = &x->e[i], *b = &fresh.e[i];
+        if (a->pod != b->pod || strcmp(a->key, b->key) || a->a.node != b->a.node || a->a.gpu_mask != b->a.gpu_mask ||
+            a->a.milli != b->a.milli || a->a.mem_mib != b->a.mem_mib || a->ns != b->ns || a->group != b->group ||
+            a->prio != b->prio || a->first != b->first) {
+            snprintf(why, len, "index entry %zu is %s on node %d, a fresh walk has %s on node %d", i, a->key,
+                     a->a.node, b->key, b->a.node);
+            rc = GS_ESTATE;
+        }
+    }
+    ix_clear(&fresh);
+    free(fresh.e);
+    return rc;
 }
 
 static int guard_build(struct gs_preemption *p, int32_t cls)
@@ -377,6 +691,7 @@ static int guard_build(struct gs_preemption *p, int32_t cls)
         if (!(g->t = malloc(cap * sizeof *g->t))) return GS_ENOMEM;
     }
     g->cap = cap;
+    g->most = 0;
     memset(g->t, 0, cap * sizeof *g->t);
     for (size_t i = 0; i < p->nhist; i++) {
         if (p->hist[i].t < since || p->hist[i].cls != cls) continue;
@@ -384,6 +699,7 @@ static int guard_build(struct gs_preemption *p, int32_t cls)
         size_t j = (size_t)h & (g->cap - 1);
         while (g->t[j].key && (g->t[j].h != h || strcmp(g->t[j].key, p->hist[i].key))) j = (j + 1) & (g->cap - 1);
         g->t[j].key = p->hist[i].key, g->t[j].h = h, g->t[j].n++;
+        if (g->t[j].n > g->most) g->most = g->t[j].n;
     }
     g->valid = true, g->cls = cls, g->built = now;
     g->empty = n == 0;
@@ -399,27 +715,32 @@ static int guard_count(const struct guard *g, const char *key)
     return g->t[j].key ? g->t[j].n : 0;
 }
 
-/* Drops the gangs of hi, sorts what is left into units, keys them. */
+/* Drops the gangs of hi and groups what is left (in unit order already) into units. */
 static int cands_build(struct cands *c)
 {
     if (c->nhi && block_gangs(c) != 0) return GS_ENOMEM;
-    free(c->v), free(c->u);
-    c->v = malloc((c->nlow ? c->nlow : 1) * sizeof *c->v);
-    c->u = calloc(c->nlow ? c->nlow : 1, sizeof *c->u);
-    if (!c->v || !c->u) return GS_ENOMEM;
-    c->nv = c->nu = c->nkeys = 0;
+    if (c->nlow > c->capv) {
+        free(c->v), free(c->u);
+        c->capv = 0;
+        c->v = malloc(c->nlow * sizeof *c->v);
+        c->u = malloc(c->nlow * sizeof *c->u);
+        if (!c->v || !c->u) return GS_ENOMEM;
+        c->capv = c->nlow;
+    }
+    c->nv = c->nu = 0;
     for (size_t i = 0; i < c->nlow; i++)
-        if (!c->nhi || !blocked(c, &c->low[i])) c->v[c->nv++] = c->low[i];
-    qsort(c->v, c->nv, sizeof *c->v, cmp_vpod);
+        if (!c->nhi || !blocked(c, c->low[i])) c->v[c->nv++] = *c->low[i];
+    /* A gang is in v whole or not at all (one member at or above prio blocks
+     * it), and its members are adjacent in the index: v's units start where
+     * the index's do. */
     for (size_t i = 0; i < c->nv;) {
         struct unit *u = &c->u[c->nu++];
         *u = (struct unit){.first = i, .prio = INT32_MIN};
-        for (; i < c->nv && !cmp_unit(&c->v[u->first], &c->v[i]); i++) {
+        do {
             u->n++;
-            u->prio_sum += c->v[i].pod->priority;
-            if (c->v[i].pod->priority > u->prio) u->prio = c->v[i].pod->priority;
-            if (add_key(c, &c->v[i]) != 0) return GS_ENOMEM;
-        }
+            u->prio_sum += c->v[i].prio;
+            if (c->v[i].prio > u->prio) u->prio = c->v[i].prio;
+        } while (++i < c->nv && !c->v[i].first);
     }
     c->built = true;
     return 0;
@@ -430,16 +751,17 @@ static int select_units(struct search *s)
 {
     const struct cands *c = s->c;
     const char *own = group_of(s->pre), *own_ns = ns_of(s->pre);
-    s->u = calloc(c->nu ? c->nu : 1, sizeof *s->u);
+    s->u = scratch(s->p, BUF_UNITS, c->nu * sizeof *s->u, false);
     if (!s->u || guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
     const struct guard *g = &s->p->guard;
+    bool may_spare = !g->empty && g->most >= s->p->o.max_per_window;
     for (size_t i = 0; i < c->nu; i++) {
         const struct unit *u = &c->u[i];
         const struct vpod *v0 = &c->v[u->first];
         if (own && v0->group && !strcmp(v0->group, own) && !strcmp(v0->ns, own_ns)) continue;
         bool spared = false;
-        for (size_t k = u->first; k < u->first + u->n && !spared; k++)
-            spared = guard_count(g, c->keys + c->v[k].key) >= s->p->o.max_per_window;
+        for (size_t k = u->first; may_spare && k < u->first + u->n && !spared; k++)
+            spared = guard_count(g, c->v[k].key) >= s->p->o.max_per_window;
         if (spared) s->p->stats.guard_skips++;
         else s->u[s->nu++] = *u;
     }
@@ -451,12 +773,12 @@ static int index_nodes(struct search *s)
 {
     int32_t ns = s->nslots = gs_cache_node_count(s->p->cache);
     size_t slots = (size_t)(ns > 0 ? ns : 1);
-    s->node_first = calloc(slots + 1, sizeof *s->node_first);
-    s->bumped = calloc(slots, 1);
-    s->must_bump = calloc(slots, 1);
-    s->cand = calloc(slots, sizeof *s->cand);
-    s->ok = calloc(slots, sizeof *s->ok);
-    size_t *pos = malloc(slots * sizeof *pos);
+    s->node_first = scratch(s->p, BUF_FIRST, (slots + 1) * sizeof *s->node_first, true);
+    s->bumped = scratch(s->p, BUF_BUMPED, slots, true);
+    s->must_bump = scratch(s->p, BUF_MUST, slots, true);
+    s->cand = scratch(s->p, BUF_CAND, slots * sizeof *s->cand, false);
+    s->ok = scratch(s->p, BUF_OK, slots * sizeof *s->ok, false);
+    size_t *pos = scratch(s->p, BUF_POS, slots * sizeof *pos, false);
     int rc = s->node_first && s->bumped && s->must_bump && s->cand && s->ok && pos ? 0 : GS_ENOMEM;
     for (int pass = 0; !rc && pass < 2; pass++) {
         for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
@@ -473,9 +795,8 @@ static int index_nodes(struct search *s)
         for (size_t i = 0; i < slots; i++) s->node_first[i + 1] += s->node_first[i];
         size_t total = s->node_first[slots];
         for (size_t i = slots; i > 0; i--) s->node_first[i] = s->node_first[i - 1];
-        if (!(s->node_units = calloc(total ? total : 1, sizeof *s->node_units))) rc = GS_ENOMEM;
+        if (!(s->node_units = scratch(s->p, BUF_NODE_UNITS, total * sizeof *s->node_units, false))) rc = GS_ENOMEM;
     }
-    free(pos);
     return rc;
 }
 
@@ -533,31 +854,39 @@ static bool may_fit(const struct search *s, const struct gs_pod *m, const struct
                     const size_t *units, size_t k, int sign)
 {
     const struct gs_demand *d = &m->demand;
+    if (s->fit->checks_resources) { /* first: a full node is ruled out before its GPUs are read */
+        int64_t cpu_used = n->cpu_used, mem_used = n->mem_used;
+        int32_t pods_used = n->pods_used;
+        for (size_t i = 0; i < k; i++) {
+            const struct unit *u = &s->u[units[i]];
+            for (size_t j = u->first; j < u->first + u->n; j++) {
+                const struct vpod *v = &s->v[j];
+                if (v->a.node != n->idx) continue;
+                cpu_used -= sign * v->pod->demand.cpu_milli;
+                mem_used -= sign * v->pod->demand.mem_bytes;
+                pods_used -= sign;
+            }
+        }
+        if (n->pods_alloc > 0 && pods_used >= n->pods_alloc) return false;
+        if (d->cpu_milli > 0 && d->cpu_milli > n->cpu_alloc - cpu_used) return false;
+        if (d->mem_bytes > 0 && d->mem_bytes > n->mem_alloc - mem_used) return false;
+    }
+    if (d->gpu_count <= 0) return true;
     int32_t ng = n->ngpus < GS_MAX_GPUS_PER_NODE ? n->ngpus : GS_MAX_GPUS_PER_NODE;
     int32_t milli[GS_MAX_GPUS_PER_NODE];
-    int64_t mem[GS_MAX_GPUS_PER_NODE], cpu_used = n->cpu_used, mem_used = n->mem_used;
-    int32_t pods_used = n->pods_used;
+    int64_t mem[GS_MAX_GPUS_PER_NODE];
     for (int32_t g = 0; g < ng; g++) milli[g] = n->gpus[g].milli_free, mem[g] = n->gpus[g].mem_free_mib;
     for (size_t i = 0; i < k; i++) {
         const struct unit *u = &s->u[units[i]];
         for (size_t j = u->first; j < u->first + u->n; j++) {
             const struct vpod *v = &s->v[j];
             if (v->a.node != n->idx) continue;
-            cpu_used -= sign * v->pod->demand.cpu_milli;
-            mem_used -= sign * v->pod->demand.mem_bytes;
-            pods_used -= sign;
             for (uint64_t b = v->a.gpu_mask; b; b &= b - 1) {
                 int g = __builtin_ctzll(b);
                 if (g < ng) milli[g] += sign * v->a.milli, mem[g] += sign * v->a.mem_mib;
             }
         }
     }
-    if (s->fit->checks_resources) {
-        if (n->pods_alloc > 0 && pods_used >= n->pods_alloc) return false;
-        if (d->cpu_milli > 0 && d->cpu_milli > n->cpu_alloc - cpu_used) return false;
-        if (d->mem_bytes > 0 && d->mem_bytes > n->mem_alloc - mem_used) return false;
-    }
-    if (d->gpu_count <= 0) return true;
     int32_t fit = 0;
     for (int32_t g = 0; g < ng; g++)
         fit += n->gpus[g].healthy && milli[g] >= d->gpu_milli && (d->gpu_mem_mib <= 0 || mem[g] >= d->gpu_mem_mib);
@@ -688,7 +1017,14 @@ static struct gs_node_info *fit_now(struct search *s, const struct gs_pod *m, st
 {
     struct gs_cache *c = s->p->cache;
     size_t nc = 0;
+    /* may_fit's resource rule read from the dense hot records first (equal
+     * to the node's fields, gs_cache_check): a full node costs no visit. */
+    const struct gs_node_hot *hot = s->fit->checks_resources ? gs_cache_hot(c) : NULL;
+    const struct gs_demand *d = &m->demand;
     for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
+        if (hot && (!hot[i].live || hot[i].pods_free <= 0 || (d->cpu_milli > 0 && d->cpu_milli > hot[i].cpu_free) ||
+                    (d->mem_bytes > 0 && d->mem_bytes > hot[i].mem_free)))
+            continue;
         struct gs_node_info *n = gs_cache_node(c, i);
         if (n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1)) s->cand[nc++] = n;
     }
@@ -735,6 +1071,7 @@ static int place_member(struct search *s, const struct gs_pod *m, struct gs_assi
     int bw = -1;
     int32_t bnode = -1;
     for (int32_t i = 0; i < gs_cache_node_count(c) && i < s->nslots; i++) {
+        if (s->node_first[i] == s->node_first[i + 1]) continue; /* no candidate there */
         struct gs_node_info *n = gs_cache_node(c, i);
         if (!n->live || !n->schedulable) continue;
         size_t k = candidates(s, i, pick, &least);
@@ -771,26 +1108,28 @@ static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, st
     return 0;
 }
 
-/* The candidates for priority prio, collected again unless the cache's
- * pods are those they were collected from. NULL when out of memory. */
+/* The candidates for priority prio, drawn again from the index unless it
+ * is what they were drawn from. NULL when out of memory. */
 static struct cands *cands_for(struct gs_preemption *p, int32_t prio)
 {
-    uint64_t version = gs_cache_pod_version(p->cache);
+    if (ix_sync(p) != 0) return NULL;
+    const struct pindex *x = p->ix;
     const size_t nmemo = sizeof p->memo / sizeof p->memo[0];
     struct cands *c = NULL;
     for (size_t i = 0; i < nmemo && !c; i++)
         if (p->memo[i] && p->memo[i]->prio == prio) c = p->memo[i];
-    if (c && c->valid && c->version == version) return c;
+    if (c && c->valid && c->version == x->version) return c;
     if (!c) {
         size_t slot = p->memo_next++ % nmemo;
         if (!p->memo[slot] && !(p->memo[slot] = calloc(1, sizeof *p->memo[slot]))) return NULL;
         c = p->memo[slot];
     }
-    c->prio = prio, c->version = version;
+    c->prio = prio, c->version = x->version;
     c->valid = c->built = false;
-    c->nlow = c->nhi = c->nv = c->nu = c->nkeys = c->err = 0;
+    c->nlow = c->nhi = c->nv = c->nu = 0;
+    c->err = 0;
     free(c->bl), c->bl = NULL, c->capbl = 0;
-    gs_cache_foreach_pod(p->cache, collect, c);
+    for (size_t i = 0; i < x->n; i++) collect(c, &x->e[i]);
     if (c->err) return NULL;
     c->valid = true;
     return c;
@@ -803,13 +1142,13 @@ static int prepare(struct search *s)
     if (!c) return GS_ENOMEM;
     /* Most failing pods have nobody below them: say so before building anything. */
     bool any_lower = false;
-    for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i].pod, s->pre);
+    for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i]->pod, s->pre);
     if (!any_lower) return GS_ENOENT;
     if (!c->built && cands_build(c) != 0) {
         c->valid = false;
         return GS_ENOMEM;
     }
-    s->v = c->v, s->keys = c->keys;
+    s->v = c->v;
     int rc = select_units(s);
     if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
     s->pdbs = gs_cache_pdbs(s->p->cache, &s->npdbs);
@@ -823,15 +1162,6 @@ static int prepare(struct search *s)
     return rc ? rc : index_nodes(s);
 }
 
-/* The search left the pods as it found them: candidates taken from the
- * version it started on hold for the version it leaves. */
-static void carry_memo(struct gs_preemption *p, uint64_t before)
-{
-    uint64_t after = gs_cache_pod_version(p->cache);
-    for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++)
-        if (p->memo[i] && p->memo[i]->valid && p->memo[i]->version == before) p->memo[i]->version = after;
-}
-
 int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *members, size_t n,
                          const struct gs_preempt_fit *fit, struct gs_preempt_plan *out)
 {
@@ -839,9 +1169,9 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     p->stats.attempts++;
     if (!n) return GS_ENOENT;
     struct search s = {.p = p, .fit = fit, .pre = members[0]};
-    uint64_t version = gs_cache_pod_version(p->cache);
     int rc = prepare(&s);
-    size_t *pick = calloc(s.nu ? s.nu : 1, sizeof *pick), *best = calloc(s.nu ? s.nu : 1, sizeof *best);
+    if (p->ix) p->ix->muted = true; /* what the search takes out it puts back */
+    size_t *pick = scratch(p, BUF_PICK, s.nu * sizeof *pick, false), *best = scratch(p, BUF_BEST, s.nu * sizeof *best, false);
     int32_t *nodes = calloc(n, sizeof *nodes);
     size_t placed = 0;
     if (!rc && (!pick || !best || !nodes)) rc = GS_ENOMEM;
@@ -865,9 +1195,9 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     for (size_t i = 0; i < s.nu; i++)
         if (s.u[i].removed) unit_restore(&s, &s.u[i]);
     if (s.must_bump) touch_skipped(&s);
-    carry_memo(p, version);
+    if (p->ix) p->ix->muted = false;
     if (rc) gs_preempt_plan_free(out);
-    free(pick), free(best), free(nodes);
+    free(nodes);
     search_free(&s);
     return rc;
 }
@@ -890,9 +1220,8 @@ void gs_preempt_plan_free(struct gs_preempt_plan *pl)
 
 static struct nomination *nom_find(const struct gs_preemption *p, const char *key)
 {
-    for (size_t i = 0; i < p->nnom; i++)
-        if (!strcmp(p->nom[i].key, key)) return &p->nom[i];
-    return NULL;
+    void *v = gs__strmap_get(&p->nom_ix, key);
+    return v ? &p->nom[(uintptr_t)v - 1] : NULL;
 }
 
 int gs_preempt_nominate(struct gs_preemption *p, const struct gs_pod *pod, int32_t node)
@@ -909,7 +1238,10 @@ int gs_preempt_nominate(struct gs_preemption *p, const struct gs_pod *pod, int32
             p->capnom = cap;
         }
         char *dup = strdup(key);
-        if (!dup) return GS_ENOMEM;
+        if (!dup || gs__strmap_put(&p->nom_ix, dup, (void *)(uintptr_t)(p->nnom + 1)) != 0) {
+            free(dup);
+            return GS_ENOMEM;
+        }
         e = &p->nom[p->nnom++];
         e->key = dup;
     }
@@ -923,8 +1255,11 @@ void gs_preempt_clear(struct gs_preemption *p, const char *pod_key)
 {
     struct nomination *e = nom_find(p, pod_key);
     if (!e) return;
+    gs__strmap_del(&p->nom_ix, e->key);
     free(e->key);
     *e = p->nom[--p->nnom];
+    /* The last entry moved into e's place: a replacement in the map, no allocation. */
+    if (e != &p->nom[p->nnom]) gs__strmap_put(&p->nom_ix, e->key, (void *)(uintptr_t)(e - p->nom + 1));
 }
 
 int32_t gs_preempt_nominated_node(const struct gs_preemption *p, const char *pod_key)
@@ -935,6 +1270,33 @@ int32_t gs_preempt_nominated_node(const struct gs_preemption *p, const char *pod
 
 size_t gs_preempt_nomination_count(const struct gs_preemption *p) { return p->nnom; }
 
+/* Does nomination e hold room against pod at time now (whatever the node)? */
+static bool holds_against(const struct gs_preemption *p, const struct nomination *e, const struct gs_pod *pod,
+                          int64_t now)
+{
+    if (now - e->t > p->o.nomination_ttl_ns || e->pod == pod || e->pod->priority < pod->priority) return false;
+    /* The room a gang's preemption made is the group's: a member may use
+     * a sibling's. Otherwise the whole-group plan (members assumed in key
+     * order) and the members' own cycles (queue order) would see
+     * different nominations and disagree about where members fit.
+     * (Tested before the cache lookup below: the answer is the same.) */
+    if (same_group(e->pod, pod)) return false;
+    /* A nominated pod the cache already holds (a gang plan assumes the
+     * members one by one) is counted there: holding its room as well
+     * would count it twice, and a gang whose members were all nominated
+     * could then never plan itself (kube drops a nomination once the pod
+     * is assumed). */
+    return !gs_cache_pod_assignment(p->cache, e->key);
+}
+
+bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, int32_t node)
+{
+    int64_t now = p->nnom ? gs_clock_now(p->clock) : 0;
+    for (size_t i = 0; i < p->nnom; i++)
+        if (p->nom[i].node != node && holds_against(p, &p->nom[i], pod, now)) return false;
+    return true;
+}
+
 bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const struct gs_node_info *node)
 {
     if (!p->nnom) return false;
@@ -943,20 +1305,7 @@ bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const
     bool any = false;
     for (size_t i = 0; i < p->nnom; i++) {
         const struct nomination *e = &p->nom[i];
-        if (e->node != node->idx || now - e->t > p->o.nomination_ttl_ns || e->pod == pod ||
-            e->pod->priority < pod->priority)
-            continue;
-        /* A nominated pod the cache already holds (a gang plan assumes the
-         * members one by one) is counted there: holding its room as well
-         * would count it twice, and a gang whose members were all nominated
-         * could then never plan itself (kube drops a nomination once the pod
-         * is assumed). */
-        if (gs_cache_pod_assignment(p->cache, e->key)) continue;
-        /* The room a gang's preemption made is the group's: a member may use
-         * a sibling's. Otherwise the whole-group plan (members assumed in key
-         * order) and the members' own cycles (queue order) would see
-         * different nominations and disagree about where members fit. */
-        if (same_group(e->pod, pod)) continue;
+        if (e->node != node->idx || !holds_against(p, e, pod, now)) continue;
         any = true;
         const struct gs_demand *d = &e->pod->demand;
         cpu += d->cpu_milli;

@@ -15,6 +15,11 @@
  * nodes before anything is evicted. The cache is always restored exactly:
  * removed pods go back with gs_cache_add_bound and their own assignment,
  * temporary placements are forgotten.
+ *
+ * The candidates come from an index of the bound pods in unit order that
+ * follows the cache's bind and unbind events (gs_cache_watch_bound), so a
+ * search after a bind does not collect and sort every pod again. The core
+ * must be freed before its cache.
  */
 #ifndef GS_SCHED_PREEMPTION_CORE_H
 #define GS_SCHED_PREEMPTION_CORE_H
@@ -99,8 +104,18 @@ size_t gs_preempt_nomination_count(const struct gs_preemption *p);
 /* Would placing pod on node eat into capacity nominated to another pod of at
  * least its priority? */
 bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const struct gs_node_info *node);
+/* Is gs_preempt_blocked false for pod on every node but `node` (-1: on
+ * every node)? True when no nomination that could block it lies elsewhere:
+ * then the Filter is the same on every node outside `node`, whatever the
+ * node's state (a node class's members all answer alike). */
+bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, int32_t node);
 
 const struct gs_preempt_stats *gs_preempt_stats(const struct gs_preemption *p);
+
+/* Brings the index of bound pods the search draws its candidates from up to
+ * date and compares it with one built afresh from the cache (tests): 0, or
+ * GS_ESTATE with the first difference in why, or GS_ENOMEM. */
+int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len);
 
 /* The core behind an enabled "DefaultPreemption" plugin's state, or NULL. */
 struct gs_preemption *gs__preemption_of(void *default_preemption_state);

@@ -257,13 +257,27 @@ static void pre_on_pod(void *state, const struct gs_pod *pod, bool added)
     gs_preempt_clear(s->p, key);
 }
 
-/* Without nominations the Filter rejects nothing and the Score is 0 on every
- * node (both read only the nominations, by node index). */
+/* Filter and Score read only the nominations, by node index. Without any
+ * the Filter rejects nothing and the Score is 0 on every node. With some,
+ * the pod's cycle is still a function of the class on every node but the
+ * one another plugin set apart (a planned gang member's node, judged on its
+ * own) when its own nomination, if any, is that node (Score: the maximum
+ * there, 0 elsewhere) and every nomination that could block it lies there
+ * too (Filter: no rejection elsewhere). The node set apart is read, never
+ * set: a plugin that sets it sets the same node at each of its calls, so a
+ * node seen here stays the cycle's. */
 static bool pre_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
 {
-    (void)cs, (void)pod;
-    const struct pre_state *s = state;
-    return gs_preempt_nomination_count(s->p) == 0;
+    (void)cs;
+    struct pre_state *s = state;
+    if (gs_preempt_nomination_count(s->p) == 0) return true;
+    if (!s->h.fw) return false;
+    int32_t apart = gs_framework_class_apart_node(s->h.fw);
+    char key[GS__KEY_MAX];
+    gs__pod_key(pod, key, sizeof key);
+    int32_t nom = gs_preempt_nominated_node(s->p, key);
+    if (nom >= 0 && nom != apart) return false;
+    return gs_preempt_blocks_only(s->p, pod, apart);
 }
 
 const struct gs_plugin gs_plugin_default_preemption = {
