@@ -662,6 +662,7 @@ int gs_claims_new(const struct gs_claims_opts *o, struct gs_claims **out)
     struct gs_claims *c = calloc(1, sizeof *c);
     if (!c) return GS_ENOMEM;
     c->o = *o;
+    c->idle = true; /* the first pass is a look too: a restart at 500,000 pods keeps none of them */
     atomic_init(&c->stop, false);
     pthread_mutex_init(&c->mu, NULL);
     *out = c;

@@ -412,8 +412,8 @@ static void test_idle_then_claim(void **state)
     put(e, "pods/ml/plain", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"plain\","
                             "\"namespace\":\"ml\",\"uid\":\"u-plain\"},\"spec\":{\"containers\":[{\"name\":\"c\","
                             "\"image\":\"x\"}]}}");
-    assert_int_equal(gs_claims_sync(e->c), 0); /* the first pass is a full one: now idle */
-    assert_int_equal(gs_claims_sync(e->c), 0); /* idle: the look */
+    assert_int_equal(gs_claims_sync(e->c), 0); /* idle from the start: a look */
+    assert_int_equal(gs_claims_sync(e->c), 0); /* and again */
     struct gs_claims_stats s;
     gs_claims_stats(e->c, &s);
     assert_int_equal(s.passes, 2);
