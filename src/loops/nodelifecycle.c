@@ -13,7 +13,20 @@
  * A node's last sign of life is the later of its Lease's renewTime (the
  * agent renews it every heartbeat) and its Ready condition's
  * lastHeartbeatTime (written by agents without a lease, and rarely by those
- * with one). The node leases are listed once per scan.
+ * with one).
+ *
+ * Nodes and node Leases are not listed per scan: the controller keeps what
+ * a scan needs of each (struct node_sum: heartbeat, Ready=False, whether
+ * its taints already say each verdict, our NoExecute taints; a Lease's
+ * renewTime) from one list and then the change stream, as an informer
+ * does, and lists again only when it fell behind the stream or the stream
+ * failed. Listing 50,000 Nodes every period decoded every one of them twice
+ * a second, more CPU than the whole create path at that size. A scan then
+ * walks the summaries in memory; a node whose summary says it needs a
+ * taint change is written by a read-modify-write that re-checks the stored
+ * object, so a summary a little behind the store costs at most a no-op
+ * write. The same stream says whether anything could have made an orphan
+ * (below), so that check never falls behind the ring between its passes.
  *
  * Eviction times come from the taint's timeAdded, so a restarted server
  * evicts when the old one would have; an unsettled eviction is found again
@@ -27,6 +40,7 @@
 #include "core/object.h"
 #include "control/resources.h"
 #include "core/log.h"
+#include "sched/strmap.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -51,8 +65,23 @@ struct gs_nodelc {
     double next_orphan_s;  /* next scan for such pods */
     size_t pending;        /* unsettled evictions seen by the last pod scan */
     bool listed;           /* pods were listed at least once */
-    bool orphans_listed;   /* the pods were listed for orphans, at orphan_rv */
-    int64_t orphan_rv;
+    bool orphans_listed;   /* the pods were listed for orphans since the last relist */
+    bool orphan_dirty;     /* the stream showed a change that could make an orphan since that list */
+    struct gs__strmap nodes; /* node name (owned by the value) -> struct node_sum */
+    json_t *leases;          /* node name -> its Lease's renewTime (s) */
+    char lease_prefix[128];  /* the node Leases' store prefix */
+    int64_t rv;              /* the change stream is followed from here */
+    bool synced;             /* nodes and leases were listed and rv is their cursor */
+};
+
+/* What a scan needs of one Node (see the file's comment). */
+struct node_sum {
+    char *name;         /* owned; the map's key */
+    double hb;          /* the Ready condition's lastHeartbeatTime (0: none) */
+    bool ready_false;   /* the Ready condition's status is "False" */
+    bool ok[3];         /* as_wanted(node, w) for each enum want */
+    bool noexec[2];     /* carries our NoExecute taint: [0] unreachable, [1] not-ready */
+    double added[2];    /* its timeAdded (0: none or malformed) */
 };
 
 #define ORPHAN_PERIOD_S 20.0     /* as Kubernetes' PodGC */
@@ -181,6 +210,16 @@ static enum want wanted(const struct gs_nodelc *l, const json_t *node, const jso
     return rc && jstr(rc, "status") && !strcmp(jstr(rc, "status"), "False") ? W_NOT_READY : W_NONE;
 }
 
+/* wanted() from a summary: the same rule, nothing decoded. */
+static enum want wanted_sum(const struct gs_nodelc *l, const struct node_sum *s, double now, bool *watched)
+{
+    double lease = json_real_value(json_object_get(l->leases, s->name)), hb = lease > s->hb ? lease : s->hb;
+    *watched = hb > 0;
+    if (!*watched) return W_NONE;
+    if (now - (hb > l->start_s ? hb : l->start_s) > l->grace_s) return W_UNREACHABLE;
+    return s->ready_false ? W_NOT_READY : W_NONE;
+}
+
 /* Does the node already look as w wants? */
 static bool as_wanted(const json_t *node, enum want w)
 {
@@ -201,7 +240,135 @@ static int lease_one(const char *key, json_t *lease, void *arg)
     const char *name = jstr(json_object_get(lease, "metadata"), "name");
     double t = parse_time(jstr(json_object_get(lease, "spec"), "renewTime"));
     if (name && t > 0) json_object_set_new(arg, name, json_real(t));
+    else if (name) json_object_del(arg, name); /* a renewal without a time: no sign of life */
     return 0;
+}
+
+/*--- Nodes and Leases from the change stream ---*/
+
+static void sum_free(struct node_sum *s)
+{
+    if (!s) return;
+    free(s->name);
+    free(s);
+}
+
+static void sums_clear(struct gs__strmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].key) sum_free(m->slots[i].val);
+    gs__strmap_free(m);
+    gs__strmap_init(m);
+}
+
+/* The summary of node (named name) into m, replacing an older one. 0 or GS_ENOMEM. */
+static int sum_put(struct gs__strmap *m, const char *name, const json_t *node)
+{
+    struct node_sum *s = gs__strmap_get(m, name);
+    bool fresh = !s;
+    if (fresh && (!(s = calloc(1, sizeof *s)) || !(s->name = strdup(name)) || gs__strmap_put(m, s->name, s))) {
+        sum_free(s);
+        return GS_ENOMEM;
+    }
+    char *keep = s->name;
+    *s = (struct node_sum){.name = keep};
+    json_t *rc = ready_cond(node);
+    s->hb = parse_time(rc ? jstr(rc, "lastHeartbeatTime") : NULL);
+    s->ready_false = rc && jstr(rc, "status") && !strcmp(jstr(rc, "status"), "False");
+    for (int w = W_NONE; w <= W_NOT_READY; w++) s->ok[w] = as_wanted(node, (enum want)w);
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(json_object_get(node, "spec"), "taints"), i, t) {
+        const char *key = jstr(t, "key"), *eff = jstr(t, "effect");
+        if (!is_ours(key) || !eff || strcmp(eff, "NoExecute")) continue;
+        int k = !strcmp(key, GS_TAINT_NOT_READY); /* the last of a key wins, as note_noexec's map */
+        s->noexec[k] = true;
+        s->added[k] = parse_time(jstr(t, "timeAdded"));
+    }
+    return 0;
+}
+
+static void sum_del(struct gs__strmap *m, const char *name)
+{
+    sum_free(gs__strmap_del(m, name));
+}
+
+static bool node_exists(const struct gs_nodelc *l, const char *name)
+{
+    return gs__strmap_get(&l->nodes, name) != NULL;
+}
+
+static int list_node(const char *key, json_t *node, void *arg)
+{
+    return sum_put(arg, key + strlen("nodes/"), node);
+}
+
+/* Nodes and Leases listed into fresh maps (the old ones stay when a list
+ * fails); the stream is then followed from the older list's cursor
+ * (replaying a change both saw leaves the newer state once caught up). */
+static void relist(struct gs_nodelc *l)
+{
+    struct gs__strmap nodes;
+    gs__strmap_init(&nodes);
+    json_t *leases = json_object();
+    int64_t rv_l = 0, rv_n = 0;
+    int err = leases ? gs_source_list(l->source, l->lease_prefix, lease_one, leases, &rv_l) : GS_ENOMEM;
+    if (err == GS_ENOENT) err = 0, rv_l = INT64_MAX;
+    if (!err) err = gs_source_list(l->source, "nodes/", list_node, &nodes, &rv_n);
+    if (err) {
+        sums_clear(&nodes);
+        json_decref(leases);
+        return;
+    }
+    sums_clear(&l->nodes);
+    l->nodes = nodes;
+    json_decref(l->leases);
+    l->leases = leases;
+    l->rv = rv_l < rv_n ? rv_l : rv_n;
+    l->synced = true;
+    l->orphan_dirty = true; /* what happened to pods meanwhile is unknown */
+}
+
+static bool may_orphan(const struct gs_nodelc *l, const struct gs_store_event *ev);
+
+static void apply_event(struct gs_nodelc *l, const struct gs_store_event *ev)
+{
+    size_t lp = strlen(l->lease_prefix);
+    bool node = !strncmp(ev->key, "nodes/", 6), lease = !strncmp(ev->key, l->lease_prefix, lp);
+    if (!node && !lease) {
+        if (!l->orphan_dirty && may_orphan(l, ev)) l->orphan_dirty = true;
+        return;
+    }
+    if (node && ev->type == GS_STORE_DELETED) l->orphan_dirty = true;
+    const char *name = ev->key + (node ? 6 : lp);
+    if (ev->type == GS_STORE_DELETED) {
+        if (node) sum_del(&l->nodes, name);
+        else json_object_del(l->leases, name);
+        return;
+    }
+    json_t *doc = ev->value ? json_loads(ev->value, 0, NULL) : NULL;
+    if (!doc) { /* cannot happen for a stored text; look at everything again */
+        l->synced = false;
+        return;
+    }
+    if (node && sum_put(&l->nodes, name, doc)) l->synced = false;
+    if (lease) lease_one(ev->key, doc, l->leases);
+    json_decref(doc);
+}
+
+/* Catches up with the change stream (or lists again when it cannot). */
+static void follow(struct gs_nodelc *l)
+{
+    while (l->synced) {
+        struct gs_store_event *evs = NULL;
+        size_t n = 0;
+        int err = gs_source_events(l->source, &l->rv, NULL, 0, NULL, &evs, &n);
+        for (size_t i = 0; !err && i < n && l->synced; i++) apply_event(l, &evs[i]);
+        gs_store_events_free(evs, n);
+        if (err) l->synced = false;
+        else if (!n) return;
+    }
+    relist(l);
 }
 
 static int mark_node(json_t *cur, json_t **out, void *arg)
@@ -345,12 +512,11 @@ enum action { A_FIX, A_EVICT, A_CONFIRMED, A_LOST };
 struct scan_ctx {
     struct gs_nodelc *l;
     double now;
-    json_t *exists;  /* node name -> true, every Node */
     json_t *lost;    /* node name -> true: missing Node (PodGC) */
     json_t *changes; /* node key -> true */
     json_t *noexec;  /* node name -> {taint key -> timeAdded (s)} */
     json_t *pods;    /* pod key -> {node, uid, action, rv (terminating), never} */
-    json_t *leases;  /* node name -> renewTime */
+    json_t *leases;  /* node name -> renewTime (borrowed: the controller's) */
     size_t pending;
 };
 
@@ -369,16 +535,23 @@ static void note_noexec(struct scan_ctx *c, const char *name, const json_t *node
     }
 }
 
-static int scan_node(const char *key, json_t *node, void *arg)
+static void scan_node(struct scan_ctx *c, const struct node_sum *s)
 {
-    struct scan_ctx *c = arg;
     bool watched;
-    enum want w = wanted(c->l, node, c->leases, c->now, &watched);
-    const char *name = jstr(json_object_get(node, "metadata"), "name");
-    if (name) json_object_set_new(c->exists, name, json_true());
-    if (watched && !as_wanted(node, w)) json_object_set_new(c->changes, key, json_true());
-    else if (name) note_noexec(c, name, node);
-    return 0;
+    enum want w = wanted_sum(c->l, s, c->now, &watched);
+    if (watched && !s->ok[w]) {
+        char key[GS__KEY_MAX + 16];
+        snprintf(key, sizeof key, "nodes/%s", s->name);
+        json_object_set_new(c->changes, key, json_true());
+        return;
+    }
+    static const char *const keys[2] = {GS_TAINT_UNREACHABLE, GS_TAINT_NOT_READY};
+    json_t *m = NULL; /* note_noexec's record, from the summary */
+    for (int k = 0; k < 2; k++) {
+        if (!s->noexec[k]) continue;
+        if (!m) json_object_set_new(c->noexec, s->name, m = json_object());
+        json_object_set_new(m, keys[k], json_real(s->added[k] > 0 ? s->added[k] : c->l->start_s));
+    }
 }
 
 /* When the pod's tolerations of taints (key -> timeAdded) run out: +inf
@@ -434,7 +607,7 @@ static int scan_pod(const char *key, json_t *pod, void *arg)
     if (gs_nodelc_eviction_pending_json(pod)) {
         double at = parse_time(ann(pod, GS_ANN_EVICTED_AT));
         if (node_confirmed(pod)) add_action(c, key, pod, node, A_CONFIRMED);
-        else if (!json_object_get(c->exists, node) || c->now - at >= c->l->lost_s) add_action(c, key, pod, node, A_LOST);
+        else if (!node_exists(c->l, node) || c->now - at >= c->l->lost_s) add_action(c, key, pod, node, A_LOST);
         else c->pending++;
         return 0;
     }
@@ -567,7 +740,7 @@ static int orphan_pod(const char *key, json_t *pod, void *arg)
     (void)key;
     struct orphan_ctx *o = arg;
     const char *node = jstr(json_object_get(pod, "spec"), "nodeName");
-    if (!node || json_object_get(o->c->exists, node) || json_object_get(o->seen, node)) return 0;
+    if (!node || node_exists(o->c->l, node) || json_object_get(o->seen, node)) return 0;
     const json_t *before = json_object_get(o->c->l->missing, node);
     double first = before ? json_real_value(before) : o->c->now;
     json_object_set_new(o->seen, node, json_real(first));
@@ -578,9 +751,10 @@ static int orphan_pod(const char *key, json_t *pod, void *arg)
 }
 
 /* Whether a change could have made an orphan: a Node deleted, or a pod
- * written bound to a node that does not exist now (c->exists: this scan's
- * nodes). Names are DNS labels; anything unexpected counts as a change. */
-static bool may_orphan(const struct scan_ctx *c, const struct gs_store_event *ev)
+ * written bound to a node that does not exist now (in the summaries, which
+ * follow the same stream in order). Names are DNS labels; anything
+ * unexpected counts as a change. */
+static bool may_orphan(const struct gs_nodelc *l, const struct gs_store_event *ev)
 {
     if (!strncmp(ev->key, "nodes/", 6)) return ev->type == GS_STORE_DELETED;
     if (strncmp(ev->key, "pods/", 5) || ev->type == GS_STORE_DELETED || !ev->value) return false;
@@ -593,32 +767,21 @@ static bool may_orphan(const struct scan_ctx *c, const struct gs_store_event *ev
         if (!end || end - p >= (long)sizeof name || memchr(p, '\\', (size_t)(end - p))) return true;
         memcpy(name, p, (size_t)(end - p));
         name[end - p] = 0;
-        if (!json_object_get(c->exists, name)) return true;
+        if (!node_exists(l, name)) return true;
         p = end + 1;
     }
     return false;
 }
 
-/* Whether the pods need no new look: the last one found no node missing
- * and the change stream since shows nothing that could make an orphan
- * (falling behind it, or an error, looks again). Listing 500,000 pods every
- * ORPHAN_PERIOD_S was several seconds of CPU each time. */
+/* Whether the pods need no new look: the last list found no node missing
+ * and the change stream since (followed every scan, so it never falls
+ * behind the ring between two passes) shows nothing that could make an
+ * orphan. Listing 500,000 pods every ORPHAN_PERIOD_S was several seconds of
+ * CPU each time. */
 static bool orphans_unchanged(struct scan_ctx *c)
 {
     struct gs_nodelc *l = c->l;
-    if (!l->orphans_listed || json_object_size(l->missing)) return false;
-    int64_t before;
-    do {
-        before = l->orphan_rv;
-        struct gs_store_event *evs = NULL;
-        size_t n = 0;
-        if (gs_source_events(l->source, &l->orphan_rv, NULL, 0, NULL, &evs, &n)) return false;
-        bool changed = false;
-        for (size_t i = 0; i < n && !changed; i++) changed = may_orphan(c, &evs[i]);
-        gs_store_events_free(evs, n);
-        if (changed) return false;
-    } while (l->orphan_rv != before);
-    return true;
+    return l->orphans_listed && !json_object_size(l->missing) && !l->orphan_dirty;
 }
 
 /* Every ORPHAN_PERIOD_S (listing every pod is why it runs rarely): nodes
@@ -631,9 +794,11 @@ static void find_orphans(struct scan_ctx *c, int64_t *rv)
     l->next_orphan_s = c->now + ORPHAN_PERIOD_S;
     if (orphans_unchanged(c)) return;
     struct orphan_ctx o = {c, json_object(), json_object()};
+    bool dirty = l->orphan_dirty;
+    l->orphan_dirty = false; /* a change after this list's version is seen by the next follow() */
     if (o.seen && o.due && gs_source_list(l->source, "pods/", orphan_pod, &o, rv) == 0) {
         l->orphans_listed = true;
-        l->orphan_rv = *rv;
+        dirty = false;
         json_decref(l->missing); /* nodes that came back, or lost their pods, are forgotten */
         l->missing = json_incref(o.seen);
         const char *name;
@@ -646,19 +811,18 @@ static void find_orphans(struct scan_ctx *c, int64_t *rv)
             gs_log(GS_LOG_WARN, "node lifecycle: pods bound to a node that does not exist", "node", name, NULL);
         }
     }
+    if (dirty) l->orphan_dirty = true; /* the list failed: again next time */
     json_decref(o.seen);
     json_decref(o.due);
 }
 
 void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
 {
-    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object(), json_object(),
-                         json_object(), 0};
+    follow(l);
+    struct scan_ctx c = {l, now_s, json_object(), json_object(), json_object(), json_object(), l->leases, 0};
     int64_t rv;
-    char prefix[128];
-    gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, NULL, prefix, sizeof prefix);
-    gs_source_list(l->source, prefix, lease_one, c.leases, &rv);
-    gs_source_list(l->source, "nodes/", scan_node, &c, &rv);
+    for (size_t i = 0; i < l->nodes.cap; i++)
+        if (l->nodes.slots[i].key) scan_node(&c, l->nodes.slots[i].val);
     const char *key;
     json_t *v;
     json_object_foreach(c.changes, key, v) {
@@ -684,12 +848,10 @@ void gs_nodelc_scan(struct gs_nodelc *l, double now_s)
         fix_pods(&c);
         l->pending = c.pending;
     }
-    json_decref(c.exists);
     json_decref(c.pods);
     json_decref(c.lost);
     json_decref(c.changes);
     json_decref(c.noexec);
-    json_decref(c.leases);
 }
 
 /*--- Thread ---*/
@@ -720,6 +882,9 @@ int gs_nodelc_new(const struct gs_nodelc_opts *o, double start_s, struct gs_node
     l->ev = (struct gs_event_source){o->events, "node-controller", NULL, 0}; /* events hook */
     l->start_s = start_s;
     l->missing = json_object();
+    l->leases = json_object();
+    gs__strmap_init(&l->nodes);
+    gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, NULL, l->lease_prefix, sizeof l->lease_prefix);
     pthread_mutex_init(&l->mu, NULL);
     *out = l;
     return 0;
@@ -745,6 +910,9 @@ void gs_nodelc_stop(struct gs_nodelc *l)
     atomic_store(&l->stop, true);
     if (l->started) pthread_join(l->th, NULL);
     json_decref(l->missing);
+    json_decref(l->leases);
+    sums_clear(&l->nodes);
+    gs__strmap_free(&l->nodes);
     pthread_mutex_destroy(&l->mu);
     free(l);
 }

@@ -404,6 +404,31 @@ static void test_generated_names(void **state)
     assert_true(gs_claims_generated_name(longp, longp, "u", 1, a, sizeof a) <= 63 + 1 + 63 + 1 + 5);
 }
 
+/* An idle controller (nothing that names claims) looks at the pods without
+ * keeping them, and still takes up a pod that names a claim once one comes. */
+static void test_idle_then_claim(void **state)
+{
+    struct env *e = *state;
+    put(e, "pods/ml/plain", "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"plain\","
+                            "\"namespace\":\"ml\",\"uid\":\"u-plain\"},\"spec\":{\"containers\":[{\"name\":\"c\","
+                            "\"image\":\"x\"}]}}");
+    assert_int_equal(gs_claims_sync(e->c), 0); /* idle from the start: a look */
+    assert_int_equal(gs_claims_sync(e->c), 0); /* and again */
+    struct gs_claims_stats s;
+    gs_claims_stats(e->c, &s);
+    assert_int_equal(s.passes, 2);
+    assert_int_equal(claims_in(e, "ml").n, 0);
+    put(e, GS_CLAIM_TEMPLATES_PREFIX "ml/one-gpu", TMPL);
+    put(e, "pods/ml/train", POD_T);
+    assert_int_equal(gs_claims_sync(e->c), 0);
+    struct found f = claims_in(e, "ml");
+    assert_int_equal(f.n, 1);
+    json_decref(f.last);
+    gs_claims_stats(e->c, &s);
+    assert_int_equal(s.created, 1);
+    assert_int_equal(s.pod_status, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +439,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_generated_claim_deleted_with_pod, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extended_resource_claim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follower_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_then_claim, setup, teardown),
         cmocka_unit_test(test_claim_status_write_and_undo),
         cmocka_unit_test(test_generated_names),
     };

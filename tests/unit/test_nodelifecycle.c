@@ -16,6 +16,8 @@
 #include <cmocka.h>
 
 #include "control/admit_defaults.h"
+#include "control/api.h"
+#include "control/resources.h"
 #include "nodelc_fixture.h"
 
 #include <stdio.h>
@@ -339,6 +341,98 @@ static void test_terminal_phase_is_final(void **state)
     json_decref(none);
 }
 
+/* A small change-stream ring (8 events), so the controller falls behind it. */
+static int setup_small_ring(void **state)
+{
+    struct lc_fx *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/gs-test-nodelc3-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    struct gs_store_opts so = {.dir = f->dir, .ring_events = 8};
+    assert_int_equal(gs_store_open_sqlite(&so, &f->store), 0);
+    assert_int_equal(gs_source_local_new(f->store, &f->src), 0);
+    f->now = (double)time(NULL);
+    struct gs_nodelc_opts o = {.source = f->src, .grace_ms = 10000};
+    assert_int_equal(gs_nodelc_new(&o, f->now - 3600, &f->lc), 0);
+    *state = f;
+    return 0;
+}
+
+static void put_lease(struct lc_fx *f, const char *name, double renew)
+{
+    char ts[32], key[160];
+    lc_fx_stamp(renew, ts, sizeof ts);
+    json_t *l = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind",
+                          "Lease", "metadata", "name", name, "namespace", GS_NODE_LEASE_NS, "spec", "holderIdentity",
+                          name, "renewTime", ts);
+    gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, name, key, sizeof key);
+    json_t *old = NULL;
+    if (gs_store_get(f->store, key, &old, NULL) == 0) assert_int_equal(gs_store_update(f->store, key, l, 0, NULL), 0);
+    else assert_int_equal(gs_store_create(f->store, key, l, NULL), 0);
+    json_decref(old);
+    json_decref(l);
+}
+
+/* The controller keeps Nodes and Leases from the change stream between
+ * scans: a node changed after a scan, a lease renewed or stopped, a node
+ * deleted, and (the ring being 8 events) changes it missed because it fell
+ * behind the ring, which it lists again for. */
+static void test_follows_the_stream(void **state)
+{
+    struct lc_fx *f = *state;
+    char t[256];
+    lc_fx_put_node(f, "a", f->now, "True");
+    lc_fx_put_node(f, "c", f->now - 60, "True"); /* alive through its lease only */
+    put_lease(f, "c", f->now);
+    gs_nodelc_scan(f->lc, f->now);
+    taints(f, "a", t, sizeof t);
+    assert_string_equal(t, "");
+    taints(f, "c", t, sizeof t);
+    assert_string_equal(t, "");
+    /* A change after the scan, seen on the stream. */
+    lc_fx_put_node(f, "a", f->now, "False");
+    gs_nodelc_scan(f->lc, f->now + 1);
+    taints(f, "a", t, sizeof t);
+    assert_string_equal(t, "node.kubernetes.io/not-ready:NoSchedule,node.kubernetes.io/not-ready:NoExecute");
+    /* The lease renewed keeps c alive past its condition's stale heartbeat... */
+    put_lease(f, "c", f->now + 8);
+    gs_nodelc_scan(f->lc, f->now + 15);
+    taints(f, "c", t, sizeof t);
+    assert_string_equal(t, "");
+    /* ...and its lease gone, c is unreachable. */
+    char key[160];
+    gs_api_key(gs_api_resource_lookup("leases"), GS_NODE_LEASE_NS, "c", key, sizeof key);
+    assert_int_equal(gs_store_delete(f->store, key, 0, NULL, NULL), 0);
+    gs_nodelc_scan(f->lc, f->now + 16);
+    taints(f, "c", t, sizeof t);
+    assert_string_equal(t, "node.kubernetes.io/unreachable:NoSchedule,node.kubernetes.io/unreachable:NoExecute");
+    /* Fallen behind the ring: a is well again and b is new and silent, among
+     * more writes than the ring holds. */
+    lc_fx_put_node(f, "a", f->now + 16, "True");
+    lc_fx_put_node(f, "b", f->now - 60, "True");
+    for (int i = 0; i < 20; i++) {
+        char k[64];
+        snprintf(k, sizeof k, "configmaps/default/x%d", i);
+        json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:s}}", "apiVersion", "v1", "kind", "ConfigMap", "metadata", "name",
+                               k + 19, "namespace", "default");
+        assert_int_equal(gs_store_create(f->store, k, cm, NULL), 0);
+        json_decref(cm);
+    }
+    gs_nodelc_scan(f->lc, f->now + 17);
+    taints(f, "a", t, sizeof t);
+    assert_string_equal(t, "");
+    taints(f, "b", t, sizeof t);
+    assert_string_equal(t, "node.kubernetes.io/unreachable:NoSchedule,node.kubernetes.io/unreachable:NoExecute");
+    /* A deleted node is gone from the controller's view: a pod bound to it
+     * with an unsettled eviction settles at once as lost. */
+    put_pod(f, "on-b", "b", "Always", NULL);
+    gs_nodelc_scan(f->lc, f->now + 18);
+    assert_true(evicted(f, "on-b"));
+    assert_true(pending(f, "on-b"));
+    assert_int_equal(gs_store_delete(f->store, "nodes/b", 0, NULL, NULL), 0);
+    gs_nodelc_scan(f->lc, f->now + 19);
+    assert_false(pending(f, "on-b"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +440,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_not_ready_taint, setup, lc_fx_teardown),
         cmocka_unit_test_setup_teardown(test_settling, setup, lc_fx_teardown),
         cmocka_unit_test_setup_teardown(test_node_deleted_settles_at_once, setup, lc_fx_teardown),
+        cmocka_unit_test_setup_teardown(test_follows_the_stream, setup_small_ring, lc_fx_teardown),
         cmocka_unit_test(test_default_tolerations),
         cmocka_unit_test(test_seconds_flags),
         cmocka_unit_test(test_terminal_phase_is_final),
