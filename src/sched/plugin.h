@@ -82,6 +82,12 @@ struct gs_handle {
      * as kube's PodsToActivate: a gang member waiting at Permit brings its
      * siblings. NULL when there is no queue. Same ctx as evict. */
     void (*activate)(void *evict_ctx, const struct gs_pod *pod);
+    /* The pods queued behind the one being scheduled, in the order they will
+     * be tried: writes at most max of them to out (borrowed, valid until the
+     * cycle ends) and returns how many. Called from PreScore and Score. NULL
+     * when the caller shows no queue (a plugin then sees none). */
+    size_t (*queued)(void *queue_ctx, const struct gs_pod **out, size_t max);
+    void *queue_ctx;
 };
 
 /* A pod as the queue holds it. */

@@ -1,0 +1,536 @@
+/*
+ * fgd_look.c - FGDLook: fragmentation gradient descent that looks at the
+ * pods queued behind the one it places (our policy; compared with FGD on
+ * every openb variant in bench/RESULTS.md, "Every policy on every openb
+ * variant", subsection "Lookahead").
+ *
+ * FGD places a pod p where the cluster's fragmentation F (frag.h) grows
+ * least, against the target workload: a distribution, not the pods that
+ * actually come next. A scheduler's queue, though, holds pods that arrived
+ * and wait behind p. FGDLook reads the first k of them through the handle
+ * (gs_handle.queued; none when the caller shows no queue) and scores a
+ * candidate node n by a two-step lookahead of FGD's delta:
+ *
+ *   cost(n) = dF_p(n) + sum over queued q of  alpha * regret_q(n)
+ *   regret_q(n) = min(best_q excluding n, dF_q(n after p)) - best_q
+ *
+ * where best_q is the smallest growth of F that q can reach on the cluster as
+ * it is (over every live node where it fits) and "n after p" is n with p
+ * placed. Placing p on n changes only n, so q's best elsewhere is the top-2
+ * of q's row: regret is positive when p takes the node q needed (q's best
+ * was n and the next best is worse, or q no longer fits anywhere: then the
+ * regret is q's GPU milli, the allocation lost) and negative when p leaves n
+ * in a state q fills better than any other node. The queued pods are taken
+ * one by one against the same state (not a sequential rollout: their
+ * interactions among themselves are ignored). cost is bucketed as FGDPlus
+ * does (sigmoid(-cost / 1000) for a sharing pod, / 4000 otherwise, times
+ * 100); ties go to the first node name. With k = 0 the policy is FGDPlus.
+ *
+ * Cost. dF of a (request shape, node) pair is remembered in a row per shape,
+ * one slot per node with the node generation and the model stamp, as FGD and
+ * FGDPack do; one placement changes one node, so the rows of the queued pods'
+ * shapes are almost all hits and best_q is a pass over one row. The state "n
+ * after p then q" is evaluated through a memo of F by node-state signature
+ * (the same multiset hash as frag.c's), which identical nodes share.
+ *
+ * Fit of a queued pod on a node is checked here (CPU, memory, pod slots, GPU
+ * model, GPUs with enough free milli), the checks of the FGD experiment's
+ * filters (NodeResourcesFit, GpuShare, GpuModel); the current pod's nodes
+ * come filtered by the framework.
+ *
+ * Measured (FGD experiment, alloc % at 100 % arrived, FGD in brackets): see
+ * the notes at the end of this comment.
+ */
+#include "sched/fragkey.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SHAPES 4096
+#define MAX_LOOK 32
+#define DEFAULT_LOOK 8
+#define STATE_MEMO_MAX (1u << 20)
+
+/*--- Rows: dF per (request shape, node) ---*/
+
+struct slot {
+    uint64_t gen;
+    const char *name; /* detects a reused node slot */
+    uint64_t mask;    /* GPUs the shape takes on the node */
+    double df;        /* F after - F before; INFINITY: does not fit */
+    uint32_t stamp;   /* the model stamp when computed; 0 = empty */
+};
+
+struct shape {
+    int64_t cpu;
+    int32_t milli, count;
+    int32_t *models; /* acceptable model ids, NULL = any */
+    size_t nmodels;
+    struct slot *row;
+    size_t nrow;
+};
+
+/* One distinct queued request in this cycle. */
+struct ahead {
+    int32_t shape;
+    const struct gs_pod *pod; /* first queued pod of the shape (demand read) */
+    double weight;            /* how many queued pods share it */
+    double best1, best2;      /* smallest and second smallest dF over nodes */
+    int32_t best_idx;         /* node of best1, -1 when it fits nowhere */
+};
+
+/*--- Memo of F by node-state signature ---*/
+
+struct fmemo {
+    uint64_t k1, k2; /* k1 == 0: empty */
+    double f;
+};
+
+struct look {
+    struct gs_cache *cache;
+    const struct gs_handle *h;
+    struct gs_frag_source *src;
+    uint64_t epoch;
+    uint32_t stamp;
+    int32_t look;      /* queued pods read */
+    double alpha;      /* weight of a queued pod's regret */
+    struct shape *shapes;
+    size_t nshapes;
+    int32_t cur;       /* shape of the pod in this cycle, -1 none */
+    struct ahead ahead[MAX_LOOK];
+    size_t nahead;
+    struct fmemo *memo;
+    size_t memo_cap, memo_n;
+};
+
+/* A node's free resources as placement sees them. */
+struct nstate {
+    int32_t model, ngpus;
+    int64_t cpu, mem;
+    int32_t pods; /* free pod slots */
+    int32_t left[GS_MAX_GPUS_PER_NODE];
+};
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static double state_f(struct look *f, struct gs_frag_model *m, const struct nstate *s)
+{
+    /* commutative in the GPUs: F does not depend on their order */
+    uint64_t a = mix64((uint64_t)(uint32_t)s->model << 32 ^ (uint64_t)(uint32_t)s->ngpus);
+    a ^= mix64((uint64_t)s->cpu ^ 0x5bd1e995ULL);
+    uint64_t b = mix64(a ^ 0x27d4eb2fULL);
+    for (int32_t i = 0; i < s->ngpus; i++) {
+        a += mix64((uint64_t)(uint32_t)s->left[i] * 2 + 1);
+        b += mix64((uint64_t)(uint32_t)s->left[i] * 2 + 0x10001);
+    }
+    if (!a) a = 1;
+    if (f->memo_n * 2 >= f->memo_cap) {
+        size_t nc = f->memo_cap ? f->memo_cap * 2 : 4096;
+        if (nc > STATE_MEMO_MAX) { /* a cache: start over rather than grow */
+            nc = f->memo_cap;
+            memset(f->memo, 0, f->memo_cap * sizeof *f->memo);
+            f->memo_n = 0;
+        } else {
+            struct fmemo *nm = calloc(nc, sizeof *nm);
+            if (!nm) return gs_frag_state(m, s->model, s->cpu, s->left, s->ngpus);
+            for (size_t i = 0; i < f->memo_cap; i++) {
+                if (!f->memo[i].k1) continue;
+                size_t j = f->memo[i].k1 & (nc - 1);
+                while (nm[j].k1) j = (j + 1) & (nc - 1);
+                nm[j] = f->memo[i];
+            }
+            free(f->memo);
+            f->memo = nm;
+            f->memo_cap = nc;
+        }
+    }
+    size_t j = a & (f->memo_cap - 1);
+    for (; f->memo[j].k1; j = (j + 1) & (f->memo_cap - 1))
+        if (f->memo[j].k1 == a && f->memo[j].k2 == b) return f->memo[j].f;
+    double v = gs_frag_state(m, s->model, s->cpu, s->left, s->ngpus);
+    f->memo[j] = (struct fmemo){a, b, v};
+    f->memo_n++;
+    return v;
+}
+
+/*--- Shapes ---*/
+
+static bool is_share(int32_t count, int32_t milli) { return count == 1 && milli < GS_GPU_MILLI; }
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The pod's acceptable model ids, sorted, into ids (at most max); the count,
+ * or -1 when there are more than max. */
+static int model_ids(struct look *f, const struct gs_demand *d, int32_t *ids, size_t max)
+{
+    if (d->ngpu_models > max) return -1;
+    for (size_t i = 0; i < d->ngpu_models; i++) ids[i] = gs_cache_model_id(f->cache, d->gpu_models[i]);
+    qsort(ids, d->ngpu_models, sizeof *ids, cmp_i32);
+    return (int)d->ngpu_models;
+}
+
+/* Index of the pod's shape (created when new), -1 when none can be kept. */
+static int32_t shape_of(struct look *f, const struct gs_demand *d)
+{
+    int32_t ids[64];
+    int nm = model_ids(f, d, ids, 64);
+    if (nm < 0) return -1;
+    for (size_t i = f->nshapes; i-- > 0;) {
+        const struct shape *s = &f->shapes[i];
+        if (s->cpu == d->cpu_milli && s->milli == d->gpu_milli && s->count == d->gpu_count &&
+            s->nmodels == (size_t)nm && (!nm || !memcmp(s->models, ids, (size_t)nm * sizeof *ids)))
+            return (int32_t)i;
+    }
+    if (f->nshapes >= MAX_SHAPES) return -1;
+    struct shape *ns = realloc(f->shapes, (f->nshapes + 1) * sizeof *ns);
+    if (!ns) return -1;
+    f->shapes = ns;
+    struct shape *s = &f->shapes[f->nshapes];
+    *s = (struct shape){.cpu = d->cpu_milli, .milli = d->gpu_milli, .count = d->gpu_count};
+    if (nm) {
+        s->models = malloc((size_t)nm * sizeof *s->models);
+        if (!s->models) return -1;
+        memcpy(s->models, ids, (size_t)nm * sizeof *ids);
+        s->nmodels = (size_t)nm;
+    }
+    return (int32_t)f->nshapes++;
+}
+
+static bool model_ok(const struct shape *s, int32_t model)
+{
+    if (!s->models) return true;
+    for (size_t i = 0; i < s->nmodels; i++)
+        if (s->models[i] == model) return true;
+    return false;
+}
+
+static struct slot *row_of(struct look *f, struct shape *s)
+{
+    size_t nnodes = (size_t)gs_cache_node_count(f->cache);
+    if (s->nrow < nnodes) {
+        size_t nc = s->nrow ? s->nrow : 64;
+        while (nc < nnodes) nc *= 2;
+        struct slot *nr = s->nrow ? realloc(s->row, nc * sizeof *nr) : calloc(nc, sizeof *nr);
+        if (!nr) return NULL;
+        if (s->nrow) memset(nr + s->nrow, 0, (nc - s->nrow) * sizeof *nr);
+        s->row = nr;
+        s->nrow = nc;
+    }
+    return s->row;
+}
+
+/*--- Placement on a node and on a hypothetical state ---*/
+
+/* dF of the shape on the node as it is and its GPUs (*mask); INFINITY when its
+ * GPUs or CPU do not fit (memory and pod slots are checked by the caller). */
+static double node_df(struct gs_frag_model *m, const struct shape *s, const struct gs_node_info *nd, uint64_t *mask)
+{
+    *mask = 0;
+    if (nd->cpu_alloc - nd->cpu_used < s->cpu || (s->count > 0 && !model_ok(s, nd->gpu_model))) return INFINITY;
+    double f0 = gs_frag_node(m, nd);
+    if (!is_share(s->count, s->milli)) {
+        uint64_t mk = s->count > 0 ? gs_gpusel_best_fit(nd, s->count, s->milli) : 0;
+        if (s->count > 0 && !mk) return INFINITY;
+        *mask = mk;
+        return gs_frag_node_after(m, nd, s->cpu, mk, s->milli) - f0;
+    }
+    double best_f = 0;
+    int32_t best = -1;
+    for (int32_t i = 0; i < nd->ngpus && i < GS_MAX_GPUS_PER_NODE; i++) {
+        int32_t l = gs_gpu_left(nd, i);
+        if (l < s->milli) continue;
+        double f1 = gs_frag_node_after(m, nd, s->cpu, 1ULL << i, s->milli);
+        if (best < 0 || f1 < best_f || (f1 == best_f && l < gs_gpu_left(nd, best))) {
+            best = i;
+            best_f = f1;
+        }
+    }
+    if (best < 0) return INFINITY;
+    *mask = 1ULL << best;
+    return best_f - f0;
+}
+
+/* The remembered dF of shape si on the node, computed when stale. */
+static const struct slot *slot_of(struct look *f, struct gs_frag_model *m, int32_t si, const struct gs_node_info *nd)
+{
+    static const struct slot none = {.df = INFINITY};
+    struct shape *s = &f->shapes[si];
+    struct slot *row = row_of(f, s);
+    if (!row || nd->idx < 0 || (size_t)nd->idx >= s->nrow) return &none;
+    struct slot *e = &row[nd->idx];
+    if (e->stamp == f->stamp && e->gen == nd->generation && e->name == nd->name) return e;
+    uint64_t mask;
+    double df = node_df(m, s, nd, &mask);
+    *e = (struct slot){nd->generation, nd->name, mask, df, f->stamp};
+    return e;
+}
+
+static bool room_for(const struct gs_demand *d, int64_t cpu, int64_t mem, int32_t pods)
+{
+    return cpu >= d->cpu_milli && mem >= d->mem_bytes && pods > 0;
+}
+
+static void state_of(const struct gs_node_info *nd, struct nstate *s)
+{
+    s->model = nd->gpu_model;
+    s->ngpus = nd->ngpus > GS_MAX_GPUS_PER_NODE ? GS_MAX_GPUS_PER_NODE : nd->ngpus;
+    s->cpu = nd->cpu_alloc - nd->cpu_used;
+    s->mem = nd->mem_alloc - nd->mem_used;
+    s->pods = nd->pods_alloc ? nd->pods_alloc - nd->pods_used : INT32_MAX;
+    for (int32_t i = 0; i < s->ngpus; i++) s->left[i] = gs_gpu_left(nd, i);
+}
+
+static void take(struct nstate *s, const struct gs_demand *d, uint64_t mask)
+{
+    s->cpu -= d->cpu_milli;
+    s->mem -= d->mem_bytes;
+    s->pods--;
+    for (int32_t i = 0; i < s->ngpus; i++)
+        if (mask >> i & 1) s->left[i] -= d->gpu_milli;
+}
+
+/* F of state s after the pod takes its GPUs as the policy would (the
+ * smallest F for a sharing pod, else the first free whole GPUs); INFINITY
+ * when it does not fit. */
+static double state_after(struct look *f, struct gs_frag_model *m, const struct nstate *s, const struct shape *sh,
+                          const struct gs_demand *d)
+{
+    if (!room_for(d, s->cpu, s->mem, s->pods) || (sh->count > 0 && !model_ok(sh, s->model))) return INFINITY;
+    struct nstate t = *s;
+    t.cpu -= sh->cpu;
+    if (sh->count <= 0) return state_f(f, m, &t);
+    if (!is_share(sh->count, sh->milli)) {
+        if (sh->milli < GS_GPU_MILLI) return INFINITY; /* as gs_gpusel_best_fit */
+        int32_t got = 0;
+        for (int32_t i = 0; i < t.ngpus && got < sh->count; i++)
+            if (t.left[i] >= GS_GPU_MILLI) {
+                t.left[i] -= GS_GPU_MILLI;
+                got++;
+            }
+        return got < sh->count ? INFINITY : state_f(f, m, &t);
+    }
+    double best = INFINITY;
+    int32_t seen[GS_MAX_GPUS_PER_NODE], nseen = 0;
+    for (int32_t i = 0; i < s->ngpus; i++) {
+        int32_t l = s->left[i];
+        bool dup = false;
+        for (int32_t k = 0; k < nseen && !dup; k++) dup = seen[k] == l; /* same free milli: same state after */
+        if (l < sh->milli || dup) continue;
+        seen[nseen++] = l;
+        t.left[i] = l - sh->milli;
+        double v = state_f(f, m, &t);
+        t.left[i] = l;
+        if (v < best) best = v;
+    }
+    return best;
+}
+
+/*--- The queue ahead ---*/
+
+/* best1/best2/best_idx of a queued request over every live node. */
+static void rank_ahead(struct look *f, struct gs_frag_model *m, struct ahead *a)
+{
+    a->best1 = a->best2 = INFINITY;
+    a->best_idx = -1;
+    const struct gs_demand *d = &a->pod->demand;
+    int32_t nn = gs_cache_node_count(f->cache);
+    for (int32_t i = 0; i < nn; i++) {
+        const struct gs_node_info *nd = gs_cache_node(f->cache, i);
+        if (!nd->live || !nd->schedulable) continue;
+        if (!room_for(d, nd->cpu_alloc - nd->cpu_used, nd->mem_alloc - nd->mem_used,
+                      nd->pods_alloc ? nd->pods_alloc - nd->pods_used : INT32_MAX))
+            continue;
+        double df = slot_of(f, m, a->shape, nd)->df;
+        if (df < a->best1) {
+            a->best2 = a->best1;
+            a->best1 = df;
+            a->best_idx = i;
+        } else if (df < a->best2) {
+            a->best2 = df;
+        }
+    }
+}
+
+static void read_queue(struct look *f, struct gs_frag_model *m)
+{
+    f->nahead = 0;
+    if (!f->h->queued || f->look <= 0) return;
+    const struct gs_pod *q[MAX_LOOK];
+    size_t n = f->h->queued(f->h->queue_ctx, q, (size_t)f->look);
+    for (size_t i = 0; i < n && i < MAX_LOOK; i++) {
+        int32_t si = shape_of(f, &q[i]->demand);
+        if (si < 0) continue;
+        size_t j = 0;
+        while (j < f->nahead && (f->ahead[j].shape != si || f->ahead[j].pod->demand.mem_bytes != q[i]->demand.mem_bytes))
+            j++;
+        if (j < f->nahead) {
+            f->ahead[j].weight += 1.0;
+            continue;
+        }
+        f->ahead[f->nahead++] = (struct ahead){.shape = si, .pod = q[i], .weight = 1.0};
+    }
+    for (size_t j = 0; j < f->nahead; j++) rank_ahead(f, m, &f->ahead[j]);
+}
+
+/* What the queued request loses when p goes to nd (leaving state s, F fp). */
+static double regret(struct look *f, struct gs_frag_model *m, const struct ahead *a, const struct gs_node_info *nd,
+                     const struct nstate *s, double fp)
+{
+    if (isinf(a->best1)) return 0; /* fits nowhere anyway */
+    double excl = nd->idx == a->best_idx ? a->best2 : a->best1;
+    double v = state_after(f, m, s, &f->shapes[a->shape], &a->pod->demand) - fp;
+    if (excl < v) v = excl;
+    if (isinf(v)) {
+        const struct gs_demand *d = &a->pod->demand;
+        return d->gpu_count > 0 ? (double)d->gpu_count * d->gpu_milli : 0;
+    }
+    return v - a->best1;
+}
+
+/*--- Extension points ---*/
+
+static int64_t bucket(double cost, bool share)
+{
+    return (int64_t)(1.0 / (1.0 + exp(cost / (share ? 1000.0 : 4000.0))) * GS_MAX_SCORE);
+}
+
+/* A bad arg: the field, the value given and what is wanted. */
+static int bad_arg(struct gs_diags *d, const char *field, const json_t *v, const char *want)
+{
+    char *got = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    gs_diags_add(d, field, "got %s: expected %s", got ? got : "?", want);
+    free(got);
+    return GS_EINVAL;
+}
+
+static int look_init(const struct gs_handle *h, const json_t *args, void **state, struct gs_diags *d)
+{
+    const json_t *k = args ? json_object_get(args, "lookahead") : NULL;
+    const json_t *al = args ? json_object_get(args, "alpha") : NULL;
+    if (k && (!json_is_integer(k) || json_integer_value(k) < 0 || json_integer_value(k) > MAX_LOOK))
+        return bad_arg(d, "args.lookahead", k, "an integer 0..32, how many queued pods to read");
+    if (al && (!json_is_number(al) || !(json_number_value(al) >= 0) || json_number_value(al) > 100))
+        return bad_arg(d, "args.alpha", al, "a number 0..100, the weight of a queued pod's regret");
+    struct look *f = calloc(1, sizeof *f);
+    if (!f) return GS_ENOMEM;
+    f->h = h;
+    f->cache = h->cache;
+    f->stamp = 1;
+    f->cur = -1;
+    f->look = k ? (int32_t)json_integer_value(k) : DEFAULT_LOOK;
+    f->alpha = al ? json_number_value(al) : 1.0;
+    const char *ek = getenv("GS_LOOK_K"), *ea = getenv("GS_LOOK_ALPHA");
+    if (ek) f->look = atoi(ek);
+    if (ea) f->alpha = atof(ea);
+    int rc = gs_frag_source_new(h->cache, args, d, &f->src);
+    if (rc < 0) {
+        free(f);
+        return rc;
+    }
+    *state = f;
+    return 0;
+}
+
+static void look_fini(void *state)
+{
+    struct look *f = state;
+    for (size_t i = 0; i < f->nshapes; i++) {
+        free(f->shapes[i].row);
+        free(f->shapes[i].models);
+    }
+    free(f->shapes);
+    free(f->memo);
+    gs_frag_source_free(f->src);
+    free(f);
+}
+
+static struct gs_status look_pre_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                       struct gs_node_info *const *nodes, size_t n)
+{
+    (void)cs, (void)nodes, (void)n;
+    struct look *f = state;
+    gs_frag_source_observe(f->src, pod);
+    uint64_t epoch;
+    struct gs_frag_model *m = gs_frag_source_model(f->src, &epoch);
+    if (epoch != f->epoch) {
+        f->stamp++; /* a new model: every remembered dF and F is stale */
+        f->epoch = epoch;
+        if (f->memo) memset(f->memo, 0, f->memo_cap * sizeof *f->memo);
+        f->memo_n = 0;
+    }
+    f->cur = f->cache ? shape_of(f, &pod->demand) : -1;
+    f->nahead = 0;
+    if (m && f->cur >= 0) read_queue(f, m);
+    return (struct gs_status){0};
+}
+
+static void look_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                       struct gs_node_info *const *nodes, size_t n, int64_t *scores)
+{
+    (void)cs;
+    struct look *f = state;
+    struct gs_frag_model *m = gs_frag_source_model(f->src, NULL);
+    bool share = is_share(pod->demand.gpu_count, pod->demand.gpu_milli);
+    for (size_t i = 0; i < n; i++) {
+        if (!m || f->cur < 0) {
+            scores[i] = 0;
+            continue;
+        }
+        const struct gs_node_info *nd = nodes[i];
+        const struct slot *e = slot_of(f, m, f->cur, nd);
+        if (isinf(e->df)) {
+            scores[i] = INT64_MIN / 2;
+            continue;
+        }
+        double cost = e->df;
+        if (f->nahead) {
+            struct nstate s;
+            state_of(nd, &s);
+            take(&s, &pod->demand, e->mask);
+            double fp = gs_frag_node(m, nd) + e->df;
+            for (size_t j = 0; j < f->nahead; j++)
+                cost += f->alpha * f->ahead[j].weight * regret(f, m, &f->ahead[j], nd, &s, fp);
+        }
+        scores[i] = bucket(cost, share);
+    }
+}
+
+static struct gs_status look_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
+                                     struct gs_node_info *node, struct gs_assignment *a)
+{
+    (void)cs;
+    struct look *f = state;
+    const struct gs_demand *d = &pod->demand;
+    if (a->gpu_mask || d->gpu_count <= 0) return (struct gs_status){0};
+    struct gs_frag_model *m = gs_frag_source_model(f->src, NULL);
+    int32_t si = f->cache ? shape_of(f, d) : -1;
+    a->gpu_mask = m && si >= 0 ? slot_of(f, m, si, node)->mask : gs_gpusel_best_fit(node, d->gpu_count, d->gpu_milli);
+    a->milli = d->gpu_milli;
+    a->mem_mib = d->gpu_mem_mib;
+    if (!a->gpu_mask) return gs_status_make(GS_UNSCHEDULABLE, "no GPU on node %s fits %d x %d milli", node->name,
+                                            d->gpu_count, d->gpu_milli);
+    return (struct gs_status){0};
+}
+
+const struct gs_plugin gs_plugin_fgd_look = {
+    .name = "FGDLook",
+    .by_class = gs_plugin_by_class_always, /* a node's score reads its class and cluster-wide minima */
+    .init = look_init,
+    .fini = look_fini,
+    .pre_score = look_pre_score,
+    .score = look_score,
+    .normalize_score = gs_fragkey_normalize,
+    .reserve = look_reserve,
+};
