@@ -75,10 +75,12 @@ struct shape {
 /* One distinct queued request in this cycle. */
 struct ahead {
     int32_t shape;
-    const struct gs_pod *pod; /* first queued pod of the shape (demand read) */
-    double weight;            /* how many queued pods share it */
+    int64_t mem;              /* memory asked (not part of the shape) */
+    const struct gs_pod *pod; /* first queued pod of the request (this cycle) */
+    double weight;            /* how many queued pods ask the same */
     double best1, best2;      /* smallest and second smallest dF over nodes */
     int32_t best_idx;         /* node of best1, -1 when it fits nowhere */
+    int32_t best2_idx;        /* node of best2, -1 none */
 };
 
 /*--- Memo of F by node-state signature ---*/
@@ -96,11 +98,19 @@ struct look {
     uint32_t stamp;
     int32_t look;      /* queued pods read */
     double alpha;      /* weight of a queued pod's regret */
+    int mode;
     struct shape *shapes;
     size_t nshapes;
     int32_t cur;       /* shape of the pod in this cycle, -1 none */
-    struct ahead ahead[MAX_LOOK];
-    size_t nahead;
+    struct ahead ahead[MAX_LOOK], prev[MAX_LOOK]; /* this cycle's and the last one's */
+    size_t nahead, nprev;
+    /* Nodes changed since the last cycle: the generation and name seen then. */
+    uint64_t *seen_gen;
+    const char **seen_name;
+    size_t nseen;
+    int32_t changed[64];
+    size_t nchanged;
+    bool all_changed;  /* too many, a new model or the first cycle: rank afresh */
     struct fmemo *memo;
     size_t memo_cap, memo_n;
 };
@@ -339,27 +349,89 @@ static double state_after(struct look *f, struct gs_frag_model *m, const struct 
 
 /*--- The queue ahead ---*/
 
-/* best1/best2/best_idx of a queued request over every live node. */
-static void rank_ahead(struct look *f, struct gs_frag_model *m, struct ahead *a)
+/* Adds a node's dF to the request's top two; equal values keep the lowest
+ * node index first, as a scan in node order. */
+static void rank_add(struct ahead *a, double df, int32_t idx)
+{
+    if (df < a->best1 || (df == a->best1 && idx < a->best_idx)) {
+        a->best2 = a->best1;
+        a->best2_idx = a->best_idx;
+        a->best1 = df;
+        a->best_idx = idx;
+    } else if (df < a->best2 || (df == a->best2 && idx < a->best2_idx)) {
+        a->best2 = df;
+        a->best2_idx = idx;
+    }
+}
+
+/* dF of the request on node i, INFINITY where it cannot go. */
+static double ahead_df(struct look *f, struct gs_frag_model *m, const struct ahead *a, int32_t i)
+{
+    const struct gs_node_info *nd = gs_cache_node(f->cache, i);
+    if (!nd->live || !nd->schedulable ||
+        !room_for(&a->pod->demand, nd->cpu_alloc - nd->cpu_used, nd->mem_alloc - nd->mem_used,
+                  nd->pods_alloc ? nd->pods_alloc - nd->pods_used : INT32_MAX))
+        return INFINITY;
+    return slot_of(f, m, a->shape, nd)->df;
+}
+
+/* best1/best2 of a queued request over every live schedulable node. */
+static void rank_full(struct look *f, struct gs_frag_model *m, struct ahead *a)
 {
     a->best1 = a->best2 = INFINITY;
-    a->best_idx = -1;
-    const struct gs_demand *d = &a->pod->demand;
+    a->best_idx = a->best2_idx = -1;
     int32_t nn = gs_cache_node_count(f->cache);
-    for (int32_t i = 0; i < nn; i++) {
-        const struct gs_node_info *nd = gs_cache_node(f->cache, i);
-        if (!nd->live || !nd->schedulable) continue;
-        if (!room_for(d, nd->cpu_alloc - nd->cpu_used, nd->mem_alloc - nd->mem_used,
-                      nd->pods_alloc ? nd->pods_alloc - nd->pods_used : INT32_MAX))
+    for (int32_t i = 0; i < nn; i++) rank_add(a, ahead_df(f, m, a, i), i);
+}
+
+/* The last cycle's top two brought up to date with the nodes changed since;
+ * false when a change made a top node worse (then rank afresh). */
+static bool rank_update(struct look *f, struct gs_frag_model *m, struct ahead *a)
+{
+    for (size_t k = 0; k < f->nchanged; k++) {
+        int32_t i = f->changed[k];
+        double df = ahead_df(f, m, a, i);
+        if (i == a->best_idx || i == a->best2_idx) {
+            if (df > (i == a->best_idx ? a->best1 : a->best2)) return false;
+            if (i == a->best_idx) a->best1 = df;
+            else if (df < a->best1 || (df == a->best1 && i < a->best_idx)) {
+                a->best2 = a->best1, a->best2_idx = a->best_idx;
+                a->best1 = df, a->best_idx = i;
+            } else {
+                a->best2 = df;
+            }
             continue;
-        double df = slot_of(f, m, a->shape, nd)->df;
-        if (df < a->best1) {
-            a->best2 = a->best1;
-            a->best1 = df;
-            a->best_idx = i;
-        } else if (df < a->best2) {
-            a->best2 = df;
         }
+        rank_add(a, df, i);
+    }
+    return true;
+}
+
+/* Which node slots changed since the last cycle (generation or name). */
+static void see_changes(struct look *f)
+{
+    size_t nn = (size_t)gs_cache_node_count(f->cache);
+    f->nchanged = 0;
+    if (nn > f->nseen) {
+        uint64_t *g = realloc(f->seen_gen, nn * sizeof *g);
+        if (g) f->seen_gen = g;
+        const char **n = g ? realloc(f->seen_name, nn * sizeof *n) : NULL;
+        if (n) f->seen_name = n;
+        if (!g || !n) {
+            f->all_changed = true;
+            return;
+        }
+        memset(g + f->nseen, 0, (nn - f->nseen) * sizeof *g);
+        memset(n + f->nseen, 0, (nn - f->nseen) * sizeof *n);
+        f->nseen = nn;
+    }
+    for (size_t i = 0; i < nn; i++) {
+        const struct gs_node_info *nd = gs_cache_node(f->cache, (int32_t)i);
+        if (f->seen_gen[i] == nd->generation && f->seen_name[i] == nd->name) continue;
+        f->seen_gen[i] = nd->generation;
+        f->seen_name[i] = nd->name;
+        if (f->nchanged < sizeof f->changed / sizeof f->changed[0]) f->changed[f->nchanged++] = (int32_t)i;
+        else f->all_changed = true;
     }
 }
 
@@ -372,16 +444,26 @@ static void read_queue(struct look *f, struct gs_frag_model *m)
     for (size_t i = 0; i < n && i < MAX_LOOK; i++) {
         int32_t si = shape_of(f, &q[i]->demand);
         if (si < 0) continue;
+        int64_t mem = q[i]->demand.mem_bytes;
         size_t j = 0;
-        while (j < f->nahead && (f->ahead[j].shape != si || f->ahead[j].pod->demand.mem_bytes != q[i]->demand.mem_bytes))
-            j++;
+        while (j < f->nahead && (f->ahead[j].shape != si || f->ahead[j].mem != mem)) j++;
         if (j < f->nahead) {
             f->ahead[j].weight += 1.0;
             continue;
         }
-        f->ahead[f->nahead++] = (struct ahead){.shape = si, .pod = q[i], .weight = 1.0};
+        f->ahead[f->nahead++] = (struct ahead){.shape = si, .mem = mem, .pod = q[i], .weight = 1.0};
     }
-    for (size_t j = 0; j < f->nahead; j++) rank_ahead(f, m, &f->ahead[j]);
+    for (size_t j = 0; j < f->nahead; j++) {
+        struct ahead *a = &f->ahead[j];
+        size_t k = 0;
+        while (k < f->nprev && (f->prev[k].shape != a->shape || f->prev[k].mem != a->mem)) k++;
+        if (!f->all_changed && k < f->nprev) {
+            a->best1 = f->prev[k].best1, a->best2 = f->prev[k].best2;
+            a->best_idx = f->prev[k].best_idx, a->best2_idx = f->prev[k].best2_idx;
+            if (rank_update(f, m, a)) continue;
+        }
+        rank_full(f, m, a);
+    }
 }
 
 /* What the queued request loses when p goes to nd (leaving state s, F fp). */
@@ -396,6 +478,7 @@ static double regret(struct look *f, struct gs_frag_model *m, const struct ahead
         const struct gs_demand *d = &a->pod->demand;
         return d->gpu_count > 0 ? (double)d->gpu_count * d->gpu_milli : 0;
     }
+    if (f->mode == 1 && v < a->best1) return 0;
     return v - a->best1;
 }
 
@@ -429,11 +512,14 @@ static int look_init(const struct gs_handle *h, const json_t *args, void **state
     f->cache = h->cache;
     f->stamp = 1;
     f->cur = -1;
+    f->all_changed = true;
     f->look = k ? (int32_t)json_integer_value(k) : DEFAULT_LOOK;
     f->alpha = al ? json_number_value(al) : 1.0;
     const char *ek = getenv("GS_LOOK_K"), *ea = getenv("GS_LOOK_ALPHA");
     if (ek) f->look = atoi(ek);
     if (ea) f->alpha = atof(ea);
+    const char *em = getenv("GS_LOOK_MODE");
+    if (em) f->mode = atoi(em);
     int rc = gs_frag_source_new(h->cache, args, d, &f->src);
     if (rc < 0) {
         free(f);
@@ -452,6 +538,8 @@ static void look_fini(void *state)
     }
     free(f->shapes);
     free(f->memo);
+    free(f->seen_gen);
+    free(f->seen_name);
     gs_frag_source_free(f->src);
     free(f);
 }
@@ -467,12 +555,19 @@ static struct gs_status look_pre_score(void *state, struct gs_cycle_state *cs, c
     if (epoch != f->epoch) {
         f->stamp++; /* a new model: every remembered dF and F is stale */
         f->epoch = epoch;
+        f->all_changed = true;
         if (f->memo) memset(f->memo, 0, f->memo_cap * sizeof *f->memo);
         f->memo_n = 0;
     }
     f->cur = f->cache ? shape_of(f, &pod->demand) : -1;
     f->nahead = 0;
-    if (m && f->cur >= 0) read_queue(f, m);
+    if (m && f->cur >= 0 && f->h->queued && f->look > 0) {
+        see_changes(f);
+        read_queue(f, m);
+        memcpy(f->prev, f->ahead, f->nahead * sizeof *f->ahead);
+        f->nprev = f->nahead;
+        f->all_changed = false;
+    }
     return (struct gs_status){0};
 }
 
@@ -495,13 +590,18 @@ static void look_score(void *state, struct gs_cycle_state *cs, const struct gs_p
             continue;
         }
         double cost = e->df;
-        if (f->nahead) {
-            struct nstate s;
-            state_of(nd, &s);
-            take(&s, &pod->demand, e->mask);
-            double fp = gs_frag_node(m, nd) + e->df;
-            for (size_t j = 0; j < f->nahead; j++)
-                cost += f->alpha * f->ahead[j].weight * regret(f, m, &f->ahead[j], nd, &s, fp);
+        struct nstate s;
+        double fp = 0;
+        bool have = false;
+        for (size_t j = 0; j < f->nahead; j++) {
+            if (f->mode == 1 && f->ahead[j].best_idx != nd->idx) continue; /* its best node stays */
+            if (!have) {
+                state_of(nd, &s);
+                take(&s, &pod->demand, e->mask);
+                fp = gs_frag_node(m, nd) + e->df;
+                have = true;
+            }
+            cost += f->alpha * f->ahead[j].weight * regret(f, m, &f->ahead[j], nd, &s, fp);
         }
         scores[i] = bucket(cost, share);
     }
