@@ -52,6 +52,8 @@
 #define MAX_LOOK 32
 #define DEFAULT_LOOK 8
 #define STATE_MEMO_MAX (1u << 20)
+#define LOG_SIZE 4096
+#define RANKS 1024 /* open addressing; cleared when half full */
 
 /*--- Rows: dF per (request shape, node) ---*/
 
@@ -80,7 +82,23 @@ struct ahead {
     double weight;            /* how many queued pods ask the same */
     double best1, best2;      /* smallest and second smallest dF over nodes */
     int32_t best_idx;         /* node of best1, -1 when it fits nowhere */
-    int32_t best2_idx;        /* node of best2, -1 none */
+};
+
+/* A request's best nodes as of a cycle (the ranking table): the TOP
+ * smallest (dF, node index) pairs, sorted; "complete" when every node where
+ * the request fits is listed (the rest are INFINITY). A node that changes is
+ * taken out and put back by its new dF: the list stays the best n nodes, n
+ * shrinking when a listed node gets worse than the last one, so a full pass
+ * is needed only when fewer than two are left. */
+#define TOP 8
+struct rank {
+    int32_t shape; /* -1: empty slot */
+    int64_t mem;
+    uint64_t cycle;
+    int32_t n;
+    bool complete;
+    double val[TOP];
+    int32_t idx[TOP];
 };
 
 /*--- Memo of F by node-state signature ---*/
@@ -102,15 +120,20 @@ struct look {
     struct shape *shapes;
     size_t nshapes;
     int32_t cur;       /* shape of the pod in this cycle, -1 none */
-    struct ahead ahead[MAX_LOOK], prev[MAX_LOOK]; /* this cycle's and the last one's */
-    size_t nahead, nprev;
-    /* Nodes changed since the last cycle: the generation and name seen then. */
+    struct ahead ahead[MAX_LOOK];
+    size_t nahead;
+    /* Change log: the nodes whose generation or name changed, per cycle, so a
+     * request ranked some cycles ago is brought up to date from them. */
     uint64_t *seen_gen;
     const char **seen_name;
     size_t nseen;
-    int32_t changed[64];
-    size_t nchanged;
-    bool all_changed;  /* too many, a new model or the first cycle: rank afresh */
+    uint64_t cycle;
+    struct { uint64_t cycle; int32_t node; } log[LOG_SIZE];
+    size_t nlog;       /* entries written so far (ring of LOG_SIZE) */
+    uint64_t floor;    /* rankings older than this cycle cannot be updated */
+    bool all_changed;  /* a new model or the first cycle: rank afresh */
+    struct rank *ranks; /* rankings of the requests seen, by (shape, memory) */
+    size_t nranks;
     struct fmemo *memo;
     size_t memo_cap, memo_n;
 };
@@ -349,19 +372,35 @@ static double state_after(struct look *f, struct gs_frag_model *m, const struct 
 
 /*--- The queue ahead ---*/
 
-/* Adds a node's dF to the request's top two; equal values keep the lowest
- * node index first, as a scan in node order. */
-static void rank_add(struct ahead *a, double df, int32_t idx)
+static bool before(double v, int32_t i, double w, int32_t j) { return v < w || (v == w && i < j); }
+
+/* Puts node i (not listed) with dF v into the ranking when it belongs there. */
+static void top_insert(struct rank *r, double v, int32_t i)
 {
-    if (df < a->best1 || (df == a->best1 && idx < a->best_idx)) {
-        a->best2 = a->best1;
-        a->best2_idx = a->best_idx;
-        a->best1 = df;
-        a->best_idx = idx;
-    } else if (df < a->best2 || (df == a->best2 && idx < a->best2_idx)) {
-        a->best2 = df;
-        a->best2_idx = idx;
+    if (isinf(v)) return;
+    int32_t p = r->n;
+    while (p > 0 && before(v, i, r->val[p - 1], r->idx[p - 1])) p--;
+    if (p == r->n && !r->complete) return; /* no better than the last listed: unknown place */
+    memmove(&r->val[p + 1], &r->val[p], (size_t)(r->n - p) * sizeof *r->val);
+    memmove(&r->idx[p + 1], &r->idx[p], (size_t)(r->n - p) * sizeof *r->idx);
+    r->val[p] = v;
+    r->idx[p] = i;
+    r->n++;
+    if (r->n > TOP - 1) { /* keep one spare slot for the memmove */
+        r->n = TOP - 1;
+        r->complete = false;
     }
+}
+
+static void top_remove(struct rank *r, int32_t i)
+{
+    for (int32_t p = 0; p < r->n; p++)
+        if (r->idx[p] == i) {
+            memmove(&r->val[p], &r->val[p + 1], (size_t)(r->n - p - 1) * sizeof *r->val);
+            memmove(&r->idx[p], &r->idx[p + 1], (size_t)(r->n - p - 1) * sizeof *r->idx);
+            r->n--;
+            return;
+        }
 }
 
 /* dF of the request on node i, INFINITY where it cannot go. */
@@ -375,43 +414,35 @@ static double ahead_df(struct look *f, struct gs_frag_model *m, const struct ahe
     return slot_of(f, m, a->shape, nd)->df;
 }
 
-/* best1/best2 of a queued request over every live schedulable node. */
-static void rank_full(struct look *f, struct gs_frag_model *m, struct ahead *a)
+/* The ranking of a queued request over every live schedulable node. */
+static void rank_full(struct look *f, struct gs_frag_model *m, const struct ahead *a, struct rank *r)
 {
-    a->best1 = a->best2 = INFINITY;
-    a->best_idx = a->best2_idx = -1;
+    r->n = 0;
+    r->complete = true;
     int32_t nn = gs_cache_node_count(f->cache);
-    for (int32_t i = 0; i < nn; i++) rank_add(a, ahead_df(f, m, a, i), i);
+    for (int32_t i = 0; i < nn; i++) top_insert(r, ahead_df(f, m, a, i), i);
 }
 
-/* The last cycle's top two brought up to date with the nodes changed since;
- * false when a change made a top node worse (then rank afresh). */
-static bool rank_update(struct look *f, struct gs_frag_model *m, struct ahead *a)
+/* A ranking from an earlier cycle brought up to date with the nodes changed
+ * since; false when fewer than two best nodes are known (then rank afresh). */
+static bool rank_update(struct look *f, struct gs_frag_model *m, const struct ahead *a, struct rank *r)
 {
-    for (size_t k = 0; k < f->nchanged; k++) {
-        int32_t i = f->changed[k];
-        double df = ahead_df(f, m, a, i);
-        if (i == a->best_idx || i == a->best2_idx) {
-            if (df > (i == a->best_idx ? a->best1 : a->best2)) return false;
-            if (i == a->best_idx) a->best1 = df;
-            else if (df < a->best1 || (df == a->best1 && i < a->best_idx)) {
-                a->best2 = a->best1, a->best2_idx = a->best_idx;
-                a->best1 = df, a->best_idx = i;
-            } else {
-                a->best2 = df;
-            }
-            continue;
-        }
-        rank_add(a, df, i);
+    size_t first = f->nlog > LOG_SIZE ? f->nlog - LOG_SIZE : 0;
+    size_t k = f->nlog;
+    while (k > first && f->log[(k - 1) % LOG_SIZE].cycle > r->cycle) k--;
+    for (; k < f->nlog; k++) {
+        int32_t i = f->log[k % LOG_SIZE].node;
+        top_remove(r, i);
+        top_insert(r, ahead_df(f, m, a, i), i);
     }
-    return true;
+    return r->n >= 2 || r->complete;
 }
 
-/* Which node slots changed since the last cycle (generation or name). */
+/* Logs the node slots changed since the last cycle (generation or name). */
 static void see_changes(struct look *f)
 {
     size_t nn = (size_t)gs_cache_node_count(f->cache);
-    f->nchanged = 0;
+    f->cycle++;
     if (nn > f->nseen) {
         uint64_t *g = realloc(f->seen_gen, nn * sizeof *g);
         if (g) f->seen_gen = g;
@@ -425,14 +456,41 @@ static void see_changes(struct look *f)
         memset(n + f->nseen, 0, (nn - f->nseen) * sizeof *n);
         f->nseen = nn;
     }
+    size_t logged = 0;
     for (size_t i = 0; i < nn; i++) {
         const struct gs_node_info *nd = gs_cache_node(f->cache, (int32_t)i);
         if (f->seen_gen[i] == nd->generation && f->seen_name[i] == nd->name) continue;
         f->seen_gen[i] = nd->generation;
         f->seen_name[i] = nd->name;
-        if (f->nchanged < sizeof f->changed / sizeof f->changed[0]) f->changed[f->nchanged++] = (int32_t)i;
-        else f->all_changed = true;
+        f->log[f->nlog % LOG_SIZE].cycle = f->cycle;
+        f->log[f->nlog % LOG_SIZE].node = (int32_t)i;
+        f->nlog++;
+        logged++;
     }
+    if (logged > LOG_SIZE / 2) f->all_changed = true; /* cheaper to rank afresh */
+    if (f->all_changed) f->floor = f->cycle;
+    else if (f->nlog > LOG_SIZE) /* the oldest cycle still complete in the ring */
+        while (f->floor <= f->cycle && f->log[(f->nlog - LOG_SIZE) % LOG_SIZE].cycle > f->floor) f->floor++;
+    f->all_changed = false;
+}
+
+/* The ranking table's slot for (shape, mem): its entry, or an empty one. */
+static struct rank *rank_slot(struct look *f, int32_t shape, int64_t mem)
+{
+    if (!f->ranks) {
+        f->ranks = malloc(RANKS * sizeof *f->ranks);
+        if (!f->ranks) return NULL;
+        for (size_t i = 0; i < RANKS; i++) f->ranks[i].shape = -1;
+    }
+    size_t j = (size_t)mix64((uint64_t)shape * 0x100000001b3ULL ^ (uint64_t)mem) & (RANKS - 1);
+    for (; f->ranks[j].shape >= 0; j = (j + 1) & (RANKS - 1))
+        if (f->ranks[j].shape == shape && f->ranks[j].mem == mem) return &f->ranks[j];
+    if (f->nranks >= RANKS / 2) { /* a cache: start over */
+        for (size_t i = 0; i < RANKS; i++) f->ranks[i].shape = -1;
+        f->nranks = 0;
+        j = (size_t)mix64((uint64_t)shape * 0x100000001b3ULL ^ (uint64_t)mem) & (RANKS - 1);
+    }
+    return &f->ranks[j];
 }
 
 static void read_queue(struct look *f, struct gs_frag_model *m)
@@ -455,14 +513,17 @@ static void read_queue(struct look *f, struct gs_frag_model *m)
     }
     for (size_t j = 0; j < f->nahead; j++) {
         struct ahead *a = &f->ahead[j];
-        size_t k = 0;
-        while (k < f->nprev && (f->prev[k].shape != a->shape || f->prev[k].mem != a->mem)) k++;
-        if (!f->all_changed && k < f->nprev) {
-            a->best1 = f->prev[k].best1, a->best2 = f->prev[k].best2;
-            a->best_idx = f->prev[k].best_idx, a->best2_idx = f->prev[k].best2_idx;
-            if (rank_update(f, m, a)) continue;
-        }
-        rank_full(f, m, a);
+        struct rank tmp, *r = rank_slot(f, a->shape, a->mem);
+        bool known = r && r->shape == a->shape && r->mem == a->mem && r->cycle >= f->floor;
+        if (!r) r = &tmp;
+        else if (r->shape < 0) f->nranks++;
+        if (!known || !rank_update(f, m, a, r)) rank_full(f, m, a, r);
+        r->shape = a->shape;
+        r->mem = a->mem;
+        r->cycle = f->cycle;
+        a->best1 = r->n > 0 ? r->val[0] : INFINITY;
+        a->best_idx = r->n > 0 ? r->idx[0] : -1;
+        a->best2 = r->n > 1 ? r->val[1] : INFINITY;
     }
 }
 
@@ -484,9 +545,10 @@ static double regret(struct look *f, struct gs_frag_model *m, const struct ahead
 
 /*--- Extension points ---*/
 
+static double dev_width = 4000.0;
 static int64_t bucket(double cost, bool share)
 {
-    return (int64_t)(1.0 / (1.0 + exp(cost / (share ? 1000.0 : 4000.0))) * GS_MAX_SCORE);
+    return (int64_t)(1.0 / (1.0 + exp(cost / (share ? 1000.0 : dev_width))) * GS_MAX_SCORE);
 }
 
 /* A bad arg: the field, the value given and what is wanted. */
@@ -518,6 +580,8 @@ static int look_init(const struct gs_handle *h, const json_t *args, void **state
     const char *ek = getenv("GS_LOOK_K"), *ea = getenv("GS_LOOK_ALPHA");
     if (ek) f->look = atoi(ek);
     if (ea) f->alpha = atof(ea);
+    const char *ew = getenv("GS_LOOK_W");
+    if (ew) dev_width = atof(ew);
     const char *em = getenv("GS_LOOK_MODE");
     if (em) f->mode = atoi(em);
     int rc = gs_frag_source_new(h->cache, args, d, &f->src);
@@ -540,6 +604,7 @@ static void look_fini(void *state)
     free(f->memo);
     free(f->seen_gen);
     free(f->seen_name);
+    free(f->ranks);
     gs_frag_source_free(f->src);
     free(f);
 }
@@ -564,9 +629,6 @@ static struct gs_status look_pre_score(void *state, struct gs_cycle_state *cs, c
     if (m && f->cur >= 0 && f->h->queued && f->look > 0) {
         see_changes(f);
         read_queue(f, m);
-        memcpy(f->prev, f->ahead, f->nahead * sizeof *f->ahead);
-        f->nprev = f->nahead;
-        f->all_changed = false;
     }
     return (struct gs_status){0};
 }
