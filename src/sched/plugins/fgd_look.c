@@ -116,7 +116,6 @@ struct look {
     uint32_t stamp;
     int32_t look;      /* queued pods read */
     double alpha;      /* weight of a queued pod's regret */
-    int mode;
     struct shape *shapes;
     size_t nshapes;
     int32_t cur;       /* shape of the pod in this cycle, -1 none */
@@ -527,28 +526,32 @@ static void read_queue(struct look *f, struct gs_frag_model *m)
     }
 }
 
-/* What the queued request loses when p goes to nd (leaving state s, F fp). */
-static double regret(struct look *f, struct gs_frag_model *m, const struct ahead *a, const struct gs_node_info *nd,
-                     const struct nstate *s, double fp)
+/* What the queued request loses when p goes to nd, its best node (leaving
+ * state s, F fp): how much worse its next best placement is, or its GPU
+ * milli when it would then fit nowhere. */
+static double regret(struct look *f, struct gs_frag_model *m, const struct ahead *a, const struct nstate *s,
+                     double fp)
 {
     if (isinf(a->best1)) return 0; /* fits nowhere anyway */
-    double excl = nd->idx == a->best_idx ? a->best2 : a->best1;
+    double excl = a->best2; /* nd is its best node */
     double v = state_after(f, m, s, &f->shapes[a->shape], &a->pod->demand) - fp;
     if (excl < v) v = excl;
     if (isinf(v)) {
         const struct gs_demand *d = &a->pod->demand;
         return d->gpu_count > 0 ? (double)d->gpu_count * d->gpu_milli : 0;
     }
-    if (f->mode == 1 && v < a->best1) return 0;
-    return v - a->best1;
+    return v > a->best1 ? v - a->best1 : 0; /* a better fit for q here is no reason to choose n */
 }
 
 /*--- Extension points ---*/
 
-static double dev_width = 4000.0;
-static int64_t bucket(double cost, bool share)
+/* FGDPlus's bucket, with a narrower one for multi-GPU pods: a sharing pod
+ * keeps FGD's dF / 1000, a multi-GPU pod gets dF / 2000, a single whole GPU
+ * or a CPU-only pod dF / 4000 (widths measured, see the header). */
+static int64_t bucket(double cost, bool share, int32_t count)
 {
-    return (int64_t)(1.0 / (1.0 + exp(cost / (share ? 1000.0 : dev_width))) * GS_MAX_SCORE);
+    double w = share ? 1000.0 : count > 1 ? 2000.0 : 4000.0;
+    return (int64_t)(1.0 / (1.0 + exp(cost / w)) * GS_MAX_SCORE);
 }
 
 /* A bad arg: the field, the value given and what is wanted. */
@@ -577,13 +580,6 @@ static int look_init(const struct gs_handle *h, const json_t *args, void **state
     f->all_changed = true;
     f->look = k ? (int32_t)json_integer_value(k) : DEFAULT_LOOK;
     f->alpha = al ? json_number_value(al) : 1.0;
-    const char *ek = getenv("GS_LOOK_K"), *ea = getenv("GS_LOOK_ALPHA");
-    if (ek) f->look = atoi(ek);
-    if (ea) f->alpha = atof(ea);
-    const char *ew = getenv("GS_LOOK_W");
-    if (ew) dev_width = atof(ew);
-    const char *em = getenv("GS_LOOK_MODE");
-    if (em) f->mode = atoi(em);
     int rc = gs_frag_source_new(h->cache, args, d, &f->src);
     if (rc < 0) {
         free(f);
@@ -656,16 +652,16 @@ static void look_score(void *state, struct gs_cycle_state *cs, const struct gs_p
         double fp = 0;
         bool have = false;
         for (size_t j = 0; j < f->nahead; j++) {
-            if (f->mode == 1 && f->ahead[j].best_idx != nd->idx) continue; /* its best node stays */
+            if (f->ahead[j].best_idx != nd->idx) continue; /* q's best node stays free */
             if (!have) {
                 state_of(nd, &s);
                 take(&s, &pod->demand, e->mask);
                 fp = gs_frag_node(m, nd) + e->df;
                 have = true;
             }
-            cost += f->alpha * f->ahead[j].weight * regret(f, m, &f->ahead[j], nd, &s, fp);
+            cost += f->alpha * f->ahead[j].weight * regret(f, m, &f->ahead[j], &s, fp);
         }
-        scores[i] = bucket(cost, share);
+        scores[i] = bucket(cost, share, pod->demand.gpu_count);
     }
 }
 
