@@ -61,6 +61,13 @@
  *    4000 single / 1000 multi: +0.32 / +0.21 / +0.62 / +0.13 / +0.34;
  *    4000 single / 2000 multi (kept): +0.32 / +0.24 / +0.58 / +0.12 / +0.34,
  *    and with k = 16: +0.26 / +0.15 / +0.56 / +0.16 / +0.19.
+ *  - on top of the kept setting, seeds 42-44: the multi-GPU classes of the
+ *    target workload as extra "queued" pods weighted p x V (protects the
+ *    last nodes a class fits): multigpu30 +0.15 (V 8), +0.19 (V 32), +0.12
+ *    (V 128), gpushare40 +0.24 (V 128) - within noise, not kept; FGDPack's
+ *    busy-node preference among equal keys: +0.38 / +0.30 / +0.12 / +0.11 /
+ *    +0.33 (gpuspec20 loses half its gain), for sharing pods only gpushare40
+ *    +0.27, gpuspec20 +0.55 - not kept.
  * gpushare40 wants a narrower single-GPU bucket than default and cpu100 do;
  * multigpu30 stays the weakest variant in every setting tried. The ten-seed
  * numbers are in RESULTS.
