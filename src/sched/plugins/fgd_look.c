@@ -68,6 +68,11 @@
  *    busy-node preference among equal keys: +0.38 / +0.30 / +0.12 / +0.11 /
  *    +0.33 (gpuspec20 loses half its gain), for sharing pods only gpushare40
  *    +0.27, gpuspec20 +0.55 - not kept.
+ *  - the kept setting with a shorter queue window (sim --queue-window; the
+ *    policy reads min(window, lookahead)): 2: +0.10 / +0.16 / +0.56 / +0.11 /
+ *    +0.20; 3: +0.19 / +0.22 / +0.44 / +0.17 / +0.38; 4: +0.30 / +0.27 /
+ *    +0.54 / +0.22 / +0.38; 6: +0.36 / +0.24 / +0.61 / +0.11 / +0.32; on
+ *    seeds 42-51 window 4 and 8 are within 0.08 of each other everywhere.
  * gpushare40 wants a narrower single-GPU bucket than default and cpu100 do;
  * multigpu30 stays the weakest variant in every setting tried. The ten-seed
  * numbers are in RESULTS.
