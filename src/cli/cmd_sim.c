@@ -56,6 +56,7 @@ struct sim_args {
     bool gang_queue_set;              /* --gang-queue given (else scheduler: the server's path) */
     int64_t gang_slack;               /* --gang-slack seconds, 0 = the mode's */
     bool bound;                       /* --bound: fgd's upper bound next to each policy */
+    int queue_window;                 /* --queue-window: fgd, queued pods a policy may read */
     char node_path[4096], pod_path[4096];
     int argc;                         /* the command line, for the report's metadata */
     char **argv;
@@ -84,6 +85,8 @@ static void usage(FILE *f)
           "  --seed N                 random seed (default 42)\n"
           "  --seeds LIST             several seeds, e.g. 42-51 or 1,5,9: means and _std reported\n"
           "  --tune X                 fgd: inflate GPU demand to X times capacity (default 1.3)\n"
+          "  --queue-window K         fgd: pods queued behind the current one that a policy may\n"
+          "                           read, the next K of the sequence (default 8; 0: none)\n"
           "  --config FILE            scheduler configuration: the file gpusched server --config takes\n"
           "  --out DIR                write events.jsonl, series.csv and report.html to DIR\n"
           "                           (with summary.json and CSVs; docs/SCHEDULING.md \"Reports\")\n"
@@ -260,6 +263,11 @@ static int set_value(struct sim_args *a, const char *flag, const char *v)
     else if (!strcmp(flag, "--out")) a->out = v;
     else if (!strcmp(flag, "--policy")) return parse_policies(a, flag, v);
     else if (!strcmp(flag, "--tune")) return parse_tune(a, flag, v);
+    else if (!strcmp(flag, "--queue-window")) {
+        uint64_t k;
+        if (!parse_u64(v, &k) || k > 1000) return bad(flag, v, "want an integer 0..1000 (queued pods a policy may read)");
+        a->queue_window = (int)k;
+    }
     else if (!strcmp(flag, "--gang-queue")) {
         int m = gs_gangq_mode_parse(v);
         if (m < 0) {
@@ -298,7 +306,8 @@ static int set_value(struct sim_args *a, const char *flag, const char *v)
 
 static const char *const value_flags[] = {"--nodes",  "--pods",   "--trace-dir", "--variant",    "--cluster",
                                           "--workload", "--config", "--out",     "--policy",     "--tune",
-                                          "--experiment", "--seed", "--seeds", "--gang-queue", "--gang-slack"};
+                                          "--experiment", "--seed", "--seeds", "--gang-queue", "--gang-slack",
+                                          "--queue-window"};
 
 static bool takes_value(const char *arg, char *flag, size_t len)
 {
@@ -464,7 +473,7 @@ static int run_one(const struct sim_args *a, const struct gs_trace *t, struct pr
 {
     struct gs_sim_opts o = {.mode = a->mode, .policy = policy, .seed = seed, .tune = a->tune,
                             .config_path = a->config, .gang_queue = a->gang_queue, .gang_slack_s = a->gang_slack,
-                            .bound = a->bound};
+                            .bound = a->bound, .queue_window = a->queue_window};
     struct gs_sim_sink sink = {.event = on_event, .sample = on_sample, .progress = on_progress, .ctx = p};
     struct gs_diags d = {0};
     char label[96];
@@ -707,7 +716,7 @@ int gs_cmd_sim(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-    struct sim_args a = {.mode = GS_SIM_FGD, .tune = 1.3, .argc = argc, .argv = argv};
+    struct sim_args a = {.mode = GS_SIM_FGD, .tune = 1.3, .queue_window = GS_SIM_QUEUE_WINDOW, .argc = argc, .argv = argv};
     int rc = parse_args(argc, argv, &a);
     if (rc == 0) rc = simulate(&a);
     fflush(stdout);

@@ -87,6 +87,12 @@ struct gs_handle {
      * (sched/queue.h gs_sched_queue_reactivate_many). NULL when there is no
      * queue; pods borrowed for the call. Same ctx as evict. */
     void (*activate_many)(void *evict_ctx, const struct gs_pod *const *pods, size_t n);
+    /* The pods queued behind the one being scheduled, in the order they will
+     * be tried: writes at most max of them to out (borrowed, valid until the
+     * cycle ends) and returns how many. Called from PreScore and Score. NULL
+     * when the caller shows no queue (a plugin then sees none). */
+    size_t (*queued)(void *queue_ctx, const struct gs_pod **out, size_t max);
+    void *queue_ctx;
 };
 
 /* A pod as the queue holds it. */

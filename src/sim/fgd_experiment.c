@@ -11,7 +11,11 @@
  *     candidate's per-GPU milli, the running total adds milli x GPU count;
  *  3. gpu_milli above 1000 clipped to 1000;
  *  4. every pod tried once, in order, through gs_framework_schedule +
- *     gs_framework_bind; failures are dropped, nothing departs;
+ *     gs_framework_bind; failures are dropped, nothing departs. With
+ *     gs_sim_opts.queue_window K the policy may read the next K pods of the
+ *     sequence (gs_handle.queued), the pods a scheduler's queue would hold
+ *     behind the current one when they arrive faster than it places them;
+ *     the order and the set of pods tried do not change;
  *  5. node names get a seeded random 4-digit prefix and nodes enter the cache
  *     sorted by that name, so the framework's "ties go to the lowest node
  *     index" is the simulator's "lexicographically smallest node name".
@@ -57,6 +61,7 @@ struct run {
     struct gs_sched_config cfg;
     struct gs_framework *fw;
     struct gs_frag_model *frag;
+    size_t cur;              /* index of the pod being tried */
 };
 
 static int64_t pod_gpu_milli(const struct gs_pod *p)
@@ -272,6 +277,16 @@ static void emit_event(struct run *r, const struct gs_pod *pod, const struct gs_
     r->sink->event(r->sink->ctx, &e);
 }
 
+/* gs_handle.queued: the next pods of the sequence, at most the window. */
+static size_t queued(void *ctx, const struct gs_pod **out, size_t max)
+{
+    const struct run *r = ctx;
+    size_t w = r->o->queue_window > 0 ? (size_t)r->o->queue_window : 0, n = 0;
+    if (max > w) max = w;
+    for (size_t i = r->cur + 1; i < r->npods && n < max; i++) out[n++] = &r->pods[i];
+    return n;
+}
+
 static bool try_pod(struct run *r, const struct gs_pod *pod, double t)
 {
     struct gs_schedule_result res;
@@ -330,6 +345,7 @@ static int run_pods(struct run *r, struct gs_sim_result *res)
         const struct gs_pod *pod = &r->pods[i];
         pg.arrived += pod_gpu_milli(pod);
         gs_clock_set(&r->clock, (int64_t)(i + 1) * GS_NS_PER_SEC);
+        r->cur = i;
         if (try_pod(r, pod, (double)(i + 1))) pg.scheduled++;
         pg.used = gs_cache_gpu_milli_used(r->cache);
         sample(r, &pg, i, res);
@@ -370,7 +386,8 @@ static int prepare(struct run *r, const struct gs_plugin *policy, struct gs_diag
                                     GS_FRAG_DEFAULT_COVERAGE, &r->frag);
     free(sorted);
     if (!rc) rc = build_profile(r, policy, d);
-    r->handle = (struct gs_handle){.clock = &r->clock, .cache = r->cache, .seed = r->o->seed};
+    r->handle = (struct gs_handle){.clock = &r->clock, .cache = r->cache, .seed = r->o->seed,
+                                   .queued = r->o->queue_window > 0 ? queued : NULL, .queue_ctx = r};
     if (!rc) rc = gs_framework_new(&r->cfg.profiles[0], &r->handle, &r->fw, d);
     return rc;
 }

@@ -90,7 +90,14 @@ struct gs_sim_opts {
     /* fgd: also compute the upper bound on allocation at 100% arrived
      * (sim/bound.h) into gs_sim_result.bound_pct. */
     bool bound;
+    /* fgd: how many pods queued behind the current one a policy may read
+     * (gs_handle.queued): the next ones of the sequence, as a scheduler whose
+     * queue holds that many waiting pods sees them. 0: no queue shown. */
+    int queue_window;
 };
+
+/* The CLI's default queue window of the fgd experiment. */
+#define GS_SIM_QUEUE_WINDOW 8
 
 /* The policy name of a replay that runs the server's profile unchanged. */
 #define GS_SIM_PROFILE "profile"
