@@ -38,6 +38,7 @@ extern const struct gs_plugin gs_plugin_best_fit;
 extern const struct gs_plugin gs_plugin_fgd;
 extern const struct gs_plugin gs_plugin_fgd_pack;
 extern const struct gs_plugin gs_plugin_fgd_plus;
+extern const struct gs_plugin gs_plugin_fgd_learn;
 
 static const struct gs_plugin *const table[] = {
     &gs_plugin_priority_sort,
@@ -63,6 +64,7 @@ static const struct gs_plugin *const table[] = {
     &gs_plugin_fgd,
     &gs_plugin_fgd_pack,
     &gs_plugin_fgd_plus,
+    &gs_plugin_fgd_learn,
 };
 #define NTABLE (sizeof table / sizeof table[0])
 
