@@ -35,7 +35,7 @@ struct cls {
     size_t nmids;
     bool resolved;
     double cnt, mem_sum;
-    double p, hard, weight; /* as of the last rebuild */
+    double p, hard, weight, usable; /* as of the last rebuild */
 };
 
 struct gs_fgdl {
@@ -53,7 +53,9 @@ struct gs_fgdl {
 
 void gs_fgdl_params_default(struct gs_fgdl_params *p)
 {
-    *p = (struct gs_fgdl_params){.half_life = 4000, .beta = 1.0, .floor = 0.02, .coverage = 0.95, .rebuild = 256};
+    *p = (struct gs_fgdl_params){
+        .half_life = 4000, .beta = 0, .pop_exp = 0, .size_exp = 1, .usable_exp = 0, .threshold = 1.0, .floor = 0.02,
+        .coverage = 0.99, .rebuild = 256};
 }
 
 static int num_field(const json_t *args, const char *key, double lo, double hi, bool lo_open, double *out,
@@ -87,8 +89,12 @@ int gs_fgdl_params_parse(const json_t *args, struct gs_fgdl_params *p, struct gs
     double rebuild = p->rebuild;
     int rc = 0;
     rc |= num_field(args, "halfLife", 0, 1e12, true, &p->half_life, d);
-    rc |= num_field(args, "beta", 0, 8, false, &p->beta, d);
+    rc |= num_field(args, "beta", -8, 8, false, &p->beta, d);
     rc |= num_field(args, "usableFloor", 0, 1, true, &p->floor, d);
+    rc |= num_field(args, "threshold", 0, 1e6, true, &p->threshold, d);
+    rc |= num_field(args, "sizeExp", -8, 8, false, &p->size_exp, d);
+    rc |= num_field(args, "popExp", -8, 8, false, &p->pop_exp, d);
+    rc |= num_field(args, "usableExp", -8, 8, false, &p->usable_exp, d);
     rc |= num_field(args, "coverage", 0, 1, true, &p->coverage, d);
     rc |= num_field(args, "rebuildEvery", 1, 1e9, false, &rebuild, d);
     if (!rc && rebuild != floor(rebuild)) {
@@ -104,7 +110,7 @@ int gs_fgdl_params_parse(const json_t *args, struct gs_fgdl_params *p, struct gs
 int gs_fgdl_new(struct gs_cache *cache, const struct gs_fgdl_params *p, struct gs_fgdl **out)
 {
     *out = NULL;
-    if (!(p->half_life > 0) || !(p->beta >= 0) || !(p->floor > 0 && p->floor <= 1) ||
+    if (!(p->half_life > 0) || !(p->floor > 0 && p->floor <= 1) || !(p->threshold > 0) ||
         !(p->coverage > 0 && p->coverage <= 1) || p->rebuild < 1)
         return GS_EINVAL;
     struct gs_fgdl *l = calloc(1, sizeof *l);
@@ -260,6 +266,7 @@ static void hardness(struct gs_fgdl *l, struct cls **keep, size_t k)
     for (size_t i = 0; i < k; i++) {
         struct cls *c = keep[i];
         c->hard = 1;
+        c->usable = 1;
         if (c->count <= 0 || dem_total <= 0 || free_milli <= 0 || resolve(l, c) < 0) continue;
         int64_t copies = 0;
         int64_t mem = c->cnt > 0 ? (int64_t)(c->mem_sum / c->cnt) : 0;
@@ -272,6 +279,7 @@ static void hardness(struct gs_fgdl *l, struct cls **keep, size_t k)
         if (usable > 1) usable = 1;
         double demand = c->p * c->count * c->milli / dem_total;
         c->hard = demand / (usable > l->par.floor ? usable : l->par.floor);
+        c->usable = usable > l->par.floor ? usable : l->par.floor;
     }
 }
 
@@ -296,7 +304,9 @@ static void rebuild(struct gs_fgdl *l)
     double gp = 0, gw = 0;
     for (size_t i = 0; i < k; i++) {
         struct cls *c = keep[i];
-        c->weight = c->count > 0 ? c->p * pow(c->hard, l->par.beta) : c->p;
+        double over = c->hard / l->par.threshold;
+        c->weight = c->count > 0 ? c->p * pow(over > 1 ? over : 1, l->par.beta) : c->p;
+        if (c->count > 0) c->weight *= pow(c->p, l->par.pop_exp - 1) * pow(c->count * c->milli / 1000.0, -l->par.size_exp) * pow(c->usable, l->par.usable_exp);
         if (c->count > 0) {
             gp += c->p;
             gw += c->weight;

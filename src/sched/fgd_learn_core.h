@@ -36,6 +36,8 @@
 struct gs_fgdl_params {
     double half_life;   /* pods; a class's count halves after this many later pods (> 0) */
     double beta;        /* hardness exponent, >= 0 (0: popularity only, as FGD) */
+    double size_exp, usable_exp, pop_exp;
+    double threshold;   /* hardness above which a class is weighted up, > 0 */
     double floor;       /* smallest usable share counted, in (0, 1] */
     double coverage;    /* classes kept, most weighted first, in (0, 1] */
     uint32_t rebuild;   /* pods between two rebuilds once past the doubling phase, >= 1 */

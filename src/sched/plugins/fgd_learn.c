@@ -82,7 +82,7 @@ static int width_arg(const json_t *args, const char *key, double *out, struct gs
 static int parse_args(struct learn *f, const json_t *args, struct gs_fgdl_params *p, struct gs_diags *d)
 {
     f->share_width = 1000;
-    f->whole_width = 1000;
+    f->whole_width = 4000;
     f->tie = TIE_NONE;
     int rc = gs_fgdl_params_parse(args, p, d);
     if (!args || !json_is_object(args)) return rc;
