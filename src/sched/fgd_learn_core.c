@@ -1,5 +1,5 @@
 /*
- * fgd_learn_core.c - the learned, hardness-weighted target workload of the
+ * fgd_learn_core.c - the learned, size-weighted target workload of the
  * FGDLearn policy (fgd_learn_core.h has the definition).
  *
  * Classes are keyed by (CPU, per-GPU milli, GPU count, acceptable models), as
@@ -9,12 +9,10 @@
  * every count is rescaled when the increment gets large, so relative weights
  * are those of exponentially decayed counts.
  *
- * A rebuild walks the live, schedulable nodes once per kept class (the
- * coverage selection is made on popularity first, so the walk is over the
- * few classes that matter), computes hardness and weights, and builds a
- * frag.h model from them. GPU-class weights are rescaled to the GPU classes'
- * total popularity, so the magnitude of F (and of FGD's score buckets) stays
- * that of popularity weights and only the mix between GPU classes changes.
+ * A rebuild selects the classes on popularity (plus the hysteresis), walks
+ * the live, schedulable nodes once per kept class when a hardness term is on
+ * (off by default: no walk), computes the weights and builds a frag.h model
+ * from them, unless the weights are within 2% of the model in use.
  */
 #include "sched/fgd_learn_core.h"
 
@@ -22,10 +20,11 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
-#define DOUBLING_UNTIL 256 /* rebuild at 1, 2, 4, ... pods (steps of at most p.rebuild) up to this, then every p.rebuild */
 #define RESCALE_AT 1e150
+#define SAME_WEIGHT 0.02 /* a rebuild whose weights all stay within 2% keeps the model */
 
 struct cls {
     int64_t cpu;
@@ -34,6 +33,7 @@ struct cls {
     int32_t *mids;    /* model ids, resolved at first rebuild */
     size_t nmids;
     bool resolved;
+    bool sel;         /* in the model of the last rebuild */
     double cnt, mem_sum;
     double p, hard, weight, usable; /* as of the last rebuild */
 };
@@ -54,8 +54,8 @@ struct gs_fgdl {
 void gs_fgdl_params_default(struct gs_fgdl_params *p)
 {
     *p = (struct gs_fgdl_params){
-        .half_life = 4000, .beta = 0, .pop_exp = 0, .size_exp = 1, .usable_exp = 0, .threshold = 1.0, .floor = 0.02,
-        .coverage = 0.99, .rebuild = 256};
+        .half_life = 4000, .beta = 0, .pop_exp = 0, .count_exp = -1, .size_exp = 1.25, .usable_exp = 0, .threshold = 1.0, .floor = 0.02,
+        .coverage = 0.99, .rebuild = 2048};
 }
 
 static int num_field(const json_t *args, const char *key, double lo, double hi, bool lo_open, double *out,
@@ -94,6 +94,7 @@ int gs_fgdl_params_parse(const json_t *args, struct gs_fgdl_params *p, struct gs
     rc |= num_field(args, "threshold", 0, 1e6, true, &p->threshold, d);
     rc |= num_field(args, "sizeExp", -8, 8, false, &p->size_exp, d);
     rc |= num_field(args, "popExp", -8, 8, false, &p->pop_exp, d);
+    rc |= num_field(args, "countExp", -1, 8, false, &p->count_exp, d);
     rc |= num_field(args, "usableExp", -8, 8, false, &p->usable_exp, d);
     rc |= num_field(args, "coverage", 0, 1, true, &p->coverage, d);
     rc |= num_field(args, "rebuildEvery", 1, 1e9, false, &rebuild, d);
@@ -283,6 +284,47 @@ static void hardness(struct gs_fgdl *l, struct cls **keep, size_t k)
     }
 }
 
+/* Whether the model in use is close enough to the one fc would build to be
+ * kept: the weight (normalised) of the classes that would come, go or change
+ * by more than SAME_WEIGHT relative is below SAME_WEIGHT of the total. A class
+ * near the coverage cut that comes and goes then does not forget every
+ * memoised key. */
+static bool same_weights(const struct gs_fgdl *l, const struct gs_frag_class *fc, size_t k)
+{
+    if (!l->model) return false;
+    size_t nm = gs_frag_model_nclasses(l->model);
+    double sum = 0, moved = 0, matched_old = 0;
+    for (size_t i = 0; i < k; i++) sum += fc[i].p;
+    if (!(sum > 0)) return false;
+    for (size_t i = 0; i < k; i++) {
+        double w = fc[i].p / sum;
+        const struct gs_frag_class *old = NULL;
+        for (size_t j = 0; j < nm && !old; j++) {
+            const struct gs_frag_class *c = gs_frag_model_class(l->model, j);
+            if (c->cpu_milli == fc[i].cpu_milli && c->gpu_milli == fc[i].gpu_milli &&
+                c->gpu_count == fc[i].gpu_count && same_models(c->models, fc[i].models))
+                old = c;
+        }
+        if (!old) moved += w;
+        else {
+            matched_old += old->p;
+            if (fabs(old->p - w) > SAME_WEIGHT * old->p) moved += fabs(old->p - w);
+        }
+    }
+    moved += 1.0 - matched_old; /* classes of the model in use that would go */
+    return moved < SAME_WEIGHT;
+}
+
+/* A GPU class's weight before the rescaling to the GPU classes' total
+ * popularity (fgd_learn_core.h). */
+static double gpu_class_weight(const struct gs_fgdl_params *p, const struct cls *c)
+{
+    double over = c->hard / p->threshold;
+    double count_exp = p->count_exp < 0 ? p->size_exp : p->count_exp;
+    return pow(c->p, p->pop_exp) * pow(c->milli / 1000.0, -p->size_exp) * pow(c->count, -count_exp) *
+           pow(c->usable, p->usable_exp) * pow(over > 1 ? over : 1, p->beta);
+}
+
 static void rebuild(struct gs_fgdl *l)
 {
     double total = 0;
@@ -300,13 +342,24 @@ static void rebuild(struct gs_fgdl *l)
     size_t k = 0;
     double cum = 0;
     while (k < l->n && cum < l->par.coverage) cum += keep[k++]->p;
-    hardness(l, keep, k);
+    /* Hysteresis: a class of the model in use stays while its popularity is at
+     * least half the cut's, so classes near the cut do not come and go at
+     * every rebuild (each change forgets every memoised key). */
+    double cut = k ? keep[k - 1]->p / 2 : 0;
+    for (size_t i = k; i < l->n; i++)
+        if (keep[i]->sel && keep[i]->p >= cut) {
+            struct cls *t = keep[k];
+            keep[k++] = keep[i];
+            keep[i] = t;
+        }
+    for (size_t i = 0; i < l->n; i++) keep[i]->sel = i < k;
+    if (l->par.beta != 0 || l->par.usable_exp != 0) hardness(l, keep, k); /* else unused: skip the walk */
+    else
+        for (size_t i = 0; i < k; i++) keep[i]->hard = keep[i]->usable = 1;
     double gp = 0, gw = 0;
     for (size_t i = 0; i < k; i++) {
         struct cls *c = keep[i];
-        double over = c->hard / l->par.threshold;
-        c->weight = c->count > 0 ? c->p * pow(over > 1 ? over : 1, l->par.beta) : c->p;
-        if (c->count > 0) c->weight *= pow(c->p, l->par.pop_exp - 1) * pow(c->count * c->milli / 1000.0, -l->par.size_exp) * pow(c->usable, l->par.usable_exp);
+        c->weight = c->count > 0 ? gpu_class_weight(&l->par, c) : c->p;
         if (c->count > 0) {
             gp += c->p;
             gw += c->weight;
@@ -318,6 +371,7 @@ static void rebuild(struct gs_fgdl *l)
         fc[i] = (struct gs_frag_class){.cpu_milli = c->cpu, .gpu_milli = c->milli, .gpu_count = c->count,
                                        .models = c->models, .p = c->weight, .count = 1};
     }
+    if (same_weights(l, fc, k)) goto out; /* the model in use stands: callers keep their memo */
     struct gs_frag_model *m = NULL;
     if (k && gs_frag_model_from_classes(l->cache, fc, k, 1.0, &m) == 0) {
         gs_frag_model_free(l->model);
@@ -347,7 +401,7 @@ void gs_fgdl_observe(struct gs_fgdl *l, const struct gs_demand *d)
         l->inc = 1;
     }
     if (++l->observed >= l->next_rebuild) {
-        uint64_t step = l->observed < DOUBLING_UNTIL ? l->observed : l->par.rebuild;
+        uint64_t step = l->observed;
         l->next_rebuild = l->observed + (step < l->par.rebuild ? step : l->par.rebuild);
         rebuild(l);
     }

@@ -4,22 +4,36 @@
  * tested without the framework.
  *
  * FGD measures fragmentation against a fixed distribution of pod classes.
- * This learner builds that distribution from the pods seen so far only (no
- * later pod is known): each class's count decays with a half-life in pods,
- * and its weight in the fragmentation measure is its decayed popularity
- * times a hardness that compares the share of the GPU demand the class makes
- * with the share of the cluster's free GPU capacity it can use right now
- * (its GPU count, per-GPU milli, CPU and memory and GPU models against every
- * node's free shape):
+ * This learner builds the classes from the pods seen so far only (no later
+ * pod is known): each class's count decays with a half-life in pods, the
+ * classes kept are the most popular ones up to `coverage` of the pods, and
+ * each kept GPU class m weighs
  *
- *   demand_m = p_m * count_m * milli_m / sum_k p_k * count_k * milli_k
- *   usable_m = milli placeable by copies of m on the free cluster / free milli
- *   w_m      = p_m * (demand_m / max(usable_m, floor)) ^ beta
+ *   w_m = p_m^popExp * (milli_m / 1000)^-sizeExp * count_m^-countExp
+ *         * usable_m^usableExp * max(1, hard_m / threshold)^beta
  *
- * beta = 0 is FGD's weighting (popularity only). The model (frag.h) is rebuilt
- * from the weights when the observed pods double (up to 256 pods, in steps of
- * at most `rebuild`) and after every `rebuild` further pods, so the callers'
- * memoised scores stay valid between rebuilds.
+ *   p_m      decayed popularity
+ *   usable_m share of the cluster's free GPU milli that copies of m can take
+ *            now (GPU count, per-GPU milli, CPU, memory, models against every
+ *            node's free shape), at least `floor`
+ *   demand_m p_m * count_m * milli_m / sum_k p_k * count_k * milli_k
+ *   hard_m   demand_m / usable_m: how much more of the free capacity m wants
+ *            than it can use
+ *
+ * then the GPU classes' weights are rescaled to their total popularity, so
+ * the size of F (and of FGD's score buckets) is that of popularity weights.
+ * popExp 1 and the other exponents 0 is FGD's weighting. The measured best
+ * (the defaults) ignores popularity beyond the choice of classes and weighs
+ * a class by its request size to the power -1.25: F counts, roughly, how
+ * many pods of each class the idle GPUs can no longer take, so the small
+ * sharing classes that fill the holes count as much as they help; the
+ * hardness terms are off by default (measured: no gain, see fgd_learn.c).
+ *
+ * The model (frag.h) is rebuilt from the weights when the observed pods
+ * double and then every `rebuild` pods; a rebuild whose weights moved by
+ * less than 2% keeps the model in use, and a class near the coverage cut
+ * stays kept while its popularity is at least half the cut's, so the callers'
+ * memoised scores survive most rebuilds.
  *
  * Not thread-safe; one learner per plugin instance.
  */
@@ -34,19 +48,22 @@
 #include <stdint.h>
 
 struct gs_fgdl_params {
-    double half_life;   /* pods; a class's count halves after this many later pods (> 0) */
-    double beta;        /* hardness exponent, >= 0 (0: popularity only, as FGD) */
-    double size_exp, usable_exp, pop_exp;
-    double threshold;   /* hardness above which a class is weighted up, > 0 */
-    double floor;       /* smallest usable share counted, in (0, 1] */
-    double coverage;    /* classes kept, most weighted first, in (0, 1] */
-    uint32_t rebuild;   /* pods between two rebuilds once past the doubling phase, >= 1 */
+    double half_life;   /* halfLife: pods after which a class's count weighs half (> 0) */
+    double pop_exp;     /* popExp, in [-8, 8] */
+    double size_exp;    /* sizeExp: of the per-GPU milli, in [-8, 8] */
+    double count_exp;   /* countExp: of the GPU count, in [0, 8]; < 0 (default): sizeExp */
+    double usable_exp;  /* usableExp, in [-8, 8] */
+    double beta;        /* beta: of the hardness above threshold, in [-8, 8] */
+    double threshold;   /* threshold: hardness above which a class is weighted up, > 0 */
+    double floor;       /* usableFloor: smallest usable share counted, in (0, 1] */
+    double coverage;    /* coverage: classes kept, most popular first, in (0, 1] */
+    uint32_t rebuild;   /* rebuildEvery: pods between rebuilds after the doubling, >= 1 */
 };
 
 /* Defaults of every parameter (the ones measured best, bench/RESULTS.md). */
 void gs_fgdl_params_default(struct gs_fgdl_params *p);
-/* Reads halfLife, beta, usableFloor, coverage, rebuildEvery from args (all
- * optional; unknown keys are ignored so FGD's targetWorkload may be there).
+/* Reads the fields above from args by their names (all optional; unknown
+ * keys are ignored so FGD's targetWorkload may be there).
  * Every bad value goes to d under "args.<field>" with the value and why.
  * 0 or GS_EINVAL. */
 int gs_fgdl_params_parse(const json_t *args, struct gs_fgdl_params *p, struct gs_diags *d);
@@ -69,8 +86,8 @@ struct gs_fgdl_class {
     int32_t gpu_milli, gpu_count;
     const char *models; /* borrowed, NULL = any */
     double p;           /* decayed popularity, the classes' p sum to 1 */
-    double hardness;    /* (demand_m / max(usable_m, floor)); 1 for CPU-only classes */
-    double weight;      /* p * hardness^beta, before the model's renormalisation */
+    double hardness;    /* demand_m / usable_m; 1 for CPU-only classes and when unused */
+    double weight;      /* w_m after the rescaling (CPU-only classes: p), 0 when not kept */
 };
 size_t gs_fgdl_nclasses(const struct gs_fgdl *l);
 /* 0, or GS_EINVAL when i is out of range. */

@@ -126,7 +126,7 @@ static void test_params(void **st)
     struct {
         const char *json, *path, *says;
     } bad[] = {
-        {"{\"beta\": -1}", "args.beta", "-1 is out of range"},
+        {"{\"beta\": 9}", "args.beta", "9 is out of range"},
         {"{\"beta\": \"x\"}", "args.beta", "expected a number"},
         {"{\"halfLife\": 0}", "args.halfLife", "0 is out of range"},
         {"{\"usableFloor\": 2}", "args.usableFloor", "2 is out of range"},
@@ -157,6 +157,7 @@ static void test_decayed_popularity(void **st)
     p.half_life = 4; /* the first class's pods weigh half after 4 more pods */
     p.rebuild = 1;
     p.coverage = 1;
+    p.pop_exp = 1; /* FGD's popularity weights: they move with every y pod */
     struct gs_fgdl *l;
     assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
     assert_null(gs_fgdl_model(l, NULL));
@@ -169,7 +170,9 @@ static void test_decayed_popularity(void **st)
     assert_true(fabs(cx.p + cy.p - 1.0) < 1e-9);
     uint64_t ep;
     assert_non_null(gs_fgdl_model(l, &ep));
-    assert_int_equal(ep, 8); /* rebuildEvery 1: one model per pod */
+    /* rebuildEvery 1: a rebuild per pod; x alone (pods 2-4) keeps the same
+     * weights and the model, each y pod moves them */
+    assert_int_equal(ep, 5);
     gs_fgdl_free(l);
 }
 
@@ -182,12 +185,24 @@ static void test_rebuild_schedule(void **st)
     p.rebuild = 100;
     struct gs_fgdl *l;
     assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
-    struct gs_pod x = pod_of("x", 1000, 1, 500);
+    p.coverage = 1;
+    gs_fgdl_free(l);
+    assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
     uint64_t ep = 0;
-    for (int i = 1; i <= 656; i++) gs_fgdl_observe(l, &x.demand);
+    for (int i = 1; i <= 656; i++) { /* a new class every pod: every rebuild has new weights */
+        struct gs_pod x = pod_of("x", 1000 + i, 1, 500);
+        gs_fgdl_observe(l, &x.demand);
+    }
     gs_fgdl_model(l, &ep);
     /* 1, 2, 4, ..., 128 (8 models), then steps of 100: 228, 328, ..., 628 */
     assert_int_equal(ep, 13);
+    gs_fgdl_free(l);
+    /* one class only: its weight never moves, the first model stays */
+    assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
+    struct gs_pod y = pod_of("y", 1000, 1, 500);
+    for (int i = 1; i <= 656; i++) gs_fgdl_observe(l, &y.demand);
+    assert_non_null(gs_fgdl_model(l, &ep));
+    assert_int_equal(ep, 1);
     gs_fgdl_free(l);
 }
 
@@ -201,17 +216,26 @@ static void test_hardness(void **st)
     add_node(e, "b", 96000, 1LL << 40, "V100", 8);
     struct gs_pod fill = pod_of("f", 1000, 6, 1000);
     place(e, &fill, a, 0x3f); /* a: 2 whole GPUs left */
-    for (int beta = 0; beta <= 1; beta++) {
+    for (int beta = 0; beta <= 2; beta++) {
         struct gs_fgdl_params p;
         gs_fgdl_params_default(&p);
         p.beta = beta;
         p.coverage = 1;
+        p.pop_exp = 1;      /* popularity times hardness^beta, no size term */
+        p.size_exp = 0;
+        p.threshold = 1e-9; /* every class above the threshold */
         struct gs_fgdl *l;
         assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
         struct gs_pod one = pod_of("one", 1000, 1, 1000), eight = pod_of("eight", 1000, 8, 1000);
         for (int i = 0; i < 8; i++) gs_fgdl_observe(l, i < 7 ? &one.demand : &eight.demand);
         struct gs_fgdl_class c1 = class_of(l, 1000, 1, 1000), c8 = class_of(l, 1000, 8, 1000);
         assert_true(fabs(c1.p - 7.0 / 8) < 1e-3 && fabs(c8.p - 1.0 / 8) < 1e-3);
+        if (beta == 0) { /* no hardness term: not computed, popularity weights */
+            assert_true(c1.hardness == 1 && c8.hardness == 1);
+            assert_true(fabs(c8.weight - c8.p) < 1e-9);
+            gs_fgdl_free(l);
+            continue;
+        }
         /* demand shares 7/15 and 8/15; usable 10/10 and 8/10 of the free GPUs */
         assert_true(fabs(c1.hardness - 7.0 / 15) < 1e-3);
         assert_true(fabs(c8.hardness - (8.0 / 15) / 0.8) < 1e-3);
@@ -220,9 +244,31 @@ static void test_hardness(void **st)
         assert_true(c8.hardness > c1.hardness);
         double raised = (c8.weight / c1.weight) / (c8.p / c1.p);
         assert_true(fabs(raised - pow(c8.hardness / c1.hardness, beta)) < 1e-9);
-        if (beta == 0) assert_true(fabs(c8.weight - c8.p) < 1e-9);
         gs_fgdl_free(l);
     }
+}
+
+/* The defaults: popularity only picks the classes; a class weighs its
+ * request size to the power -1.25, whatever its popularity. */
+static void test_size_weights(void **st)
+{
+    struct env *e = *st;
+    add_node(e, "a", 96000, 1LL << 40, "V100", 8);
+    struct gs_fgdl_params p;
+    gs_fgdl_params_default(&p);
+    p.coverage = 1;
+    struct gs_fgdl *l;
+    assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
+    struct gs_pod whole = pod_of("w", 1000, 1, 1000), half = pod_of("h", 1000, 1, 500),
+                  two = pod_of("t", 1000, 2, 1000), cpu = pod_of("c", 1000, 0, 0);
+    for (int i = 0; i < 16; i++) gs_fgdl_observe(l, i < 10 ? &whole.demand : i < 12 ? &half.demand : i < 15 ? &two.demand : &cpu.demand);
+    struct gs_fgdl_class cw = class_of(l, 1000, 1, 1000), ch = class_of(l, 1000, 1, 500), ct = class_of(l, 1000, 2, 1000),
+                         cc = class_of(l, 1000, 0, 0);
+    assert_true(fabs(ch.weight / cw.weight - pow(2, 1.25)) < 1e-9);
+    assert_true(fabs(ct.weight / cw.weight - pow(2, -1.25)) < 1e-9);
+    assert_true(fabs(cc.weight - cc.p) < 1e-9); /* CPU-only: its popularity */
+    assert_true(fabs(cw.weight + ch.weight + ct.weight - (cw.p + ch.p + ct.p)) < 1e-9);
+    gs_fgdl_free(l);
 }
 
 /*--- Plugin ---*/
@@ -310,6 +356,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_decayed_popularity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rebuild_schedule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hardness, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_size_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_bad_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_keeps_big_node, setup, teardown),
     };
