@@ -49,9 +49,18 @@
  *    0.995, tie-breaks "busy" (a node with pods first) and "tight" (least
  *    free milli left): on multigpu30 (seeds 42-51) within -0.06..+0.01 of
  *    the kept setting; "tight" on gpuspec20 -6.4;
- *  - rebuilding every 256 pods instead of 2048: multigpu30 +0.33 vs +0.29
- *    (seeds 42-51), at 2.9x FGD's decision time on gpuspec20 (185 classes
- *    make every rebuild a new model).
+ *  - rebuilding every 256 or 512 pods instead of 2048: multigpu30 +0.33 and
+ *    +0.30 vs +0.29, gpushare40 +0.27 both (seeds 42-51), at 2.9x FGD's
+ *    decision time on gpuspec20 for 256 (185 classes make most rebuilds a
+ *    new model);
+ *  - gpushare40 and multigpu30 pull the size exponents apart (seeds 42-51,
+ *    gpushare40 / multigpu30): sizeExp 1.1 +0.36/+0.23, 1.1 with countExp
+ *    1.25 +0.35/+0.26, 1.0 with countExp 1.25 +0.34/+0.26, countExp 1.0
+ *    +0.30/+0.28, sizeExp 1.5 +0.11 on gpushare40; share width 700 or 1500
+ *    +0.27/+0.25 on gpushare40. None has both at +0.3.
+ * Kept (bench/RESULTS.md, "Learned fragmentation"): ahead of FGD on every
+ * variant, by +0.28 to +0.73; the target of +0.3 on every variant is missed
+ * on gpushare40 and multigpu30 (+0.28 each).
  *
  * Args (all optional): halfLife, popExp, sizeExp, countExp, usableExp, beta,
  * threshold, usableFloor, coverage, rebuildEvery (fgd_learn_core.h),
