@@ -57,7 +57,10 @@
  *    gpushare40 / multigpu30): sizeExp 1.1 +0.36/+0.23, 1.1 with countExp
  *    1.25 +0.35/+0.26, 1.0 with countExp 1.25 +0.34/+0.26, countExp 1.0
  *    +0.30/+0.28, sizeExp 1.5 +0.11 on gpushare40; share width 700 or 1500
- *    +0.27/+0.25 on gpushare40. None has both at +0.3.
+ *    +0.27/+0.25 on gpushare40; FGD's width (1000) for multi-GPU pods only:
+ *    +0.27/+0.33, with sizeExp 1.15 and countExp 1.25 +0.31/+0.28, sizeExp
+ *    1.2 and countExp 1.25 +0.26/+0.30 (width 700: +0.27/+0.32; not kept:
+ *    the differences are within the seeds' noise). None has both at +0.3.
  * Kept (bench/RESULTS.md, "Learned fragmentation"): ahead of FGD on every
  * variant, by +0.28 to +0.73; the target of +0.3 on every variant is missed
  * on gpushare40 and multigpu30 (+0.28 each).
