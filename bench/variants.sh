@@ -15,7 +15,7 @@
 set -euo pipefail
 BIN=${1:-build/gpusched}
 TRACE=${2:-../shared/traces/openb}
-POLICIES=${POLICIES:-Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD,FGDPack,FGDPlus}
+POLICIES=${POLICIES:-Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD,FGDPack,FGDPlus,FGDLook,FGDLearn}
 SEEDS=${SEEDS:-42-51}
 VARIANTS="default gpushare40 gpuspec20 multigpu30 cpu100"
 tmp=$(mktemp -d)

@@ -39,6 +39,7 @@ extern const struct gs_plugin gs_plugin_fgd;
 extern const struct gs_plugin gs_plugin_fgd_pack;
 extern const struct gs_plugin gs_plugin_fgd_plus;
 extern const struct gs_plugin gs_plugin_fgd_look;
+extern const struct gs_plugin gs_plugin_fgd_learn;
 
 static const struct gs_plugin *const table[] = {
     &gs_plugin_priority_sort,
@@ -65,6 +66,7 @@ static const struct gs_plugin *const table[] = {
     &gs_plugin_fgd_pack,
     &gs_plugin_fgd_plus,
     &gs_plugin_fgd_look,
+    &gs_plugin_fgd_learn,
 };
 #define NTABLE (sizeof table / sizeof table[0])
 

@@ -137,7 +137,7 @@ static void test_best_fit_pinned(void **st)
 static void test_deterministic(void **st)
 {
     (void)st;
-    const char *policies[] = {"Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD", "FGDPack", "FGDPlus"};
+    const char *policies[] = {"Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD", "FGDPack", "FGDPlus", "FGDLearn"};
     for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
         struct gs_sim_result a, b;
         struct rec ra, rb;

@@ -292,6 +292,7 @@ static void best_fit_matches(void **st) { (void)st, run_policy("BestFit", 44); }
 static void fgd_matches(void **st) { (void)st, run_policy("FGD", 45); }
 static void fgd_pack_matches(void **st) { (void)st, run_policy("FGDPack", 46); }
 static void fgd_plus_matches(void **st) { (void)st, run_policy("FGDPlus", 49); }
+static void fgd_learn_matches(void **st) { (void)st, run_policy("FGDLearn", 50); }
 static void dot_prod_matches(void **st) { (void)st, run_policy("DotProd", 47); }
 static void gpu_packing_matches(void **st) { (void)st, run_policy("GpuPacking", 48); }
 
@@ -457,6 +458,7 @@ int main(void)
         cmocka_unit_test(classes_follow_the_cache), cmocka_unit_test(default_profile_matches),
         cmocka_unit_test(best_fit_matches),         cmocka_unit_test(fgd_matches),
         cmocka_unit_test(fgd_pack_matches),         cmocka_unit_test(fgd_plus_matches),
+        cmocka_unit_test(fgd_learn_matches),
         cmocka_unit_test(dot_prod_matches),
         cmocka_unit_test(gpu_packing_matches),
         cmocka_unit_test(node_apart_from_its_class),
