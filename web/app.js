@@ -25,12 +25,25 @@ export const state = {
     if (!k) { k = new Kind(path, liveState, startAfter, seed); this.kinds.set(path, k); liveState(); }
     return k;
   },
-  // Nodes and pods start from the GPU grid (one small read, see gridSeeds),
-  // then watch from its resourceVersion; whole objects are fetched by the
-  // node and pod pages.
+  // Nodes and pods start from the GPU grid (one read, see gridNodes and
+  // gridPods), then watch from its resourceVersion; whole objects are
+  // fetched by the node and pod pages. The grid is asked for as soon as a
+  // token is there, alongside the token's check, and nothing else is: the
+  // nodes and their holders paint from it first, the 50,000 partial pods are
+  // made from it after that paint, and only then do the pod watch and the
+  // rest start.
   grid: null,
+  gridHolders: null, // holders from the grid, until the pods are in
   seeds() {
-    if (!this.grid) this.grid = request('/apis/ui.gpusched.io/v1/gpugrid').then(gridSeeds).catch(() => null);
+    if (!this.grid) {
+      const t = token();
+      // the token given: a refused one is the sign-in's to report (whoami), not this read's
+      this.grid = request('/apis/ui.gpusched.io/v1/gpugrid', { token: t }).then(doc => {
+        const nodes = gridNodes(doc);
+        this.gridHolders = nodes.holders;
+        return { nodes, pods: afterPaint().then(() => gridPods(doc, nodes.rv)) };
+      }).catch(() => null);
+    }
     return this.grid;
   },
   nodes() { return this.kind('/api/v1/nodes', null, this.seeds().then(s => s && s.nodes)); },
@@ -41,19 +54,43 @@ export const state = {
   },
 };
 
-// The GPU grid as partial Node and Pod objects, the fields the grid, the
-// holders and the pending list read: {nodes: {objects, rv}, pods: {objects, rv}}.
-function gridSeeds(doc) {
+// Resolves once the frame now being prepared has been painted.
+function afterPaint() {
+  return new Promise(resolve => requestAnimationFrame(() => setTimeout(resolve, 0)));
+}
+
+const split = (k) => { const i = k.indexOf('/'); return [k.slice(0, i), k.slice(i + 1)]; };
+
+// The grid's nodes as partial Node objects (the fields the grid reads) and
+// who holds each GPU: {objects, rv, holders} (holders as rebuildHolders makes them).
+function gridNodes(doc) {
   const rv = (doc.metadata && doc.metadata.resourceVersion) || '';
-  const nodes = [], pods = new Map();
-  const grouped = doc.grouped || {};
-  const split = (k) => { const i = k.indexOf('/'); return [k.slice(0, i), k.slice(i + 1)]; };
+  const nodes = [], holders = new Map();
   for (const n of doc.nodes || []) {
     nodes.push({ partial: true,
       metadata: { name: n.name, annotations: n.stack ? { 'gpusched.io/gpu-stack-state': n.stack } : {} },
       spec: { unschedulable: n.unschedulable, taints: n.taints || [] },
       status: { conditions: [{ type: 'Ready', status: n.ready ? 'True' : 'False' }], devices: n.gpus || [] } });
-    for (const g of n.gpus || []) if (n.model && !g.model) g.model = n.model;
+    let per = null;
+    for (const g of n.gpus || []) {
+      if (n.model && !g.model) g.model = n.model;
+      const h = g.holders || [];
+      if (!h.length) continue;
+      if (!per) holders.set(n.name, per = new Map());
+      const l = per.get(g.index) || [];
+      h.forEach((pod, i) => l.push({ pod, milli: g.milli ? g.milli[i] : 1000 }));
+      per.set(g.index, l);
+    }
+  }
+  return { objects: nodes, rv, holders };
+}
+
+// The grid's bound and pending pods as partial Pod objects, the fields the
+// holders and the pending list read: {objects, rv}.
+function gridPods(doc, rv) {
+  const pods = new Map();
+  const grouped = doc.grouped || {};
+  for (const n of doc.nodes || []) {
     for (const g of n.gpus || []) (g.holders || []).forEach((h, i) => {
       let p = pods.get(h);
       if (!p) {
@@ -73,7 +110,7 @@ function gridSeeds(doc) {
       spec: { containers: [{ name: '', resources: { requests: { 'nvidia.com/gpu': String(w.gpus) } } }] },
       status: { phase: 'Pending' } });
   }
-  return { nodes: { objects: nodes, rv }, pods: { objects: [...pods.values()], rv } };
+  return { objects: [...pods.values()], rv };
 }
 
 function liveState() {
@@ -103,6 +140,10 @@ function podDevices(pod, node) {
 }
 
 export function rebuildHolders() {
+  // Until the pods are in (a frame after the grid's nodes), the grid's own holders stand for them.
+  const pk = state.kinds.get('/api/v1/pods');
+  if (state.gridHolders && !(pk && pk.ready)) { state.holders = state.gridHolders; return; }
+  state.gridHolders = null;
   const h = new Map();
   const nodes = state.nodes().objects;
   for (const pod of state.pods().objects.values()) {
@@ -165,6 +206,7 @@ function signOut(message) {
   for (const k of state.kinds.values()) k.stop();
   state.kinds.clear();
   state.grid = null;
+  state.gridHolders = null;
   state.me = null;
   setToken(null);
   who.textContent = '';
@@ -184,6 +226,8 @@ async function route() {
     return;
   }
   if (!state.me) {
+    // The grid is read alongside the token's check on the pages that paint from it.
+    if (!/^#\/(queues|reports)/.test(hash)) state.seeds();
     try { signedIn(await whoami(token())); } catch (e) { signOut(e.message); return; }
   }
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
