@@ -251,10 +251,11 @@ def summarize_trace(events, first_ms):
     """Where the renderer's main thread spent a page load, from navigation start to the first paint
     (first_ms after it): busy time (its top-level tasks), time per event name (outermost occurrences),
     and the longest tasks with their largest events."""
+    # the console's is the session's last main-frame navigation (its documentLoaderURL is often empty)
     navs = [e for e in events if e.get("name") == "navigationStart" and
-            "/ui/" in json.dumps(e.get("args", {}))]
+            e.get("args", {}).get("data", {}).get("isLoadingMainFrame")]
     if not navs:
-        return {"error": "no navigationStart for /ui/ in the trace"}
+        return {"error": "no main-frame navigationStart in the trace"}
     nav = max(navs, key=lambda e: e["ts"])
     pid, tid, t0 = nav["pid"], nav["tid"], nav["ts"]
     t1 = t0 + first_ms * 1000
@@ -286,7 +287,7 @@ def summarize_trace(events, first_ms):
             "main_thread_idle_ms": round(first_ms - busy), "by_event_ms": by_name, "longest_tasks": longest}
 
 
-def trace_load(url, token):
+def trace_load(url, token, out=None):
     """One more cold page load, in a Chromium that records a trace into its performance log (its overhead
     kept out of the timed loads): the main thread's time up to the first paint, and the page's requests."""
     from browser import chrome
@@ -294,7 +295,6 @@ def trace_load(url, token):
         d.get(url + "/readyz")
         d.execute_script("sessionStorage.setItem('gpusched.token', arguments[0]);", token)
         d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FIRST_CELL_JS})
-        d.get_log("performance")  # what came before
         d.get(url + "/ui/#/nodes")
         first = _wait(d, "return window.__gsFirstFrame", 60, "the first GPU cell")
         resources = d.execute_script(ALL_RESOURCES_JS)
@@ -303,10 +303,12 @@ def trace_load(url, token):
             msg = json.loads(entry["message"])["message"]
             if msg.get("method") == "Tracing.dataCollected":
                 events.append(msg["params"])
-    out = summarize_trace(events, first)
-    out["requests"] = sorted(resources, key=lambda r: r["start_ms"])
-    out["trace_events"] = len(events)
-    return out
+    if out:
+        pathlib.Path(out).write_text(json.dumps({"traceEvents": events}) + "\n")  # chrome://tracing, Perfetto
+    res = summarize_trace(events, first)
+    res["requests"] = sorted(resources, key=lambda r: r["start_ms"])
+    res["trace_events"] = len(events)
+    return res
 
 
 def main():
@@ -321,6 +323,7 @@ def main():
     ap.add_argument("--json", help="also write the result here")
     ap.add_argument("--trace", action="store_true",
                     help="one more cold load with Chromium's trace: where the page's main thread spent the time")
+    ap.add_argument("--trace-out", help="with --trace, also write the raw trace events here (chrome://tracing)")
     a = ap.parse_args()
     from browser import chrome
     from stack import Server
@@ -348,7 +351,7 @@ def main():
             with chrome(accept_insecure_certs=True) as d:
                 res = measure(d, srv.url, srv.token, str(srv.data / "ca.crt"), a.repeat, a.loads)
             if a.trace:
-                res["trace"] = trace_load(srv.url, srv.token)
+                res["trace"] = trace_load(srv.url, srv.token, a.trace_out)
             with open("/proc/loadavg") as f:
                 res["loadavg"] = f.read().split()[0]
             res.update(nodes=a.nodes, pods=a.pods, pending=a.pending, fill_s=round(took), **lists)

@@ -33,36 +33,45 @@ export const state = {
   // made from it after that paint, and only then do the pod watch and the
   // rest start.
   grid: null,
-  gridHolders: null, // holders from the grid, until the pods are in
   seeds() {
     if (!this.grid) {
       const t = token();
       // the token given: a refused one is the sign-in's to report (whoami), not this read's
       this.grid = request('/apis/ui.gpusched.io/v1/gpugrid', { token: t }).then(doc => {
         const nodes = gridNodes(doc);
-        this.gridHolders = nodes.holders;
+        // the grid's holders stand for the pods' until the pods are in (the first pods batch re-counts them)
+        if (!this.kinds.get(PODS) || !this.kinds.get(PODS).ready) this.holders = nodes.holders;
         return { nodes, pods: afterPaint().then(() => gridPods(doc, nodes.rv)) };
       }).catch(() => null);
     }
     return this.grid;
   },
-  nodes() { return this.kind('/api/v1/nodes', null, this.seeds().then(s => s && s.nodes)); },
+  nodes() {
+    const k = this.kinds.get(NODES);
+    return k || this.indexed(this.kind(NODES, null, this.seeds().then(s => s && s.nodes)), nodesChanged);
+  },
   // Without the grid, pods are listed once the nodes are (or 1.5 s later): the grid paints first, holders follow.
   pods() {
-    return this.kind('/api/v1/pods', Promise.race([this.nodes().listed, new Promise(r => setTimeout(r, 1500))]),
-                     this.seeds().then(s => s && s.pods));
+    const k = this.kinds.get(PODS);
+    return k || this.indexed(this.kind(PODS, Promise.race([this.nodes().listed, new Promise(r => setTimeout(r, 1500))]),
+                                       this.seeds().then(s => s && s.pods)), podsChanged);
   },
+  // The holders' index listens first, so a page's listener sees the holders of the same batch.
+  indexed(kind, fn) { kind.subscribe(fn); return kind; },
 };
 
-// Resolves once the frame now being prepared has been painted.
+const NODES = '/api/v1/nodes', PODS = '/api/v1/pods';
+
+// Resolves in a task after the next frame has begun: the nodes' rows, rendered in the frame now
+// being prepared, are on screen by then.
 function afterPaint() {
-  return new Promise(resolve => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  return new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(resolve, 0))));
 }
 
 const split = (k) => { const i = k.indexOf('/'); return [k.slice(0, i), k.slice(i + 1)]; };
 
 // The grid's nodes as partial Node objects (the fields the grid reads) and
-// who holds each GPU: {objects, rv, holders} (holders as rebuildHolders makes them).
+// who holds each GPU: {objects, rv, holders} (holders as recount makes them).
 function gridNodes(doc) {
   const rv = (doc.metadata && doc.metadata.resourceVersion) || '';
   const nodes = [], holders = new Map();
@@ -120,7 +129,7 @@ function liveState() {
   live.textContent = ok ? 'live' : 'reconnecting' + (err ? ': ' + err : '');
 }
 
-// GPU holders, rebuilt from the pods the token may read (a tenant sees its own only).
+// The GPUs a pod holds (the pods the token may read: a tenant sees its own only).
 function podDevices(pod, node) {
   const out = [];
   const st = pod.status || {};
@@ -139,30 +148,67 @@ function podDevices(pod, node) {
   return out;
 }
 
-export function rebuildHolders() {
-  // Until the pods are in (a frame after the grid's nodes), the grid's own holders stand for them.
-  const pk = state.kinds.get('/api/v1/pods');
-  if (state.gridHolders && !(pk && pk.ready)) { state.holders = state.gridHolders; return; }
-  state.gridHolders = null;
-  const h = new Map();
-  const nodes = state.nodes().objects;
-  for (const pod of state.pods().objects.values()) {
-    const nn = pod.spec && pod.spec.nodeName;
-    const ph = pod.status && pod.status.phase;
-    if (!nn || ph === 'Succeeded' || ph === 'Failed') continue;
-    let per = h.get(nn);
-    if (!per) h.set(nn, per = new Map());
-    for (const d of podDevices(pod, nodes.get(nn))) {
+// Who holds which GPU, kept per node: a batch of pod changes re-counts the
+// nodes those pods left or are on, not all 50,000 pods; a Node's change
+// re-counts its own (its UUIDs resolve the devices annotation).
+const placed = new Map();   // pod key -> the node it holds GPUs on (bound, not finished)
+const onNode = new Map();   // node name -> Set of pod keys
+let holdersChanged = new Set(); // nodes whose holders changed since the nodes page last asked
+
+function recount(name) {
+  const pods = state.kinds.get(PODS), node = state.kinds.get(NODES) && state.kinds.get(NODES).objects.get(name);
+  const per = new Map();
+  for (const k of onNode.get(name) || []) {
+    for (const d of podDevices(pods.objects.get(k), node)) {
       let l = per.get(d.index);
       if (!l) per.set(d.index, l = []);
-      l.push({ pod: podKey(pod), milli: d.milli });
+      l.push({ pod: k, milli: d.milli });
     }
   }
-  for (const per of h.values()) for (const l of per.values()) l.sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
-  state.holders = h;
+  for (const l of per.values()) l.sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+  const before = state.holders.get(name);
+  if (per.size) state.holders.set(name, per); else state.holders.delete(name);
+  const text = (m) => JSON.stringify(m ? [...m].sort((a, b) => a[0] - b[0]) : []);
+  if (text(before) !== text(per.size ? per : null)) holdersChanged.add(name);
+}
+
+function podsChanged(keys) {
+  const pods = state.kinds.get(PODS), touched = new Set();
+  for (const k of keys) {
+    const pod = pods.objects.get(k);
+    const nn = pod && pod.spec && pod.spec.nodeName, ph = pod && pod.status && pod.status.phase;
+    const now = nn && ph !== 'Succeeded' && ph !== 'Failed' ? nn : null, was = placed.get(k) || null;
+    if (was && was !== now) { const set = onNode.get(was); set.delete(k); if (!set.size) onNode.delete(was); touched.add(was); }
+    if (now) {
+      if (was !== now) { if (!onNode.has(now)) onNode.set(now, new Set()); onNode.get(now).add(k); placed.set(k, now); }
+      touched.add(now);
+    } else placed.delete(k);
+  }
+  for (const n of touched) recount(n);
+}
+
+function nodesChanged(keys) {
+  const pods = state.kinds.get(PODS);
+  if (!pods || !pods.ready) return; // the grid's holders stand until the pods are in
+  for (const n of keys) recount(n);
+}
+
+// The nodes whose holders changed since the last call (the nodes page re-renders those rows).
+export function takeHolderChanges() {
+  const out = holdersChanged;
+  holdersChanged = new Set();
+  return out;
+}
+
+function resetHolders() {
+  placed.clear();
+  onNode.clear();
+  holdersChanged = new Set();
+  state.holders = new Map();
 }
 
 let current = null; // the page shown: {destroy()}
+let checking = null; // the stored token's check, while it is out
 
 function loginView(message) {
   const input = el('input', { id: 'token', type: 'password', autocomplete: 'off', required: true });
@@ -206,7 +252,7 @@ function signOut(message) {
   for (const k of state.kinds.values()) k.stop();
   state.kinds.clear();
   state.grid = null;
-  state.gridHolders = null;
+  resetHolders();
   state.me = null;
   setToken(null);
   who.textContent = '';
@@ -225,10 +271,13 @@ async function route() {
     current = loginView();
     return;
   }
-  if (!state.me) {
-    // The grid is read alongside the token's check on the pages that paint from it.
+  if (!state.me && !checking) {
+    // A stored token: its check (SelfSubjectReview) runs while the page reads the grid and paints;
+    // every fact shown was authorized for the same token, and a refused one returns to the login form.
     if (!/^#\/(queues|reports)/.test(hash)) state.seeds();
-    try { signedIn(await whoami(token())); } catch (e) { signOut(e.message); return; }
+    const t = token();
+    checking = whoami(t).then(me => { checking = null; if (token() === t) signedIn(me); },
+                              e => { checking = null; if (token() === t) signOut(e.message); });
   }
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   for (const a of document.querySelectorAll('header nav a')) {
@@ -246,6 +295,7 @@ async function route() {
 logout.addEventListener('click', () => signOut());
 // The skip link moves focus without touching location.hash (which is the route).
 document.querySelector('.skip').addEventListener('click', (e) => { e.preventDefault(); view.focus(); });
-onUnauthorizedSet(() => signOut('the server no longer accepts this token'));
+// While the token's check is out, its answer (and reason) is the one to show.
+onUnauthorizedSet(() => { if (!checking) signOut('the server no longer accepts this token'); });
 window.addEventListener('hashchange', route);
 route();
