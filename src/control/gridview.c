@@ -865,29 +865,52 @@ static int relist(struct gs_gridview *v)
 
 static bool starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
-/* One event into the records, under mu. */
-static int apply(struct gs_gridview *v, const struct gs_store_event *ev)
+/* One event decoded into its record, without the lock (the follower's own
+ * work); put in place under it by put_change. */
+struct change {
+    enum { CH_NONE, CH_NODE, CH_POD } kind;
+    bool del;
+    struct node_rec *n;
+    struct pod_rec *p;
+    int err;
+};
+
+static void decode(const struct gs_gridview *v, const struct gs_store_event *ev, struct change *c)
 {
+    *c = (struct change){0};
     bool node = starts(ev->key, v->np), pod = !node && starts(ev->key, v->pp);
-    if (!node && !pod) return 0;
-    struct trees *t = &v->t;
-    int err = 0;
+    if (!node && !pod) return;
+    c->kind = node ? CH_NODE : CH_POD;
     if (ev->type == GS_STORE_DELETED) {
-        err = node ? put_node(t, ev->key, NULL) : put_pod(t, ev->key, NULL);
-    } else {
-        json_t *obj = json_loads(ev->value, 0, NULL);
-        if (!obj) {
-            err = GS_EPARSE;
-        } else if (node) {
-            struct node_rec *r = node_rec(ev->key, obj, &err);
-            err = r ? put_node(t, ev->key, r) : err ? err : put_node(t, ev->key, NULL);
-        } else {
-            struct pod_rec *r = pod_rec(ev->key, obj);
-            err = r ? put_pod(t, ev->key, r) : GS_ENOMEM;
-        }
-        json_decref(obj);
+        c->del = true;
+        return;
     }
-    return err;
+    json_t *obj = json_loads(ev->value, 0, NULL);
+    if (!obj) {
+        c->err = GS_EPARSE;
+    } else if (node) {
+        c->n = node_rec(ev->key, obj, &c->err);
+        c->del = !c->n && !c->err; /* a Node without a name shows nothing */
+    } else {
+        c->p = pod_rec(ev->key, obj);
+        if (!c->p) c->err = GS_ENOMEM;
+    }
+    json_decref(obj);
+}
+
+/* The decoded change into the records, under mu; c's record is taken (or freed). */
+static int put_change(struct gs_gridview *v, const struct gs_store_event *ev, struct change *c)
+{
+    struct trees *t = &v->t;
+    if (c->err || c->kind == CH_NONE) return c->err;
+    if (c->kind == CH_NODE) return put_node(t, ev->key, c->del ? NULL : c->n);
+    return put_pod(t, ev->key, c->del ? NULL : c->p);
+}
+
+static void change_free(struct change *c)
+{
+    node_rec_free(c->n);
+    free(c->p);
 }
 
 static void pause_ms(struct gs_gridview *v, int ms)
@@ -920,14 +943,24 @@ static void *follow(void *arg)
         struct gs_store_event *evs = NULL;
         size_t n = 0;
         int err = gs_store_events(v->store, &after, NULL, 1000, &v->stop, &evs, &n);
+        /* Decoded before taking the lock, so a grid request waits only for the records' swap. Only this
+         * thread writes v->after, so it reads it here without the lock. */
+        struct change *chs = !err && n ? calloc(n, sizeof *chs) : NULL;
+        if (chs)
+            for (size_t i = 0; i < n; i++)
+                if (evs[i].rv > v->after) decode(v, &evs[i], &chs[i]);
         pthread_mutex_lock(&v->mu);
         if (err == GS_ERANGE) {
             gs_log(GS_LOG_INFO, "console grid: the change stream moved past the view; listing again", NULL);
             v->ready = false;
+        } else if (!err && n && !chs) {
+            gs_log(GS_LOG_WARN, "console grid: out of memory for a batch of changes; listing again", NULL);
+            v->ready = false;
         } else if (!err) {
             for (size_t i = 0; i < n; i++) {
                 if (evs[i].rv <= v->after) continue;
-                int e = apply(v, &evs[i]);
+                int e = put_change(v, &evs[i], &chs[i]);
+                chs[i].n = NULL, chs[i].p = NULL; /* taken by the trees (or freed there) */
                 if (e) { /* a record that cannot be kept: list again rather than show it wrong */
                     gs_log(GS_LOG_WARN, "console grid: cannot apply a change; listing again", "key", evs[i].key,
                            "error", gs_strerror(e), NULL);
@@ -939,6 +972,8 @@ static void *follow(void *arg)
             pthread_cond_broadcast(&v->cv);
         }
         pthread_mutex_unlock(&v->mu);
+        for (size_t i = 0; chs && i < n; i++) change_free(&chs[i]);
+        free(chs);
         gs_store_events_free(evs, n);
         if (err && err != GS_ERANGE) pause_ms(v, 100);
     }
