@@ -17,6 +17,10 @@ measures, with performance.now() in the page:
                 -> the next animation frame after it (the grid on screen), for
                 --loads page loads (the first with a cold cache; the JSON's
                 first_paint_ms is that one), with the API requests done by then
+  --trace       one more cold load in a Chromium recording its trace (the
+                driver's performance log): the main thread's busy and idle
+                time up to the first paint, time per event (script, JSON
+                and style, layout, paint), the longest tasks, every request
   update        performance.now() just before the API write -> the cell changed:
                 a GPU marked Unhealthy in its Node's status (data-health), and a pod
                 holding a GPU deleted (data-holders); each --repeat times
@@ -230,6 +234,83 @@ def measure(d, url, token, ca, repeat=3, loads=1):
             "update_holder_ms": round(max(holder)), "update_holder_median_ms": round(statistics.median(holder))}
 
 
+# Chromium's trace categories for --trace: the main thread's tasks and what they ran
+TRACE_CATEGORIES = "devtools.timeline,blink.user_timing,v8.execute,toplevel,disabled-by-default-devtools.timeline"
+# the events a page load's time is split into (each summed over its outermost occurrences)
+TRACE_NAMES = ("ParseHTML", "EvaluateScript", "v8.evaluateModule", "v8.compile", "v8.compileModule", "FunctionCall",
+               "RunMicrotasks", "TimerFire", "FireAnimationFrame", "UpdateLayoutTree", "Layout", "PrePaint", "Paint",
+               "Layerize", "ParseAuthorStyleSheet", "HitTest", "MajorGC", "MinorGC", "V8.GC_SCAVENGER", "BlinkGC.AtomicPhase")
+ALL_RESOURCES_JS = """
+return performance.getEntriesByType('resource').concat(performance.getEntriesByType('navigation')).map(e => ({
+  path: new URL(e.name).pathname + new URL(e.name).search, start_ms: Math.round(e.startTime),
+  response_start_ms: Math.round(e.responseStart), end_ms: Math.round(e.responseEnd), bytes: e.encodedBodySize}));
+"""
+
+
+def summarize_trace(events, first_ms):
+    """Where the renderer's main thread spent a page load, from navigation start to the first paint
+    (first_ms after it): busy time (its top-level tasks), time per event name (outermost occurrences),
+    and the longest tasks with their largest events."""
+    # the console's is the session's last main-frame navigation (its documentLoaderURL is often empty)
+    navs = [e for e in events if e.get("name") == "navigationStart" and
+            e.get("args", {}).get("data", {}).get("isLoadingMainFrame")]
+    if not navs:
+        return {"error": "no main-frame navigationStart in the trace"}
+    nav = max(navs, key=lambda e: e["ts"])
+    pid, tid, t0 = nav["pid"], nav["tid"], nav["ts"]
+    t1 = t0 + first_ms * 1000
+    mine = sorted((e for e in events if e.get("pid") == pid and e.get("tid") == tid and e.get("ph") == "X" and
+                   "dur" in e and t0 <= e["ts"] <= t1), key=lambda e: e["ts"])
+    tasks = [e for e in mine if e["name"] in ("RunTask", "ThreadControllerImpl::RunTask")]
+    outer = []  # top-level tasks only
+    for e in tasks:
+        if not outer or e["ts"] >= outer[-1]["ts"] + outer[-1]["dur"]:
+            outer.append(e)
+    by_name = {}
+    for name in TRACE_NAMES:
+        end, total = -1, 0
+        for e in mine:
+            if e["name"] == name and e["ts"] >= end:
+                total += e["dur"]
+                end = e["ts"] + e["dur"]
+        if total:
+            by_name[name] = round(total / 1000, 1)
+    longest = []
+    for task in sorted(outer, key=lambda e: -e["dur"])[:6]:
+        inside = [e for e in mine if e is not task and e["name"] not in ("RunTask", "ThreadControllerImpl::RunTask")
+                  and task["ts"] <= e["ts"] and e["ts"] + e["dur"] <= task["ts"] + task["dur"]]
+        top = sorted(inside, key=lambda e: -e["dur"])[:3]
+        longest.append({"start_ms": round((task["ts"] - t0) / 1000), "ms": round(task["dur"] / 1000, 1),
+                        "events": [f'{e["name"]} {e["dur"] / 1000:.1f}' for e in top]})
+    busy = sum(e["dur"] for e in outer) / 1000
+    return {"first_paint_ms": round(first_ms), "main_thread_busy_ms": round(busy),
+            "main_thread_idle_ms": round(first_ms - busy), "by_event_ms": by_name, "longest_tasks": longest}
+
+
+def trace_load(url, token, out=None):
+    """One more cold page load, in a Chromium that records a trace into its performance log (its overhead
+    kept out of the timed loads): the main thread's time up to the first paint, and the page's requests."""
+    from browser import chrome
+    with chrome(accept_insecure_certs=True, trace_categories=TRACE_CATEGORIES) as d:
+        d.get(url + "/readyz")
+        d.execute_script("sessionStorage.setItem('gpusched.token', arguments[0]);", token)
+        d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FIRST_CELL_JS})
+        d.get(url + "/ui/#/nodes")
+        first = _wait(d, "return window.__gsFirstFrame", 60, "the first GPU cell")
+        resources = d.execute_script(ALL_RESOURCES_JS)
+        events = []
+        for entry in d.get_log("performance"):
+            msg = json.loads(entry["message"])["message"]
+            if msg.get("method") == "Tracing.dataCollected":
+                events.append(msg["params"])
+    if out:
+        pathlib.Path(out).write_text(json.dumps({"traceEvents": events}) + "\n")  # chrome://tracing, Perfetto
+    res = summarize_trace(events, first)
+    res["requests"] = sorted(resources, key=lambda r: r["start_ms"])
+    res["trace_events"] = len(events)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=str(ROOT / "build" / "gpusched"))
@@ -240,6 +321,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="updates of each kind")
     ap.add_argument("--loads", type=int, default=3, help="page loads timed for the first paint")
     ap.add_argument("--json", help="also write the result here")
+    ap.add_argument("--trace", action="store_true",
+                    help="one more cold load with Chromium's trace: where the page's main thread spent the time")
+    ap.add_argument("--trace-out", help="with --trace, also write the raw trace events here (chrome://tracing)")
     a = ap.parse_args()
     from browser import chrome
     from stack import Server
@@ -266,6 +350,8 @@ def main():
                   flush=True)
             with chrome(accept_insecure_certs=True) as d:
                 res = measure(d, srv.url, srv.token, str(srv.data / "ca.crt"), a.repeat, a.loads)
+            if a.trace:
+                res["trace"] = trace_load(srv.url, srv.token, a.trace_out)
             with open("/proc/loadavg") as f:
                 res["loadavg"] = f.read().split()[0]
             res.update(nodes=a.nodes, pods=a.pods, pending=a.pending, fill_s=round(took), **lists)

@@ -103,6 +103,7 @@ export class Kind {
     this.changed = new Set();
     this.listeners = new Set();
     this.rv = '';
+    this.ready = false; // true once listed or seeded: objects holds the kind
     this.state = 'reconnecting';
     this.error = '';
     this.onState = onState;
@@ -137,6 +138,7 @@ export class Kind {
     }
     for (const k of [...this.objects.keys()]) if (!seen.has(k)) { this.objects.delete(k); this.mark(k); }
     this.rv = (doc.metadata && doc.metadata.resourceVersion) || '';
+    this.ready = true;
     this.listedResolve();
   }
   // A whole object fetched by a page: it replaces a partial one, or stands for
@@ -152,6 +154,7 @@ export class Kind {
     if (seeded && !this.stopped) {
       for (const o of seeded.objects) { const k = keyOf(o); this.objects.set(k, o); this.mark(k); }
       this.rv = seeded.rv;
+      this.ready = true;
       this.listedResolve();
     } else if (this.startAfter) await this.startAfter;
     while (!this.stopped) {

@@ -25,35 +25,81 @@ export const state = {
     if (!k) { k = new Kind(path, liveState, startAfter, seed); this.kinds.set(path, k); liveState(); }
     return k;
   },
-  // Nodes and pods start from the GPU grid (one small read, see gridSeeds),
-  // then watch from its resourceVersion; whole objects are fetched by the
-  // node and pod pages.
+  // Nodes and pods start from the GPU grid (one read, see gridNodes and
+  // gridPods), then watch from its resourceVersion; whole objects are
+  // fetched by the node and pod pages. The grid is asked for as soon as a
+  // token is there, alongside the token's check, and nothing else is: the
+  // nodes and their holders paint from it first, the 50,000 partial pods are
+  // made from it after that paint, and only then do the pod watch and the
+  // rest start.
   grid: null,
   seeds() {
-    if (!this.grid) this.grid = request('/apis/ui.gpusched.io/v1/gpugrid').then(gridSeeds).catch(() => null);
+    if (!this.grid) {
+      const t = token();
+      // the token given: a refused one is the sign-in's to report (whoami), not this read's
+      this.grid = request('/apis/ui.gpusched.io/v1/gpugrid', { token: t }).then(doc => {
+        const nodes = gridNodes(doc);
+        // the grid's holders stand for the pods' until the pods are in (the first pods batch re-counts them)
+        if (!this.kinds.get(PODS) || !this.kinds.get(PODS).ready) this.holders = nodes.holders;
+        return { nodes, pods: afterPaint().then(() => gridPods(doc, nodes.rv)) };
+      }).catch(() => null);
+    }
     return this.grid;
   },
-  nodes() { return this.kind('/api/v1/nodes', null, this.seeds().then(s => s && s.nodes)); },
+  nodes() {
+    const k = this.kinds.get(NODES);
+    return k || this.indexed(this.kind(NODES, null, this.seeds().then(s => s && s.nodes)), nodesChanged);
+  },
   // Without the grid, pods are listed once the nodes are (or 1.5 s later): the grid paints first, holders follow.
   pods() {
-    return this.kind('/api/v1/pods', Promise.race([this.nodes().listed, new Promise(r => setTimeout(r, 1500))]),
-                     this.seeds().then(s => s && s.pods));
+    const k = this.kinds.get(PODS);
+    return k || this.indexed(this.kind(PODS, Promise.race([this.nodes().listed, new Promise(r => setTimeout(r, 1500))]),
+                                       this.seeds().then(s => s && s.pods)), podsChanged);
   },
+  // The holders' index listens first, so a page's listener sees the holders of the same batch.
+  indexed(kind, fn) { kind.subscribe(fn); return kind; },
 };
 
-// The GPU grid as partial Node and Pod objects, the fields the grid, the
-// holders and the pending list read: {nodes: {objects, rv}, pods: {objects, rv}}.
-function gridSeeds(doc) {
+const NODES = '/api/v1/nodes', PODS = '/api/v1/pods';
+
+// Resolves in a task after the next frame has begun: the nodes' rows, rendered in the frame now
+// being prepared, are on screen by then.
+function afterPaint() {
+  return new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(resolve, 0))));
+}
+
+const split = (k) => { const i = k.indexOf('/'); return [k.slice(0, i), k.slice(i + 1)]; };
+
+// The grid's nodes as partial Node objects (the fields the grid reads) and
+// who holds each GPU: {objects, rv, holders} (holders as recount makes them).
+function gridNodes(doc) {
   const rv = (doc.metadata && doc.metadata.resourceVersion) || '';
-  const nodes = [], pods = new Map();
-  const grouped = doc.grouped || {};
-  const split = (k) => { const i = k.indexOf('/'); return [k.slice(0, i), k.slice(i + 1)]; };
+  const nodes = [], holders = new Map();
   for (const n of doc.nodes || []) {
     nodes.push({ partial: true,
       metadata: { name: n.name, annotations: n.stack ? { 'gpusched.io/gpu-stack-state': n.stack } : {} },
       spec: { unschedulable: n.unschedulable, taints: n.taints || [] },
       status: { conditions: [{ type: 'Ready', status: n.ready ? 'True' : 'False' }], devices: n.gpus || [] } });
-    for (const g of n.gpus || []) if (n.model && !g.model) g.model = n.model;
+    let per = null;
+    for (const g of n.gpus || []) {
+      if (n.model && !g.model) g.model = n.model;
+      const h = g.holders || [];
+      if (!h.length) continue;
+      if (!per) holders.set(n.name, per = new Map());
+      const l = per.get(g.index) || [];
+      h.forEach((pod, i) => l.push({ pod, milli: g.milli ? g.milli[i] : 1000 }));
+      per.set(g.index, l);
+    }
+  }
+  return { objects: nodes, rv, holders };
+}
+
+// The grid's bound and pending pods as partial Pod objects, the fields the
+// holders and the pending list read: {objects, rv}.
+function gridPods(doc, rv) {
+  const pods = new Map();
+  const grouped = doc.grouped || {};
+  for (const n of doc.nodes || []) {
     for (const g of n.gpus || []) (g.holders || []).forEach((h, i) => {
       let p = pods.get(h);
       if (!p) {
@@ -73,7 +119,7 @@ function gridSeeds(doc) {
       spec: { containers: [{ name: '', resources: { requests: { 'nvidia.com/gpu': String(w.gpus) } } }] },
       status: { phase: 'Pending' } });
   }
-  return { nodes: { objects: nodes, rv }, pods: { objects: [...pods.values()], rv } };
+  return { objects: [...pods.values()], rv };
 }
 
 function liveState() {
@@ -83,7 +129,7 @@ function liveState() {
   live.textContent = ok ? 'live' : 'reconnecting' + (err ? ': ' + err : '');
 }
 
-// GPU holders, rebuilt from the pods the token may read (a tenant sees its own only).
+// The GPUs a pod holds (the pods the token may read: a tenant sees its own only).
 function podDevices(pod, node) {
   const out = [];
   const st = pod.status || {};
@@ -102,26 +148,67 @@ function podDevices(pod, node) {
   return out;
 }
 
-export function rebuildHolders() {
-  const h = new Map();
-  const nodes = state.nodes().objects;
-  for (const pod of state.pods().objects.values()) {
-    const nn = pod.spec && pod.spec.nodeName;
-    const ph = pod.status && pod.status.phase;
-    if (!nn || ph === 'Succeeded' || ph === 'Failed') continue;
-    let per = h.get(nn);
-    if (!per) h.set(nn, per = new Map());
-    for (const d of podDevices(pod, nodes.get(nn))) {
+// Who holds which GPU, kept per node: a batch of pod changes re-counts the
+// nodes those pods left or are on, not all 50,000 pods; a Node's change
+// re-counts its own (its UUIDs resolve the devices annotation).
+const placed = new Map();   // pod key -> the node it holds GPUs on (bound, not finished)
+const onNode = new Map();   // node name -> Set of pod keys
+let holdersChanged = new Set(); // nodes whose holders changed since the nodes page last asked
+
+function recount(name) {
+  const pods = state.kinds.get(PODS), node = state.kinds.get(NODES) && state.kinds.get(NODES).objects.get(name);
+  const per = new Map();
+  for (const k of onNode.get(name) || []) {
+    for (const d of podDevices(pods.objects.get(k), node)) {
       let l = per.get(d.index);
       if (!l) per.set(d.index, l = []);
-      l.push({ pod: podKey(pod), milli: d.milli });
+      l.push({ pod: k, milli: d.milli });
     }
   }
-  for (const per of h.values()) for (const l of per.values()) l.sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
-  state.holders = h;
+  for (const l of per.values()) l.sort((a, b) => (a.pod < b.pod ? -1 : a.pod > b.pod ? 1 : 0));
+  const before = state.holders.get(name);
+  if (per.size) state.holders.set(name, per); else state.holders.delete(name);
+  const text = (m) => JSON.stringify(m ? [...m].sort((a, b) => a[0] - b[0]) : []);
+  if (text(before) !== text(per.size ? per : null)) holdersChanged.add(name);
+}
+
+function podsChanged(keys) {
+  const pods = state.kinds.get(PODS), touched = new Set();
+  for (const k of keys) {
+    const pod = pods.objects.get(k);
+    const nn = pod && pod.spec && pod.spec.nodeName, ph = pod && pod.status && pod.status.phase;
+    const now = nn && ph !== 'Succeeded' && ph !== 'Failed' ? nn : null, was = placed.get(k) || null;
+    if (was && was !== now) { const set = onNode.get(was); set.delete(k); if (!set.size) onNode.delete(was); touched.add(was); }
+    if (now) {
+      if (was !== now) { if (!onNode.has(now)) onNode.set(now, new Set()); onNode.get(now).add(k); placed.set(k, now); }
+      touched.add(now);
+    } else placed.delete(k);
+  }
+  for (const n of touched) recount(n);
+}
+
+function nodesChanged(keys) {
+  const pods = state.kinds.get(PODS);
+  if (!pods || !pods.ready) return; // the grid's holders stand until the pods are in
+  for (const n of keys) recount(n);
+}
+
+// The nodes whose holders changed since the last call (the nodes page re-renders those rows).
+export function takeHolderChanges() {
+  const out = holdersChanged;
+  holdersChanged = new Set();
+  return out;
+}
+
+function resetHolders() {
+  placed.clear();
+  onNode.clear();
+  holdersChanged = new Set();
+  state.holders = new Map();
 }
 
 let current = null; // the page shown: {destroy()}
+let checking = null; // the stored token's check, while it is out
 
 function loginView(message) {
   const input = el('input', { id: 'token', type: 'password', autocomplete: 'off', required: true });
@@ -165,6 +252,7 @@ function signOut(message) {
   for (const k of state.kinds.values()) k.stop();
   state.kinds.clear();
   state.grid = null;
+  resetHolders();
   state.me = null;
   setToken(null);
   who.textContent = '';
@@ -183,8 +271,13 @@ async function route() {
     current = loginView();
     return;
   }
-  if (!state.me) {
-    try { signedIn(await whoami(token())); } catch (e) { signOut(e.message); return; }
+  if (!state.me && !checking) {
+    // A stored token: its check (SelfSubjectReview) runs while the page reads the grid and paints;
+    // every fact shown was authorized for the same token, and a refused one returns to the login form.
+    if (!/^#\/(queues|reports)/.test(hash)) state.seeds();
+    const t = token();
+    checking = whoami(t).then(me => { checking = null; if (token() === t) signedIn(me); },
+                              e => { checking = null; if (token() === t) signOut(e.message); });
   }
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   for (const a of document.querySelectorAll('header nav a')) {
@@ -202,6 +295,7 @@ async function route() {
 logout.addEventListener('click', () => signOut());
 // The skip link moves focus without touching location.hash (which is the route).
 document.querySelector('.skip').addEventListener('click', (e) => { e.preventDefault(); view.focus(); });
-onUnauthorizedSet(() => signOut('the server no longer accepts this token'));
+// While the token's check is out, its answer (and reason) is the one to show.
+onUnauthorizedSet(() => { if (!checking) signOut('the server no longer accepts this token'); });
 window.addEventListener('hashchange', route);
 route();

@@ -5,7 +5,7 @@
 // "cordoned" and taint keys; a filter naming a node brings its row in.
 import { el, podKey, age } from './util.js';
 import { request } from './api.js';
-import { rebuildHolders } from './app.js';
+import { takeHolderChanges } from './app.js';
 
 const ROW = 56;
 
@@ -101,24 +101,12 @@ export function nodesView(view, state) {
     count.textContent = `${keys.length} of ${nodes.objects.size} nodes`;
     list.setKeys(keys, dirtyNodes);
   };
-  let lastHolders = state.holders;
-  const onPods = () => {
-    const before = lastHolders;
-    rebuildHolders();
-    lastHolders = state.holders;
-    // Only the rows whose holders changed are rebuilt.
-    const dirty = new Set();
-    for (const n of new Set([...before.keys(), ...state.holders.keys()])) {
-      const a = before.get(n), b = state.holders.get(n);
-      if (JSON.stringify(a ? [...a] : []) !== JSON.stringify(b ? [...b] : [])) dirty.add(n);
-    }
-    refresh(dirty);
-  };
-  const u1 = nodes.subscribe((keys) => { rebuildHolders(); lastHolders = state.holders; refresh(keys); });
+  // Only the rows whose node or holders changed are rebuilt (app.js keeps the holders per node).
+  const onPods = () => { const dirty = takeHolderChanges(); if (dirty.size) refresh(dirty); };
+  const u1 = nodes.subscribe((keys) => refresh(new Set([...keys, ...takeHolderChanges()])));
   const u2 = pods.subscribe(onPods);
   filter.addEventListener('input', () => { grid.scrollTop = 0; refresh(); });
-  rebuildHolders();
-  lastHolders = state.holders;
+  takeHolderChanges();
   refresh();
   return { destroy() { u1(); u2(); list.destroy(); } };
 }
@@ -144,7 +132,6 @@ export function nodeView(view, state, name) {
   const render = () => {
     const node = nodes.objects.get(name);
     if (!node) { body.replaceChildren(el('p', { text: nodes.state === 'connected' ? 'No such node.' : 'Loading…' })); return; }
-    rebuildHolders();
     const x = nodeFacts(node), isl = islands(x.devices), per = state.holders.get(name) || new Map();
     const st = node.status || {};
     const rows = x.devices.map(d => el('tr', {},

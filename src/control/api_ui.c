@@ -462,11 +462,17 @@ enum MHD_Result gs__handle_ui_gpugrid(struct gs__req *r)
     /* The view when it has caught up with the store within the bound; else one pass over the store. */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    json_t *doc = r->s->gridview ? gs_gridview_grid(r->s->gridview, r->who, GRID_WAIT_MS, &err) : NULL;
-    const char *from = doc ? "view" : "store";
-    if (!doc && err == GS_ETIMEDOUT) doc = gs_ui_gpugrid(r->s->store, r->who, &err);
+    size_t len = 0;
+    char *text = r->s->gridview ? gs_gridview_text(r->s->gridview, r->who, GRID_WAIT_MS, &len, &err) : NULL;
+    const char *from = text ? "view" : "store";
+    json_t *doc = NULL;
+    if (!text && err == GS_ETIMEDOUT && (doc = gs_ui_gpugrid(r->s->store, r->who, &err))) {
+        text = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        if (!text) err = GS_ENOMEM;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    if (doc) { /* one line per page load: where the grid came from, its cost, the view's size */
+    if (text) { /* one line per page load: where the grid came from, its cost, the view's size */
         struct gs_gridview_stats st = {0};
         if (r->s->gridview) gs_gridview_stats(r->s->gridview, &st);
         char ms[32], nodes[32], pods[32], bytes[32];
@@ -476,6 +482,6 @@ enum MHD_Result gs__handle_ui_gpugrid(struct gs__req *r)
         gs_log(GS_LOG_INFO, "console grid: answered", "from", from, "ms", ms, "view_nodes", nodes, "view_pods", pods,
                "view_bytes", bytes, NULL);
     }
-    if (!doc) return gs__reply_status(r, 500, NULL, NULL, "gpugrid: %s", gs_strerror(err));
-    return gs__reply_json(r, 200, doc);
+    if (!text) return gs__reply_status(r, 500, NULL, NULL, "gpugrid: %s", gs_strerror(err));
+    return gs__reply_text(r, 200, "application/json", text);
 }

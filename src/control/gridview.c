@@ -3,20 +3,36 @@
  * in-memory view that keeps the records up to date from the change stream;
  * see gridview.h for what the view promises.
  *
- * Both ways to answer GET /apis/ui.gpusched.io/v1/gpugrid go through the
- * same two steps: a Node or Pod object becomes a record (node_rec, pod_rec),
- * and records in store key order become the document (asm_node, asm_pod,
- * asm_end). gs_ui_gpugrid does both for every object of one store list per
- * kind; the view keeps the records in two search trees keyed by store key
+ * Both ways to answer GET /apis/ui.gpusched.io/v1/gpugrid start from the
+ * same records: a Node or Pod object becomes a record (node_rec, pod_rec).
+ * gs_ui_gpugrid, the store's way, assembles a jansson tree from the records
+ * of one store list per kind (asm_node, asm_pod, asm_end) and the reply
+ * dumps it. The view keeps the records in search trees keyed by store key
  * (tsearch: in-order walks give key order, which the document's node and
- * pending order are), replaced one at a time as events arrive, so a request
- * only assembles. The assembly copies each node's GPUs (holders differ per
- * tenant) and walks the pods once: tens of milliseconds at 5,000 nodes and
- * 50,000 pods, against the seconds a decode of every Pod took.
+ * pending order are), replaced one at a time as events arrive, and writes
+ * the reply's bytes itself, with no tree per request:
+ *
+ *  - every record carries its own encoded pieces, dumped by jansson once
+ *    when the record is made: a node's entry up to its GPUs and after them,
+ *    each GPU's members up to its holders; a pod's holder name, its pending
+ *    entry, its "grouped" member. Escaping and number formatting are
+ *    jansson's, so the bytes are those json_dumps(JSON_COMPACT) writes for
+ *    the store's tree (test_gridview checks them byte for byte);
+ *  - a slot per node name lists the bound pods that hold a GPU there (in
+ *    key order, which is the holders' name order) and caches the node's
+ *    whole entry, holders included, for a principal that sees every
+ *    namespace. A change to the Node or to a pod in the slot drops that one
+ *    entry; the next request encodes it again from the pieces.
+ *
+ * So an admin's request concatenates 5,000 cached entries and walks the pod
+ * records once for the pending ones and the groups (a few milliseconds at
+ * 5,000 nodes and 50,000 pods). A tenant's request encodes each node's
+ * entry from the pieces, keeping only the holders of its namespaces: no
+ * cached entry ever carries another principal's narrowing.
  *
  * A pod record is one allocation: the struct, its strings and its device
- * list packed behind it. A node record holds its grid entry as JSON (GPUs
- * with empty holders) and its UUID-to-index map.
+ * list packed behind it. A node record holds its grid entry as JSON (for
+ * the store's way), its UUID-to-index map and its pieces.
  *
  * Consistency: a list of Nodes at version a and of Pods at b >= a, then the
  * stream from a (events up to b replay changes the pod list has; each
@@ -50,13 +66,118 @@ static const char *str_at(const json_t *o, const char *a, const char *b)
     return json_string_value(json_object_get(json_object_get(o, a), b));
 }
 
+/*--- Encoded text ---*/
+
+/* A growing buffer; a failed growth sets oom and drops what follows. */
+struct buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void put(struct buf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+static void puts_(struct buf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void put_int(struct buf *b, json_int_t v)
+{
+    char t[32];
+    int n = snprintf(t, sizeof t, "%" JSON_INTEGER_FORMAT, v);
+    put(b, t, (size_t)n);
+}
+
+/* Appends v as json_dumps(JSON_COMPACT) writes it (any value, strings included). */
+static void put_json(struct buf *b, const json_t *v)
+{
+    char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!t) {
+        b->oom = true;
+        return;
+    }
+    puts_(b, t);
+    free(t);
+}
+
+static void put_str(struct buf *b, const char *s)
+{
+    json_t *j = json_string(s);
+    if (!j) b->oom = true;
+    else put_json(b, j);
+    json_decref(j);
+}
+
+/* The members of obj before the member named split, as `{"k":v,...,"split":`
+ * (to *head), and those after it closed with `}` (to *tail, each member
+ * after a comma); the split member's value is left to the caller. 0 or
+ * GS_ENOMEM. */
+static int split_dump(const json_t *obj, const char *split, char **head, char **tail)
+{
+    struct buf h = {0}, t = {0};
+    const char *k;
+    json_t *v;
+    bool after = false, first = true;
+    puts_(&h, "{");
+    json_object_foreach((json_t *)obj, k, v) {
+        if (!strcmp(k, split)) {
+            if (!first) puts_(&h, ",");
+            put_str(&h, k);
+            puts_(&h, ":");
+            after = true;
+            continue;
+        }
+        struct buf *b = after ? &t : &h;
+        if (after || !first) puts_(b, ",");
+        put_str(b, k);
+        puts_(b, ":");
+        put_json(b, v);
+        first = false;
+    }
+    puts_(&t, "}");
+    if (h.oom || t.oom || !after) {
+        free(h.p), free(t.p);
+        return GS_ENOMEM;
+    }
+    *head = h.p, *tail = t.p;
+    return 0;
+}
+
 /*--- Records ---*/
+
+/* A GPU's members before its holders: `{"index":0,...,"holders":`. */
+struct gpu_piece {
+    json_int_t index;
+    bool live; /* the last GPU of its index (the one holders land on, as in asm_node's map) */
+    char *head;
+};
+
+struct slot;
 
 struct node_rec {
     char *key;     /* the store key (tree order) */
-    json_t *entry; /* {name, ready, unschedulable, [taints], [stack], [model], gpus: [{..., holders: []}]} */
+    json_t *entry; /* {name, ready, unschedulable, gpus: [{..., holders: []}], [taints], [stack], [model]} */
     json_t *uuids; /* uuid -> index */
-    size_t bytes;  /* the entry's compact text, a measure of its size */
+    size_t bytes;  /* the pieces' text, a measure of its size */
+    /* The entry in pieces: head ("...,"gpus":"), per GPU its head, tail (after gpus, with "}") */
+    char *head, *tail;
+    size_t ngpu;
+    struct gpu_piece *gpus;
+    struct slot *slot; /* the view's slot of its name (view only) */
 };
 
 static void node_rec_free(void *p)
@@ -64,8 +185,33 @@ static void node_rec_free(void *p)
     struct node_rec *n = p;
     if (!n) return;
     json_decref(n->entry), json_decref(n->uuids);
+    for (size_t i = 0; i < n->ngpu; i++) free(n->gpus[i].head);
+    free(n->gpus), free(n->head), free(n->tail);
     free(n->key);
     free(n);
+}
+
+/* The entry's pieces (see node_rec). */
+static int node_pieces(struct node_rec *r)
+{
+    json_t *gpus = json_object_get(r->entry, "gpus");
+    r->ngpu = json_array_size(gpus);
+    if (r->ngpu && !(r->gpus = calloc(r->ngpu, sizeof *r->gpus))) return GS_ENOMEM;
+    char *t = NULL;
+    if (split_dump(r->entry, "gpus", &r->head, &r->tail)) return GS_ENOMEM;
+    r->bytes = strlen(r->head) + strlen(r->tail);
+    for (size_t i = 0; i < r->ngpu; i++) {
+        json_t *g = json_array_get(gpus, i);
+        struct gpu_piece *p = &r->gpus[i];
+        p->index = json_integer_value(json_object_get(g, "index"));
+        p->live = true;
+        for (size_t j = 0; j < i; j++)
+            if (r->gpus[j].index == p->index) r->gpus[j].live = false;
+        if (split_dump(g, "holders", &p->head, &t)) return GS_ENOMEM;
+        free(t); /* "}": holders is the GPU's last member */
+        r->bytes += strlen(p->head);
+    }
+    return 0;
 }
 
 /* The record of a Node; NULL when it has no name (it shows nothing) or out of memory (*err). */
@@ -107,6 +253,8 @@ static struct node_rec *node_rec(const char *key, const json_t *obj, int *err)
         if (uuid) json_object_set(r->uuids, uuid, gi);
         json_object_del(gpu, "uuid");      /* the page resolves no UUID: holders come resolved */
         json_object_del(gpu, "memoryMiB"); /* the node page reads it from the whole Node */
+        json_object_del(gpu, "holders");   /* the grid's own, last, with "milli" after them */
+        json_object_del(gpu, "milli");
         json_object_set_new(gpu, "holders", json_array());
         json_array_append_new(gpus, gpu);
     }
@@ -121,9 +269,10 @@ static struct node_rec *node_rec(const char *key, const json_t *obj, int *err)
         json_array_foreach(gpus, i, d) json_object_del(d, "model");
     }
     json_decref(gpus);
-    char *text = json_dumps(r->entry, JSON_COMPACT);
-    r->bytes = text ? strlen(text) : 0;
-    free(text);
+    if (node_pieces(r)) {
+        node_rec_free(r);
+        return NULL;
+    }
     *err = 0;
     return r;
 }
@@ -138,11 +287,17 @@ struct pod_dev {
 struct pod_rec {
     const char *key, *ns, *name;
     const char *node, *group, *uuids, *created, *queue; /* NULL when absent */
+    /* Encoded: a bound pod's "ns/name" (a JSON string) and, in a group, its
+     * `"ns/name":"group"` member; a pending pod's entry. NULL when none. */
+    const char *holder, *grouped, *pend;
     double gpus;
     size_t ndev;
     struct pod_dev *devs;
     enum pod_state state;
 };
+
+/* A pod record holds GPUs of its node (it sits in the node's slot). */
+static bool holds(const struct pod_rec *r) { return r->state == POD_BOUND && (r->ndev || r->uuids); }
 
 /* The PodGroup a pod belongs to, by the labels and annotation the page reads (util.js podGroup). */
 static const char *pod_group(const json_t *md)
@@ -165,6 +320,21 @@ static const char *pack(char **at, const char *s)
     const char *r = *at;
     *at += n;
     return r;
+}
+
+/* A pending pod's entry in the document (new reference; NULL when out of memory). */
+static json_t *pending_json(const char *ns, const char *name, double gpus, const char *created, const char *group,
+                            const char *queue)
+{
+    json_t *p = json_pack("{s:s, s:s, s:f}", "namespace", ns, "name", name, "gpus", gpus);
+    if (!p) return NULL;
+    if ((created && json_object_set_new(p, "creationTimestamp", json_string(created))) ||
+        (group && json_object_set_new(p, "podGroup", json_string(group))) ||
+        (queue && json_object_set_new(p, "queue", json_string(queue)))) {
+        json_decref(p);
+        return NULL;
+    }
+    return p;
 }
 
 /* The record of a Pod (free with free()); NULL only when out of memory. */
@@ -199,12 +369,38 @@ static struct pod_rec *pod_rec(const char *key, const json_t *obj)
         if (!json_array_size(devs)) uuids = json_string_value(json_object_get(json_object_get(md, "annotations"), DEVICES_ANN));
     }
     if (state == POD_NONE) ns = name = NULL, node = NULL;
+    /* The encoded pieces, by jansson as the store's tree is dumped. */
+    char *holder = NULL, *grouped = NULL, *pend = NULL;
+    double ngpus = state == POD_PENDING ? gs__ui_pod_gpus(obj) : 0;
+    bool oom = false;
+    if (state == POD_BOUND) {
+        struct buf h = {0}, g = {0};
+        char *full = malloc(strlen(ns) + strlen(name) + 2);
+        if (full) sprintf(full, "%s/%s", ns, name);
+        if (!full) h.oom = true;
+        else put_str(&h, full);
+        if (full && group) {
+            put_str(&g, full);
+            puts_(&g, ":");
+            put_str(&g, group);
+        }
+        free(full);
+        holder = h.p, grouped = g.p, oom = h.oom || g.oom;
+    } else if (state == POD_PENDING) {
+        json_t *p = pending_json(ns, name, ngpus, created, group, queue);
+        pend = p ? json_dumps(p, JSON_COMPACT) : NULL;
+        json_decref(p);
+        oom = !pend;
+    }
     size_t len = sizeof(struct pod_rec) + ndev * sizeof(struct pod_dev) + slen(key) + slen(ns) + slen(name) +
-                 slen(node) + slen(group) + slen(uuids) + slen(created) + slen(queue);
-    struct pod_rec *r = malloc(len);
-    if (!r) return NULL;
-    *r = (struct pod_rec){.state = state, .ndev = ndev, .devs = (struct pod_dev *)(r + 1)};
-    if (state == POD_PENDING) r->gpus = gs__ui_pod_gpus(obj);
+                 slen(node) + slen(group) + slen(uuids) + slen(created) + slen(queue) + slen(holder) +
+                 slen(grouped) + slen(pend);
+    struct pod_rec *r = oom ? NULL : malloc(len);
+    if (!r) {
+        free(holder), free(grouped), free(pend);
+        return NULL;
+    }
+    *r = (struct pod_rec){.state = state, .ndev = ndev, .devs = (struct pod_dev *)(r + 1), .gpus = ngpus};
     size_t i, k = 0;
     json_t *d;
     json_array_foreach(ndev ? devs : NULL, i, d) {
@@ -216,6 +412,8 @@ static struct pod_rec *pod_rec(const char *key, const json_t *obj)
     r->key = pack(&at, key), r->ns = pack(&at, ns), r->name = pack(&at, name), r->node = pack(&at, node);
     r->group = pack(&at, group), r->uuids = pack(&at, uuids), r->created = pack(&at, created);
     r->queue = pack(&at, queue);
+    r->holder = pack(&at, holder), r->grouped = pack(&at, grouped), r->pend = pack(&at, pend);
+    free(holder), free(grouped), free(pend);
     return r;
 }
 
@@ -269,12 +467,8 @@ static int asm_pod(struct grid *g, const struct pod_rec *r)
 {
     if (r->state == POD_NONE || !gs_auth_sees_namespace(g->who, r->ns)) return 0;
     if (r->state == POD_PENDING) {
-        json_t *p = json_pack("{s:s, s:s, s:f}", "namespace", r->ns, "name", r->name, "gpus", r->gpus);
-        if (!p) return GS_ENOMEM;
-        if (r->created) json_object_set_new(p, "creationTimestamp", json_string(r->created));
-        if (r->group) json_object_set_new(p, "podGroup", json_string(r->group));
-        if (r->queue) json_object_set_new(p, "queue", json_string(r->queue));
-        return json_array_append_new(g->pending, p) ? GS_ENOMEM : 0;
+        json_t *p = pending_json(r->ns, r->name, r->gpus, r->created, r->group, r->queue);
+        return !p || json_array_append_new(g->pending, p) ? GS_ENOMEM : 0;
     }
     char pod[640];
     snprintf(pod, sizeof pod, "%s/%s", r->ns, r->name);
@@ -410,7 +604,25 @@ json_t *gs_ui_gpugrid(struct gs_store *store, const struct gs_principal *who, in
     return doc;
 }
 
-/*--- The view ---*/
+/*--- The view: records, slots ---*/
+
+/* Everything under the view's lock, or under construction by a relist. */
+struct trees {
+    void *nodes, *pods, *slots; /* tsearch trees: node_rec, pod_rec by key; slot by node name */
+    size_t n_nodes, n_pods, pod_bytes, node_bytes, cached_bytes, n_cached;
+};
+
+/* A node name: its Node's record (if any), the bound pods holding GPUs there
+ * (key order), and its encoded entry for a principal who sees every
+ * namespace (NULL until asked for, and again after a change to either). */
+struct slot {
+    char *name;
+    struct node_rec *node;
+    struct pod_rec **pods;
+    size_t npods, cap;
+    char *text;
+    size_t len;
+};
 
 struct gs_gridview {
     struct gs_store *store;
@@ -418,8 +630,7 @@ struct gs_gridview {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* after moved, or the lists were taken (CLOCK_MONOTONIC) */
     /* Under mu: */
-    void *nodes, *pods;   /* tsearch trees of node_rec / pod_rec by key */
-    size_t n_nodes, n_pods, pod_bytes, node_bytes;
+    struct trees t;
     int64_t after;        /* every event up to here is in the records */
     int64_t listed;       /* the pods' list version: no answer before after reaches it */
     bool ready;           /* the lists were taken (false again after a lost place in the stream) */
@@ -430,17 +641,134 @@ struct gs_gridview {
 
 static int by_key(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-/* Trees under construction (relist) or in place. */
-struct trees {
-    void *nodes, *pods;
-    size_t n_nodes, n_pods, pod_bytes, node_bytes;
-};
+static void slot_free(void *p)
+{
+    struct slot *s = p;
+    if (!s) return;
+    free(s->text), free(s->pods), free(s->name);
+    free(s);
+}
 
 static void trees_free(struct trees *t)
 {
+    tdestroy(t->slots, slot_free);
     tdestroy(t->nodes, node_rec_free);
     tdestroy(t->pods, free);
     *t = (struct trees){0};
+}
+
+static void slot_stale(struct trees *t, struct slot *s)
+{
+    if (!s->text) return;
+    t->cached_bytes -= s->len, t->n_cached--;
+    free(s->text);
+    s->text = NULL, s->len = 0;
+}
+
+/* The slot of name, made when missing (NULL: out of memory). */
+static struct slot *slot_get(struct trees *t, const char *name)
+{
+    struct slot probe = {.name = (char *)name};
+    void *found = tfind(&probe, &t->slots, by_key);
+    if (found) return *(struct slot **)found;
+    struct slot *s = calloc(1, sizeof *s);
+    if (!s || !(s->name = strdup(name))) {
+        slot_free(s);
+        return NULL;
+    }
+    if (!tsearch(s, &t->slots, by_key)) {
+        slot_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Drops a slot left with neither a Node nor a pod. */
+static void slot_gc(struct trees *t, struct slot *s)
+{
+    if (s->node || s->npods) return;
+    slot_stale(t, s);
+    tdelete(s, &t->slots, by_key);
+    slot_free(s);
+}
+
+/* Where key is, or would go, in the slot's pods (binary search by key). */
+static size_t slot_at(const struct slot *s, const char *key, bool *hit)
+{
+    size_t lo = 0, hi = s->npods;
+    *hit = false;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = strcmp(s->pods[mid]->key, key);
+        if (!c) {
+            *hit = true;
+            return mid;
+        }
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void slot_leave(struct trees *t, struct pod_rec *r)
+{
+    if (!holds(r)) return;
+    struct probe {
+        char *name;
+    } probe = {(char *)r->node};
+    void *found = tfind(&probe, &t->slots, by_key);
+    if (!found) return;
+    struct slot *s = *(struct slot **)found;
+    bool hit;
+    size_t i = slot_at(s, r->key, &hit);
+    if (hit) memmove(s->pods + i, s->pods + i + 1, (s->npods - i - 1) * sizeof *s->pods), s->npods--;
+    slot_stale(t, s);
+    slot_gc(t, s);
+}
+
+static int slot_join(struct trees *t, struct pod_rec *r)
+{
+    if (!holds(r)) return 0;
+    struct slot *s = slot_get(t, r->node);
+    if (!s) return GS_ENOMEM;
+    bool hit;
+    size_t i = slot_at(s, r->key, &hit);
+    if (!hit) {
+        if (s->npods == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 8;
+            struct pod_rec **p = realloc(s->pods, cap * sizeof *p);
+            if (!p) {
+                slot_gc(t, s);
+                return GS_ENOMEM;
+            }
+            s->pods = p, s->cap = cap;
+        }
+        memmove(s->pods + i + 1, s->pods + i, (s->npods - i) * sizeof *s->pods);
+        s->npods++;
+    }
+    s->pods[i] = r;
+    slot_stale(t, s);
+    return 0;
+}
+
+static void node_leave(struct trees *t, struct node_rec *r)
+{
+    struct slot *s = r->slot;
+    if (!s) return;
+    if (s->node == r) s->node = NULL;
+    r->slot = NULL;
+    slot_stale(t, s);
+    slot_gc(t, s);
+}
+
+static int node_join(struct trees *t, struct node_rec *r)
+{
+    struct slot *s = slot_get(t, json_string_value(json_object_get(r->entry, "name")));
+    if (!s) return GS_ENOMEM;
+    if (s->node) s->node->slot = NULL; /* another key of the same name: the later one holds, as by_name did */
+    s->node = r, r->slot = s;
+    slot_stale(t, s);
+    return 0;
 }
 
 /* Puts r (owned) in place of the record of its key; r NULL deletes key. */
@@ -451,6 +779,7 @@ static int put_node(struct trees *t, const char *key, struct node_rec *r)
     if (found) {
         struct node_rec *old = *(struct node_rec **)found;
         t->node_bytes -= old->bytes;
+        node_leave(t, old);
         if (r) {
             *(struct node_rec **)found = r; /* same key: the tree's order holds */
         } else {
@@ -465,8 +794,9 @@ static int put_node(struct trees *t, const char *key, struct node_rec *r)
         }
         t->n_nodes++;
     }
-    if (r) t->node_bytes += r->bytes;
-    return 0;
+    if (!r) return 0;
+    t->node_bytes += r->bytes;
+    return node_join(t, r);
 }
 
 static int put_pod(struct trees *t, const char *key, struct pod_rec *r)
@@ -476,6 +806,7 @@ static int put_pod(struct trees *t, const char *key, struct pod_rec *r)
     if (found) {
         struct pod_rec *old = *(struct pod_rec **)found;
         t->pod_bytes -= malloc_usable_size(old);
+        slot_leave(t, old);
         if (r) {
             *(struct pod_rec **)found = r;
         } else {
@@ -490,8 +821,9 @@ static int put_pod(struct trees *t, const char *key, struct pod_rec *r)
         }
         t->n_pods++;
     }
-    if (r) t->pod_bytes += malloc_usable_size(r);
-    return 0;
+    if (!r) return 0;
+    t->pod_bytes += malloc_usable_size(r);
+    return slot_join(t, r);
 }
 
 static int list_node(const char *key, json_t *obj, void *arg)
@@ -505,19 +837,6 @@ static int list_pod(const char *key, json_t *obj, void *arg)
 {
     struct pod_rec *r = pod_rec(key, obj);
     return r ? put_pod(arg, key, r) : GS_ENOMEM;
-}
-
-static void take(struct gs_gridview *v, struct trees *t)
-{
-    struct trees old = {v->nodes, v->pods, 0, 0, 0, 0};
-    trees_free(&old);
-    v->nodes = t->nodes, v->pods = t->pods;
-    v->n_nodes = t->n_nodes, v->n_pods = t->n_pods, v->pod_bytes = t->pod_bytes, v->node_bytes = t->node_bytes;
-}
-
-static struct trees mine(struct gs_gridview *v)
-{
-    return (struct trees){v->nodes, v->pods, v->n_nodes, v->n_pods, v->pod_bytes, v->node_bytes};
 }
 
 /* Lists Nodes then Pods into new trees and puts them in place. */
@@ -534,7 +853,8 @@ static int relist(struct gs_gridview *v)
         return err;
     }
     pthread_mutex_lock(&v->mu);
-    take(v, &t);
+    trees_free(&v->t);
+    v->t = t;
     v->after = nrv, v->listed = prv;
     v->ready = true;
     v->relists++;
@@ -545,31 +865,52 @@ static int relist(struct gs_gridview *v)
 
 static bool starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
-/* One event into the records, under mu. */
-static int apply(struct gs_gridview *v, const struct gs_store_event *ev)
+/* One event decoded into its record, without the lock (the follower's own
+ * work); put in place under it by put_change. */
+struct change {
+    enum { CH_NONE, CH_NODE, CH_POD } kind;
+    bool del;
+    struct node_rec *n;
+    struct pod_rec *p;
+    int err;
+};
+
+static void decode(const struct gs_gridview *v, const struct gs_store_event *ev, struct change *c)
 {
+    *c = (struct change){0};
     bool node = starts(ev->key, v->np), pod = !node && starts(ev->key, v->pp);
-    if (!node && !pod) return 0;
-    struct trees t = mine(v);
-    int err = 0;
+    if (!node && !pod) return;
+    c->kind = node ? CH_NODE : CH_POD;
     if (ev->type == GS_STORE_DELETED) {
-        err = node ? put_node(&t, ev->key, NULL) : put_pod(&t, ev->key, NULL);
-    } else {
-        json_t *obj = json_loads(ev->value, 0, NULL);
-        if (!obj) {
-            err = GS_EPARSE;
-        } else if (node) {
-            struct node_rec *r = node_rec(ev->key, obj, &err);
-            err = r ? put_node(&t, ev->key, r) : err ? err : put_node(&t, ev->key, NULL);
-        } else {
-            struct pod_rec *r = pod_rec(ev->key, obj);
-            err = r ? put_pod(&t, ev->key, r) : GS_ENOMEM;
-        }
-        json_decref(obj);
+        c->del = true;
+        return;
     }
-    v->nodes = t.nodes, v->pods = t.pods;
-    v->n_nodes = t.n_nodes, v->n_pods = t.n_pods, v->pod_bytes = t.pod_bytes, v->node_bytes = t.node_bytes;
-    return err;
+    json_t *obj = json_loads(ev->value, 0, NULL);
+    if (!obj) {
+        c->err = GS_EPARSE;
+    } else if (node) {
+        c->n = node_rec(ev->key, obj, &c->err);
+        c->del = !c->n && !c->err; /* a Node without a name shows nothing */
+    } else {
+        c->p = pod_rec(ev->key, obj);
+        if (!c->p) c->err = GS_ENOMEM;
+    }
+    json_decref(obj);
+}
+
+/* The decoded change into the records, under mu; c's record is taken (or freed). */
+static int put_change(struct gs_gridview *v, const struct gs_store_event *ev, struct change *c)
+{
+    struct trees *t = &v->t;
+    if (c->err || c->kind == CH_NONE) return c->err;
+    if (c->kind == CH_NODE) return put_node(t, ev->key, c->del ? NULL : c->n);
+    return put_pod(t, ev->key, c->del ? NULL : c->p);
+}
+
+static void change_free(struct change *c)
+{
+    node_rec_free(c->n);
+    free(c->p);
 }
 
 static void pause_ms(struct gs_gridview *v, int ms)
@@ -602,14 +943,24 @@ static void *follow(void *arg)
         struct gs_store_event *evs = NULL;
         size_t n = 0;
         int err = gs_store_events(v->store, &after, NULL, 1000, &v->stop, &evs, &n);
+        /* Decoded before taking the lock, so a grid request waits only for the records' swap. Only this
+         * thread writes v->after, so it reads it here without the lock. */
+        struct change *chs = !err && n ? calloc(n, sizeof *chs) : NULL;
+        if (chs)
+            for (size_t i = 0; i < n; i++)
+                if (evs[i].rv > v->after) decode(v, &evs[i], &chs[i]);
         pthread_mutex_lock(&v->mu);
         if (err == GS_ERANGE) {
             gs_log(GS_LOG_INFO, "console grid: the change stream moved past the view; listing again", NULL);
             v->ready = false;
+        } else if (!err && n && !chs) {
+            gs_log(GS_LOG_WARN, "console grid: out of memory for a batch of changes; listing again", NULL);
+            v->ready = false;
         } else if (!err) {
             for (size_t i = 0; i < n; i++) {
                 if (evs[i].rv <= v->after) continue;
-                int e = apply(v, &evs[i]);
+                int e = put_change(v, &evs[i], &chs[i]);
+                chs[i].n = NULL, chs[i].p = NULL; /* taken by the trees (or freed there) */
                 if (e) { /* a record that cannot be kept: list again rather than show it wrong */
                     gs_log(GS_LOG_WARN, "console grid: cannot apply a change; listing again", "key", evs[i].key,
                            "error", gs_strerror(e), NULL);
@@ -621,6 +972,8 @@ static void *follow(void *arg)
             pthread_cond_broadcast(&v->cv);
         }
         pthread_mutex_unlock(&v->mu);
+        for (size_t i = 0; chs && i < n; i++) change_free(&chs[i]);
+        free(chs);
         gs_store_events_free(evs, n);
         if (err && err != GS_ERANGE) pause_ms(v, 100);
     }
@@ -664,27 +1017,159 @@ void gs_gridview_free(struct gs_gridview *v)
     pthread_mutex_unlock(&v->mu);
     gs_store_interrupt(v->store);
     pthread_join(v->th, NULL);
-    struct trees t = mine(v);
-    trees_free(&t);
+    trees_free(&v->t);
     pthread_cond_destroy(&v->cv);
     pthread_mutex_destroy(&v->mu);
     free(v);
 }
 
-struct walk {
-    struct grid *g;
-    bool node;
+/*--- The view: encoding ---*/
+
+/* One hold of a GPU by a pod, in the order the holders are listed. */
+struct hold_at {
+    json_int_t index, milli;
+    const struct pod_rec *pod;
 };
 
-static void walk_one(const void *nodep, VISIT which, void *arg)
+struct holds {
+    struct hold_at *h;
+    size_t n, cap;
+    bool oom;
+};
+
+static void add_hold(struct holds *hs, json_int_t index, json_int_t milli, const struct pod_rec *pod)
 {
-    struct walk *w = arg;
-    if ((which != postorder && which != leaf) || w->g->err) return;
-    const void *rec = *(const void *const *)nodep;
-    w->g->err = w->node ? asm_node(w->g, rec) : asm_pod(w->g, rec);
+    if (hs->n == hs->cap) {
+        size_t cap = hs->cap ? hs->cap * 2 : 16;
+        struct hold_at *h = realloc(hs->h, cap * sizeof *h);
+        if (!h) {
+            hs->oom = true;
+            return;
+        }
+        hs->h = h, hs->cap = cap;
+    }
+    hs->h[hs->n++] = (struct hold_at){index, milli, pod};
 }
 
-json_t *gs_gridview_grid(struct gs_gridview *v, const struct gs_principal *who, int wait_ms, int *err)
+/* The holds of the pods in s that who sees (who NULL: every pod), in key
+ * order and each pod's device order: status.devices by index, else the
+ * devices annotation's UUIDs through the node's map (as asm_pod). */
+static void slot_holds(const struct slot *s, const struct gs_principal *who, struct holds *hs)
+{
+    for (size_t k = 0; k < s->npods && !hs->oom; k++) {
+        const struct pod_rec *p = s->pods[k];
+        if (who && !gs_auth_sees_namespace(who, p->ns)) continue;
+        for (size_t i = 0; i < p->ndev; i++) add_hold(hs, p->devs[i].index, p->devs[i].milli, p);
+        for (const char *u = p->ndev ? NULL : p->uuids; u && *u;) {
+            const char *end = strchr(u, ',');
+            size_t n = end ? (size_t)(end - u) : strlen(u);
+            while (n && *u == ' ') u++, n--;
+            while (n && u[n - 1] == ' ') n--;
+            char uuid[256];
+            if (n < sizeof uuid) {
+                memcpy(uuid, u, n);
+                uuid[n] = 0;
+                json_t *gi = json_object_get(s->node->uuids, uuid);
+                if (gi) add_hold(hs, json_integer_value(gi), 1000, p);
+            }
+            u = end ? end + 1 : NULL;
+        }
+    }
+}
+
+/* The node's entry for who (NULL: every namespace), as json_dumps writes asm_node + asm_pod's tree. */
+static void encode_node(struct buf *b, const struct slot *s, const struct gs_principal *who)
+{
+    const struct node_rec *r = s->node;
+    struct holds hs = {0};
+    slot_holds(s, who, &hs);
+    if (hs.oom) b->oom = true;
+    const struct hold_at *h = hs.h;
+    size_t nh = hs.n;
+    puts_(b, r->head);
+    puts_(b, "[");
+    for (size_t j = 0; j < r->ngpu; j++) {
+        const struct gpu_piece *g = &r->gpus[j];
+        if (j) puts_(b, ",");
+        puts_(b, g->head);
+        puts_(b, "[");
+        bool shares = false, first = true;
+        for (size_t i = 0; i < nh && g->live; i++) {
+            if (h[i].index != g->index) continue;
+            if (!first) puts_(b, ",");
+            puts_(b, h[i].pod->holder);
+            shares |= h[i].milli != 1000, first = false;
+        }
+        puts_(b, "]");
+        if (shares) { /* the shares only where one is fractional */
+            puts_(b, ",\"milli\":[");
+            first = true;
+            for (size_t i = 0; i < nh; i++) {
+                if (h[i].index != g->index) continue;
+                if (!first) puts_(b, ",");
+                put_int(b, h[i].milli);
+                first = false;
+            }
+            puts_(b, "]");
+        }
+        puts_(b, "}");
+    }
+    puts_(b, "]");
+    puts_(b, r->tail);
+    free(hs.h);
+}
+
+struct enc {
+    struct buf out, pend, grouped;
+    size_t nodes; /* entries written */
+    struct trees *t;
+    const struct gs_principal *who; /* NULL: sees every namespace */
+};
+
+static void enc_node(const void *nodep, VISIT which, void *arg)
+{
+    struct enc *e = arg;
+    if (which != postorder && which != leaf) return;
+    const struct node_rec *r = *(const struct node_rec *const *)nodep;
+    struct slot *s = r->slot;
+    if (e->nodes++) puts_(&e->out, ",");
+    if (!s || s->node != r) { /* a second key of a name (never from the API): no holders, as before */
+        struct slot alone = {.node = (struct node_rec *)r};
+        encode_node(&e->out, &alone, e->who);
+        return;
+    }
+    if (e->who) {
+        encode_node(&e->out, s, e->who);
+        return;
+    }
+    if (!s->text) {
+        struct buf one = {0};
+        encode_node(&one, s, NULL);
+        if (one.oom) {
+            free(one.p);
+            e->out.oom = true;
+            return;
+        }
+        s->text = one.p, s->len = one.len;
+        e->t->cached_bytes += s->len, e->t->n_cached++;
+    }
+    put(&e->out, s->text, s->len);
+}
+
+static void enc_pod(const void *nodep, VISIT which, void *arg)
+{
+    struct enc *e = arg;
+    if (which != postorder && which != leaf) return;
+    const struct pod_rec *r = *(const struct pod_rec *const *)nodep;
+    if (r->state == POD_NONE || (e->who && !gs_auth_sees_namespace(e->who, r->ns))) return;
+    struct buf *b = r->state == POD_PENDING ? &e->pend : &e->grouped;
+    const char *text = r->state == POD_PENDING ? r->pend : r->grouped;
+    if (!text) return;
+    if (b->len) puts_(b, ",");
+    puts_(b, text);
+}
+
+char *gs_gridview_text(struct gs_gridview *v, const struct gs_principal *who, int wait_ms, size_t *len, int *err)
 {
     int64_t want = gs_store_current_rv(v->store);
     struct timespec until;
@@ -699,23 +1184,39 @@ json_t *gs_gridview_grid(struct gs_gridview *v, const struct gs_principal *who, 
         *err = GS_ETIMEDOUT;
         return NULL;
     }
-    struct grid g;
-    json_t *doc = NULL;
-    *err = grid_init(&g, who);
-    if (!*err) {
-        struct walk w = {&g, true};
-        twalk_r(v->nodes, walk_one, &w);
-        w.node = false;
-        if (!g.err) twalk_r(v->pods, walk_one, &w);
-        *err = g.err;
-    }
-    int64_t rv = v->after;
+    struct enc e = {.t = &v->t, .who = who && who->role == GS_ROLE_TENANT ? who : NULL};
+    char rv[32];
+    snprintf(rv, sizeof rv, "%lld", (long long)v->after);
+    puts_(&e.out, "{\"apiVersion\":\"ui.gpusched.io/v1\",\"kind\":\"GPUGrid\",\"metadata\":{\"resourceVersion\":\"");
+    puts_(&e.out, rv);
+    puts_(&e.out, "\"},\"nodes\":[");
+    twalk_r(v->t.nodes, enc_node, &e);
+    twalk_r(v->t.pods, enc_pod, &e);
     pthread_mutex_unlock(&v->mu);
-    if (*err) {
-        grid_done(&g);
+    puts_(&e.out, "],\"pending\":[");
+    if (e.pend.len) put(&e.out, e.pend.p, e.pend.len);
+    puts_(&e.out, "],\"grouped\":{");
+    if (e.grouped.len) put(&e.out, e.grouped.p, e.grouped.len);
+    puts_(&e.out, "}}");
+    bool oom = e.out.oom || e.pend.oom || e.grouped.oom;
+    free(e.pend.p), free(e.grouped.p);
+    if (oom) {
+        free(e.out.p);
+        *err = GS_ENOMEM;
         return NULL;
     }
-    doc = asm_end(&g, rv); /* sorting and packing outside the lock: the records are copied */
+    *err = 0;
+    *len = e.out.len;
+    return e.out.p;
+}
+
+json_t *gs_gridview_grid(struct gs_gridview *v, const struct gs_principal *who, int wait_ms, int *err)
+{
+    size_t len = 0;
+    char *text = gs_gridview_text(v, who, wait_ms, &len, err);
+    if (!text) return NULL;
+    json_t *doc = json_loadb(text, len, 0, NULL);
+    free(text);
     *err = doc ? 0 : GS_ENOMEM;
     return doc;
 }
@@ -723,6 +1224,8 @@ json_t *gs_gridview_grid(struct gs_gridview *v, const struct gs_principal *who, 
 void gs_gridview_stats(struct gs_gridview *v, struct gs_gridview_stats *out)
 {
     pthread_mutex_lock(&v->mu);
-    *out = (struct gs_gridview_stats){v->n_nodes, v->n_pods, v->pod_bytes + v->node_bytes, v->after, v->relists};
+    const struct trees *t = &v->t;
+    *out = (struct gs_gridview_stats){t->n_nodes, t->n_pods, t->pod_bytes + t->node_bytes + t->cached_bytes, v->after,
+                                      v->relists, t->n_cached};
     pthread_mutex_unlock(&v->mu);
 }

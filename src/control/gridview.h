@@ -9,8 +9,11 @@
  * stream, decoding each changed Node or Pod once into a small record (a
  * node's GPUs without holders and its UUID-to-index map; a pod's
  * namespace, name, node, PodGroup, devices or devices annotation, and for a
- * pending pod the few fields the page lists). A request assembles the grid
- * from those records, for the principal asking.
+ * pending pod the few fields the page lists), with its pieces of the
+ * reply already encoded. A request concatenates those pieces, for the
+ * principal asking; a node's whole entry is cached for principals who see
+ * every namespace and dropped when the Node or a pod holding its GPUs
+ * changes (gridview.c).
  *
  * What it promises:
  *  - The answer reflects the store at the resourceVersion it carries, and
@@ -47,19 +50,28 @@ int gs_gridview_new(struct gs_store *store, struct gs_gridview **out);
 /* Stops the thread and frees everything; NULL is fine. */
 void gs_gridview_free(struct gs_gridview *v);
 
-/* The GPUGrid document for who (new reference, the caller owns it), at a
- * version >= the store's current one when called; waits for that at most
- * wait_ms. NULL with *err: GS_ETIMEDOUT (not caught up in time: build it
- * from the store), GS_ENOMEM. */
+/* The GPUGrid document for who as the reply's bytes (NUL-terminated, *len
+ * without the NUL; the caller frees it), at a version >= the store's
+ * current one when called; waits for that at most wait_ms. The bytes are
+ * those json_dumps(JSON_COMPACT) writes for gs_ui_gpugrid's document at the
+ * same version. NULL with *err: GS_ETIMEDOUT (not caught up in time: build
+ * it from the store), GS_ENOMEM. A principal who sees every namespace gets
+ * each node's cached entry; a tenant's entries are encoded for it, from the
+ * records' pieces, and never cached. */
+char *gs_gridview_text(struct gs_gridview *v, const struct gs_principal *who, int wait_ms, size_t *len, int *err);
+
+/* The same document parsed (new reference), for tests and tools. */
 json_t *gs_gridview_grid(struct gs_gridview *v, const struct gs_principal *who, int wait_ms, int *err);
 
 /* What the view holds, for the bench and the tests. bytes counts the pod
- * records' allocations (malloc_usable_size) and the length of the node
- * entries' compact JSON text (their objects take somewhat more). */
+ * records' allocations (malloc_usable_size), the length of the node
+ * records' encoded pieces and of the cached node entries (the node records'
+ * JSON objects take somewhat more). */
 struct gs_gridview_stats {
     size_t nodes, pods, bytes;
     int64_t rv;       /* the version the records reflect */
     size_t relists;   /* lists taken (1 at start, one more per lost place in the stream) */
+    size_t cached;    /* node entries held encoded (for principals who see every namespace) */
 };
 void gs_gridview_stats(struct gs_gridview *v, struct gs_gridview_stats *out);
 

@@ -44,12 +44,15 @@ def require_browser():
 
 
 @contextlib.contextmanager
-def chrome(width=1400, height=900, extra_flags=(), accept_insecure_certs=False):
+def chrome(width=1400, height=900, extra_flags=(), accept_insecure_certs=False, trace_categories=None):
     """A headless Chromium WebDriver, quit (and its profile removed) on exit.
 
     accept_insecure_certs: for a server whose certificate Chromium cannot
     verify (gpusched's own CA is not in the system store); tests that care
-    about TLS check it with requests against the CA instead."""
+    about TLS check it with requests against the CA instead.
+    trace_categories: Chromium trace categories (e.g. "devtools.timeline")
+    to record into the driver's "performance" log, read with
+    driver.get_log("performance") (bench/console.py --trace)."""
     require_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -66,7 +69,10 @@ def chrome(width=1400, height=900, extra_flags=(), accept_insecure_certs=False):
     if accept_insecure_certs:
         opts.accept_insecure_certs = True
     # the browser's console messages, for a test to print when it fails
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", **({"performance": "ALL"} if trace_categories else {})})
+    if trace_categories:
+        opts.add_experimental_option("perfLoggingPrefs", {"traceCategories": trace_categories,
+                                                          "enableNetwork": False, "enablePage": False})
     log = pathlib.Path(profile + ".chromedriver.log")
     service = Service(executable_path=CHROMEDRIVER, log_path=str(log))
     driver = None

@@ -4,10 +4,13 @@
  *
  * A seeded random sequence of Node and Pod creates, updates and deletes goes
  * into a SQLite store while the view follows it; at checkpoints the view's
- * document must equal gs_ui_gpugrid's (whole, resourceVersion included), for
- * an admin and for a tenant. The same with a small change-stream ring, where
- * a view that falls behind must list again. Separately: a write
- * acknowledged just before a request is in the answer.
+ * reply bytes (cached node entries for the admin, entries encoded from the
+ * records' pieces for tenants) must equal json_dumps of gs_ui_gpugrid's
+ * document, byte for byte, resourceVersion included, for an admin and two
+ * tenants. The same with a small change-stream ring, where a view that falls
+ * behind must list again. Separately: a change drops the cached entry of
+ * its node only; a tenant's answer never lands in or comes from the cache;
+ * a write acknowledged just before a request is in the answer.
  */
 #include "control/api_ui.h"
 #include "control/auth.h"
@@ -100,13 +103,25 @@ static json_t *random_node(const char *name)
     for (unsigned i = 0; i < n; i++) {
         char uuid[32];
         snprintf(uuid, sizeof uuid, "GPU-%s-%u", name, i);
-        json_array_append_new(devs, json_pack("{s:i, s:s, s:s, s:s, s:i}", "index", (int)i, "uuid", uuid, "model",
-                                              pick(4) ? "H100" : "A100", "health", pick(5) ? "Healthy" : "Unhealthy",
-                                              "numaNode", (int)(i / 2)));
+        json_t *d = json_pack("{s:i, s:s, s:s, s:s, s:i}", "index", (int)i, "uuid", uuid, "model",
+                              pick(4) ? "H100" : "A100", "health", pick(5) ? "Healthy" : "Unhealthy", "numaNode",
+                              (int)(i / 2));
+        if (!pick(3)) json_object_set_new(d, "nvlinkPeers", json_pack("[i]", (int)(i ^ 1)));
+        if (!pick(8)) json_object_set_new(d, "holders", json_pack("[s]", "stale")); /* the grid writes its own */
+        if (!pick(10)) json_object_set_new(d, "index", json_integer(0)); /* two GPUs of one index */
+        json_array_append_new(devs, d);
     }
-    return json_pack("{s:s, s:s, s:{s:s}, s:{s:b}, s:{s:[{s:s, s:s}], s:o}}", "apiVersion", "v1", "kind", "Node",
-                     "metadata", "name", name, "spec", "unschedulable", !pick(4), "status", "conditions", "type",
-                     "Ready", "status", pick(3) ? "True" : "False", "devices", devs);
+    json_t *node = json_pack("{s:s, s:s, s:{s:s, s:{}}, s:{s:b}, s:{s:[{s:s, s:s}], s:o}}", "apiVersion", "v1", "kind",
+                             "Node", "metadata", "name", name, "annotations", "spec", "unschedulable", !pick(4),
+                             "status", "conditions", "type", "Ready", "status", pick(3) ? "True" : "False", "devices",
+                             devs);
+    if (!pick(3))
+        json_object_set_new(json_object_get(node, "spec"), "taints",
+                            json_pack("[{s:s, s:s, s:s}]", "key", "gpu \"dirty\"", "value", "é", "effect", "NoSchedule"));
+    if (!pick(3))
+        json_object_set_new(json_object_get(json_object_get(node, "metadata"), "annotations"),
+                            "gpusched.io/gpu-stack-state", json_string(pick(2) ? "Ready" : "MIGConfiguring"));
+    return node;
 }
 
 static json_t *random_pod(const char *ns, const char *name, unsigned nodes)
@@ -145,28 +160,40 @@ static json_t *random_pod(const char *ns, const char *name, unsigned nodes)
     return pod;
 }
 
+/* The view's reply bytes equal json_dumps of the document built fresh from the store. */
 static void assert_same(struct env *e, const struct gs_principal *who, const char *when)
 {
     int err;
-    json_t *view = gs_gridview_grid(e->v, who, 5000, &err);
+    size_t len = 0;
+    char *view = gs_gridview_text(e->v, who, 5000, &len, &err);
     if (!view) fail_msg("%s: the view answered %s", when, gs_strerror(err));
+    assert_int_equal(len, strlen(view));
     json_t *store = gs_ui_gpugrid(e->s, who, &err);
     assert_non_null(store);
-    if (!json_equal(view, store)) {
-        char *a = json_dumps(view, JSON_COMPACT | JSON_SORT_KEYS), *b = json_dumps(store, JSON_COMPACT | JSON_SORT_KEYS);
-        fail_msg("%s: the view differs from the store\nview:  %.2000s\nstore: %.2000s", when, a, b);
+    char *fresh = json_dumps(store, JSON_COMPACT);
+    if (strcmp(view, fresh)) {
+        size_t at = 0;
+        while (view[at] && view[at] == fresh[at]) at++;
+        fail_msg("%s: the view differs from the store at byte %zu\nview:  %.300s\nstore: %.300s", when, at,
+                 view + (at > 100 ? at - 100 : 0), fresh + (at > 100 ? at - 100 : 0));
     }
-    json_decref(view);
+    json_t *doc = json_loadb(view, len, 0, NULL); /* and it is JSON, the same document */
+    assert_non_null(doc);
+    assert_true(json_equal(doc, store));
+    json_decref(doc);
+    free(view);
+    free(fresh);
     json_decref(store);
 }
 
 static void random_sequence(void **state, unsigned steps)
 {
     struct env *e = *state;
-    char *tns[] = {"ns-a"};
+    char *tns[] = {"ns-a"}, *tns2[] = {"ns-b", "ns-\"c\""};
     struct gs_principal admin = {.user = "admin", .role = GS_ROLE_ADMIN};
     struct gs_principal tenant = {.user = "t", .role = GS_ROLE_TENANT, .namespaces = tns, .nnamespaces = 1};
-    const char *nss[] = {"ns-a", "ns-b", "ns-c"};
+    struct gs_principal tenant2 = {.user = "u", .role = GS_ROLE_TENANT, .namespaces = tns2, .nnamespaces = 2};
+    const char *nss[] = {"ns-a", "ns-b", "ns-\"c\""};
     const unsigned nodes = 6;
     char key[256], name[32];
     for (unsigned i = 0; i < nodes; i++) {
@@ -183,17 +210,24 @@ static void random_sequence(void **state, unsigned steps)
             else del(e->s, key);
         } else {
             const char *ns = nss[pick(3)];
-            snprintf(name, sizeof name, "p%02u", pick(30));
+            snprintf(name, sizeof name, pick(10) ? "p%02u" : "q\"%02u\u00e9", pick(30)); /* now and then one to escape */
             key_of("pods", ns, name, key, sizeof key);
             if (op < 8) put(e->s, key, random_pod(ns, name, nodes));
             else del(e->s, key);
         }
-        if (step % 20 == 0 || step == steps) {
+        if (step % 5 == 0) { /* the admin's cached entries, checked after every few changes */
             char when[64];
             snprintf(when, sizeof when, "after step %u (admin)", step);
             assert_same(e, &admin, when);
+        }
+        if (step % 20 == 0 || step == steps) {
+            char when[64];
             snprintf(when, sizeof when, "after step %u (tenant)", step);
             assert_same(e, &tenant, when);
+            snprintf(when, sizeof when, "after step %u (second tenant)", step);
+            assert_same(e, &tenant2, when);
+            snprintf(when, sizeof when, "after step %u (admin after the tenants)", step);
+            assert_same(e, &admin, when);
             int err;
             json_t *doc = gs_gridview_grid(e->v, &admin, 5000, &err);
             pending_seen += json_array_size(json_object_get(doc, "pending"));
@@ -253,12 +287,121 @@ static void write_before_request_is_visible(void **state)
     assert_int_equal(st.pods, 50);
 }
 
+static json_t *gpu_node(const char *name, int gpus)
+{
+    json_t *devs = json_array();
+    for (int i = 0; i < gpus; i++) {
+        char uuid[64];
+        snprintf(uuid, sizeof uuid, "GPU-%s-%d", name, i);
+        json_array_append_new(devs, json_pack("{s:i, s:s, s:s}", "index", i, "uuid", uuid, "health", "Healthy"));
+    }
+    return json_pack("{s:s, s:s, s:{s:s}, s:{s:o}}", "apiVersion", "v1", "kind", "Node", "metadata", "name", name,
+                     "status", "devices", devs);
+}
+
+static json_t *bound_pod(const char *ns, const char *name, const char *node, int gpu)
+{
+    return json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}, s:{s:s, s:[{s:i}]}}", "apiVersion", "v1", "kind", "Pod",
+                     "metadata", "name", name, "namespace", ns, "spec", "nodeName", node, "status", "phase", "Running",
+                     "devices", "index", gpu);
+}
+
+static size_t cached(struct env *e)
+{
+    struct gs_gridview_stats st;
+    gs_gridview_stats(e->v, &st);
+    return st.cached;
+}
+
+/* A change drops the cached entry of its own node only; a pod's move drops both nodes' entries. */
+static void change_drops_only_its_nodes_entry(void **state)
+{
+    struct env *e = *state;
+    struct gs_principal admin = {.user = "admin", .role = GS_ROLE_ADMIN};
+    char key[256], name[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        put(e->s, key_of("nodes", NULL, name, key, sizeof key), gpu_node(name, 2));
+        put(e->s, key_of("pods", "ns", name, key, sizeof key), bound_pod("ns", name, name, 0));
+    }
+    assert_same(e, &admin, "filled");
+    assert_int_equal(cached(e), 8);
+    /* a pod holding a GPU of n3 changes */
+    put(e->s, key_of("pods", "ns", "n3", key, sizeof key), bound_pod("ns", "n3", "n3", 1));
+    assert_same(e, &admin, "a pod of n3 changed");
+    assert_int_equal(cached(e), 8); /* n3's entry encoded again, the other seven kept */
+    /* a pod without GPUs, bound to n4, changes nothing cached */
+    json_t *plain = bound_pod("ns", "plain", "n4", 0);
+    json_object_del(json_object_get(plain, "status"), "devices");
+    put(e->s, key_of("pods", "ns", "plain", key, sizeof key), plain);
+    int err;
+    json_decref(gs_gridview_grid(e->v, &admin, 5000, &err)); /* caught up */
+    assert_int_equal(cached(e), 8);
+    /* a pod moves from n5 to n6: both entries dropped until the next request */
+    put(e->s, key_of("pods", "ns", "n5", key, sizeof key), bound_pod("ns", "n5", "n6", 1));
+    json_t *two = gpu_node("n7", 4); /* and a Node changes */
+    put(e->s, key_of("nodes", NULL, "n7", key, sizeof key), two);
+    size_t len;
+    char *t = gs_gridview_text(e->v, &(struct gs_principal){.user = "t", .role = GS_ROLE_TENANT}, 5000, &len, &err);
+    assert_non_null(t);
+    free(t);
+    assert_int_equal(cached(e), 5); /* the tenant's request read none of them into the cache */
+    assert_same(e, &admin, "a pod moved, a node changed");
+    assert_int_equal(cached(e), 8);
+    /* a Node deleted: its entry goes; its pod's holders show again when it comes back */
+    del(e->s, key_of("nodes", NULL, "n2", key, sizeof key));
+    assert_same(e, &admin, "n2 deleted");
+    assert_int_equal(cached(e), 7);
+    put(e->s, key_of("nodes", NULL, "n2", key, sizeof key), gpu_node("n2", 2));
+    assert_same(e, &admin, "n2 back");
+    json_t *doc = gs_gridview_grid(e->v, &admin, 5000, &err);
+    json_t *g = json_array_get(json_object_get(json_array_get(json_object_get(doc, "nodes"), 2), "gpus"), 0);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(g, "holders"), 0)), "ns/n2");
+    json_decref(doc);
+}
+
+/* A tenant's answer holds only its namespaces' pods, before and after the admin's entries are cached, and the
+ * admin's answer after a tenant's still holds everyone's. */
+static void tenant_never_sees_cached_entries(void **state)
+{
+    struct env *e = *state;
+    char *a_ns[] = {"team-a"}, *b_ns[] = {"team-b"};
+    struct gs_principal admin = {.user = "admin", .role = GS_ROLE_ADMIN};
+    struct gs_principal ta = {.user = "a", .role = GS_ROLE_TENANT, .namespaces = a_ns, .nnamespaces = 1};
+    struct gs_principal tb = {.user = "b", .role = GS_ROLE_TENANT, .namespaces = b_ns, .nnamespaces = 1};
+    char key[256];
+    put(e->s, key_of("nodes", NULL, "n1", key, sizeof key), gpu_node("n1", 2));
+    put(e->s, key_of("pods", "team-a", "pa", key, sizeof key), bound_pod("team-a", "pa", "n1", 0));
+    put(e->s, key_of("pods", "team-b", "pb", key, sizeof key), bound_pod("team-b", "pb", "n1", 0));
+    for (int round = 0; round < 2; round++) { /* round 1: the admin's entry is cached by then */
+        size_t len;
+        int err;
+        char *t = gs_gridview_text(e->v, &ta, 5000, &len, &err);
+        assert_non_null(t);
+        assert_non_null(strstr(t, "\"team-a/pa\""));
+        assert_null(strstr(t, "team-b"));
+        free(t);
+        t = gs_gridview_text(e->v, &tb, 5000, &len, &err);
+        assert_non_null(strstr(t, "\"team-b/pb\""));
+        assert_null(strstr(t, "team-a"));
+        free(t);
+        assert_same(e, &ta, "tenant a");
+        assert_same(e, &tb, "tenant b");
+        t = gs_gridview_text(e->v, &admin, 5000, &len, &err);
+        assert_non_null(strstr(t, "\"holders\":[\"team-a/pa\",\"team-b/pb\"]"));
+        free(t);
+        assert_int_equal(cached(e), 1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(view_equals_store_after_random_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(view_equals_store_with_a_small_ring, setup_small_ring, teardown),
         cmocka_unit_test_setup_teardown(write_before_request_is_visible, setup, teardown),
+        cmocka_unit_test_setup_teardown(change_drops_only_its_nodes_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(tenant_never_sees_cached_entries, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
