@@ -11,6 +11,7 @@
  *
  *   w_m = p_m^popExp * (milli_m / 1000)^-sizeExp * count_m^-countExp
  *         * usable_m^usableExp * max(1, hard_m / threshold)^beta
+ *         * (shareScale if milli_m < 1000)
  *
  *   p_m      decayed popularity
  *   usable_m share of the cluster's free GPU milli that copies of m can take
@@ -57,6 +58,7 @@ struct gs_fgdl_params {
     double threshold;   /* threshold: hardness above which a class is weighted up, > 0 */
     double floor;       /* usableFloor: smallest usable share counted, in (0, 1] */
     double coverage;    /* coverage: classes kept, most popular first, in (0, 1] */
+    double share_scale; /* shareScale: factor on the sharing classes' (milli < 1000) w_m, in (0, 100] */
     uint32_t rebuild;   /* rebuildEvery: pods between rebuilds after the doubling, >= 1 */
 };
 

@@ -76,6 +76,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,7 +103,7 @@ struct shape {
 struct learn {
     struct gs_cache *cache;
     struct gs_fgdl *l;
-    double share_width, whole_width;
+    double share_width, whole_width, multi_width;
     enum tie tie;
     struct shape *shapes;
     size_t nshapes;
@@ -116,8 +117,13 @@ static int width_arg(const json_t *args, const char *key, double *out, struct gs
     const json_t *v = json_object_get(args, key);
     if (!v) return 0;
     if (!json_is_number(v) || !(json_number_value(v) > 0) || !(json_number_value(v) <= 1e9)) {
-        gs_diags_add(d, key[0] == 's' ? "args.shareWidth" : "args.wholeWidth",
-                     "expected a number in (0, 1e9] (milli of fragmentation per score step)");
+        char path[32];
+        snprintf(path, sizeof path, "args.%s", key);
+        if (json_is_number(v))
+            gs_diags_add(d, path, "%g is out of range: expected a number in (0, 1e9] (milli of fragmentation per score step)",
+                         json_number_value(v));
+        else
+            gs_diags_add(d, path, "expected a number in (0, 1e9] (milli of fragmentation per score step)");
         return GS_EINVAL;
     }
     *out = json_number_value(v);
@@ -133,6 +139,8 @@ static int parse_args(struct learn *f, const json_t *args, struct gs_fgdl_params
     if (!args || !json_is_object(args)) return rc;
     if (width_arg(args, "shareWidth", &f->share_width, d) < 0) rc = GS_EINVAL;
     if (width_arg(args, "wholeWidth", &f->whole_width, d) < 0) rc = GS_EINVAL;
+    f->multi_width = f->whole_width;
+    if (width_arg(args, "multiWidth", &f->multi_width, d) < 0) rc = GS_EINVAL;
     const json_t *t = json_object_get(args, "tieBreak");
     if (t) {
         const char *s = json_is_string(t) ? json_string_value(t) : "";
@@ -261,7 +269,7 @@ static int64_t tie_value(const struct learn *f, const struct gs_node_info *nd, c
 static int64_t ladder(const struct learn *f, double f0, double f1, const struct gs_node_info *nd,
                       const struct gs_demand *d)
 {
-    double w = is_share(d) ? f->share_width : f->whole_width;
+    double w = is_share(d) ? f->share_width : d->gpu_count > 1 ? f->multi_width : f->whole_width;
     int64_t bucket = (int64_t)(1.0 / (1.0 + exp(-(f0 - f1) / w)) * GS_MAX_SCORE);
     return bucket * TIE_SPAN + tie_value(f, nd, d);
 }
