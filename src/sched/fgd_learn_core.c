@@ -54,8 +54,8 @@ struct gs_fgdl {
 void gs_fgdl_params_default(struct gs_fgdl_params *p)
 {
     *p = (struct gs_fgdl_params){
-        .half_life = 4000, .beta = 0, .pop_exp = 0, .count_exp = -1, .size_exp = 1.25, .usable_exp = 0, .threshold = 1.0, .floor = 0.02,
-        .coverage = 0.99, .share_scale = 1, .rebuild = 2048};
+        .half_life = 4000, .beta = 0, .pop_exp = 0, .count_exp = -1, .size_exp = 1.1, .usable_exp = 0, .threshold = 1.0, .floor = 0.02,
+        .coverage = 0.99, .share_scale = 0.8, .rebuild = 2048};
 }
 
 static int num_field(const json_t *args, const char *key, double lo, double hi, bool lo_open, double *out,

@@ -25,7 +25,8 @@
  * the size of F (and of FGD's score buckets) is that of popularity weights.
  * popExp 1 and the other exponents 0 is FGD's weighting. The measured best
  * (the defaults) ignores popularity beyond the choice of classes and weighs
- * a class by its request size to the power -1.25: F counts, roughly, how
+ * a class by its request size to the power -1.1 (the sharing classes
+ * times shareScale 0.8): F counts, roughly, how
  * many pods of each class the idle GPUs can no longer take, so the small
  * sharing classes that fill the holes count as much as they help; the
  * hardness terms are off by default (measured: no gain, see fgd_learn.c).
