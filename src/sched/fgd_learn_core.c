@@ -54,8 +54,8 @@ struct gs_fgdl {
 void gs_fgdl_params_default(struct gs_fgdl_params *p)
 {
     *p = (struct gs_fgdl_params){
-        .half_life = 4000, .beta = 0, .pop_exp = 0, .count_exp = -1, .size_exp = 1.25, .usable_exp = 0, .threshold = 1.0, .floor = 0.02,
-        .coverage = 0.99, .rebuild = 2048};
+        .half_life = 4000, .beta = 0, .pop_exp = 0, .count_exp = -1, .size_exp = 1.1, .usable_exp = 0, .threshold = 1.0, .floor = 0.02,
+        .coverage = 0.99, .share_scale = 0.8, .rebuild = 2048};
 }
 
 static int num_field(const json_t *args, const char *key, double lo, double hi, bool lo_open, double *out,
@@ -97,6 +97,7 @@ int gs_fgdl_params_parse(const json_t *args, struct gs_fgdl_params *p, struct gs
     rc |= num_field(args, "countExp", -1, 8, false, &p->count_exp, d);
     rc |= num_field(args, "usableExp", -8, 8, false, &p->usable_exp, d);
     rc |= num_field(args, "coverage", 0, 1, true, &p->coverage, d);
+    rc |= num_field(args, "shareScale", 0, 100, true, &p->share_scale, d);
     rc |= num_field(args, "rebuildEvery", 1, 1e9, false, &rebuild, d);
     if (!rc && rebuild != floor(rebuild)) {
         gs_diags_add(d, "args.rebuildEvery", "%g is not a whole number of pods", rebuild);
@@ -112,7 +113,7 @@ int gs_fgdl_new(struct gs_cache *cache, const struct gs_fgdl_params *p, struct g
 {
     *out = NULL;
     if (!(p->half_life > 0) || !(p->floor > 0 && p->floor <= 1) || !(p->threshold > 0) ||
-        !(p->coverage > 0 && p->coverage <= 1) || p->rebuild < 1)
+        !(p->coverage > 0 && p->coverage <= 1) || !(p->share_scale > 0 && p->share_scale <= 100) || p->rebuild < 1)
         return GS_EINVAL;
     struct gs_fgdl *l = calloc(1, sizeof *l);
     if (!l) return GS_ENOMEM;
@@ -322,7 +323,8 @@ static double gpu_class_weight(const struct gs_fgdl_params *p, const struct cls 
     double over = c->hard / p->threshold;
     double count_exp = p->count_exp < 0 ? p->size_exp : p->count_exp;
     return pow(c->p, p->pop_exp) * pow(c->milli / 1000.0, -p->size_exp) * pow(c->count, -count_exp) *
-           pow(c->usable, p->usable_exp) * pow(over > 1 ? over : 1, p->beta);
+           pow(c->usable, p->usable_exp) * pow(over > 1 ? over : 1, p->beta) *
+           (c->milli < GS_GPU_MILLI ? p->share_scale : 1.0);
 }
 
 static void rebuild(struct gs_fgdl *l)

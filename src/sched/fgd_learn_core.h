@@ -11,6 +11,7 @@
  *
  *   w_m = p_m^popExp * (milli_m / 1000)^-sizeExp * count_m^-countExp
  *         * usable_m^usableExp * max(1, hard_m / threshold)^beta
+ *         * (shareScale if milli_m < 1000)
  *
  *   p_m      decayed popularity
  *   usable_m share of the cluster's free GPU milli that copies of m can take
@@ -24,7 +25,8 @@
  * the size of F (and of FGD's score buckets) is that of popularity weights.
  * popExp 1 and the other exponents 0 is FGD's weighting. The measured best
  * (the defaults) ignores popularity beyond the choice of classes and weighs
- * a class by its request size to the power -1.25: F counts, roughly, how
+ * a class by its request size to the power -1.1 (the sharing classes
+ * times shareScale 0.8): F counts, roughly, how
  * many pods of each class the idle GPUs can no longer take, so the small
  * sharing classes that fill the holes count as much as they help; the
  * hardness terms are off by default (measured: no gain, see fgd_learn.c).
@@ -57,6 +59,7 @@ struct gs_fgdl_params {
     double threshold;   /* threshold: hardness above which a class is weighted up, > 0 */
     double floor;       /* usableFloor: smallest usable share counted, in (0, 1] */
     double coverage;    /* coverage: classes kept, most popular first, in (0, 1] */
+    double share_scale; /* shareScale: factor on the sharing classes' (milli < 1000) w_m, in (0, 100] */
     uint32_t rebuild;   /* rebuildEvery: pods between rebuilds after the doubling, >= 1 */
 };
 

@@ -118,10 +118,11 @@ static void test_params(void **st)
     struct gs_fgdl_params def;
     gs_fgdl_params_default(&def);
     assert_true(p.beta == def.beta && p.half_life == def.half_life && p.rebuild == def.rebuild);
-    json_t *ok = json_pack("{s:f,s:f,s:i,s:[]}", "beta", 2.0, "halfLife", 100.0, "rebuildEvery", 8,
-                           "targetWorkload");
+    assert_true(def.share_scale > 0 && def.share_scale <= 100);
+    json_t *ok = json_pack("{s:f,s:f,s:i,s:f,s:[]}", "beta", 2.0, "halfLife", 100.0, "rebuildEvery", 8,
+                           "shareScale", 0.25, "targetWorkload");
     assert_int_equal(gs_fgdl_params_parse(ok, &p, &d), 0);
-    assert_true(p.beta == 2.0 && p.half_life == 100.0 && p.rebuild == 8);
+    assert_true(p.beta == 2.0 && p.half_life == 100.0 && p.rebuild == 8 && p.share_scale == 0.25);
     json_decref(ok);
     struct {
         const char *json, *path, *says;
@@ -133,6 +134,9 @@ static void test_params(void **st)
         {"{\"coverage\": 0}", "args.coverage", "0 is out of range"},
         {"{\"rebuildEvery\": 2.5}", "args.rebuildEvery", "2.5 is not a whole number"},
         {"{\"rebuildEvery\": 0}", "args.rebuildEvery", "0 is out of range"},
+        {"{\"shareScale\": 0}", "args.shareScale", "0 is out of range"},
+        {"{\"shareScale\": 101}", "args.shareScale", "101 is out of range"},
+        {"{\"shareScale\": true}", "args.shareScale", "expected a number"},
         {"[1]", "args", "expected an object"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -257,6 +261,9 @@ static void test_size_weights(void **st)
     struct gs_fgdl_params p;
     gs_fgdl_params_default(&p);
     p.coverage = 1;
+    p.size_exp = 1.25;
+    p.count_exp = -1; /* the GPU count's exponent follows sizeExp */
+    p.share_scale = 1;
     struct gs_fgdl *l;
     assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
     struct gs_pod whole = pod_of("w", 1000, 1, 1000), half = pod_of("h", 1000, 1, 500),
@@ -267,6 +274,17 @@ static void test_size_weights(void **st)
     assert_true(fabs(ch.weight / cw.weight - pow(2, 1.25)) < 1e-9);
     assert_true(fabs(ct.weight / cw.weight - pow(2, -1.25)) < 1e-9);
     assert_true(fabs(cc.weight - cc.p) < 1e-9); /* CPU-only: its popularity */
+    assert_true(fabs(cw.weight + ch.weight + ct.weight - (cw.p + ch.p + ct.p)) < 1e-9);
+    gs_fgdl_free(l);
+    /* shareScale weighs the sharing classes (milli < 1000) only; the GPU
+     * classes' total stays their popularity */
+    p.share_scale = 0.5;
+    p.count_exp = 1.5;
+    assert_int_equal(gs_fgdl_new(e->c, &p, &l), 0);
+    for (int i = 0; i < 16; i++) gs_fgdl_observe(l, i < 10 ? &whole.demand : i < 12 ? &half.demand : i < 15 ? &two.demand : &cpu.demand);
+    cw = class_of(l, 1000, 1, 1000), ch = class_of(l, 1000, 1, 500), ct = class_of(l, 1000, 2, 1000);
+    assert_true(fabs(ch.weight / cw.weight - 0.5 * pow(2, 1.25)) < 1e-9);
+    assert_true(fabs(ct.weight / cw.weight - pow(2, -1.5)) < 1e-9);
     assert_true(fabs(cw.weight + ch.weight + ct.weight - (cw.p + ch.p + ct.p)) < 1e-9);
     gs_fgdl_free(l);
 }
@@ -298,8 +316,10 @@ static void test_plugin_bad_args(void **st)
         const char *json, *path, *says;
     } bad[] = {
         {"{\"tieBreak\": \"left\"}", "args.tieBreak", "\"left\" is not a tie-break"},
-        {"{\"shareWidth\": 0}", "args.shareWidth", "expected a number in (0, 1e9]"},
+        {"{\"shareWidth\": 0}", "args.shareWidth", "0 is out of range: expected a number in (0, 1e9]"},
         {"{\"wholeWidth\": \"x\"}", "args.wholeWidth", "expected a number"},
+        {"{\"multiWidth\": -5}", "args.multiWidth", "-5 is out of range: expected a number in (0, 1e9]"},
+        {"{\"multiWidth\": null}", "args.multiWidth", "expected a number in (0, 1e9]"},
         {"{\"beta\": 9}", "args.beta", "9 is out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -348,6 +368,43 @@ static void test_plugin_keeps_big_node(void **st)
     gs_plugin_fgd_learn.fini(state);
 }
 
+/* Raw keys (bucket * 4096 + tie-break) of the pod on the nodes. */
+static void raw_keys(struct env *e, void *state, const struct gs_pod *pod, int64_t *s)
+{
+    gs_plugin_fgd_learn.pre_score(state, &e->cs, pod, e->nodes, (size_t)e->n);
+    gs_plugin_fgd_learn.score(state, &e->cs, pod, e->nodes, (size_t)e->n, s);
+}
+
+/* multiWidth is the bucket width of multi-GPU pods only: so wide that every
+ * node falls within one score step, the 2-GPU pod's nodes are a step apart
+ * at most (the default width puts them further), while a 1-GPU pod (the
+ * whole-GPU width) still tells them apart. */
+static void test_plugin_multi_width(void **st)
+{
+    struct env *e = *st;
+    int a = add_node(e, "a", 96000, 1LL << 40, "V100", 8);
+    int b = add_node(e, "b", 96000, 1LL << 40, "V100", 8);
+    struct gs_pod fill = pod_of("f", 1000, 1, 1000);
+    place(e, &fill, b, 0x1);
+    struct gs_pod eight = pod_of("eight", 1000, 8, 1000), two = pod_of("two", 1000, 2, 1000),
+                  one = pod_of("one", 1000, 1, 1000);
+    int64_t s[2];
+    void *narrow = init(e, "{\"rebuildEvery\": 1}");
+    void *wide = init(e, "{\"rebuildEvery\": 1, \"multiWidth\": 1e9}");
+    for (int i = 0; i < 3; i++) {
+        raw_keys(e, narrow, &eight, s);
+        raw_keys(e, wide, &eight, s);
+    }
+    raw_keys(e, narrow, &two, s);
+    assert_true(s[b] - s[a] > 4096);
+    raw_keys(e, wide, &two, s);
+    assert_true(s[b] - s[a] <= 4096 && s[b] >= s[a]);
+    raw_keys(e, wide, &one, s);
+    assert_true(s[b] - s[a] > 4096);
+    gs_plugin_fgd_learn.fini(narrow);
+    gs_plugin_fgd_learn.fini(wide);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +416,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_size_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_bad_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_keeps_big_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plugin_multi_width, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
