@@ -800,3 +800,30 @@ uint64_t gs_rand_below(uint64_t *s, uint64_t n)
         if (r >= threshold) return r % n;
     }
 }
+
+char *gs_demand_models_join(const struct gs_demand *d)
+{
+    if (!d->ngpu_models) return NULL;
+    size_t len = 1;
+    for (size_t i = 0; i < d->ngpu_models; i++) len += strlen(d->gpu_models[i]) + 1;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    s[0] = 0;
+    for (size_t i = 0; i < d->ngpu_models; i++) {
+        if (i) strcat(s, "|");
+        strcat(s, d->gpu_models[i]);
+    }
+    return s;
+}
+
+bool gs_demand_models_equal(const struct gs_demand *d, const char *joined)
+{
+    const char *p = joined ? joined : "";
+    for (size_t i = 0; i < d->ngpu_models; i++) {
+        size_t l = strlen(d->gpu_models[i]);
+        if (i && *p++ != '|') return false;
+        if (strncmp(p, d->gpu_models[i], l)) return false;
+        p += l;
+    }
+    return *p == 0;
+}

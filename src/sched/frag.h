@@ -41,6 +41,7 @@
 #include "sched/status.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define GS_FRAG_DEFAULT_COVERAGE 0.95
@@ -158,6 +159,13 @@ static inline uint64_t gs_rand_next(uint64_t *s)
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
+/* A request shape's GPU models as one string: the pod's list joined by '|'
+ * in its own order (NULL when any model will do; NULL on no memory too, so
+ * callers that memoise by shape treat both as "any"), and the test of a
+ * pod's list against such a join. Order differences only cost a second shape. */
+char *gs_demand_models_join(const struct gs_demand *d);
+bool gs_demand_models_equal(const struct gs_demand *d, const char *joined);
+
 /* Uniform in [0, n) (n > 0), without modulo bias. */
 uint64_t gs_rand_below(uint64_t *s, uint64_t n);
 

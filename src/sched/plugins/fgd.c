@@ -89,40 +89,11 @@ static void fgd_fini(void *state)
     free(f);
 }
 
-static bool same_models(const struct gs_demand *d, const char *models)
-{
-    /* the pod's list joined by '|' in its own order is compared with the
-     * stored join; order differences only cost a second shape */
-    const char *p = models ? models : "";
-    for (size_t i = 0; i < d->ngpu_models; i++) {
-        size_t l = strlen(d->gpu_models[i]);
-        if (i && *p++ != '|') return false;
-        if (strncmp(p, d->gpu_models[i], l)) return false;
-        p += l;
-    }
-    return *p == 0;
-}
-
-static char *join_models(const struct gs_demand *d)
-{
-    if (!d->ngpu_models) return NULL;
-    size_t len = 1;
-    for (size_t i = 0; i < d->ngpu_models; i++) len += strlen(d->gpu_models[i]) + 1;
-    char *s = malloc(len);
-    if (!s) return NULL;
-    s[0] = 0;
-    for (size_t i = 0; i < d->ngpu_models; i++) {
-        if (i) strcat(s, "|");
-        strcat(s, d->gpu_models[i]);
-    }
-    return s;
-}
-
 static int32_t shape_of(struct fgd *f, const struct gs_demand *d)
 {
     for (size_t i = f->nshapes; i-- > 0;) {
         const struct shape *s = &f->shapes[i];
-        if (s->cpu == d->cpu_milli && s->milli == d->gpu_milli && s->count == d->gpu_count && same_models(d, s->models))
+        if (s->cpu == d->cpu_milli && s->milli == d->gpu_milli && s->count == d->gpu_count && gs_demand_models_equal(d, s->models))
             return (int32_t)i;
     }
     if (f->nshapes >= MAX_SHAPES) return -1;
@@ -134,7 +105,7 @@ static int32_t shape_of(struct fgd *f, const struct gs_demand *d)
     s->cpu = d->cpu_milli;
     s->milli = d->gpu_milli;
     s->count = d->gpu_count;
-    s->models = join_models(d);
+    s->models = gs_demand_models_join(d);
     if (d->ngpu_models && !s->models) return -1;
     return (int32_t)f->nshapes++;
 }

@@ -208,38 +208,11 @@ static void learn_fini(void *state)
 
 /*--- Request shapes and their memo rows ---*/
 
-static bool same_models(const struct gs_demand *d, const char *models)
-{
-    const char *p = models ? models : "";
-    for (size_t i = 0; i < d->ngpu_models; i++) {
-        size_t l = strlen(d->gpu_models[i]);
-        if (i && *p++ != '|') return false;
-        if (strncmp(p, d->gpu_models[i], l)) return false;
-        p += l;
-    }
-    return *p == 0;
-}
-
-static char *join_models(const struct gs_demand *d)
-{
-    if (!d->ngpu_models) return NULL;
-    size_t len = 1;
-    for (size_t i = 0; i < d->ngpu_models; i++) len += strlen(d->gpu_models[i]) + 1;
-    char *s = malloc(len);
-    if (!s) return NULL;
-    s[0] = 0;
-    for (size_t i = 0; i < d->ngpu_models; i++) {
-        if (i) strcat(s, "|");
-        strcat(s, d->gpu_models[i]);
-    }
-    return s;
-}
-
 static int32_t shape_of(struct learn *f, const struct gs_demand *d)
 {
     for (size_t i = f->nshapes; i-- > 0;) {
         const struct shape *s = &f->shapes[i];
-        if (s->cpu == d->cpu_milli && s->milli == d->gpu_milli && s->count == d->gpu_count && same_models(d, s->models))
+        if (s->cpu == d->cpu_milli && s->milli == d->gpu_milli && s->count == d->gpu_count && gs_demand_models_equal(d, s->models))
             return (int32_t)i;
     }
     if (f->nshapes >= MAX_SHAPES) return -1;
@@ -247,7 +220,7 @@ static int32_t shape_of(struct learn *f, const struct gs_demand *d)
     if (!ns) return -1;
     f->shapes = ns;
     struct shape *s = &f->shapes[f->nshapes];
-    *s = (struct shape){.cpu = d->cpu_milli, .milli = d->gpu_milli, .count = d->gpu_count, .models = join_models(d)};
+    *s = (struct shape){.cpu = d->cpu_milli, .milli = d->gpu_milli, .count = d->gpu_count, .models = gs_demand_models_join(d)};
     if (d->ngpu_models && !s->models) return -1;
     return (int32_t)f->nshapes++;
 }
