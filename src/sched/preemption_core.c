@@ -569,7 +569,7 @@ static int ix_rebuild(struct gs_preemption *p)
         ix_clear(x);
         return GS_ENOMEM;
     }
-    qsort(x->e, x->n, sizeof *x->e, cmp_vpod);
+    if (x->n) qsort(x->e, x->n, sizeof *x->e, cmp_vpod); /* no bound pod: e may be NULL */
     ix_mark_units(x->e, x->n);
     return 0;
 }
@@ -624,11 +624,11 @@ static int ix_sync(struct gs_preemption *p)
                 if (cmp_vpod(&x->e[mid], &x->add[j]) < 0) lo = mid + 1;
                 else hi = mid;
             }
-            memcpy(x->tmp + w, x->e + i, (lo - i) * sizeof *x->e);
+            if (lo > i) memcpy(x->tmp + w, x->e + i, (lo - i) * sizeof *x->e);
             w += lo - i, i = lo;
             x->tmp[w++] = x->add[j];
         }
-        memcpy(x->tmp + w, x->e + i, (x->n - i) * sizeof *x->e);
+        if (x->n > i) memcpy(x->tmp + w, x->e + i, (x->n - i) * sizeof *x->e);
         w += x->n - i;
         struct vpod *t = x->e;
         size_t tc = x->cap;
@@ -648,7 +648,7 @@ int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len)
     if (rc) return rc;
     struct pindex fresh = {.valid = true};
     gs_cache_foreach_pod(p->cache, collect_bound, &fresh);
-    if (fresh.valid) qsort(fresh.e, fresh.n, sizeof *fresh.e, cmp_vpod), ix_mark_units(fresh.e, fresh.n);
+    if (fresh.valid && fresh.n) qsort(fresh.e, fresh.n, sizeof *fresh.e, cmp_vpod), ix_mark_units(fresh.e, fresh.n);
     const struct pindex *x = p->ix;
     rc = fresh.valid ? 0 : GS_ENOMEM;
     if (!rc && fresh.n != x->n) {
