@@ -8,7 +8,10 @@
   RuntimeClass that does not exist with RuntimeClassNotFound;
 - with the server and the agent as separate processes, a pod survives `kill -9` of its agent: the restarted
   agent re-adopts it, it stays Running and later Succeeds with its exit code; its runc container, bundle
-  state and cgroup are gone afterwards.
+  state and cgroup are gone afterwards;
+- a container that ignores SIGTERM is killed when its grace period ends, and its runc container, directory
+  and bundle go with the pod;
+- a failing container under restartPolicy OnFailure restarts with back-off.
 Needs root, runc and busybox-static (scripts/install-deps.sh); fails, not skips, without them.
 """
 import json
@@ -230,3 +233,46 @@ def test_pod_survives_an_agent_restart(gpusched_bin, tmp_path):
         assert not list(pathlib.Path("/sys/fs/cgroup").glob(f"*/gpusched/{uid}-c")), "cgroup left behind"
     finally:
         s.stop_all()
+
+
+def runc_ids(state):
+    r = subprocess.run(["runc", "--root", str(state.resolve() / "runc"), "list", "-q"], capture_output=True, text=True)
+    return r.stdout.split()
+
+
+def restart_count(s, name):
+    cs = ((s.pod(name) or {}).get("status") or {}).get("containerStatuses") or [{}]
+    return cs[0].get("restartCount") or 0
+
+
+def test_container_ignoring_sigterm_is_killed_after_its_grace_and_cleaned_up(up):
+    up.cli("apply", "-f", "-", input=json.dumps(pod(
+        "stubborn", "trap '' TERM; echo started; while true; do sleep 0.2; done")))
+    wait_for(lambda: phase(up, "stubborn") == "Running", 30, "stubborn to run")
+    wait_for(lambda: "started" in logs(up, "stubborn"), 10, "the command to start")
+    uid = up.pod("stubborn")["metadata"]["uid"]
+    state = up.data / "agent" / NODE
+    assert any(uid in i for i in runc_ids(state)), runc_ids(state)
+    assert (state / "pods" / uid).is_dir()
+    t0 = time.time()
+    up.cli("delete", "pod", "stubborn", "--grace-period=1", "--wait=false")
+    # The trap ignores SIGTERM: only the SIGKILL sent when the grace period ends lets the pod go.
+    wait_for(lambda: up.pod("stubborn") is None, 20, "the pod to disappear")
+    assert time.time() - t0 >= 0.9, "killed before its grace period ended"
+    wait_for(lambda: not any(uid in i for i in runc_ids(state)), 10, "runc delete of the container")
+    wait_for(lambda: not (state / "pods" / uid).exists(), 10, "the pod's directory and bundle to be removed")
+
+
+def test_failing_container_restarts_with_back_off(up):
+    t0 = time.time()
+    up.cli("apply", "-f", "-", input=json.dumps(pod("crash", "echo run; exit 3", restart="OnFailure")))
+    wait_for(lambda: restart_count(up, "crash") >= 2, 60, f"two restarts: {up.pod('crash')}")
+    # Back-off of 1 s after the first exit and 2 s after the second (agent_pods.c poll_ctr).
+    assert time.time() - t0 >= 2.5, "restarted without back-off"
+    assert phase(up, "crash") not in ("Succeeded", "Failed"), up.pod("crash")
+    assert "run" in logs(up, "crash")
+    uid = up.pod("crash")["metadata"]["uid"]
+    # Each restart deletes the previous run's container first: one runc container at a time.
+    assert sum(uid in i for i in runc_ids(up.data / "agent" / NODE)) <= 1
+    up.cli("delete", "pod", "crash")
+    wait_for(lambda: up.pod("crash") is None, 20, "the pod to go")
