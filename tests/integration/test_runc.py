@@ -58,9 +58,18 @@ def phase(s, name):
     return ((s.pod(name) or {}).get("status") or {}).get("phase")
 
 
-def ctr_state(s, name):
+def ctr_status(s, name):
     cs = ((s.pod(name) or {}).get("status") or {}).get("containerStatuses") or [{}]
-    return cs[0].get("state") or {}
+    return cs[0]
+
+
+def ctr_state(s, name):
+    return ctr_status(s, name).get("state") or {}
+
+
+def runc_ids(state):
+    r = subprocess.run(["runc", "--root", str(state.resolve() / "runc"), "list", "-q"], capture_output=True, text=True)
+    return r.stdout.split()
 
 
 def import_image(s, tar, store):
@@ -217,9 +226,7 @@ def test_pod_survives_an_agent_restart(gpusched_bin, tmp_path):
         wait_for(lambda: phase(s, "long") == "Running", 30, "the pod to run")
         s.stop("agent", signal.SIGKILL)
         time.sleep(1)
-        runc_root = str(state.resolve() / "runc")
-        listed = subprocess.run(["runc", "--root", runc_root, "list", "-q"], capture_output=True, text=True).stdout
-        assert listed.strip(), "the container died with its agent"
+        assert runc_ids(state), "the container died with its agent"
         agent()
         time.sleep(2)
         assert phase(s, "long") == "Running", s.pod("long")
@@ -227,22 +234,11 @@ def test_pod_survives_an_agent_restart(gpusched_bin, tmp_path):
         t = ctr_state(s, "long")["terminated"]
         assert t["exitCode"] == 0, t
         assert "finished" in s.cli("logs", "long").stdout
-        wait_for(lambda: not subprocess.run(["runc", "--root", runc_root, "list", "-q"], capture_output=True,
-                                            text=True).stdout.strip(), 10, "runc delete")
+        wait_for(lambda: not runc_ids(state), 10, "runc delete")
         uid = s.pod("long")["metadata"]["uid"]
         assert not list(pathlib.Path("/sys/fs/cgroup").glob(f"*/gpusched/{uid}-c")), "cgroup left behind"
     finally:
         s.stop_all()
-
-
-def runc_ids(state):
-    r = subprocess.run(["runc", "--root", str(state.resolve() / "runc"), "list", "-q"], capture_output=True, text=True)
-    return r.stdout.split()
-
-
-def restart_count(s, name):
-    cs = ((s.pod(name) or {}).get("status") or {}).get("containerStatuses") or [{}]
-    return cs[0].get("restartCount") or 0
 
 
 def test_container_ignoring_sigterm_is_killed_after_its_grace_and_cleaned_up(up):
@@ -266,7 +262,7 @@ def test_container_ignoring_sigterm_is_killed_after_its_grace_and_cleaned_up(up)
 def test_failing_container_restarts_with_back_off(up):
     t0 = time.time()
     up.cli("apply", "-f", "-", input=json.dumps(pod("crash", "echo run; exit 3", restart="OnFailure")))
-    wait_for(lambda: restart_count(up, "crash") >= 2, 60, f"two restarts: {up.pod('crash')}")
+    wait_for(lambda: (ctr_status(up, "crash").get("restartCount") or 0) >= 2, 60, f"two restarts: {up.pod('crash')}")
     # Back-off of 1 s after the first exit and 2 s after the second (agent_pods.c poll_ctr).
     assert time.time() - t0 >= 2.5, "restarted without back-off"
     assert phase(up, "crash") not in ("Succeeded", "Failed"), up.pod("crash")
