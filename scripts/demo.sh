@@ -133,9 +133,10 @@ part2() {
     echo "== gpusched validate examples/"
     "$BIN" validate -f examples/
     echo
-    echo "== gpusched sim: the FGD experiment on the openb trace, every placement policy and the upper bound on any placer (bound%)"
+    echo "== gpusched sim: the FGD experiment on the openb trace, every placement policy (profile: the server's, FGDLearn) and the upper bound on any placer (bound%)"
     GS_TRACE_DIR="$TRACE_DIR" "$BIN" sim --trace-dir "$TRACE_DIR" --experiment fgd \
-        --policy Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD,FGDPack,FGDPlus --bound --seed 42 --out out/demo
+        --policy Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD,FGDPack,FGDPlus,FGDLearn,profile --bound --seed 42 \
+        --out out/demo
     echo
     echo "Report: $(pwd)/out/demo/report.html (events.jsonl and series.csv next to it)"
 }

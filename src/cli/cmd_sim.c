@@ -79,10 +79,10 @@ static void usage(FILE *f)
           "  --experiment tenants     multi-tenant queues and admission (--experiment tenants --help)\n"
           "  --from-cluster, --snapshot DIR  what-if on a live cluster: when each pending pod would\n"
           "                           start (--from-cluster --help)\n"
-          "  --policy A,B,...         placement policies (fgd: default FGD), e.g.\n"
-          "                           Random,DotProd,GpuClustering,GpuPacking,BestFit,FGD,\n"
-          "                           FGDPack,FGDPlus,FGDLearn;\n"
-          "                           replay without --policy runs the server's profile as it is\n"
+          "  --policy A,B,...         placement policies, e.g. Random,DotProd,GpuClustering,\n"
+          "                           GpuPacking,BestFit,FGD,FGDPack,FGDPlus,FGDLearn; \"profile\"\n"
+          "                           (the default) is the server's profile as it is, whose\n"
+          "                           placement is FGDLearn's\n"
           "  --seed N                 random seed (default 42)\n"
           "  --seeds LIST             several seeds, e.g. 42-51 or 1,5,9: means and _std reported\n"
           "  --tune X                 fgd: inflate GPU demand to X times capacity (default 1.3)\n"
@@ -203,6 +203,11 @@ static int parse_policies(struct sim_args *a, const char *flag, const char *valu
         next = strchr(tok, ',');
         if (next) *next++ = '\0';
         if (!*tok) return bad(flag, value, "empty policy name");
+        if (!strcasecmp(tok, GS_SIM_PROFILE)) { /* the server's profile, as without --policy */
+            if (a->npolicies == MAX_POLICIES) return bad(flag, value, "too many policies");
+            a->policies[a->npolicies++] = GS_SIM_PROFILE;
+            continue;
+        }
         const struct gs_plugin *p = find_policy(tok);
         if (!p) {
             char why[160];
@@ -392,8 +397,7 @@ static int parse_args(int argc, char **argv, struct sim_args *a)
             return 2;
         }
     }
-    if (a->npolicies == 0 && a->mode == GS_SIM_REPLAY) a->policies[a->npolicies++] = GS_SIM_PROFILE; /* the server's */
-    else if (a->npolicies == 0 && parse_policies(a, "--policy", "FGD")) return 2;
+    if (a->npolicies == 0) a->policies[a->npolicies++] = GS_SIM_PROFILE; /* the server's placement */
     if (a->nseeds == 0 && push_seed(a, 42)) return 1;
     if (a->bound && a->mode != GS_SIM_FGD) {
         fprintf(stderr, "gpusched sim: --bound: the upper bound is for --experiment fgd only (pods tried once, "

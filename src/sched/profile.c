@@ -138,13 +138,36 @@ int gs_sched_config_default(struct gs_sched_config *out)
 /*
  * The "gpusched" default the server runs: kube's default set plus gang
  * scheduling, NUMA/NVLink-aware placement, topology spread and preemption
- * (the same set as examples/scheduler/gang-topology-scheduler.yaml). The
- * added plugins skip at PreFilter for a pod without a group, a topology ask
- * or spread constraints, so plain pods cost about what they cost under the
- * kube set. NodeResourceTopology's policy is none: only a pod's
- * gpusched.io/gpu-interconnect annotation or a node's NRT policy constrains.
- * InterPodAffinity and NodeResourcesBalancedAllocation come from kube's
- * default set; balance also counts nvidia.com/gpu (for pods that ask for GPUs).
+ * (the set of examples/scheduler/gang-topology-scheduler.yaml), with
+ * FGDLearn as the placement score (docs/SCHEDULING.md "The server's
+ * placement"). The added plugins skip at PreFilter for a pod without a
+ * group, a topology ask or spread constraints, so plain pods cost about what
+ * they cost under the kube set. NodeResourceTopology's policy is none: only
+ * a pod's gpusched.io/gpu-interconnect annotation or a node's NRT policy
+ * constrains.
+ *
+ * Placement. FGDLearn (plugins/fgd_learn.c) packs against the fragmentation
+ * of the workload it has seen; kube's two resource scorers spread
+ * (NodeResourcesFit's LeastAllocated, BalancedAllocation's evenness), so
+ * next to it they would pull the other way, and at any weight they break
+ * its ties by spreading rather than by the lowest node index it was measured
+ * with. They are off at Score (NodeResourcesFit still filters) and
+ * BalancedAllocation at PreScore. FGDLearn has weight 1, its 0..100 score
+ * below the user's own asks: NodeAffinity's and InterPodAffinity's
+ * preferences, TaintToleration's PreferNoSchedule (kube's weights 2, 2, 3),
+ * a gang's planned node (Coscheduling 10), a nomination (DefaultPreemption
+ * 5), spread (PodTopologySpread 2) and interconnect (NodeResourceTopology
+ * 3). NodeResourceTopology's leaveFlatNodes: on a node whose GPUs no
+ * topology tells apart its compactness would be a second packing score and
+ * its GPU choice a second packer, so there it scores 0 and leaves the GPUs
+ * to FGDLearn. A pod without any of those asks, on such nodes, gets the same
+ * score from each of them on every node, so its node is FGDLearn's first
+ * choice and its GPUs FGDLearn's, as in the FGD
+ * experiment (`sim --experiment fgd` without --policy runs this placement;
+ * bench/RESULTS.md "Every policy on every openb variant"). Its Reserve comes
+ * after NodeResourceTopology's and DynamicResources' (an interconnect ask or
+ * a claim chooses the devices first) and before GpuShare's, so it picks the
+ * GPUs of every other pod.
  */
 static const char gpusched_profile[] =
     "{\"kind\":\"KubeSchedulerConfiguration\",\"profiles\":[{\"schedulerName\":\"" GS_DEFAULT_SCHEDULER "\","
@@ -155,20 +178,22 @@ static const char gpusched_profile[] =
     "\"filter\":{\"enabled\":[{\"name\":\"Coscheduling\"},{\"name\":\"PodTopologySpread\"},"
     "{\"name\":\"NodeResourceTopology\"},{\"name\":\"DefaultPreemption\"}]},"
     "\"postFilter\":{\"enabled\":[{\"name\":\"DefaultPreemption\"},{\"name\":\"Coscheduling\"}]},"
-    "\"score\":{\"enabled\":[{\"name\":\"Coscheduling\",\"weight\":10},{\"name\":\"NodeResourceTopology\",\"weight\":3},"
-    "{\"name\":\"PodTopologySpread\",\"weight\":2},{\"name\":\"DefaultPreemption\",\"weight\":5}]},"
+    "\"preScore\":{\"enabled\":[{\"name\":\"FGDLearn\"}],"
+    "\"disabled\":[{\"name\":\"NodeResourcesBalancedAllocation\"}]},"
+    "\"score\":{\"enabled\":[{\"name\":\"FGDLearn\",\"weight\":1},"
+    "{\"name\":\"Coscheduling\",\"weight\":10},{\"name\":\"NodeResourceTopology\",\"weight\":3},"
+    "{\"name\":\"PodTopologySpread\",\"weight\":2},{\"name\":\"DefaultPreemption\",\"weight\":5}],"
+    "\"disabled\":[{\"name\":\"NodeResourcesFit\"},{\"name\":\"NodeResourcesBalancedAllocation\"}]},"
     "\"reserve\":{\"enabled\":[{\"name\":\"NodeResourceTopology\"},{\"name\":\"DynamicResources\"},"
-    "{\"name\":\"GpuShare\"},"
+    "{\"name\":\"FGDLearn\"},{\"name\":\"GpuShare\"},"
     "{\"name\":\"Coscheduling\"},{\"name\":\"DefaultPreemption\"}],\"disabled\":[{\"name\":\"*\"}]},"
     "\"permit\":{\"enabled\":[{\"name\":\"Coscheduling\"}]}},"
     "\"pluginConfig\":["
     "{\"name\":\"Coscheduling\",\"args\":{\"permitWaitingTimeSeconds\":60,\"podGroupRejectPercentage\":0,"
     "\"wholeGroupPlan\":true}},"
     "{\"name\":\"NodeResourceTopology\",\"args\":{\"topologyManagerPolicy\":\"none\","
-    "\"topologyManagerScope\":\"container\"}},"
-    "{\"name\":\"DefaultPreemption\",\"args\":{\"maxPreemptionsPerWindow\":3,\"preemptionWindowSeconds\":600}},"
-    "{\"name\":\"NodeResourcesBalancedAllocation\",\"args\":{\"resources\":[{\"name\":\"cpu\",\"weight\":1},"
-    "{\"name\":\"memory\",\"weight\":1},{\"name\":\"nvidia.com/gpu\",\"weight\":1}]}}"
+    "\"topologyManagerScope\":\"container\",\"leaveFlatNodes\":true}},"
+    "{\"name\":\"DefaultPreemption\",\"args\":{\"maxPreemptionsPerWindow\":3,\"preemptionWindowSeconds\":600}}"
     "]}]}";
 
 int gs_sched_config_gpusched(struct gs_sched_config *out)

@@ -23,7 +23,11 @@
  * NodeResourcesFit, GpuShare and GpuModel and scores only with the policy
  * (weight 1000); the policy's Reserve runs first so it picks the GPUs. FGD-
  * style policies get the target workload (classes covering >= 95% of the
- * original pods) in their args.
+ * original pods) in their args. Without a policy (or GS_SIM_PROFILE) the
+ * placement is the server's: its profile (gs_sched_config_gpusched, or
+ * --config's first) with the same three filters, no PostFilter (nothing is
+ * preempted) and its own PreScore, Score and Reserve plugins, weights and
+ * args, as the server's scheduler runs them on these pods.
  *
  * After every pod a sample goes to the sink: arrived and allocated milli,
  * fragmented milli (frag.c, incremental) and the percentages. With
@@ -209,6 +213,12 @@ static void set_point(struct gs_profile *pr, enum gs_point pt, const struct gs_p
     pr->npoints[pt] = n;
 }
 
+/* No policy: the server's placement (see the header). */
+static bool server_placement(const struct gs_sim_opts *o)
+{
+    return !o->policy || !*o->policy || !strcmp(o->policy, GS_SIM_PROFILE);
+}
+
 static int build_profile(struct run *r, const struct gs_plugin *policy, struct gs_diags *d)
 {
     int rc;
@@ -222,12 +232,14 @@ static int build_profile(struct run *r, const struct gs_plugin *policy, struct g
         rc = gs_sched_config_parse(doc, &r->cfg, d);
         json_decref(doc);
     } else {
-        rc = gs_sched_config_default(&r->cfg);
+        rc = policy ? gs_sched_config_default(&r->cfg) : gs_sched_config_gpusched(&r->cfg);
     }
     if (rc < 0) return rc;
     if (!r->cfg.nprofiles) return GS_EINVAL;
     struct gs_profile *pr = &r->cfg.profiles[0];
     set_point(pr, GS_PT_FILTER, NULL, wanted_filter);
+    pr->npoints[GS_PT_POST_FILTER] = 0; /* a pod that does not fit is dropped: nothing is preempted */
+    if (!policy) return 0;              /* the profile's own placement */
     pr->npoints[GS_PT_SCORE] = 0;
     set_point(pr, GS_PT_SCORE, policy, NULL);
     if (policy->pre_score) set_point(pr, GS_PT_PRE_SCORE, policy, NULL);
@@ -396,9 +408,9 @@ int gs_sim_run_fgd(const struct gs_trace *t, const struct gs_sim_opts *o, const 
                    struct gs_sim_result *res, struct gs_diags *d)
 {
     memset(res, 0, sizeof *res);
-    const struct gs_plugin *policy = gs_plugin_lookup(o->policy ? o->policy : "FGD");
-    if (!policy || !policy->score) {
-        gs_diags_add(d, "policy", "unknown placement policy \"%s\"", o->policy ? o->policy : "");
+    const struct gs_plugin *policy = server_placement(o) ? NULL : gs_plugin_lookup(o->policy);
+    if (!server_placement(o) && (!policy || !policy->score)) {
+        gs_diags_add(d, "policy", "unknown placement policy \"%s\"", o->policy);
         return GS_EINVAL;
     }
     if (!t->nnodes || !t->npods) {
@@ -417,7 +429,7 @@ int gs_sim_run_fgd(const struct gs_trace *t, const struct gs_sim_opts *o, const 
         res->bound_pct = b.bound_pct;
     }
     if (!rc) rc = run_pods(&r, res);
-    snprintf(res->policy, sizeof res->policy, "%s", policy->name);
+    snprintf(res->policy, sizeof res->policy, "%s", policy ? policy->name : GS_SIM_PROFILE);
     res->seed = o->seed;
     res->nodes = (int64_t)t->nnodes;
     res->gpus = r.capacity / GS_GPU_MILLI;

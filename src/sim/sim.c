@@ -13,10 +13,6 @@
 static int check_opts(const struct gs_trace *t, const struct gs_sim_opts *o, struct gs_diags *d)
 {
     if (!t || !o) return GS_EINVAL;
-    if (o->mode == GS_SIM_FGD && (!o->policy || !*o->policy)) { /* replay: none runs the server's profile */
-        gs_diags_add(d, "policy", "no placement policy given");
-        return GS_EINVAL;
-    }
     if (o->mode == GS_SIM_FGD && (!isfinite(o->tune) || o->tune <= 0)) {
         gs_diags_add(d, "tune", "must be a positive number, got %g", o->tune);
         return GS_EINVAL;

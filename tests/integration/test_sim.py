@@ -59,7 +59,7 @@ def test_full_default_trace_json():
         assert k in r, k
     for k in NUMERIC:
         assert isinstance(r[k], (int, float)), k
-    assert r["policy"] == "FGD" and r["seed"] == 42
+    assert r["policy"] == "profile" and r["seed"] == 42  # no --policy: the server's placement
     assert r["nodes"] == 1213 and r["gpus"] == 6212
     # Inflated to 1.3x the GPU capacity: more pods than the 8152 of the trace.
     assert 8152 < r["pods_arrived"] < 20000
@@ -113,6 +113,23 @@ def test_out_writes_three_files(trace_slice, tmp_path):
     html = (out_dir / "report.html").read_text()
     assert html.count("<svg") >= 2 and "BestFit" in html and "FGD" in html
     assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_default_placement_is_fgdlearn(trace_slice, tmp_path):
+    """Without --policy the fgd experiment runs the server's profile, whose placement is FGDLearn:
+    every decision (node and GPUs, in events.jsonl) is the one of --policy FGDLearn."""
+    nodes, pods = trace_slice
+    runs = {}
+    for policy in ("profile", "FGDLearn", "FGD"):
+        args = ["--nodes", nodes, "--pods", pods, "--seeds", "42-43", "--out", str(tmp_path / policy), "--json", "-q"]
+        out = sim(*args) if policy == "profile" else sim(*args, "--policy", policy)
+        assert out.returncode == 0, out.stderr
+        assert last_json(out)[0]["policy"] == policy
+        events = [json.loads(line) for line in (tmp_path / policy / "events.jsonl").read_text().splitlines()]
+        assert {e["policy"] for e in events} == {policy}
+        runs[policy] = [(e["seed"], e["t"], e["event"], e["pod"], e["node"], e["gpus"], e["milli"]) for e in events]
+    assert len(runs["profile"]) > 900 and runs["profile"] == runs["FGDLearn"]
+    assert runs["profile"] != runs["FGD"]  # the comparison can tell policies apart
 
 
 def test_manifest_replay():

@@ -522,14 +522,24 @@ static void test_default_profile_weights(void **st)
     bool filter = false;
     for (int i = 0; i < p->npoints[GS_PT_FILTER]; i++) filter |= !strcmp(p->points[GS_PT_FILTER][i].plugin->name, "InterPodAffinity");
     assert_true(filter);
-    bool gpu_balance = false;
-    for (int i = 0; i < p->nargs; i++)
-        if (!strcmp(p->args_names[i], "NodeResourcesBalancedAllocation")) {
-            char *txt = json_dumps(p->args[i], JSON_COMPACT);
-            gpu_balance = txt && strstr(txt, "nvidia.com/gpu") != NULL;
-            free(txt);
-        }
-    assert_true(gpu_balance);
+    /* The server's placement is FGDLearn's: kube's preferences keep their
+     * weights, the two spreading resource scorers are off (profile.c). */
+    int64_t learn = 0;
+    ipa = ba = 0;
+    bool fit = false;
+    for (int i = 0; i < p->npoints[GS_PT_SCORE]; i++) {
+        const char *name = p->points[GS_PT_SCORE][i].plugin->name;
+        if (!strcmp(name, "InterPodAffinity")) ipa = p->points[GS_PT_SCORE][i].weight;
+        if (!strcmp(name, "FGDLearn")) learn = p->points[GS_PT_SCORE][i].weight;
+        ba |= !strcmp(name, "NodeResourcesBalancedAllocation");
+        fit |= !strcmp(name, "NodeResourcesFit");
+    }
+    assert_int_equal(ipa, 2);
+    assert_int_equal(learn, 1);
+    assert_int_equal(ba, 0);
+    assert_false(fit);
+    for (int i = 0; i < p->npoints[GS_PT_PRE_SCORE]; i++)
+        assert_string_not_equal(p->points[GS_PT_PRE_SCORE][i].plugin->name, "NodeResourcesBalancedAllocation");
     gs_sched_config_free(&c);
 }
 

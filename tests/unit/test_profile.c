@@ -67,6 +67,35 @@ static void default_profile(void **st)
     gs_sched_config_free(&c);
 }
 
+/* The server's profile: FGDLearn places (scores, and picks the GPUs after
+ * the topology and claim choices, before GpuShare's); kube's spreading
+ * resource scorers are off; every plugin a pod's own asks go through keeps
+ * a weight above FGDLearn's. */
+static void gpusched_profile_placement(void **st)
+{
+    (void)st;
+    struct gs_sched_config c;
+    assert_int_equal(gs_sched_config_gpusched(&c), 0);
+    const struct gs_profile *p = gs_sched_config_profile(&c, NULL);
+    assert_non_null(p);
+    assert_string_equal(names_at(p, GS_PT_SCORE), "NodeAffinity:2,TaintToleration:3,InterPodAffinity:2,FGDLearn:1,"
+                                                  "Coscheduling:10,NodeResourceTopology:3,PodTopologySpread:2,"
+                                                  "DefaultPreemption:5");
+    assert_string_equal(names_at(p, GS_PT_PRE_SCORE), "NodeAffinity,TaintToleration,InterPodAffinity,FGDLearn");
+    assert_string_equal(names_at(p, GS_PT_RESERVE),
+                        "NodeResourceTopology,DynamicResources,FGDLearn,GpuShare,Coscheduling,DefaultPreemption");
+    assert_string_equal(names_at(p, GS_PT_FILTER),
+                        "NodeUnschedulable,NodeResourcesFit,GpuShare,GpuModel,NodeAffinity,TaintToleration,"
+                        "InterPodAffinity,DynamicResources,Coscheduling,PodTopologySpread,NodeResourceTopology,"
+                        "DefaultPreemption");
+    bool leave_flat = false;
+    for (int i = 0; i < p->nargs; i++)
+        if (!strcmp(p->args_names[i], "NodeResourceTopology"))
+            leave_flat = json_is_true(json_object_get(p->args[i], "leaveFlatNodes"));
+    assert_true(leave_flat);
+    gs_sched_config_free(&c);
+}
+
 static void merge_rules(void **st)
 {
     (void)st;
@@ -203,6 +232,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(default_profile),
+        cmocka_unit_test(gpusched_profile_placement),
         cmocka_unit_test(merge_rules),
         cmocka_unit_test(merge_keeps_default_order),
         cmocka_unit_test(errors_name_the_field),

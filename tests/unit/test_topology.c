@@ -3,7 +3,7 @@
  * packing, never splitting the last whole island when avoidable),
  * NodeResourceTopology parsing, TopologyManager admission (single-numa-node
  * with pod and container scope, restricted), and the plugin's filter,
- * reasons and reserve through a framework; the islands the cache keeps per
+ * reasons and reserve through a framework, leaveFlatNodes; the islands the cache keeps per
  * GPU follow node updates and equal a fresh flood fill on random topologies.
  */
 #include <setjmp.h>
@@ -340,6 +340,65 @@ static void test_islands_memo_random(void **st)
     }
 }
 
+/* leaveFlatNodes: on a node whose GPUs no topology tells apart (no links, one
+ * NUMA zone or none) Score is 0 and Reserve leaves the GPUs to the next
+ * plugin; a node with islands is scored and chosen for as without it, and
+ * without the arg a flat node is too. */
+static void test_leave_flat_nodes(void **st)
+{
+    (void)st;
+    gs_clock_init_sim(&clk, 0);
+    struct gs_cache *c = gs_cache_new(&clk);
+    assert_true(fx_add_node(c, "flat", 8, 64, 0, 0, NULL) >= 0);
+    assert_true(fx_add_node(c, "flat1", 8, 64, 0, 8, NULL) >= 0); /* one NUMA zone */
+    assert_true(fx_add_node(c, "dgx", 8, 64, 4, 4, NULL) >= 0);
+    assert_true(fx_add_node(c, "numa2", 8, 64, 0, 4, NULL) >= 0); /* two zones, no links */
+    struct gs_handle h = {.clock = &clk, .cache = c};
+    const struct gs_plugin *pl = gs_plugin_lookup("NodeResourceTopology");
+    assert_non_null(pl);
+    struct gs_pod *p = fx_pod("p", 2, 0, NULL);
+    struct gs_node_info *nodes[4];
+    for (int i = 0; i < 4; i++) nodes[i] = gs_cache_node(c, i);
+    for (int leave = 0; leave < 2; leave++) {
+        json_t *args = json_pack("{s:b}", "leaveFlatNodes", leave);
+        struct gs_diags d = {0};
+        void *state = NULL;
+        assert_int_equal(pl->init(&h, args, &state, &d), 0);
+        struct gs_cycle_state cs;
+        gs_cycle_state_init(&cs);
+        int64_t scores[4] = {-1, -1, -1, -1};
+        pl->score(state, &cs, p, nodes, 4, scores);
+        for (int i = 0; i < 4; i++) {
+            struct gs_assignment a = {nodes[i]->idx, 0, 1000, 0};
+            assert_int_equal(pl->reserve(state, &cs, p, nodes[i], &a).code, GS_SUCCESS);
+            bool flat = i < 2;
+            if (leave && flat) {
+                assert_int_equal(scores[i], 0);
+                assert_int_equal(a.gpu_mask, 0);
+            } else {
+                assert_true(scores[i] > 0);
+                assert_int_equal(__builtin_popcountll(a.gpu_mask), 2);
+            }
+        }
+        assert_int_equal(scores[2] > scores[3], 1); /* an NVLink pair beats a NUMA pair either way */
+        gs_cycle_state_free(&cs);
+        pl->fini(state);
+        json_decref(args);
+        gs_diags_free(&d);
+    }
+    /* A wrong value names the field. */
+    json_t *bad = json_pack("{s:s}", "leaveFlatNodes", "yes");
+    struct gs_diags d = {0};
+    void *state = NULL;
+    assert_int_equal(pl->init(&h, bad, &state, &d), GS_EINVAL);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.v[0].path, "args.leaveFlatNodes");
+    gs_diags_free(&d);
+    json_decref(bad);
+    fx_pod_free(p);
+    gs_cache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_nrt_parse),
         cmocka_unit_test(test_admission),
         cmocka_unit_test(test_plugin_filter_reserve),
+        cmocka_unit_test(test_leave_flat_nodes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

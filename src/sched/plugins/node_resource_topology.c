@@ -18,6 +18,16 @@
  * before GpuShare): inside the zone the policy pins, the set with the best
  * interconnect (topology_core.c). The choice lives in the assignment, so
  * Unreserve has nothing to undo. Score: compactness of the best set, 0..100.
+ *
+ * Flat nodes. On a node without a NodeResourceTopology object, without an
+ * NVLink island of two or more GPUs and with its GPUs in at most one NUMA
+ * zone, no GPU set is better connected than another, and every policy and
+ * interconnect ask is met by any set that fits. There the compactness score
+ * is only "fewest free GPUs" and the choice only "least free share first",
+ * a packing of its own. With args.leaveFlatNodes (the server's profile, whose
+ * placement is FGDLearn's) Score gives such a node 0 and Reserve leaves its
+ * GPUs to the next Reserve plugin; without it (the default) both act on
+ * every node.
  */
 #include "sched/plugin.h"
 #include "sched/topology_core.h"
@@ -35,6 +45,7 @@ struct nrt_state {
     struct gs_handle hcopy;
     enum gs_tm_policy policy;
     enum gs_tm_scope scope;
+    bool leave_flat;           /* args.leaveFlatNodes: see "Flat nodes" above */
     struct gs_topo_memo *memo; /* Score by index: compactness per node and request until the node changes */
 };
 
@@ -74,6 +85,13 @@ static int nrt_init(const struct gs_handle *h, const json_t *args, void **state,
         return GS_EINVAL;
     }
     s->scope = scope && !strcmp(scope, "pod") ? GS_TM_SCOPE_POD : GS_TM_SCOPE_CONTAINER;
+    const json_t *flat = json_object_get(args, "leaveFlatNodes");
+    if (flat && !json_is_boolean(flat)) {
+        gs_diags_add(d, "args.leaveFlatNodes", "expected true or false");
+        free(s);
+        return GS_EINVAL;
+    }
+    s->leave_flat = json_is_true(flat);
     if (!(s->memo = gs_topo_memo_new())) {
         free(s);
         return GS_ENOMEM;
@@ -94,6 +112,24 @@ static void node_policy(const struct nrt_state *s, const struct gs_node_info *n,
 {
     *p = n->nrt && n->nrt->has_policy ? n->nrt->policy : s->policy;
     *sc = n->nrt && n->nrt->has_policy ? n->nrt->scope : s->scope;
+}
+
+/* No GPU set of n is better connected than another ("Flat nodes" above). */
+static bool flat_node(const struct gs_node_info *n)
+{
+    if (n->nrt) return false;
+    uint64_t isl[GS_MAX_GPUS_PER_NODE];
+    int k = gs_topo_islands(n, isl, GS_MAX_GPUS_PER_NODE);
+    for (int i = 0; i < k; i++)
+        if (isl[i] & (isl[i] - 1)) return false;
+    int32_t numa = -1;
+    for (int32_t g = 0; g < n->ngpus; g++) {
+        int32_t z = n->gpus[g].numa_node;
+        if (z < 0) continue;
+        if (numa >= 0 && z != numa) return false;
+        numa = z;
+    }
+    return true;
 }
 
 static enum gs_link_level wanted_level(const struct gs_pod *pod)
@@ -231,10 +267,14 @@ static struct gs_status nrt_pre_score_idx(void *state, struct gs_cycle_state *cs
 static void nrt_score(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
                       struct gs_node_info *const *nodes, size_t n, int64_t *scores)
 {
-    (void)state, (void)cs;
+    (void)cs;
     const struct gs_demand *d = &pod->demand;
     if (d->gpu_count <= 0) return;
-    for (size_t i = 0; i < n; i++) scores[i] = gs_topo_compactness(nodes[i], d->gpu_count, d->gpu_milli, d->gpu_mem_mib);
+    struct nrt_state *s = state;
+    for (size_t i = 0; i < n; i++)
+        scores[i] = s->leave_flat && flat_node(nodes[i])
+                        ? 0
+                        : gs_topo_compactness(nodes[i], d->gpu_count, d->gpu_milli, d->gpu_mem_mib);
 }
 
 /* The cycle's form: the same compactness, remembered per node and request
@@ -251,7 +291,10 @@ static void nrt_score_idx(void *state, struct gs_cycle_state *cs, const struct g
         return;
     }
     (void)gs_topo_memo_select(s->memo, c, d->gpu_count, d->gpu_milli, d->gpu_mem_mib); /* on failure: computes */
-    for (size_t i = 0; i < n; i++) scores[i] = gs_topo_memo_compactness(s->memo, gs_cache_node(c, idx[i]));
+    for (size_t i = 0; i < n; i++) {
+        const struct gs_node_info *nd = gs_cache_node(c, idx[i]);
+        scores[i] = s->leave_flat && flat_node(nd) ? 0 : gs_topo_memo_compactness(s->memo, nd);
+    }
 }
 
 static struct gs_status nrt_reserve(void *state, struct gs_cycle_state *cs, const struct gs_pod *pod,
@@ -259,7 +302,7 @@ static struct gs_status nrt_reserve(void *state, struct gs_cycle_state *cs, cons
 {
     struct nrt_state *s = state;
     const struct gs_demand *d = &pod->demand;
-    if (a->gpu_mask || d->gpu_count <= 0) return (struct gs_status){0};
+    if (a->gpu_mask || d->gpu_count <= 0 || (s->leave_flat && flat_node(node))) return (struct gs_status){0};
     uint64_t allowed = ~0ULL;
     enum gs_tm_policy pol;
     enum gs_tm_scope sc;
