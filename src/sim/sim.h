@@ -78,9 +78,11 @@ enum gs_sim_mode { GS_SIM_FGD, GS_SIM_REPLAY };
 
 struct gs_sim_opts {
     enum gs_sim_mode mode;
-    /* Placement policy plugin name (e.g. "FGD", "BestFit"). replay: NULL, ""
-     * or GS_SIM_PROFILE runs the profile as the server does (the server's
-     * default profile, or --config's), placement included. */
+    /* Placement policy plugin name (e.g. "FGD", "BestFit"). NULL, "" or
+     * GS_SIM_PROFILE runs the profile as the server does (the server's
+     * default profile, or --config's), placement included: replay runs all
+     * of it, fgd its PreScore, Score and Reserve plugins with the
+     * experiment's filters (fgd_experiment.c). */
     const char *policy;
     uint64_t seed;
     double tune;               /* fgd: inflate GPU demand to tune x capacity (default 1.3) */
@@ -99,7 +101,7 @@ struct gs_sim_opts {
 /* The CLI's default queue window of the fgd experiment. */
 #define GS_SIM_QUEUE_WINDOW 8
 
-/* The policy name of a replay that runs the server's profile unchanged. */
+/* The policy name of a run that places with the server's profile (no policy). */
 #define GS_SIM_PROFILE "profile"
 
 enum gs_sim_event_type { GS_SIM_SCHEDULED, GS_SIM_FAILED, GS_SIM_PREEMPTED, GS_SIM_COMPLETED };
