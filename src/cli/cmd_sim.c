@@ -187,7 +187,7 @@ static const struct gs_plugin *find_policy(const char *name)
 static void list_policies(FILE *f)
 {
     const struct gs_plugin *const *all = gs_plugin_all();
-    fputs("gpusched sim: placement policies:", f);
+    fputs("gpusched sim: placement policies: " GS_SIM_PROFILE " (the server's profile)", f);
     for (size_t i = 0; all && all[i]; i++)
         if (all[i]->score) fprintf(f, " %s", all[i]->name);
     fputc('\n', f);

@@ -2,7 +2,8 @@
  * fgd_learn.c - FGDLearn: fragmentation gradient descent against a target
  * workload learned online, each class weighted by its request size (our
  * policy; compared with FGD on every openb variant in bench/RESULTS.md,
- * "Learned fragmentation").
+ * "Learned fragmentation"). It is the placement of the server's profile
+ * (profile.c, gs_sched_config_gpusched) and so of `sim` without --policy.
  *
  * The target workload is not given: sched/fgd_learn_core.c learns the pod
  * classes from the pods seen so far (decayed counts; the FGD experiment's
