@@ -132,6 +132,31 @@ def test_default_placement_is_fgdlearn(trace_slice, tmp_path):
     assert runs["profile"] != runs["FGD"]  # the comparison can tell policies apart
 
 
+def test_fgdlearn_memo_budget_keeps_decisions(trace_slice, tmp_path):
+    """FGDLearn's memo drops the rows of the requests seen longest ago past memoEntries: a
+    budget of one key (every new request shape drops a row once eight are kept) decides as the
+    default budget. The config places with FGDLearn alone, as --policy FGDLearn does."""
+    nodes, pods = trace_slice
+    config = tmp_path / "learn.json"
+    config.write_text(json.dumps({"kind": "KubeSchedulerConfiguration", "profiles": [{
+        "plugins": {"preScore": {"enabled": [{"name": "FGDLearn"}], "disabled": [{"name": "*"}]},
+                    "score": {"enabled": [{"name": "FGDLearn"}], "disabled": [{"name": "*"}]},
+                    "reserve": {"enabled": [{"name": "FGDLearn"}, {"name": "GpuShare"}],
+                                "disabled": [{"name": "*"}]}},
+        "pluginConfig": [{"name": "FGDLearn", "args": {"memoEntries": 1}}]}]}))
+    runs = {}
+    for name, extra in (("budget1", ["--config", str(config)]), ("FGDLearn", ["--policy", "FGDLearn"])):
+        out = sim("--nodes", nodes, "--pods", pods, "--seeds", "42-43", "--out", str(tmp_path / name), "-q", *extra)
+        assert out.returncode == 0, out.stderr
+        events = [json.loads(line) for line in (tmp_path / name / "events.jsonl").read_text().splitlines()]
+        runs[name] = [(e["seed"], e["event"], e["pod"], e["node"], e["gpus"]) for e in events]
+    assert len(runs["budget1"]) > 900 and runs["budget1"] == runs["FGDLearn"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(config.read_text().replace('"memoEntries": 1', '"memoEntries": -1'))
+    out = sim("--nodes", nodes, "--pods", pods, "--config", str(bad), "-q")
+    assert out.returncode != 0 and "memoEntries" in out.stderr, out.stderr
+
+
 def test_manifest_replay():
     out = sim("--cluster", os.path.join(DATA, "cluster.yaml"), "--workload", os.path.join(DATA, "workload.yaml"),
               "--experiment", "replay", "--policy", "BestFit", "--json", "-q")

@@ -21,7 +21,11 @@
  *
  * Cost. Keys are remembered per (CPU, milli, GPU count, models) request and
  * node, with the node generation and the model epoch, as FGD does: between
- * model changes one placement changes one node. The model changes at most at
+ * model changes one placement changes one node. The rows of remembered keys
+ * take at most ROW_BUDGET entries together (at least MIN_ROWS rows): past
+ * that (args.memoEntries) the row of the request seen longest ago is dropped, which only costs
+ * recomputing its keys, so a long-running server with many request shapes
+ * and many nodes keeps its memory bounded and its decisions. The model changes at most at
  * 1, 2, 4, ... 2048 pods and every 2048 after, and only when the weights
  * moved (fgd_learn_core.h), so decision time stays within FGD's (RESULTS).
  *
@@ -88,7 +92,8 @@
  * threshold, usableFloor, coverage, shareScale, rebuildEvery
  * (fgd_learn_core.h), shareWidth, multiWidth and wholeWidth (the dF divisor
  * of the bucket for sharing pods, for multi-GPU pods and for the others:
- * 1000, 1000, 4000), tieBreak (none, busy, tight).
+ * 1000, 1000, 4000), tieBreak (none, busy, tight), memoEntries (the memo's
+ * budget in node keys, 32 bytes each; default ROW_BUDGET).
  */
 #include "sched/fgd_learn_core.h"
 #include "sched/frag.h"
@@ -101,6 +106,8 @@
 #include <string.h>
 
 #define MAX_SHAPES 4096
+#define ROW_BUDGET (2u << 20) /* memo entries over every row: 64 MiB */
+#define MIN_ROWS 8
 #define TIE_SPAN 4096 /* tie-break values lie in [0, TIE_SPAN) */
 
 enum tie { TIE_NONE, TIE_BUSY, TIE_TIGHT };
@@ -118,15 +125,19 @@ struct shape {
     char *models; /* the pod's models joined by '|' in its order, NULL = any */
     struct memo *row;
     size_t nrow;
+    uint64_t used; /* the learner's tick when last scored */
 };
 
 struct learn {
     struct gs_cache *cache;
     struct gs_fgdl *l;
     double share_width, whole_width, multi_width;
+    size_t row_budget; /* args.memoEntries */
     enum tie tie;
     struct shape *shapes;
     size_t nshapes;
+    size_t row_entries; /* sum of nrow over the shapes */
+    uint64_t tick;
     int32_t cur; /* shape of this cycle's pod, -1 none */
 };
 
@@ -156,8 +167,16 @@ static int parse_args(struct learn *f, const json_t *args, struct gs_fgdl_params
     f->whole_width = 4000;
     f->multi_width = 1000;
     f->tie = TIE_NONE;
+    f->row_budget = ROW_BUDGET;
     int rc = gs_fgdl_params_parse(args, p, d);
     if (!args || !json_is_object(args)) return rc;
+    const json_t *me = json_object_get(args, "memoEntries");
+    if (me && (!json_is_integer(me) || json_integer_value(me) < 0 || json_integer_value(me) > 1000000000)) {
+        gs_diags_add(d, "args.memoEntries", "expected a whole number of node keys in [0, 1000000000]");
+        rc = GS_EINVAL;
+    } else if (me) {
+        f->row_budget = (size_t)json_integer_value(me);
+    }
     if (width_arg(args, "shareWidth", &f->share_width, d) < 0) rc = GS_EINVAL;
     if (width_arg(args, "wholeWidth", &f->whole_width, d) < 0) rc = GS_EINVAL;
     if (width_arg(args, "multiWidth", &f->multi_width, d) < 0) rc = GS_EINVAL;
@@ -226,16 +245,41 @@ static int32_t shape_of(struct learn *f, const struct gs_demand *d)
     return (int32_t)f->nshapes++;
 }
 
+/* Drops rows, the least recently scored first, until want more entries fit
+ * in the budget or only MIN_ROWS rows are left (keep is not dropped). */
+static void make_room(struct learn *f, size_t want, int32_t keep)
+{
+    for (;;) {
+        size_t rows = 0;
+        int32_t old = -1;
+        for (size_t i = 0; i < f->nshapes; i++) {
+            const struct shape *s = &f->shapes[i];
+            if (!s->nrow) continue;
+            rows++;
+            if ((int32_t)i != keep && (old < 0 || s->used < f->shapes[old].used)) old = (int32_t)i;
+        }
+        if (f->row_entries + want <= f->row_budget || rows < MIN_ROWS || old < 0) return;
+        struct shape *s = &f->shapes[old];
+        f->row_entries -= s->nrow;
+        free(s->row);
+        s->row = NULL;
+        s->nrow = 0;
+    }
+}
+
 static struct memo *row_for(struct learn *f, size_t nnodes)
 {
     if (f->cur < 0) return NULL;
     struct shape *s = &f->shapes[f->cur];
+    s->used = ++f->tick;
     if (s->nrow < nnodes) {
         size_t nc = s->nrow ? s->nrow : 64;
         while (nc < nnodes) nc *= 2;
+        make_room(f, nc - s->nrow, f->cur);
         struct memo *nr = s->nrow ? realloc(s->row, nc * sizeof *nr) : calloc(nc, sizeof *nr);
         if (!nr) return NULL;
         if (s->nrow) memset(nr + s->nrow, 0, (nc - s->nrow) * sizeof *nr);
+        f->row_entries += nc - s->nrow;
         s->row = nr;
         s->nrow = nc;
     }
