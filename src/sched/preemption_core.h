@@ -45,6 +45,7 @@ struct gs_preempt_stats {
     int64_t gang_victims;     /* of which members of gangs */
     int64_t refused_no_help;  /* no plan: evicting would not make the preemptor fit */
     int64_t guard_skips;      /* units spared by the loop guard */
+    int64_t followed;         /* searches on candidates followed event by event since an earlier one */
 };
 
 /* Can pod run on node as the cache is now (every filter)? */
@@ -116,6 +117,11 @@ const struct gs_preempt_stats *gs_preempt_stats(const struct gs_preemption *p);
  * date and compares it with one built afresh from the cache (tests): 0, or
  * GS_ESTATE with the first difference in why, or GS_ENOMEM. */
 int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len);
+
+/* Tests: with follow false the candidates are drawn for each search as
+ * before they were followed (select_units, per-node lists per search), the
+ * reference the followed ones are held to. On by default. */
+void gs__preempt_set_follow(struct gs_preemption *p, bool follow);
 
 /* The core behind an enabled "DefaultPreemption" plugin's state, or NULL. */
 struct gs_preemption *gs__preemption_of(void *default_preemption_state);
