@@ -37,9 +37,15 @@ struct history {
 
 struct nomination {
     char *key;
+    char *grp; /* the gang counted in nom_grp for it (grp_key), or NULL */
     const struct gs_pod *pod;
     int32_t node;
     int64_t t;
+};
+
+struct nom_grp {
+    char *key;
+    size_t n;
 };
 
 /* Evictions in the window per pod key for one class: built from the
@@ -72,6 +78,7 @@ struct gs_preemption {
     struct nomination *nom;
     size_t nnom, capnom;
     struct gs__strmap nom_ix; /* key -> 1 + index in nom (keys borrowed from nom) */
+    struct gs__strmap nom_grp; /* gang (grp_key) -> struct nom_grp: how many nominations are its pods' */
     struct gs_preempt_stats stats;
     struct guard guard;
     struct cands *memo[4]; /* candidates per preemptor priority */
@@ -79,6 +86,7 @@ struct gs_preemption {
     struct pindex *ix;     /* every bound pod in unit order, followed from the cache */
     uint32_t stamp;        /* the search under way (struct unit.mark) */
     bool no_follow;        /* gs__preempt_set_follow(false) */
+    bool nom_grp_lost;     /* out of memory counting nom_grp: not read */
     /* A search's arrays, kept for the next one (sized by units or nodes:
      * allocating them afresh each time faulted their pages in again). */
     void *buf[NBUF];
@@ -116,6 +124,7 @@ struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const s
     p->clock = clock;
     p->cache = cache;
     gs__strmap_init(&p->nom_ix);
+    gs__strmap_init(&p->nom_grp);
     return p;
 }
 
@@ -123,10 +132,16 @@ void gs_preemption_free(struct gs_preemption *p)
 {
     if (!p) return;
     for (size_t i = 0; i < p->nhist; i++) free(p->hist[i].key);
-    for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key);
+    for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key), free(p->nom[i].grp);
     free(p->hist);
     free(p->nom);
     gs__strmap_free(&p->nom_ix);
+    for (size_t i = 0; i < p->nom_grp.cap; i++)
+        if (p->nom_grp.slots[i].key) {
+            struct nom_grp *g = p->nom_grp.slots[i].val;
+            free(g->key), free(g);
+        }
+    gs__strmap_free(&p->nom_grp);
     free(p->guard.t);
     for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
     ix_free(p);
@@ -1494,6 +1509,48 @@ void gs_preempt_plan_free(struct gs_preempt_plan *pl)
 
 /*--- Nominations ---*/
 
+/* The gang of pod as same_group() tells gangs apart ("<len of ns>:ns/group",
+ * unambiguous whatever the names hold), or NULL when it is in none. */
+static const char *grp_key(const struct gs_pod *pod, char *buf, size_t len)
+{
+    if (!pod->pod_group) return NULL;
+    const char *ns = ns_of(pod);
+    int n = snprintf(buf, len, "%zu:%s/%s", strlen(ns), ns, pod->pod_group);
+    return n >= 0 && (size_t)n < len ? buf : NULL;
+}
+
+/* One nomination more (d 1) or less (d -1) for gang k (NULL: none). */
+static void grp_count(struct gs_preemption *p, const char *k, int d)
+{
+    if (!k) return;
+    struct nom_grp *g = gs__strmap_get(&p->nom_grp, k);
+    if (d > 0) {
+        if (!g) {
+            if (!(g = calloc(1, sizeof *g)) || !(g->key = strdup(k)) || gs__strmap_put(&p->nom_grp, g->key, g) != 0) {
+                if (g) free(g->key);
+                free(g);
+                p->nom_grp_lost = true; /* counts no longer trusted */
+                return;
+            }
+        }
+        g->n++;
+    } else if (g && !--g->n) {
+        gs__strmap_del(&p->nom_grp, g->key);
+        free(g->key), free(g);
+    }
+}
+
+/* Is every nomination held by a pod of pod's own gang? Then none holds
+ * room against it (holds_against: the room a gang's preemption made is the
+ * group's), whatever the node. */
+static bool nom_all_own(const struct gs_preemption *p, const struct gs_pod *pod)
+{
+    char buf[2 * GS__KEY_MAX];
+    const char *k = !p->nom_grp_lost && p->nnom ? grp_key(pod, buf, sizeof buf) : NULL;
+    const struct nom_grp *g = k ? gs__strmap_get(&p->nom_grp, k) : NULL;
+    return g && g->n == p->nnom;
+}
+
 static struct nomination *nom_find(const struct gs_preemption *p, const char *key)
 {
     void *v = gs__strmap_get(&p->nom_ix, key);
@@ -1520,7 +1577,16 @@ int gs_preempt_nominate(struct gs_preemption *p, const struct gs_pod *pod, int32
         }
         e = &p->nom[p->nnom++];
         e->key = dup;
+    } else {
+        grp_count(p, e->grp, -1);
+        free(e->grp);
     }
+    /* Counted under the key it was counted with, whatever the pod holds later. */
+    char buf[2 * GS__KEY_MAX];
+    const char *gk = grp_key(pod, buf, sizeof buf);
+    e->grp = NULL;
+    if (gk && !(e->grp = strdup(gk))) p->nom_grp_lost = true;
+    grp_count(p, e->grp, 1);
     e->pod = pod;
     e->node = node;
     e->t = gs_clock_now(p->clock);
@@ -1531,8 +1597,9 @@ void gs_preempt_clear(struct gs_preemption *p, const char *pod_key)
 {
     struct nomination *e = nom_find(p, pod_key);
     if (!e) return;
+    grp_count(p, e->grp, -1);
     gs__strmap_del(&p->nom_ix, e->key);
-    free(e->key);
+    free(e->key), free(e->grp);
     *e = p->nom[--p->nnom];
     /* The last entry moved into e's place: a replacement in the map, no allocation. */
     if (e != &p->nom[p->nnom]) gs__strmap_put(&p->nom_ix, e->key, (void *)(uintptr_t)(e - p->nom + 1));
@@ -1567,6 +1634,7 @@ static bool holds_against(const struct gs_preemption *p, const struct nomination
 
 bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, int32_t node)
 {
+    if (nom_all_own(p, pod)) return true;
     int64_t now = p->nnom ? gs_clock_now(p->clock) : 0;
     for (size_t i = 0; i < p->nnom; i++)
         if (p->nom[i].node != node && holds_against(p, &p->nom[i], pod, now)) return false;
@@ -1575,7 +1643,7 @@ bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, i
 
 bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const struct gs_node_info *node)
 {
-    if (!p->nnom) return false;
+    if (!p->nnom || nom_all_own(p, pod)) return false;
     int64_t now = gs_clock_now(p->clock), cpu = 0, mem = 0, milli = 0;
     int32_t whole = 0;
     bool any = false;
