@@ -241,8 +241,8 @@ static void gens(struct gs_cache *c, uint64_t *g)
 }
 
 /* Candidates followed event by event (evictions, binds at or above the
- * preemptor's priority, single and gang, with some changes they cannot
- * follow in between) against a core made just now that draws them for the
+ * preemptor's priority, single and gang, cordons, with some changes they
+ * cannot follow in between) against a core made just now that draws them for the
  * search and follows nothing (the way before they were followed): the same plans, and
  * the same nodes changed by the search (the memos read them), search
  * after search. */
@@ -285,6 +285,9 @@ static void test_followed_candidates_match_a_fresh_core(void **st)
                 if (w.st[i] == ABSENT) place(&w, i, true);
             } else if (r < 26) {
                 step(&w, p);
+            } else if (r < 28) { /* a node cordoned or back: a gang's pods there are still marked from its other nodes */
+                int32_t n = (int32_t)(rnd(&w) % NNODES);
+                if (w.node_up[n]) gs_cache_set_schedulable(w.c, gs_cache_find_node(w.c, w.names[n]), rnd(&w) % 2);
             } else {
                 struct gs_pod *hp = fx_pod("hp", 8, 100, NULL);
                 const struct gs_pod *m[1] = {hp};
