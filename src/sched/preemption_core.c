@@ -66,7 +66,7 @@ struct guard {
 
 enum {
     BUF_UNITS, BUF_FIRST, BUF_BUMPED, BUF_MUST, BUF_CAND, BUF_OK, BUF_POS, BUF_NODE_UNITS, BUF_PICK, BUF_BEST, BUF_RM,
-    NBUF
+    BUF_BLIST, BUF_SCREEN, NBUF
 };
 
 struct gs_preemption {
@@ -277,6 +277,14 @@ struct search {
      * (remove every candidate on every node, then give back one by one)
      * would have changed: see touch_skipped(). */
     uint8_t *bumped, *must_bump;
+    /* The nodes bumped so far, in index order; and the nodes that passed
+     * fit_now's screen for demand screen_d before any node was bumped (in
+     * index order): a node not bumped since is as it was then, so a later
+     * member of the same demand screens only the bumped ones again. */
+    int32_t *blist, *screen;
+    size_t nblist, nscreen;
+    struct gs_demand screen_d;
+    bool screen_ok;
     struct gs_node_info **cand; /* scratch: nodes for a batch fit */
     bool *ok;
     /* PodDisruptionBudgets (the cache's, borrowed) and a scratch copy of
@@ -867,7 +875,9 @@ static int node_scratch(struct search *s, int32_t ns)
     s->must_bump = scratch(s->p, BUF_MUST, slots, true);
     s->cand = scratch(s->p, BUF_CAND, slots * sizeof *s->cand, false);
     s->ok = scratch(s->p, BUF_OK, slots * sizeof *s->ok, false);
-    return s->bumped && s->must_bump && s->cand && s->ok ? 0 : GS_ENOMEM;
+    s->blist = scratch(s->p, BUF_BLIST, slots * sizeof *s->blist, false);
+    s->screen = scratch(s->p, BUF_SCREEN, slots * sizeof *s->screen, false);
+    return s->bumped && s->must_bump && s->cand && s->ok && s->blist && s->screen ? 0 : GS_ENOMEM;
 }
 
 /* Per node, the units with a pod there, in unit order. */
@@ -903,6 +913,22 @@ static void mark(uint8_t *set, int32_t nslots, int32_t node)
     if (node >= 0 && node < nslots) set[node] = 1;
 }
 
+/* Node changed by this search: into bumped and, the first time, into blist in index order. */
+static void bump(struct search *s, int32_t node)
+{
+    if (node < 0 || node >= s->nslots || s->bumped[node]) return;
+    s->bumped[node] = 1;
+    size_t lo = 0, hi = s->nblist;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->blist[mid] < node) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(s->blist + lo + 1, s->blist + lo, (s->nblist - lo) * sizeof *s->blist);
+    s->blist[lo] = node;
+    s->nblist++;
+}
+
 /* Unit ui into the list of units removed at some point (restored at the end). */
 static void rm_push(struct search *s, size_t ui)
 {
@@ -926,7 +952,7 @@ static void unit_remove(struct search *s, struct unit *u)
     rm_push(s, (size_t)(u - s->u));
     for (size_t i = u->first; i < u->first + u->n; i++) {
         gs_cache_remove_pod(s->p->cache, key_of(s, &s->v[i]));
-        mark(s->bumped, s->nslots, s->v[i].a.node);
+        bump(s, s->v[i].a.node);
     }
     u->removed = true;
 }
@@ -935,7 +961,7 @@ static void unit_restore(struct search *s, struct unit *u)
 {
     for (size_t i = u->first; i < u->first + u->n; i++) {
         gs_cache_add_bound(s->p->cache, s->v[i].pod, &s->v[i].a);
-        mark(s->bumped, s->nslots, s->v[i].a.node);
+        bump(s, s->v[i].a.node);
     }
     u->removed = false;
 }
@@ -1234,6 +1260,19 @@ static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_i
     return (int)w;
 }
 
+/* Does node i pass fit_now's screen for m: may_fit's resource rule read
+ * from the dense hot records first (equal to the node's fields,
+ * gs_cache_check: a full node costs no visit), then the node's own test. */
+static bool screened(const struct search *s, const struct gs_pod *m, const struct gs_node_hot *hot, int32_t i)
+{
+    const struct gs_demand *d = &m->demand;
+    if (hot && (!hot[i].live || hot[i].pods_free <= 0 || (d->cpu_milli > 0 && d->cpu_milli > hot[i].cpu_free) ||
+                (d->mem_bytes > 0 && d->mem_bytes > hot[i].mem_free)))
+        return false;
+    struct gs_node_info *n = gs_cache_node(s->p->cache, i);
+    return n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1);
+}
+
 /* Where m fits as things are: the node with the least free GPU share
  * (lowest index on ties), or NULL. One batch of filters over the nodes that
  * pass the screen, which gives each node the verdict a call of its own would. */
@@ -1241,16 +1280,35 @@ static struct gs_node_info *fit_now(struct search *s, const struct gs_pod *m, st
 {
     struct gs_cache *c = s->p->cache;
     size_t nc = 0;
-    /* may_fit's resource rule read from the dense hot records first (equal
-     * to the node's fields, gs_cache_check): a full node costs no visit. */
     const struct gs_node_hot *hot = s->fit->checks_resources ? gs_cache_hot(c) : NULL;
     const struct gs_demand *d = &m->demand;
-    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
-        if (hot && (!hot[i].live || hot[i].pods_free <= 0 || (d->cpu_milli > 0 && d->cpu_milli > hot[i].cpu_free) ||
-                    (d->mem_bytes > 0 && d->mem_bytes > hot[i].mem_free)))
-            continue;
-        struct gs_node_info *n = gs_cache_node(c, i);
-        if (n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1)) s->cand[nc++] = n;
+    bool again = s->screen_ok && !s->p->no_follow && d->cpu_milli == s->screen_d.cpu_milli &&
+                 d->mem_bytes == s->screen_d.mem_bytes && d->gpu_count == s->screen_d.gpu_count &&
+                 d->gpu_milli == s->screen_d.gpu_milli && d->gpu_mem_mib == s->screen_d.gpu_mem_mib &&
+                 gs_cache_node_count(c) == s->nslots;
+    if (again) {
+        /* The screen of the nodes not bumped since is the one kept; the
+         * bumped ones are screened now; both lists in index order, merged. */
+        size_t a = 0, b = 0;
+        while (a < s->nscreen || b < s->nblist) {
+            int32_t i;
+            if (b == s->nblist || (a < s->nscreen && s->screen[a] < s->blist[b])) {
+                i = s->screen[a++];
+                if (s->bumped[i]) continue;
+            } else {
+                i = s->blist[b++];
+                if (a < s->nscreen && s->screen[a] == i) a++;
+                if (!screened(s, m, hot, i)) continue;
+            }
+            s->cand[nc++] = gs_cache_node(c, i);
+        }
+    } else {
+        for (int32_t i = 0; i < gs_cache_node_count(c); i++)
+            if (screened(s, m, hot, i)) s->cand[nc++] = gs_cache_node(c, i);
+        if (!s->nblist && !s->screen_ok && s->screen && gs_cache_node_count(c) == s->nslots) {
+            for (size_t k = 0; k < nc; k++) s->screen[k] = s->cand[k]->idx;
+            s->nscreen = nc, s->screen_d = *d, s->screen_ok = true;
+        }
     }
     if (!nc) return NULL;
     if (s->fit->fits_many) s->fit->fits_many(s->fit->ctx, m, s->cand, nc, s->ok);
@@ -1473,7 +1531,7 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
             rc = GS_ENOENT;
             break;
         }
-        mark(s.bumped, s.nslots, a.node);
+        bump(&s, a.node);
         nodes[placed] = a.node;
     }
     removed_units(&s);

@@ -289,24 +289,28 @@ static void test_followed_candidates_match_a_fresh_core(void **st)
                 int32_t n = (int32_t)(rnd(&w) % NNODES);
                 if (w.node_up[n]) gs_cache_set_schedulable(w.c, gs_cache_find_node(w.c, w.names[n]), rnd(&w) % 2);
             } else {
-                struct gs_pod *hp = fx_pod("hp", 8, 100, NULL);
-                const struct gs_pod *m[1] = {hp};
+                /* A pod, or a gang of three whose members after the first reuse the first one's screen. */
+                bool gang = rnd(&w) % 2;
+                struct gs_pod *hp = gang ? fx_pod("hp", 4, 100, "hpg") : fx_pod("hp", 8, 100, NULL);
+                struct gs_pod *hq = fx_pod("hq", 4, 100, "hpg"), *hr = fx_pod("hr", 4, 100, "hpg");
+                const struct gs_pod *m[3] = {hp, hq, hr};
+                size_t nm = gang ? 3 : 1;
                 uint64_t g0[NNODES], g1[NNODES], g2[NNODES];
                 int64_t before = gs_preempt_stats(p)->followed;
                 gens(w.c, g0);
                 struct gs_preempt_plan a, b;
-                int ra = gs_preempt_find(p, m, 1, fits, NULL, &a);
+                int ra = gs_preempt_find(p, m, nm, fits, NULL, &a);
                 gens(w.c, g1);
                 struct gs_preemption *fresh = gs_preemption_new(&o, &clk, w.c);
                 gs__preempt_set_follow(fresh, false);
-                int rb = gs_preempt_find(fresh, m, 1, fits, NULL, &b);
+                int rb = gs_preempt_find(fresh, m, nm, fits, NULL, &b);
                 gens(w.c, g2);
                 followed += gs_preempt_stats(p)->followed - before;
                 assert_int_equal(ra, rb);
                 if (!ra) {
                     assert_int_equal(a.nvictims, b.nvictims);
                     for (size_t v = 0; v < a.nvictims; v++) assert_ptr_equal(a.victims[v], b.victims[v]);
-                    assert_int_equal(a.nodes[0], b.nodes[0]);
+                    for (size_t k = 0; k < nm; k++) assert_int_equal(a.nodes[k], b.nodes[k]);
                     assert_int_equal(a.max_priority, b.max_priority);
                     plans += a.nvictims > 0;
                     gs_preempt_plan_free(&a), gs_preempt_plan_free(&b);
@@ -314,7 +318,7 @@ static void test_followed_candidates_match_a_fresh_core(void **st)
                 for (int32_t n = 0; n < gs_cache_node_count(w.c) && n < NNODES; n++)
                     assert_int_equal(g1[n] - g0[n], g2[n] - g1[n]);
                 gs_preemption_free(fresh);
-                fx_pod_free(hp);
+                fx_pod_free(hp), fx_pod_free(hq), fx_pod_free(hr);
                 fx_check_cache(w.c);
                 if (rnd(&w) % 5 == 0) check(p);
             }
