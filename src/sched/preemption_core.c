@@ -11,11 +11,14 @@
  *
  * Candidates are sorted into units by key, so the outcome does not depend on
  * the cache's hash order; they are kept per preemptor priority while the
- * cache's pods are unchanged (struct cands). The search proper is the plain
+ * cache's pods are unchanged (struct cands), and followed through binds and
+ * evictions they can follow exactly (cands_follow). The search proper is the plain
  * one (remove every candidate on a node, test, give units back from the most
  * important) with shortcuts that each prove the skipped work would fail or
- * lose: arithmetic screens (may_fit), one batch fit test for "fits as things
- * are" (fit_now) and a lower bound on a node's cost (candidates). What the
+ * lose: arithmetic screens (may_fit, kept for a gang's later members on the
+ * nodes not changed since), one batch fit test for "fits as things are"
+ * (fit_now) and a lower bound on a node's cost (candidates, or a followed
+ * node's summary). What the
  * plain search changed as a side effect is reproduced (touch_skipped), so
  * plans and every later decision are the same; docs/SCHED_PERFORMANCE.md.
  */
