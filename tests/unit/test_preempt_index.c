@@ -11,8 +11,11 @@
  * departed pod's address) is applied, and after random stretches of it the
  * index must equal the sorted walk of the cache entry by entry
  * (gs__preempt_index_check): same pods, keys, assignments, in the same order.
- * Also: the cache's watchers themselves (who is told what), and that a
- * search's plan is the same with the index as with a fresh core.
+ * Also: the cache's watchers themselves (who is told what), that a
+ * search's plan is the same with the index as with a fresh core, and that
+ * candidates followed event by event between searches (and a gang's kept
+ * screen) give the plans and node changes of a core that draws them for
+ * each search and follows nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
