@@ -10,6 +10,7 @@
 #ifndef GS_SCHED_CYCLE_STATE_H
 #define GS_SCHED_CYCLE_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct gs_cycle_state_entry {
@@ -25,6 +26,7 @@ struct gs_cycle_state {
     unsigned long long seed; /* deterministic per-cycle randomness: set by the framework */
     int skip_filter_mask;    /* internal: plugins whose PreFilter said Skip */
     int skip_score_mask;     /* internal: plugins whose PreScore said Skip */
+    bool filters_only;       /* gs_framework_run_filters: Filters alone, no Score follows */
 };
 
 void gs_cycle_state_init(struct gs_cycle_state *cs);

@@ -1286,6 +1286,7 @@ int gs_framework_run_filters(struct gs_framework *fw, const struct gs_pod *pod, 
     char key[GS__KEY_MAX];
     gs__pod_key(pod, key, sizeof key);
     cs.seed = gs__mix64(fw->h.seed, gs__fnv1a(key));
+    cs.filters_only = true; /* a by_class asked below answers for the Filters only */
     struct gs_node_info **live = malloc((n ? n : 1) * sizeof *live);
     size_t *pos = malloc((n ? n : 1) * sizeof *pos);
     uint8_t *rej = malloc(n ? n : 1);

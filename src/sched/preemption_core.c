@@ -11,11 +11,14 @@
  *
  * Candidates are sorted into units by key, so the outcome does not depend on
  * the cache's hash order; they are kept per preemptor priority while the
- * cache's pods are unchanged (struct cands). The search proper is the plain
+ * cache's pods are unchanged (struct cands), and followed through binds and
+ * evictions they can follow exactly (cands_follow). The search proper is the plain
  * one (remove every candidate on a node, test, give units back from the most
  * important) with shortcuts that each prove the skipped work would fail or
- * lose: arithmetic screens (may_fit), one batch fit test for "fits as things
- * are" (fit_now) and a lower bound on a node's cost (candidates). What the
+ * lose: arithmetic screens (may_fit, kept for a gang's later members on the
+ * nodes not changed since), one batch fit test for "fits as things are"
+ * (fit_now) and a lower bound on a node's cost (candidates, or a followed
+ * node's summary). What the
  * plain search changed as a side effect is reproduced (touch_skipped), so
  * plans and every later decision are the same; docs/SCHED_PERFORMANCE.md.
  */
@@ -37,9 +40,15 @@ struct history {
 
 struct nomination {
     char *key;
+    char *grp; /* the gang counted in nom_grp for it (grp_key), or NULL */
     const struct gs_pod *pod;
     int32_t node;
     int64_t t;
+};
+
+struct nom_grp {
+    char *key;
+    size_t n;
 };
 
 /* Evictions in the window per pod key for one class: built from the
@@ -58,7 +67,10 @@ struct guard {
     int64_t built, until; /* valid for clock times in [built, until] */
 };
 
-enum { BUF_UNITS, BUF_FIRST, BUF_BUMPED, BUF_MUST, BUF_CAND, BUF_OK, BUF_POS, BUF_NODE_UNITS, BUF_PICK, BUF_BEST, NBUF };
+enum {
+    BUF_UNITS, BUF_FIRST, BUF_BUMPED, BUF_MUST, BUF_CAND, BUF_OK, BUF_POS, BUF_NODE_UNITS, BUF_PICK, BUF_BEST, BUF_RM,
+    BUF_BLIST, BUF_SCREEN, NBUF
+};
 
 struct gs_preemption {
     struct gs_preempt_opts o;
@@ -69,11 +81,15 @@ struct gs_preemption {
     struct nomination *nom;
     size_t nnom, capnom;
     struct gs__strmap nom_ix; /* key -> 1 + index in nom (keys borrowed from nom) */
+    struct gs__strmap nom_grp; /* gang (grp_key) -> struct nom_grp: how many nominations are its pods' */
     struct gs_preempt_stats stats;
     struct guard guard;
     struct cands *memo[4]; /* candidates per preemptor priority */
     unsigned memo_next;
     struct pindex *ix;     /* every bound pod in unit order, followed from the cache */
+    uint32_t stamp;        /* the search under way (struct unit.mark) */
+    bool no_follow;        /* gs__preempt_set_follow(false) */
+    bool nom_grp_lost;     /* out of memory counting nom_grp: not read */
     /* A search's arrays, kept for the next one (sized by units or nodes:
      * allocating them afresh each time faulted their pages in again). */
     void *buf[NBUF];
@@ -111,6 +127,7 @@ struct gs_preemption *gs_preemption_new(const struct gs_preempt_opts *o, const s
     p->clock = clock;
     p->cache = cache;
     gs__strmap_init(&p->nom_ix);
+    gs__strmap_init(&p->nom_grp);
     return p;
 }
 
@@ -118,10 +135,16 @@ void gs_preemption_free(struct gs_preemption *p)
 {
     if (!p) return;
     for (size_t i = 0; i < p->nhist; i++) free(p->hist[i].key);
-    for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key);
+    for (size_t i = 0; i < p->nnom; i++) free(p->nom[i].key), free(p->nom[i].grp);
     free(p->hist);
     free(p->nom);
     gs__strmap_free(&p->nom_ix);
+    for (size_t i = 0; i < p->nom_grp.cap; i++)
+        if (p->nom_grp.slots[i].key) {
+            struct nom_grp *g = p->nom_grp.slots[i].val;
+            free(g->key), free(g);
+        }
+    gs__strmap_free(&p->nom_grp);
     free(p->guard.t);
     for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++) cands_free(p->memo[i]);
     ix_free(p);
@@ -130,6 +153,7 @@ void gs_preemption_free(struct gs_preemption *p)
 }
 
 const struct gs_preempt_stats *gs_preempt_stats(const struct gs_preemption *p) { return &p->stats; }
+void gs__preempt_set_follow(struct gs_preemption *p, bool follow) { p->no_follow = !follow; }
 void gs_preempt_count_refusal(struct gs_preemption *p) { p->stats.refused_no_help++; }
 
 /*--- Loop guard ---*/
@@ -179,7 +203,10 @@ struct unit {
     size_t first, n;
     int32_t prio;
     int64_t prio_sum;
-    bool removed, marked;
+    uint32_t mark; /* the search that marked its nodes (mark_candidates) */
+    bool removed;
+    bool dead;     /* followed candidates: the pod left since the build (not a candidate) */
+    bool multi;    /* pods on more than one node */
 };
 
 /* A gang with a bound member at or above the preemptor's priority: none of it may go. */
@@ -210,6 +237,28 @@ struct cands {
     size_t capv;    /* v and u hold this many */
     size_t nu;
     int err;
+    /* Followed (live): built from the index and kept since, event by event
+     * (cands_follow), so a search after binds and evictions neither merges
+     * the index nor draws the candidates again. Only while the index is
+     * followed, and only when nothing was dropped for a blocked gang (a
+     * departure could then bring candidates back). Per node (nslots of
+     * them) the units with a pod there (nfirst/nunits, every unit of u, in
+     * unit order) and, over the ones not dead: how many, the least
+     * (priority, pods, priority sum), whether one has pods elsewhere too. */
+    bool live;
+    size_t nblocked, ngang; /* at the build: pods dropped for a blocked gang, gang units */
+    size_t nalive;          /* units not dead */
+    struct pmap *at;        /* pod -> its unit (index in u), the candidates not dead */
+    int32_t nslots;
+    size_t *nfirst, *nunits;
+    size_t capnunits;
+    int32_t nslotscap;
+    int32_t *nlive;
+    struct nleast {
+        int32_t prio;
+        int64_t pods, sum;
+    } *nleast;
+    uint8_t *nmulti;
 };
 
 struct search {
@@ -220,6 +269,10 @@ struct search {
     const struct vpod *v; /* c->v */
     struct unit *u;       /* the units that may be evicted by this preemptor */
     size_t nu;
+    bool fast;            /* u and the node lists are the followed candidates' own (every unit may be evicted) */
+    size_t *rm;           /* units removed at some point (indices in u), p->buf[BUF_RM] */
+    size_t nrm;
+    bool rm_lost;         /* out of memory for rm: every unit is looked at instead */
     /* Units touching each node: node_units[node_first[i] .. node_first[i + 1]). */
     int32_t nslots;
     size_t *node_first, *node_units;
@@ -227,6 +280,14 @@ struct search {
      * (remove every candidate on every node, then give back one by one)
      * would have changed: see touch_skipped(). */
     uint8_t *bumped, *must_bump;
+    /* The nodes bumped so far, in index order; and the nodes that passed
+     * fit_now's screen for demand screen_d before any node was bumped (in
+     * index order): a node not bumped since is as it was then, so a later
+     * member of the same demand screens only the bumped ones again. */
+    int32_t *blist, *screen;
+    size_t nblist, nscreen;
+    struct gs_demand screen_d;
+    bool screen_ok;
     struct gs_node_info **cand; /* scratch: nodes for a batch fit */
     bool *ok;
     /* PodDisruptionBudgets (the cache's, borrowed) and a scratch copy of
@@ -358,10 +419,14 @@ static void collect(struct cands *s, const struct vpod *e)
     s->hi[s->nhi++] = *e;
 }
 
+static void pmap_free(struct pmap *m);
+
 static void cands_free(struct cands *c)
 {
     if (!c) return;
     free(c->low), free(c->hi), free(c->bl), free(c->v), free(c->u);
+    pmap_free(c->at);
+    free(c->nfirst), free(c->nunits), free(c->nlive), free(c->nleast), free(c->nmulti);
     free(c);
 }
 
@@ -467,6 +532,13 @@ static void pmap_clear(struct pmap *m)
     m->n = 0;
 }
 
+static void pmap_free(struct pmap *m)
+{
+    if (!m) return;
+    free(m->t);
+    free(m);
+}
+
 /* Every bound pod of the cache in unit order (cmp_vpod), each with its key.
  * The cache tells of each pod that becomes bound or leaves
  * (gs_cache_watch_bound); those are held aside (add: the pods bound since;
@@ -479,6 +551,7 @@ static void pmap_clear(struct pmap *m)
  * (gs__preempt_index_check compares the two): the order is total, pod keys
  * being unique. */
 struct pindex {
+    struct gs_preemption *p;
     bool watching, valid;
     bool muted;       /* during a search, which puts back what it takes out */
     uint64_t version; /* bumped whenever e changes */
@@ -493,13 +566,34 @@ struct pindex {
     size_t captmp;
 };
 
+static void cands_follow(struct cands *c, const struct gs_pod *pod, bool added);
+
+/* The followed candidates stop being followed (drawn again at the next use). */
+static void cands_drop_live(struct gs_preemption *p)
+{
+    for (size_t i = 0; i < sizeof p->memo / sizeof p->memo[0]; i++)
+        if (p->memo[i] && p->memo[i]->live) p->memo[i]->valid = p->memo[i]->live = false;
+}
+
+/* The index misses an event (or is about to be rebuilt, which frees the
+ * keys the candidates borrow): so do the followed candidates. */
+static void ix_invalidate(struct pindex *x)
+{
+    x->valid = false;
+    cands_drop_live(x->p);
+}
+
 static void on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assignment *a, bool added)
 {
     struct pindex *x = ctx;
     if (x->muted || !x->valid) return;
+    for (size_t i = 0; i < sizeof x->p->memo / sizeof x->p->memo[0]; i++) {
+        struct cands *c = x->p->memo[i];
+        if (c && c->valid && c->live) cands_follow(c, pod, added);
+    }
     if (added) {
         if (vgrow(&x->add, &x->capadd, x->nadd + 1) != 0 || pmap_put(&x->addpos, pod, x->nadd) != 0) {
-            x->valid = false; /* rebuilt from the cache at the next use */
+            ix_invalidate(x); /* rebuilt from the cache at the next use */
             return;
         }
         x->add[x->nadd++] = (struct vpod){pod, *a, ns_of(pod), group_of(pod), NULL, pod->priority, true};
@@ -513,7 +607,7 @@ static void on_bound(void *ctx, const struct gs_pod *pod, const struct gs_assign
         }
         return;
     }
-    if (pmap_put(&x->gone, pod, 0) != 0) x->valid = false;
+    if (pmap_put(&x->gone, pod, 0) != 0) ix_invalidate(x);
 }
 
 static void ix_clear(struct pindex *x)
@@ -560,6 +654,7 @@ static void ix_mark_units(struct vpod *e, size_t n)
 static int ix_rebuild(struct gs_preemption *p)
 {
     struct pindex *x = p->ix;
+    cands_drop_live(p); /* their keys are the index's */
     ix_clear(x);
     x->valid = true;
     gs_cache_foreach_pod(p->cache, collect_bound, x);
@@ -585,6 +680,7 @@ static int ix_sync(struct gs_preemption *p)
 {
     if (!p->ix && !(p->ix = calloc(1, sizeof *p->ix))) return GS_ENOMEM;
     struct pindex *x = p->ix;
+    x->p = p;
     if (!x->watching && gs_cache_watch_bound(p->cache, on_bound, x) == 0) x->watching = true, x->valid = false;
     if (!x->valid || (!x->watching && x->bound != gs_cache_bound_version(p->cache))) return ix_rebuild(p);
     if (!x->gone.n && !x->nadd) return 0;
@@ -606,11 +702,11 @@ static int ix_sync(struct gs_preemption *p)
         pmap_clear(&x->gone);
     }
     if (x->nadd) {
-        if (vgrow(&x->tmp, &x->captmp, x->n + x->nadd) != 0) return x->valid = false, GS_ENOMEM;
+        if (vgrow(&x->tmp, &x->captmp, x->n + x->nadd) != 0) return ix_invalidate(x), GS_ENOMEM;
         for (size_t i = 0; i < x->nadd; i++)
             if (!(x->add[i].key = dup_key(&x->add[i]))) {
                 for (size_t j = 0; j < i; j++) free((char *)x->add[j].key);
-                return x->valid = false, GS_ENOMEM;
+                return ix_invalidate(x), GS_ENOMEM;
             }
         qsort(x->add, x->nadd, sizeof *x->add, cmp_vpod);
         /* Each newcomer after the pods of e before it (binary search), the
@@ -727,21 +823,25 @@ static int cands_build(struct cands *c)
         if (!c->v || !c->u) return GS_ENOMEM;
         c->capv = c->nlow;
     }
-    c->nv = c->nu = 0;
+    c->nv = c->nu = c->nblocked = c->ngang = 0;
     for (size_t i = 0; i < c->nlow; i++)
         if (!c->nhi || !blocked(c, c->low[i])) c->v[c->nv++] = *c->low[i];
+        else c->nblocked++;
     /* A gang is in v whole or not at all (one member at or above prio blocks
      * it), and its members are adjacent in the index: v's units start where
      * the index's do. */
     for (size_t i = 0; i < c->nv;) {
         struct unit *u = &c->u[c->nu++];
         *u = (struct unit){.first = i, .prio = INT32_MIN};
+        c->ngang += c->v[i].group != NULL;
         do {
             u->n++;
             u->prio_sum += c->v[i].prio;
             if (c->v[i].prio > u->prio) u->prio = c->v[i].prio;
+            u->multi |= c->v[i].a.node != c->v[u->first].a.node;
         } while (++i < c->nv && !c->v[i].first);
     }
+    c->nalive = c->nu;
     c->built = true;
     return 0;
 }
@@ -757,6 +857,7 @@ static int select_units(struct search *s)
     bool may_spare = !g->empty && g->most >= s->p->o.max_per_window;
     for (size_t i = 0; i < c->nu; i++) {
         const struct unit *u = &c->u[i];
+        if (u->dead) continue;
         const struct vpod *v0 = &c->v[u->first];
         if (own && v0->group && !strcmp(v0->group, own) && !strcmp(v0->ns, own_ns)) continue;
         bool spared = false;
@@ -768,18 +869,28 @@ static int select_units(struct search *s)
     return 0;
 }
 
-/* Per node, the units with a pod there, in unit order. */
-static int index_nodes(struct search *s)
+/* The search's per-node arrays but the unit lists. 0 or GS_ENOMEM. */
+static int node_scratch(struct search *s, int32_t ns)
 {
-    int32_t ns = s->nslots = gs_cache_node_count(s->p->cache);
     size_t slots = (size_t)(ns > 0 ? ns : 1);
-    s->node_first = scratch(s->p, BUF_FIRST, (slots + 1) * sizeof *s->node_first, true);
+    s->nslots = ns;
     s->bumped = scratch(s->p, BUF_BUMPED, slots, true);
     s->must_bump = scratch(s->p, BUF_MUST, slots, true);
     s->cand = scratch(s->p, BUF_CAND, slots * sizeof *s->cand, false);
     s->ok = scratch(s->p, BUF_OK, slots * sizeof *s->ok, false);
+    s->blist = scratch(s->p, BUF_BLIST, slots * sizeof *s->blist, false);
+    s->screen = scratch(s->p, BUF_SCREEN, slots * sizeof *s->screen, false);
+    return s->bumped && s->must_bump && s->cand && s->ok && s->blist && s->screen ? 0 : GS_ENOMEM;
+}
+
+/* Per node, the units with a pod there, in unit order. */
+static int index_nodes(struct search *s)
+{
+    int32_t ns = gs_cache_node_count(s->p->cache);
+    size_t slots = (size_t)(ns > 0 ? ns : 1);
+    s->node_first = scratch(s->p, BUF_FIRST, (slots + 1) * sizeof *s->node_first, true);
     size_t *pos = scratch(s->p, BUF_POS, slots * sizeof *pos, false);
-    int rc = s->node_first && s->bumped && s->must_bump && s->cand && s->ok && pos ? 0 : GS_ENOMEM;
+    int rc = node_scratch(s, ns) == 0 && s->node_first && pos ? 0 : GS_ENOMEM;
     for (int pass = 0; !rc && pass < 2; pass++) {
         for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
         for (size_t i = 0; i < s->nu; i++)
@@ -805,11 +916,46 @@ static void mark(uint8_t *set, int32_t nslots, int32_t node)
     if (node >= 0 && node < nslots) set[node] = 1;
 }
 
+/* Node changed by this search: into bumped and, the first time, into blist in index order. */
+static void bump(struct search *s, int32_t node)
+{
+    if (node < 0 || node >= s->nslots || s->bumped[node]) return;
+    s->bumped[node] = 1;
+    size_t lo = 0, hi = s->nblist;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->blist[mid] < node) lo = mid + 1;
+        else hi = mid;
+    }
+    memmove(s->blist + lo + 1, s->blist + lo, (s->nblist - lo) * sizeof *s->blist);
+    s->blist[lo] = node;
+    s->nblist++;
+}
+
+/* Unit ui into the list of units removed at some point (restored at the end). */
+static void rm_push(struct search *s, size_t ui)
+{
+    if (s->rm_lost) return;
+    struct gs_preemption *p = s->p;
+    if ((s->nrm + 1) * sizeof *s->rm > p->bufcap[BUF_RM]) {
+        size_t cap = p->bufcap[BUF_RM] ? 2 * p->bufcap[BUF_RM] : 256 * sizeof *s->rm;
+        void *nb = realloc(p->buf[BUF_RM], cap);
+        if (!nb) {
+            s->rm_lost = true;
+            return;
+        }
+        p->buf[BUF_RM] = nb, p->bufcap[BUF_RM] = cap;
+    }
+    s->rm = p->buf[BUF_RM];
+    s->rm[s->nrm++] = ui;
+}
+
 static void unit_remove(struct search *s, struct unit *u)
 {
+    rm_push(s, (size_t)(u - s->u));
     for (size_t i = u->first; i < u->first + u->n; i++) {
         gs_cache_remove_pod(s->p->cache, key_of(s, &s->v[i]));
-        mark(s->bumped, s->nslots, s->v[i].a.node);
+        bump(s, s->v[i].a.node);
     }
     u->removed = true;
 }
@@ -818,7 +964,7 @@ static void unit_restore(struct search *s, struct unit *u)
 {
     for (size_t i = u->first; i < u->first + u->n; i++) {
         gs_cache_add_bound(s->p->cache, s->v[i].pod, &s->v[i].a);
-        mark(s->bumped, s->nslots, s->v[i].a.node);
+        bump(s, s->v[i].a.node);
     }
     u->removed = false;
 }
@@ -832,8 +978,8 @@ static void unit_restore(struct search *s, struct unit *u)
 static void mark_candidates(struct search *s, size_t ui)
 {
     struct unit *u = &s->u[ui];
-    if (u->marked) return;
-    u->marked = true;
+    if (u->mark == s->p->stamp) return;
+    u->mark = s->p->stamp;
     for (size_t k = u->first; k < u->first + u->n; k++) mark(s->must_bump, s->nslots, s->v[k].a.node);
 }
 
@@ -928,6 +1074,113 @@ static bool cheaper(const struct cost *a, const struct cost *b)
     return a->node < b->node;
 }
 
+/*--- Followed candidates ---*/
+
+/* Node nd's summary over its units that are not dead. */
+static void node_sum(struct cands *c, int32_t nd)
+{
+    int32_t live = 0;
+    uint8_t multi = 0;
+    struct cost least = {0, INT32_MAX, INT64_MAX, INT64_MAX, nd};
+    for (size_t j = c->nfirst[nd]; j < c->nfirst[nd + 1]; j++) {
+        const struct unit *u = &c->u[c->nunits[j]];
+        if (u->dead) continue;
+        live++;
+        multi |= u->multi;
+        struct cost k = {0, u->prio, (int64_t)u->n, u->prio_sum, nd};
+        if (cheaper(&k, &least)) least = k;
+    }
+    c->nlive[nd] = live, c->nmulti[nd] = multi;
+    c->nleast[nd] = (struct nleast){least.max_prio, least.pods, least.sum};
+}
+
+/* The node lists, node summaries and pod map of built candidates, which
+ * are followed from then on (live). On failure they are not (drawn again
+ * whenever the index changes, as before). */
+static void cands_index(struct cands *c, int32_t nslots)
+{
+    c->live = false;
+    size_t slots = (size_t)(nslots > 0 ? nslots : 1);
+    if (!c->at && !(c->at = calloc(1, sizeof *c->at))) return;
+    pmap_clear(c->at);
+    if (nslots > c->nslotscap || !c->nfirst) {
+        free(c->nfirst), free(c->nlive), free(c->nleast), free(c->nmulti);
+        c->nslotscap = 0;
+        c->nfirst = malloc((slots + 1) * sizeof *c->nfirst);
+        c->nlive = malloc(slots * sizeof *c->nlive);
+        c->nleast = malloc(slots * sizeof *c->nleast);
+        c->nmulti = malloc(slots);
+        if (!c->nfirst || !c->nlive || !c->nleast || !c->nmulti) {
+            free(c->nfirst), free(c->nlive), free(c->nleast), free(c->nmulti);
+            c->nfirst = NULL, c->nlive = NULL, c->nleast = NULL, c->nmulti = NULL;
+            return;
+        }
+        c->nslotscap = nslots > 0 ? nslots : 1;
+    }
+    size_t *pos = malloc(slots * sizeof *pos);
+    if (!pos) return;
+    memset(c->nfirst, 0, (slots + 1) * sizeof *c->nfirst);
+    /* As index_nodes, over every unit. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
+        for (size_t i = 0; i < c->nu; i++)
+            for (size_t k = c->u[i].first; k < c->u[i].first + c->u[i].n; k++) {
+                int32_t nd = c->v[k].a.node;
+                if (nd < 0 || nd >= nslots || pos[nd] == i) continue;
+                pos[nd] = i;
+                if (pass == 0) c->nfirst[nd + 1]++;
+                else c->nunits[c->nfirst[nd + 1]++] = i;
+            }
+        if (pass == 1) break;
+        for (size_t i = 0; i < slots; i++) c->nfirst[i + 1] += c->nfirst[i];
+        size_t total = c->nfirst[slots];
+        for (size_t i = slots; i > 0; i--) c->nfirst[i] = c->nfirst[i - 1];
+        if (total > c->capnunits || !c->nunits) {
+            free(c->nunits);
+            c->capnunits = 0;
+            if (!(c->nunits = malloc((total ? total : 1) * sizeof *c->nunits))) {
+                free(pos);
+                return;
+            }
+            c->capnunits = total;
+        }
+    }
+    free(pos);
+    for (int32_t i = 0; i < nslots; i++) node_sum(c, i);
+    for (size_t i = 0; i < c->nu; i++)
+        for (size_t k = c->u[i].first; k < c->u[i].first + c->u[i].n; k++)
+            if (pmap_put(c->at, c->v[k].pod, i) != 0) return;
+    c->nslots = nslots;
+    c->live = true;
+}
+
+/* One bound pod come or gone, into followed candidates: a single pod that
+ * leaves is its unit's death (its node summary made again); anything the
+ * candidates cannot follow exactly makes them drawn again at the next use:
+ * a new pod below their priority (a new candidate), a gang member at or
+ * above it while gangs are among them (it may block one), a member of a
+ * gang unit of several pods leaving. A pod that is not a candidate leaving
+ * changes nothing: it blocked no gang (nblocked is 0). The pod that leaves
+ * is not read (its address is looked up). */
+static void cands_follow(struct cands *c, const struct gs_pod *pod, bool added)
+{
+    if (added) {
+        if (pod->priority < c->prio || (group_of(pod) && c->ngang)) c->valid = c->live = false;
+        return;
+    }
+    size_t ui;
+    if (!pmap_del(c->at, pod, &ui)) return;
+    struct unit *u = &c->u[ui];
+    if (u->n != 1) {
+        c->valid = c->live = false;
+        return;
+    }
+    u->dead = true;
+    c->nalive--;
+    int32_t nd = c->v[u->first].a.node;
+    if (nd >= 0 && nd < c->nslots) node_sum(c, nd);
+}
+
 /* kube's filterPodsWithPDBViolation over the units in pick[0..k), most
  * important first: each pod a budget covers spends one of its allowed
  * disruptions (a pod already in its disruptedPods spends none), and a pod
@@ -1010,6 +1263,19 @@ static int victims_on(struct search *s, const struct gs_pod *m, struct gs_node_i
     return (int)w;
 }
 
+/* Does node i pass fit_now's screen for m: may_fit's resource rule read
+ * from the dense hot records first (equal to the node's fields,
+ * gs_cache_check: a full node costs no visit), then the node's own test. */
+static bool screened(const struct search *s, const struct gs_pod *m, const struct gs_node_hot *hot, int32_t i)
+{
+    const struct gs_demand *d = &m->demand;
+    if (hot && (!hot[i].live || hot[i].pods_free <= 0 || (d->cpu_milli > 0 && d->cpu_milli > hot[i].cpu_free) ||
+                (d->mem_bytes > 0 && d->mem_bytes > hot[i].mem_free)))
+        return false;
+    struct gs_node_info *n = gs_cache_node(s->p->cache, i);
+    return n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1);
+}
+
 /* Where m fits as things are: the node with the least free GPU share
  * (lowest index on ties), or NULL. One batch of filters over the nodes that
  * pass the screen, which gives each node the verdict a call of its own would. */
@@ -1017,16 +1283,35 @@ static struct gs_node_info *fit_now(struct search *s, const struct gs_pod *m, st
 {
     struct gs_cache *c = s->p->cache;
     size_t nc = 0;
-    /* may_fit's resource rule read from the dense hot records first (equal
-     * to the node's fields, gs_cache_check): a full node costs no visit. */
     const struct gs_node_hot *hot = s->fit->checks_resources ? gs_cache_hot(c) : NULL;
     const struct gs_demand *d = &m->demand;
-    for (int32_t i = 0; i < gs_cache_node_count(c); i++) {
-        if (hot && (!hot[i].live || hot[i].pods_free <= 0 || (d->cpu_milli > 0 && d->cpu_milli > hot[i].cpu_free) ||
-                    (d->mem_bytes > 0 && d->mem_bytes > hot[i].mem_free)))
-            continue;
-        struct gs_node_info *n = gs_cache_node(c, i);
-        if (n->live && n->schedulable && may_fit(s, m, n, NULL, 0, 1)) s->cand[nc++] = n;
+    bool again = s->screen_ok && !s->p->no_follow && d->cpu_milli == s->screen_d.cpu_milli &&
+                 d->mem_bytes == s->screen_d.mem_bytes && d->gpu_count == s->screen_d.gpu_count &&
+                 d->gpu_milli == s->screen_d.gpu_milli && d->gpu_mem_mib == s->screen_d.gpu_mem_mib &&
+                 gs_cache_node_count(c) == s->nslots;
+    if (again) {
+        /* The screen of the nodes not bumped since is the one kept; the
+         * bumped ones are screened now; both lists in index order, merged. */
+        size_t a = 0, b = 0;
+        while (a < s->nscreen || b < s->nblist) {
+            int32_t i;
+            if (b == s->nblist || (a < s->nscreen && s->screen[a] < s->blist[b])) {
+                i = s->screen[a++];
+                if (s->bumped[i]) continue;
+            } else {
+                i = s->blist[b++];
+                if (a < s->nscreen && s->screen[a] == i) a++;
+                if (!screened(s, m, hot, i)) continue;
+            }
+            s->cand[nc++] = gs_cache_node(c, i);
+        }
+    } else {
+        for (int32_t i = 0; i < gs_cache_node_count(c); i++)
+            if (screened(s, m, hot, i)) s->cand[nc++] = gs_cache_node(c, i);
+        if (!s->nblist && !s->screen_ok && s->screen && gs_cache_node_count(c) == s->nslots) {
+            for (size_t k = 0; k < nc; k++) s->screen[k] = s->cand[k]->idx;
+            s->nscreen = nc, s->screen_d = *d, s->screen_ok = true;
+        }
     }
     if (!nc) return NULL;
     if (s->fit->fits_many) s->fit->fits_many(s->fit->ctx, m, s->cand, nc, s->ok);
@@ -1053,7 +1338,7 @@ static size_t candidates(struct search *s, int32_t i, size_t *pick, struct cost 
     *least = (struct cost){0, INT32_MAX, INT64_MAX, INT64_MAX, i};
     for (size_t j = s->node_first[i]; j < s->node_first[i + 1]; j++) {
         const struct unit *u = &s->u[s->node_units[j]];
-        if (u->removed) continue;
+        if (u->removed || u->dead) continue;
         pick[k++] = s->node_units[j];
         struct cost c = {0, u->prio, (int64_t)u->n, u->prio_sum, i};
         if (cheaper(&c, least)) *least = c;
@@ -1070,16 +1355,29 @@ static int place_member(struct search *s, const struct gs_pod *m, struct gs_assi
     struct cost bc = {0}, cost, least;
     int bw = -1;
     int32_t bnode = -1;
+    const struct cands *fc = s->fast ? s->c : NULL;
     for (int32_t i = 0; i < gs_cache_node_count(c) && i < s->nslots; i++) {
-        if (s->node_first[i] == s->node_first[i + 1]) continue; /* no candidate there */
+        if (s->node_first[i] == s->node_first[i + 1] || (fc && !fc->nlive[i])) continue; /* no candidate there */
         struct gs_node_info *n = gs_cache_node(c, i);
         if (!n->live || !n->schedulable) continue;
-        size_t k = candidates(s, i, pick, &least);
-        for (size_t j = 0; j < k; j++) mark_candidates(s, pick[j]);
+        size_t k;
+        bool listed = false;
+        if (fc && !s->bumped[i] && !fc->nmulti[i]) {
+            /* Followed candidates, none taken out here (that would have
+             * changed the node) and each only here: the node's summary is
+             * what candidates() would find, and marking them marks this node. */
+            k = (size_t)fc->nlive[i];
+            least = (struct cost){0, fc->nleast[i].prio, fc->nleast[i].pods, fc->nleast[i].sum, i};
+            mark(s->must_bump, s->nslots, i);
+        } else {
+            k = candidates(s, i, pick, &least), listed = true;
+            for (size_t j = 0; j < k; j++) mark_candidates(s, pick[j]);
+        }
         /* Evaluated from node 0 up and every victim set is non-empty (m fits
          * nowhere as things are), so a node whose least cost is not below
          * the best so far cannot win: ties go to the lower index. */
         if (!k || (bw >= 0 && !cheaper(&least, &(struct cost){bc.viol, bc.max_prio, bc.pods, bc.sum, i}))) continue;
+        if (!listed) k = candidates(s, i, pick, &least);
         int w = victims_on(s, m, n, pick, k, &cost);
         if (w < 0 || (bw >= 0 && !cheaper(&cost, &bc))) continue;
         bw = w, bc = cost, bnode = i;
@@ -1090,15 +1388,38 @@ static int place_member(struct search *s, const struct gs_pod *m, struct gs_assi
     return place_on(s, m, gs_cache_node(c, bnode), out) ? 0 : -1;
 }
 
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The units removed at some point, in unit order, once each (s->rm); all
+ * of them when that list was lost. Returns how many are listed. */
+static size_t removed_units(struct search *s)
+{
+    if (s->rm_lost || !s->nrm) return 0;
+    qsort(s->rm, s->nrm, sizeof *s->rm, cmp_size);
+    size_t w = 0;
+    for (size_t i = 0; i < s->nrm; i++)
+        if (!w || s->rm[w - 1] != s->rm[i]) s->rm[w++] = s->rm[i];
+    return s->nrm = w;
+}
+
+/* The i-th unit that may have been removed: every unit when the list was lost. */
+static size_t rm_count(const struct search *s) { return s->rm_lost ? s->nu : s->nrm; }
+static size_t rm_at(const struct search *s, size_t i) { return s->rm_lost ? i : s->rm[i]; }
+
 static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, struct gs_preempt_plan *out)
 {
     size_t nvict = 0;
-    for (size_t i = 0; i < s->nu; i++) nvict += s->u[i].removed ? s->u[i].n : 0;
+    for (size_t r = 0; r < rm_count(s); r++) nvict += s->u[rm_at(s, r)].removed ? s->u[rm_at(s, r)].n : 0;
     out->victims = calloc(nvict ? nvict : 1, sizeof *out->victims);
     out->nodes = calloc(nmembers ? nmembers : 1, sizeof *out->nodes);
     if (!out->victims || !out->nodes) return GS_ENOMEM;
     out->max_priority = INT32_MIN;
-    for (size_t i = 0; i < s->nu; i++) {
+    for (size_t r = 0; r < rm_count(s); r++) {
+        size_t i = rm_at(s, r);
         if (!s->u[i].removed) continue;
         for (size_t k = s->u[i].first; k < s->u[i].first + s->u[i].n; k++) out->victims[out->nvictims++] = s->v[k].pod;
         if (s->u[i].prio > out->max_priority) out->max_priority = s->u[i].prio;
@@ -1112,12 +1433,17 @@ static int make_plan(struct search *s, size_t nmembers, const int32_t *nodes, st
  * is what they were drawn from. NULL when out of memory. */
 static struct cands *cands_for(struct gs_preemption *p, int32_t prio)
 {
-    if (ix_sync(p) != 0) return NULL;
-    const struct pindex *x = p->ix;
     const size_t nmemo = sizeof p->memo / sizeof p->memo[0];
     struct cands *c = NULL;
     for (size_t i = 0; i < nmemo && !c; i++)
         if (p->memo[i] && p->memo[i]->prio == prio) c = p->memo[i];
+    /* Followed since they were built: the index need not be merged. */
+    if (c && c->valid && c->live) {
+        if (c->nslots == gs_cache_node_count(p->cache)) return c;
+        c->valid = c->live = false; /* nodes were added: the node lists are drawn again */
+    }
+    if (ix_sync(p) != 0) return NULL;
+    const struct pindex *x = p->ix;
     if (c && c->valid && c->version == x->version) return c;
     if (!c) {
         size_t slot = p->memo_next++ % nmemo;
@@ -1125,7 +1451,7 @@ static struct cands *cands_for(struct gs_preemption *p, int32_t prio)
         c = p->memo[slot];
     }
     c->prio = prio, c->version = x->version;
-    c->valid = c->built = false;
+    c->valid = c->built = c->live = false;
     c->nlow = c->nhi = c->nv = c->nu = 0;
     c->err = 0;
     free(c->bl), c->bl = NULL, c->capbl = 0;
@@ -1140,16 +1466,40 @@ static int prepare(struct search *s)
 {
     struct cands *c = s->c = cands_for(s->p, s->pre->priority);
     if (!c) return GS_ENOMEM;
-    /* Most failing pods have nobody below them: say so before building anything. */
-    bool any_lower = false;
-    for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i]->pod, s->pre);
-    if (!any_lower) return GS_ENOENT;
-    if (!c->built && cands_build(c) != 0) {
-        c->valid = false;
-        return GS_ENOMEM;
+    if (!c->built) {
+        /* Most failing pods have nobody below them: say so before building
+         * anything. (Once built, the units say it: none that is not the
+         * pod's own gang, and the search ends as here, having changed nothing.) */
+        bool any_lower = false;
+        for (size_t i = 0; i < c->nlow && !any_lower; i++) any_lower = !same_group(c->low[i]->pod, s->pre);
+        if (!any_lower) return GS_ENOENT;
+        if (cands_build(c) != 0) {
+            c->valid = false;
+            return GS_ENOMEM;
+        }
+        /* Followed from now on when the index is (and nothing was dropped
+         * for a blocked gang); otherwise drawn again when the index changes. */
+        if (s->p->ix->watching && !c->nblocked && !s->p->no_follow) cands_index(c, gs_cache_node_count(s->p->cache));
     }
     s->v = c->v;
-    int rc = select_units(s);
+    /* Followed candidates are the search's units as they are when every
+     * unit may be evicted: none is the pod's own gang and the loop guard
+     * spares nobody. */
+    const char *own = group_of(s->pre);
+    if (c->live && (!own || !c->ngang)) {
+        if (guard_build(s->p, s->pre->priority) != 0) return GS_ENOMEM;
+        const struct guard *g = &s->p->guard;
+        s->fast = g->empty || g->most < s->p->o.max_per_window;
+    }
+    int rc = 0;
+    if (s->fast) {
+        s->p->stats.followed++;
+        s->u = c->u, s->nu = c->nu;
+        s->node_first = c->nfirst, s->node_units = c->nunits;
+        if (!c->nalive) rc = GS_ENOENT;
+    } else {
+        rc = select_units(s);
+    }
     if (!rc && !s->nu) rc = GS_ENOENT; /* a plan evicts someone: with no candidate there is none */
     s->pdbs = gs_cache_pdbs(s->p->cache, &s->npdbs);
     if (!rc && s->npdbs) {
@@ -1159,7 +1509,7 @@ static int prepare(struct search *s)
         s->cand_viol = calloc(s->nu, sizeof *s->cand_viol);
         if (!s->allowed || !s->viol || !s->cand_units || !s->cand_viol) rc = GS_ENOMEM;
     }
-    return rc ? rc : index_nodes(s);
+    return rc ? rc : s->fast ? node_scratch(s, c->nslots) : index_nodes(s);
 }
 
 int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *members, size_t n,
@@ -1169,6 +1519,7 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
     p->stats.attempts++;
     if (!n) return GS_ENOENT;
     struct search s = {.p = p, .fit = fit, .pre = members[0]};
+    if (!++p->stamp) p->stamp = 1; /* 0 is no search's */
     int rc = prepare(&s);
     if (p->ix) p->ix->muted = true; /* what the search takes out it puts back */
     size_t *pick = scratch(p, BUF_PICK, s.nu * sizeof *pick, false), *best = scratch(p, BUF_BEST, s.nu * sizeof *best, false);
@@ -1183,17 +1534,18 @@ int gs_preempt_find_with(struct gs_preemption *p, const struct gs_pod *const *me
             rc = GS_ENOENT;
             break;
         }
-        mark(s.bumped, s.nslots, a.node);
+        bump(&s, a.node);
         nodes[placed] = a.node;
     }
+    removed_units(&s);
     if (!rc) rc = make_plan(&s, n, nodes, out);
     for (size_t i = 0; i < placed; i++) {
         char key[GS__KEY_MAX];
         gs__pod_key(members[i], key, sizeof key);
         gs_cache_forget(p->cache, key);
     }
-    for (size_t i = 0; i < s.nu; i++)
-        if (s.u[i].removed) unit_restore(&s, &s.u[i]);
+    for (size_t r = 0; r < rm_count(&s); r++)
+        if (s.u[rm_at(&s, r)].removed) unit_restore(&s, &s.u[rm_at(&s, r)]);
     if (s.must_bump) touch_skipped(&s);
     if (p->ix) p->ix->muted = false;
     if (rc) gs_preempt_plan_free(out);
@@ -1217,6 +1569,48 @@ void gs_preempt_plan_free(struct gs_preempt_plan *pl)
 }
 
 /*--- Nominations ---*/
+
+/* The gang of pod as same_group() tells gangs apart ("<len of ns>:ns/group",
+ * unambiguous whatever the names hold), or NULL when it is in none. */
+static const char *grp_key(const struct gs_pod *pod, char *buf, size_t len)
+{
+    if (!pod->pod_group) return NULL;
+    const char *ns = ns_of(pod);
+    int n = snprintf(buf, len, "%zu:%s/%s", strlen(ns), ns, pod->pod_group);
+    return n >= 0 && (size_t)n < len ? buf : NULL;
+}
+
+/* One nomination more (d 1) or less (d -1) for gang k (NULL: none). */
+static void grp_count(struct gs_preemption *p, const char *k, int d)
+{
+    if (!k) return;
+    struct nom_grp *g = gs__strmap_get(&p->nom_grp, k);
+    if (d > 0) {
+        if (!g) {
+            if (!(g = calloc(1, sizeof *g)) || !(g->key = strdup(k)) || gs__strmap_put(&p->nom_grp, g->key, g) != 0) {
+                if (g) free(g->key);
+                free(g);
+                p->nom_grp_lost = true; /* counts no longer trusted */
+                return;
+            }
+        }
+        g->n++;
+    } else if (g && !--g->n) {
+        gs__strmap_del(&p->nom_grp, g->key);
+        free(g->key), free(g);
+    }
+}
+
+/* Is every nomination held by a pod of pod's own gang? Then none holds
+ * room against it (holds_against: the room a gang's preemption made is the
+ * group's), whatever the node. */
+static bool nom_all_own(const struct gs_preemption *p, const struct gs_pod *pod)
+{
+    char buf[2 * GS__KEY_MAX];
+    const char *k = !p->nom_grp_lost && p->nnom ? grp_key(pod, buf, sizeof buf) : NULL;
+    const struct nom_grp *g = k ? gs__strmap_get(&p->nom_grp, k) : NULL;
+    return g && g->n == p->nnom;
+}
 
 static struct nomination *nom_find(const struct gs_preemption *p, const char *key)
 {
@@ -1244,7 +1638,16 @@ int gs_preempt_nominate(struct gs_preemption *p, const struct gs_pod *pod, int32
         }
         e = &p->nom[p->nnom++];
         e->key = dup;
+    } else {
+        grp_count(p, e->grp, -1);
+        free(e->grp);
     }
+    /* Counted under the key it was counted with, whatever the pod holds later. */
+    char buf[2 * GS__KEY_MAX];
+    const char *gk = grp_key(pod, buf, sizeof buf);
+    e->grp = NULL;
+    if (gk && !(e->grp = strdup(gk))) p->nom_grp_lost = true;
+    grp_count(p, e->grp, 1);
     e->pod = pod;
     e->node = node;
     e->t = gs_clock_now(p->clock);
@@ -1255,8 +1658,9 @@ void gs_preempt_clear(struct gs_preemption *p, const char *pod_key)
 {
     struct nomination *e = nom_find(p, pod_key);
     if (!e) return;
+    grp_count(p, e->grp, -1);
     gs__strmap_del(&p->nom_ix, e->key);
-    free(e->key);
+    free(e->key), free(e->grp);
     *e = p->nom[--p->nnom];
     /* The last entry moved into e's place: a replacement in the map, no allocation. */
     if (e != &p->nom[p->nnom]) gs__strmap_put(&p->nom_ix, e->key, (void *)(uintptr_t)(e - p->nom + 1));
@@ -1291,6 +1695,7 @@ static bool holds_against(const struct gs_preemption *p, const struct nomination
 
 bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, int32_t node)
 {
+    if (nom_all_own(p, pod)) return true;
     int64_t now = p->nnom ? gs_clock_now(p->clock) : 0;
     for (size_t i = 0; i < p->nnom; i++)
         if (p->nom[i].node != node && holds_against(p, &p->nom[i], pod, now)) return false;
@@ -1299,7 +1704,7 @@ bool gs_preempt_blocks_only(struct gs_preemption *p, const struct gs_pod *pod, i
 
 bool gs_preempt_blocked(struct gs_preemption *p, const struct gs_pod *pod, const struct gs_node_info *node)
 {
-    if (!p->nnom) return false;
+    if (!p->nnom || nom_all_own(p, pod)) return false;
     int64_t now = gs_clock_now(p->clock), cpu = 0, mem = 0, milli = 0;
     int32_t whole = 0;
     bool any = false;

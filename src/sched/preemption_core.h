@@ -18,8 +18,10 @@
  *
  * The candidates come from an index of the bound pods in unit order that
  * follows the cache's bind and unbind events (gs_cache_watch_bound), so a
- * search after a bind does not collect and sort every pod again. The core
- * must be freed before its cache.
+ * search after a bind does not collect and sort every pod again; once drawn
+ * for a priority they are followed event by event too (a departed single
+ * pod's unit dies in place), so a search after evictions draws nothing.
+ * The core must be freed before its cache.
  */
 #ifndef GS_SCHED_PREEMPTION_CORE_H
 #define GS_SCHED_PREEMPTION_CORE_H
@@ -45,6 +47,7 @@ struct gs_preempt_stats {
     int64_t gang_victims;     /* of which members of gangs */
     int64_t refused_no_help;  /* no plan: evicting would not make the preemptor fit */
     int64_t guard_skips;      /* units spared by the loop guard */
+    int64_t followed;         /* searches on candidates followed event by event since an earlier one */
 };
 
 /* Can pod run on node as the cache is now (every filter)? */
@@ -116,6 +119,12 @@ const struct gs_preempt_stats *gs_preempt_stats(const struct gs_preemption *p);
  * date and compares it with one built afresh from the cache (tests): 0, or
  * GS_ESTATE with the first difference in why, or GS_ENOMEM. */
 int gs__preempt_index_check(struct gs_preemption *p, char *why, size_t len);
+
+/* Tests: with follow false the candidates are drawn for each search as
+ * before they were followed (select_units, per-node lists per search) and
+ * every member screens every node, the reference the followed candidates
+ * and the kept screen are held to. On by default. */
+void gs__preempt_set_follow(struct gs_preemption *p, bool follow);
 
 /* The core behind an enabled "DefaultPreemption" plugin's state, or NULL. */
 struct gs_preemption *gs__preemption_of(void *default_preemption_state);

@@ -11,8 +11,11 @@
  * departed pod's address) is applied, and after random stretches of it the
  * index must equal the sorted walk of the cache entry by entry
  * (gs__preempt_index_check): same pods, keys, assignments, in the same order.
- * Also: the cache's watchers themselves (who is told what), and that a
- * search's plan is the same with the index as with a fresh core.
+ * Also: the cache's watchers themselves (who is told what), that a
+ * search's plan is the same with the index as with a fresh core, and that
+ * candidates followed event by event between searches (and a gang's kept
+ * screen) give the plans and node changes of a core that draws them for
+ * each search and follows nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,6 +50,7 @@ struct world {
     char names[NNODES][16];
     bool node_up[NNODES];
     uint64_t rng;
+    int gang_every; /* every gang_every-th slot's pod is in a gang (0: none; world_init sets 3) */
 };
 
 static uint32_t rnd(struct world *w)
@@ -62,8 +66,8 @@ static struct gs_pod *make(struct world *w, int i)
     snprintf(name, sizeof name, "p%02d-%d", i, w->gen[i]++);
     snprintf(group, sizeof group, "g%d", i % 4);
     int prio = (int)(rnd(w) % 4) * 10;
-    struct gs_pod *p = fx_pod_ex(name, i % 2 ? 1 : 0, i % 2 ? 100 : 0, 1, prio, i % 3 == 0 ? group : NULL, NULL, NULL,
-                                 NULL);
+    bool gang = w->gang_every && i % w->gang_every == 0;
+    struct gs_pod *p = fx_pod_ex(name, i % 2 ? 1 : 0, i % 2 ? 100 : 0, 1, prio, gang ? group : NULL, NULL, NULL, NULL);
     assert_non_null(p);
     return p;
 }
@@ -151,6 +155,7 @@ static void world_init(struct world *w, uint64_t seed)
 {
     memset(w, 0, sizeof *w);
     w->rng = seed;
+    w->gang_every = 3;
     gs_clock_init_sim(&clk, 0);
     w->c = gs_cache_new(&clk);
     for (int n = 0; n < NNODES; n++) {
@@ -232,6 +237,103 @@ static void test_plans_match_a_fresh_core(void **st)
     world_free(&w);
 }
 
+/* Node generations, to compare what two searches changed. */
+static void gens(struct gs_cache *c, uint64_t *g)
+{
+    for (int32_t i = 0; i < gs_cache_node_count(c); i++) g[i] = gs_cache_node(c, i)->generation;
+}
+
+/* Candidates followed event by event (evictions, binds at or above the
+ * preemptor's priority, single and gang, cordons, with some changes they
+ * cannot follow in between) against a core made just now that draws them for the
+ * search and follows nothing (the way before they were followed): the same plans, and
+ * the same nodes changed by the search (the memos read them), search
+ * after search. */
+static void test_followed_candidates_match_a_fresh_core(void **st)
+{
+    (void)st;
+    int64_t followed = 0, plans = 0;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        struct world w;
+        world_init(&w, seed * 7919);
+        /* Without gangs, with a few, with many (gang units span nodes: those nodes are looked at unit by unit). */
+        w.gang_every = (int[]){0, 16, 3}[seed % 3];
+        for (int i = 0; i < NPODS; i++) fx_pod_free(w.pod[i]), w.pod[i] = make(&w, i);
+        for (int i = 0; i < NPODS; i++) place(&w, i, true);
+        struct gs_preempt_opts o = {0};
+        struct gs_preemption *p = gs_preemption_new(&o, &clk, w.c);
+        struct gs_pod *hi[64];
+        int nhi = 0;
+        char k[GS__KEY_MAX];
+        for (int step_no = 0; step_no < 300; step_no++) {
+            int i = (int)(rnd(&w) % NPODS), r = (int)(rnd(&w) % 40);
+            if (r < 18) { /* an eviction */
+                if (w.st[i] == BOUND) {
+                    assert_int_equal(gs_cache_remove_pod(w.c, key(w.pod[i], k)), 0);
+                    w.st[i] = ABSENT;
+                }
+            } else if (r < 24) { /* a pod at or above the preemptor's priority, alone or in a gang */
+                if (nhi == 64) continue;
+                char name[16];
+                snprintf(name, sizeof name, "h%02d", nhi);
+                int node = (int)(rnd(&w) % NNODES);
+                /* A whole GPU: a node it runs on does not fit the preemptor, candidates or not. */
+                hi[nhi] = fx_pod_ex(name, 1, 0, 1, 100 + (int)(rnd(&w) % 2) * 100, rnd(&w) % 3 ? NULL : "gh", NULL,
+                                    NULL, NULL);
+                assert_non_null(hi[nhi]);
+                struct gs_assignment a = {node, 1ULL << (rnd(&w) % 8), 1000, 0};
+                if (!w.node_up[node] || gs_cache_add_bound(w.c, hi[nhi], &a) != 0) fx_pod_free(hi[nhi]);
+                else nhi++;
+            } else if (r < 25) { /* a new candidate */
+                if (w.st[i] == ABSENT) place(&w, i, true);
+            } else if (r < 26) {
+                step(&w, p);
+            } else if (r < 28) { /* a node cordoned or back: a gang's pods there are still marked from its other nodes */
+                int32_t n = (int32_t)(rnd(&w) % NNODES);
+                if (w.node_up[n]) gs_cache_set_schedulable(w.c, gs_cache_find_node(w.c, w.names[n]), rnd(&w) % 2);
+            } else {
+                /* A pod, or a gang of three whose members after the first reuse the first one's screen. */
+                bool gang = rnd(&w) % 2;
+                struct gs_pod *hp = gang ? fx_pod("hp", 4, 100, "hpg") : fx_pod("hp", 8, 100, NULL);
+                struct gs_pod *hq = fx_pod("hq", 4, 100, "hpg"), *hr = fx_pod("hr", 4, 100, "hpg");
+                const struct gs_pod *m[3] = {hp, hq, hr};
+                size_t nm = gang ? 3 : 1;
+                uint64_t g0[NNODES], g1[NNODES], g2[NNODES];
+                int64_t before = gs_preempt_stats(p)->followed;
+                gens(w.c, g0);
+                struct gs_preempt_plan a, b;
+                int ra = gs_preempt_find(p, m, nm, fits, NULL, &a);
+                gens(w.c, g1);
+                struct gs_preemption *fresh = gs_preemption_new(&o, &clk, w.c);
+                gs__preempt_set_follow(fresh, false);
+                int rb = gs_preempt_find(fresh, m, nm, fits, NULL, &b);
+                gens(w.c, g2);
+                followed += gs_preempt_stats(p)->followed - before;
+                assert_int_equal(ra, rb);
+                if (!ra) {
+                    assert_int_equal(a.nvictims, b.nvictims);
+                    for (size_t v = 0; v < a.nvictims; v++) assert_ptr_equal(a.victims[v], b.victims[v]);
+                    for (size_t k = 0; k < nm; k++) assert_int_equal(a.nodes[k], b.nodes[k]);
+                    assert_int_equal(a.max_priority, b.max_priority);
+                    plans += a.nvictims > 0;
+                    gs_preempt_plan_free(&a), gs_preempt_plan_free(&b);
+                }
+                for (int32_t n = 0; n < gs_cache_node_count(w.c) && n < NNODES; n++)
+                    assert_int_equal(g1[n] - g0[n], g2[n] - g1[n]);
+                gs_preemption_free(fresh);
+                fx_pod_free(hp), fx_pod_free(hq), fx_pod_free(hr);
+                fx_check_cache(w.c);
+                if (rnd(&w) % 5 == 0) check(p);
+            }
+        }
+        gs_preemption_free(p);
+        world_free(&w);
+        for (int h = 0; h < nhi; h++) fx_pod_free(hi[h]);
+    }
+    assert_true(followed > 100); /* most searches ran on followed candidates */
+    assert_true(plans > 100);    /* and found victims */
+}
+
 struct told {
     int added, removed;
     const struct gs_pod *last;
@@ -288,6 +390,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_index_equals_a_fresh_walk),
         cmocka_unit_test(test_plans_match_a_fresh_core),
+        cmocka_unit_test(test_followed_candidates_match_a_fresh_core),
         cmocka_unit_test(test_watchers_are_told_of_bound_pods_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

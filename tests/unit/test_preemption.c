@@ -178,6 +178,56 @@ struct evicted {
     int n;
 };
 
+/* Nominations held by pods of the asking pod's own gang never block it
+ * (answered from per-gang counts without a pass over them), those of
+ * another gang do, and the counts follow a key nominated again for a pod
+ * of another gang, and clears. */
+static void test_nominations_of_own_gang(void **st)
+{
+    (void)st;
+    struct env e = {.c = cluster(2)};
+    struct gs_preempt_opts o = {0};
+    struct gs_preemption *p = gs_preemption_new(&o, &clk, e.c);
+    struct gs_pod *a1 = fx_pod("a1", 4, 10, "ga"), *a2 = fx_pod("a2", 4, 10, "ga"), *b1 = fx_pod("b1", 4, 10, "gb");
+    struct gs_pod *b1a = fx_pod("b1", 4, 10, "ga"); /* the same key, now of gang ga */
+    struct gs_pod *q = fx_pod("q", 1, 0, "ga"), *r = fx_pod("r", 1, 0, "gb"), *single = fx_pod("s", 1, 0, NULL);
+    struct gs_node_info *n0 = gs_cache_node(e.c, 0);
+    assert_int_equal(gs_preempt_nominate(p, a1, 0), 0);
+    assert_int_equal(gs_preempt_nominate(p, a2, 1), 0);
+    assert_false(gs_preempt_blocked(p, q, n0)); /* its own gang's room */
+    assert_true(gs_preempt_blocks_only(p, q, -1));
+    assert_true(gs_preempt_blocked(p, r, n0)); /* another gang's room: 4 GPUs held of 4 */
+    assert_true(gs_preempt_blocked(p, single, n0));
+    assert_false(gs_preempt_blocks_only(p, r, -1));
+    assert_false(gs_preempt_blocks_only(p, r, 0)); /* a2 holds node 1 */
+    assert_int_equal(gs_preempt_nominate(p, b1, 0), 0);
+    assert_true(gs_preempt_blocked(p, q, n0));
+    assert_false(gs_preempt_blocks_only(p, q, -1));
+    assert_true(gs_preempt_blocks_only(p, q, 0)); /* only b1 can block q, and on node 0 */
+    assert_int_equal(gs_preempt_nominate(p, b1a, 0), 0); /* the key moves to gang ga */
+    assert_int_equal(gs_preempt_nomination_count(p), 3);
+    assert_false(gs_preempt_blocked(p, q, n0));
+    assert_true(gs_preempt_blocks_only(p, q, -1));
+    assert_true(gs_preempt_blocked(p, r, n0));
+    gs_preempt_clear(p, "default/a1");
+    gs_preempt_clear(p, "default/b1");
+    assert_false(gs_preempt_blocked(p, r, n0)); /* a2 alone, on node 1 */
+    assert_false(gs_preempt_blocks_only(p, r, -1));
+    assert_true(gs_preempt_blocks_only(p, r, 1));
+    assert_int_equal(gs_preempt_nominate(p, b1, 1), 0); /* gb again: q blocked on node 1 only */
+    assert_true(gs_preempt_blocked(p, q, gs_cache_node(e.c, 1)));
+    assert_false(gs_preempt_blocked(p, q, n0));
+    gs_preempt_clear(p, "default/a2");
+    gs_preempt_clear(p, "default/b1");
+    assert_int_equal(gs_preempt_nomination_count(p), 0);
+    assert_false(gs_preempt_blocked(p, r, gs_cache_node(e.c, 1)));
+    assert_true(gs_preempt_blocks_only(p, r, -1));
+    fx_pod_free(a1), fx_pod_free(a2), fx_pod_free(b1), fx_pod_free(b1a);
+    fx_pod_free(q), fx_pod_free(r), fx_pod_free(single);
+    gs_preemption_free(p);
+    env_free(&e);
+}
+
 static void on_evicted(void *ctx, const struct gs_pod *victim, const struct gs_pod *preemptor,
                        const struct gs_assignment *a)
 {
@@ -412,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_lowest_priority_victim),
         cmocka_unit_test(test_gang_unit_and_no_help),
         cmocka_unit_test(test_loop_guard_and_nominations),
+        cmocka_unit_test(test_nominations_of_own_gang),
         cmocka_unit_test(test_driver_preempts_and_nominates),
         cmocka_unit_test(test_never_policy_does_not_preempt),
         cmocka_unit_test(test_screened_search_matches_single),

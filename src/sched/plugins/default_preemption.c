@@ -263,14 +263,18 @@ static void pre_on_pod(void *state, const struct gs_pod *pod, bool added)
  * one another plugin set apart (a planned gang member's node, judged on its
  * own) when its own nomination, if any, is that node (Score: the maximum
  * there, 0 elsewhere) and every nomination that could block it lies there
- * too (Filter: no rejection elsewhere). The node set apart is read, never
+ * too (Filter: no rejection elsewhere); for Filters alone
+ * (gs_framework_run_filters) only the second. The node set apart is read, never
  * set: a plugin that sets it sets the same node at each of its calls, so a
  * node seen here stays the cycle's. */
 static bool pre_by_class(void *state, const struct gs_cycle_state *cs, const struct gs_pod *pod)
 {
-    (void)cs;
     struct pre_state *s = state;
     if (gs_preempt_nomination_count(s->p) == 0) return true;
+    /* Filters alone (the whole-group plan's class path): the Filter never
+     * reads the pod's own nomination (only Score does), so it is a class
+     * function when no nomination that could block the pod lies anywhere. */
+    if (cs && cs->filters_only) return gs_preempt_blocks_only(s->p, pod, -1);
     if (!s->h.fw) return false;
     int32_t apart = gs_framework_class_apart_node(s->h.fw);
     char key[GS__KEY_MAX];
