@@ -78,8 +78,9 @@ static void usage(FILE *f)
           "                       check chose (it packs), not where the scheduler's scoring would spread them, while\n"
           "                       a queue below its share waits for room (default off); large: only while that\n"
           "                       workload is large; above: only while some queue is above its fair share\n"
-          "  --drain on|off       a large workload of a queue below its fair share that fits its quota but\n"
-          "                       no node gets the nodes that free up soonest, kept for it (default off)\n"
+          "  --drain on|strict|off  a large workload of a queue below its fair share that fits its quota but\n"
+          "                       no node gets the nodes that free up soonest, kept for it (default off); strict:\n"
+          "                       its own queue's other work backfills them only if it ends before the drain's start\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
@@ -191,8 +192,9 @@ static int parse(int argc, char **argv, struct targs *a)
             if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
             a->o.share_gate = !strcmp(v, "on");
         } else if (!strcmp(f, "--drain")) {
-            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
-            a->o.drain = !strcmp(v, "on");
+            if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "strict")) return bad(f, v, "want on, strict or off");
+            a->o.drain = strcmp(v, "off") != 0;
+            a->o.drain_strict = !strcmp(v, "strict");
         } else if (!strcmp(f, "--pin")) {
             if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "large") && strcmp(v, "above"))
                 return bad(f, v, "want on, large, above or off");

@@ -295,7 +295,7 @@ static int setup(struct tenants *s)
                                        .reserve_under_share = o->reserve_under_share,
                                        .share_gate = o->share_gate, .pin_placement = o->pin_placement,
                                        .pin_large = o->pin_large, .pin_above = o->pin_above,
-                                       .drain = o->drain,
+                                       .drain = o->drain, .drain_strict = o->drain_strict,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
                                        .global_victims = o->global_victims,
                                        .victim_cost = o->victim_cost};

@@ -58,6 +58,7 @@ struct gs_tenants_opts {
     bool pin_large;                /* ... only while a large workload waits for room (admission.h) */
     bool pin_above;                /* ... only while some queue is above its fair share (admission.h) */
     bool drain;                    /* whole-node drains for a queue below its share (admission.h) */
+    bool drain_strict;             /* ... its own queue's other work backfills them only when ending before */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
     int victim_cost;               /* node-wise victims' ranking (admission.h); 0: least work lost */

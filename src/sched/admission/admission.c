@@ -379,7 +379,7 @@ static const uint8_t *excluded_for(struct gs_admission *a, const struct gs_workl
     for (size_t k = 0; k < a->ndrains; k++) { /* a drain's nodes: its gang and what ends before it starts */
         const struct drain *x = &a->drains[k];
         /* the drain serves its queue's share: that queue's own work may use the nodes too */
-        if (x->wl == w->id || a->w[x->wl]->queue == w->queue ||
+        if (x->wl == w->id || (!a->o.drain_strict && a->w[x->wl]->queue == w->queue) ||
             (w->est_duration_ns > 0 && now_ns(a) + w->est_duration_ns <= x->start))
             continue;
         for (size_t i = 0; i < x->nodes.n; i++)

@@ -149,6 +149,10 @@ struct gs_admission_opts {
      * of its share; the start must lie within reserve_horizon. Meant with
      * pin_placement, so the scheduler does not fill drained nodes. */
     bool drain;
+    /* With drain: the drained queue's other workloads backfill its drained
+     * nodes only as other queues' do (ending before the drain's start), so
+     * its own small jobs do not fill the nodes its gang waits for. */
+    bool drain_strict;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
