@@ -5,7 +5,9 @@
  * first) spends the borrower's fair-share budget on GPUs scattered over
  * every node and admits nothing; no victims at all when no set makes the
  * claimant fit; never a workload of a queue within its guarantee. Then the
- * planner alone on plain arrays (node choice, allowed victims, GPU models). The test plays the scheduler (first fit).
+ * planner alone on plain arrays (node choice, allowed victims, GPU models,
+ * the ranking by work, count or room), and the needless-eviction counter.
+ * The test plays the scheduler (first fit).
  */
 #include <setjmp.h>
 #include <stdarg.h>
