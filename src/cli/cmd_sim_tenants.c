@@ -87,7 +87,7 @@ static void usage(FILE *f)
           "                       or in one global order (lowest priority, most recently admitted; the earlier rule)\n"
           "  --victim-cost work|count|room  node-wise victims: the set losing the least work (default), the\n"
           "                       fewest victims then least work, or the fewest victims then the most GPU room left\n"
-          "                       (docs/QUEUES.md \"Rationing evictions\")\n"
+          "                       (docs/QUEUES.md \"Reclaim and preemption\")\n"
           "  --queues-json FILE   write the per-queue status of the fair run (quotas, usage, fair share,\n"
           "                       pending workloads with position and estimated start, counters)\n"
           "  --queues-at S        take that snapshot at simulated second S (default: at the end)\n"
