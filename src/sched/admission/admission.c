@@ -331,7 +331,8 @@ static void expire_holds(struct gs_admission *a)
             if (a->holds[h].pin && now >= a->holds[h].until_ns && w->state == GS_WL_ADMITTED) a->st.pins_expired++;
             /* a claimant that lost its place (evicted itself) or whose pods the scheduler did not bind
              * within the hold: the evictions made for it gained it nothing */
-            if (a->holds[h].nvictims && (w->state == GS_WL_PENDING || (w->state == GS_WL_ADMITTED && !all_placed(a, w)))) {
+            bool lost = w->state == GS_WL_PENDING || (w->state == GS_WL_ADMITTED && !all_placed(a, w));
+            if (a->holds[h].nvictims && lost) {
                 a->st.claims_unplaced++;
                 a->st.evictions_unplaced += a->holds[h].nvictims;
             }

@@ -314,7 +314,7 @@ struct gs_admission_stats {
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
     int64_t nodewise_unproven;    /* node-wise plans the placement check did not confirm (fell back) */
-    int64_t claims_unplaced;      /* won claims whose claimant was not bound when its hold ended (or was evicted first) */
+    int64_t claims_unplaced;      /* won claims whose claimant was not bound when its hold ended, or evicted first */
     int64_t evictions_unplaced;   /* the evictions those claims made: work thrown away for nothing */
     int64_t evicted_gpu_milli;    /* GPUs the evicted workloads held, summed over evictions */
 };
