@@ -74,14 +74,20 @@ static void usage(FILE *f)
           "  --reserve-for oldest|under-share  the reservation goes to the oldest starving large workload\n"
           "                       (default) or, at once, to the large workload of the queue furthest below\n"
           "                       its fair share (docs/QUEUES.md \"Starvation guard\")\n"
-          "  --pin on|off         admitted GPU workloads are bound on the nodes admission's placement check\n"
-          "                       chose (it packs), not where the scheduler's scoring would spread them (default off)\n"
-          "  --drain on|off       a large workload of a queue below its fair share that fits its quota but\n"
-          "                       no node gets the nodes that free up soonest, kept for it (default off)\n"
+          "  --pin on|large|above|off  admitted GPU workloads are bound on the nodes admission's placement\n"
+          "                       check chose (it packs), not where the scheduler's scoring would spread them, while\n"
+          "                       a queue below its share waits for room (default off); large: only while that\n"
+          "                       workload is large; above: only while some queue is above its fair share\n"
+          "  --drain on|strict|off  a large workload of a queue below its fair share that fits its quota but\n"
+          "                       no node gets the nodes that free up soonest, kept for it (default off); strict:\n"
+          "                       its own queue's other work backfills them only if it ends before the drain's start\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
           "                       or in one global order (lowest priority, most recently admitted; the earlier rule)\n"
+          "  --victim-cost work|count|room  node-wise victims: the set losing the least work (default), the\n"
+          "                       fewest victims then least work, or the fewest victims then the most GPU room left\n"
+          "                       (docs/QUEUES.md \"Reclaim and preemption\")\n"
           "  --queues-json FILE   write the per-queue status of the fair run (quotas, usage, fair share,\n"
           "                       pending workloads with position and estimated start, counters)\n"
           "  --queues-at S        take that snapshot at simulated second S (default: at the end)\n"
@@ -186,17 +192,26 @@ static int parse(int argc, char **argv, struct targs *a)
             if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
             a->o.share_gate = !strcmp(v, "on");
         } else if (!strcmp(f, "--drain")) {
-            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
-            a->o.drain = !strcmp(v, "on");
+            if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "strict")) return bad(f, v, "want on, strict or off");
+            a->o.drain = strcmp(v, "off") != 0;
+            a->o.drain_strict = !strcmp(v, "strict");
         } else if (!strcmp(f, "--pin")) {
-            if (strcmp(v, "on") && strcmp(v, "off")) return bad(f, v, "want on or off");
-            a->o.pin_placement = !strcmp(v, "on");
+            if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "large") && strcmp(v, "above"))
+                return bad(f, v, "want on, large, above or off");
+            a->o.pin_placement = strcmp(v, "off") != 0;
+            a->o.pin_large = !strcmp(v, "large");
+            a->o.pin_above = !strcmp(v, "above");
         } else if (!strcmp(f, "--reclaim-from")) {
             if (strcmp(v, "fairshare") && strcmp(v, "nominal")) return bad(f, v, "want fairshare or nominal");
             a->o.reclaim_above_nominal = !strcmp(v, "nominal");
         } else if (!strcmp(f, "--victims")) {
             if (strcmp(v, "nodewise") && strcmp(v, "global")) return bad(f, v, "want nodewise or global");
             a->o.global_victims = !strcmp(v, "global");
+        } else if (!strcmp(f, "--victim-cost")) {
+            if (!strcmp(v, "work")) a->o.victim_cost = 0;
+            else if (!strcmp(v, "count")) a->o.victim_cost = 1;
+            else if (!strcmp(v, "room")) a->o.victim_cost = 2;
+            else return bad(f, v, "want work, count or room");
         } else if (!strcmp(f, "--queues-json")) {
             a->queues_json = v;
             a->o.want_queues = true;
@@ -367,6 +382,11 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
         if (!strcmp(runs[r].mode, "fair") && res[r].share_gated)
             printf("      share gate: a queue at or above its share held its GPU workloads back %lld times\n",
                    (long long)res[r].share_gated);
+        if (!strcmp(runs[r].mode, "fair") && res[r].evictions)
+            printf("      evicted GPUs: %.1f over %lld evictions; needless evictions: %lld, made for %lld claims whose "
+                   "claimant was not bound within its hold\n",
+                   res[r].evicted_gpus, (long long)res[r].evictions, (long long)res[r].evictions_unplaced,
+                   (long long)res[r].claims_unplaced);
         if (!strcmp(runs[r].mode, "fair") && res[r].pins_expired)
             printf("      pins: %lld ran out before their pods were bound\n", (long long)res[r].pins_expired);
         if (!strcmp(runs[r].mode, "fair") && (res[r].drains || res[r].drains_beyond_horizon))
@@ -408,6 +428,10 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
                                             (json_int_t)r->drains, "drains_beyond_horizon",
                                             (json_int_t)r->drains_beyond_horizon, "pins_expired",
                                             (json_int_t)r->pins_expired));
+    if (o)
+        json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "claims_unplaced", (json_int_t)r->claims_unplaced,
+                                            "evictions_unplaced", (json_int_t)r->evictions_unplaced, "evicted_gpus",
+                                            r->evicted_gpus));
     return o;
 }
 

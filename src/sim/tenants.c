@@ -294,9 +294,11 @@ static int setup(struct tenants *s)
                                        .hold_ns = to_ns(o->hold_s), .reserve_horizon_ns = to_ns(o->reserve_horizon_s),
                                        .reserve_under_share = o->reserve_under_share,
                                        .share_gate = o->share_gate, .pin_placement = o->pin_placement,
-                                       .drain = o->drain,
+                                       .pin_large = o->pin_large, .pin_above = o->pin_above,
+                                       .drain = o->drain, .drain_strict = o->drain_strict,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
-                                       .global_victims = o->global_victims};
+                                       .global_victims = o->global_victims,
+                                       .victim_cost = o->victim_cost};
         rc = gs_admission_new(&s->tree, s->cache, &s->clock, &ao, &s->adm, s->d);
     }
     if (!rc) rc = build_profile(s);
@@ -607,6 +609,9 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->drains = st.drains;
         res->drains_beyond_horizon = st.drains_beyond_horizon;
         res->pins_expired = st.pins_expired;
+        res->claims_unplaced = st.claims_unplaced;
+        res->evictions_unplaced = st.evictions_unplaced;
+        res->evicted_gpus = (double)st.evicted_gpu_milli / GS_GPU_MILLI;
         if (s->o->want_queues && !s->snapped) s->queues = gs_admission_queues_json(s->adm, 20, 5);
     }
     res->queues = s->queues;

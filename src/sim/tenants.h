@@ -55,9 +55,13 @@ struct gs_tenants_opts {
     bool reserve_under_share;      /* the reservation goes to the queue furthest below its share (admission.h) */
     bool share_gate;               /* queues at or above their share wait while one below finds no placement */
     bool pin_placement;            /* admitted GPU workloads bind where admission's check put them */
+    bool pin_large;                /* ... only while a large workload waits for room (admission.h) */
+    bool pin_above;                /* ... only while some queue is above its fair share (admission.h) */
     bool drain;                    /* whole-node drains for a queue below its share (admission.h) */
+    bool drain_strict;             /* ... its own queue's other work backfills them only when ending before */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
+    int victim_cost;               /* node-wise victims' ranking (admission.h); 0: least work lost */
     /* Per-queue status: a snapshot at queues_at_s (< 0: at the end) in the result. */
     bool want_queues;
     double queues_at_s;
@@ -91,6 +95,8 @@ struct gs_tenants_result {
     int64_t share_gated;           /* share gate: queue turns with GPU workloads held back */
     int64_t drains, drains_beyond_horizon; /* drain: made, and dropped past the horizon */
     int64_t pins_expired;          /* pins that ran out before their pods were bound */
+    int64_t claims_unplaced, evictions_unplaced; /* won claims not bound within their hold, and their evictions */
+    double evicted_gpus;           /* GPUs the evicted workloads held, summed over evictions */
     double idle_share;                    /* time-averaged idle GPU share while contended */
     json_t *queues;                       /* gs_admission_queues_json snapshot when asked; caller decrefs */
 };

@@ -126,9 +126,35 @@ def test_pins_drains_and_impatience(run):
     assert 0 < on["jain_min"] <= on["jain_mean"] <= 1
     assert on["drains"] > 0  # gangs of a queue below its share got nodes kept for them
     assert on["reclaims_deferred"] < plain["reclaims_deferred"]  # fewer claims wait out the patience
-    for flag, value, why in (("--pin", "yes", "want on or off"), ("--drain", "1", "want on or off"),
+    for flag, value, why in (("--pin", "yes", "want on, large, above or off"), ("--drain", "1", "want on, strict or off"),
                              ("--impatient-below", "1.5", "a weighted share, at most 1"),
                              ("--impatient-below", "x", "want a number in range")):
         bad = tenants(run, flag, value)
         assert bad.returncode == 2
         assert flag in bad.stderr and '"%s"' % value in bad.stderr and why in bad.stderr, bad.stderr
+
+
+def test_victim_cost_narrower_pins_and_eviction_counters(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    plain = fair("--reclaim-wait", "0")
+    assert plain["preemptions"] > 0
+    assert plain["evicted_gpus"] > 0
+    assert 0 <= plain["evictions_unplaced"] <= plain["preemptions"]
+    assert plain["claims_unplaced"] <= plain["victim_searches_won"]
+    for extra in (("--victim-cost", "count"), ("--victim-cost", "room"), ("--pin", "large"), ("--pin", "above"),
+                  ("--drain", "strict")):
+        r = fair("--reclaim-wait", "0", "--share-gate", "on", *extra)
+        assert r["finished"] == r["workloads"] == plain["workloads"]
+        assert 0 < r["jain_min"] <= r["jain_mean"] <= 1
+    same = fair("--reclaim-wait", "0", "--victim-cost", "work")
+    assert {k: v for k, v in same.items() if k != "wall_seconds"} == \
+        {k: v for k, v in plain.items() if k != "wall_seconds"}  # work is the default
+    text = tenants(run, "--mode", "fair", "--reclaim-wait", "0")
+    assert text.returncode == 0, text.stderr
+    assert "needless evictions:" in text.stdout and "evicted GPUs:" in text.stdout
+    bad = tenants(run, "--victim-cost", "cheap")
+    assert bad.returncode == 2
+    assert "--victim-cost" in bad.stderr and '"cheap"' in bad.stderr and "want work, count or room" in bad.stderr

@@ -4,9 +4,10 @@
  * plain arrays (soonest-free node, GPUs booked per pod, GPU models, no node
  * ever), then admission on small clusters: a drain keeps the nodes that
  * free soonest for the gang of a queue below its fair share, lets through
- * only work that ends before the drain starts, and the gang starts there;
+ * only work that ends before the drain starts (with drain_strict, the drained
+ * queue's own work too), and the gang starts there;
  * a pinned workload may bind only where the placement check put it, until
- * it is bound.
+ * it is bound (pin_large, pin_above: only while their condition holds).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -322,6 +323,79 @@ static void a_pinned_workload_binds_where_the_check_put_it(void **st)
     }
 }
 
+/* The narrower pins. pin_large: only while the waiting workload is large
+ * (b's 16-GPU gang is, with large_gpu_milli 8 GPUs; not with 32). pin_above:
+ * only while some queue uses a GPU more than its fair share (8 GPUs each of
+ * the 16 here): qa's 2-GPU job alone is not pinned, the same job beside
+ * qa's 7-GPU one (9 in use) is. */
+static void narrower_pins_only_when_their_condition_holds(void **st)
+{
+    (void)st;
+    for (int v = 0; v < 4; v++) {
+        bool large = v < 2, with_y = v == 3, pinned = v == 0 || v == 3;
+        struct adm_env e;
+        struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                      .reclaim_wait_ns = -1, .pin_placement = true, .pin_large = large,
+                                      .pin_above = !large, .large_gpu_milli = v == 1 ? GPU(32) : GPU(8)};
+        adm_env_init(&e, 2, 8, CQ("a", "co", "8") "---\n" CQ("b", "co", "8") "---\n" LQ("qa", "a") "---\n" LQ("qb", "b"),
+                     &o);
+        e.pods[e.npods] = test_pod("ns", "outside", 0, 0, 6, 1000);
+        struct gs_assignment as = {.node = 1, .milli = 1000, .gpu_mask = 0x3f};
+        assert_int_equal(gs_cache_add_bound(e.cache, e.pods[e.npods++], &as), 0);
+        int gang = submit(&e, "gang", "qb", 2, 8, 100);
+        assert_int_equal(cycle(&e, NULL), 0);
+        assert_true(gs_admission_workload(e.a, gang)->placement_failed);
+        if (with_y) {
+            int y = submit(&e, "y", "qa", 1, 7, 100);
+            assert_int_equal(cycle(&e, NULL), 1);
+            assert_false(gs_admission_holds_apply(e.a, gs_admission_workload(e.a, y)->pods[0])); /* 7 of 8: not above */
+        }
+        int x = submit(&e, "x", "qa", 1, 2, 100);
+        assert_int_equal(gs_admission_cycle(e.a, &e.res), 0);
+        assert_int_equal(e.res.nadmitted, 1);
+        assert_int_equal(gs_admission_holds_apply(e.a, gs_admission_workload(e.a, x)->pods[0]), pinned);
+        adm_env_free(&e);
+    }
+}
+
+/* drain_strict: the drained queue's own other work backfills the drained node
+ * only when it ends before the drain starts (500 s), as other queues' does; by
+ * default it may use it whenever. Same cluster as above: at 100 s node0 has 4
+ * GPUs free and node1 none; b's own 4-GPU job ends at 1100 s (long) or 400 s. */
+static void strict_drain_keeps_the_own_queues_long_work_off(void **st)
+{
+    (void)st;
+    for (int v = 0; v < 3; v++) {
+        bool strict = v > 0, long_job = v < 2;
+        struct adm_env e;
+        struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                      .reclaim_wait_ns = -1, .large_gpu_milli = GPU(8), .reserve_horizon_ns = -1,
+                                      .drain = true, .drain_strict = strict, .pin_placement = true};
+        adm_env_init(&e, 2, 8, TWO_QUEUES, &o);
+        int a1 = submit(&e, "a1", "qa", 1, 4, 100);
+        submit(&e, "a2", "qa", 1, 4, 500);
+        submit(&e, "a3", "qa", 1, 4, 200);
+        submit(&e, "a4", "qa", 1, 4, 600);
+        assert_int_equal(cycle(&e, NULL), 4);
+        int b = submit(&e, "b", "qb", 1, 8, 1000);
+        cycle(&e, NULL);
+        cycle(&e, NULL);
+        struct gs_admission_stats s;
+        gs_admission_stats(e.a, &s);
+        assert_int_equal(s.drains, 1);
+        e.clk.sim_now = 100 * SEC;
+        finish(&e, a1);
+        int own = submit(&e, "own", "qb", 1, 4, long_job ? 1000 : 300);
+        int32_t node[1] = {-1};
+        bool goes = !strict || !long_job;
+        assert_int_equal(cycle(&e, node), goes ? 1 : 0);
+        assert_int_equal(state(&e, own), goes ? GS_WL_ADMITTED : GS_WL_PENDING);
+        if (goes) assert_int_equal(node[0], 0);
+        assert_int_equal(state(&e, b), GS_WL_PENDING);
+        adm_env_free(&e);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +406,8 @@ int main(void)
         cmocka_unit_test(no_drain_past_the_horizon_or_at_the_share),
         cmocka_unit_test(two_gangs_drain_different_nodes),
         cmocka_unit_test(a_pinned_workload_binds_where_the_check_put_it),
+        cmocka_unit_test(narrower_pins_only_when_their_condition_holds),
+        cmocka_unit_test(strict_drain_keeps_the_own_queues_long_work_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@
  * first) spends the borrower's fair-share budget on GPUs scattered over
  * every node and admits nothing; no victims at all when no set makes the
  * claimant fit; never a workload of a queue within its guarantee. Then the
- * planner alone on plain arrays (node choice, allowed victims, GPU models). The test plays the scheduler (first fit).
+ * planner alone on plain arrays (node choice, allowed victims, GPU models,
+ * the ranking by work, count or room), and the needless-eviction counter.
+ * The test plays the scheduler (first fit).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -146,6 +148,40 @@ static void nodewise_victims_empty_one_node_for_a_gang(void **st)
         for (int i = 0; i < 27; i++)
             if (where[i] >= 0 && where[i] != 2) assert_int_equal(state(&e, b[i]), GS_WL_ADMITTED);
         assert_int_equal(node_of(&e, g), 2);
+        adm_env_free(&e);
+    }
+}
+
+/* The evictions made for a claimant count as needless when its pods are not
+ * bound before its hold ends (the scheduler could not use the freed room),
+ * not when they are; evicted GPUs are counted either way. */
+static void evictions_for_an_unbound_claimant_are_needless(void **st)
+{
+    (void)st;
+    for (int bind = 0; bind < 2; bind++) {
+        struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                      .reclaim_wait_ns = -1};
+        struct adm_env e;
+        env_init(&e, 3, TWO, &o);
+        int b[27];
+        fill_three_nodes(&e, b);
+        e.clk.sim_now = 200 * SEC;
+        int g = submit(&e, "gang", "qa", 2, 4);
+        assert_int_equal(gs_admission_cycle(e.a, &e.res), 0);
+        assert_int_equal(e.res.nadmitted, 1);
+        assert_int_equal(e.res.nevicted, 8);
+        if (bind) assert_int_equal(adm_bind_workload(e.cache, gs_admission_workload(e.a, g)), 2);
+        e.clk.sim_now = 300 * SEC; /* past the 60 s hold */
+        assert_int_equal(gs_admission_cycle(e.a, &e.res), 0);
+        struct gs_admission_stats s;
+        gs_admission_stats(e.a, &s);
+        assert_int_equal(s.evicted_gpu_milli, 8000);
+        assert_int_equal(s.claims_unplaced, bind ? 0 : 1);
+        assert_int_equal(s.evictions_unplaced, bind ? 0 : 8);
+        json_t *q = gs_admission_queues_json(e.a, 0, 0);
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(q, "stats"), "evictionsUnplaced")),
+                         bind ? 0 : 8);
+        json_decref(q);
         adm_env_free(&e);
     }
 }
@@ -292,13 +328,50 @@ static void planner_prefers_room_then_the_cheapest_node(void **st)
     assert_int_equal(n, 0);
 }
 
+/* The ranking of a node's set (gs__np_req.cost) for a 2-GPU pod on three full
+ * nodes: node0 frees it by two 1-GPU victims (work 10 each), node1 by one
+ * 4-GPU victim (work 100), node2 by one 8-GPU victim (work 500). Least work
+ * lost takes node0's pair; fewest victims the 4-GPU one (less work than the
+ * 8-GPU one); fewest victims then most room the 8-GPU one. */
+static void planner_ranks_sets_by_work_count_or_room(void **st)
+{
+    (void)st;
+    struct gs__np_vpod pa = {.node = 0, .gpu_mask = 0x01, .milli = 1000}, pb = {.node = 0, .gpu_mask = 0x02, .milli = 1000};
+    struct gs__np_vpod pc = {.node = 1, .gpu_mask = 0x0f, .milli = 1000}, pd = {.node = 2, .gpu_mask = 0xff, .milli = 1000};
+    struct gs__np_victim v[4] = {{.pods = &pa, .npods = 1, .cost = 10}, {.pods = &pb, .npods = 1, .cost = 10},
+                                 {.pods = &pc, .npods = 1, .cost = 100}, {.pods = &pd, .npods = 1, .cost = 500}};
+    struct gs__np_pod two = {.gpus = 2, .milli = 1000};
+    const int costs[3] = {GS_NP_COST_WORK, GS_NP_COST_COUNT, GS_NP_COST_ROOM};
+    for (int k = 0; k < 3; k++) {
+        int32_t g0[8] = {0}, g1[8] = {0}, g2[8] = {0};
+        struct gs__np_node nodes[3] = {{.usable = true, .ngpus = 8, .gfree = g0, .cpu_free = 1000, .mem_free = 1000},
+                                       {.usable = true, .ngpus = 8, .gfree = g1, .cpu_free = 1000, .mem_free = 1000},
+                                       {.usable = true, .ngpus = 8, .gfree = g2, .cpu_free = 1000, .mem_free = 1000}};
+        struct book bk = {.allowed = {true, true, true, true}};
+        size_t out[4], n = 9;
+        struct gs__np_req r = {.nodes = nodes, .nnodes = 3, .v = v, .nv = 4, .pods = &two, .npods = 1, .take = take,
+                               .untake = untake, .ctx = &bk, .cost = costs[k]};
+        assert_int_equal(gs__nodeplan(&r, out, &n), 1);
+        if (costs[k] == GS_NP_COST_WORK) {
+            assert_int_equal(n, 2);
+            assert_true((out[0] == 0 && out[1] == 1) || (out[0] == 1 && out[1] == 0));
+        } else {
+            assert_int_equal(n, 1);
+            assert_int_equal(out[0], costs[k] == GS_NP_COST_COUNT ? 2 : 3);
+        }
+        assert_int_equal(bk.n, (int)n); /* the chosen stay booked */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(nodewise_victims_empty_one_node_for_a_gang),
+        cmocka_unit_test(evictions_for_an_unbound_claimant_are_needless),
         cmocka_unit_test(no_victims_when_no_set_makes_the_gang_fit),
         cmocka_unit_test(never_a_queue_within_its_guarantee),
         cmocka_unit_test(planner_prefers_room_then_the_cheapest_node),
+        cmocka_unit_test(planner_ranks_sets_by_work_count_or_room),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,6 +53,7 @@ struct hold {
     int32_t *nodes;
     size_t n;
     bool pin;
+    int32_t nvictims; /* a reclaim's hold: the evictions it was made with */
 };
 
 struct ids {
@@ -302,16 +303,21 @@ bool gs_admission_holds_apply(const struct gs_admission *a, const struct gs_pod 
     return false;
 }
 
-static bool hold_done(const struct gs_admission *a, const struct hold *h, int64_t now)
+static bool all_placed(const struct gs_admission *a, const struct gs_workload *w)
 {
-    const struct gs_workload *w = a->w[h->wl];
-    if (now >= h->until_ns || w->state != GS_WL_ADMITTED) return true;
     for (size_t i = 0; i < w->npods; i++) {
         char key[512];
         gs_meta_key(&w->pods[i]->meta, key, sizeof key);
         if (!gs_cache_pod_assignment(a->cache, key)) return false;
     }
-    return true; /* every pod is placed: nothing left to hold */
+    return true;
+}
+
+static bool hold_done(const struct gs_admission *a, const struct hold *h, int64_t now)
+{
+    const struct gs_workload *w = a->w[h->wl];
+    if (now >= h->until_ns || w->state != GS_WL_ADMITTED) return true;
+    return all_placed(a, w); /* every pod is placed: nothing left to hold */
 }
 
 static void expire_holds(struct gs_admission *a)
@@ -321,8 +327,15 @@ static void expire_holds(struct gs_admission *a)
     for (size_t h = 0; h < a->nholds; h++) {
         if (hold_done(a, &a->holds[h], now)) {
             /* a pin that ran out with pods still unbound: the scheduler could not use the check's node */
-            if (a->holds[h].pin && now >= a->holds[h].until_ns && a->w[a->holds[h].wl]->state == GS_WL_ADMITTED)
-                a->st.pins_expired++;
+            const struct gs_workload *w = a->w[a->holds[h].wl];
+            if (a->holds[h].pin && now >= a->holds[h].until_ns && w->state == GS_WL_ADMITTED) a->st.pins_expired++;
+            /* a claimant that lost its place (evicted itself) or whose pods the scheduler did not bind
+             * within the hold: the evictions made for it gained it nothing */
+            bool lost = w->state == GS_WL_PENDING || (w->state == GS_WL_ADMITTED && !all_placed(a, w));
+            if (a->holds[h].nvictims && lost) {
+                a->st.claims_unplaced++;
+                a->st.evictions_unplaced += a->holds[h].nvictims;
+            }
             free(a->holds[h].nodes);
             if (!a->holds[h].pin) a->release_seq++; /* a pin kept no one else off a node */
         } else {
@@ -367,7 +380,7 @@ static const uint8_t *excluded_for(struct gs_admission *a, const struct gs_workl
     for (size_t k = 0; k < a->ndrains; k++) { /* a drain's nodes: its gang and what ends before it starts */
         const struct drain *x = &a->drains[k];
         /* the drain serves its queue's share: that queue's own work may use the nodes too */
-        if (x->wl == w->id || a->w[x->wl]->queue == w->queue ||
+        if (x->wl == w->id || (!a->o.drain_strict && a->w[x->wl]->queue == w->queue) ||
             (w->est_duration_ns > 0 && now_ns(a) + w->est_duration_ns <= x->start))
             continue;
         for (size_t i = 0; i < x->nodes.n; i++)
@@ -487,6 +500,8 @@ static bool drained(const struct gs_admission *a, int32_t wl)
 /* pin_placement: w was just admitted on the nodes of the last placement
  * check (a->place_nodes); the scheduler is to bind each pod there. */
 static bool starved_elsewhere(const struct gs_admission *a, int32_t leaf);
+static bool starved_large(const struct gs_admission *a);
+static bool above_share(const struct gs_admission *a);
 
 static int pin_workload(struct gs_admission *a, const struct gs_workload *w)
 {
@@ -495,6 +510,8 @@ static int pin_workload(struct gs_admission *a, const struct gs_workload *w)
      * GPUs alone, and pinning everyone strands GPUs on nodes whose CPU or
      * memory it filled when no gang is waiting for whole nodes. */
     if (!starved_elsewhere(a, -1)) return 0;
+    if (a->o.pin_large && !starved_large(a)) return 0;
+    if (a->o.pin_above && !above_share(a)) return 0;
     return add_hold(a, w->id, a->place_nodes, w->npods, true);
 }
 
@@ -589,6 +606,7 @@ static int evict(struct gs_admission *a, struct gs_workload *v, const struct gs_
     a->q_preempt[v->queue]++;
     a->q_caused[by->queue]++;
     a->st.evictions++;
+    a->st.evicted_gpu_milli += v->gpu_milli;
     a->st.reclaims += reclaim;
     if (a->o.evict_charge > 0) { /* the work the victim loses is paid by the queue that caused it */
         double lost = (double)v->gpu_milli / 1000.0 * (double)(now - v->admitted_ns) / (3600.0 * GS_NS_PER_SEC);
@@ -986,7 +1004,8 @@ static int np_plan(struct gs_admission *a, struct gs_workload *w, const int64_t 
         for (int fr = 0; fr < GS_QT_NFR; fr++)
             if (req[fr] > 0) x.reqfr[x.nreq++] = (int16_t)fr;
         struct gs__np_req r = {.nodes = nodes, .nnodes = nn, .v = v, .nv = nc, .pods = pods, .npods = w->npods,
-                               .take = np_take, .untake = np_untake, .ctx = &x};
+                               .take = np_take, .untake = np_untake, .ctx = &x,
+                               .cost = a->o.victim_cost};
         rc = gs__nodeplan(&r, pick, k);
         rc = rc == 0 ? 1 : rc < 0 ? rc : 0;
     }
@@ -1095,6 +1114,7 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
         if (rc == 1) {
             admit(a, w, flav);
             rc = add_hold(a, w->id, a->place_nodes, w->npods, false);
+            if (!rc) a->holds[a->nholds - 1].nvictims = k;
             if (!rc) rc = pin_workload(a, w);
             if (!rc) rc = 1;
         }
@@ -1490,6 +1510,31 @@ static bool starved_elsewhere(const struct gs_admission *a, int32_t leaf)
             if (w->placement_failed && w->gpu_milli > 0) return true;
         }
     }
+    return false;
+}
+
+/* pin_large: is some queue below its fair share waiting with a large GPU
+ * workload (large_gpu_milli) that fit its quota but found no placement? */
+static bool starved_large(const struct gs_admission *a)
+{
+    for (int32_t i = 0; i < a->t->n; i++) {
+        if (!a->lq[i].n || a->fs.n[i].share >= 1.0) continue;
+        for (size_t k = 0; k < a->lq[i].n; k++) {
+            const struct gs_workload *w = a->w[a->lq[i].v[k]];
+            if (w->placement_failed && w->gpu_milli >= a->o.large_gpu_milli) return true;
+        }
+    }
+    return false;
+}
+
+/* pin_above: does some queue use more GPUs than its fair share (by at least
+ * one GPU), so that a queue below its share is owed capacity others hold? */
+static bool above_share(const struct gs_admission *a)
+{
+    int r = a->fs.gpu_res;
+    for (int32_t i = 0; r >= 0 && i < a->t->n; i++)
+        if (gs_queue_tree_is_leaf(a->t, i) && (double)leaf_use(a, i, r) >= a->fs.n[i].deserved[r] + GS_GPU_MILLI)
+            return true;
     return false;
 }
 
@@ -2023,6 +2068,10 @@ static json_t *stats_json(const struct gs_admission *a)
                                             "nodewiseWon", (json_int_t)s->nodewise_won, "nodewiseRefused",
                                             (json_int_t)s->nodewise_refused, "nodewiseUnproven",
                                             (json_int_t)s->nodewise_unproven));
+    if (o)
+        json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "claimsUnplaced", (json_int_t)s->claims_unplaced,
+                                            "evictionsUnplaced", (json_int_t)s->evictions_unplaced, "evictedGpus",
+                                            (double)s->evicted_gpu_milli / 1000.0));
     return o;
 }
 

@@ -108,6 +108,12 @@ struct gs_admission_opts {
     double evict_charge;        /* share of the victims' lost GPU-hours charged to the claimant; 0: 1; <0: none */
     bool reclaim_above_nominal; /* old rule: reclaim from any queue borrowing, ignoring fair share */
     bool global_victims;        /* old victim choice: one global order, not node-wise (nodeplan.h) */
+    /* How node-wise victims rank a node's set (nodeplan.h): GS_NP_COST_WORK
+     * (0, least work lost), GS_NP_COST_COUNT (fewest victims, then least
+     * work) or GS_NP_COST_ROOM (fewest victims, then the most GPU room left
+     * for the next workload): fewer evictions for a burst that reclaims
+     * much at once. */
+    int victim_cost;
     int max_victim_searches;    /* victim searches per cycle; 0: 8; <0: unlimited */
     int64_t reserve_horizon_ns; /* reserve only when the start is this close; 0: 1 hour; <0: any */
     /* The reservation goes to the large workload of the queue furthest below
@@ -126,6 +132,15 @@ struct gs_admission_opts {
      * admission left whole for a gang, and place nothing where the check
      * kept reserved nodes free. */
     bool pin_placement;
+    /* With pin_placement: pin only while the waiting workload is large
+     * (large_gpu_milli), a gang that needs whole nodes; smaller ones find
+     * room wherever the scheduler's spreading leaves it. */
+    bool pin_large;
+    /* With pin_placement: pin only while some queue uses at least a GPU more
+     * than its fair share: a queue below its share alone (the others at or
+     * under theirs) is better served by the scheduler's spreading, which
+     * strands no GPUs on nodes whose CPU or memory the packing filled. */
+    bool pin_above;
     /* Drain (drain.h): a large workload of a queue below its fair share that
      * fits its quota but finds no placement gets the nodes where its GPUs
      * will be free soonest (by the declared ends of what runs there), kept
@@ -134,6 +149,10 @@ struct gs_admission_opts {
      * of its share; the start must lie within reserve_horizon. Meant with
      * pin_placement, so the scheduler does not fill drained nodes. */
     bool drain;
+    /* With drain: the drained queue's other workloads backfill its drained
+     * nodes only as other queues' do (ending before the drain's start), so
+     * its own small jobs do not fill the nodes its gang waits for. */
+    bool drain_strict;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
@@ -295,6 +314,9 @@ struct gs_admission_stats {
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
     int64_t nodewise_unproven;    /* node-wise plans the placement check did not confirm (fell back) */
+    int64_t claims_unplaced;      /* won claims whose claimant was not bound when its hold ended, or evicted first */
+    int64_t evictions_unplaced;   /* the evictions those claims made: work thrown away for nothing */
+    int64_t evicted_gpu_milli;    /* GPUs the evicted workloads held, summed over evictions */
 };
 void gs_admission_stats(const struct gs_admission *a, struct gs_admission_stats *out);
 

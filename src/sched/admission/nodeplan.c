@@ -32,12 +32,18 @@ struct cost {
     int64_t slack;        /* free GPU milli left on the node (tightest first) */
 };
 
-static bool cost_less(const struct cost *x, const struct cost *y)
+static bool cost_less(const struct cost *x, const struct cost *y, int how)
 {
     if (x->ok != y->ok) return x->ok;
     if ((x->n == 0) != (y->n == 0)) return x->n == 0; /* room without evicting anyone */
     if (x->prio != y->prio) return x->prio < y->prio;
     if (x->fresh != y->fresh) return !x->fresh; /* keep the gang, and the evictions, on few nodes */
+    if (how != GS_NP_COST_WORK) {
+        if (x->n != y->n) return x->n < y->n;
+        if (how == GS_NP_COST_ROOM && x->n && x->slack != y->slack) return x->slack > y->slack;
+        if (x->lost != y->lost) return x->lost < y->lost;
+        return x->slack < y->slack;
+    }
     if (x->lost != y->lost) return x->lost < y->lost;
     if (x->n != y->n) return x->n < y->n;
     return x->slack < y->slack;
@@ -166,7 +172,7 @@ static struct cost eval_node(struct plan *p, size_t n, const struct gs__np_pod *
     struct cost best = {.ok = false};
     for (int by_size = 0; by_size < 2; by_size++) {
         struct cost c = eval_order(p, n, pod, by_size);
-        if (!c.ok || !cost_less(&c, &best)) continue;
+        if (!c.ok || !cost_less(&c, &best, p->r->cost)) continue;
         best = c;
         memcpy(p->best, p->s, p->ns * sizeof *p->s);
         p->nbest = p->ns;
@@ -253,7 +259,7 @@ static int plan_pods(struct plan *p, size_t *out, size_t *nout)
             if (!r->nodes[n].usable) continue;
             p->nbest = 0;
             struct cost c = eval_node(p, n, pods[i]);
-            if (!c.ok || !cost_less(&c, &best)) continue;
+            if (!c.ok || !cost_less(&c, &best, r->cost)) continue;
             best = c, where = n, npick = p->nbest;
             memcpy(pick, p->best, npick * sizeof *pick);
         }

@@ -69,7 +69,15 @@ struct gs__np_req {
     bool (*take)(void *ctx, size_t victim);
     void (*untake)(void *ctx, size_t victim);
     void *ctx;
+    /* How a node's set is ranked after priority: GS_NP_COST_WORK (0) least
+     * work lost, then fewest victims; GS_NP_COST_COUNT fewest victims, then
+     * least work lost; GS_NP_COST_ROOM fewest victims, then the most GPU
+     * milli left free on the node (what the claimant does not use is room
+     * for the next workload, without another eviction), then least work. */
+    int cost;
 };
+
+enum { GS_NP_COST_WORK = 0, GS_NP_COST_COUNT = 1, GS_NP_COST_ROOM = 2 };
 
 /* Plans victims for every claimant pod: 1 with *nout victims chosen (their
  * indices in out, which has room for nv; 0 when no pod needed any), 0 when
