@@ -54,10 +54,6 @@ size_t gs_store_text_len(char *text);
 char *gs_store_text_new(const char *json, size_t len);
 /* Another reference to text (returned). */
 char *gs_store_text_ref(char *text);
-/* obj (an object or array) as a new stored text: the bytes of
- * json_dumps(obj, JSON_COMPACT), one reference; NULL when out of memory or
- * when jansson would refuse it too (a string that is not UTF-8). */
-char *gs_store_text_dump(const json_t *obj);
 
 /* Read-modify-write step for gs_store_mutate: cur is the stored object (a
  * private copy, NULL when absent); return 0 with *out set to the new object

@@ -175,132 +175,31 @@ char *gs_store_text_new(const char *json, size_t len)
 
 char *gs_store_text_ref(char *text) { return text_ref(text); }
 
-/* The compact JSON of a version, written straight into its shared text:
- * the bytes json_dumps(JSON_COMPACT) writes (keys in the object's order,
- * jansson's escapes, reals by jansson itself), without its callback per
- * token and per run of plain characters. test_store compares the two. */
-struct tbuf {
+struct dumpbuf {
     char *p; /* header, then text */
     size_t len, cap;
-    bool bad; /* out of memory, or what jansson too refuses to dump */
 };
 
-#define TB_AT(b) ((b)->p + sizeof(struct text_hdr) + (b)->len)
-
-static bool tb_room(struct tbuf *b, size_t n)
+static int dump_cb(const char *buf, size_t n, void *arg)
 {
-    if (b->bad) return false;
-    if (b->len + n + 1 <= b->cap) return true;
-    size_t cap = b->cap * 2;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *np = realloc(b->p, sizeof(struct text_hdr) + cap);
-    if (!np) return b->bad = true, false;
-    b->p = np, b->cap = cap;
-    return true;
-}
-
-static void tb_put(struct tbuf *b, const char *s, size_t n)
-{
-    if (!tb_room(b, n)) return;
-    memcpy(TB_AT(b), s, n);
+    struct dumpbuf *b = arg;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap * 2 > b->len + n + 1 ? b->cap * 2 : b->len + n + 1;
+        char *np = realloc(b->p, sizeof(struct text_hdr) + cap);
+        if (!np) return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + sizeof(struct text_hdr) + b->len, buf, n);
     b->len += n;
+    return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (its first byte >= 0x80), as
- * jansson checks it (no overlongs, surrogates or code points past
- * U+10FFFF); 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+/* obj as compact JSON in a shared text (one reference), or NULL. */
+static char *dump_text(const json_t *obj)
 {
-    unsigned c = s[0];
-    size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (!k || k > n) return 0;
-    uint32_t cp = c & (k == 2 ? 0x1F : k == 3 ? 0x0F : 0x07);
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    return k;
-}
-
-static void tb_str(struct tbuf *b, const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    tb_put(b, "\"", 1);
-    size_t run = 0; /* start of the plain characters not yet copied */
-    for (size_t i = 0; i < n && !b->bad;) {
-        unsigned c = s[i];
-        if (c >= 0x80) {
-            size_t k = utf8_len(s + i, n - i);
-            if (!k) b->bad = true;
-            i += k;
-            continue;
-        }
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            i++;
-            continue;
-        }
-        tb_put(b, str + run, i - run);
-        char seq[8];
-        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b" : c == '\f' ? "\\f"
-                      : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
-        if (!e) snprintf(seq, sizeof seq, "\\u%04X", c), e = seq;
-        tb_put(b, e, strlen(e));
-        run = ++i;
-    }
-    tb_put(b, str + run, n - run);
-    tb_put(b, "\"", 1);
-}
-
-static void tb_value(struct tbuf *b, const json_t *v)
-{
-    char num[64];
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        tb_put(b, "{", 1);
-        bool first = true;
-        for (void *it = json_object_iter((json_t *)v); it && !b->bad; it = json_object_iter_next((json_t *)v, it)) {
-            if (!first) tb_put(b, ",", 1);
-            first = false;
-            tb_str(b, json_object_iter_key(it), json_object_iter_key_len(it));
-            tb_put(b, ":", 1);
-            tb_value(b, json_object_iter_value(it));
-        }
-        tb_put(b, "}", 1);
-        break;
-    }
-    case JSON_ARRAY:
-        tb_put(b, "[", 1);
-        for (size_t i = 0; i < json_array_size(v) && !b->bad; i++) {
-            if (i) tb_put(b, ",", 1);
-            tb_value(b, json_array_get(v, i));
-        }
-        tb_put(b, "]", 1);
-        break;
-    case JSON_STRING: tb_str(b, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER:
-        tb_put(b, num, (size_t)snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v)));
-        break;
-    case JSON_REAL: {
-        size_t n = json_dumpb(v, num, sizeof num, JSON_ENCODE_ANY | JSON_COMPACT);
-        if (!n || n > sizeof num) b->bad = true;
-        else tb_put(b, num, n);
-        break;
-    }
-    case JSON_TRUE: tb_put(b, "true", 4); break;
-    case JSON_FALSE: tb_put(b, "false", 5); break;
-    case JSON_NULL: tb_put(b, "null", 4); break;
-    }
-}
-
-char *gs_store_text_dump(const json_t *obj)
-{
-    struct tbuf b = {malloc(sizeof(struct text_hdr) + 2048), 0, 2048, false};
-    if (!b.p) return NULL;
-    if (!json_is_object(obj) && !json_is_array(obj)) b.bad = true; /* as json_dumps without JSON_ENCODE_ANY */
-    else tb_value(&b, obj);
-    if (b.bad) {
+    struct dumpbuf b = {malloc(sizeof(struct text_hdr) + 2048), 0, 2048};
+    if (!b.p || json_dump_callback(obj, dump_cb, &b, JSON_COMPACT)) {
         free(b.p);
         return NULL;
     }
@@ -312,8 +211,6 @@ char *gs_store_text_dump(const json_t *obj)
     b.p[sizeof *h + b.len] = '\0';
     return b.p + sizeof *h;
 }
-
-static char *dump_text(const json_t *obj) { return gs_store_text_dump(obj); }
 
 void gs_store_events_free(struct gs_store_event *ev, size_t n)
 {

@@ -4,8 +4,7 @@
  * resume, overflow -> GS_ERANGE), persistence across reopen, and
  * concurrent writers getting distinct, gap-free versions, batches and
  * group-committed read-modify-writes; the default ring growing while its
- * events are young, and lists running beside gets; the stored text's
- * encoder writing the bytes jansson's compact dump writes.
+ * events are young, and lists running beside gets.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -439,74 +438,6 @@ static void get_beside_a_slow_list(void **state)
     assert_int_equal(a.rows, 20);
 }
 
-static void expect_same_dump(const json_t *obj)
-{
-    char *want = json_dumps(obj, JSON_COMPACT);
-    char *got = gs_store_text_dump(obj);
-    if (!want) {
-        assert_null(got);
-        return;
-    }
-    assert_non_null(got);
-    assert_string_equal(got, want);
-    assert_int_equal(gs_store_text_len(got), strlen(want));
-    gs_store_text_release(got);
-    free(want);
-}
-
-static void text_dump_matches_jansson(void **state)
-{
-    (void)state;
-    const char *docs[] = {
-        "{}", "[]", "[[],{},[{}]]",
-        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p-1\",\"namespace\":\"bench\",\"labels\":"
-        "{\"app\":\"x\",\"a/b\":\"c/d\"},\"resourceVersion\":\"12\"},\"spec\":{\"containers\":[{\"name\":\"c\","
-        "\"image\":\"img:1\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}],\"priority\":-7,"
-        "\"terminationGracePeriodSeconds\":30,\"hostNetwork\":false,\"x\":null,\"y\":true}}",
-        "{\"esc\":\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f\\u007f end\",\"\\u00e9t\\u00e9\":\"\\u65e5\\u672c "
-        "\\ud83d\\ude00\",\"nul\":\"a\\u0000b\",\"\":\"\"}",
-        "{\"r\":[0.5,1.0,-2.25,1e300,1.5e-7,3.141592653589793,100.0,0.1],\"i\":[0,-1,9223372036854775807,"
-        "-9223372036854775808]}",
-        "{\"b\":1,\"a\":2,\"c\":{\"z\":[1,\"2\",{\"y\":3}],\"x\":\"\"}}",
-    };
-    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
-        json_error_t je;
-        json_t *o = json_loads(docs[i], JSON_ALLOW_NUL, &je);
-        assert_non_null(o);
-        expect_same_dump(o);
-        json_decref(o);
-    }
-    /* Keys in the order they were set, after deletes and re-sets too. */
-    json_t *o = json_object();
-    for (int i = 0; i < 40; i++) {
-        char k[16];
-        snprintf(k, sizeof k, "k%d", (i * 17) % 40);
-        json_object_set_new(o, k, json_integer(i));
-    }
-    json_object_del(o, "k3");
-    json_object_set_new(o, "k3", json_real(2.0));
-    json_object_setn_new(o, "nul\0key", 7, json_string("v"));
-    expect_same_dump(o);
-    /* What jansson refuses, this refuses: not UTF-8, a bare value. */
-    json_object_set_new(o, "bad", json_stringn_nocheck("\xc3\x28", 2));
-    expect_same_dump(o);
-    json_decref(o);
-    const char *bad[] = {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe2\x82", "\x80"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        json_t *a = json_pack("[o]", json_stringn_nocheck(bad[i], strlen(bad[i])));
-        assert_null(gs_store_text_dump(a));
-        json_decref(a);
-    }
-    json_t *bare = json_string("x");
-    assert_null(gs_store_text_dump(bare));
-    json_decref(bare);
-    /* Larger than the first buffer. */
-    json_t *big = json_array();
-    for (int i = 0; i < 3000; i++) json_array_append_new(big, json_pack("{s:i, s:s}", "n", i, "s", "\"quoted\"\n"));
-    expect_same_dump(big);
-    json_decref(big);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,7 +452,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(concurrent_mutates_share_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(default_ring_grows_while_young, setup, teardown),
         cmocka_unit_test_setup_teardown(get_beside_a_slow_list, setup, teardown),
-        cmocka_unit_test(text_dump_matches_jansson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
