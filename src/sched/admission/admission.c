@@ -1259,7 +1259,8 @@ static int choose_moves(struct gs_admission *a, const struct gs_workload *w, uin
 }
 
 /* opts.consolidate_moves: w (large, of a queue below its fair share) fits
- * its quota but no node. When the free GPUs summed over the usable nodes
+ * its quota but no node, and no queue is above its share (reclaim, which
+ * applies then, is cheaper). When the free GPUs summed over the usable nodes
  * would hold it, picks nodes that moving a few small workloads makes whole,
  * proves on the cache that w then fits and that each mover fits elsewhere
  * at once (nothing displaced), and only then evicts the movers, admits w with

@@ -153,7 +153,8 @@ struct gs_admission_opts {
      * nodes only as other queues' do (ending before the drain's start), so
      * its own small jobs do not fill the nodes its gang waits for. */
     bool drain_strict;
-    /* Consolidate: a large workload of a queue below its fair share that
+    /* Consolidate: while no queue is above its fair share (so reclaim may
+     * take nothing), a large workload of a queue below its fair share that
      * fits its quota but no node, while the free GPUs summed over the usable
      * nodes would hold it, gets whole nodes by moving the few small
      * single-pod workloads that keep them from being whole, only when each
