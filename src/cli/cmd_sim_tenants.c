@@ -81,6 +81,12 @@ static void usage(FILE *f)
           "  --drain on|strict|off  a large workload of a queue below its fair share that fits its quota but\n"
           "                       no node gets the nodes that free up soonest, kept for it (default off); strict:\n"
           "                       its own queue's other work backfills them only if it ends before the drain's start\n"
+          "  --consolidate on|off|N  while no queue is above its fair share, a large workload of a queue below it\n"
+          "                       that fits its quota but no node, while the free GPUs summed over nodes would\n"
+          "                       hold it, gets whole nodes by\n"
+          "                       moving small workloads that each fit now on another node (evicted and admitted\n"
+          "                       again at once there; counted as evictions); at most N moves per gang pod (on: 2;\n"
+          "                       default off; docs/QUEUES.md \"Whole nodes for the starved queue\")\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
@@ -195,6 +201,16 @@ static int parse(int argc, char **argv, struct targs *a)
             if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "strict")) return bad(f, v, "want on, strict or off");
             a->o.drain = strcmp(v, "off") != 0;
             a->o.drain_strict = !strcmp(v, "strict");
+        } else if (!strcmp(f, "--consolidate")) {
+            if (!strcmp(v, "on")) a->o.consolidate_moves = 2;
+            else if (!strcmp(v, "off")) a->o.consolidate_moves = 0;
+            else {
+                char *end;
+                long n = strtol(v, &end, 10);
+                if (!*v || *end || n < 1 || n > 8)
+                    return bad(f, v, "want on, off or a number of moves per gang pod from 1 to 8");
+                a->o.consolidate_moves = (int)n;
+            }
         } else if (!strcmp(f, "--pin")) {
             if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "large") && strcmp(v, "above"))
                 return bad(f, v, "want on, large, above or off");
@@ -393,6 +409,9 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
             printf("      drains: %lld whole-node drains for a queue below its share (%lld plans dropped: start past "
                    "the horizon)\n",
                    (long long)res[r].drains, (long long)res[r].drains_beyond_horizon);
+        if (!strcmp(runs[r].mode, "fair") && res[r].consolidations)
+            printf("      consolidation: %lld gangs admitted on nodes made whole by moving %lld small workloads\n",
+                   (long long)res[r].consolidations, (long long)res[r].consolidation_moves);
     }
 }
 
@@ -432,6 +451,9 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
         json_object_update_new(o, json_pack("{s:I, s:I, s:f}", "claims_unplaced", (json_int_t)r->claims_unplaced,
                                             "evictions_unplaced", (json_int_t)r->evictions_unplaced, "evicted_gpus",
                                             r->evicted_gpus));
+    if (o)
+        json_object_update_new(o, json_pack("{s:I, s:I}", "consolidations", (json_int_t)r->consolidations,
+                                            "consolidation_moves", (json_int_t)r->consolidation_moves));
     return o;
 }
 

@@ -296,6 +296,7 @@ static int setup(struct tenants *s)
                                        .share_gate = o->share_gate, .pin_placement = o->pin_placement,
                                        .pin_large = o->pin_large, .pin_above = o->pin_above,
                                        .drain = o->drain, .drain_strict = o->drain_strict,
+                                       .consolidate_moves = o->consolidate_moves,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
                                        .global_victims = o->global_victims,
                                        .victim_cost = o->victim_cost};
@@ -608,6 +609,8 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->share_gated = st.share_gated;
         res->drains = st.drains;
         res->drains_beyond_horizon = st.drains_beyond_horizon;
+        res->consolidations = st.consolidations;
+        res->consolidation_moves = st.consolidation_moves;
         res->pins_expired = st.pins_expired;
         res->claims_unplaced = st.claims_unplaced;
         res->evictions_unplaced = st.evictions_unplaced;

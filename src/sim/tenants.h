@@ -59,6 +59,7 @@ struct gs_tenants_opts {
     bool pin_above;                /* ... only while some queue is above its fair share (admission.h) */
     bool drain;                    /* whole-node drains for a queue below its share (admission.h) */
     bool drain_strict;             /* ... its own queue's other work backfills them only when ending before */
+    int consolidate_moves;         /* moves of small workloads per gang pod to make whole nodes; 0: off */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
     int victim_cost;               /* node-wise victims' ranking (admission.h); 0: least work lost */
@@ -94,6 +95,7 @@ struct gs_tenants_result {
     int64_t reservations, reservations_beyond_horizon;
     int64_t share_gated;           /* share gate: queue turns with GPU workloads held back */
     int64_t drains, drains_beyond_horizon; /* drain: made, and dropped past the horizon */
+    int64_t consolidations, consolidation_moves; /* consolidate: gangs admitted, small workloads moved */
     int64_t pins_expired;          /* pins that ran out before their pods were bound */
     int64_t claims_unplaced, evictions_unplaced; /* won claims not bound within their hold, and their evictions */
     double evicted_gpus;           /* GPUs the evicted workloads held, summed over evictions */

@@ -158,3 +158,27 @@ def test_victim_cost_narrower_pins_and_eviction_counters(run):
     bad = tenants(run, "--victim-cost", "cheap")
     assert bad.returncode == 2
     assert "--victim-cost" in bad.stderr and '"cheap"' in bad.stderr and "want work, count or room" in bad.stderr
+
+
+def test_consolidation_flag(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    base = ("--share-gate", "on", "--drain", "on", "--pin", "above", "--reclaim-wait", "0")
+    plain = fair(*base)
+    assert plain["consolidations"] == plain["consolidation_moves"] == 0  # off by default
+    on = fair(*base, "--consolidate", "on")
+    assert on["finished"] == on["workloads"] == plain["workloads"]
+    assert 0 < on["jain_min"] <= on["jain_mean"] <= 1
+    assert on["consolidations"] > 0  # a starved gang got a node made whole on the slice
+    assert on["consolidation_moves"] >= on["consolidations"]  # each consolidation moved something
+    assert on["preemptions"] >= on["consolidation_moves"]  # moves are counted as evictions
+    same = fair(*base, "--consolidate", "off")
+    assert {k: v for k, v in same.items() if k != "wall_seconds"} == \
+        {k: v for k, v in plain.items() if k != "wall_seconds"}
+    for value in ("yes", "0", "9", "2x", ""):
+        bad = tenants(run, "--consolidate", value)
+        assert bad.returncode == 2
+        assert "--consolidate" in bad.stderr and '"%s"' % value in bad.stderr, bad.stderr
+        assert "want on, off or a number of moves per gang pod from 1 to 8" in bad.stderr, bad.stderr

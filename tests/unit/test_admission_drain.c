@@ -7,7 +7,9 @@
  * only work that ends before the drain starts (with drain_strict, the drained
  * queue's own work too), and the gang starts there;
  * a pinned workload may bind only where the placement check put it, until
- * it is bound (pin_large, pin_above: only while their condition holds).
+ * it is bound (pin_large, pin_above: only while their condition holds);
+ * consolidation moves a small workload that fits elsewhere off the node a
+ * starved gang needs whole, and moves nothing when the mover fits nowhere.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -396,6 +398,58 @@ static void strict_drain_keeps_the_own_queues_long_work_off(void **st)
     }
 }
 
+/* Queue a runs 6 (or 7) GPUs on node0 and on node1 and a 2-GPU job a4 on
+ * node2; b, below its share, asks for one 8-GPU pod. a is at its fair share,
+ * so reclaim takes nothing, and no node is whole. With consolidation, a4 fits
+ * on node0 or node1 (2 GPUs free each): it is moved (one eviction, admitted
+ * again at once, pinned to its new node) and b starts on node2. When node0
+ * and node1 have one GPU free each, a4 fits nowhere else: nothing moves. */
+static void consolidation_moves_a_small_job_that_fits_elsewhere(void **st)
+{
+    (void)st;
+    for (int v = 0; v < 3; v++) {
+        bool on = v > 0, fits = v < 2;
+        struct adm_env e;
+        struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                      .reclaim_wait_ns = -1, .large_gpu_milli = GPU(8), .reserve_horizon_ns = -1,
+                                      .consolidate_moves = on ? 2 : 0};
+        adm_env_init(&e, 3, 8, CQ("a", "co", "24") "---\n" CQ("b", "co", "24") "---\n" LQ("qa", "a") "---\n"
+                     LQ("qb", "b"), &o);
+        int big = fits ? 6 : 7;
+        submit(&e, "a1", "qa", 1, big, 1000);
+        submit(&e, "a3", "qa", 1, big, 1000);
+        int x = submit(&e, "x", "qa", 1, 8 - big, 10), y = submit(&e, "y", "qa", 1, 8 - big, 10);
+        int a4 = submit(&e, "a4", "qa", 1, 2, 1000);
+        int32_t node[1] = {-1};
+        assert_int_equal(cycle(&e, node), 5);
+        assert_int_equal(node[0], 2); /* the binder's first fit: a4 on node2 */
+        e.clk.sim_now = 10 * SEC;
+        finish(&e, x);
+        finish(&e, y);
+        int b = submit(&e, "b", "qb", 1, 8, 1000);
+        bool moves = on && fits;
+        assert_int_equal(cycle(&e, NULL), moves ? 2 : 0); /* b, and a4 again */
+        struct gs_admission_stats s;
+        gs_admission_stats(e.a, &s);
+        assert_int_equal(s.consolidations, moves);
+        assert_int_equal(s.consolidation_moves, moves);
+        assert_int_equal(s.evictions, moves);
+        assert_int_equal(e.res.nevicted, moves);
+        assert_int_equal(state(&e, b), moves ? GS_WL_ADMITTED : GS_WL_PENDING);
+        assert_int_equal(state(&e, a4), GS_WL_ADMITTED);
+        assert_int_equal(gs_admission_workload(e.a, a4)->preemptions, moves);
+        char key[64];
+        gs_meta_key(&gs_admission_workload(e.a, b)->pods[0]->meta, key, sizeof key);
+        const struct gs_assignment *as = gs_cache_pod_assignment(e.cache, key);
+        if (moves) assert_int_equal(as->node, 2);
+        gs_meta_key(&gs_admission_workload(e.a, a4)->pods[0]->meta, key, sizeof key);
+        as = gs_cache_pod_assignment(e.cache, key);
+        assert_non_null(as);
+        assert_int_equal(as->node == 2, !moves); /* moved off node2, or left there */
+        adm_env_free(&e);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +462,7 @@ int main(void)
         cmocka_unit_test(a_pinned_workload_binds_where_the_check_put_it),
         cmocka_unit_test(narrower_pins_only_when_their_condition_holds),
         cmocka_unit_test(strict_drain_keeps_the_own_queues_long_work_off),
+        cmocka_unit_test(consolidation_moves_a_small_job_that_fits_elsewhere),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

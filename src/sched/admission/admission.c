@@ -1123,6 +1123,224 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
     return rc;
 }
 
+/*--- Consolidation (opts.consolidate_moves) ---*/
+
+/* A running single-pod workload that could move to make a node whole:
+ * where it runs (node, the GPUs of mask, milli of each). */
+struct mover {
+    int32_t node, milli, wl;
+    uint64_t mask;
+};
+
+static int cmp_mover(const void *x, const void *y)
+{
+    const struct mover *p = x, *q = y;
+    if (p->node != q->node) return p->node < q->node ? -1 : 1;
+    return (p->wl > q->wl) - (p->wl < q->wl);
+}
+
+/* Fills *m when v may move: admitted before this cycle, one small pod
+ * asking for GPUs (whole or a share), in the cache, not at its eviction cap. */
+static bool mover_of(const struct gs_admission *a, const struct gs_workload *v, struct mover *m)
+{
+    if (v->state != GS_WL_ADMITTED || v->npods != 1 || v->gpu_milli <= 0 || v->gpu_milli >= a->o.large_gpu_milli)
+        return false;
+    if (v->pods[0]->demand.gpu_count <= 0 || v->admitted_ns >= now_ns(a)) return false;
+    if (run_capped(a, v) && now_ns(a) - v->window_start_ns < a->o.preemption_window_ns) return false;
+    char key[512];
+    gs_meta_key(&v->pods[0]->meta, key, sizeof key);
+    const struct gs_assignment *as = gs_cache_pod_assignment(a->cache, key);
+    if (!as || as->node < 0 || !as->gpu_mask) return false;
+    *m = (struct mover){.node = as->node, .milli = as->milli, .wl = v->id, .mask = as->gpu_mask};
+    return true;
+}
+
+static int32_t whole_gpus(const int32_t *free, int32_t ng)
+{
+    int32_t k = 0;
+    for (int32_t g = 0; g < ng; g++) k += free[g] >= GS_GPU_MILLI;
+    return k;
+}
+
+/* The fewest of node n's movers m[0..nm) (at most max) whose leaving makes
+ * g of its GPUs whole, chosen greedily (each step the mover leaving the most
+ * whole GPUs, then the most free milli, then the least moved); their
+ * indexes in pick, the count returned, -1 when none does. *moved: GPU milli. */
+static int node_moves(const struct gs_node_info *ni, const struct mover *m, size_t nm, int32_t g, int max,
+                      size_t *pick, int64_t *moved)
+{
+    int32_t free[64], ng = ni->ngpus < 64 ? ni->ngpus : 64;
+    for (int32_t i = 0; i < ng; i++) free[i] = ni->gpus[i].healthy ? ni->gpus[i].milli_free : INT32_MIN / 2;
+    bool taken[64] = {0};
+    int k = 0;
+    *moved = 0;
+    while (whole_gpus(free, ng) < g) {
+        if (k == max) return -1;
+        size_t best = nm;
+        int32_t bw = -1;
+        int64_t bf = -1, bm = 0;
+        for (size_t j = 0; j < nm && j < 64; j++) {
+            if (taken[j]) continue;
+            int32_t w = 0;
+            int64_t f = 0, mv = 0;
+            for (int32_t i = 0; i < ng; i++) {
+                int32_t x = free[i] + (m[j].mask >> i & 1 ? m[j].milli : 0);
+                w += x >= GS_GPU_MILLI;
+                f += x > 0 ? x : 0;
+                mv += m[j].mask >> i & 1 ? m[j].milli : 0;
+            }
+            if (w > bw || (w == bw && (f > bf || (f == bf && mv < bm)))) best = j, bw = w, bf = f, bm = mv;
+        }
+        if (best == nm) return -1;
+        taken[best] = true;
+        for (int32_t i = 0; i < ng; i++)
+            if (m[best].mask >> i & 1) free[i] += m[best].milli;
+        pick[k++] = best;
+        *moved += bm;
+    }
+    return k;
+}
+
+/* The pods kept assumed since mark leave the cache again (a proof undone). */
+static void unkeep(struct gs_admission *a, size_t mark)
+{
+    for (size_t k = mark; k < a->kept.n; k++) {
+        const struct gs_workload *v = a->w[a->kept.v[k]];
+        for (size_t i = 0; i < v->npods; i++) {
+            char key[512];
+            gs_meta_key(&v->pods[i]->meta, key, sizeof key);
+            gs_cache_remove_pod(a->cache, key);
+        }
+    }
+    a->kept.n = mark;
+}
+
+/* Chooses, per pod of w (largest first), the usable node that the fewest
+ * moves (then the fewest GPUs moved, then the lowest index) make hold it;
+ * out gets the movers, *nout how many. 1 when every pod has a node and some
+ * move is needed, 0 otherwise. m is sorted by node. */
+static int choose_moves(struct gs_admission *a, const struct gs_workload *w, uint8_t *used, const struct mover *m,
+                        size_t nm, int32_t *out, size_t *nout)
+{
+    int32_t nn = gs_cache_node_count(a->cache);
+    bool done[64] = {0};
+    size_t pick[8], best_pick[8];
+    *nout = 0;
+    for (size_t round = 0; round < w->npods; round++) {
+        size_t p = w->npods;
+        for (size_t i = 0; i < w->npods; i++)
+            if (!done[i] && w->pods[i]->demand.gpu_count > 0 &&
+                (p == w->npods || w->pods[i]->demand.gpu_count > w->pods[p]->demand.gpu_count))
+                p = i;
+        if (p == w->npods) break;
+        done[p] = true;
+        int32_t g = w->pods[p]->demand.gpu_count, best = -1;
+        int best_k = 0;
+        int64_t best_moved = 0;
+        size_t best_at = 0, at = 0;
+        for (int32_t n = 0; n < nn; n++) {
+            size_t first = at;
+            while (at < nm && m[at].node == n) at++;
+            const struct gs_node_info *ni = gs_cache_node(a->cache, n);
+            if (!ni || !ni->live || !ni->schedulable || used[n] || ni->ngpus < g) continue;
+            int64_t moved = 0;
+            int k = node_moves(ni, m + first, at - first, g, a->o.consolidate_moves, pick, &moved);
+            if (k < 0) continue;
+            if (best < 0 || k < best_k || (k == best_k && moved < best_moved)) {
+                best = n, best_k = k, best_moved = moved, best_at = first;
+                memcpy(best_pick, pick, (size_t)k * sizeof *pick);
+            }
+        }
+        if (best < 0) return 0;
+        used[best] = 1;
+        for (int j = 0; j < best_k; j++) out[(*nout)++] = m[best_at + best_pick[j]].wl;
+    }
+    return *nout > 0;
+}
+
+/* opts.consolidate_moves: w (large, of a queue below its fair share) fits
+ * its quota but no node, and no queue is above its share (reclaim, which
+ * applies then, is cheaper). When the free GPUs summed over the usable nodes
+ * would hold it, picks nodes that moving a few small workloads makes whole,
+ * proves on the cache that w then fits and that each mover fits elsewhere
+ * at once (nothing displaced), and only then evicts the movers, admits w with
+ * a hold and admits each mover again pinned to its new node. 1 admitted, 0
+ * not, or an error. */
+static int consolidate(struct gs_admission *a, struct gs_workload *w, const int8_t *flav)
+{
+    if (a->o.consolidate_moves <= 0 || a->o.quota_only || w->gpu_milli < a->o.large_gpu_milli ||
+        a->fs.n[w->queue].share >= 1.0 || w->npods > 64 || above_share(a))
+        return 0;
+    int32_t nn = gs_cache_node_count(a->cache);
+    int64_t want = 0, have = 0;
+    for (size_t i = 0; i < w->npods; i++) {
+        const struct gs_demand *d = &w->pods[i]->demand;
+        if (d->gpu_count > 0 && d->gpu_milli < GS_GPU_MILLI) return 0; /* gangs of whole GPUs only */
+        want += (int64_t)d->gpu_count * GS_GPU_MILLI;
+    }
+    uint8_t *used = calloc((size_t)nn + 1, 1);
+    struct mover *m = malloc((a->n ? a->n : 1) * sizeof *m);
+    int32_t *mv = malloc(w->npods * 8 * sizeof *mv + sizeof *mv);
+    struct removed *rm = NULL;
+    int rc = used && m && mv ? 0 : GS_ENOMEM;
+    const uint8_t *ex = rc ? NULL : excluded_for(a, w);
+    if (ex) memcpy(used, ex, (size_t)nn);
+    for (int32_t n = 0; !rc && n < nn; n++) {
+        const struct gs_node_info *ni = gs_cache_node(a->cache, n);
+        if (ni && ni->live && !used[n]) have += ni->gpu_milli_free;
+    }
+    size_t nm = 0, nmv = 0;
+    if (!rc && have >= want) {
+        for (int32_t i = 0; i < a->t->n; i++)
+            for (size_t k = 0; k < a->runq[i].n; k++)
+                nm += mover_of(a, a->w[a->runq[i].v[k]], &m[nm]);
+        qsort(m, nm, sizeof *m, cmp_mover);
+    }
+    bool planned = !rc && have >= want && choose_moves(a, w, used, m, nm, mv, &nmv);
+    if (planned && !(rm = calloc(nmv, sizeof *rm))) rc = GS_ENOMEM, planned = false;
+    if (planned) { /* the proof: movers out, w in, each mover elsewhere, then all undone */
+        for (size_t i = 0; !rc && i < nmv; i++) rc = sim_remove(a, mv[i], &rm[i]);
+        size_t mark = a->kept.n;
+        int ok = rc ? rc : placeable(a, w, flav, false, true);
+        for (size_t i = 0; ok == 1 && i < nmv; i++) {
+            struct gs_workload *v = a->w[mv[i]];
+            ok = placeable(a, v, v->flavor, false, true);
+            if (ok == 1 && a->place_nodes[0] == rm[i].asg[0].node) ok = 0; /* back where it was: no move */
+        }
+        unkeep(a, mark);
+        for (size_t i = nmv; i-- > 0;)
+            if (rm[i].asg) sim_restore(a, &rm[i]);
+        if (ok < 0) rc = ok;
+        planned = ok == 1;
+    }
+    if (planned) {
+        for (size_t i = 0; !rc && i < nmv; i++) rc = evict(a, a->w[mv[i]], w, false, 0);
+        int ok = rc ? rc : placeable(a, w, flav, true, true);
+        if (ok == 1) {
+            admit(a, w, flav);
+            rc = add_hold(a, w->id, a->place_nodes, w->npods, false);
+            if (!rc) a->holds[a->nholds - 1].nvictims = (int32_t)nmv;
+            if (!rc) rc = pin_workload(a, w);
+            a->st.consolidations++;
+            a->st.consolidation_moves += (int64_t)nmv;
+        } else if (ok < 0) {
+            rc = ok;
+        }
+        for (size_t i = 0; !rc && i < nmv; i++) { /* each mover restarts at once on its new node, pinned there */
+            struct gs_workload *v = a->w[mv[i]];
+            int r = placeable(a, v, v->flavor, false, true);
+            if (r < 0) rc = r;
+            if (r == 1) {
+                admit(a, v, v->flavor);
+                rc = add_hold(a, v->id, a->place_nodes, v->npods, true);
+            }
+        }
+        if (!rc) rc = ok == 1;
+    }
+    free(used), free(m), free(mv), free(rm);
+    return rc;
+}
+
 /*--- One try ---*/
 
 static bool would_borrow(const struct gs_admission *a, int32_t leaf, const int64_t *req)
@@ -1161,7 +1379,7 @@ static int try_admit(struct gs_admission *a, struct gs_workload *w)
 {
     if (w->blocked_by >= 0 && queue_demand(a, w->blocked_by, w->blocked_res) < w->blocked_demand) w->blocked_by = -1;
     const struct gs_qt_node *n = &a->t->nodes[w->queue];
-    int8_t flav[GS_QT_MAX_GROUPS] = {0};
+    int8_t flav[GS_QT_MAX_GROUPS] = {0}, fit_flav[GS_QT_MAX_GROUPS] = {0};
     bool quota_ok = false;
     for (int start = 0; n->ngroups && start < n->groups[0].nflavors; start++) {
         if (!choose_flavors(a, w, flav, false, start, &start)) break;
@@ -1173,6 +1391,7 @@ static int try_admit(struct gs_admission *a, struct gs_workload *w)
             w->fail_seq = a->release_seq;
             return 0;
         }
+        if (!quota_ok) memcpy(fit_flav, flav, sizeof fit_flav);
         quota_ok = true;
         int rc = placeable(a, w, flav, true, true);
         if (rc < 0) return rc;
@@ -1184,7 +1403,9 @@ static int try_admit(struct gs_admission *a, struct gs_workload *w)
     }
     if (!quota_ok) quota_reason(a, w);
     w->placement_failed = quota_ok;
-    int rc = preempt(a, w);
+    int rc = quota_ok ? consolidate(a, w, fit_flav) : 0;
+    if (rc) return rc;
+    rc = preempt(a, w);
     if (rc == 0) w->fail_seq = a->release_seq;
     return rc;
 }

@@ -153,6 +153,17 @@ struct gs_admission_opts {
      * nodes only as other queues' do (ending before the drain's start), so
      * its own small jobs do not fill the nodes its gang waits for. */
     bool drain_strict;
+    /* Consolidate: while no queue is above its fair share (so reclaim may
+     * take nothing), a large workload of a queue below its fair share that
+     * fits its quota but no node, while the free GPUs summed over the usable
+     * nodes would hold it, gets whole nodes by moving the few small
+     * single-pod workloads that keep them from being whole, only when each
+     * of them fits now on another node without displacing anything: the
+     * mover is evicted (counted as an eviction) and admitted again at once,
+     * pinned to its new node, so its queue loses no share beyond the
+     * restart. Per gang pod the node needing the fewest moves (then the
+     * fewest GPUs moved), at most consolidate_moves per pod (0: off). */
+    int consolidate_moves;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
@@ -310,6 +321,8 @@ struct gs_admission_stats {
     int64_t share_gated;        /* share_gate: leaves served with their GPU workloads held back */
     int64_t drains;               /* drain: whole-node drains made */
     int64_t drains_beyond_horizon; /* drain: plans dropped, the start past the horizon */
+    int64_t consolidations;       /* consolidate_moves: gangs admitted on nodes made whole by moves */
+    int64_t consolidation_moves;  /* ... the small workloads moved for them (also in evictions) */
     int64_t pins_expired;         /* pin_placement: pins that ran out (hold_ns) before their pods were bound */
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
