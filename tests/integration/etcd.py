@@ -173,9 +173,11 @@ class EtcdCluster:
                 continue
             try:
                 st = json.loads(r.stdout)[0]["Status"]
-            except (ValueError, KeyError, IndexError):
+                lead, me = st.get("leader"), st["header"]["member_id"]
+            except (ValueError, KeyError, IndexError, TypeError):
                 continue
-            if st["leader"] == st["header"]["member_id"]:
+            # During an election etcd's JSON leaves out "leader" (a zero field): no leader yet.
+            if lead and lead == me:
                 return i
         return None
 
