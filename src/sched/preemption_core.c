@@ -883,6 +883,32 @@ static int node_scratch(struct search *s, int32_t ns)
     return s->bumped && s->must_bump && s->cand && s->ok && s->blist && s->screen ? 0 : GS_ENOMEM;
 }
 
+/* One pass of building the per-node unit lists (the units with a pod on node
+ * i, in unit order: units[first[i] .. first[i + 1])), shared by a search's
+ * lists and the followed candidates'. Pass 0 counts into first (slots + 1
+ * entries, zeroed by the caller) and returns the total, for the caller to
+ * size units; pass 1 fills units. pos: slots entries of scratch. */
+static size_t node_lists_pass(int pass, const struct unit *u, size_t nu, const struct vpod *v, int32_t ns,
+                              size_t *first, size_t *units, size_t *pos)
+{
+    size_t slots = (size_t)(ns > 0 ? ns : 1);
+    for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
+    for (size_t i = 0; i < nu; i++)
+        for (size_t k = u[i].first; k < u[i].first + u[i].n; k++) {
+            int32_t nd = v[k].a.node;
+            if (nd < 0 || nd >= ns || pos[nd] == i) continue;
+            pos[nd] = i;
+            if (pass == 0) first[nd + 1]++;
+            else units[first[nd + 1]++] = i;
+        }
+    if (pass == 1) return first[slots];
+    /* first[i + 1] becomes the fill cursor of node i and ends as its end. */
+    for (size_t i = 0; i < slots; i++) first[i + 1] += first[i];
+    size_t total = first[slots];
+    for (size_t i = slots; i > 0; i--) first[i] = first[i - 1];
+    return total;
+}
+
 /* Per node, the units with a pod there, in unit order. */
 static int index_nodes(struct search *s)
 {
@@ -890,25 +916,11 @@ static int index_nodes(struct search *s)
     size_t slots = (size_t)(ns > 0 ? ns : 1);
     s->node_first = scratch(s->p, BUF_FIRST, (slots + 1) * sizeof *s->node_first, true);
     size_t *pos = scratch(s->p, BUF_POS, slots * sizeof *pos, false);
-    int rc = node_scratch(s, ns) == 0 && s->node_first && pos ? 0 : GS_ENOMEM;
-    for (int pass = 0; !rc && pass < 2; pass++) {
-        for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
-        for (size_t i = 0; i < s->nu; i++)
-            for (size_t k = s->u[i].first; k < s->u[i].first + s->u[i].n; k++) {
-                int32_t nd = s->v[k].a.node;
-                if (nd < 0 || nd >= ns || pos[nd] == i) continue;
-                pos[nd] = i;
-                if (pass == 0) s->node_first[nd + 1]++;
-                else s->node_units[s->node_first[nd + 1]++] = i;
-            }
-        if (pass == 1) break;
-        /* node_first[i + 1] becomes the fill cursor of node i and ends as its end. */
-        for (size_t i = 0; i < slots; i++) s->node_first[i + 1] += s->node_first[i];
-        size_t total = s->node_first[slots];
-        for (size_t i = slots; i > 0; i--) s->node_first[i] = s->node_first[i - 1];
-        if (!(s->node_units = scratch(s->p, BUF_NODE_UNITS, total * sizeof *s->node_units, false))) rc = GS_ENOMEM;
-    }
-    return rc;
+    if (node_scratch(s, ns) || !s->node_first || !pos) return GS_ENOMEM;
+    size_t total = node_lists_pass(0, s->u, s->nu, s->v, ns, s->node_first, NULL, pos);
+    if (!(s->node_units = scratch(s->p, BUF_NODE_UNITS, total * sizeof *s->node_units, false))) return GS_ENOMEM;
+    node_lists_pass(1, s->u, s->nu, s->v, ns, s->node_first, s->node_units, pos);
+    return 0;
 }
 
 static void mark(uint8_t *set, int32_t nslots, int32_t node)
@@ -1121,30 +1133,17 @@ static void cands_index(struct cands *c, int32_t nslots)
     if (!pos) return;
     memset(c->nfirst, 0, (slots + 1) * sizeof *c->nfirst);
     /* As index_nodes, over every unit. */
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < slots; i++) pos[i] = SIZE_MAX;
-        for (size_t i = 0; i < c->nu; i++)
-            for (size_t k = c->u[i].first; k < c->u[i].first + c->u[i].n; k++) {
-                int32_t nd = c->v[k].a.node;
-                if (nd < 0 || nd >= nslots || pos[nd] == i) continue;
-                pos[nd] = i;
-                if (pass == 0) c->nfirst[nd + 1]++;
-                else c->nunits[c->nfirst[nd + 1]++] = i;
-            }
-        if (pass == 1) break;
-        for (size_t i = 0; i < slots; i++) c->nfirst[i + 1] += c->nfirst[i];
-        size_t total = c->nfirst[slots];
-        for (size_t i = slots; i > 0; i--) c->nfirst[i] = c->nfirst[i - 1];
-        if (total > c->capnunits || !c->nunits) {
-            free(c->nunits);
-            c->capnunits = 0;
-            if (!(c->nunits = malloc((total ? total : 1) * sizeof *c->nunits))) {
-                free(pos);
-                return;
-            }
-            c->capnunits = total;
+    size_t total = node_lists_pass(0, c->u, c->nu, c->v, nslots, c->nfirst, NULL, pos);
+    if (total > c->capnunits || !c->nunits) {
+        free(c->nunits);
+        c->capnunits = 0;
+        if (!(c->nunits = malloc((total ? total : 1) * sizeof *c->nunits))) {
+            free(pos);
+            return;
         }
+        c->capnunits = total;
     }
+    node_lists_pass(1, c->u, c->nu, c->v, nslots, c->nfirst, c->nunits, pos);
     free(pos);
     for (int32_t i = 0; i < nslots; i++) node_sum(c, i);
     for (size_t i = 0; i < c->nu; i++)
