@@ -800,11 +800,22 @@ static int do_prioritize(struct gs_extender *x, const struct gs_ext_request *r, 
         if (v.nodes[i]) live[m] = v.nodes[i], pos[m++] = i;
     struct gs_status failed = {0};
     if (!err && m) err = gs_framework_run_scores(v.fw, pod, live, m, total, &failed);
-    int64_t max = v.fw ? gs_framework_max_total_score(v.fw) : 0;
+    /* The nodes' totals are mapped from their own range (lowest 0, highest
+     * 10), not from the highest possible total: the profile's plugins that
+     * score every node alike (spread, affinity, taints) add a large common
+     * part, and against a possible maximum in the thousands a placement
+     * plugin's 0..100 would round to the same 0..10 on every node. When all
+     * totals are equal (or one node is asked about) each is mapped against
+     * the highest possible total instead. */
+    int64_t max = v.fw ? gs_framework_max_total_score(v.fw) : 0, lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t j = 0; j < m; j++) {
+        total[j] = total[j] < 0 ? 0 : total[j] > max ? max : total[j];
+        lo = total[j] < lo ? total[j] : lo, hi = total[j] > hi ? total[j] : hi;
+    }
     if (!err && failed.code == GS_SUCCESS && max > 0)
         for (size_t j = 0; j < m; j++) {
-            int64_t t = total[j] < 0 ? 0 : total[j] > max ? max : total[j];
-            score[pos[j]] = (t * MAX_EXTENDER_PRIORITY * 2 + max) / (2 * max); /* rounded */
+            int64_t num = hi > lo ? total[j] - lo : total[j], den = hi > lo ? hi - lo : max;
+            score[pos[j]] = (num * MAX_EXTENDER_PRIORITY * 2 + den) / (2 * den); /* rounded */
         }
     if (failed.code != GS_SUCCESS)
         gs_log(GS_LOG_INFO, "extender: prioritize scored every node 0", "pod", pod->meta.name, "plugin",

@@ -507,9 +507,50 @@ static void prioritize_maps_scores_to_0_10(void **state)
     }
     assert_string_equal(json_string_value(json_object_get(json_array_get(doc, 0), "Host")), "n1");
     assert_string_equal(json_string_value(json_object_get(json_array_get(doc, 1), "Host")), "busy");
-    assert_int_equal(s[0], 10); /* idle: (64-1)/64 of CPU and almost all memory free */
-    assert_true(s[1] < s[0]);   /* 49 of 64 CPUs taken */
+    assert_int_equal(s[0], 10); /* idle: the highest total of the asked nodes */
+    assert_int_equal(s[1], 0);  /* 49 of 64 CPUs taken: the lowest */
     assert_int_equal(s[2], 0);  /* unknown node */
+    json_decref(doc);
+    free(p);
+}
+
+/* A plugin that scores every node alike (TaintToleration at weight 9: no
+ * taints, 0 everywhere) must not hide the one that tells the nodes apart:
+ * against the highest possible total (1,000) both nodes would round to 1. */
+static int setup_fit_and_common_score(void **state)
+{
+    return start_with(state, "{\"profiles\":[{\"schedulerName\":\"default-scheduler\",\"plugins\":{\"score\":"
+                             "{\"disabled\":[{\"name\":\"*\"}],\"enabled\":[{\"name\":\"NodeResourcesFit\"},"
+                             "{\"name\":\"TaintToleration\",\"weight\":9}]}}}]}");
+}
+
+static void prioritize_maps_the_nodes_own_range(void **state)
+{
+    struct env *e = *state;
+    put(e, "nodes/busy", node("busy", 2, "64"));
+    put(e, "pods/default/hog", pod("hog", "0", "48", 0, "busy", NULL));
+    for (int i = 0; i < 200; i++) {
+        struct gs_extender_stats st;
+        gs_extender_stats(e->x, &st);
+        if (st.pods == 3) break;
+        usleep(20000);
+    }
+    char *p = dump_pod("q", "1", 100), body[4096];
+    snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[\"busy\",\"n1\"]}", p);
+    int status;
+    json_t *doc = call(e, GS_EXT_PRIORITIZE, body, &status);
+    assert_int_equal(status, 200);
+    assert_non_null(doc);
+    assert_int_equal(json_array_size(doc), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(doc, 0), "Score")), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(doc, 1), "Score")), 10);
+    json_decref(doc);
+    /* One node alone is mapped against the highest possible total: the idle
+     * one's NodeResourcesFit score (about 99 of 1,000) rounds to 1. */
+    snprintf(body, sizeof body, "{\"Pod\":%s,\"NodeNames\":[\"n1\"]}", p);
+    doc = call(e, GS_EXT_PRIORITIZE, body, &status);
+    assert_int_equal(status, 200);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(doc, 0), "Score")), 1);
     json_decref(doc);
     free(p);
 }
@@ -864,6 +905,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(pods_bound_elsewhere_hold_their_gpus, setup, teardown),
         cmocka_unit_test_setup_teardown(kube_shaped_objects_are_judged, setup, teardown),
         cmocka_unit_test_setup_teardown(prioritize_maps_scores_to_0_10, setup_fit_score, teardown),
+        cmocka_unit_test_setup_teardown(prioritize_maps_the_nodes_own_range, setup_fit_and_common_score, teardown),
         cmocka_unit_test_setup_teardown(preempt_picks_victims_per_node, setup, teardown),
         cmocka_unit_test_setup_teardown(bind_writes_node_and_devices, setup, teardown),
         cmocka_unit_test_setup_teardown(bind_refusals_say_why, setup, teardown),
