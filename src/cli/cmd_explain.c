@@ -8,7 +8,7 @@
  * from the simulator's events - a fresh replay of the manifests, or the
  * events.jsonl of an earlier `gpusched sim --out DIR` run with --from - by
  * placing every pod that was running at T on its node and GPUs. The
- * scheduler's framework (the --config profile or the default one) is then
+ * scheduler's framework (the --config profile or the server's) is then
  * asked about the pod: explain.h. POD is "namespace/name" or "name"; when no
  * pod has that name, a PodGroup of that name is explained member by member.
  *
@@ -68,7 +68,7 @@ static void usage(FILE *f)
           "  --from DIR      take the run's events from DIR/events.jsonl (gpusched sim --out)\n"
           "                  instead of replaying the workload\n"
           "  --config FILE   scheduler configuration (profiles), as for gpusched sim\n"
-          "  --policy NAME   placement policy of the replay (default BestFit)\n"
+          "  --policy NAME   placement policy of the replay (default: the profile's own, as for gpusched sim)\n"
           "  -h, --help      show this help\n",
           f);
 }
@@ -131,7 +131,6 @@ static int read_events(const char *dir, struct evlist *l)
 
 static int parse(int argc, char **argv, struct ex_args *a)
 {
-    a->policy = "BestFit";
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) return 1;
@@ -161,10 +160,12 @@ static int parse(int argc, char **argv, struct ex_args *a)
     return 0;
 }
 
-/* The scheduler configuration's default profile (or the built-in one). */
-static int load_profile(const char *path, struct gs_sched_config *cfg)
+/* The scheduler configuration's default profile; without --config the
+ * server's own (kube's default set when a --policy is given), so the pod is
+ * judged by the profile the replay ran, as gpusched sim chooses it. */
+static int load_profile(const char *path, const char *policy, struct gs_sched_config *cfg)
 {
-    if (!path) return gs_sched_config_default(cfg);
+    if (!path) return policy ? gs_sched_config_default(cfg) : gs_sched_config_gpusched(cfg);
     char *buf = NULL;
     size_t len = 0;
     struct gs_docs docs = {0};
@@ -225,7 +226,7 @@ static int build_world(struct world *w, const struct gs_trace *t, const struct e
         if (idx >= 0) gs_cache_set_nrt(w->cache, idx, &w->nrts[w->nnrts]);
         w->nnrts++;
     }
-    int rc = load_profile(a->config, &w->cfg);
+    int rc = load_profile(a->config, a->policy, &w->cfg);
     if (rc) return rc;
     w->have_cfg = true;
     const struct gs_profile *p = gs_sched_config_profile(&w->cfg, GS_DEFAULT_SCHEDULER);

@@ -107,6 +107,23 @@ def test_explain_group_replayed():
     assert "is running on" in p.stdout
 
 
+def test_explain_defaults_to_the_servers_profile():
+    # Without --config the replay and the judgement are the server's profile (as gpusched sim):
+    # Coscheduling speaks for the gang, as the server's scheduler would.
+    d = os.path.join(SCEN, "two-competing-gangs")
+    p = explain("gang-b", "--at", "50", "--cluster", os.path.join(d, "nodes.yaml"),
+                "--workload", os.path.join(d, "workload.yaml"))
+    assert p.returncode == 0, p.stderr
+    assert "pod group default/gang-b: 4 member(s) known, 0 placed, minMember 4" in p.stdout
+    assert "Coscheduling           rejected the pod before any node" in p.stdout
+    # A policy puts kube's default set back: no gang plugin, the GPU filter answers.
+    p = explain("gang-b", "--at", "50", "--policy", "BestFit", "--cluster", os.path.join(d, "nodes.yaml"),
+                "--workload", os.path.join(d, "workload.yaml"))
+    assert p.returncode == 0, p.stderr
+    assert "GpuShare               rejected 2 node(s): Insufficient nvidia.com/gpu" in p.stdout
+    assert "Coscheduling" not in p.stdout
+
+
 def test_explain_usage():
     p = explain("x")
     assert p.returncode == 2
