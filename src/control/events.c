@@ -28,7 +28,6 @@
 #include "core/log.h"
 #include "govern/metrics.h" /* gs_mbuf */
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -39,12 +38,8 @@
 #define QUEUE_DEFAULT 1024
 #define TABLE_MAX 4096
 #define SWEEP_MAX_NS (60 * GS_NS_PER_SEC)
-#define BATCH 256 /* records the thread takes from the queue at once: one store write */
-/* A burst gathers for up to GATHER_NS or GATHER_MIN records before the
- * thread writes it: each store batch ends the API writers' commit delay
- * (store.h), so a few full batches cost less than one per binding round. */
-#define GATHER_NS (20 * 1000 * 1000)
-#define GATHER_MIN 128
+#define BATCH 256 /* records the thread takes from the queue at once */
+
 
 /*--- Times ---*/
 
@@ -97,7 +92,6 @@ struct gs_recorder {
     struct item **q;
     size_t cap, head, n;
     uint64_t queued, done;
-    int flushing; /* callers waiting in gs_recorder_flush: no gathering */
     bool stop, started;
     uint64_t errors_at_stop; /* write errors when stop was asked */
     pthread_t th;
@@ -109,7 +103,6 @@ struct gs_recorder {
     /* One batch's work (under wmu), allocated once: large enough that a
      * malloc each batch made glibc consolidate its free lists every time. */
     struct plan *plans;
-    struct gs_store_mut *muts;
     struct gs_recorder_stats st;
 };
 
@@ -129,7 +122,7 @@ static void item_free(struct item *it)
 /*--- Store sink ---*/
 
 /* An aggregated Event's new fields over the stored one's metadata. arg is
- * the plan's Event (the recorder's own): it is stored as it is, not copied. */
+ * store_write's copy: stored as it is. */
 static int replace_fn(json_t *cur, json_t **out, void *arg)
 {
     if (!cur) return GS_ENOENT;
@@ -138,16 +131,9 @@ static int replace_fn(json_t *cur, json_t **out, void *arg)
     return 0;
 }
 
-static int create_fn(json_t *cur, json_t **out, void *arg)
-{
-    if (cur) return GS_EEXIST;
-    *out = json_incref(arg);
-    return 0;
-}
-
-/* One write (the slow path's creates, and a recorder whose writes are not
- * batched): ev is borrowed, so what is stored is a shallow copy with its
- * own metadata (the only member the store and prepare_new change). */
+/* ev is borrowed, so what is stored is a shallow copy (no deep copy: the
+ * store and prepare_new change only the metadata, which a create gets a
+ * copy of and an update takes from the stored Event). */
 static int store_write(void *ctx, const char *ns, const char *name, const json_t *ev, bool update)
 {
     struct gs_store *s = ctx;
@@ -251,7 +237,6 @@ enum { P_DROP, P_CREATE, P_UPDATE };
 struct plan {
     int kind;
     char name[600];
-    char key[1024]; /* the store sink's "events/<ns>/<name>" */
     json_t *ev;
     int err;
 };
@@ -292,42 +277,19 @@ static void decide(struct gs_recorder *r, const struct item *it, struct plan *p)
     if (!distinct) set_agg(r, it, p->name);
 }
 
-/* The store sink writes a whole batch as one gs_store_mutate_batch: one
- * transaction and one commit for what a burst queued (a pod's Scheduled
- * Event per binding), where one write each made every Event wait for a
- * commit of its own. In order, so an Event created and then aggregated in
- * the same batch is one row with the later count. The plan's Event is what
- * is stored (prepared in place). Other sinks (the agent's API client) get
- * one write each. */
+/* One write each: a store create joins the group commit of the API's
+ * concurrent writers (store.h). A batch of its own (one
+ * gs_store_mutate_batch per batch taken) was measured: fewer commits, but
+ * more CPU over the process, the more so the larger the batches (it ends the
+ * API writers' commit delay and holds the write lock for the whole batch);
+ * bench/RESULTS.md "Create to bound: the Event recorder's writes". */
 static void write_plans(struct gs_recorder *r, const struct item *const *its, struct plan *ps, size_t n)
 {
-    if (!r->store) {
-        for (size_t i = 0; i < n; i++)
-            if (ps[i].kind != P_DROP)
-                ps[i].err = ps[i].ev ? r->sink.write(r->sink.ctx, its[i]->ns, ps[i].name, ps[i].ev,
-                                                     ps[i].kind == P_UPDATE)
-                                     : GS_ENOMEM;
-        return;
-    }
-    struct gs_store_mut *m = r->muts;
-    size_t k = 0, at[BATCH];
-    for (size_t i = 0; i < n; i++) {
-        struct plan *p = &ps[i];
-        if (p->kind == P_DROP) continue;
-        p->err = !p->ev ? GS_ENOMEM
-                 : snprintf(p->key, sizeof p->key, "events/%s/%s", its[i]->ns, p->name) >= (int)sizeof p->key
-                     ? GS_EINVAL
-                 : p->kind == P_CREATE ? gs_apiserver_prepare_new(p->ev)
-                                       : 0;
-        if (p->err) continue;
-        m[k] = (struct gs_store_mut){.key = p->key, .fn = p->kind == P_UPDATE ? replace_fn : create_fn, .arg = p->ev};
-        at[k++] = i;
-    }
-    if (k) gs_store_mutate_batch(r->store, m, k); /* a failed commit sets every err */
-    for (size_t j = 0; j < k; j++) {
-        ps[at[j]].err = m[j].err;
-        json_decref(m[j].out);
-    }
+    for (size_t i = 0; i < n; i++)
+        if (ps[i].kind != P_DROP)
+            ps[i].err = ps[i].ev ? r->sink.write(r->sink.ctx, its[i]->ns, ps[i].name, ps[i].ev,
+                                                 ps[i].kind == P_UPDATE)
+                                 : GS_ENOMEM;
 }
 
 /* After the writes, under wmu: counts, and the slow path for what failed. */
@@ -398,15 +360,6 @@ static void *run(void *arg)
     pthread_setname_np(pthread_self(), "gs-events"); /* its share in perf, top and the server benchmark */
     pthread_mutex_lock(&r->mu);
     for (;;) {
-        if (r->n && r->n < GATHER_MIN && !r->stop && !r->flushing && r->sink.write == store_write) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += GATHER_NS;
-            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-            while (r->n < GATHER_MIN && !r->stop && !r->flushing &&
-                   pthread_cond_timedwait(&r->cv, &r->mu, &ts) != ETIMEDOUT) {
-            }
-        }
         if (r->n) {
             struct item *its[BATCH];
             size_t k = 0;
@@ -467,12 +420,11 @@ int gs_recorder_new(const struct gs_recorder_opts *o, struct gs_recorder **out)
     r->agg = json_object();
     r->buckets = json_object();
     r->plans = calloc(BATCH, sizeof *r->plans);
-    r->muts = calloc(BATCH, sizeof *r->muts);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->wmu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_cond_init(&r->idle, NULL);
-    if (!r->q || !r->agg || !r->buckets || !r->plans || !r->muts) {
+    if (!r->q || !r->agg || !r->buckets || !r->plans) {
         gs_recorder_free(r);
         return GS_ENOMEM;
     }
@@ -501,7 +453,6 @@ void gs_recorder_free(struct gs_recorder *r)
     for (size_t i = 0; i < r->n; i++) item_free(r->q[(r->head + i) % r->cap]);
     free(r->q);
     free(r->plans);
-    free(r->muts);
     json_decref(r->agg);
     json_decref(r->buckets);
     pthread_mutex_destroy(&r->mu);
@@ -516,10 +467,7 @@ void gs_recorder_flush(struct gs_recorder *r)
     if (!r || r->sync) return;
     pthread_mutex_lock(&r->mu);
     uint64_t want = r->queued;
-    r->flushing++;
-    pthread_cond_signal(&r->cv); /* ends a gathering wait */
     while (r->done < want) pthread_cond_wait(&r->idle, &r->mu);
-    r->flushing--;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -623,9 +571,8 @@ void gs_event_record(const struct gs_event_source *src, const struct gs_event_re
     r->q[(r->head + r->n) % r->cap] = it;
     r->n++;
     r->queued++;
-    /* The thread waits for the first record, then gathers until GATHER_MIN:
-     * the records between wake nobody. */
-    if (r->n == 1 || r->n == GATHER_MIN) pthread_cond_signal(&r->cv);
+    /* The thread waits only on an empty queue: the first record wakes it. */
+    if (r->n == 1) pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
 

@@ -390,11 +390,11 @@ static void store_batches_and_recovers(void **state)
     fx_rm_tree(dir);
 }
 
-/*--- The store sink's batches ---*/
+/*--- The store sink under the thread's batches ---*/
 
 /* A store that forwards the recorder's writes to a real one, notes each
- * batch's size, can hold a batch until released, and can fail whole
- * batches as a failed commit does. */
+ * (c: create, u: update), can hold a write until released, and can fail
+ * writes as a failed commit does. */
 struct wrap {
     struct gs_store base; /* first: the recorder's calls come back as this */
     struct gs_store *real;
@@ -402,35 +402,35 @@ struct wrap {
     pthread_cond_t cv;
     bool gate, fail;
     int calls;
-    size_t sizes[32];
+    char ops[64];
 };
 
-static int w_create(struct gs_store *b, const char *key, json_t *obj, int64_t *rv)
+/* Notes the call and waits at the gate; true when it is to fail. */
+static bool wrap_enter(struct wrap *w, char op)
 {
-    return gs_store_create(((struct wrap *)b)->real, key, obj, rv);
-}
-
-static int w_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
-{
-    return gs_store_mutate(((struct wrap *)b)->real, key, fn, arg, out, rv);
-}
-
-static int w_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
-{
-    struct wrap *w = (struct wrap *)b;
     pthread_mutex_lock(&w->mu);
-    if (w->calls < 32) w->sizes[w->calls] = n;
+    if (w->calls < (int)sizeof w->ops - 1) w->ops[w->calls] = op;
     w->calls++;
     pthread_cond_broadcast(&w->cv);
     while (w->gate) pthread_cond_wait(&w->cv, &w->mu);
     bool fail = w->fail;
     pthread_mutex_unlock(&w->mu);
-    if (!fail) return gs_store_mutate_batch(w->real, m, n);
-    for (size_t i = 0; i < n; i++) m[i].out = NULL, m[i].err = GS_EIO;
-    return GS_EIO;
+    return fail;
 }
 
-static const struct gs_store_vtbl wrap_vtbl = {.create = w_create, .mutate = w_mutate, .mutate_batch = w_mutate_batch};
+static int w_create(struct gs_store *b, const char *key, json_t *obj, int64_t *rv)
+{
+    struct wrap *w = (struct wrap *)b;
+    return wrap_enter(w, 'c') ? GS_EIO : gs_store_create(w->real, key, obj, rv);
+}
+
+static int w_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
+{
+    struct wrap *w = (struct wrap *)b;
+    return wrap_enter(w, 'u') ? GS_EIO : gs_store_mutate(w->real, key, fn, arg, out, rv);
+}
+
+static const struct gs_store_vtbl wrap_vtbl = {.create = w_create, .mutate = w_mutate};
 
 static void wrap_set(struct wrap *w, bool gate, bool fail)
 {
@@ -441,7 +441,7 @@ static void wrap_set(struct wrap *w, bool gate, bool fail)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Waits until the recorder's thread is in its calls-th batch. */
+/* Waits until the recorder's thread is in its calls-th write. */
 static void wrap_wait_calls(struct wrap *w, int calls)
 {
     pthread_mutex_lock(&w->mu);
@@ -465,11 +465,12 @@ static json_int_t stored_count(struct gs_store *s, const char *key)
     return n;
 }
 
-/* What the thread takes from the queue is one store write: an aggregated
- * update and a create together; a batch that fails (its commit) counts an
- * error for each record and forgets the aggregation, so the next record
- * creates a new Event rather than updating one that was never written. */
-static void store_writes_each_batch_at_once(void **state)
+/* What the thread takes from the queue at once (here an aggregated update
+ * and a create, then a create and its aggregation) is written in record
+ * order; writes that fail (a failed commit) count an error for each record
+ * and forget the aggregation, so the next record creates a new Event rather
+ * than updating one that was never written. */
+static void store_sink_takes_batches_in_order(void **state)
 {
     (void)state;
     char dir[64];
@@ -494,9 +495,7 @@ static void store_writes_each_batch_at_once(void **state)
     record_scheduled(&src, "b");
     wrap_set(&w, false, false);
     gs_recorder_flush(r);
-    assert_int_equal(w.calls, 2);
-    assert_int_equal(w.sizes[0], 1);
-    assert_int_equal(w.sizes[1], 2); /* a's update and b's create */
+    assert_string_equal(w.ops, "cuc"); /* a's create; then a's update and b's create */
     struct gs_recorder_stats st;
     gs_recorder_stats(r, &st);
     assert_int_equal(st.created, 2);
@@ -508,29 +507,28 @@ static void store_writes_each_batch_at_once(void **state)
     /* An Event created and aggregated within one batch: one row, count 2. */
     wrap_set(&w, true, false);
     record_scheduled(&src, "b");
-    wrap_wait_calls(&w, 3);
+    wrap_wait_calls(&w, 4);
     gs_clock_advance(&clk, GS_NS_PER_SEC);
     record_scheduled(&src, "c");
     gs_clock_advance(&clk, GS_NS_PER_SEC);
     record_scheduled(&src, "c");
     wrap_set(&w, false, false);
     gs_recorder_flush(r);
-    assert_int_equal(w.calls, 4);
-    assert_int_equal(w.sizes[3], 2);
+    assert_string_equal(w.ops, "cucucu");
     char key_c[128];
     snprintf(key_c, sizeof key_c, "events/team/c.%llx", (unsigned long long)(T0 + 2 * GS_NS_PER_SEC));
     assert_int_equal(stored_count(w.real, key_c), 2);
     assert_int_equal(stored_events(w.real), 3);
 
-    /* Failed commits: a's update and d's create are lost and counted. */
+    /* Failed writes: e's create, a's update and d's create are lost and counted. */
     wrap_set(&w, true, true);
     record_scheduled(&src, "e");
-    wrap_wait_calls(&w, 5);
+    wrap_wait_calls(&w, 7);
     record_scheduled(&src, "a");
     record_scheduled(&src, "d");
     wrap_set(&w, false, true);
     gs_recorder_flush(r);
-    assert_int_equal(w.sizes[5], 2);
+    assert_string_equal(w.ops, "cucucucuc");
     gs_recorder_stats(r, &st);
     assert_int_equal(st.write_errors, 3);
     assert_int_equal(stored_events(w.real), 3);
@@ -746,7 +744,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(full_queue_drops_and_counts, setup, teardown),
         cmocka_unit_test(expiry_after_last_write),
         cmocka_unit_test(store_batches_and_recovers),
-        cmocka_unit_test(store_writes_each_batch_at_once),
+        cmocka_unit_test(store_sink_takes_batches_in_order),
         cmocka_unit_test(lost_node_is_recorded),
         cmocka_unit_test_setup_teardown(conversion_to_events_v1, setup, teardown),
         cmocka_unit_test(events_v1_errors_name_the_field),
