@@ -196,9 +196,14 @@ static json_t *full_event(const struct item *it, const char *name, int64_t first
 {
     char f[48], l[48], fm[48], lm[48];
     ts_text(first, false, f, sizeof f);
-    ts_text(last, false, l, sizeof l);
     ts_text(first, true, fm, sizeof fm);
-    ts_text(last, true, lm, sizeof lm);
+    if (last == first) { /* a create: one formatting of the time */
+        memcpy(l, f, sizeof l);
+        memcpy(lm, fm, sizeof lm);
+    } else {
+        ts_text(last, false, l, sizeof l);
+        ts_text(last, true, lm, sizeof lm);
+    }
     json_t *ev = json_copy(it->ev); /* shallow: the members shared are never changed */
     if (!ev) return NULL;
     json_object_set_new(ev, "metadata", json_pack("{s:s, s:s}", "name", name, "namespace", it->ns));
