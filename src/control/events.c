@@ -40,7 +40,6 @@
 #define SWEEP_MAX_NS (60 * GS_NS_PER_SEC)
 #define BATCH 256 /* records the thread takes from the queue at once */
 
-
 /*--- Times ---*/
 
 static void ts_text(int64_t ns, bool micro, char *buf, size_t len)
@@ -100,8 +99,8 @@ struct gs_recorder {
     json_t *buckets;     /* spam_key -> {tokens, t} */
     int64_t ttl, sweep, next_sweep;
     int64_t last_name_t; /* time in the last name given (under wmu) */
-    /* One batch's work (under wmu), allocated once: large enough that a
-     * malloc each batch made glibc consolidate its free lists every time. */
+    /* One batch's plans (under wmu), allocated once: a calloc this large
+     * each batch has glibc consolidate its free lists each time. */
     struct plan *plans;
     struct gs_recorder_stats st;
 };
