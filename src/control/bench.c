@@ -11,8 +11,12 @@
  *     second from the first create to the last binding, each pod's time
  *     from its create being sent to its binding's commit (p50, p99), and
  *     the process's CPU time per pod (server and clients together: the
- *     steadier figure on a shared machine); --runs N repeats it and prints
- *     the median;
+ *     steadier figure on a shared machine), and beside it the server's
+ *     share: the same less the CPU of the benchmark's own threads (its
+ *     HTTPS clients, the binding follower and the main thread, each timed
+ *     by its thread CPU clock; named bench-client and bench-follow for
+ *     perf and top), with the server's CPU by thread name; --runs N repeats
+ *     it and prints the median;
  *  4. memory: 5,000 nodes and 50,000 pods written to the store and loaded by
  *     the scheduler; the process's resident set size, with the server's
  *     default change-stream ring (as `gpusched server` runs);
@@ -39,6 +43,7 @@
 
 #include <arpa/inet.h>
 #include <gnutls/gnutls.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -107,6 +112,24 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* This thread's CPU seconds so far. */
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* CPU seconds of the benchmark's own threads that ended (clients, the
+ * binding follower), added by each as it ends: a thread that has exited
+ * is gone from /proc/self/task, so its share is taken before. */
+static _Atomic long long bench_thread_cpu_ns;
+
+static void bench_thread_done(void)
+{
+    atomic_fetch_add(&bench_thread_cpu_ns, (long long)(thread_cpu_s() * 1e9));
 }
 
 /* CPU seconds (user + system) of the whole process so far: all threads, server and clients. */
@@ -390,8 +413,10 @@ static void create_curl(struct creator *c)
 static void *create_pods(void *arg)
 {
     struct creator *c = arg;
+    pthread_setname_np(pthread_self(), "bench-client");
     if (c->curl) create_curl(c);
     else create_raw(c);
+    bench_thread_done();
     return NULL;
 }
 
@@ -536,6 +561,7 @@ struct binds {
 static void *follow_binds(void *arg)
 {
     struct binds *f = arg;
+    pthread_setname_np(pthread_self(), "bench-follow");
     double progress = now_s(), t0 = progress;
     while (f->nbound < atomic_load(&f->want) && now_s() - progress < f->stall_s && now_s() - t0 < 600) {
         struct gs_store_event *ev = NULL;
@@ -554,6 +580,7 @@ static void *follow_binds(void *arg)
         }
         gs_store_events_free(ev, n);
     }
+    bench_thread_done();
     return NULL;
 }
 
@@ -576,9 +603,70 @@ static void store_nodes(struct gs_store *st, int n)
     }
 }
 
+/* CPU seconds by thread name of the live threads (/proc/self/task/<tid>/stat,
+ * utime + stime): a JSON object name -> seconds; NULL when unreadable. */
+static json_t *cpu_by_name(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return NULL;
+    json_t *o = json_object();
+    long hz = sysconf(_SC_CLK_TCK);
+    struct dirent *e;
+    while (o && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+        unsigned long long ut = 0, st = 0;
+        /* after "(comm) ": state, then fields 4..13, then utime (14) and stime (15) */
+        if (!open || !close || close < open ||
+            sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+            continue;
+        *close = 0;
+        const char *name = open + 1;
+        double sec = (double)(ut + st) / (double)hz;
+        json_object_set_new(o, name, json_real(json_real_value(json_object_get(o, name)) + sec));
+    }
+    closedir(d);
+    return o;
+}
+
+/* The server's CPU by thread name, "name ms, ..." per pod: what each live
+ * name used between before and after (the main thread, named as the
+ * process, less main_s: it is the benchmark's), and what the server used
+ * in threads that ended meanwhile (the API's connection threads,
+ * libmicrohttpd's MHD-connection, end with their connections). Ticks of 10 ms:
+ * a coarse view. */
+static void cpu_names_text(const json_t *before, const json_t *after, const char *main_name, double main_s,
+                           double server_s, int pods, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    double live = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)after, k, v) {
+        double d = json_real_value(v) - json_real_value(json_object_get(before, k));
+        if (!strcmp(k, main_name)) d -= main_s;
+        if (!strncmp(k, "bench-", 6) || d <= 0 || at >= len) continue;
+        live += d;
+        int w = snprintf(buf + at, len - at, "%s%s %.3f", at ? ", " : "", k, d * 1e3 / pods);
+        if (w > 0) at += (size_t)w;
+    }
+    if (at < len)
+        snprintf(buf + at, len - at, "%sthreads ended since %.3f", at ? ", " : "",
+                 (server_s - live > 0 ? server_s - live : 0) * 1e3 / pods);
+}
+
 struct e2e_result {
     double rate;      /* pods bound per second, first create to last binding */
     double cpu_ms;    /* process CPU per pod */
+    double server_cpu_ms; /* cpu_ms less the benchmark's own threads */
     double p50, p99;  /* create to bound, ms */
     int bound, failed;
 };
@@ -607,13 +695,26 @@ static int measure_e2e(const struct bopts *b, struct gs_server *s, const char *d
     int fail = 0;
     struct gs_sched_loop_stats ss0, ss;
     gs_server_sched_stats(s, &ss0);
-    double t0 = now_s(), c0 = cpu_s();
+    json_t *names0 = cpu_by_name();
+    double t0 = now_s(), c0 = cpu_s(), m0 = thread_cpu_s();
+    long long b0 = atomic_load(&bench_thread_cpu_ns);
     double tc = create_all(b, &tg, n, 1, sent, &fail);
     atomic_store(&f.want, n - fail);
     pthread_join(th, NULL);
     wait_bound(s, ss0.bound + (uint64_t)(n - fail), 30, 10); /* the loop's own count, to cross-check */
     gs_server_sched_stats(s, &ss);
     double t = (f.nbound ? f.last : now_s()) - t0, cpu = cpu_s() - c0;
+    double main_cpu = thread_cpu_s() - m0;
+    double bench_cpu = (double)(atomic_load(&bench_thread_cpu_ns) - b0) / 1e9 + main_cpu;
+    json_t *names1 = cpu_by_name();
+    char by_name[512] = "";
+    if (names0 && names1) {
+        char main_name[32] = ""; /* this thread's: the process's name, which the server's threads inherit */
+        pthread_getname_np(pthread_self(), main_name, sizeof main_name);
+        cpu_names_text(names0, names1, main_name, main_cpu, cpu - bench_cpu, n, by_name, sizeof by_name);
+    }
+    json_decref(names0);
+    json_decref(names1);
     double *lat = calloc((size_t)n + 1, sizeof *lat);
     size_t nl = 0;
     for (int i = 0; lat && i < n; i++)
@@ -621,12 +722,16 @@ static int measure_e2e(const struct bopts *b, struct gs_server *s, const char *d
     if (lat) qsort(lat, nl, sizeof *lat, cmp_double);
     r->p50 = nl ? lat[nl / 2] : 0, r->p99 = nl ? lat[nl * 99 / 100] : 0;
     r->bound = f.nbound, r->failed = fail, r->cpu_ms = cpu * 1e3 / n;
+    r->server_cpu_ms = (cpu - bench_cpu) * 1e3 / n;
     r->rate = f.nbound == n - fail && !fail ? f.nbound / t : 0;
     printf("end to end   %d nodes x 8 GPUs, %d 1/40-GPU pods over %s (%s): %d bound in %.2f s = %.0f pods/s "
            "(create to binding); creates %.0f/s (%d failed); create to bound p50 %.0f ms, p99 %.0f ms; "
-           "CPU %.3f ms per pod (all threads); scheduler counted %llu bound\n", nodes, n,
+           "CPU %.3f ms per pod (all threads); scheduler counted %llu bound\n"
+           "             server threads %.3f ms of CPU per pod (the benchmark's clients, follower and main thread, "
+           "%.3f, left out); by thread name, ms per pod: %s\n", nodes, n,
            tg.tls ? "HTTPS with a bearer token" : "HTTP", b->curl ? "libcurl" : "raw HTTP", f.nbound, t,
-           f.nbound / t, n / tc, fail, r->p50, r->p99, r->cpu_ms, (unsigned long long)(ss.bound - ss0.bound));
+           f.nbound / t, n / tc, fail, r->p50, r->p99, r->cpu_ms, (unsigned long long)(ss.bound - ss0.bound),
+           r->server_cpu_ms, bench_cpu * 1e3 / n, by_name);
     fflush(stdout);
     free(lat);
     free(sent);
@@ -874,10 +979,10 @@ static void phase_scale(const struct bopts *b)
     long hwm = status_kib("VmHWM:");
     printf("scale-result nodes=%d pods=%d secure=%d rss_start_mib=%.1f rss_nodes_mib=%.1f rss_pods_mib=%.1f "
            "bytes_per_node=%.0f bytes_per_pod=%.0f load_nodes_s=%.2f load_pods_s=%.2f restart_open_s=%.3f "
-           "relist_s=%.3f ready_s=%.3f e2e_pods=%d e2e_pods_per_s=%.0f e2e_cpu_ms_per_pod=%.3f e2e_p50_ms=%.1f "
+           "relist_s=%.3f ready_s=%.3f e2e_pods=%d e2e_pods_per_s=%.0f e2e_cpu_ms_per_pod=%.3f e2e_server_cpu_ms_per_pod=%.3f e2e_p50_ms=%.1f "
            "e2e_p99_ms=%.1f peak_rss_mib=%.1f\n", N, P, b->secure, rss_start / 1024.0, rss_nodes / 1024.0,
            rss_pods / 1024.0, N ? (rss_nodes - rss_start) * 1024.0 / N : 0, P ? (rss_pods - rss_nodes) * 1024.0 / P : 0,
-           t_nodes, t_pods, t_open, t_cache, t_ready, b->scale_e2e_pods, r.rate, r.cpu_ms, r.p50, r.p99,
+           t_nodes, t_pods, t_open, t_cache, t_ready, b->scale_e2e_pods, r.rate, r.cpu_ms, r.server_cpu_ms, r.p50, r.p99,
            hwm / 1024.0);
     fflush(stdout);
     stop(s, dir);

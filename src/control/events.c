@@ -38,7 +38,7 @@
 #define QUEUE_DEFAULT 1024
 #define TABLE_MAX 4096
 #define SWEEP_MAX_NS (60 * GS_NS_PER_SEC)
-#define BATCH 128 /* records the thread takes from the queue at once */
+#define BATCH 256 /* records the thread takes from the queue at once */
 
 /*--- Times ---*/
 
@@ -99,6 +99,9 @@ struct gs_recorder {
     json_t *buckets;     /* spam_key -> {tokens, t} */
     int64_t ttl, sweep, next_sweep;
     int64_t last_name_t; /* time in the last name given (under wmu) */
+    /* One batch's plans (under wmu), allocated once: a calloc this large
+     * each batch has glibc consolidate its free lists each time. */
+    struct plan *plans;
     struct gs_recorder_stats st;
 };
 
@@ -117,25 +120,35 @@ static void item_free(struct item *it)
 
 /*--- Store sink ---*/
 
+/* An aggregated Event's new fields over the stored one's metadata. arg is
+ * store_write's copy: stored as it is. */
 static int replace_fn(json_t *cur, json_t **out, void *arg)
 {
     if (!cur) return GS_ENOENT;
-    json_t *n = json_deep_copy(arg);
-    if (!n) return GS_ENOMEM;
-    json_object_set(n, "metadata", json_object_get(cur, "metadata"));
-    *out = n;
+    json_object_set(arg, "metadata", json_object_get(cur, "metadata"));
+    *out = json_incref(arg);
     return 0;
 }
 
+/* ev is borrowed, so what is stored is a shallow copy (no deep copy: the
+ * store and prepare_new change only the metadata, which a create gets a
+ * copy of and an update takes from the stored Event). */
 static int store_write(void *ctx, const char *ns, const char *name, const json_t *ev, bool update)
 {
     struct gs_store *s = ctx;
     char key[1024];
     if (snprintf(key, sizeof key, "events/%s/%s", ns, name) >= (int)sizeof key) return GS_EINVAL;
-    if (update) return gs_store_mutate(s, key, replace_fn, (void *)ev, NULL, NULL);
-    json_t *doc = json_deep_copy(ev);
-    int err = !doc ? GS_ENOMEM : gs_apiserver_prepare_new(doc);
-    if (!err) err = gs_store_create(s, key, doc, NULL);
+    json_t *doc = json_copy((json_t *)ev);
+    if (!doc) return GS_ENOMEM;
+    int err = 0;
+    if (update) {
+        err = gs_store_mutate(s, key, replace_fn, doc, NULL, NULL);
+    } else {
+        json_t *md = json_copy(json_object_get(doc, "metadata"));
+        if (!md || json_object_set_new(doc, "metadata", md)) err = GS_ENOMEM;
+        if (!err) err = gs_apiserver_prepare_new(doc);
+        if (!err) err = gs_store_create(s, key, doc, NULL);
+    }
     json_decref(doc);
     return err;
 }
@@ -182,10 +195,15 @@ static json_t *full_event(const struct item *it, const char *name, int64_t first
 {
     char f[48], l[48], fm[48], lm[48];
     ts_text(first, false, f, sizeof f);
-    ts_text(last, false, l, sizeof l);
     ts_text(first, true, fm, sizeof fm);
-    ts_text(last, true, lm, sizeof lm);
-    json_t *ev = json_deep_copy(it->ev);
+    if (last == first) { /* a create: one formatting of the time */
+        memcpy(l, f, sizeof l);
+        memcpy(lm, fm, sizeof lm);
+    } else {
+        ts_text(last, false, l, sizeof l);
+        ts_text(last, true, lm, sizeof lm);
+    }
+    json_t *ev = json_copy(it->ev); /* shallow: the members shared are never changed */
     if (!ev) return NULL;
     json_object_set_new(ev, "metadata", json_pack("{s:s, s:s}", "name", name, "namespace", it->ns));
     json_object_set_new(ev, "firstTimestamp", json_string(f));
@@ -264,8 +282,11 @@ static void decide(struct gs_recorder *r, const struct item *it, struct plan *p)
 }
 
 /* One write each: a store create joins the group commit of the API's
- * concurrent writers (store.h), where a batch of its own would end their
- * commit delay early and cost more commits than it saves (measured). */
+ * concurrent writers (store.h). A batch of its own (one
+ * gs_store_mutate_batch per batch taken) was measured: fewer commits, but
+ * more CPU over the process, the more so the larger the batches (it ends the
+ * API writers' commit delay and holds the write lock for the whole batch);
+ * bench/RESULTS.md "Create to bound: the Event recorder's writes". */
 static void write_plans(struct gs_recorder *r, const struct item *const *its, struct plan *ps, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -305,18 +326,16 @@ static void settle(struct gs_recorder *r, const struct item *it, struct plan *p,
 
 static void process(struct gs_recorder *r, struct item *const *its, size_t n)
 {
-    struct plan *ps = calloc(n, sizeof *ps);
     struct gs_recorder_stats st = {0};
     pthread_mutex_lock(&r->wmu);
-    for (size_t i = 0; ps && i < n; i++) decide(r, its[i], &ps[i]);
-    if (ps) write_plans(r, (const struct item *const *)its, ps, n);
-    for (size_t i = 0; ps && i < n; i++) {
+    struct plan *ps = r->plans; /* n <= BATCH */
+    for (size_t i = 0; i < n; i++) decide(r, its[i], &ps[i]);
+    write_plans(r, (const struct item *const *)its, ps, n);
+    for (size_t i = 0; i < n; i++) {
         settle(r, its[i], &ps[i], &st);
         json_decref(ps[i].ev);
     }
     pthread_mutex_unlock(&r->wmu);
-    if (!ps) st.write_errors = n;
-    free(ps);
     pthread_mutex_lock(&r->mu);
     r->st.created += st.created;
     r->st.aggregated += st.aggregated;
@@ -342,6 +361,7 @@ void gs_recorder_sweep(struct gs_recorder *r)
 static void *run(void *arg)
 {
     struct gs_recorder *r = arg;
+    pthread_setname_np(pthread_self(), "gs-events"); /* its share in perf, top and the server benchmark */
     pthread_mutex_lock(&r->mu);
     for (;;) {
         if (r->n) {
@@ -403,11 +423,12 @@ int gs_recorder_new(const struct gs_recorder_opts *o, struct gs_recorder **out)
     r->q = calloc(r->cap, sizeof *r->q);
     r->agg = json_object();
     r->buckets = json_object();
+    r->plans = calloc(BATCH, sizeof *r->plans);
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->wmu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_cond_init(&r->idle, NULL);
-    if (!r->q || !r->agg || !r->buckets) {
+    if (!r->q || !r->agg || !r->buckets || !r->plans) {
         gs_recorder_free(r);
         return GS_ENOMEM;
     }
@@ -435,6 +456,7 @@ void gs_recorder_free(struct gs_recorder *r)
     }
     for (size_t i = 0; i < r->n; i++) item_free(r->q[(r->head + i) % r->cap]);
     free(r->q);
+    free(r->plans);
     json_decref(r->agg);
     json_decref(r->buckets);
     pthread_mutex_destroy(&r->mu);
@@ -553,7 +575,8 @@ void gs_event_record(const struct gs_event_source *src, const struct gs_event_re
     r->q[(r->head + r->n) % r->cap] = it;
     r->n++;
     r->queued++;
-    pthread_cond_signal(&r->cv);
+    /* The thread waits only on an empty queue: the first record wakes it. */
+    if (r->n == 1) pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
 

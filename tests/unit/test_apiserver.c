@@ -177,6 +177,13 @@ static void crud_and_conflicts(void **state)
     assert_string_equal(json_string_value(json_object_get(json_object_get(out, "status"), "phase")), "Pending");
     const char *uid = json_string_value(json_object_get(json_object_get(out, "metadata"), "uid"));
     assert_non_null(uid);
+    /* A version 4 UUID: 8-4-4-4-12 lowercase hex digits, version 4, variant 10xx. */
+    assert_int_equal(strlen(uid), 36);
+    for (int i = 0; i < 36; i++)
+        if (i == 8 || i == 13 || i == 18 || i == 23) assert_int_equal(uid[i], '-');
+        else assert_non_null(strchr("0123456789abcdef", uid[i]));
+    assert_int_equal(uid[14], '4');
+    assert_non_null(strchr("89ab", uid[19]));
     char rv1[32];
     snprintf(rv1, sizeof rv1, "%s", json_string_value(json_object_get(json_object_get(out, "metadata"),
                                                                        "resourceVersion")));

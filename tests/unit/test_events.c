@@ -390,6 +390,167 @@ static void store_batches_and_recovers(void **state)
     fx_rm_tree(dir);
 }
 
+/*--- The store sink under the thread's batches ---*/
+
+/* A store that forwards the recorder's writes to a real one, notes each
+ * (c: create, u: update), can hold a write until released, and can fail
+ * writes as a failed commit does. */
+struct wrap {
+    struct gs_store base; /* first: the recorder's calls come back as this */
+    struct gs_store *real;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool gate, fail;
+    int calls;
+    char ops[64];
+};
+
+/* Notes the call and waits at the gate; true when it is to fail. */
+static bool wrap_enter(struct wrap *w, char op)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->calls < (int)sizeof w->ops - 1) w->ops[w->calls] = op;
+    w->calls++;
+    pthread_cond_broadcast(&w->cv);
+    while (w->gate) pthread_cond_wait(&w->cv, &w->mu);
+    bool fail = w->fail;
+    pthread_mutex_unlock(&w->mu);
+    return fail;
+}
+
+static int w_create(struct gs_store *b, const char *key, json_t *obj, int64_t *rv)
+{
+    struct wrap *w = (struct wrap *)b;
+    return wrap_enter(w, 'c') ? GS_EIO : gs_store_create(w->real, key, obj, rv);
+}
+
+static int w_mutate(struct gs_store *b, const char *key, gs_store_mutate_fn fn, void *arg, json_t **out, int64_t *rv)
+{
+    struct wrap *w = (struct wrap *)b;
+    return wrap_enter(w, 'u') ? GS_EIO : gs_store_mutate(w->real, key, fn, arg, out, rv);
+}
+
+static const struct gs_store_vtbl wrap_vtbl = {.create = w_create, .mutate = w_mutate};
+
+static void wrap_set(struct wrap *w, bool gate, bool fail)
+{
+    pthread_mutex_lock(&w->mu);
+    w->gate = gate;
+    w->fail = fail;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits until the recorder's thread is in its calls-th write. */
+static void wrap_wait_calls(struct wrap *w, int calls)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->calls < calls) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void record_scheduled(struct gs_event_source *src, const char *pod)
+{
+    struct gs_event_ref ref = pod_a;
+    ref.name = pod;
+    gs_event_record(src, &ref, "Normal", "Scheduled", NULL, "Successfully assigned team/%s to n1", pod);
+}
+
+static json_int_t stored_count(struct gs_store *s, const char *key)
+{
+    json_t *ev = NULL;
+    assert_int_equal(gs_store_get(s, key, &ev, NULL), 0);
+    json_int_t n = json_integer_value(json_object_get(ev, "count"));
+    json_decref(ev);
+    return n;
+}
+
+/* What the thread takes from the queue at once (here an aggregated update
+ * and a create, then a create and its aggregation) is written in record
+ * order; writes that fail (a failed commit) count an error for each record
+ * and forget the aggregation, so the next record creates a new Event rather
+ * than updating one that was never written. */
+static void store_sink_takes_batches_in_order(void **state)
+{
+    (void)state;
+    char dir[64];
+    struct wrap w = {.base = {&wrap_vtbl}, .real = scratch_store(dir, sizeof dir)};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    struct gs_clock clk;
+    gs_clock_init_sim(&clk, T0);
+    struct gs_recorder *r;
+    struct gs_recorder_opts o = {.store = &w.base, .clock = &clk};
+    assert_int_equal(gs_recorder_new(&o, &r), 0);
+    struct gs_event_source src = {r, "default-scheduler", NULL, 0};
+    char key_a[128];
+    snprintf(key_a, sizeof key_a, "events/team/a.%llx", (unsigned long long)T0);
+
+    /* a's first Event is held in the store; a again and b queue meanwhile. */
+    wrap_set(&w, true, false);
+    record_scheduled(&src, "a");
+    wrap_wait_calls(&w, 1);
+    gs_clock_advance(&clk, GS_NS_PER_SEC);
+    record_scheduled(&src, "a");
+    record_scheduled(&src, "b");
+    wrap_set(&w, false, false);
+    gs_recorder_flush(r);
+    assert_string_equal(w.ops, "cuc"); /* a's create; then a's update and b's create */
+    struct gs_recorder_stats st;
+    gs_recorder_stats(r, &st);
+    assert_int_equal(st.created, 2);
+    assert_int_equal(st.aggregated, 1);
+    assert_int_equal(st.write_errors, 0);
+    assert_int_equal(stored_events(w.real), 2);
+    assert_int_equal(stored_count(w.real, key_a), 2);
+
+    /* An Event created and aggregated within one batch: one row, count 2. */
+    wrap_set(&w, true, false);
+    record_scheduled(&src, "b");
+    wrap_wait_calls(&w, 4);
+    gs_clock_advance(&clk, GS_NS_PER_SEC);
+    record_scheduled(&src, "c");
+    gs_clock_advance(&clk, GS_NS_PER_SEC);
+    record_scheduled(&src, "c");
+    wrap_set(&w, false, false);
+    gs_recorder_flush(r);
+    assert_string_equal(w.ops, "cucucu");
+    char key_c[128];
+    snprintf(key_c, sizeof key_c, "events/team/c.%llx", (unsigned long long)(T0 + 2 * GS_NS_PER_SEC));
+    assert_int_equal(stored_count(w.real, key_c), 2);
+    assert_int_equal(stored_events(w.real), 3);
+
+    /* Failed writes: e's create, a's update and d's create are lost and counted. */
+    wrap_set(&w, true, true);
+    record_scheduled(&src, "e");
+    wrap_wait_calls(&w, 7);
+    record_scheduled(&src, "a");
+    record_scheduled(&src, "d");
+    wrap_set(&w, false, true);
+    gs_recorder_flush(r);
+    assert_string_equal(w.ops, "cucucucuc");
+    gs_recorder_stats(r, &st);
+    assert_int_equal(st.write_errors, 3);
+    assert_int_equal(stored_events(w.real), 3);
+    assert_int_equal(stored_count(w.real, key_a), 2);
+    /* The store is back: a starts a new Event (its count was not written). */
+    wrap_set(&w, false, false);
+    gs_clock_advance(&clk, GS_NS_PER_SEC);
+    record_scheduled(&src, "a");
+    gs_recorder_flush(r);
+    gs_recorder_stats(r, &st);
+    assert_int_equal(st.write_errors, 3);
+    assert_int_equal(st.created, 4);
+    assert_int_equal(stored_events(w.real), 4);
+    assert_int_equal(stored_count(w.real, key_a), 2);
+
+    gs_recorder_free(r);
+    gs_store_close(w.real);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    fx_rm_tree(dir);
+}
+
 /*--- A producer: the node lifecycle ---*/
 
 static int collect_reasons(const char *key, json_t *obj, void *arg)
@@ -583,6 +744,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(full_queue_drops_and_counts, setup, teardown),
         cmocka_unit_test(expiry_after_last_write),
         cmocka_unit_test(store_batches_and_recovers),
+        cmocka_unit_test(store_sink_takes_batches_in_order),
         cmocka_unit_test(lost_node_is_recorded),
         cmocka_unit_test_setup_teardown(conversion_to_events_v1, setup, teardown),
         cmocka_unit_test(events_v1_errors_name_the_field),
