@@ -87,6 +87,10 @@ static void usage(FILE *f)
           "                       moving small workloads that each fit now on another node (evicted and admitted\n"
           "                       again at once there; counted as evictions); at most N moves per gang pod (on: 2;\n"
           "                       default off; docs/QUEUES.md \"Whole nodes for the starved queue\")\n"
+          "  --consolidate-own on|off|N  the same, moving the gang's own queue's small workloads (without\n"
+          "                       the proof that each fits elsewhere: one that does not waits in line); at\n"
+          "                       most N per gang pod (on: 4; default off); with --consolidate, every queue's\n"
+          "                       movers and the larger limit\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
@@ -210,6 +214,16 @@ static int parse(int argc, char **argv, struct targs *a)
                 if (!*v || *end || n < 1 || n > 8)
                     return bad(f, v, "want on, off or a number of moves per gang pod from 1 to 8");
                 a->o.consolidate_moves = (int)n;
+            }
+        } else if (!strcmp(f, "--consolidate-own")) {
+            if (!strcmp(v, "on")) a->o.consolidate_own = 4;
+            else if (!strcmp(v, "off")) a->o.consolidate_own = 0;
+            else {
+                char *end;
+                long n = strtol(v, &end, 10);
+                if (!*v || *end || n < 1 || n > 8)
+                    return bad(f, v, "want on, off or a number of moves per gang pod from 1 to 8");
+                a->o.consolidate_own = (int)n;
             }
         } else if (!strcmp(f, "--pin")) {
             if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "large") && strcmp(v, "above"))
@@ -410,8 +424,10 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
                    "the horizon)\n",
                    (long long)res[r].drains, (long long)res[r].drains_beyond_horizon);
         if (!strcmp(runs[r].mode, "fair") && res[r].consolidations)
-            printf("      consolidation: %lld gangs admitted on nodes made whole by moving %lld small workloads\n",
-                   (long long)res[r].consolidations, (long long)res[r].consolidation_moves);
+            printf("      consolidation: %lld gangs admitted on nodes made whole by moving %lld small workloads "
+                   "(%lld of the gang's own queue, %lld of them back in line)\n",
+                   (long long)res[r].consolidations, (long long)res[r].consolidation_moves,
+                   (long long)res[r].consolidation_own, (long long)res[r].consolidation_own_waiting);
     }
 }
 
@@ -452,8 +468,10 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
                                             "evictions_unplaced", (json_int_t)r->evictions_unplaced, "evicted_gpus",
                                             r->evicted_gpus));
     if (o)
-        json_object_update_new(o, json_pack("{s:I, s:I}", "consolidations", (json_int_t)r->consolidations,
-                                            "consolidation_moves", (json_int_t)r->consolidation_moves));
+        json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I}", "consolidations", (json_int_t)r->consolidations,
+                                            "consolidation_moves", (json_int_t)r->consolidation_moves,
+                                            "consolidation_own", (json_int_t)r->consolidation_own,
+                                            "consolidation_own_waiting", (json_int_t)r->consolidation_own_waiting));
     return o;
 }
 

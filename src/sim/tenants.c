@@ -297,6 +297,7 @@ static int setup(struct tenants *s)
                                        .pin_large = o->pin_large, .pin_above = o->pin_above,
                                        .drain = o->drain, .drain_strict = o->drain_strict,
                                        .consolidate_moves = o->consolidate_moves,
+                                       .consolidate_own = o->consolidate_own,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
                                        .global_victims = o->global_victims,
                                        .victim_cost = o->victim_cost};
@@ -611,6 +612,8 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->drains_beyond_horizon = st.drains_beyond_horizon;
         res->consolidations = st.consolidations;
         res->consolidation_moves = st.consolidation_moves;
+        res->consolidation_own = st.consolidation_own;
+        res->consolidation_own_waiting = st.consolidation_own_waiting;
         res->pins_expired = st.pins_expired;
         res->claims_unplaced = st.claims_unplaced;
         res->evictions_unplaced = st.evictions_unplaced;
