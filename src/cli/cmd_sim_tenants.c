@@ -56,6 +56,8 @@ static void usage(FILE *f)
           "  --burst S            arrival burst window in seconds (default 1800)\n"
           "  --gangs F            share of whole-GPU pods that start a gang (default 0.3; 0: none)\n"
           "  --halflife S         fair-share usage half-life in seconds (default 3600)\n"
+          "  --history-weight F   weight of the decayed usage history in the queue order, 0..1 (default 0.5;\n"
+          "                       0: the current weighted share alone)\n"
           "  --starvation S       wait before a large workload gets a reservation (default 1800)\n"
           "  --speedup X          divide arrival times by X: X times the load (default 1)\n"
           "  --node-fraction F    keep this share of the nodes (default 1)\n"
@@ -171,7 +173,12 @@ static int parse(int argc, char **argv, struct targs *a)
             rc = num(f, v, 0, &x);
             a->o.gang_fraction = x > 0 ? x : -1;
         } else if (!strcmp(f, "--halflife")) rc = num(f, v, 1, &a->o.halflife_s);
-        else if (!strcmp(f, "--starvation")) rc = num(f, v, 1, &a->o.starvation_s);
+        else if (!strcmp(f, "--history-weight")) {
+            char *end;
+            double h = strtod(v, &end);
+            if (!*v || *end || !(h >= 0 && h <= 1)) return bad(f, v, "want a number from 0 to 1");
+            a->o.history_weight = h > 0 ? h : -1; /* the options' 0 is the default */
+        } else if (!strcmp(f, "--starvation")) rc = num(f, v, 1, &a->o.starvation_s);
         else if (!strcmp(f, "--speedup")) rc = num(f, v, 1e-6, &a->o.speedup);
         else if (!strcmp(f, "--node-fraction")) {
             if (!(rc = num(f, v, 1e-6, &a->o.node_fraction)) && a->o.node_fraction > 1) rc = bad(f, v, "at most 1");

@@ -284,7 +284,8 @@ static int setup(struct tenants *s)
     if (!rc && s->o->admission) rc = build_tree(s);
     if (!rc && s->o->admission) {
         const struct gs_tenants_opts *o = s->o;
-        struct gs_admission_opts ao = {.halflife_ns = to_ns(o->halflife_s), .history_weight = 0.5,
+        double hw = o->history_weight == 0 ? 0.5 : o->history_weight < 0 ? 0 : o->history_weight;
+        struct gs_admission_opts ao = {.halflife_ns = to_ns(o->halflife_s), .history_weight = hw,
                                        .starvation_wait_ns = to_ns(o->starvation_s), .evict = on_evict,
                                        .ctx = s, .max_checks = 512,
                                        .reclaim_min_runtime_ns = to_ns(o->min_runtime_s),

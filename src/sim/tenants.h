@@ -41,6 +41,7 @@ struct gs_tenants_opts {
     double gang_fraction;          /* multi-GPU pods starting a gang; 0: 0.3; <0: no gangs */
     double sample_s;               /* share sampling period; 0: 600 */
     double halflife_s;             /* fair-share usage half-life; 0: 3600 */
+    double history_weight;         /* decayed history's weight in the queue order (admission.h); 0: 0.5, < 0: none */
     double starvation_s;           /* starvation guard wait; 0: 1800 */
     double speedup;                /* arrival times divided by this (load x speedup); 0: 1 */
     double node_fraction;          /* keep this share of the nodes (evenly spread); 0: 1 */

@@ -206,3 +206,18 @@ def test_own_moves_flag(run):
         bad = tenants(run, "--consolidate-own", value)
         assert bad.returncode == 2
         assert "--consolidate-own" in bad.stderr and '"%s"' % value in bad.stderr, bad.stderr
+
+
+def test_history_weight_flag(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return {k: v for k, v in json.loads(r.stdout.strip().splitlines()[-1])[0].items() if k != "wall_seconds"}
+    plain = fair()
+    assert fair("--history-weight", "0.5") == plain  # the default
+    shares = fair("--history-weight", "0")
+    assert shares["finished"] == shares["workloads"] == plain["workloads"]
+    for value in ("-0.1", "1.5", "x", ""):
+        bad = tenants(run, "--history-weight", value)
+        assert bad.returncode == 2
+        assert "--history-weight" in bad.stderr and "want a number from 0 to 1" in bad.stderr, bad.stderr
