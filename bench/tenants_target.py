@@ -8,7 +8,8 @@ section with --mode fair, the seed and the extra flags, and prints one
 markdown row: Jain mean and min, used/entitled of each tenant summed over the
 contended samples (from tenants.csv: the samples where the tenants' demand
 exceeds the GPUs), small and large waits p50/p90/p99, evictions, idle, then a
-line with the needless evictions and the victim searches. --samples also prints each contended sample's GPUs
+line with the needless evictions and the victim searches (and one with the
+consolidation counters when something moved). --samples also prints each contended sample's GPUs
 used / entitled per tenant. The target (issue 19 item 3): every ratio >= 0.95,
 Jain mean >= 0.99, evictions <= 449, small p90 <= 1132 s (FIFO's).
 """
@@ -72,6 +73,10 @@ def main():
           "victim searches %d, won %d" % (res.get("evicted_gpus", 0), res.get("evictions_unplaced", 0),
                                           res.get("claims_unplaced", 0), res.get("victim_searches", 0),
                                           res.get("victim_searches_won", 0)))
+    if res.get("consolidations", 0) or res.get("consolidation_moves", 0):
+        print("  consolidations %d, moves %d (of the gang's own queue %d, %d of them back in line)" %
+              (res["consolidations"], res["consolidation_moves"], res.get("consolidation_own", 0),
+               res.get("consolidation_own_waiting", 0)))
     if samples:
         print("| t (s) | " + " | ".join(tenants) + " | jain |")
         for t in contended:

@@ -56,6 +56,8 @@ static void usage(FILE *f)
           "  --burst S            arrival burst window in seconds (default 1800)\n"
           "  --gangs F            share of whole-GPU pods that start a gang (default 0.3; 0: none)\n"
           "  --halflife S         fair-share usage half-life in seconds (default 3600)\n"
+          "  --history-weight F   weight of the decayed usage history in the queue order, 0..1 (default 0.5;\n"
+          "                       0: the current weighted share alone)\n"
           "  --starvation S       wait before a large workload gets a reservation (default 1800)\n"
           "  --speedup X          divide arrival times by X: X times the load (default 1)\n"
           "  --node-fraction F    keep this share of the nodes (default 1)\n"
@@ -87,6 +89,10 @@ static void usage(FILE *f)
           "                       moving small workloads that each fit now on another node (evicted and admitted\n"
           "                       again at once there; counted as evictions); at most N moves per gang pod (on: 2;\n"
           "                       default off; docs/QUEUES.md \"Whole nodes for the starved queue\")\n"
+          "  --consolidate-own on|off|N  the same, moving the gang's own queue's small workloads (without\n"
+          "                       the proof that each fits elsewhere: one that does not waits in line); at\n"
+          "                       most N per gang pod (on: 4; default off); with --consolidate, every queue's\n"
+          "                       movers and the larger limit\n"
           "  --reclaim-from fairshare|nominal  reclaim from queues above their fair share (default) or\n"
           "                       from any queue above its nominal quota (the earlier rule)\n"
           "  --victims nodewise|global  reclaim victims chosen per node for the claimant's pods (default)\n"
@@ -167,7 +173,12 @@ static int parse(int argc, char **argv, struct targs *a)
             rc = num(f, v, 0, &x);
             a->o.gang_fraction = x > 0 ? x : -1;
         } else if (!strcmp(f, "--halflife")) rc = num(f, v, 1, &a->o.halflife_s);
-        else if (!strcmp(f, "--starvation")) rc = num(f, v, 1, &a->o.starvation_s);
+        else if (!strcmp(f, "--history-weight")) {
+            char *end;
+            double h = strtod(v, &end);
+            if (!*v || *end || !(h >= 0 && h <= 1)) return bad(f, v, "want a number from 0 to 1");
+            a->o.history_weight = h > 0 ? h : -1; /* the options' 0 is the default */
+        } else if (!strcmp(f, "--starvation")) rc = num(f, v, 1, &a->o.starvation_s);
         else if (!strcmp(f, "--speedup")) rc = num(f, v, 1e-6, &a->o.speedup);
         else if (!strcmp(f, "--node-fraction")) {
             if (!(rc = num(f, v, 1e-6, &a->o.node_fraction)) && a->o.node_fraction > 1) rc = bad(f, v, "at most 1");
@@ -210,6 +221,16 @@ static int parse(int argc, char **argv, struct targs *a)
                 if (!*v || *end || n < 1 || n > 8)
                     return bad(f, v, "want on, off or a number of moves per gang pod from 1 to 8");
                 a->o.consolidate_moves = (int)n;
+            }
+        } else if (!strcmp(f, "--consolidate-own")) {
+            if (!strcmp(v, "on")) a->o.consolidate_own = 4;
+            else if (!strcmp(v, "off")) a->o.consolidate_own = 0;
+            else {
+                char *end;
+                long n = strtol(v, &end, 10);
+                if (!*v || *end || n < 1 || n > 8)
+                    return bad(f, v, "want on, off or a number of moves per gang pod from 1 to 8");
+                a->o.consolidate_own = (int)n;
             }
         } else if (!strcmp(f, "--pin")) {
             if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "large") && strcmp(v, "above"))
@@ -410,8 +431,10 @@ static void print_table(struct series *runs, struct gs_tenants_result *res, size
                    "the horizon)\n",
                    (long long)res[r].drains, (long long)res[r].drains_beyond_horizon);
         if (!strcmp(runs[r].mode, "fair") && res[r].consolidations)
-            printf("      consolidation: %lld gangs admitted on nodes made whole by moving %lld small workloads\n",
-                   (long long)res[r].consolidations, (long long)res[r].consolidation_moves);
+            printf("      consolidation: %lld gangs admitted on nodes made whole by moving %lld small workloads "
+                   "(%lld of the gang's own queue, %lld of them back in line)\n",
+                   (long long)res[r].consolidations, (long long)res[r].consolidation_moves,
+                   (long long)res[r].consolidation_own, (long long)res[r].consolidation_own_waiting);
     }
 }
 
@@ -452,8 +475,10 @@ static json_t *result_json(const char *mode, const struct gs_tenants_result *r)
                                             "evictions_unplaced", (json_int_t)r->evictions_unplaced, "evicted_gpus",
                                             r->evicted_gpus));
     if (o)
-        json_object_update_new(o, json_pack("{s:I, s:I}", "consolidations", (json_int_t)r->consolidations,
-                                            "consolidation_moves", (json_int_t)r->consolidation_moves));
+        json_object_update_new(o, json_pack("{s:I, s:I, s:I, s:I}", "consolidations", (json_int_t)r->consolidations,
+                                            "consolidation_moves", (json_int_t)r->consolidation_moves,
+                                            "consolidation_own", (json_int_t)r->consolidation_own,
+                                            "consolidation_own_waiting", (json_int_t)r->consolidation_own_waiting));
     return o;
 }
 

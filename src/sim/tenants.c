@@ -284,7 +284,8 @@ static int setup(struct tenants *s)
     if (!rc && s->o->admission) rc = build_tree(s);
     if (!rc && s->o->admission) {
         const struct gs_tenants_opts *o = s->o;
-        struct gs_admission_opts ao = {.halflife_ns = to_ns(o->halflife_s), .history_weight = 0.5,
+        double hw = o->history_weight == 0 ? 0.5 : o->history_weight < 0 ? 0 : o->history_weight;
+        struct gs_admission_opts ao = {.halflife_ns = to_ns(o->halflife_s), .history_weight = hw,
                                        .starvation_wait_ns = to_ns(o->starvation_s), .evict = on_evict,
                                        .ctx = s, .max_checks = 512,
                                        .reclaim_min_runtime_ns = to_ns(o->min_runtime_s),
@@ -297,6 +298,7 @@ static int setup(struct tenants *s)
                                        .pin_large = o->pin_large, .pin_above = o->pin_above,
                                        .drain = o->drain, .drain_strict = o->drain_strict,
                                        .consolidate_moves = o->consolidate_moves,
+                                       .consolidate_own = o->consolidate_own,
                                        .reclaim_above_nominal = o->reclaim_above_nominal,
                                        .global_victims = o->global_victims,
                                        .victim_cost = o->victim_cost};
@@ -611,6 +613,8 @@ static void fill_result(struct tenants *s, struct gs_tenants_result *res)
         res->drains_beyond_horizon = st.drains_beyond_horizon;
         res->consolidations = st.consolidations;
         res->consolidation_moves = st.consolidation_moves;
+        res->consolidation_own = st.consolidation_own;
+        res->consolidation_own_waiting = st.consolidation_own_waiting;
         res->pins_expired = st.pins_expired;
         res->claims_unplaced = st.claims_unplaced;
         res->evictions_unplaced = st.evictions_unplaced;

@@ -41,6 +41,7 @@ struct gs_tenants_opts {
     double gang_fraction;          /* multi-GPU pods starting a gang; 0: 0.3; <0: no gangs */
     double sample_s;               /* share sampling period; 0: 600 */
     double halflife_s;             /* fair-share usage half-life; 0: 3600 */
+    double history_weight;         /* decayed history's weight in the queue order (admission.h); 0: 0.5, < 0: none */
     double starvation_s;           /* starvation guard wait; 0: 1800 */
     double speedup;                /* arrival times divided by this (load x speedup); 0: 1 */
     double node_fraction;          /* keep this share of the nodes (evenly spread); 0: 1 */
@@ -60,6 +61,7 @@ struct gs_tenants_opts {
     bool drain;                    /* whole-node drains for a queue below its share (admission.h) */
     bool drain_strict;             /* ... its own queue's other work backfills them only when ending before */
     int consolidate_moves;         /* moves of small workloads per gang pod to make whole nodes; 0: off */
+    int consolidate_own;           /* ... moves of the gang's own queue's small workloads, unproven (admission.h) */
     bool reclaim_above_nominal;    /* the old reclaim rule: from any borrowing queue */
     bool global_victims;           /* the old victim choice: one global order, not node-wise */
     int victim_cost;               /* node-wise victims' ranking (admission.h); 0: least work lost */
@@ -96,6 +98,7 @@ struct gs_tenants_result {
     int64_t share_gated;           /* share gate: queue turns with GPU workloads held back */
     int64_t drains, drains_beyond_horizon; /* drain: made, and dropped past the horizon */
     int64_t consolidations, consolidation_moves; /* consolidate: gangs admitted, small workloads moved */
+    int64_t consolidation_own, consolidation_own_waiting; /* ... of them the gang's own queue's; not placed at once */
     int64_t pins_expired;          /* pins that ran out before their pods were bound */
     int64_t claims_unplaced, evictions_unplaced; /* won claims not bound within their hold, and their evictions */
     double evicted_gpus;           /* GPUs the evicted workloads held, summed over evictions */

@@ -182,3 +182,42 @@ def test_consolidation_flag(run):
         assert bad.returncode == 2
         assert "--consolidate" in bad.stderr and '"%s"' % value in bad.stderr, bad.stderr
         assert "want on, off or a number of moves per gang pod from 1 to 8" in bad.stderr, bad.stderr
+
+
+def test_own_moves_flag(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    base = ("--share-gate", "on", "--drain", "on", "--pin", "above", "--reclaim-wait", "0")
+    plain = fair(*base)
+    assert plain["consolidation_own"] == plain["consolidation_own_waiting"] == 0  # off by default
+    same = fair(*base, "--consolidate-own", "off")
+    assert {k: v for k, v in same.items() if k != "wall_seconds"} == \
+        {k: v for k, v in plain.items() if k != "wall_seconds"}
+    own = fair(*base, "--consolidate-own", "on")
+    assert own["finished"] == own["workloads"] == plain["workloads"]
+    assert own["consolidation_own"] == own["consolidation_moves"]  # alone: only the gang's own queue moves
+    assert own["consolidation_own_waiting"] <= own["consolidation_own"]
+    assert own["preemptions"] >= own["consolidation_moves"]  # moves are counted as evictions
+    both = fair(*base, "--consolidate", "on", "--consolidate-own", "on")
+    assert both["consolidation_own"] <= both["consolidation_moves"]
+    for value in ("yes", "0", "9", ""):
+        bad = tenants(run, "--consolidate-own", value)
+        assert bad.returncode == 2
+        assert "--consolidate-own" in bad.stderr and '"%s"' % value in bad.stderr, bad.stderr
+
+
+def test_history_weight_flag(run):
+    def fair(*extra):
+        r = tenants(run, "--mode", "fair", "--json", *extra)
+        assert r.returncode == 0, r.stderr
+        return {k: v for k, v in json.loads(r.stdout.strip().splitlines()[-1])[0].items() if k != "wall_seconds"}
+    plain = fair()
+    assert fair("--history-weight", "0.5") == plain  # the default
+    shares = fair("--history-weight", "0")
+    assert shares["finished"] == shares["workloads"] == plain["workloads"]
+    for value in ("-0.1", "1.5", "x", ""):
+        bad = tenants(run, "--history-weight", value)
+        assert bad.returncode == 2
+        assert "--history-weight" in bad.stderr and "want a number from 0 to 1" in bad.stderr, bad.stderr

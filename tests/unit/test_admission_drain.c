@@ -9,7 +9,9 @@
  * a pinned workload may bind only where the placement check put it, until
  * it is bound (pin_large, pin_above: only while their condition holds);
  * consolidation moves a small workload that fits elsewhere off the node a
- * starved gang needs whole, and moves nothing when the mover fits nowhere.
+ * starved gang needs whole, and moves nothing when the mover fits nowhere;
+ * own moves evict the starved queue's own small job even when it fits
+ * nowhere else (it waits in line).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -450,6 +452,51 @@ static void consolidation_moves_a_small_job_that_fits_elsewhere(void **st)
     }
 }
 
+/* Queue a runs 5 GPUs on node0 and 7 on node2, b a 4-GPU job b1 on node1;
+ * b, below its share, asks for one 8-GPU pod. a is at its fair share (no
+ * reclaim) and 8 GPUs are free in all, none of the nodes whole. b1 fits on no
+ * other node (3 and 1 free), so consolidation of every queue's movers moves
+ * nothing; with own moves (consolidate_own) b1, b's own small job, is
+ * evicted without that proof, b's gang starts on node1 and b1 waits in line. */
+static void own_moves_trade_the_queues_small_job_for_its_gang(void **st)
+{
+    (void)st;
+    for (int v = 0; v < 3; v++) { /* off, other queues' moves only, own moves */
+        bool own = v == 2;
+        struct adm_env e;
+        struct gs_admission_opts o = {.starvation_wait_ns = -1, .history_weight = 0, .reclaim_min_runtime_ns = -1,
+                                      .reclaim_wait_ns = -1, .large_gpu_milli = GPU(8), .reserve_horizon_ns = -1,
+                                      .consolidate_moves = v == 1 ? 2 : 0, .consolidate_own = own ? 2 : 0};
+        adm_env_init(&e, 3, 8, CQ("a", "co", "12") "---\n" CQ("b", "co", "12") "---\n" LQ("qa", "a") "---\n"
+                     LQ("qb", "b"), &o);
+        submit(&e, "a1", "qa", 1, 5, 1000);
+        submit(&e, "a2", "qa", 1, 7, 1000);
+        int b1 = submit(&e, "b1", "qb", 1, 4, 1000);
+        assert_int_equal(cycle(&e, NULL), 3);
+        char key[64];
+        gs_meta_key(&gs_admission_workload(e.a, b1)->pods[0]->meta, key, sizeof key);
+        /* b, below its share, goes first: b1 on node1 (after a1 on node0), a2 on node2 */
+        assert_int_equal(gs_cache_pod_assignment(e.cache, key)->node, 1);
+        e.clk.sim_now = 10 * SEC;
+        int b = submit(&e, "b", "qb", 1, 8, 1000);
+        assert_int_equal(cycle(&e, NULL), own ? 1 : 0);
+        struct gs_admission_stats s;
+        gs_admission_stats(e.a, &s);
+        assert_int_equal(s.consolidations, own);
+        assert_int_equal(s.consolidation_moves, own);
+        assert_int_equal(s.consolidation_own, own);
+        assert_int_equal(s.consolidation_own_waiting, own);
+        assert_int_equal(s.evictions, own);
+        assert_int_equal(e.res.nevicted, own);
+        assert_int_equal(state(&e, b), own ? GS_WL_ADMITTED : GS_WL_PENDING);
+        assert_int_equal(state(&e, b1), own ? GS_WL_PENDING : GS_WL_ADMITTED);
+        gs_meta_key(&gs_admission_workload(e.a, b)->pods[0]->meta, key, sizeof key);
+        const struct gs_assignment *as = gs_cache_pod_assignment(e.cache, key);
+        if (own) assert_int_equal(as->node, 1);
+        adm_env_free(&e);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +510,7 @@ int main(void)
         cmocka_unit_test(narrower_pins_only_when_their_condition_holds),
         cmocka_unit_test(strict_drain_keeps_the_own_queues_long_work_off),
         cmocka_unit_test(consolidation_moves_a_small_job_that_fits_elsewhere),
+        cmocka_unit_test(own_moves_trade_the_queues_small_job_for_its_gang),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1123,7 +1123,7 @@ static int preempt(struct gs_admission *a, struct gs_workload *w)
     return rc;
 }
 
-/*--- Consolidation (opts.consolidate_moves) ---*/
+/*--- Consolidation (opts.consolidate_moves, opts.consolidate_own) ---*/
 
 /* A running single-pod workload that could move to make a node whole:
  * where it runs (node, the GPUs of mask, milli of each). */
@@ -1201,6 +1201,13 @@ static int node_moves(const struct gs_node_info *ni, const struct mover *m, size
     return k;
 }
 
+/* Moves allowed per gang pod. */
+static int move_limit(const struct gs_admission *a)
+{
+    int k = a->o.consolidate_moves > 0 ? a->o.consolidate_moves : 0;
+    return a->o.consolidate_own > k ? a->o.consolidate_own : k;
+}
+
 /* The pods kept assumed since mark leave the cache again (a proof undone). */
 static void unkeep(struct gs_admission *a, size_t mark)
 {
@@ -1244,7 +1251,7 @@ static int choose_moves(struct gs_admission *a, const struct gs_workload *w, uin
             const struct gs_node_info *ni = gs_cache_node(a->cache, n);
             if (!ni || !ni->live || !ni->schedulable || used[n] || ni->ngpus < g) continue;
             int64_t moved = 0;
-            int k = node_moves(ni, m + first, at - first, g, a->o.consolidate_moves, pick, &moved);
+            int k = node_moves(ni, m + first, at - first, g, move_limit(a), pick, &moved);
             if (k < 0) continue;
             if (best < 0 || k < best_k || (k == best_k && moved < best_moved)) {
                 best = n, best_k = k, best_moved = moved, best_at = first;
@@ -1264,11 +1271,14 @@ static int choose_moves(struct gs_admission *a, const struct gs_workload *w, uin
  * would hold it, picks nodes that moving a few small workloads makes whole,
  * proves on the cache that w then fits and that each mover fits elsewhere
  * at once (nothing displaced), and only then evicts the movers, admits w with
- * a hold and admits each mover again pinned to its new node. 1 admitted, 0
- * not, or an error. */
+ * a hold and admits each mover again pinned to its new node. With
+ * opts.consolidate_own, w's own queue's small workloads move too, without
+ * the proof that they fit elsewhere (one that does not waits in line).
+ * 1 admitted, 0 not, or an error. */
 static int consolidate(struct gs_admission *a, struct gs_workload *w, const int8_t *flav)
 {
-    if (a->o.consolidate_moves <= 0 || a->o.quota_only || w->gpu_milli < a->o.large_gpu_milli ||
+    bool others = a->o.consolidate_moves > 0, own = a->o.consolidate_own > 0;
+    if ((!others && !own) || a->o.quota_only || w->gpu_milli < a->o.large_gpu_milli ||
         a->fs.n[w->queue].share >= 1.0 || w->npods > 64 || above_share(a))
         return 0;
     int32_t nn = gs_cache_node_count(a->cache);
@@ -1292,7 +1302,7 @@ static int consolidate(struct gs_admission *a, struct gs_workload *w, const int8
     size_t nm = 0, nmv = 0;
     if (!rc && have >= want) {
         for (int32_t i = 0; i < a->t->n; i++)
-            for (size_t k = 0; k < a->runq[i].n; k++)
+            for (size_t k = 0; (others || i == w->queue) && k < a->runq[i].n; k++)
                 nm += mover_of(a, a->w[a->runq[i].v[k]], &m[nm]);
         qsort(m, nm, sizeof *m, cmp_mover);
     }
@@ -1304,6 +1314,8 @@ static int consolidate(struct gs_admission *a, struct gs_workload *w, const int8
         int ok = rc ? rc : placeable(a, w, flav, false, true);
         for (size_t i = 0; ok == 1 && i < nmv; i++) {
             struct gs_workload *v = a->w[mv[i]];
+            /* The queue's own mover need not fit elsewhere: it waits in line, its queue's choice. */
+            if (own && v->queue == w->queue) continue;
             ok = placeable(a, v, v->flavor, false, true);
             if (ok == 1 && a->place_nodes[0] == rm[i].asg[0].node) ok = 0; /* back where it was: no move */
         }
@@ -1330,9 +1342,13 @@ static int consolidate(struct gs_admission *a, struct gs_workload *w, const int8
             struct gs_workload *v = a->w[mv[i]];
             int r = placeable(a, v, v->flavor, false, true);
             if (r < 0) rc = r;
+            bool mine = own && v->queue == w->queue;
+            a->st.consolidation_own += mine;
             if (r == 1) {
                 admit(a, v, v->flavor);
                 rc = add_hold(a, v->id, a->place_nodes, v->npods, true);
+            } else if (r == 0 && mine) {
+                a->st.consolidation_own_waiting++;
             }
         }
         if (!rc) rc = ok == 1;

@@ -164,6 +164,14 @@ struct gs_admission_opts {
      * restart. Per gang pod the node needing the fewest moves (then the
      * fewest GPUs moved), at most consolidate_moves per pod (0: off). */
     int consolidate_moves;
+    /* Own moves: as consolidate_moves (same conditions), with the claimant's
+     * own queue's small single-pod workloads as movers, at most
+     * consolidate_own per gang pod, and without the proof that each fits
+     * elsewhere: the queue trades its own small work for its gang (no other
+     * queue loses share), and a mover that fits nowhere at once waits in line
+     * like any evicted workload (counted as an eviction). With both set, the
+     * movers of every queue and the larger of the two limits. 0: off. */
+    int consolidate_own;
     int max_checks;             /* placement checks per cycle; 0: 256 */
     bool quota_only;            /* skip the placement check (Kueue's behaviour) */
     const struct gs_profile *profile; /* filters for the placement check; NULL: the default profile */
@@ -323,6 +331,8 @@ struct gs_admission_stats {
     int64_t drains_beyond_horizon; /* drain: plans dropped, the start past the horizon */
     int64_t consolidations;       /* consolidate_moves: gangs admitted on nodes made whole by moves */
     int64_t consolidation_moves;  /* ... the small workloads moved for them (also in evictions) */
+    int64_t consolidation_own;    /* consolidate_own: of those, the claimant queue's own */
+    int64_t consolidation_own_waiting; /* ... own movers that fit nowhere at once (back in line) */
     int64_t pins_expired;         /* pin_placement: pins that ran out (hold_ns) before their pods were bound */
     int64_t nodewise_won;         /* searches won by the node-wise plan */
     int64_t nodewise_refused;     /* node-wise searches where no set of allowed victims makes room */
