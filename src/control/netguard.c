@@ -42,6 +42,9 @@ int gs_netguard_new(const struct gs_netguard_opts *o, struct gs_netguard **out)
     pthread_mutex_init(&g->mu, NULL);
     g->qps = o && o->fail_qps ? o->fail_qps : 10;
     g->burst = o && o->fail_burst > 0 ? o->fail_burst : 2 * (g->qps > 0 ? g->qps : 1);
+    /* A bucket that never holds a whole token would refuse every failure
+     * (a rate of 0.2/s means one try per 5 s, not none). */
+    if (g->burst < 1) g->burst = 1;
     *out = g;
     return 0;
 }

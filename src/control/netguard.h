@@ -19,7 +19,7 @@
 
 struct gs_netguard_opts {
     double fail_qps;   /* failed authentications per second per address; 0: 10, < 0: unlimited */
-    double fail_burst; /* 0: 2 x fail_qps */
+    double fail_burst; /* 0: 2 x fail_qps; at least 1 */
 };
 
 struct gs_netguard;

@@ -199,6 +199,13 @@ static void netguard_bucket_per_address(void **state)
     t += 100 * 1000000000LL; /* refills up to the burst, not beyond */
     for (int i = 0; i < 4; i++) assert_true(gs_netguard_fail_take(g, (struct sockaddr *)&a, t));
     assert_false(gs_netguard_fail_take(g, (struct sockaddr *)&a, t));
+    gs_netguard_free(g);
+    /* A rate below one a second still lets one failure through, then one per 1/rate. */
+    struct gs_netguard_opts slow = {.fail_qps = 0.2};
+    assert_int_equal(gs_netguard_new(&slow, &g), 0);
+    assert_true(gs_netguard_fail_take(g, (struct sockaddr *)&a, t));
+    assert_false(gs_netguard_fail_take(g, (struct sockaddr *)&a, t + 4 * 1000000000LL));
+    assert_true(gs_netguard_fail_take(g, (struct sockaddr *)&a, t + 5 * 1000000000LL + 1));
     /* Many addresses: the table reuses slots and never refuses a newcomer's first try. */
     for (int i = 0; i < 20000; i++) {
         char ip[32];
