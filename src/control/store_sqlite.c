@@ -91,7 +91,7 @@ struct sq_store {
     bool sync_full;
     /* Group commit queue (see submit). */
     pthread_mutex_t qmu;
-    pthread_cond_t qcv;
+    struct sq_waiter *waiters;     /* callers waiting on a leader, in arrival order (see submit) */
     struct gs_store_mut *qhead, *qtail;
     size_t qlen;
     bool leader, lingering, cut;
@@ -772,8 +772,57 @@ static void linger(struct sq_store *s)
     s->lingering = false;
 }
 
+/* A caller of submit waiting while another leads: woken by its own
+ * condition variable once all its requests committed, or to lead the next
+ * group, so a commit wakes the callers it finished (and one more to lead)
+ * rather than every waiting writer. */
+struct sq_waiter {
+    pthread_cond_t cv;
+    struct sq_waiter *next;
+    const struct gs_store_mut *m;
+    size_t n;
+    bool listed;
+};
+
+static bool all_done(const struct gs_store_mut *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!m[i].done_) return false;
+    return true;
+}
+
+static void waiter_unlist(struct sq_store *s, struct sq_waiter *w)
+{
+    for (struct sq_waiter **p = &s->waiters; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    w->listed = false;
+}
+
+/* After a group committed (under qmu): wake the callers it finished and,
+ * when requests are still queued, the first waiter left to lead them. */
+static void wake_after_commit(struct sq_store *s)
+{
+    struct sq_waiter **p = &s->waiters;
+    while (*p) {
+        struct sq_waiter *w = *p;
+        if (all_done(w->m, w->n)) {
+            *p = w->next;
+            w->listed = false;
+            pthread_cond_signal(&w->cv);
+        } else {
+            p = &w->next;
+        }
+    }
+    if (s->qhead && s->waiters) pthread_cond_signal(&s->waiters->cv);
+}
+
 static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool batch)
 {
+    struct sq_waiter me = {.m = m, .n = n};
+    pthread_cond_init(&me.cv, NULL);
     pthread_mutex_lock(&s->qmu);
     for (size_t i = 0; i < n; i++) {
         m[i].done_ = false; /* set under qmu once the group that holds it committed */
@@ -792,13 +841,19 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool ba
         pthread_cond_signal(&s->acv);
     }
     for (;;) {
-        bool mine = false;
-        for (size_t i = 0; i < n && !mine; i++) mine = !m[i].done_;
-        if (!mine) break;
+        if (all_done(m, n)) break;
         if (s->leader) {
-            pthread_cond_wait(&s->qcv, &s->qmu);
+            if (!me.listed) {
+                struct sq_waiter **p = &s->waiters;
+                while (*p) p = &(*p)->next;
+                *p = &me;
+                me.next = NULL;
+                me.listed = true;
+            }
+            pthread_cond_wait(&me.cv, &s->qmu);
             continue;
         }
+        if (me.listed) waiter_unlist(s, &me);
         s->leader = true;
         if (!batch) linger(s);
         struct gs_store_mut *g[GROUP_MAX];
@@ -819,9 +874,11 @@ static void submit(struct sq_store *s, struct gs_store_mut *m, size_t n, bool ba
         for (size_t i = 0; i < k; i++) g[i]->done_ = true;
         s->leader = false;
         s->last_commit_ns = mono_ns();
-        pthread_cond_broadcast(&s->qcv);
+        wake_after_commit(s);
     }
+    if (me.listed) waiter_unlist(s, &me);
     pthread_mutex_unlock(&s->qmu);
+    pthread_cond_destroy(&me.cv);
 }
 
 static int sq_mutate_batch(struct gs_store *b, struct gs_store_mut *m, size_t n)
@@ -1037,7 +1094,6 @@ static void sq_close(struct gs_store *b)
     pthread_mutex_destroy(&s->rmu);
     pthread_mutex_destroy(&s->lsmu);
     pthread_mutex_destroy(&s->qmu);
-    pthread_cond_destroy(&s->qcv);
     pthread_cond_destroy(&s->acv);
     pthread_mutex_destroy(&s->emu);
     pthread_cond_destroy(&s->ecv);
@@ -1186,7 +1242,6 @@ int gs_store_open_sqlite(const struct gs_store_opts *o, struct gs_store **out)
     pthread_mutex_init(&s->rmu, NULL);
     pthread_mutex_init(&s->lsmu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
-    pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->emu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -278,6 +278,59 @@ static void concurrent_writers_get_distinct_versions(void **state)
     run_writers(e, write_many);
 }
 
+/* A batch larger than one commit group (512 requests), beside single writers. */
+struct big_batch {
+    struct gs_store *s;
+    int id;
+    int err;
+};
+
+static void *write_big_batches(void *arg)
+{
+    struct big_batch *b = arg;
+    enum { N = 700 };
+    static char keys[2][N][32];
+    struct gs_store_mut *m = calloc(N, sizeof *m);
+    for (int round = 0; round < 2 && m; round++) {
+        for (int i = 0; i < N; i++) {
+            snprintf(keys[b->id][i], sizeof keys[b->id][i], "b/%d/%d", b->id, i);
+            m[i] = (struct gs_store_mut){.key = keys[b->id][i], .fn = bump, .arg = round ? "y" : "x"};
+        }
+        if (gs_store_mutate_batch(b->s, m, N)) b->err = 1;
+        for (int i = 0; i < N; i++) {
+            if (m[i].err || m[i].rv <= 0) b->err = 1;
+            json_decref(m[i].out);
+        }
+    }
+    if (!m) b->err = 1;
+    free(m);
+    return NULL;
+}
+
+/* Single writers and batches over several groups at once: every request is
+ * acknowledged with its own version and nothing waits forever (a commit
+ * wakes the callers it finished and one more to lead the rest). */
+static void batches_over_groups_beside_writers(void **state)
+{
+    struct env *e = *state;
+    struct writer w[4];
+    struct big_batch b[2];
+    pthread_t t[6];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct writer){.s = e->s, .id = i};
+        pthread_create(&t[i], NULL, write_many, &w[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        b[i] = (struct big_batch){.s = e->s, .id = i};
+        pthread_create(&t[4 + i], NULL, write_big_batches, &b[i]);
+    }
+    for (int i = 0; i < 6; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++) assert_int_equal(b[i].err, 0);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 100; j++) assert_true(w[i].rvs[j] > 0);
+    assert_int_equal(gs_store_current_rv(e->s), 400 + 2 * 2 * 700);
+}
+
 static int missing_only(json_t *cur, json_t **out, void *arg)
 {
     (void)out;
@@ -448,6 +501,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(interrupt_wakes_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(reopen_keeps_everything, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers_get_distinct_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(batches_over_groups_beside_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_applies_in_order_and_persists, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_mutates_share_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(default_ring_grows_while_young, setup, teardown),
