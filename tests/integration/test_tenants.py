@@ -3,6 +3,7 @@ to contend (arrivals 5000x faster, 30% of the nodes): both modes finish
 every workload, admission reports preemptions, the outputs are written, the
 eviction rules ration evictions, node-wise victims are used (and can be
 switched off), and the per-queue status can be written."""
+import functools
 import json
 import os
 
@@ -12,6 +13,13 @@ SLICE = os.path.join(os.path.dirname(__file__), "..", "data", "openb_slice")
 def tenants(run, *extra):
     return run("sim", "--experiment", "tenants", "--nodes", os.path.join(SLICE, "nodes.csv"),
                "--pods", os.path.join(SLICE, "pods.csv"), "--speedup", "5000", "--node-fraction", "0.3", *extra)
+
+
+def fair_json(run, *extra):
+    """The fair run's JSON result with the extra flags."""
+    r = tenants(run, "--mode", "fair", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])[0]
 
 
 def test_both_modes_report_fairness_and_waits(run):
@@ -32,10 +40,7 @@ def test_both_modes_report_fairness_and_waits(run):
 
 
 def test_eviction_rules_ration_evictions(run):
-    def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    fair = functools.partial(fair_json, run)
     rationed = fair()
     free = fair("--reclaim-wait", "0", "--min-runtime", "0", "--max-preemptions", "0", "--reclaim-from", "nominal")
     assert free["preemptions"] > rationed["preemptions"]
@@ -44,10 +49,7 @@ def test_eviction_rules_ration_evictions(run):
 
 
 def test_nodewise_and_global_victims(run):
-    def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    fair = functools.partial(fair_json, run)
     nodewise, old = fair(), fair("--victims", "global")
     for x in (nodewise, old):
         assert x["finished"] == x["workloads"] > 0
@@ -95,10 +97,7 @@ def test_bad_flags_are_usage_errors(run):
 
 
 def test_share_gate_and_under_share_reservation(run):
-    def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    fair = functools.partial(fair_json, run)
     plain = fair()
     gated = fair("--share-gate", "on", "--reserve-for", "under-share")
     assert gated["finished"] == gated["workloads"] == plain["workloads"]
@@ -114,10 +113,7 @@ def test_share_gate_and_under_share_reservation(run):
 
 
 def test_pins_drains_and_impatience(run):
-    def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    fair = functools.partial(fair_json, run)
     plain = fair()
     assert plain["drains"] == 0 and plain["pins_expired"] == 0
     on = fair("--share-gate", "on", "--pin", "on", "--drain", "on", "--impatient-below", "0.5",
@@ -135,10 +131,7 @@ def test_pins_drains_and_impatience(run):
 
 
 def test_victim_cost_narrower_pins_and_eviction_counters(run):
-    def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    fair = functools.partial(fair_json, run)
     plain = fair("--reclaim-wait", "0")
     assert plain["preemptions"] > 0
     assert plain["evicted_gpus"] > 0
@@ -161,10 +154,7 @@ def test_victim_cost_narrower_pins_and_eviction_counters(run):
 
 
 def test_consolidation_flag(run):
-    def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    fair = functools.partial(fair_json, run)
     base = ("--share-gate", "on", "--drain", "on", "--pin", "above", "--reclaim-wait", "0")
     plain = fair(*base)
     assert plain["consolidations"] == plain["consolidation_moves"] == 0  # off by default
@@ -185,10 +175,7 @@ def test_consolidation_flag(run):
 
 
 def test_own_moves_flag(run):
-    def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout.strip().splitlines()[-1])[0]
+    fair = functools.partial(fair_json, run)
     base = ("--share-gate", "on", "--drain", "on", "--pin", "above", "--reclaim-wait", "0")
     plain = fair(*base)
     assert plain["consolidation_own"] == plain["consolidation_own_waiting"] == 0  # off by default
