@@ -136,7 +136,7 @@ def test_timeout_ends_watch_with_a_bookmark(server):
                                                    "allowWatchBookmarks": "true", "labelSelector": "never=matches"},
                     stream=True)
     events = [json.loads(line) for line in r.iter_lines() if line]
-    assert 0.9 <= time.time() - t0 < 5
+    assert 0.9 <= time.time() - t0 < 15  # ended by timeoutSeconds, not by the client's 20 s; room for load
     assert [e["type"] for e in events] == ["BOOKMARK"]
     obj = events[0]["object"]
     assert obj["kind"] == "Pod" and obj["apiVersion"] == "v1"
