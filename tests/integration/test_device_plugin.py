@@ -273,8 +273,8 @@ def test_dm_registration_and_health(sim_and_plugin):
     r = s.resource(FAKE)
     assert sorted(r["healthy"]) == sorted(d for d, _ in fake_devices())
     assert r["preferred"] and r["numa"]["dev-5"] == 1
-    # Pushed by ListAndWatch, not found by a later re-list: seen within a few seconds (a bound a
-    # loaded machine's gRPC threads stay well inside, where 1 s did not always).
+    # Pushed by ListAndWatch, not found by a later re-list: seen within a few seconds, a bound that
+    # leaves a loaded machine's gRPC threads room where 1 s left little.
     f.set_health("dev-2", False)
     assert P.wait_until(lambda: s.resource(FAKE)["unhealthy"] == ["dev-2"], 5.0)
 
