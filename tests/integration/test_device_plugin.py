@@ -273,10 +273,10 @@ def test_dm_registration_and_health(sim_and_plugin):
     r = s.resource(FAKE)
     assert sorted(r["healthy"]) == sorted(d for d, _ in fake_devices())
     assert r["preferred"] and r["numa"]["dev-5"] == 1
-    t = time.monotonic()
+    # Pushed by ListAndWatch, not found by a later re-list: seen within a few seconds, a bound that
+    # leaves a loaded machine's gRPC threads room where 1 s left little.
     f.set_health("dev-2", False)
-    assert P.wait_until(lambda: s.resource(FAKE)["unhealthy"] == ["dev-2"], 1.0)
-    assert time.monotonic() - t < 1.0
+    assert P.wait_until(lambda: s.resource(FAKE)["unhealthy"] == ["dev-2"], 5.0)
 
 
 @pytest.mark.parametrize("n", [1, 2, 4, 8])

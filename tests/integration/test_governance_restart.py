@@ -52,9 +52,10 @@ def test_ready_node_stays_ready_across_a_server_kill(gpusched_bin, tmp_path):
 
         c.stop("server", signal.SIGKILL)
         c.server()  # returns as soon as the server answers
-        answered = time.time()
-        wait_for(lambda: ready(c), 1, "GPUStackReady=True right after the restart", step=0.05)
-        assert time.time() - answered < 1.0
+        # Ready at the first look after the server answers, by order rather than by the clock (a
+        # slow machine's client call alone can take a second): a walk again would start from
+        # not-ready and publish its transitions, which the checks below count.
+        assert ready(c), stack_cond(c.node(NODE))
 
         # A GPU pod is placed without waiting for a walk.
         c.cli("apply", "-f", "-", input=json.dumps(pod_manifest("after-restart", "true", gpus=1)))

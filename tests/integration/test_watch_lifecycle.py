@@ -2,7 +2,7 @@
 
 - dropped watches (the agent's old pattern: a short client timeout and no
   timeoutSeconds; a selector that never matches) free the server's threads
-  and descriptors (/proc/PID/task, /proc/PID/fd) within a few seconds;
+  and descriptors (/proc/PID/task, /proc/PID/fd) once the clients are gone;
 - a watch with timeoutSeconds=1 ends with a BOOKMARK; an idle watch gets
   keep-alive BOOKMARKs (GPUSCHED_WATCH_KEEPALIVE shortens the period);
 - a pod nested 2,046 levels deep is refused with the limit in the message,
@@ -88,6 +88,19 @@ def open_watch(port, path):
     return s
 
 
+def settle(server, threads0, fds0, timeout=30):
+    """The server's thread and descriptor counts once back near the baseline, or at the deadline:
+    how soon a dropped watch's thread sees its client gone depends on the machine's load, a leak
+    never comes back down."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        threads, fds = server.counts()
+        if threads <= threads0 + 2 and fds <= fds0 + 2:
+            break
+        time.sleep(0.1)
+    return server.counts()
+
+
 def test_dropped_watches_free_threads_and_descriptors(server):
     assert server.call("GET", "/api/v1/nodes").status_code == 200
     time.sleep(0.3)
@@ -101,10 +114,7 @@ def test_dropped_watches_free_threads_and_descriptors(server):
         peak = max(peak, server.counts()[0])
         for s in socks:
             s.close()
-        deadline = time.time() + 5
-        while time.time() < deadline and (server.counts()[0] > threads0 + 2 or server.counts()[1] > fds0 + 2):
-            time.sleep(0.1)
-        threads, fds = server.counts()
+        threads, fds = settle(server, threads0, fds0)
         assert threads <= threads0 + 2 and fds <= fds0 + 2, \
             f"batch {batch}: {threads} threads (baseline {threads0}), {fds} descriptors (baseline {fds0})"
     assert peak >= threads0 + 50  # they were really open
@@ -115,8 +125,7 @@ def test_dropped_watches_free_threads_and_descriptors(server):
                              headers={"Authorization": "Bearer adm"}, stream=True, timeout=1)
             for _ in r.iter_lines():
                 pass
-    time.sleep(2.5)
-    threads, fds = server.counts()
+    threads, fds = settle(server, threads0, fds0)
     assert threads <= threads0 + 2 and fds <= fds0 + 2, (threads, threads0, fds, fds0)
     assert server.call("GET", "/api/v1/pods").status_code == 200
 
@@ -127,7 +136,7 @@ def test_timeout_ends_watch_with_a_bookmark(server):
                                                    "allowWatchBookmarks": "true", "labelSelector": "never=matches"},
                     stream=True)
     events = [json.loads(line) for line in r.iter_lines() if line]
-    assert 0.9 <= time.time() - t0 < 5
+    assert 0.9 <= time.time() - t0 < 15  # ended by timeoutSeconds, not by the client's 20 s; room for load
     assert [e["type"] for e in events] == ["BOOKMARK"]
     obj = events[0]["object"]
     assert obj["kind"] == "Pod" and obj["apiVersion"] == "v1"

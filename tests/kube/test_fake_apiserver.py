@@ -546,7 +546,8 @@ def test_watch_ends_at_timeout_seconds(api):
     t0 = time.monotonic()
     evs = watch(api, NS + "/pods", timeoutSeconds="1", timeout=10)
     took = time.monotonic() - t0
-    assert evs == [] and 0.9 <= took < 3, took
+    # Ended by the server, not by the client's 10 s read timeout; how far past 1 s depends on load.
+    assert evs == [] and 0.9 <= took < 8, took
 
 
 def test_selector_watch_sees_objects_enter_and_leave(api):
@@ -569,12 +570,14 @@ def test_watches_closed_at_random(api, fake):
         create_pod(api, f"p{i}")
     fake.faults(watch_close_prob=1.0)
     t0 = time.monotonic()
+    # Closed by the server each time, not left to the client's 10 s read timeout (the bounds leave
+    # a loaded machine room, and stay below that timeout).
     evs = watch(api, NS + "/pods", resourceVersion=rv, timeout=10)
-    assert len(evs) == 1 and time.monotonic() - t0 < 5, "closed right after its first event"
+    assert len(evs) == 1 and time.monotonic() - t0 < 8, "closed right after its first event"
     fake.faults(watch_close_prob=0.0, watch_close_period=0.5)
     t0 = time.monotonic()
     watch(api, NS + "/pods", timeout=10)
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 8
     # Abrupt: the stream breaks without its terminating chunk, as a dropped connection does.
     fake.faults(watch_close_prob=1.0, watch_close_period=0.0, watch_close_abrupt=True)
     with api.get(api.base + NS + "/pods", params={"watch": "1", "resourceVersion": rv},
@@ -820,7 +823,7 @@ def test_a_terminating_pod_cannot_be_bound_and_goes_after_its_grace(tmp_path):
         r = api.delete(api.base + NS + "/pods/p")  # a second delete changes nothing
         assert r.json()["metadata"]["resourceVersion"] == got["metadata"]["resourceVersion"]
         while api.get(api.base + NS + "/pods/p").status_code == 200:
-            assert time.monotonic() - t0 < 5
+            assert time.monotonic() - t0 < 20  # gone once its 1 s is over; the bound only ends the loop
             time.sleep(0.05)
         assert time.monotonic() - t0 >= 0.9
 
