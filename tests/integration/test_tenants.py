@@ -22,6 +22,15 @@ def fair_json(run, *extra):
     return json.loads(r.stdout.strip().splitlines()[-1])[0]
 
 
+def decisions(res):
+    """A run's result without its wall-clock time: what must repeat exactly."""
+    return {k: v for k, v in res.items() if k != "wall_seconds"}
+
+
+# The share gate with drains and narrow pins, reclaim at once: the base of the consolidation flags' runs.
+GATED = ("--share-gate", "on", "--drain", "on", "--pin", "above", "--reclaim-wait", "0")
+
+
 def test_both_modes_report_fairness_and_waits(run):
     r = tenants(run, "--json")
     assert r.returncode == 0, r.stderr
@@ -143,8 +152,7 @@ def test_victim_cost_narrower_pins_and_eviction_counters(run):
         assert r["finished"] == r["workloads"] == plain["workloads"]
         assert 0 < r["jain_min"] <= r["jain_mean"] <= 1
     same = fair("--reclaim-wait", "0", "--victim-cost", "work")
-    assert {k: v for k, v in same.items() if k != "wall_seconds"} == \
-        {k: v for k, v in plain.items() if k != "wall_seconds"}  # work is the default
+    assert decisions(same) == decisions(plain)  # work is the default
     text = tenants(run, "--mode", "fair", "--reclaim-wait", "0")
     assert text.returncode == 0, text.stderr
     assert "needless evictions:" in text.stdout and "evicted GPUs:" in text.stdout
@@ -155,18 +163,16 @@ def test_victim_cost_narrower_pins_and_eviction_counters(run):
 
 def test_consolidation_flag(run):
     fair = functools.partial(fair_json, run)
-    base = ("--share-gate", "on", "--drain", "on", "--pin", "above", "--reclaim-wait", "0")
-    plain = fair(*base)
+    plain = fair(*GATED)
     assert plain["consolidations"] == plain["consolidation_moves"] == 0  # off by default
-    on = fair(*base, "--consolidate", "on")
+    on = fair(*GATED, "--consolidate", "on")
     assert on["finished"] == on["workloads"] == plain["workloads"]
     assert 0 < on["jain_min"] <= on["jain_mean"] <= 1
     assert on["consolidations"] > 0  # a starved gang got a node made whole on the slice
     assert on["consolidation_moves"] >= on["consolidations"]  # each consolidation moved something
     assert on["preemptions"] >= on["consolidation_moves"]  # moves are counted as evictions
-    same = fair(*base, "--consolidate", "off")
-    assert {k: v for k, v in same.items() if k != "wall_seconds"} == \
-        {k: v for k, v in plain.items() if k != "wall_seconds"}
+    same = fair(*GATED, "--consolidate", "off")
+    assert decisions(same) == decisions(plain)
     for value in ("yes", "0", "9", "2x", ""):
         bad = tenants(run, "--consolidate", value)
         assert bad.returncode == 2
@@ -176,18 +182,16 @@ def test_consolidation_flag(run):
 
 def test_own_moves_flag(run):
     fair = functools.partial(fair_json, run)
-    base = ("--share-gate", "on", "--drain", "on", "--pin", "above", "--reclaim-wait", "0")
-    plain = fair(*base)
+    plain = fair(*GATED)
     assert plain["consolidation_own"] == plain["consolidation_own_waiting"] == 0  # off by default
-    same = fair(*base, "--consolidate-own", "off")
-    assert {k: v for k, v in same.items() if k != "wall_seconds"} == \
-        {k: v for k, v in plain.items() if k != "wall_seconds"}
-    own = fair(*base, "--consolidate-own", "on")
+    same = fair(*GATED, "--consolidate-own", "off")
+    assert decisions(same) == decisions(plain)
+    own = fair(*GATED, "--consolidate-own", "on")
     assert own["finished"] == own["workloads"] == plain["workloads"]
     assert own["consolidation_own"] == own["consolidation_moves"]  # alone: only the gang's own queue moves
     assert own["consolidation_own_waiting"] <= own["consolidation_own"]
     assert own["preemptions"] >= own["consolidation_moves"]  # moves are counted as evictions
-    both = fair(*base, "--consolidate", "on", "--consolidate-own", "on")
+    both = fair(*GATED, "--consolidate", "on", "--consolidate-own", "on")
     assert both["consolidation_own"] <= both["consolidation_moves"]
     for value in ("yes", "0", "9", ""):
         bad = tenants(run, "--consolidate-own", value)
@@ -197,9 +201,7 @@ def test_own_moves_flag(run):
 
 def test_history_weight_flag(run):
     def fair(*extra):
-        r = tenants(run, "--mode", "fair", "--json", *extra)
-        assert r.returncode == 0, r.stderr
-        return {k: v for k, v in json.loads(r.stdout.strip().splitlines()[-1])[0].items() if k != "wall_seconds"}
+        return decisions(fair_json(run, *extra))
     plain = fair()
     assert fair("--history-weight", "0.5") == plain  # the default
     shares = fair("--history-weight", "0")
