@@ -114,6 +114,18 @@ static int bad(const char *flag, const char *v, const char *why)
     return 2;
 }
 
+/* on (as on_moves), off (0) or a number of moves per gang pod from 1 to 8. */
+static int moves(const char *flag, const char *v, int on_moves, int *out)
+{
+    if (!strcmp(v, "on")) return *out = on_moves, 0;
+    if (!strcmp(v, "off")) return *out = 0, 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 1 || n > 8) return bad(flag, v, "want on, off or a number of moves per gang pod from 1 to 8");
+    *out = (int)n;
+    return 0;
+}
+
 static int num(const char *flag, const char *v, double lo, double *out)
 {
     char *end;
@@ -213,25 +225,9 @@ static int parse(int argc, char **argv, struct targs *a)
             a->o.drain = strcmp(v, "off") != 0;
             a->o.drain_strict = !strcmp(v, "strict");
         } else if (!strcmp(f, "--consolidate")) {
-            if (!strcmp(v, "on")) a->o.consolidate_moves = 2;
-            else if (!strcmp(v, "off")) a->o.consolidate_moves = 0;
-            else {
-                char *end;
-                long n = strtol(v, &end, 10);
-                if (!*v || *end || n < 1 || n > 8)
-                    return bad(f, v, "want on, off or a number of moves per gang pod from 1 to 8");
-                a->o.consolidate_moves = (int)n;
-            }
+            if ((rc = moves(f, v, 2, &a->o.consolidate_moves))) return rc;
         } else if (!strcmp(f, "--consolidate-own")) {
-            if (!strcmp(v, "on")) a->o.consolidate_own = 4;
-            else if (!strcmp(v, "off")) a->o.consolidate_own = 0;
-            else {
-                char *end;
-                long n = strtol(v, &end, 10);
-                if (!*v || *end || n < 1 || n > 8)
-                    return bad(f, v, "want on, off or a number of moves per gang pod from 1 to 8");
-                a->o.consolidate_own = (int)n;
-            }
+            if ((rc = moves(f, v, 4, &a->o.consolidate_own))) return rc;
         } else if (!strcmp(f, "--pin")) {
             if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "large") && strcmp(v, "above"))
                 return bad(f, v, "want on, large, above or off");
